@@ -1,0 +1,35 @@
+#pragma once
+// An in-process Store: a map behind a mutex. For threads-as-ranks tests and
+// for the TCP store server's state. Thread-safe.
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "rendezvous/store.h"
+
+namespace dl::rdzv {
+
+class HashStore : public Store {
+ public:
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  void wait(const std::vector<std::string>& keys, Millis timeout) override;
+  using Store::wait;
+  bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(const std::string& key) override;
+  int64_t num_keys() override;
+
+ private:
+  bool has_all(const std::vector<std::string>& keys) const;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Bytes> data_;
+};
+
+// "a, b and c" style list of the keys of `keys` that `present` says are
+// missing; shared by every Store's timeout message.
+std::string describe_missing(const std::vector<std::string>& missing);
+
+}  // namespace dl::rdzv

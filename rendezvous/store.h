@@ -1,0 +1,56 @@
+#pragma once
+// The rendezvous Store: a small key-value service with the semantics PyTorch
+// users know from c10d (set, get, add, compare_set, wait, check, delete,
+// num_keys). Keys are strings, values are bytes (std::string used as a byte
+// buffer). Implementations: TcpStore (tcp_store.h), FileStore (file_store.h),
+// HashStore (hash_store.h, in-process, for tests and threads-as-ranks),
+// PrefixStore (prefix_store.h, a view for sub-groups).
+//
+// Thread-safety: every implementation may be called from several threads.
+// Failure: operations that wait throw dl::TimeoutError naming the keys they
+// waited for; I/O failures throw dl::IoError/RemoteError naming the server.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dl::rdzv {
+
+using Bytes = std::string;
+using Millis = std::chrono::milliseconds;
+
+// torch.distributed's default store timeout.
+inline constexpr Millis kDefaultStoreTimeout{300000};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Sets key to value, waking every waiter on key.
+  virtual void set(const std::string& key, const Bytes& value) = 0;
+  // Waits (up to timeout()) until key exists, then returns its value.
+  virtual Bytes get(const std::string& key) = 0;
+  // Atomically adds delta to the integer at key (decimal text; a missing key
+  // counts as 0) and returns the new value.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // If key holds `expected` (or is missing and `expected` is empty), sets it
+  // to `desired`. Returns the value now stored (c10d semantics: when the key
+  // is missing and `expected` is not empty, returns `expected`).
+  virtual Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) = 0;
+  // Waits until every key exists; throws TimeoutError naming the missing ones.
+  virtual void wait(const std::vector<std::string>& keys, Millis timeout) = 0;
+  void wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+  // True when every key exists; never waits.
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  // Removes key; true when it existed.
+  virtual bool delete_key(const std::string& key) = 0;
+  virtual int64_t num_keys() = 0;
+
+  Millis timeout() const { return timeout_; }
+  void set_timeout(Millis t) { timeout_ = t; }
+
+ private:
+  Millis timeout_ = kDefaultStoreTimeout;
+};
+
+}  // namespace dl::rdzv

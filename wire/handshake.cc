@@ -1,0 +1,132 @@
+#include "wire/handshake.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include "errors/error.h"
+
+namespace dl::wire {
+
+namespace {
+constexpr std::string_view kMagic = "DLH1";
+
+std::string mac(std::string_view token, std::string_view role, std::string_view tag,
+                std::string_view first, std::string_view second) {
+  std::string msg;
+  msg.reserve(role.size() + tag.size() + first.size() + second.size());
+  msg.append(role).append(tag).append(first).append(second);
+  return hmac_sha256(token, msg);
+}
+
+std::string with_tag(std::string_view tag) {
+  std::string s(1, static_cast<char>(tag.size()));
+  s.append(tag);
+  return s;
+}
+
+// Reads "u8 len | tag" at offset `at`; nullopt when malformed.
+std::optional<std::string> read_tag(std::string_view p, size_t at) {
+  if (p.size() <= at) return std::nullopt;
+  size_t len = static_cast<unsigned char>(p[at]);
+  if (p.size() < at + 1 + len) return std::nullopt;
+  return std::string(p.substr(at + 1, len));
+}
+}  // namespace
+
+std::string random_bytes(size_t n) {
+  std::string out(n, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1)
+    throw IoError("cannot read random bytes from OpenSSL");
+  return out;
+}
+
+std::string to_hex(std::string_view bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) out.push_back(digits[c >> 4]), out.push_back(digits[c & 15]);
+  return out;
+}
+
+std::string new_token() { return to_hex(random_bytes(32)); }
+
+std::string hmac_sha256(std::string_view key, std::string_view msg) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out, &len);
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+bool equal_ct(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+ServerHandshake::ServerHandshake(std::string token, std::string tag)
+    : token_(std::move(token)), tag_(std::move(tag)), nonce_(random_bytes(kNonceSize)) {
+  hello_.append(kMagic).append(with_tag(tag_)).append(nonce_);
+}
+
+std::optional<std::string> ServerHandshake::verify(std::string_view r) {
+  if (r.size() < kMacSize + kNonceSize + 1) {
+    error_ = "malformed handshake response";
+    return std::nullopt;
+  }
+  auto client_tag = read_tag(r, kMacSize + kNonceSize);
+  if (!client_tag) {
+    error_ = "malformed handshake response";
+    return std::nullopt;
+  }
+  if (*client_tag != tag_) {
+    error_ = "client speaks '" + *client_tag + "', this server speaks '" + tag_ + "'";
+    return std::nullopt;
+  }
+  std::string_view mac_c = r.substr(0, kMacSize), nonce_c = r.substr(kMacSize, kNonceSize);
+  if (!equal_ct(mac_c, mac(token_, "dlaunch-client", tag_, nonce_, nonce_c))) {
+    error_ = "client does not hold this job's token";
+    return std::nullopt;
+  }
+  return mac(token_, "dlaunch-server", tag_, nonce_c, nonce_);
+}
+
+void client_handshake(const Socket& s, std::string_view token, std::string_view tag,
+                      const std::string& peer, Millis timeout) {
+  Frame hello = read_frame(s, kMaxHandshakePayload, timeout, peer);
+  std::string_view h = hello.payload;
+  auto server_tag = h.substr(0, kMagic.size()) == kMagic ? read_tag(h, kMagic.size()) : std::nullopt;
+  if (hello.type != kHandshake || !server_tag ||
+      h.size() != kMagic.size() + 1 + server_tag->size() + kNonceSize) {
+    throw AuthError(peer + " is not a dlaunch server (unexpected greeting)");
+  }
+  if (*server_tag != tag) {
+    throw AuthError(peer + " speaks '" + *server_tag + "' but this program speaks '" + std::string(tag) +
+                    "': a different dlaunch version or the wrong port");
+  }
+  std::string_view nonce_s = h.substr(h.size() - kNonceSize);
+  std::string nonce_c = random_bytes(kNonceSize);
+  std::string resp = mac(token, "dlaunch-client", tag, nonce_s, nonce_c);
+  resp.append(nonce_c).append(with_tag(tag));
+  write_frame(s, kHandshake, resp, peer);
+  Frame accept = read_frame(s, kMaxHandshakePayload, timeout, peer);
+  if (accept.type == kErrorText) throw AuthError(peer + " refused the connection: " + accept.payload);
+  if (accept.type != kHandshake || !equal_ct(accept.payload, mac(token, "dlaunch-server", tag, nonce_c, nonce_s)))
+    throw AuthError(peer + " does not hold this job's token (server authentication failed)");
+}
+
+void server_handshake(const Socket& s, std::string_view token, std::string_view tag,
+                      const std::string& peer, Millis timeout) {
+  ServerHandshake hs{std::string(token), std::string(tag)};
+  write_frame(s, kHandshake, hs.hello(), peer);
+  Frame resp = read_frame(s, kMaxHandshakePayload, timeout, peer);
+  auto accept = resp.type == kHandshake ? hs.verify(resp.payload) : std::nullopt;
+  if (!accept) {
+    std::string why = resp.type == kHandshake ? hs.error() : "unexpected frame during handshake";
+    try { write_frame(s, kErrorText, why, peer); } catch (const Error&) {}
+    throw AuthError(peer + " failed the token handshake: " + why);
+  }
+  write_frame(s, kHandshake, *accept, peer);
+}
+
+}  // namespace dl::wire

@@ -1,0 +1,163 @@
+#include "wire/socket.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "errors/error.h"
+
+namespace dl::wire {
+
+using Clock = std::chrono::steady_clock;
+
+Socket& Socket::operator=(Socket&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = o.release();
+  }
+  return *this;
+}
+
+void Socket::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+static int remaining_ms(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+
+// One non-blocking connect attempt bounded by the deadline; returns the fd or
+// -1 with errno set.
+static int try_connect(const addrinfo* ai, Clock::time_point deadline) {
+  int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+  if (fd < 0) return -1;
+  if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+    if (errno != EINPROGRESS) { int e = errno; ::close(fd); errno = e; return -1; }
+    pollfd p{fd, POLLOUT, 0};
+    int r = ::poll(&p, 1, remaining_ms(deadline));
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (r <= 0) err = ETIMEDOUT;
+    else ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) { ::close(fd); errno = err; return -1; }
+  }
+  int flags = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &flags, sizeof flags);
+  // Back to blocking; reads use poll for their deadlines.
+  int fl = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  return fd;
+}
+
+Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout) {
+  const std::string peer = host + ":" + std::to_string(port);
+  const auto deadline = Clock::now() + timeout;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (rc != 0) throw IoError("cannot resolve " + host + ": " + gai_strerror(rc));
+  int last_err = 0;
+  for (int attempt = 0;; ++attempt) {
+    for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+      int fd = try_connect(ai, deadline);
+      if (fd >= 0) { ::freeaddrinfo(res); return Socket(fd); }
+      last_err = errno;
+    }
+    if (Clock::now() >= deadline) break;
+    // Refused or unreachable: the server may not be up yet; back off briefly.
+    std::this_thread::sleep_for(Millis(std::min(5 << std::min(attempt, 5), 100)));
+  }
+  ::freeaddrinfo(res);
+  throw TimeoutError("could not connect to " + peer + " within " + std::to_string(timeout.count()) +
+                     " ms: " + std::strerror(last_err));
+}
+
+void send_all(const Socket& s, std::string_view bytes, const std::string& peer) {
+  while (!bytes.empty()) {
+    ssize_t n = ::send(s.fd(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("sending to " + peer);
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void recv_exact(const Socket& s, char* out, size_t n, Millis timeout, const std::string& peer) {
+  const auto deadline = Clock::now() + timeout;
+  while (n > 0) {
+    pollfd p{s.fd(), POLLIN, 0};
+    int r = ::poll(&p, 1, remaining_ms(deadline));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw_errno("waiting for " + peer);
+    if (r == 0) {
+      throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms waiting for " + peer);
+    }
+    ssize_t got = ::recv(s.fd(), out, n, 0);
+    if (got < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      throw_errno("reading from " + peer);
+    }
+    if (got == 0) throw RemoteError(peer + " closed the connection");
+    out += got;
+    n -= static_cast<size_t>(got);
+  }
+}
+
+void write_frame(const Socket& s, uint8_t type, std::string_view payload, const std::string& peer) {
+  send_all(s, encode_frame(type, payload), peer);
+}
+
+Frame read_frame(const Socket& s, size_t max_payload, Millis timeout, const std::string& peer) {
+  char h[kHeaderSize];
+  recv_exact(s, h, kHeaderSize, timeout, peer);
+  const auto* p = reinterpret_cast<const unsigned char*>(h);
+  const size_t len = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | p[3];
+  if (len > max_payload) {
+    throw RemoteError(peer + " sent a frame of " + std::to_string(len) + " bytes, over the limit of " +
+                      std::to_string(max_payload));
+  }
+  Frame f;
+  f.type = p[4];
+  f.payload.resize(len);
+  recv_exact(s, f.payload.data(), len, timeout, peer);
+  return f;
+}
+
+std::pair<std::string, uint16_t> split_host_port(std::string_view s, std::string_view what) {
+  std::string host;
+  std::string_view port;
+  if (!s.empty() && s.front() == '[') {
+    auto close = s.find(']');
+    if (close == std::string_view::npos || close + 1 >= s.size() || s[close + 1] != ':')
+      throw UsageError(std::string(what) + ": expected [ipv6]:port, got '" + std::string(s) + "'");
+    host = std::string(s.substr(1, close - 1));
+    port = s.substr(close + 2);
+  } else {
+    auto colon = s.rfind(':');
+    if (colon == std::string_view::npos)
+      throw UsageError(std::string(what) + ": expected host:port, got '" + std::string(s) + "'");
+    host = std::string(s.substr(0, colon));
+    port = s.substr(colon + 1);
+  }
+  unsigned long v = 0;
+  bool ok = !port.empty() && port.size() <= 5;
+  for (char c : port) ok = ok && c >= '0' && c <= '9', v = v * 10 + static_cast<unsigned>(c - '0');
+  if (!ok || v > 65535)
+    throw UsageError(std::string(what) + ": port must be a number 0-65535, got '" + std::string(port) + "'");
+  return {host, static_cast<uint16_t>(v)};
+}
+
+}  // namespace dl::wire

@@ -1,0 +1,55 @@
+#pragma once
+// Blocking TCP sockets with deadlines, for the client side of every protocol
+// (agents, store clients, collectives peers). Servers use Asio instead.
+// Every call that can wait takes a timeout, and its error names `peer`.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "wire/frame.h"
+
+namespace dl::wire {
+
+using Millis = std::chrono::milliseconds;
+
+// An owned file descriptor; closes on destruction. Move-only.
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& o) noexcept : fd_(o.release()) {}
+  Socket& operator=(Socket&& o) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() { close(); }
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() { int f = fd_; fd_ = -1; return f; }
+  void close();
+
+ private:
+  int fd_ = -1;
+};
+
+// Connects to host:port (name or address, IPv4 or IPv6), retrying refused
+// connections until `timeout` (a server may still be starting). Sets
+// TCP_NODELAY. Throws TimeoutError / IoError naming host:port.
+Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout);
+
+// Writes all bytes; throws IoError naming `peer` if the connection breaks.
+void send_all(const Socket& s, std::string_view bytes, const std::string& peer);
+
+// Reads exactly n bytes within `timeout`; throws TimeoutError or RemoteError
+// (peer closed) naming `peer`.
+void recv_exact(const Socket& s, char* out, size_t n, Millis timeout, const std::string& peer);
+
+void write_frame(const Socket& s, uint8_t type, std::string_view payload, const std::string& peer);
+// Reads one frame of at most max_payload bytes within `timeout`.
+Frame read_frame(const Socket& s, size_t max_payload, Millis timeout, const std::string& peer);
+
+// Splits "host:port" / "[v6]:port"; throws UsageError naming `what` on bad input.
+std::pair<std::string, uint16_t> split_host_port(std::string_view s, std::string_view what);
+
+}  // namespace dl::wire
