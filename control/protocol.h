@@ -1,0 +1,59 @@
+#pragma once
+// The control protocol between the launcher (server) and its agents
+// (clients), one TCP connection per agent. Documented in
+// docs/wire-protocol.md. After the token handshake (tag kControlTag), both
+// sides exchange frames (wire/frame.h):
+//
+//   kJson frames: {"t": <type>, ...} control messages, listed below.
+//   kData frames: u32 rank (big-endian) | u8 stream | bytes
+//       agent -> launcher: output of a rank; stream 1 = stdout, 2 = stderr;
+//                          bytes always end on a line boundary, except the
+//                          last piece of a stream whose final line had no '\n'.
+//       launcher -> agent: stream 0 = stdin bytes for that rank.
+//
+// agent -> launcher
+//   hello    {version, node, host, pid, free_port, gpus: [..]}   first message
+//   started  {rank, pid}
+//   exited   {rank, pid, code} | {rank, pid, signal, core}       after the rank's output
+//   spawn_failed {rank, code (126|127), message}
+//   hb       {}                                                   heartbeat
+// launcher -> agent
+//   launch   {wdir, env, kill_grace_ms, ranks: [{rank, argv, env}]}
+//   signal   {signal}          forward a signal to every rank's process group
+//   kill     {grace_ms}        SIGTERM every rank, SIGKILL after grace_ms
+//   stdin_eof {rank}
+//   hb       {}
+//   bye      {}                the job is over: exit once every rank is reaped
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "wire/frame.h"
+
+namespace dl::control {
+
+// Protocol name and version for the handshake: a launcher and an agent of
+// different versions refuse each other with a message naming both.
+inline constexpr std::string_view kControlTag = "dlaunch-control/" DLAUNCH_VERSION;
+// Largest control frame: a launch message carries every rank's environment.
+inline constexpr size_t kMaxControlFrame = 64u << 20;
+// Largest output chunk an agent sends in one frame.
+inline constexpr size_t kMaxOutputChunk = 256u << 10;
+
+enum Stream : uint8_t { kStdin = 0, kStdout = 1, kStderr = 2 };
+
+std::string json_frame(const nlohmann::json& msg);
+// A kData frame carrying `bytes` of `rank`'s `stream`.
+std::string data_frame(int rank, Stream stream, std::string_view bytes);
+
+struct DataChunk {
+  int rank;
+  Stream stream;
+  std::string_view bytes;
+};
+// Parses a kData payload; throws RemoteError when it is too short.
+DataChunk parse_data(std::string_view payload);
+
+}  // namespace dl::control

@@ -1,0 +1,33 @@
+#pragma once
+// Starting agents: the local host's by fork/exec, remote hosts' over ssh.
+// Both hand the token to the agent on its stdin, never on a command line.
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace dl::launcher {
+
+// Path of dlaunch-agent: DIR/bin/dlaunch-agent under `prefix` when given;
+// else beside this dlaunch binary when it is there; else "dlaunch-agent"
+// (found through PATH on the host).
+std::string agent_path(const std::string& prefix, bool for_remote);
+
+struct LocalAgent {
+  pid_t pid = -1;
+  int stdin_fd = -1;  // write end; closing it tells the agent we are gone
+};
+
+// Forks and execs the agent in its own process group (a terminal's Ctrl-C
+// reaches only dlaunch, which forwards it), dying with dlaunch
+// (PR_SET_PDEATHSIG), and writes the token line to its stdin.
+LocalAgent start_local_agent(const std::string& path, const std::vector<std::string>& args, const std::string& token);
+
+// Waits up to `ms` for the agent to exit, then SIGKILLs and reaps it.
+void reap_local_agent(LocalAgent& a, int ms);
+
+// True when `host` names this machine: localhost, a loopback address, this
+// machine's host name, or one of its interface addresses.
+bool is_local_host(const std::string& host);
+
+}  // namespace dl::launcher

@@ -1,0 +1,88 @@
+#include "launcher/commands.h"
+
+#include <iostream>
+
+#include "errors/error.h"
+#include "errors/exit_codes.h"
+#include "hostfiles/hostfile.h"
+#include "hostfiles/placement.h"
+#include "launcher/dry_run.h"
+#include "launcher/job.h"
+#include "launcher/options.h"
+#include "rendezvous/store_command.h"
+#if __has_include("collectives/bench_command.h")
+#include "collectives/bench_command.h"
+#define DLAUNCH_HAVE_BENCH 1
+#endif
+
+namespace dl::launcher {
+
+namespace {
+int version_command(const std::vector<std::string>&) {
+  std::cout << "dlaunch " DLAUNCH_VERSION "\n";
+  return 0;
+}
+
+hostfiles::Placement plan(const RunOptions& o) {
+  if (!o.hostfile.empty() && !o.hosts.empty())
+    throw UsageError("give either --hostfile or -H, not both");
+  std::vector<hostfiles::HostEntry> hosts;
+  if (!o.hostfile.empty()) hosts = hostfiles::parse_hostfile(o.hostfile);
+  else if (!o.hosts.empty()) hosts = hostfiles::parse_host_list(o.hosts);
+  if (hosts.empty()) return hostfiles::place_local(o.np > 0 ? o.np : (o.per_node > 0 ? o.per_node : 1));
+  hostfiles::PlacementOptions po;
+  po.np = o.np;
+  po.map_by = o.map_by == "node" ? hostfiles::MapBy::kNode : hostfiles::MapBy::kSlot;
+  po.per_node = o.per_node;
+  po.oversubscribe = o.oversubscribe;
+  return hostfiles::place(hosts, po);
+}
+}  // namespace
+
+int run_command(const std::vector<std::string>& args) {
+  bool help = false;
+  RunOptions o = parse_run_options(args, &help);
+  if (help) {
+    std::cout << run_options_help();
+    return 0;
+  }
+  hostfiles::Placement p = plan(o);
+  if (o.dry_run) {
+    std::cout << rank_map_table(p, o);
+    return 0;
+  }
+  Job job(std::move(o), std::move(p));
+  return job.run();
+}
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"run", "start a job: dlaunch [run] -n N [--hostfile F] PROGRAM [ARGS] (the default)", run_command},
+      {"store", "serve a rendezvous store for jobs started by something else", rdzv::run_store_command},
+#ifdef DLAUNCH_HAVE_BENCH
+      {"bench", "measure collective bandwidth (run under dlaunch: dlaunch -n 4 dlaunch bench)", coll::run_bench_command},
+#endif
+      {"help", "show this list, or `dlaunch help COMMAND`", help_command},
+      {"version", "print the version", version_command},
+  };
+  return table;
+}
+
+int help_command(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "run") {
+    std::cout << run_options_help();
+    return 0;
+  }
+  if (!args.empty()) {
+    for (const auto& c : commands())
+      if (args[0] == c.name) return c.main({"--help"});
+    throw UsageError("no command '" + args[0] + "'; `dlaunch help` lists them");
+  }
+  std::cout << "dlaunch " DLAUNCH_VERSION ": start one program as many processes on many machines\n\n"
+               "usage: dlaunch [COMMAND] [options] ...\n\ncommands:\n";
+  for (const auto& c : commands()) std::printf("  %-9s %s\n", c.name, c.summary);
+  std::cout << "\n`dlaunch help run` lists the options of a job; the manual is docs/dlaunch.md.\n";
+  return 0;
+}
+
+}  // namespace dl::launcher

@@ -1,0 +1,72 @@
+#include "launcher/fate.h"
+
+#include <signal.h>
+
+#include <cstring>
+
+#include "errors/exit_codes.h"
+
+namespace dl::launcher {
+
+std::string signal_name(int sig) {
+  const char* d = ::sigdescr_np(sig);
+  return d ? d : "signal " + std::to_string(sig);
+}
+
+bool Fate::fail(int code, std::string verdict) {
+  if (code_ != 0) return false;
+  code_ = code;
+  verdict_ = std::move(verdict);
+  return true;
+}
+
+bool Fate::on_exit(const RankExit& e) {
+  done_.at(static_cast<size_t>(e.rank)) = true;
+  const std::string who = "rank " + std::to_string(e.rank) + " on " + e.host;
+  if (e.spawn_failed) return fail(e.code, "cannot start " + who + ": " + e.message);
+  if (e.signal != 0) {
+    if (user_signal_ == e.signal)
+      return fail(exit_codes::kSignalBase + e.signal,
+                  "interrupted by " + std::string("SIG") + ::sigabbrev_np(e.signal) + "; ranks stopped");
+    return fail(exit_codes::kSignalBase + e.signal, who + " (pid " + std::to_string(e.pid) + ") was killed by signal " +
+                                                        std::to_string(e.signal) + " (" + signal_name(e.signal) + ")" +
+                                                        (e.core ? ", core dumped" : ""));
+  }
+  if (e.code != 0)
+    return fail(e.code, who + " (pid " + std::to_string(e.pid) + ") exited with code " + std::to_string(e.code));
+  return false;
+}
+
+bool Fate::on_host_lost(const std::string& host, const std::string& why, const std::vector<int>& ranks) {
+  bool had_unfinished = false;
+  for (int r : ranks) {
+    had_unfinished = had_unfinished || !done_.at(static_cast<size_t>(r));
+    done_.at(static_cast<size_t>(r)) = true;
+  }
+  if (!had_unfinished) return false;
+  return fail(exit_codes::kFailure, "lost the agent on " + host + " (" + why + "); its ranks count as failed");
+}
+
+bool Fate::on_timeout(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", seconds);
+  return fail(exit_codes::kTimeout, std::string("the job ran past --timeout ") + buf + " s; all ranks were stopped");
+}
+
+void Fate::on_signal(int sig) {
+  if (user_signal_ == 0) user_signal_ = sig;
+}
+
+bool Fate::all_done() const {
+  for (bool d : done_)
+    if (!d) return false;
+  return true;
+}
+
+int Fate::remaining() const {
+  int n = 0;
+  for (bool d : done_) n += d ? 0 : 1;
+  return n;
+}
+
+}  // namespace dl::launcher

@@ -1,0 +1,57 @@
+#pragma once
+// The job's fate: which rank failed first, what to say, which code to exit
+// with. Pure state, fed by the control server, unit-tested without processes.
+//
+// Rules: all ranks exit 0 -> 0. Otherwise the first failure decides: its
+// exit code, or 128+signal; never an OR of codes. Failures that follow a
+// teardown (our own SIGTERM/SIGKILL) do not count.
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dl::launcher {
+
+struct RankExit {
+  int rank = -1;
+  std::string host;
+  int pid = 0;
+  int code = 0;         // exit code when signal == 0
+  int signal = 0;       // terminating signal, or 0
+  bool core = false;
+  bool spawn_failed = false;
+  std::string message;  // why a spawn failed
+};
+
+class Fate {
+ public:
+  explicit Fate(int world_size) : done_(static_cast<size_t>(world_size), false) {}
+
+  // Records a rank's end. Returns true when it is the job's first failure,
+  // i.e. the caller must tear the job down now.
+  bool on_exit(const RankExit& e);
+  // The agent on `host` is gone; its unfinished `ranks` count as failed.
+  bool on_host_lost(const std::string& host, const std::string& why, const std::vector<int>& ranks);
+  // --timeout fired.
+  bool on_timeout(double seconds);
+  // dlaunch itself got `sig` (forwarded to the ranks).
+  void on_signal(int sig);
+
+  bool failed() const { return code_ != 0; }
+  bool all_done() const;
+  int remaining() const;
+  int exit_code() const { return code_; }
+  // The one line that says why the job failed; "" on success.
+  const std::string& verdict() const { return verdict_; }
+
+ private:
+  bool fail(int code, std::string verdict);
+  std::vector<bool> done_;
+  int code_ = 0;
+  int user_signal_ = 0;
+  std::string verdict_;
+};
+
+// "Segmentation fault" for 11, etc.
+std::string signal_name(int sig);
+
+}  // namespace dl::launcher

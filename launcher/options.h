@@ -1,0 +1,57 @@
+#pragma once
+// The `dlaunch [run]` command line, parsed once into RunOptions. Nothing else
+// reads argv. Every default is written here.
+#include <string>
+#include <vector>
+
+namespace dl::launcher {
+
+struct RunOptions {
+  // Placement.
+  int np = 0;                    // -n/-np; 0 = one rank per slot (or 1 with no hostfile)
+  std::string hostfile;          // --hostfile/--machinefile
+  std::string hosts;             // -H/--host list
+  std::string map_by = "slot";   // --map-by slot|node
+  int per_node = 0;              // --npernode/--ppn/--nproc-per-node
+  bool oversubscribe = false;    // --oversubscribe
+  bool dry_run = false;          // --dry-run/--display-map
+  // Environment.
+  std::vector<std::string> exports;  // -x VAR or -x VAR=value
+  std::string wdir;                  // --wdir; "" = the launcher's cwd
+  int gpus_per_node = -1;            // --gpus-per-node; -1 = detect per host
+  int gpus_per_rank = 1;             // --gpus-per-rank
+  bool gpu_bind = true;              // --no-gpu-bind turns it off
+  std::string mpi = "auto";          // --mpi pmix|none|auto
+  // Output.
+  bool tag_output = false;        // --tag-output: "[rank@host] " before each line
+  bool timestamp_output = false;  // --timestamp-output
+  std::string output_dir;         // --output-filename DIR: DIR/rank.N/{stdout,stderr}
+  std::string stdin_target = "0"; // --stdin 0|none: which rank gets dlaunch's stdin
+  bool verbose = false;           // -v/--verbose
+  // Lifecycle.
+  double kill_grace_s = 3.0;        // --kill-grace: SIGTERM -> SIGKILL delay on teardown
+  double timeout_s = 0;             // --timeout: whole-job bound, 0 = none
+  double heartbeat_timeout_s = 10;  // --heartbeat-timeout
+  double agent_timeout_s = 30;      // --agent-timeout: wait for agents to connect
+  // Remote hosts.
+  std::string prefix;               // --prefix DIR holding bin/dlaunch-agent
+  std::string control_addr;         // --control-addr: address agents connect back to
+  int ssh_parallel = 32;            // --ssh-parallel
+  bool ssh_accept_new = false;      // --ssh-accept-new
+  std::string ssh_config;           // --ssh-config FILE (like ssh -F)
+  double ssh_timeout_s = 10;        // --ssh-timeout: connect timeout per host
+  // The program and its arguments.
+  std::vector<std::string> command;
+};
+
+// Parses `args` (without the program name and subcommand). Throws
+// UsageError with a "did you mean" for near-miss options. Sets *help when
+// --help was given (then nothing else is validated).
+RunOptions parse_run_options(const std::vector<std::string>& args, bool* help);
+// The option table as help text.
+std::string run_options_help();
+
+// The closest of `candidates` to `word` within a small edit distance, or "".
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
+
+}  // namespace dl::launcher

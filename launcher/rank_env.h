@@ -1,0 +1,34 @@
+#pragma once
+// Every rank's identity, in every dialect its program may read, from one
+// source of truth (the Placement). Pure: no I/O, unit-tested.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/rank_env_filter.h"
+#include "hostfiles/placement.h"
+
+namespace dl::launcher {
+
+using EnvMap = std::map<std::string, std::string>;
+
+struct JobEnv {
+  const hostfiles::Placement* placement = nullptr;
+  std::string job_id;
+  std::string master_addr;   // rank 0's host as the other hosts reach it
+  int master_port = 0;       // free on rank 0's host, not one of dlaunch's own
+  std::string store_addr;    // host:port of the job's store, "" = none
+  std::string token;         // the job token (DLAUNCH_TOKEN)
+};
+
+// The variables dlaunch sets for `rank`: torchrun's, OpenMPI's, Intel
+// MPI/Hydra's, Horovod's and DLAUNCH_*. (CUDA_VISIBLE_DEVICES is added by the
+// caller, which knows each host's GPUs.) Listed in docs/dlaunch.md.
+EnvMap rank_env(const JobEnv& job, int rank);
+
+
+// Names in `inherited` that dlaunch will replace with a different value or
+// remove; the launcher warns once with this list.
+std::vector<std::string> contradicted_vars(const EnvMap& inherited, const EnvMap& ours);
+
+}  // namespace dl::launcher
