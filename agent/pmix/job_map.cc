@@ -1,0 +1,80 @@
+#include "agent/pmix/job_map.h"
+
+#include "errors/error.h"
+
+namespace dl::agent::pmix {
+namespace {
+
+std::string join_ints(const std::vector<int>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(v[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+void validate(const JobMap& map) {
+  auto fail = [&](const std::string& what) {
+    throw UsageError("pmix job map for namespace '" + map.nspace + "': " + what);
+  };
+  if (map.nspace.empty() || map.nspace.size() > 250) fail("namespace must be 1..250 characters");
+  if (map.tmpdir.empty()) fail("tmpdir is empty; give the per-job directory");
+  if (map.world_size <= 0) fail("world_size must be positive");
+  if (map.node_hosts.empty() || map.node_hosts.size() != map.node_ranks.size())
+    fail("node_hosts and node_ranks must be non-empty and the same length");
+  if (map.node_rank < 0 || map.node_rank >= static_cast<int>(map.node_hosts.size()))
+    fail("node_rank " + std::to_string(map.node_rank) + " is not a node index");
+  if (map.universe_size != 0 && map.universe_size < map.world_size)
+    fail("universe_size is smaller than world_size");
+  std::vector<int> seen(map.world_size, 0);
+  for (size_t n = 0; n < map.node_ranks.size(); ++n) {
+    if (map.node_hosts[n].empty()) fail("node " + std::to_string(n) + " has no hostname");
+    for (int r : map.node_ranks[n]) {
+      if (r < 0 || r >= map.world_size)
+        fail("rank " + std::to_string(r) + " on " + map.node_hosts[n] + " is out of range");
+      if (seen[r]++) fail("rank " + std::to_string(r) + " is placed twice");
+    }
+  }
+  for (int r = 0; r < map.world_size; ++r)
+    if (!seen[r]) fail("rank " + std::to_string(r) + " is on no node");
+  if (map.node_ranks[map.node_rank].empty()) fail("this host has no ranks");
+}
+
+std::vector<RankPlace> place_ranks(const JobMap& map) {
+  std::vector<RankPlace> out(map.world_size);
+  for (size_t n = 0; n < map.node_ranks.size(); ++n)
+    for (size_t i = 0; i < map.node_ranks[n].size(); ++i)
+      out[map.node_ranks[n][i]] = RankPlace{static_cast<int>(n), static_cast<int>(i)};
+  return out;
+}
+
+std::string ppn_string(const JobMap& map) {
+  std::string out;
+  for (size_t n = 0; n < map.node_ranks.size(); ++n) {
+    if (n) out += ';';
+    out += join_ints(map.node_ranks[n]);
+  }
+  return out;
+}
+
+std::string hosts_string(const JobMap& map) {
+  std::string out;
+  for (size_t n = 0; n < map.node_hosts.size(); ++n) {
+    if (n) out += ',';
+    out += map.node_hosts[n];
+  }
+  return out;
+}
+
+std::string local_peers_string(const JobMap& map) {
+  return join_ints(map.node_ranks[map.node_rank]);
+}
+
+int universe_size(const JobMap& map) {
+  return map.universe_size > 0 ? map.universe_size : map.world_size;
+}
+
+}  // namespace dl::agent::pmix

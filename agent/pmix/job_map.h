@@ -1,0 +1,47 @@
+#pragma once
+// The job plan as the PMIx server needs it, and the pure layout questions it
+// answers (which node holds a rank, its local rank, the PMIx map strings).
+// No libpmix here, so all of it is testable without processes.
+#include <string>
+#include <vector>
+
+namespace dl::agent::pmix {
+
+struct JobMap {
+  std::string nspace;            // PMIx namespace, unique per job (< 255 chars)
+  int world_size = 0;            // ranks in the job
+  int node_rank = 0;             // index of THIS host in node_hosts
+  std::vector<std::string> node_hosts;        // hostnames, node order
+  std::vector<std::vector<int>> node_ranks;   // global ranks per node, node order
+  int universe_size = 0;         // 0 means world_size
+  std::string tmpdir;            // per-job directory; exists; the agent removes it
+};
+
+// Where one global rank lives.
+struct RankPlace {
+  int node = -1;        // index into node_hosts
+  int local_rank = -1;  // position among its node's ranks
+};
+
+// Throws UsageError naming the problem when the map is inconsistent: sizes
+// differ, a rank is missing, repeated or out of range, node_rank is out of
+// range, nspace is empty or too long, or tmpdir is empty.
+void validate(const JobMap& map);
+
+// One entry per global rank. REQUIRES: validate(map) passed.
+std::vector<RankPlace> place_ranks(const JobMap& map);
+
+// "r0,r1;r2,r3": each node's ranks, nodes separated by ';' (input of
+// PMIx_generate_ppn).
+std::string ppn_string(const JobMap& map);
+
+// "host0,host1" (input of PMIx_generate_regex).
+std::string hosts_string(const JobMap& map);
+
+// This host's ranks, comma-separated ("2,3"): PMIX_LOCAL_PEERS.
+std::string local_peers_string(const JobMap& map);
+
+// The universe size, defaulted to world_size.
+int universe_size(const JobMap& map);
+
+}  // namespace dl::agent::pmix

@@ -1,0 +1,23 @@
+#include "agent/pmix/local_topology.h"
+
+#include <hwloc.h>
+
+namespace dl::agent::pmix {
+
+std::string local_topology_xml() {
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) != 0) return "";
+  std::string out;
+  hwloc_topology_set_flags(topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+  hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  char* xml = nullptr;
+  int len = 0;
+  if (hwloc_topology_load(topo) == 0 && hwloc_topology_export_xmlbuffer(topo, &xml, &len, 0) == 0) {
+    out.assign(xml);
+    hwloc_free_xmlbuffer(topo, xml);
+  }
+  hwloc_topology_destroy(topo);
+  return out;
+}
+
+}  // namespace dl::agent::pmix

@@ -1,0 +1,244 @@
+#include "agent/pmix/pmix_server.h"
+
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "agent/pmix/job_info.h"
+#include "agent/pmix/server_module.h"
+#include "errors/error.h"
+
+namespace dl::agent::pmix {
+namespace {
+
+// How long a registration inside libpmix may take before we give up.
+constexpr auto kRegisterTimeout = std::chrono::seconds(30);
+
+// Turns libpmix's asynchronous "done" callback into a bounded wait.
+struct OpWaiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  pmix_status_t status = PMIX_SUCCESS;
+
+  static void callback(pmix_status_t status, void* cbdata) {
+    auto* w = static_cast<OpWaiter*>(cbdata);
+    std::lock_guard<std::mutex> lock(w->mu);
+    w->status = status;
+    w->done = true;
+    w->cv.notify_all();
+  }
+  // Throws TimeoutError/IoError naming `what`.
+  void wait(pmix_status_t started, const std::string& what) {
+    if (started == PMIX_OPERATION_SUCCEEDED) return;
+    if (started != PMIX_SUCCESS)
+      throw IoError("pmix: " + what + " failed: " + PMIx_Error_string(started));
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, kRegisterTimeout, [&] { return done; }))
+      throw TimeoutError("pmix: " + what + " did not complete within 30 s");
+    if (status != PMIX_SUCCESS)
+      throw IoError("pmix: " + what + " failed: " + PMIx_Error_string(status));
+  }
+};
+
+pmix_proc_t make_proc(const std::string& nspace, int rank) {
+  pmix_proc_t proc;
+  PMIX_PROC_CONSTRUCT(&proc);
+  PMIX_LOAD_PROCID(&proc, nspace.c_str(), static_cast<pmix_rank_t>(rank));
+  return proc;
+}
+
+bool is_local(const JobMap& map, int rank) {
+  for (int r : map.node_ranks[map.node_rank])
+    if (r == rank) return true;
+  return false;
+}
+
+void free_env(char** env) {
+  if (env == nullptr) return;
+  for (char** p = env; *p; ++p) std::free(*p);
+  std::free(env);
+}
+
+}  // namespace
+
+std::string shm_dir(const JobMap& map) {
+  return "/dev/shm/dlaunch-" + std::to_string(::getpid()) + "-" + map.nspace;
+}
+
+std::vector<std::pair<std::string, std::string>> ompi_env(const JobMap& map) {
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"OMPI_MCA_schizo", "^orte"}, {"OMPI_MCA_orte_tmpdir_base", map.tmpdir}};
+  if (std::filesystem::is_directory(shm_dir(map)))
+    env.emplace_back("OMPI_MCA_btl_vader_backing_directory", shm_dir(map));
+  // mpirun does the same when it oversubscribes: busy-polling ranks that
+  // outnumber the cpus starve each other.
+  cpu_set_t cpus;
+  long ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : sysconf(_SC_NPROCESSORS_ONLN);
+  if (static_cast<long>(map.node_ranks[map.node_rank].size()) > ncpu && !getenv("OMPI_MCA_mpi_yield_when_idle"))
+    env.emplace_back("OMPI_MCA_mpi_yield_when_idle", "1");
+  return env;
+}
+
+PmixServer::PmixServer(JobMap map) : map_(std::move(map)) {}
+
+PmixServer::~PmixServer() { stop(); }
+
+std::unique_ptr<PmixServer> PmixServer::start(const JobMap& map, Callbacks callbacks) {
+  validate(map);
+  if (!callbacks.post) throw UsageError("pmix: Callbacks::post is required");
+  if (current_state() != nullptr)
+    throw UsageError("pmix: a PmixServer is already running in this process (libpmix is a singleton)");
+  std::unique_ptr<PmixServer> server(new PmixServer(map));
+  server->pmix_dir_ = map.tmpdir + "/pmix";
+  if (::mkdir(server->pmix_dir_.c_str(), 0700) != 0 && errno != EEXIST)
+    throw_errno("pmix: cannot create " + server->pmix_dir_);
+  // Shared-memory segments of killed ranks are removed with this directory.
+  if (std::filesystem::is_directory("/dev/shm")) ::mkdir(shm_dir(map).c_str(), 0700);
+  auto state = std::make_unique<ServerState>();
+  state->nspace = map.nspace;
+  state->world_size = map.world_size;
+  const bool with_dmodex = static_cast<bool>(callbacks.direct_modex);
+  state->cb = std::move(callbacks);
+  set_current_state(state.get());
+  server->state_ = std::move(state);
+
+  pmix_server_module_t module = make_server_module(with_dmodex);
+  InfoList init;
+  init.add_string(PMIX_SERVER_TMPDIR, server->pmix_dir_);
+  init.add_string(PMIX_SYSTEM_TMPDIR, server->pmix_dir_);
+  init.add_bool(PMIX_SERVER_TOOL_SUPPORT, false);
+  init.add_bool(PMIX_SERVER_SYSTEM_SUPPORT, false);
+  init.add_bool(PMIX_SERVER_SESSION_SUPPORT, false);
+  // libpmix tells local from remote ranks by this name in PMIX_NODE_MAP.
+  init.add_string(PMIX_HOSTNAME, map.node_hosts[map.node_rank]);
+  pmix_status_t rc = PMIx_server_init(&module, init.data(), init.size());
+  if (rc != PMIX_SUCCESS) {
+    set_current_state(nullptr);
+    std::filesystem::remove_all(server->pmix_dir_);
+    std::filesystem::remove_all(shm_dir(map));
+    throw IoError(std::string("pmix: PMIx_server_init failed: ") + PMIx_Error_string(rc));
+  }
+  server->running_ = true;
+  server->register_job();  // on failure the destructor stops libpmix
+  return server;
+}
+
+void PmixServer::register_job() {
+  const std::string nsdir = pmix_dir_ + "/" + map_.nspace;
+  if (::mkdir(nsdir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("pmix: cannot create " + nsdir);
+  InfoList info;
+  build_nspace_info(map_, nsdir, info);
+  const auto& local = map_.node_ranks[map_.node_rank];
+  {
+    OpWaiter w;
+    pmix_nspace_t ns;
+    PMIX_LOAD_NSPACE(ns, map_.nspace.c_str());
+    w.wait(PMIx_server_register_nspace(ns, static_cast<int>(local.size()), info.data(), info.size(),
+                                       OpWaiter::callback, &w),
+           "registering namespace " + map_.nspace);
+  }
+  for (int rank : local) {
+    OpWaiter w;
+    pmix_proc_t proc = make_proc(map_.nspace, rank);
+    w.wait(PMIx_server_register_client(&proc, ::getuid(), ::getgid(), nullptr, OpWaiter::callback, &w),
+           "registering rank " + std::to_string(rank));
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> PmixServer::rank_env(int global_rank) {
+  if (!running_) throw UsageError("pmix: rank_env called after stop");
+  if (global_rank < 0 || global_rank >= map_.world_size || !is_local(map_, global_rank))
+    throw UsageError("pmix: rank " + std::to_string(global_rank) + " is not on host " +
+                     map_.node_hosts[map_.node_rank]);
+  pmix_proc_t proc = make_proc(map_.nspace, global_rank);
+  char** env = nullptr;
+  pmix_status_t rc = PMIx_server_setup_fork(&proc, &env);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (char** p = env; p && *p; ++p) {
+    const char* eq = std::strchr(*p, '=');
+    if (eq) out.emplace_back(std::string(*p, static_cast<size_t>(eq - *p)), std::string(eq + 1));
+  }
+  free_env(env);
+  if (rc != PMIX_SUCCESS)
+    throw IoError("pmix: PMIx_server_setup_fork failed for rank " + std::to_string(global_rank) +
+                  ": " + PMIx_Error_string(rc));
+  for (auto& kv : ompi_env(map_)) out.push_back(kv);
+  return out;
+}
+
+namespace {
+
+// Removes and returns pending[id]; fn == nullptr when there is none.
+PendingModex take(ServerState* s, std::map<uint64_t, PendingModex> ServerState::*which, uint64_t id) {
+  if (s == nullptr) return {};
+  std::lock_guard<std::mutex> lock(s->mu);
+  auto& pending = s->*which;
+  auto it = pending.find(id);
+  if (it == pending.end()) return {};
+  PendingModex p = it->second;
+  pending.erase(it);
+  return p;
+}
+
+void dmodex_reply(pmix_status_t status, char* data, size_t size, void* cbdata) {
+  auto* reply = static_cast<std::function<void(bool, std::string)>*>(cbdata);
+  std::string blob(data ? data : "", data ? size : 0);
+  ServerState* s = current_state();
+  if (s != nullptr) {
+    bool ok = status == PMIX_SUCCESS;
+    auto fn = std::move(*reply);
+    s->cb.post([fn, ok, blob = std::move(blob)] { fn(ok, blob); });
+  }
+  delete reply;
+}
+
+}  // namespace
+
+void PmixServer::fence_done(uint64_t id, const std::string& all_blobs) {
+  PendingModex p = take(state_.get(), &ServerState::fences, id);
+  if (p.fn) complete_modex(p, PMIX_SUCCESS, all_blobs);
+}
+
+void PmixServer::fence_failed(uint64_t id) {
+  PendingModex p = take(state_.get(), &ServerState::fences, id);
+  if (p.fn) complete_modex(p, PMIX_ERROR, std::string());
+}
+
+void PmixServer::direct_modex_done(uint64_t id, bool ok, const std::string& blob) {
+  PendingModex p = take(state_.get(), &ServerState::dmodex, id);
+  if (p.fn) complete_modex(p, ok ? PMIX_SUCCESS : PMIX_ERR_NOT_FOUND, blob);
+}
+
+void PmixServer::serve_direct_modex(int rank, std::function<void(bool ok, std::string blob)> reply) {
+  if (!running_ || !is_local(map_, rank)) {
+    state_->cb.post([reply] { reply(false, std::string()); });
+    return;
+  }
+  pmix_proc_t proc = make_proc(map_.nspace, rank);
+  auto* holder = new std::function<void(bool, std::string)>(std::move(reply));
+  pmix_status_t rc = PMIx_server_dmodex_request(&proc, dmodex_reply, holder);
+  if (rc != PMIX_SUCCESS) {
+    auto fn = std::move(*holder);
+    delete holder;
+    state_->cb.post([fn] { fn(false, std::string()); });
+  }
+}
+
+void PmixServer::stop() {
+  if (!running_) return;
+  running_ = false;
+  PMIx_server_finalize();  // joins libpmix's thread: no upcall runs after this
+  set_current_state(nullptr);
+  std::error_code ec;
+  std::filesystem::remove_all(pmix_dir_, ec);
+  std::filesystem::remove_all(shm_dir(map_), ec);
+}
+
+}  // namespace dl::agent::pmix

@@ -1,0 +1,121 @@
+#pragma once
+// The PMIx server of one dlaunch-agent: it tells this host's ranks of a job who
+// they are (rank, size, peers, node map) so that OpenMPI's MPI_Init and other
+// PMIx clients work under dlaunch, and it hands collective data exchanges
+// (fences), aborts and remote data requests to the agent through callbacks.
+//
+// This is the only file on the server side that uses libpmix (Debian's 4.2).
+//
+// Thread-safety: libpmix runs its own progress thread and calls into this
+// class from it. Every Callbacks function is delivered through Callbacks::post,
+// so with post = "asio::post(io_context, task)" they all run on the agent's
+// thread. The public methods may be called from any thread, but not
+// concurrently with stop() or the destructor.
+//
+// libpmix is a process singleton: at most one PmixServer may be started per
+// process at a time; a second start() throws. Whether libpmix can be started
+// again in one process after stop() is not tested: one agent serves one job.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/pmix/job_map.h"
+
+namespace dl::agent::pmix {
+
+struct ServerState;
+
+struct Callbacks {
+  // REQUIRED. Runs a task on the agent's thread, e.g. asio::post(io, task).
+  // Called from libpmix's thread; must not block.
+  std::function<void(std::function<void()>)> post;
+
+  // All LOCAL ranks entered the id-th whole-job fence; local_blob is their
+  // combined data (opaque bytes). The agent forwards it to the launcher,
+  // which concatenates every host's blob in node order and returns it; the
+  // agent then calls fence_done(id, all_blobs). Fences are numbered 0, 1, ...
+  // in the order they happen; the k-th fence of every host is the same
+  // collective, so the launcher matches contributions by id. libpmix
+  // completes fences whose participants are all on this host by itself, so
+  // in a one-host job this is never called. REQUIRED for multi-host jobs.
+  std::function<void(uint64_t id, std::string local_blob)> fence;
+
+  // A rank called PMIx_Abort (MPI_Abort): status is the exit code it asked
+  // for, message its text (OpenMPI sends "N/A"). The rank exits by itself
+  // right after; the agent should tear the job down with that status.
+  std::function<void(int rank, int status, std::string message)> abort;
+
+  // OPTIONAL. A local rank asked for data of `rank` on another host that no
+  // fence delivered. The agent asks that host's agent, which calls
+  // serve_direct_modex(rank, ...) there; then calls direct_modex_done(id, ...)
+  // here. Left empty, such requests fail at once with "not found".
+  std::function<void(uint64_t id, int rank)> direct_modex;
+
+  // OPTIONAL. A local rank connected to / finalized with the server.
+  std::function<void(int rank)> connected;
+  std::function<void(int rank)> finalized;
+};
+
+class PmixServer {
+ public:
+  // Starts libpmix's server in map.tmpdir (it creates map.tmpdir/pmix and
+  // removes it on stop) and registers the job's namespace and this host's
+  // ranks. Throws UsageError for a bad map or missing post callback, IoError
+  // when libpmix fails (message says which call and its status).
+  static std::unique_ptr<PmixServer> start(const JobMap& map, Callbacks callbacks);
+
+  ~PmixServer();  // stop()
+  PmixServer(const PmixServer&) = delete;
+  PmixServer& operator=(const PmixServer&) = delete;
+
+  // Variables to ADD to the environment of local rank `global_rank` before
+  // exec: libpmix's connection info (PMIx_server_setup_fork) and ompi_env().
+  // The agent should also drop any PMIX_* and OMPI_* variables it inherited
+  // itself (from an outer launcher). Throws UsageError when the rank is not
+  // on this host, IoError when libpmix fails.
+  std::vector<std::pair<std::string, std::string>> rank_env(int global_rank);
+
+  // Completes fence `id` with the concatenation of every host's blob (node
+  // order). Unknown ids are ignored (e.g. after stop).
+  void fence_done(uint64_t id, const std::string& all_blobs);
+  // Fails fence `id`: the ranks' PMIx_Fence returns an error (MPI aborts).
+  void fence_failed(uint64_t id);
+
+  // Answers direct-modex request `id` (see Callbacks::direct_modex).
+  void direct_modex_done(uint64_t id, bool ok, const std::string& blob);
+  // Serves another host's request for the data of local rank `rank`; `reply`
+  // is delivered through post once libpmix has it (it waits until the rank
+  // has committed its data).
+  void serve_direct_modex(int rank, std::function<void(bool ok, std::string blob)> reply);
+
+  // Finalizes libpmix, removes map.tmpdir/pmix and shm_dir(map). Pending fences are
+  // dropped (their ranks are being killed). Idempotent.
+  void stop();
+
+  const JobMap& map() const { return map_; }
+
+ private:
+  explicit PmixServer(JobMap map);
+  void register_job();
+  JobMap map_;
+  std::string pmix_dir_;
+  std::unique_ptr<ServerState> state_;
+  bool running_ = false;
+};
+
+// The OpenMPI-only variables rank_env() adds (docs/mpi.md says why):
+// OMPI_MCA_schizo=^orte, so that OpenMPI 4.1 uses PMIx instead of starting a
+// singleton, and OMPI_MCA_orte_tmpdir_base=map.tmpdir, so that its session
+// directories are removed with the job's tmpdir instead of left in /tmp, and
+// OMPI_MCA_mpi_yield_when_idle=1 when this host's ranks outnumber the cpus
+// this process may use (as mpirun does when it oversubscribes) unless the
+// environment already sets it, and OMPI_MCA_btl_vader_backing_directory=
+// shm_dir(map) (created by start, removed by stop) so that shared-memory
+// segments of killed ranks do not stay in /dev/shm.
+std::string shm_dir(const JobMap& map);
+std::vector<std::pair<std::string, std::string>> ompi_env(const JobMap& map);
+
+}  // namespace dl::agent::pmix

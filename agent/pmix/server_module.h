@@ -1,0 +1,44 @@
+#pragma once
+// Internal to agent/pmix: the state libpmix's upcalls share with PmixServer,
+// and the upcall table handed to PMIx_server_init. Not for the agent.
+#include <pmix.h>
+#include <pmix_server.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "agent/pmix/pmix_server.h"
+
+namespace dl::agent::pmix {
+
+// A libpmix completion we owe: the callback and its cookie.
+struct PendingModex {
+  pmix_modex_cbfunc_t fn = nullptr;
+  void* cbdata = nullptr;
+};
+
+struct ServerState {
+  std::mutex mu;  // guards everything below after start
+  Callbacks cb;
+  std::string nspace;
+  int world_size = 0;
+  uint64_t next_fence = 0;
+  uint64_t next_dmodex = 0;
+  std::map<uint64_t, PendingModex> fences;
+  std::map<uint64_t, PendingModex> dmodex;
+};
+
+// The one live state (libpmix is a process singleton), or null.
+ServerState* current_state();
+void set_current_state(ServerState* state);
+
+// The upcall table; direct_modex is left null when the agent gave no
+// direct_modex callback (libpmix then answers such requests "not found").
+pmix_server_module_t make_server_module(bool with_direct_modex);
+
+// Hands `bytes` to a libpmix modex callback; libpmix releases the copy.
+void complete_modex(const PendingModex& p, pmix_status_t status, const std::string& bytes);
+
+}  // namespace dl::agent::pmix

@@ -1,0 +1,73 @@
+// Pure layout answers of agent/pmix/job_map.h, checked against maps written
+// out by hand.
+#include <catch2/catch.hpp>
+
+#include "agent/pmix/job_map.h"
+#include "errors/error.h"
+
+using namespace dl::agent::pmix;
+
+namespace {
+
+// Two hosts, ranks placed round-robin: a {0,2}, b {1,3}.
+JobMap two_hosts(int node_rank) {
+  JobMap m;
+  m.nspace = "dlaunch.test";
+  m.world_size = 4;
+  m.node_rank = node_rank;
+  m.node_hosts = {"a", "b"};
+  m.node_ranks = {{0, 2}, {1, 3}};
+  m.tmpdir = "/nonexistent";
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("job map places every rank on its node with its local rank", "[pmix]") {
+  JobMap m = two_hosts(1);
+  REQUIRE_NOTHROW(validate(m));
+  auto p = place_ranks(m);
+  REQUIRE(p.size() == 4);
+  CHECK(p[0].node == 0);
+  CHECK(p[0].local_rank == 0);
+  CHECK(p[1].node == 1);
+  CHECK(p[1].local_rank == 0);
+  CHECK(p[2].node == 0);
+  CHECK(p[2].local_rank == 1);
+  CHECK(p[3].node == 1);
+  CHECK(p[3].local_rank == 1);
+  CHECK(ppn_string(m) == "0,2;1,3");
+  CHECK(hosts_string(m) == "a,b");
+  CHECK(local_peers_string(m) == "1,3");
+  CHECK(universe_size(m) == 4);
+  m.universe_size = 8;
+  CHECK(universe_size(m) == 8);
+}
+
+TEST_CASE("job map rejects inconsistent plans with a named reason", "[pmix]") {
+  auto rejects = [](JobMap m, const std::string& needle) {
+    try {
+      validate(m);
+      FAIL("accepted a bad map, expected: " << needle);
+    } catch (const dl::UsageError& e) {
+      CHECK_THAT(e.what(), Catch::Contains(needle));
+    }
+  };
+  JobMap m = two_hosts(0);
+  m.node_ranks = {{0, 2}, {1, 2}};
+  rejects(m, "rank 2 is placed twice");
+  m = two_hosts(0);
+  m.node_ranks = {{0, 2}, {1}};
+  rejects(m, "rank 3 is on no node");
+  m = two_hosts(0);
+  m.node_ranks = {{0, 2}, {1, 4}};
+  rejects(m, "rank 4 on b is out of range");
+  m = two_hosts(2);
+  rejects(m, "node_rank 2");
+  m = two_hosts(0);
+  m.tmpdir.clear();
+  rejects(m, "tmpdir");
+  m = two_hosts(0);
+  m.universe_size = 3;
+  rejects(m, "universe_size");
+}
