@@ -1,0 +1,124 @@
+// Tests of the namespace cluster itself: it must be a faithful small cluster
+// (isolated, reachable by ssh) and leave nothing behind.
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "tests/cluster/cluster_fixture.h"
+
+using dl::cluster::Cluster;
+using dl::cluster::run_argv;
+
+namespace {
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  for (size_t p; (p = s.find(" \n")) != std::string::npos;) s.erase(p, 1);
+  return s;
+}
+bool process_gone(int pid) {
+  for (int i = 0; i < 100; ++i) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+}  // namespace
+
+TEST_CASE("cluster hosts ping each other and nothing else", "[cluster]") {
+  Cluster c(4);
+  for (int i = 0; i < c.size(); ++i)
+    for (int j = 0; j < c.size(); ++j) {
+      auto r = c.run_in(c.host(i), "ping -c1 -W2 " + c.address(j));
+      INFO(r.output);
+      CHECK(r.status == 0);
+    }
+  // The root namespace has no address or route into the cluster.
+  auto root = run_argv({"ip", "-o", "addr"});
+  CHECK(root.output.find(c.address(0)) == std::string::npos);
+  std::string subnet = c.address(0).substr(0, c.address(0).rfind('.')) + ".0/24";
+  auto route = run_argv({"ip", "route"});
+  CHECK(route.output.find(subnet) == std::string::npos);
+  CHECK(c.run_in("h0", "ip route").output.find(subnet) != std::string::npos);
+}
+
+TEST_CASE("cluster ssh from h0 reaches every host as root", "[cluster]") {
+  Cluster c(4);
+  for (int i = 0; i < c.size(); ++i) {
+    auto r = c.run_in("h0", "ssh -F " + c.ssh_config() + " " + c.host(i) + " 'hostname; hostname -I; id -u'");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(trim(r.output) == c.host(i) + "\n" + c.address(i) + "\n0");
+  }
+}
+
+TEST_CASE("cluster down kills every process and deletes every namespace", "[cluster]") {
+  std::string id, dir;
+  int pid = 0;
+  {
+    Cluster c(2);
+    id = c.id();
+    dir = c.dir();
+    auto r = c.run_in("h1", "sleep 1000 >/dev/null 2>&1 & echo $!");
+    REQUIRE(r.status == 0);
+    pid = std::stoi(r.output);
+    auto in_ns = c.pids_in("h1");
+    CHECK(std::find(in_ns.begin(), in_ns.end(), pid) != in_ns.end());
+  }
+  CHECK(process_gone(pid));
+  auto ns = run_argv({"ip", "netns", "list"});
+  CHECK(ns.output.find("dl" + id + "-") == std::string::npos);
+  CHECK(access(dir.c_str(), F_OK) != 0);
+  CHECK(access(("/etc/netns/dl" + id + "-h0").c_str(), F_OK) != 0);
+  // down again is harmless.
+  CHECK(run_argv({Cluster::script_path(), "down", id}).status == 0);
+}
+
+TEST_CASE("cluster two clusters at once do not collide", "[cluster]") {
+  Cluster a(2), b(2);
+  CHECK(a.id() != b.id());
+  CHECK(a.address(0) != b.address(0));
+  CHECK(a.run_in("h0", "ssh -F " + a.ssh_config() + " h1 true").status == 0);
+  CHECK(b.run_in("h0", "ssh -F " + b.ssh_config() + " h1 true").status == 0);
+  // Isolated: a's h0 cannot reach b's h1.
+  CHECK(a.run_in("h0", "ping -c1 -W1 " + b.address(1)).status != 0);
+}
+
+TEST_CASE("cluster fault hooks: sshd, link, block, rate, setenv", "[cluster][slow]") {
+  Cluster c(3);
+  std::string ssh = "ssh -F " + c.ssh_config() + " ";
+  REQUIRE(c.script({"stop-sshd", c.id(), "h1"}).status == 0);
+  auto r = c.run_in("h0", ssh + "h1 true");
+  CHECK(r.status == 255);
+  CHECK(r.output.find("Connection refused") != std::string::npos);
+  REQUIRE(c.script({"start-sshd", c.id(), "h1"}).status == 0);
+  CHECK(c.run_in("h0", ssh + "h1 true").status == 0);
+
+  REQUIRE(c.script({"link", c.id(), "h2", "down"}).status == 0);
+  CHECK(c.run_in("h0", "ping -c1 -W1 " + c.address(2)).status != 0);
+  REQUIRE(c.script({"link", c.id(), "h2", "up"}).status == 0);
+  CHECK(c.run_in("h0", "ping -c1 -W2 " + c.address(2)).status == 0);
+
+  REQUIRE(c.script({"block", c.id(), "h0", "h1", "22", "reject"}).status == 0);
+  CHECK(c.run_in("h0", ssh + "h1 true").status != 0);
+  CHECK(c.run_in("h0", ssh + "h2 true").status == 0);  // only h0 -> h1 is blocked
+  REQUIRE(c.script({"unblock", c.id(), "h1"}).status == 0);
+  CHECK(c.run_in("h0", ssh + "h1 true").status == 0);
+
+  REQUIRE(c.script({"slow", c.id(), "h2", "0", "1mbit"}).status == 0);
+  auto q = run_argv({"tc", "-n", c.netns("h2"), "qdisc", "show", "dev", "eth0"});
+  CHECK(q.output.find("rate 1Mbit") != std::string::npos);
+  REQUIRE(c.script({"unslow", c.id(), "h2"}).status == 0);
+
+  REQUIRE(c.script({"setenv", c.id(), "h2", "DL_DOCTOR_MARK=h2-only"}).status == 0);
+  CHECK(trim(c.run_in("h0", ssh + "h2 'echo $DL_DOCTOR_MARK'").output) == "h2-only");
+  CHECK(trim(c.run_in("h0", ssh + "h1 'echo x$DL_DOCTOR_MARK'").output) == "x");
+}
+
+TEST_CASE("cluster refuses to start without root and says why", "[cluster]") {
+  auto r = run_argv({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                     Cluster::script_path(), "up"});
+  CHECK(r.status == 3);
+  CHECK(r.output.find("needs root") != std::string::npos);
+}

@@ -1,0 +1,72 @@
+// Parallel fan-out over a 4-host cluster: per-host results, one-line errors.
+#include <catch2/catch.hpp>
+
+#include "launcher/ssh/fan_out.h"
+#include "launcher/ssh/quote.h"
+#include "tests/cluster/ssh_test_util.h"
+
+namespace ssh = dl::launcher::ssh;
+using dl::cluster::Cluster;
+using dl::cluster::InNamespace;
+using dl::cluster::ScratchDir;
+
+namespace {
+std::vector<ssh::Target> targets_of(const Cluster& c) {
+  std::vector<ssh::Target> t;
+  for (auto& h : c.hosts()) t.push_back(dl::cluster::target(h));
+  return t;
+}
+}  // namespace
+
+TEST_CASE("ssh run_all runs hostname and cat with a payload on every host", "[cluster][ssh]") {
+  Cluster c(4);
+  ScratchDir scratch;
+  InNamespace in(c, "h0");
+  auto targets = targets_of(c);
+  std::vector<std::string> cmds(targets.size(), ssh::join_quoted({"sh", "-c", "hostname; cat"}));
+  for (int parallel : {1, 2, 4}) {
+    auto rs = ssh::run_all(targets, cmds, "the-token\n", dl::cluster::isolated_options(c, scratch),
+                           parallel, std::chrono::seconds(10));
+    REQUIRE(rs.size() == 4);
+    for (int i = 0; i < 4; ++i) {
+      INFO("parallel " << parallel << " host " << i << ": " << rs[i].error);
+      CHECK(rs[i].error.empty());
+      CHECK(rs[i].exit_status == 0);
+      CHECK(rs[i].out == c.host(i) + "\nthe-token\n");
+    }
+  }
+}
+
+TEST_CASE("ssh start_all keeps commands running and reports each host's failure", "[cluster][ssh]") {
+  Cluster c(4);
+  ScratchDir scratch;
+  REQUIRE(c.script({"stop-sshd", c.id(), "h2"}).status == 0);
+  InNamespace in(c, "h0");
+  auto targets = targets_of(c);
+  std::vector<std::string> cmds(4, "cat");
+  cmds[3] = "dlaunch-agent-not-installed";
+  auto rs = ssh::start_all(targets, cmds, "tok\n", dl::cluster::isolated_options(c, scratch), 3);
+  for (int i : {0, 1, 3}) {
+    INFO(rs[i].error);
+    REQUIRE(rs[i].error.empty());
+    REQUIRE(rs[i].process);
+    CHECK(rs[i].session->local_address() == c.address(0));
+  }
+  CHECK(rs[2].error.find("h2") != std::string::npos);
+  CHECK(rs[2].error.find("connection refused") != std::string::npos);
+  CHECK(rs[2].error.find('\n') == std::string::npos);
+  CHECK(!rs[2].session);
+  // h3's command is not found: exit 127, and the message says what to do.
+  int status = rs[3].process->wait(std::chrono::seconds(5));
+  CHECK(status == 127);
+  std::string msg = ssh::describe_start_failure(rs[3].session->name(), status, rs[3].process->err());
+  CHECK(msg.find("not found") != std::string::npos);
+  CHECK(msg.find("--prefix") != std::string::npos);
+  // The others still run `cat` with stdin open until we close it.
+  for (int i : {0, 1}) {
+    CHECK(rs[i].process->poll_output(std::chrono::milliseconds(100)));
+    rs[i].process->close_stdin();
+    CHECK(rs[i].process->wait(std::chrono::seconds(5)) == 0);
+    CHECK(rs[i].process->out() == "tok\n");
+  }
+}
