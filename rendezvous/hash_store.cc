@@ -67,8 +67,7 @@ void HashStore::wait(const std::vector<std::string>& keys, Millis timeout) {
   std::vector<std::string> missing;
   for (const auto& k : keys)
     if (!data_.count(k)) missing.push_back(k);
-  throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms waiting for store key(s) " +
-                     describe_missing(missing));
+  throw TimeoutError(timeout_message(timeout, missing));
 }
 
 bool HashStore::check(const std::vector<std::string>& keys) {

@@ -11,6 +11,8 @@
 // waited for; I/O failures throw dl::IoError/RemoteError naming the server.
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -49,8 +51,23 @@ class Store {
   Millis timeout() const { return timeout_; }
   void set_timeout(Millis t) { timeout_ = t; }
 
+  // Attaches a human description to a key (e.g. "rank 3 on node2"); timeout
+  // messages that name the key show it. Thread-safe. PrefixStore forwards it.
+  virtual void describe_key(const std::string& key, std::string text);
+
+ protected:
+  // The message of every Store's TimeoutError: names the missing keys, their
+  // descriptions, and the ranks of rank keys (rank_of_key).
+  std::string timeout_message(Millis waited, const std::vector<std::string>& missing);
+
  private:
   Millis timeout_ = kDefaultStoreTimeout;
+  std::mutex notes_mu_;
+  std::map<std::string, std::string> notes_;
 };
+
+// The rank-key convention: a key that is "rank/<n>" or ends in "/rank/<n>"
+// belongs to rank n. Returns -1 for other keys.
+int rank_of_key(const std::string& key);
 
 }  // namespace dl::rdzv

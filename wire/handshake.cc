@@ -3,7 +3,9 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include <sys/random.h>
+
+#include <cerrno>
 
 #include "errors/error.h"
 
@@ -36,9 +38,16 @@ std::optional<std::string> read_tag(std::string_view p, size_t at) {
 }  // namespace
 
 std::string random_bytes(size_t n) {
+  // The kernel's CSPRNG directly: OpenSSL's RAND_bytes costs milliseconds
+  // on its first call (DRBG set-up) in every launcher, agent and rank.
   std::string out(n, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1)
-    throw IoError("cannot read random bytes from OpenSSL");
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::getrandom(out.data() + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw_errno("getrandom");
+    got += static_cast<size_t>(r);
+  }
   return out;
 }
 

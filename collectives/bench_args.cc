@@ -1,0 +1,71 @@
+// Argument parsing of `dlaunch bench` (the options struct is in bench_command.h).
+#include <cmath>
+#include <cstdlib>
+
+#include "collectives/bench_command.h"
+#include "errors/error.h"
+
+namespace dl::coll {
+namespace {
+
+size_t parse_size(const std::string& s, const std::string& flag) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  std::string suf = end ? std::string(end) : "";
+  double mul = 1;
+  if (suf == "K" || suf == "k" || suf == "KB") mul = 1024;
+  else if (suf == "M" || suf == "m" || suf == "MB") mul = 1024.0 * 1024;
+  else if (suf == "G" || suf == "g" || suf == "GB") mul = 1024.0 * 1024 * 1024;
+  else if (!suf.empty() || end == s.c_str()) throw UsageError("dlaunch bench: " + flag + ": expected a size like 8, 64K, 256M or 1G, got '" + s + "'");
+  if (v < 0) throw UsageError("dlaunch bench: " + flag + " must not be negative");
+  return static_cast<size_t>(std::llround(v * mul));
+}
+
+long parse_int(const std::string& s, const std::string& flag) {
+  char* end = nullptr;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end) throw UsageError("dlaunch bench: " + flag + ": expected a number, got '" + s + "'");
+  return v;
+}
+
+OpKind parse_kind(const std::string& s) {
+  for (OpKind k : {OpKind::kAllReduce, OpKind::kAllGather, OpKind::kBroadcast, OpKind::kReduceScatter,
+                   OpKind::kAllToAll, OpKind::kReduce})
+    if (s == kind_name(k)) return k;
+  throw UsageError("dlaunch bench: --op: unknown collective '" + s +
+                   "'; use all_reduce, all_gather, broadcast, reduce_scatter, all_to_all or reduce");
+}
+
+}  // namespace
+
+BenchOptions parse_bench_args(const std::vector<std::string>& args) {
+  BenchOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw UsageError("dlaunch bench: " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "-b" || a == "--minbytes") o.min_bytes = parse_size(value(), a);
+    else if (a == "-e" || a == "--maxbytes") o.max_bytes = parse_size(value(), a);
+    else if (a == "-f" || a == "--stepfactor") o.factor = std::strtod(value().c_str(), nullptr);
+    else if (a == "--op") o.op = parse_kind(value());
+    else if (a == "-d" || a == "--dtype") o.dtype = parse_dtype(value());
+    else if (a == "-o" || a == "--redop") o.redop = parse_op(value());
+    else if (a == "-r" || a == "--root") o.root = static_cast<int>(parse_int(value(), a));
+    else if (a == "-n" || a == "--iters") o.iters = static_cast<int>(parse_int(value(), a));
+    else if (a == "-w" || a == "--warmup") o.warmup = static_cast<int>(parse_int(value(), a));
+    else if (a == "-c" || a == "--check") o.check = parse_int(value(), a) != 0;
+    else if (a == "--seed") o.seed = static_cast<uint64_t>(parse_int(value(), a));
+    else if (a == "--url") o.url = value();
+    else if (a == "--json") o.json = true;
+    else throw UsageError("dlaunch bench: unknown option '" + a + "'; options: -b -e -f --op -d/--dtype -o/--redop "
+                          "-r/--root -n/--iters -w/--warmup -c/--check --seed --url --json");
+  }
+  if (o.factor <= 1) throw UsageError("dlaunch bench: -f must be greater than 1");
+  if (o.iters < 1 || o.warmup < 0) throw UsageError("dlaunch bench: --iters must be >= 1 and --warmup >= 0");
+  if (o.min_bytes > o.max_bytes) throw UsageError("dlaunch bench: -b is larger than -e");
+  return o;
+}
+
+}  // namespace dl::coll

@@ -1,0 +1,70 @@
+// dlcoll-bench: runs `dlaunch bench` on N local ranks before (or without)
+// the launcher: forks N processes that find each other through env://
+// (RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT, rank 0
+// hosting the store), exactly as they would under dlaunch or torchrun.
+//   dlcoll-bench -n 4 -b 8 -e 256M -f 2 --op all_reduce
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "collectives/bench_command.h"
+#include "wire/handshake.h"
+
+namespace {
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  int n = 2;
+  if (args.size() >= 2 && args[0] == "-n") {
+    n = std::atoi(args[1].c_str());
+    args.erase(args.begin(), args.begin() + 2);
+  }
+  if (n < 1) {
+    std::cerr << "dlcoll-bench: error: -n must be at least 1\n";
+    return 2;
+  }
+  const std::string port = std::to_string(free_port()), token = dl::wire::new_token();
+  std::vector<pid_t> kids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      ::setenv("DLAUNCH_TOKEN", token.c_str(), 1);
+      ::_exit(dl::coll::run_bench_command(args));
+    }
+    kids.push_back(pid);
+  }
+  int worst = 0;
+  for (pid_t pid : kids) {
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    worst = std::max(worst, rc);
+  }
+  return worst;
+}

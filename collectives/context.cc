@@ -1,0 +1,55 @@
+#include "collectives/context.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace dl::coll {
+
+char* Scratch::get(int slot, size_t bytes) {
+  if (bytes > cap_[slot]) {
+    buf_[slot].reset();  // free first: never hold two large buffers at once
+    buf_[slot].reset(new char[bytes]);
+    cap_[slot] = bytes;
+  }
+  return buf_[slot].get();
+}
+
+Context::Context(int rank, int size, std::vector<Pair*> pairs, const Tuning& tuning, Scratch& scratch,
+                 Millis timeout, std::string what)
+    : rank_(rank), size_(size), pairs_(std::move(pairs)), tuning_(tuning), scratch_(scratch),
+      timeout_(timeout), deadline_(Clock::now() + timeout), what_(std::move(what)) {}
+
+void Context::run(std::span<Transfer> xfers) { run_transfers(xfers, deadline_, timeout_, what_); }
+
+void Context::run(std::initializer_list<Transfer> xfers) {
+  std::vector<Transfer> v(xfers);
+  run(std::span<Transfer>(v));
+}
+
+void Context::send(int to, const void* buf, size_t n) { run({Transfer::sending(pair(to), buf, n)}); }
+
+void Context::recv(int from, void* buf, size_t n) { run({Transfer::receiving(pair(from), buf, n)}); }
+
+void Context::sendrecv(int to, const void* sbuf, size_t sn, int from, void* rbuf, size_t rn) {
+  Transfer x[2];
+  int k = 0;
+  if (to >= 0) x[k++] = Transfer::sending(pair(to), sbuf, sn);
+  if (from >= 0) x[k++] = Transfer::receiving(pair(from), rbuf, rn);
+  run(std::span<Transfer>(x, k));
+}
+
+static void env_size(const char* name, size_t& v) {
+  if (const char* s = std::getenv(name); s && *s) v = std::strtoull(s, nullptr, 10);
+}
+
+Tuning Tuning::from_env() {
+  Tuning t;
+  env_size("DLCOLL_ALLREDUCE_RING_BYTES", t.allreduce_ring_bytes);
+  env_size("DLCOLL_BCAST_CHAIN_BYTES", t.bcast_chain_bytes);
+  env_size("DLCOLL_REDUCE_RING_BYTES", t.reduce_ring_bytes);
+  env_size("DLCOLL_CHUNK_BYTES", t.chunk_bytes);
+  if (t.chunk_bytes == 0) t.chunk_bytes = 512 << 10;
+  return t;
+}
+
+}  // namespace dl::coll

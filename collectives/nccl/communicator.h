@@ -1,0 +1,66 @@
+#pragma once
+// NCCL backend: collectives on CUDA device buffers, one ncclComm per
+// communicator (sub-groups get their own), the ncclUniqueId exchanged through
+// the Store. Operations are enqueued on the caller's CUDA stream (a
+// cudaStream_t passed as void*, nullptr = the default stream) and return
+// without waiting, as NCCL does; synchronize the stream to wait.
+//
+// Built only when DLAUNCH_HAVE_NCCL is 1 (CMake option DLAUNCH_NCCL=ON/AUTO
+// and nccl.h + libnccl under DLAUNCH_CUDA_ROOT). Without it, available() is
+// false and the constructor throws UsageError saying so.
+//
+// Thread-safety: one thread at a time per communicator. Failure: NCCL and
+// CUDA errors throw dl::RemoteError with NCCL's message and the rank.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/dtype.h"
+#include "rendezvous/store.h"
+
+namespace dl::coll::nccl {
+
+// True when the backend is compiled in and at least one CUDA device is usable.
+bool available();
+// Number of CUDA devices (0 without CUDA or without the backend).
+int device_count();
+
+class NcclCommunicator {
+ public:
+  // Joins `size` ranks; rank 0 draws the unique id and publishes it under
+  // <prefix>/nccl-id. Uses CUDA device `device` (-1: LOCAL_RANK modulo the
+  // device count). Waits at most `timeout` for the id.
+  NcclCommunicator(rdzv::Store& store, int rank, int size, int device = -1, std::string prefix = "dlcoll-nccl",
+                   std::chrono::milliseconds timeout = std::chrono::milliseconds(300000));
+  ~NcclCommunicator();
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int device() const { return device_; }
+
+  // Same contracts as dl::coll::Communicator, on device memory, on `stream`.
+  void all_reduce(const void* in, void* out, size_t count, DataType t, ReduceOp op, void* stream = nullptr);
+  void broadcast(void* buf, size_t count, DataType t, int root, void* stream = nullptr);
+  void reduce(const void* in, void* out, size_t count, DataType t, ReduceOp op, int root, void* stream = nullptr);
+  void all_gather(const void* in, void* out, size_t count, DataType t, void* stream = nullptr);
+  void reduce_scatter(const void* in, void* out, size_t count, DataType t, ReduceOp op, void* stream = nullptr);
+  void all_to_all(const void* in, void* out, size_t count, DataType t, void* stream = nullptr);
+  void send(const void* buf, size_t count, DataType t, int peer, void* stream = nullptr);
+  void recv(void* buf, size_t count, DataType t, int peer, void* stream = nullptr);
+  // Waits for everything enqueued on `stream`.
+  void synchronize(void* stream = nullptr);
+
+  // A communicator over `ranks` (called by every rank of this one; nullptr
+  // on ranks not listed), through ncclCommSplit.
+  std::unique_ptr<NcclCommunicator> new_group(const std::vector<int>& ranks);
+
+ private:
+  NcclCommunicator(void* comm, int rank, int size, int device);
+  void* comm_ = nullptr;  // ncclComm_t
+  int rank_ = 0, size_ = 1, device_ = 0;
+};
+
+}  // namespace dl::coll::nccl

@@ -1,0 +1,217 @@
+#include "rendezvous/file_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <thread>
+
+#include "errors/error.h"
+
+namespace dl::rdzv {
+
+namespace {
+// Counts the FileStores using the file; hidden from num_keys().
+const std::string kUsersKey = "\x01dlaunch/file-store-users";
+using Clock = std::chrono::steady_clock;
+
+void put_u32(std::string& out, uint32_t v) {
+  const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+  out.append(b, 4);
+}
+
+uint32_t get_u32(const char* p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  return (uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | u[3];
+}
+
+int64_t as_int(const std::string& v, const std::string& key) {
+  try {
+    size_t pos = 0;
+    int64_t n = std::stoll(v, &pos);
+    if (pos == v.size()) return n;
+  } catch (const std::exception&) {}
+  throw RemoteError("add: the value at store key '" + key + "' is not an integer");
+}
+}  // namespace
+
+// Holds the object's mutex and an fcntl lock on the current file, with the
+// cache brought up to date.
+class FileStore::Lock {
+ public:
+  Lock(FileStore& s, bool write) : s_(s), lk_(s.mu_) {
+    for (;;) {
+      struct flock l{};
+      l.l_type = write ? F_WRLCK : F_RDLCK;
+      l.l_whence = SEEK_SET;
+      while (::fcntl(s.fd_, F_OFD_SETLKW, &l) != 0)
+        if (errno != EINTR) throw_errno("locking store file " + s.path_);
+      struct stat mine{}, now{};
+      ::fstat(s.fd_, &mine);
+      if (::stat(s.path_.c_str(), &now) == 0 && mine.st_ino == now.st_ino && mine.st_dev == now.st_dev) break;
+      s.open_file();  // the last user removed the file we held: use the current one
+    }
+    s.refresh();
+  }
+  ~Lock() {
+    struct flock l{};
+    l.l_type = F_UNLCK;
+    l.l_whence = SEEK_SET;
+    ::fcntl(s_.fd_, F_OFD_SETLK, &l);
+  }
+
+ private:
+  FileStore& s_;
+  std::lock_guard<std::mutex> lk_;
+};
+
+FileStore::FileStore(std::string path) : path_(std::move(path)) {
+  open_file();
+  Lock lk(*this, true);
+  int64_t users = cache_.count(kUsersKey) ? as_int(cache_[kUsersKey], kUsersKey) : 0;
+  append('S', kUsersKey, std::to_string(users + 1));
+}
+
+FileStore::~FileStore() {
+  try {
+    Lock lk(*this, true);
+    int64_t users = cache_.count(kUsersKey) ? as_int(cache_[kUsersKey], kUsersKey) : 1;
+    if (users <= 1) ::unlink(path_.c_str());
+    else append('S', kUsersKey, std::to_string(users - 1));
+  } catch (const std::exception&) {
+    // Leaving the file behind is the safe failure.
+  }
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void FileStore::open_file() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd_ < 0) throw_errno("cannot open store file " + path_ + " (does its directory exist and is it writable?)");
+  offset_ = 0;
+  cache_.clear();
+}
+
+// Applies the log records written since offset_. Record: u8 op ('S' set,
+// 'D' delete) | u32 key length | key | u32 value length | value.
+void FileStore::refresh() {
+  struct stat st{};
+  if (::fstat(fd_, &st) != 0) throw_errno("reading store file " + path_);
+  if (st.st_size < offset_) offset_ = 0, cache_.clear();
+  std::string buf(static_cast<size_t>(st.st_size - offset_), '\0');
+  size_t got = 0;
+  while (got < buf.size()) {
+    ssize_t n = ::pread(fd_, buf.data() + got, buf.size() - got, offset_ + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno("reading store file " + path_);
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  size_t at = 0;
+  while (got - at >= 9) {
+    uint32_t klen = get_u32(&buf[at + 1]);
+    if (got - at < 9ull + klen) break;
+    uint32_t vlen = get_u32(&buf[at + 5 + klen]);
+    if (got - at < 9ull + klen + vlen) break;  // a record being written by a writer that died
+    std::string key = buf.substr(at + 5, klen);
+    if (buf[at] == 'D') cache_.erase(key);
+    else cache_[key] = buf.substr(at + 9 + klen, vlen);
+    at += 9ull + klen + vlen;
+  }
+  offset_ += static_cast<off_t>(at);
+}
+
+void FileStore::append(char op, const std::string& key, const std::string& value) {
+  std::string rec(1, op);
+  put_u32(rec, static_cast<uint32_t>(key.size()));
+  rec += key;
+  put_u32(rec, static_cast<uint32_t>(value.size()));
+  rec += value;
+  // Drop a torn record a dead writer left, so the log stays parseable.
+  struct stat st{};
+  if (::fstat(fd_, &st) == 0 && st.st_size > offset_ && ::ftruncate(fd_, offset_) != 0)
+    throw_errno("truncating store file " + path_);
+  size_t done = 0;
+  while (done < rec.size()) {
+    ssize_t n = ::pwrite(fd_, rec.data() + done, rec.size() - done, offset_ + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno("writing store file " + path_);
+    done += static_cast<size_t>(n);
+  }
+  offset_ += static_cast<off_t>(rec.size());
+  if (op == 'D') cache_.erase(key);
+  else cache_[key] = value;
+}
+
+bool FileStore::has_all(const std::vector<std::string>& keys) const {
+  return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return cache_.count(k) > 0; });
+}
+
+void FileStore::set(const std::string& key, const Bytes& value) {
+  Lock lk(*this, true);
+  append('S', key, value);
+}
+
+Bytes FileStore::get(const std::string& key) {
+  for (;;) {
+    wait({key}, timeout());
+    Lock lk(*this, false);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;  // else deleted meanwhile: wait again
+  }
+}
+
+int64_t FileStore::add(const std::string& key, int64_t delta) {
+  Lock lk(*this, true);
+  auto it = cache_.find(key);
+  int64_t v = (it == cache_.end() ? 0 : as_int(it->second, key)) + delta;
+  append('S', key, std::to_string(v));
+  return v;
+}
+
+Bytes FileStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
+  Lock lk(*this, true);
+  auto it = cache_.find(key);
+  if (it == cache_.end() && !expected.empty()) return expected;
+  if (it != cache_.end() && it->second != expected) return it->second;
+  append('S', key, desired);
+  return desired;
+}
+
+void FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
+  const auto deadline = Clock::now() + timeout;
+  Millis pause{1};
+  for (;;) {
+    std::vector<std::string> missing;
+    {
+      Lock lk(*this, false);
+      for (const auto& k : keys)
+        if (!cache_.count(k)) missing.push_back(k);
+    }
+    if (missing.empty()) return;
+    if (Clock::now() >= deadline) throw TimeoutError(timeout_message(timeout, missing) + " in file store " + path_);
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
+    pause = std::min(pause * 2, Millis(50));
+  }
+}
+
+bool FileStore::check(const std::vector<std::string>& keys) {
+  Lock lk(*this, false);
+  return has_all(keys);
+}
+
+bool FileStore::delete_key(const std::string& key) {
+  Lock lk(*this, true);
+  if (!cache_.count(key)) return false;
+  append('D', key, {});
+  return true;
+}
+
+int64_t FileStore::num_keys() {
+  Lock lk(*this, false);
+  return static_cast<int64_t>(cache_.size()) - static_cast<int64_t>(cache_.count(kUsersKey));
+}
+
+}  // namespace dl::rdzv

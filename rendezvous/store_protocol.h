@@ -1,0 +1,73 @@
+#pragma once
+// The store protocol ("store/1"): the messages between TcpStore clients and a
+// TcpStoreServer, in one place. Documented in docs/wire-protocol.md under
+// "Store protocol". Every connection opens with the job-token handshake
+// (wire/handshake.h) using kStoreTag; then the client sends kRequest frames
+// and the server answers each with exactly one kReply frame, in order.
+//
+// Integers are big-endian. A "str" is u32 length | bytes.
+//
+//   request payload:  u8 op | fields
+//     kSet      str key | str value
+//     kGet      i64 timeout_ms | str key          (parked until key exists)
+//     kAdd      str key | i64 delta
+//     kCas      str key | str expected | str desired
+//     kWait     i64 timeout_ms | u32 n | n x str key
+//     kCheck    u32 n | n x str key
+//     kDelete   str key
+//     kNumKeys  (nothing)
+//   reply payload:    u8 status | body
+//     kOk       kSet/kWait: nothing; kGet/kCas: str value; kAdd/kNumKeys: i64;
+//               kCheck/kDelete: u8 0/1
+//     kTimeout  u32 n | n x str missing key
+//     kError    the message text (rest of the payload)
+//
+// A request whose key or value is over the limit gets a kError reply and the
+// connection stays usable. A frame over kMaxFramePayload, or a request that
+// cannot be decoded, gets a kErrorText frame and the connection is closed.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dl::rdzv::proto {
+
+inline constexpr std::string_view kStoreTag = "store/1";
+inline constexpr size_t kMaxKeySize = 4096;                 // bytes per key
+inline constexpr size_t kMaxValueSize = 16u << 20;          // 16 MiB per value
+inline constexpr size_t kMaxKeysPerRequest = 65536;         // keys in one wait/check
+inline constexpr size_t kMaxFramePayload = 2 * kMaxValueSize + 2 * kMaxKeySize + 64;
+
+// Frame types (wire/frame.h reserves 0-15).
+inline constexpr uint8_t kRequest = 16;
+inline constexpr uint8_t kReply = 17;
+
+enum class Op : uint8_t { kSet = 1, kGet, kAdd, kCas, kWait, kCheck, kDelete, kNumKeys };
+enum class Status : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };
+
+struct Request {
+  Op op = Op::kNumKeys;
+  std::vector<std::string> keys;  // one key for every op but kWait/kCheck/kNumKeys
+  std::string value, desired;     // kSet value; kCas expected (value) and desired
+  int64_t number = 0;             // kAdd delta; kGet/kWait timeout in ms
+};
+
+struct Reply {
+  Status status = Status::kOk;
+  std::string value;               // kGet/kCas value, kError message
+  int64_t number = 0;              // kAdd/kNumKeys result; kCheck/kDelete 0/1
+  std::vector<std::string> keys;   // kTimeout: the keys still missing
+};
+
+std::string encode(const Request& r);
+// nullopt when the payload is malformed (truncated, trailing bytes, bad op).
+std::optional<Request> decode_request(std::string_view payload);
+// Empty when every key and value is within the limits; else the reason.
+std::string check_limits(const Request& r);
+
+// `op` tells which body kOk carries.
+std::string encode(const Reply& r, Op op);
+std::optional<Reply> decode_reply(std::string_view payload, Op op);
+
+}  // namespace dl::rdzv::proto

@@ -1,0 +1,115 @@
+#include "rendezvous/tcp_store.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "errors/error.h"
+#include "rendezvous/tcp_store_server.h"
+#include "wire/handshake.h"
+
+namespace dl::rdzv {
+
+using Clock = std::chrono::steady_clock;
+using proto::Op;
+
+TcpStore::TcpStore(std::string host, uint16_t port, std::string token, Millis connect_timeout)
+    : host_(std::move(host)), token_(std::move(token)), port_(port), connect_timeout_(connect_timeout) {
+  peer_ = "store at " + host_ + ":" + std::to_string(port_);
+  std::lock_guard lk(mu_);
+  connect();
+}
+
+TcpStore::~TcpStore() { sock_.close(); }
+
+void TcpStore::own_server(std::unique_ptr<BackgroundStoreServer> server) { hosted_ = std::move(server); }
+
+void TcpStore::connect() {
+  inbuf_.clear();
+  sock_ = wire::connect_tcp(host_, port_, connect_timeout_);
+  wire::client_handshake(sock_, token_, proto::kStoreTag, peer_);
+}
+
+wire::Frame TcpStore::read_reply(Millis timeout) {
+  const auto deadline = Clock::now() + timeout;
+  char buf[65536];
+  for (;;) {
+    if (inbuf_.size() >= wire::kHeaderSize) {
+      const auto* p = reinterpret_cast<const unsigned char*>(inbuf_.data());
+      size_t len = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | p[3];
+      if (len > proto::kMaxFramePayload) throw RemoteError(peer_ + " sent an oversized frame");
+      if (inbuf_.size() >= wire::kHeaderSize + len) {
+        wire::Frame f{p[4], inbuf_.substr(wire::kHeaderSize, len)};
+        inbuf_.erase(0, wire::kHeaderSize + len);
+        return f;
+      }
+    }
+    auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count();
+    pollfd pfd{sock_.fd(), POLLIN, 0};
+    int r = ::poll(&pfd, 1, left < 0 ? 0 : static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw_errno("waiting for " + peer_);
+    if (r == 0) throw TimeoutError("no reply from " + peer_ + " within " + std::to_string(timeout.count()) + " ms");
+    ssize_t n = ::recv(sock_.fd(), buf, sizeof buf, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) throw_errno("reading from " + peer_);
+    if (n == 0) throw RemoteError(peer_ + " closed the connection (did the store server stop?)");
+    inbuf_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+proto::Reply TcpStore::call(const proto::Request& req, Millis reply_timeout) {
+  std::lock_guard lk(mu_);
+  if (!sock_.valid()) connect();
+  proto::Reply r;
+  try {
+    wire::send_all(sock_, wire::encode_frame(proto::kRequest, proto::encode(req)), peer_);
+    wire::Frame f = read_reply(reply_timeout);
+    if (f.type == wire::kErrorText) throw RemoteError(peer_ + " closed the connection: " + f.payload);
+    auto decoded = f.type == proto::kReply ? proto::decode_reply(f.payload, req.op) : std::nullopt;
+    if (!decoded) throw RemoteError(peer_ + " sent a malformed reply (is it a dlaunch store of the same version?)");
+    r = std::move(*decoded);
+  } catch (const Error&) {
+    sock_.close();  // the stream is out of step now; the next call reconnects
+    throw;
+  }
+  // A refusal (key or value over the limits) leaves the connection usable.
+  if (r.status == proto::Status::kError) throw RemoteError(peer_ + " refused the request: " + r.value);
+  return r;
+}
+
+void TcpStore::set(const std::string& key, const Bytes& value) {
+  call({Op::kSet, {key}, value, {}, 0}, timeout());
+}
+
+Bytes TcpStore::get(const std::string& key) {
+  auto r = call({Op::kGet, {key}, {}, {}, timeout().count()}, timeout() + kReplyGrace);
+  if (r.status == proto::Status::kTimeout) throw TimeoutError(timeout_message(timeout(), r.keys));
+  return r.value;
+}
+
+int64_t TcpStore::add(const std::string& key, int64_t delta) {
+  return call({Op::kAdd, {key}, {}, {}, delta}, timeout()).number;
+}
+
+Bytes TcpStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
+  return call({Op::kCas, {key}, expected, desired, 0}, timeout()).value;
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys, Millis timeout) {
+  auto r = call({Op::kWait, keys, {}, {}, timeout.count()}, timeout + kReplyGrace);
+  if (r.status == proto::Status::kTimeout) throw TimeoutError(timeout_message(timeout, r.keys));
+}
+
+bool TcpStore::check(const std::vector<std::string>& keys) {
+  return call({Op::kCheck, keys, {}, {}, 0}, timeout()).number != 0;
+}
+
+bool TcpStore::delete_key(const std::string& key) {
+  return call({Op::kDelete, {key}, {}, {}, 0}, timeout()).number != 0;
+}
+
+int64_t TcpStore::num_keys() { return call({Op::kNumKeys, {}, {}, {}, 0}, timeout()).number; }
+
+}  // namespace dl::rdzv

@@ -1,0 +1,66 @@
+#pragma once
+// The TCP store client: a Store backed by a TcpStoreServer, over one
+// blocking connection (wire/socket.h) that passes the job-token handshake.
+//
+// Thread-safety: every operation holds one mutex for its round trip, so one
+// TcpStore may be shared by threads (their operations are serialized; a
+// thread parked in wait() or get() delays the others: give each waiting
+// thread its own TcpStore when that matters).
+// Failure: TimeoutError naming the keys (and the ranks of rank keys) when a
+// wait runs out; AuthError when the server does not hold our token;
+// RemoteError when the server refuses a request (key or value over the
+// limits) or closes; IoError/TimeoutError naming host:port when the server
+// cannot be reached. After a broken connection the next call reconnects.
+#include <memory>
+#include <mutex>
+
+#include "rendezvous/store.h"
+#include "rendezvous/store_protocol.h"
+#include "wire/socket.h"
+
+namespace dl::rdzv {
+
+class BackgroundStoreServer;
+
+// How long a client keeps retrying while the server starts.
+inline constexpr Millis kDefaultConnectTimeout{60000};
+// Extra time a client allows the server past a wait's own timeout.
+inline constexpr Millis kReplyGrace{10000};
+
+class TcpStore : public Store {
+ public:
+  // Connects now, retrying refused connections until connect_timeout.
+  TcpStore(std::string host, uint16_t port, std::string token, Millis connect_timeout = kDefaultConnectTimeout);
+  ~TcpStore() override;
+
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  void wait(const std::vector<std::string>& keys, Millis timeout) override;
+  using Store::wait;
+  bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(const std::string& key) override;
+  int64_t num_keys() override;
+
+  // "host:port" of the server.
+  const std::string& peer() const { return peer_; }
+  // Keeps a server this process hosts alive as long as this client (rank 0
+  // hosting the job's store).
+  void own_server(std::unique_ptr<BackgroundStoreServer> server);
+
+ private:
+  void connect();
+  proto::Reply call(const proto::Request& req, Millis reply_timeout);
+  wire::Frame read_reply(Millis timeout);
+
+  std::unique_ptr<BackgroundStoreServer> hosted_;  // destroyed last
+  std::string host_, token_, peer_;
+  uint16_t port_;
+  Millis connect_timeout_;
+  std::mutex mu_;
+  wire::Socket sock_;
+  std::string inbuf_;
+};
+
+}  // namespace dl::rdzv

@@ -1,0 +1,69 @@
+#pragma once
+// The TCP store server: a Boost.Asio server holding the store's state in
+// memory, serving the store protocol (store_protocol.h) to any number of
+// clients, one socket each, with no thread per client.
+//
+// Threading: every handler of one server runs on one strand of the given
+// io_context, so the io_context may be run by any number of threads (the
+// launcher's). Waits (get of a missing key, wait) are parked server-side and
+// answered when their keys are set, or with the missing keys when the
+// client's timeout passes.
+//
+// Failure: a client that fails the token handshake, sends a malformed or
+// oversized frame, or disconnects (even inside a wait) is closed; keys or
+// values over the limits get an error reply. Either way every other client is
+// served on and no stored data is lost.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+
+namespace dl::rdzv {
+
+class TcpStoreServer {
+ public:
+  // Binds bind_host:port (port 0 picks a free one; "" or "0.0.0.0" means all
+  // IPv4 interfaces, "::" all interfaces) and starts accepting on `io`.
+  // Throws IoError naming the address when it cannot bind. `token` is the
+  // job token every client must hold.
+  TcpStoreServer(boost::asio::io_context& io, const std::string& bind_host, uint16_t port, std::string token);
+  // Stops (as stop()); pending handlers hold the state until they finish.
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  uint16_t port() const { return port_; }
+  // Stops accepting and closes every client. Thread-safe, idempotent.
+  void stop();
+  // Called (on the server's strand) with one line per refused or failed
+  // client, e.g. "store: 10.0.0.5:4711 failed the token handshake: ...".
+  // Set it before clients connect.
+  void set_logger(std::function<void(const std::string&)> log);
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+  uint16_t port_ = 0;
+};
+
+// A TcpStoreServer with its own io_context on its own thread: for rank 0
+// hosting a job's store, for `dlaunch store` and for tests.
+class BackgroundStoreServer {
+ public:
+  BackgroundStoreServer(const std::string& bind_host, uint16_t port, std::string token);
+  // Stops the server and joins the thread.
+  ~BackgroundStoreServer();
+  uint16_t port() const { return server_->port(); }
+  TcpStoreServer& server() { return *server_; }
+
+ private:
+  boost::asio::io_context io_;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::thread thread_;
+};
+
+}  // namespace dl::rdzv

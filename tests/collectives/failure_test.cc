@@ -1,0 +1,98 @@
+// Mismatched calls, dead ranks and silent ranks fail every rank, naming the
+// culprit, within the timeout: never a hang, never silent corruption.
+#include <chrono>
+
+#include "errors/error.h"
+#include "tests/collectives/rank_threads.h"
+
+using namespace dl::coll;
+using namespace dl::coll::test;
+using Catch::Matchers::Contains;
+using SClock = std::chrono::steady_clock;
+
+TEST_CASE("collectives: mismatched counts and dtypes fail on every rank", "[collectives]") {
+  for (bool shm : {false, true}) {
+    auto errors = run_ranks_collect(4, [](Communicator& c) {
+      std::vector<float> buf(8, 1.0f);
+      c.all_reduce(buf.data(), buf.data(), 8, DataType::kFloat32, ReduceOp::kSum);  // fine
+      size_t n = c.rank() == 2 ? 5 : 4;
+      c.all_reduce(buf.data(), buf.data(), n, DataType::kFloat32, ReduceOp::kSum);
+    }, test_options(shm));
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank " << r << ": " << errors[r]);
+      CHECK_THAT(errors[r], Contains("mismatch") && Contains("count=5"));
+    }
+    errors = run_ranks_collect(3, [](Communicator& c) {
+      std::vector<double> buf(4, 1.0);
+      c.broadcast(buf.data(), 4, c.rank() == 0 ? DataType::kFloat64 : DataType::kInt64, 0);
+    }, test_options(shm));
+    for (int r = 0; r < 3; ++r) {
+      INFO("rank " << r << ": " << errors[r]);
+      CHECK_THAT(errors[r], Contains("mismatch") && Contains("float64") && Contains("int64"));
+    }
+  }
+}
+
+TEST_CASE("collectives: send/recv with a different count fails the receiver", "[collectives]") {
+  auto errors = run_ranks_collect(2, [](Communicator& c) {
+    std::vector<int32_t> buf(10, 7);
+    if (c.rank() == 0) c.send(buf.data(), 10, DataType::kInt32, 1);
+    else c.recv(buf.data(), 9, DataType::kInt32, 0);
+  }, test_options(false));
+  CHECK_THAT(errors[1], Contains("send/recv mismatch") && Contains("count=10"));
+}
+
+TEST_CASE("collectives: a rank that dies makes every other rank fail naming it", "[collectives]") {
+  for (bool shm : {false, true}) {
+    Options o = test_options(shm);
+    o.timeout = std::chrono::milliseconds(10000);
+    auto start = SClock::now();
+    auto errors = run_ranks_collect(5, [](Communicator& c) {
+      std::vector<float> buf(100000, 1.0f);
+      c.all_reduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+      if (c.rank() == 3) return;  // "dies": its communicator closes every connection
+      for (int i = 0; i < 3; ++i)
+        c.all_reduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+    }, o);
+    auto took = SClock::now() - start;
+    CHECK(took < std::chrono::milliseconds(5000));  // well before the 10 s timeout
+    CHECK(errors[3].empty());
+    for (int r : {0, 1, 2, 4}) {
+      INFO("shm " << shm << " rank " << r << ": " << errors[r]);
+      CHECK_THAT(errors[r], Contains("rank 3 on host") && Contains("closed its connection"));
+    }
+  }
+}
+
+TEST_CASE("collectives: a rank that never calls makes the others time out naming it", "[collectives]") {
+  Options o = test_options(false);
+  o.timeout = std::chrono::milliseconds(700);
+  auto start = SClock::now();
+  auto errors = run_ranks_collect(3, [](Communicator& c) {
+    int32_t v = 1;
+    if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    c.all_reduce(&v, &v, 1, DataType::kInt32, ReduceOp::kSum);
+  }, o);
+  CHECK(SClock::now() - start < std::chrono::milliseconds(4000));
+  for (int r : {0, 2}) {
+    INFO("rank " << r << ": " << errors[r]);
+    CHECK_THAT(errors[r], Contains("timed out") || Contains("rank 1"));
+    CHECK_THAT(errors[r], Contains("rank 1"));
+  }
+  INFO("rank 1: " << errors[1]);
+  CHECK_FALSE(errors[1].empty());  // its peers aborted meanwhile
+}
+
+TEST_CASE("collectives: an aborted communicator refuses later calls", "[collectives]") {
+  auto errors = run_ranks_collect(2, [](Communicator& c) {
+    int32_t v = 1;
+    c.abort("test abort");
+    try {
+      c.all_reduce(&v, &v, 1, DataType::kInt32, ReduceOp::kSum);
+    } catch (const dl::RemoteError& e) {
+      throw;
+    }
+  }, test_options(false));
+  CHECK_THAT(errors[0], Contains("aborted") && Contains("test abort"));
+  CHECK_THAT(errors[1], Contains("aborted") && Contains("test abort"));
+}

@@ -1,0 +1,134 @@
+// The TCP store server under bad clients, and under a thousand good ones.
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "errors/error.h"
+#include "rendezvous/store_protocol.h"
+#include "tests/rendezvous/store_envs.h"
+#include "wire/socket.h"
+
+using namespace dl::rdzv;
+using namespace dl::rdzv::testing;
+using namespace std::chrono_literals;
+
+namespace {
+dl::wire::Socket raw(TcpEnv& env, bool authenticate) {
+  auto s = dl::wire::connect_tcp("127.0.0.1", env.server.port(), 5000ms);
+  if (authenticate) dl::wire::client_handshake(s, env.token, proto::kStoreTag, "test store");
+  return s;
+}
+
+// Reads until the server closes; returns the kErrorText payloads seen.
+std::string read_until_closed(const dl::wire::Socket& s) {
+  std::string texts;
+  for (;;) {
+    try {
+      auto f = dl::wire::read_frame(s, proto::kMaxFramePayload, 5000ms, "store");
+      if (f.type == dl::wire::kErrorText) texts += f.payload;
+    } catch (const dl::RemoteError&) {
+      return texts;  // closed
+    }
+  }
+}
+
+void still_serving(TcpEnv& env) {
+  auto c = env.client();
+  CHECK(c->get("keep") == "intact");
+  c->set("after", "ok");
+  CHECK(c->get("after") == "ok");
+}
+}  // namespace
+
+TEST_CASE("tcp store refuses a wrong token and serves on", "[rendezvous]") {
+  TcpEnv env;
+  env.client()->set("keep", "intact");
+  CHECK_THROWS_AS(TcpStore("127.0.0.1", env.server.port(), "not-the-token", 5000ms), dl::AuthError);
+  still_serving(env);
+}
+
+TEST_CASE("tcp store closes clients sending garbage, oversized or malformed frames", "[rendezvous]") {
+  TcpEnv env;
+  env.client()->set("keep", "intact");
+  SECTION("garbage before the handshake") {
+    auto s = raw(env, false);
+    dl::wire::send_all(s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "store");
+    CHECK_THAT(read_until_closed(s), Catch::Contains("handshake"));
+  }
+  SECTION("oversized frame after the handshake") {
+    auto s = raw(env, true);
+    const uint32_t n = proto::kMaxFramePayload + 1;
+    const char header[5] = {char(n >> 24), char(n >> 16), char(n >> 8), char(n), char(proto::kRequest)};
+    dl::wire::send_all(s, std::string_view(header, 5), "store");
+    CHECK_THAT(read_until_closed(s), Catch::Contains("over the limit"));
+  }
+  SECTION("malformed request") {
+    auto s = raw(env, true);
+    dl::wire::write_frame(s, proto::kRequest, "\xff\x01", "store");
+    CHECK_THAT(read_until_closed(s), Catch::Contains("malformed"));
+  }
+  still_serving(env);
+}
+
+TEST_CASE("tcp store refuses keys and values over the limit, connection stays usable", "[rendezvous]") {
+  TcpEnv env;
+  auto c = env.client();
+  c->set("keep", "intact");
+  try {
+    c->set(std::string(proto::kMaxKeySize + 1, 'k'), "v");
+    FAIL("no error");
+  } catch (const dl::RemoteError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("over the limit of 4096"));
+  }
+  CHECK_THROWS_AS(c->set("big", std::string(proto::kMaxValueSize + 1, 'v')), dl::RemoteError);
+  CHECK_FALSE(c->check({"big"}));
+  CHECK(c->get("keep") == "intact");  // same connection
+  still_serving(env);
+}
+
+TEST_CASE("tcp store survives a client vanishing inside a wait", "[rendezvous]") {
+  TcpEnv env;
+  env.client()->set("keep", "intact");
+  auto waiter = env.client();
+  std::thread t([&] { waiter->wait({"released"}, 10000ms); });
+  {
+    auto s = raw(env, true);
+    proto::Request r{proto::Op::kWait, {"released", "never"}, {}, {}, 60000};
+    dl::wire::write_frame(s, proto::kRequest, proto::encode(r), "store");
+    std::this_thread::sleep_for(100ms);
+  }  // closed inside its wait
+  std::this_thread::sleep_for(100ms);
+  env.client()->set("released", "yes");
+  t.join();  // the other waiter was answered
+  still_serving(env);
+}
+
+TEST_CASE("tcp store: 1000 clients pass a barrier", "[rendezvous][slow]") {
+  rlimit lim{};
+  getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = lim.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &lim);
+  constexpr int kClients = 1000;
+  if (lim.rlim_cur < 2 * kClients + 64) {
+    WARN("skipped: RLIMIT_NOFILE hard limit " << lim.rlim_max << " is too low for " << kClients << " clients");
+    return;
+  }
+  TcpEnv env;
+  std::vector<std::unique_ptr<Store>> clients;
+  for (int i = 0; i < kClients; ++i) clients.push_back(env.client());
+  std::atomic<int> passed{0};
+  std::vector<std::thread> ts;
+  for (int i = 0; i < kClients; ++i) {
+    ts.emplace_back([&, i] {
+      if (clients[i]->add("arrived", 1) == kClients) clients[i]->set("go", "1");
+      clients[i]->wait({"go"}, 30000ms);
+      ++passed;
+    });
+  }
+  for (auto& t : ts) t.join();
+  CHECK(passed == kClients);
+  CHECK(clients[0]->get("arrived") == std::to_string(kClients));
+}
