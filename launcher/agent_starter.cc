@@ -43,7 +43,9 @@ LocalAgent start_local_agent(const std::string& path, const std::vector<std::str
   if (pid < 0) throw_errno("fork");
   if (pid == 0) {
     ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // SIGTERM, not SIGKILL: the agent catches it and SIGKILLs its ranks'
+    // process groups first (a rank's own children have no PDEATHSIG).
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(1);
     sigset_t none;
     sigemptyset(&none);

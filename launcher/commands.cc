@@ -10,9 +10,10 @@
 #include "launcher/job.h"
 #include "launcher/options.h"
 #include "rendezvous/store_command.h"
-#if __has_include("collectives/bench_command.h")
+// Set by launcher/CMakeLists.txt when dl_collectives is built and linked (a
+// build without the collectives folder must not see the header alone).
+#if DLAUNCH_HAVE_BENCH
 #include "collectives/bench_command.h"
-#define DLAUNCH_HAVE_BENCH 1
 #endif
 
 namespace dl::launcher {
@@ -59,7 +60,7 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"run", "start a job: dlaunch [run] -n N [--hostfile F] PROGRAM [ARGS] (the default)", run_command},
       {"store", "serve a rendezvous store for jobs started by something else", rdzv::run_store_command},
-#ifdef DLAUNCH_HAVE_BENCH
+#if DLAUNCH_HAVE_BENCH
       {"bench", "measure collective bandwidth (run under dlaunch: dlaunch -n 4 dlaunch bench)", coll::run_bench_command},
 #endif
       {"help", "show this list, or `dlaunch help COMMAND`", help_command},

@@ -25,9 +25,10 @@ bool Fate::on_exit(const RankExit& e) {
   const std::string who = "rank " + std::to_string(e.rank) + " on " + e.host;
   if (e.spawn_failed) return fail(e.code, "cannot start " + who + ": " + e.message);
   if (e.signal != 0) {
-    if (user_signal_ == e.signal)
-      return fail(exit_codes::kSignalBase + e.signal,
-                  "interrupted by " + std::string("SIG") + ::sigabbrev_np(e.signal) + "; ranks stopped");
+    // The user's signal, or the kill that a second one sends, ended it.
+    if (user_signal_ != 0)
+      return fail(exit_codes::kSignalBase + user_signal_,
+                  "interrupted by " + std::string("SIG") + ::sigabbrev_np(user_signal_) + "; ranks stopped");
     return fail(exit_codes::kSignalBase + e.signal, who + " (pid " + std::to_string(e.pid) + ") was killed by signal " +
                                                         std::to_string(e.signal) + " (" + signal_name(e.signal) + ")" +
                                                         (e.core ? ", core dumped" : ""));
@@ -45,6 +46,18 @@ bool Fate::on_host_lost(const std::string& host, const std::string& why, const s
   }
   if (!had_unfinished) return false;
   return fail(exit_codes::kFailure, "lost the agent on " + host + " (" + why + "); its ranks count as failed");
+}
+
+bool Fate::on_mpi_abort(int rank, const std::string& host, int status) {
+  return fail(status != 0 ? status : exit_codes::kFailure, "rank " + std::to_string(rank) + " on " + host +
+                                                               " called MPI_Abort with code " + std::to_string(status));
+}
+
+bool Fate::on_fence_timeout(uint64_t id, double seconds, const std::string& missing) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", seconds);
+  return fail(exit_codes::kFailure, "MPI fence " + std::to_string(id) + " did not complete within " + buf +
+                                        " s (--fence-timeout): no data from " + missing);
 }
 
 bool Fate::on_timeout(double seconds) {

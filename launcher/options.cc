@@ -24,13 +24,14 @@ po::options_description describe(RunOptions& o) {
     ("nproc-per-node", po::value(&o.per_node), "alias of --npernode (torchrun's name)")
     ("oversubscribe", po::bool_switch(&o.oversubscribe), "allow more ranks than slots")
     ("dry-run", po::bool_switch(&o.dry_run), "print the rank map and exit")
-    ("display-map", po::bool_switch(&o.dry_run), "alias of --dry-run")
-    ("x", po::value(&o.exports)->composing(), "export VAR (or VAR=value) to every rank")
+    ("display-map", "alias of --dry-run")  // a second bool_switch on dry_run would reset it
+    ("x,x", po::value(&o.exports)->composing(), "export VAR (or VAR=value) to every rank (-x)")
     ("wdir", po::value(&o.wdir), "working directory of the ranks")
     ("gpus-per-node", po::value(&o.gpus_per_node), "GPUs per host (default: detect)")
     ("gpus-per-rank", po::value(&o.gpus_per_rank), "consecutive GPUs each rank gets")
     ("no-gpu-bind", "do not set CUDA_VISIBLE_DEVICES")
-    ("mpi", po::value(&o.mpi), "pmix, none or auto")
+    ("mpi", po::value(&o.mpi), "pmix, none or auto (pmix when the agents have libpmix)")
+    ("fence-timeout", po::value(&o.fence_timeout_s), "seconds an MPI fence across hosts may take")
     ("tag-output", po::bool_switch(&o.tag_output), "prefix lines with [rank@host]")
     ("timestamp-output", po::bool_switch(&o.timestamp_output), "prefix lines with the time")
     ("output-filename", po::value(&o.output_dir), "write DIR/rank.N/{stdout,stderr}")
@@ -113,6 +114,7 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
   }
   *help = vm.count("help") > 0;
   if (vm.count("no-gpu-bind")) o.gpu_bind = false;
+  if (vm.count("display-map")) o.dry_run = true;
   if (*help) return o;
   if (o.command.empty() && !o.dry_run) throw UsageError("no program given; try: dlaunch -n 4 ./app");
   if (vm.count("np") && o.np < 1) throw UsageError("-n needs a positive number of ranks, got " + std::to_string(o.np));
@@ -120,8 +122,9 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
   if (o.mpi != "auto" && o.mpi != "pmix" && o.mpi != "none") throw UsageError("--mpi takes pmix, none or auto, got '" + o.mpi + "'");
   if (o.stdin_target != "none" && o.stdin_target.find_first_not_of("0123456789") != std::string::npos)
     throw UsageError("--stdin takes a rank number or 'none', got '" + o.stdin_target + "'");
-  if (o.kill_grace_s < 0 || o.timeout_s < 0 || o.heartbeat_timeout_s <= 0 || o.agent_timeout_s <= 0)
-    throw UsageError("--kill-grace, --timeout, --heartbeat-timeout and --agent-timeout take positive seconds");
+  if (o.kill_grace_s < 0 || o.timeout_s < 0 || o.heartbeat_timeout_s <= 0 || o.agent_timeout_s <= 0 ||
+      o.fence_timeout_s <= 0)
+    throw UsageError("--kill-grace, --timeout, --heartbeat-timeout, --agent-timeout and --fence-timeout take positive seconds");
   if (o.gpus_per_rank < 1) throw UsageError("--gpus-per-rank needs at least 1");
   return o;
 }

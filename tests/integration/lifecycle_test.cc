@@ -1,0 +1,160 @@
+// A job's life on real processes: fail-fast, --timeout, signals to dlaunch,
+// and dlaunch killed outright. Nothing may outlive the job (checked in /proc).
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "tests/integration/run_command.h"
+
+using namespace dl::it;
+
+namespace {
+void pause_s(double s) { std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(s * 1000))); }
+
+bool still_running(pid_t pid) {
+  int st;
+  return ::waitpid(pid, &st, WNOHANG) == 0;
+}
+
+// Ranks (marker carriers other than dlaunch itself) once n of them run.
+std::vector<pid_t> ranks_running(const std::string& m, size_t n, pid_t dlaunch) {
+  auto found = wait_marked(m, n, 10, dlaunch);
+  REQUIRE(found.size() >= n);
+  return found;
+}
+}  // namespace
+
+TEST_CASE("fail-fast: sleeping ranks are killed when one fails, within grace + 1 s", "[integration]") {
+  const std::string m = new_marker();
+  RunSpec s;
+  // The sleepers ignore SIGTERM, so only the SIGKILL after --kill-grace ends them.
+  s.argv = {bin("dlaunch"), "-n", "4", "--kill-grace", "1", "/bin/sh", "-c",
+            "if [ \"$RANK\" = 0 ]; then sleep 0.5; exit 1; fi; trap '' TERM; sleep \"$0\"", m};
+  RunResult r = run(s, 20);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("rank 0 on localhost") != std::string::npos);
+  // 0.5 s until the failure, 1 s of grace, 1 s of slack (start-up included).
+  CHECK(r.seconds < 0.5 + 1 + 1);
+  CHECK(r.seconds >= 1.5);  // the grace was honoured: SIGTERM alone did not end them
+  auto left = wait_marked_gone(m, 0.5);
+  CHECK(left.empty());
+  kill_marked(m);
+}
+
+TEST_CASE("fail-fast: ranks that obey SIGTERM end without waiting out the grace", "[integration]") {
+  const std::string m = new_marker();
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "4", "--kill-grace", "5", "/bin/sh", "-c",
+            "if [ \"$RANK\" = 3 ]; then sleep 0.3; exit 2; fi; sleep \"$0\"", m};
+  RunResult r = run(s, 20);
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK(r.seconds < 0.3 + 1.5);
+  CHECK(wait_marked_gone(m, 0.5).empty());
+  kill_marked(m);
+}
+
+TEST_CASE("dlaunch --timeout stops the job with 124 and says so", "[integration]") {
+  const std::string m = new_marker();
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "3", "--timeout", "1", "--kill-grace", "1", "/bin/sleep", m};
+  RunResult r = run(s, 20);
+  INFO(r.err);
+  CHECK(r.code == 124);
+  CHECK(r.err.find("--timeout 1") != std::string::npos);
+  CHECK(r.seconds >= 1.0);
+  CHECK(r.seconds < 1 + 1 + 1);
+  CHECK(wait_marked_gone(m, 0.5).empty());
+  kill_marked(m);
+}
+
+TEST_CASE("SIGINT to dlaunch stops the ranks and exits 130", "[integration]") {
+  const std::string m = new_marker();
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "3", "/bin/sleep", m};
+  Child c = start(s);
+  ranks_running(m, 3, c.pid);
+  ::kill(c.pid, SIGINT);
+  RunResult r = wait(c, 10);
+  INFO(r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.code == 130);
+  CHECK(r.err.find("interrupted") != std::string::npos);
+  CHECK(wait_marked_gone(m, 1).empty());
+  kill_marked(m);
+}
+
+TEST_CASE("SIGTERM to dlaunch is forwarded: exit 143", "[integration]") {
+  const std::string m = new_marker();
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "/bin/sleep", m};
+  Child c = start(s);
+  ranks_running(m, 2, c.pid);
+  ::kill(c.pid, SIGTERM);
+  RunResult r = wait(c, 10);
+  INFO(r.err);
+  CHECK(r.code == 143);
+  CHECK(wait_marked_gone(m, 1).empty());
+  kill_marked(m);
+}
+
+TEST_CASE("ranks that ignore SIGINT: a second SIGINT kills them at once", "[integration]") {
+  const std::string m = new_marker();
+  TempDir tmp;
+  RunSpec s;
+  // Each rank says it is ready once its traps are set, so SIGINT never
+  // arrives before them.
+  s.argv = {bin("dlaunch"), "-n", "3", "--kill-grace", "30", "/bin/sh", "-c",
+            "trap '' INT TERM; touch " + tmp.path + "/ready.$RANK; sleep \"$0\"", m};
+  Child c = start(s);
+  ranks_running(m, 3, c.pid);
+  for (int i = 0; i < 500; ++i) {
+    if (::access((tmp.path + "/ready.0").c_str(), F_OK) == 0 && ::access((tmp.path + "/ready.1").c_str(), F_OK) == 0 &&
+        ::access((tmp.path + "/ready.2").c_str(), F_OK) == 0)
+      break;
+    pause_s(0.02);
+  }
+  ::kill(c.pid, SIGINT);
+  pause_s(0.5);
+  // The first SIGINT was forwarded and ignored: everything still runs.
+  CHECK(still_running(c.pid));
+  CHECK(marked(m, c.pid).size() >= 3);
+  ::kill(c.pid, SIGINT);
+  RunResult r = wait(c, 10);
+  INFO(r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.seconds < 0.5 + 3);  // not the 30 s grace
+  CHECK(r.code == 130);
+  CHECK(wait_marked_gone(m, 1).empty());
+  kill_marked(m);
+}
+
+TEST_CASE("dlaunch killed by SIGKILL leaves no agent and no rank behind", "[integration]") {
+  const std::string m = new_marker();
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "3", "/bin/sh", "-c", "sleep \"$0\"; echo survived", m};
+  Child c = start(s);
+  auto ranks = ranks_running(m, 3, c.pid);
+  // The agent is the ranks' parent; the agent's parent is dlaunch.
+  pid_t agent = -1;
+  for (pid_t p : ranks) {
+    pid_t pp = parent_of(p);
+    if (parent_of(pp) == c.pid) agent = pp;
+  }
+  REQUIRE(agent > 0);
+  REQUIRE(alive(agent));
+  ::kill(c.pid, SIGKILL);
+  RunResult r = wait(c, 5);
+  CHECK(r.signal == SIGKILL);
+  for (int i = 0; i < 100 && alive(agent); ++i) pause_s(0.02);
+  CHECK_FALSE(alive(agent));
+  CHECK(wait_marked_gone(m, 2).empty());
+  CHECK(r.out.find("survived") == std::string::npos);
+  kill_marked(m);
+  if (alive(agent)) ::kill(agent, SIGKILL);
+}

@@ -1,0 +1,264 @@
+// Options seen from the ranks: stdin, --dry-run, -x, --wdir, GPU binding,
+// inherited identity variables, bad hostfiles and bad command lines.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <tuple>
+
+#include "tests/integration/run_command.h"
+
+using namespace dl::it;
+
+namespace {
+std::map<std::string, std::string> env_of(const std::string& dir, int rank) {
+  return parse_env(read_file(dir + "/rank." + std::to_string(rank) + "/stdout"));
+}
+
+std::vector<std::string> sorted_lines(const std::string& text) {
+  auto ls = lines(text);
+  std::sort(ls.begin(), ls.end());
+  return ls;
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+}  // namespace
+
+TEST_CASE("stdin goes to rank 0 and rank 1 sees EOF at once", "[integration]") {
+  // dlaunch's stdin stays open: the job can only end if rank 1's cat got EOF
+  // at once and rank 0's head stopped after the two lines it was sent.
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--tag-output", "/bin/sh", "-c",
+            "if [ \"$RANK\" = 0 ]; then head -n 2; else cat; echo eof; fi"};
+  s.stdin_data = "a\nb\n";
+  s.stdin_hold = true;
+  RunResult r = run(s, 10);
+  INFO(r.err);
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.code == 0);
+  CHECK(sorted_lines(r.out) == std::vector<std::string>{"[0@localhost] a", "[0@localhost] b", "[1@localhost] eof"});
+}
+
+TEST_CASE("stdin: printf 'a\\nb\\n' | dlaunch -n 2 cat", "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "/bin/cat"};
+  s.stdin_data = "a\nb\n";
+  RunResult r = run(s, 10);
+  CHECK(r.code == 0);
+  CHECK(r.out == "a\nb\n");
+}
+
+TEST_CASE("dlaunch --dry-run prints the rank map for -H and starts nothing", "[integration]") {
+  TempDir tmp;
+  const std::string flag = tmp.path + "/started";
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--dry-run", "-n", "5", "-H", "nodeA:2,nodeB:3", "--gpus-per-node", "2",
+            "/bin/sh", "-c", "touch " + flag};
+  RunResult r = run(s, 10);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  // One row per rank: slot mapping puts ranks 0-1 on nodeA (node 0), 2-4 on
+  // nodeB; GPUs go round by local rank.
+  const std::vector<std::tuple<int, std::string, int, int, std::string>> want = {
+      {0, "nodeA", 0, 0, "0"}, {1, "nodeA", 0, 1, "1"}, {2, "nodeB", 1, 0, "0"}, {3, "nodeB", 1, 1, "1"},
+      {4, "nodeB", 1, 2, "0"}};
+  int rows = 0;
+  for (const auto& l : lines(r.out)) {
+    std::istringstream in(l);
+    int rank, node, local;
+    std::string host, gpus;
+    if (!(in >> rank >> host >> node >> local >> gpus)) continue;
+    REQUIRE(rank >= 0);
+    REQUIRE(rank < 5);
+    CHECK(std::make_tuple(rank, host, node, local, gpus) == want[static_cast<size_t>(rank)]);
+    ++rows;
+  }
+  CHECK(rows == 5);
+  CHECK_FALSE(exists(flag));
+}
+
+TEST_CASE("dlaunch --display-map is --dry-run and --map-by node changes the table", "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--display-map", "--map-by", "node", "-n", "4", "-H", "h1:2,h2:2", "/bin/true"};
+  RunResult r = run(s, 10);
+  CHECK(r.code == 0);
+  std::map<int, std::string> host_of;
+  for (const auto& l : lines(r.out)) {
+    std::istringstream in(l);
+    int rank;
+    std::string host;
+    if (in >> rank >> host) host_of[rank] = host;
+  }
+  CHECK(host_of == std::map<int, std::string>{{0, "h1"}, {1, "h2"}, {2, "h1"}, {3, "h2"}});
+}
+
+TEST_CASE("dlaunch -x VAR=value and -x VAR reach every rank", "[integration]") {
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "-x", "DL_IT_SET=from-x", "-x", "DL_IT_PASSED", "-x", "DL_IT_OVER=new",
+            "--output-filename", tmp.path, "/usr/bin/env"};
+  s.set_env = {{"DL_IT_PASSED", "from launcher"}, {"DL_IT_OVER", "old"}};
+  RunResult r = run(s, 10);
+  REQUIRE(r.code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto e = env_of(tmp.path, rank);
+    CHECK(e["DL_IT_SET"] == "from-x");
+    CHECK(e["DL_IT_PASSED"] == "from launcher");
+    CHECK(e["DL_IT_OVER"] == "new");
+  }
+}
+
+TEST_CASE("dlaunch --wdir sets the ranks' working directory and the default is dlaunch's", "[integration]") {
+  TempDir a, b;
+  const std::string real_a = std::filesystem::canonical(a.path), real_b = std::filesystem::canonical(b.path);
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "/bin/pwd"};
+  s.cwd = a.path;
+  RunResult r = run(s, 10);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == real_a + "\n" + real_a + "\n");
+  s.argv = {bin("dlaunch"), "-n", "2", "--wdir", b.path, "/bin/pwd"};
+  r = run(s, 10);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == real_b + "\n" + real_b + "\n");
+}
+
+TEST_CASE("dlaunch --gpus-per-node 2 on 4 ranks binds GPUs 0,1,0,1", "[integration]") {
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "4", "--gpus-per-node", "2", "--output-filename", tmp.path, "/usr/bin/env"};
+  s.unset_env = {"CUDA_VISIBLE_DEVICES"};
+  REQUIRE(run(s, 10).code == 0);
+  const char* want[] = {"0", "1", "0", "1"};
+  for (int rank = 0; rank < 4; ++rank) CHECK(env_of(tmp.path, rank)["CUDA_VISIBLE_DEVICES"] == want[rank]);
+}
+
+TEST_CASE("a fake nvidia-smi listing 4 GPUs and --gpus-per-rank 2", "[integration]") {
+  TempDir tmp;
+  const std::string bindir = tmp.path + "/bin", out = tmp.path + "/out";
+  std::filesystem::create_directory(bindir);
+  write_file(bindir + "/nvidia-smi",
+             "#!/bin/sh\n[ \"$1\" = -L ] || exit 9\n"
+             "for i in 0 1 2 3; do echo \"GPU $i: Fake GPU (UUID: GPU-$i)\"; done\n",
+             0755);
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "4", "--gpus-per-rank", "2", "--output-filename", out, "/usr/bin/env"};
+  s.unset_env = {"CUDA_VISIBLE_DEVICES"};
+  s.set_env = {{"PATH", bindir + ":" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin")}};
+  RunResult r = run(s, 10);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const char* want[] = {"0,1", "2,3", "0,1", "2,3"};
+  for (int rank = 0; rank < 4; ++rank) CHECK(env_of(out, rank)["CUDA_VISIBLE_DEVICES"] == want[rank]);
+}
+
+TEST_CASE("CUDA_VISIBLE_DEVICES given to dlaunch is split among the ranks", "[integration]") {
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "3", "--output-filename", tmp.path, "/usr/bin/env"};
+  s.set_env = {{"CUDA_VISIBLE_DEVICES", "4,5,6"}};
+  REQUIRE(run(s, 10).code == 0);
+  const char* want[] = {"4", "5", "6"};
+  for (int rank = 0; rank < 3; ++rank) CHECK(env_of(tmp.path, rank)["CUDA_VISIBLE_DEVICES"] == want[rank]);
+}
+
+TEST_CASE("dlaunch --no-gpu-bind leaves CUDA_VISIBLE_DEVICES unset", "[integration]") {
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--gpus-per-node", "2", "--no-gpu-bind", "--output-filename", tmp.path,
+            "/usr/bin/env"};
+  s.unset_env = {"CUDA_VISIBLE_DEVICES"};
+  REQUIRE(run(s, 10).code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto e = env_of(tmp.path, rank);
+    CHECK(e.count("RANK") == 1);
+    CHECK(e.count("CUDA_VISIBLE_DEVICES") == 0);
+  }
+}
+
+TEST_CASE("inherited identity variables are replaced or removed, with one warning", "[integration]") {
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--output-filename", tmp.path, "/usr/bin/env"};
+  s.set_env = {{"RANK", "7"}, {"OMPI_COMM_WORLD_RANK", "7"}, {"PMIX_NAMESPACE", "x"}, {"PMI_FD", "5"}};
+  RunResult r = run(s, 10);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto e = env_of(tmp.path, rank);
+    CHECK(e["RANK"] == std::to_string(rank));
+    CHECK(e["OMPI_COMM_WORLD_RANK"] == std::to_string(rank));
+    CHECK(e["PMIX_NAMESPACE"] != "x");  // removed, or dlaunch's own PMIx namespace (--mpi auto)
+    CHECK(e.count("PMI_FD") == 0);
+  }
+  auto ls = lines(r.err);
+  REQUIRE(ls.size() == 1);
+  CHECK(ls[0].find("warning") != std::string::npos);
+  for (const char* v : {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_NAMESPACE", "PMI_FD"}) CHECK(ls[0].find(v) != std::string::npos);
+}
+
+TEST_CASE("a bad hostfile: exit 2, file:line in the message, nothing started", "[integration]") {
+  TempDir tmp;
+  const std::string hosts = tmp.path + "/hosts", flag = tmp.path + "/started";
+  write_file(hosts, "# two hosts\nlocalhost slots=2\nlocalhost slots=four\n");
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--hostfile", hosts, "/bin/sh", "-c", "touch " + flag};
+  RunResult r = run(s, 10);
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err.find(hosts + ":3") != std::string::npos);
+  CHECK(r.err.find("four") != std::string::npos);
+  CHECK(lines(r.err).size() == 1);
+  CHECK_FALSE(exists(flag));
+}
+
+TEST_CASE("more ranks than the hostfile's slots: exit 2, nothing started", "[integration]") {
+  TempDir tmp;
+  const std::string hosts = tmp.path + "/hosts", flag = tmp.path + "/started";
+  write_file(hosts, "localhost slots=2\n");
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "3", "--hostfile", hosts, "/bin/sh", "-c", "touch " + flag};
+  RunResult r = run(s, 10);
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("oversubscribe") != std::string::npos);
+  CHECK_FALSE(exists(flag));
+}
+
+TEST_CASE("a localhost hostfile runs the job through it", "[integration]") {
+  TempDir tmp;
+  const std::string hosts = tmp.path + "/hosts";
+  write_file(hosts, "localhost slots=3\n");
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--hostfile", hosts, "/bin/sh", "-c", "echo $RANK/$WORLD_SIZE/$LOCAL_RANK"};
+  RunResult r = run(s, 10);
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(sorted_lines(r.out) == std::vector<std::string>{"0/3/0", "1/3/1", "2/3/2"});
+}
+
+TEST_CASE("usage errors exit 2 with a hint", "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--tag-outptu", "/bin/true"};
+  RunResult r = run(s, 10);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--tag-output") != std::string::npos);
+  s.argv = {bin("dlaunch"), "-n", "0", "/bin/true"};
+  r = run(s, 10);
+  CHECK(r.code == 2);
+  s.argv = {bin("dlaunch"), "-n", "2"};
+  r = run(s, 10);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("no program") != std::string::npos);
+}
+
+TEST_CASE("program arguments that look like options stay the program's", "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "1", "/bin/echo", "--lr", "3", "-n", "9"};
+  RunResult r = run(s, 10);
+  CHECK(r.code == 0);
+  CHECK(r.out == "--lr 3 -n 9\n");
+}

@@ -1,0 +1,157 @@
+// Output under load: 16 ranks each write 5 MiB of numbered lines in chunks
+// that split lines; every line must arrive whole, exactly once, in order.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "tests/integration/run_command.h"
+
+using namespace dl::it;
+
+namespace {
+constexpr int kRanks = 16;
+constexpr size_t kBytesPerRank = 5u << 20;
+
+// Line i of a rank: its numbers twice around a filler of varying length, so
+// a line glued from two ranks or two places never passes the check.
+std::string expected_line(int rank, long i) {
+  return std::to_string(rank) + ":" + std::to_string(i) + ":" + std::string(static_cast<size_t>(i % 61), 'a' + static_cast<char>(rank)) +
+         ":" + std::to_string(rank * 1000003L + i);
+}
+
+// The writer builds the same lines (see expected_line) until it has 5 MiB
+// and writes them with os.write in 65537-byte pieces, which cut lines apart.
+const char* kWriter = R"(
+import os, sys
+rank = int(os.environ["RANK"]); limit = int(sys.argv[1])
+out = []; size = 0; i = 0
+while size < limit:
+    l = "%d:%d:%s:%d\n" % (rank, i, chr(ord("a") + rank) * (i % 61), rank * 1000003 + i)
+    out.append(l); size += len(l); i += 1
+data = "".join(out).encode()
+for off in range(0, len(data), 65537):
+    os.write(1, data[off:off + 65537])
+)";
+
+void check_lines(const std::string& out, bool tagged) {
+  std::vector<long> next(kRanks, 0);
+  std::vector<size_t> bytes(kRanks, 0);
+  long bad = 0;
+  std::string first_bad;
+  size_t start = 0;
+  REQUIRE(!out.empty());
+  REQUIRE(out.back() == '\n');
+  while (start < out.size()) {
+    size_t nl = out.find('\n', start);
+    std::string_view l(out.data() + start, nl - start);
+    start = nl + 1;
+    int rank = -1;
+    if (tagged) {
+      // "[r@localhost] " then the line.
+      auto close = l.find("@localhost] ");
+      if (l.empty() || l[0] != '[' || close == std::string_view::npos) { ++bad; first_bad = std::string(l.substr(0, 80)); continue; }
+      rank = std::stoi(std::string(l.substr(1, close - 1)));
+      l.remove_prefix(close + 12);
+    } else {
+      auto colon = l.find(':');
+      if (colon == std::string_view::npos || colon == 0 || colon > 2) { ++bad; first_bad = std::string(l.substr(0, 80)); continue; }
+      rank = std::stoi(std::string(l.substr(0, colon)));
+    }
+    if (rank < 0 || rank >= kRanks || l != expected_line(rank, next[static_cast<size_t>(rank)])) {
+      if (bad++ == 0) first_bad = std::string(l.substr(0, 80));
+      continue;
+    }
+    bytes[static_cast<size_t>(rank)] += l.size() + 1;
+    ++next[static_cast<size_t>(rank)];
+  }
+  INFO("first bad line: " << first_bad);
+  CHECK(bad == 0);
+  for (int r = 0; r < kRanks; ++r) {
+    INFO("rank " << r);
+    // Exactly the writer's lines: it stops at the first line that reaches 5 MiB.
+    CHECK(bytes[static_cast<size_t>(r)] >= kBytesPerRank);
+    CHECK(bytes[static_cast<size_t>(r)] < kBytesPerRank + 200);
+    long n = next[static_cast<size_t>(r)];
+    CHECK((bytes[static_cast<size_t>(r)] - (expected_line(r, n - 1).size() + 1)) < kBytesPerRank);
+  }
+}
+
+void run_writers(bool tagged) {
+  const std::string m = new_marker();
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", std::to_string(kRanks)};
+  if (tagged) s.argv.push_back("--tag-output");
+  for (const char* a : {"/usr/bin/python3", "-c", kWriter}) s.argv.push_back(a);
+  s.argv.push_back(std::to_string(kBytesPerRank));
+  s.argv.push_back(m);
+  RunResult r = run(s, 120);
+  INFO(r.err.substr(0, 2000));
+  REQUIRE_FALSE(r.timed_out);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.empty());
+  check_lines(r.out, tagged);
+  CHECK(wait_marked_gone(m, 1).empty());
+}
+}  // namespace
+
+TEST_CASE("16 ranks x 5 MiB of lines arrive whole and exactly once", "[integration][slow]") { run_writers(false); }
+
+TEST_CASE("16 ranks x 5 MiB of lines arrive whole and exactly once, tagged", "[integration][slow]") {
+  run_writers(true);
+}
+
+TEST_CASE("a last line without a newline is ended by dlaunch", "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--tag-output", "/usr/bin/printf", "first\\nno-newline"};
+  RunResult r = run(s);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto ls = lines(r.out);
+  std::sort(ls.begin(), ls.end());
+  CHECK(ls == std::vector<std::string>{"[0@localhost] first", "[0@localhost] no-newline", "[1@localhost] first",
+                                       "[1@localhost] no-newline"});
+  CHECK(r.out.back() == '\n');
+}
+
+TEST_CASE("stderr of ranks reaches dlaunch's stderr, stdout its stdout", "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--tag-output", "/bin/sh", "-c", "echo out-$RANK; echo err-$RANK >&2"};
+  RunResult r = run(s);
+  REQUIRE(r.code == 0);
+  auto out = lines(r.out), err = lines(r.err);
+  std::sort(out.begin(), out.end());
+  std::sort(err.begin(), err.end());
+  CHECK(out == std::vector<std::string>{"[0@localhost] out-0", "[1@localhost] out-1"});
+  CHECK(err == std::vector<std::string>{"[0@localhost] err-0", "[1@localhost] err-1"});
+}
+
+TEST_CASE("dlaunch --output-filename writes one stdout and stderr file per rank", "[integration]") {
+  TempDir tmp;
+  const std::string dir = tmp.path + "/out";
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "3", "--output-filename", dir, "/bin/sh", "-c", "echo out-$RANK; echo err-$RANK >&2"};
+  RunResult r = run(s);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.empty());
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string d = dir + "/rank." + std::to_string(rank);
+    CHECK(read_file(d + "/stdout") == "out-" + std::to_string(rank) + "\n");
+    CHECK(read_file(d + "/stderr") == "err-" + std::to_string(rank) + "\n");
+  }
+}
+
+TEST_CASE("dlaunch --timestamp-output puts a time before each line", "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "1", "--timestamp-output", "--tag-output", "/bin/echo", "hello"};
+  RunResult r = run(s);
+  REQUIRE(r.code == 0);
+  auto ls = lines(r.out);
+  REQUIRE(ls.size() == 1);
+  // "HH:MM:SS.mmm [0@localhost] hello"
+  const std::string& l = ls[0];
+  REQUIRE(l.size() == 12 + 20);
+  CHECK(l[2] == ':');
+  CHECK(l[5] == ':');
+  CHECK(l[8] == '.');
+  CHECK(l.substr(12) == " [0@localhost] hello");
+}

@@ -1,0 +1,135 @@
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include "launcher/fate.h"
+
+using dl::launcher::Fate;
+using dl::launcher::RankExit;
+
+namespace {
+RankExit exited(int rank, int code, int pid = 100) {
+  RankExit e;
+  e.rank = rank, e.host = "node" + std::to_string(rank / 2), e.pid = pid, e.code = code;
+  return e;
+}
+RankExit killed(int rank, int sig, int pid = 100) {
+  RankExit e = exited(rank, 0, pid);
+  e.signal = sig;
+  return e;
+}
+}  // namespace
+
+TEST_CASE("fate: all ranks exit 0", "[launcher]") {
+  Fate f(3);
+  for (int r = 0; r < 3; ++r) {
+    CHECK_FALSE(f.all_done());
+    CHECK(f.remaining() == 3 - r);
+    CHECK_FALSE(f.on_exit(exited(r, 0)));
+  }
+  CHECK(f.all_done());
+  CHECK_FALSE(f.failed());
+  CHECK(f.exit_code() == 0);
+  CHECK(f.verdict().empty());
+}
+
+TEST_CASE("fate: the first failure wins, never an OR of codes", "[launcher]") {
+  Fate f(4);
+  CHECK_FALSE(f.on_exit(exited(0, 0)));
+  CHECK(f.on_exit(exited(3, 5, 4711)));  // the first failure: tear down
+  CHECK_FALSE(f.on_exit(exited(1, 2)));  // 5|2 = 7 must not appear
+  CHECK_FALSE(f.on_exit(killed(2, SIGKILL)));  // our own teardown's kill
+  CHECK(f.all_done());
+  CHECK(f.exit_code() == 5);
+  CHECK(f.verdict() == "rank 3 on node1 (pid 4711) exited with code 5");
+}
+
+TEST_CASE("fate: a signal becomes 128+N with its name", "[launcher]") {
+  Fate f(2);
+  CHECK(f.on_exit(killed(1, SIGSEGV, 42)));
+  CHECK(f.exit_code() == 139);
+  CHECK(f.verdict() == "rank 1 on node0 (pid 42) was killed by signal 11 (Segmentation fault)");
+  Fate g(1);
+  RankExit e = killed(0, SIGABRT, 7);
+  e.core = true;
+  CHECK(g.on_exit(e));
+  CHECK(g.exit_code() == 128 + SIGABRT);
+  CHECK(g.verdict() == "rank 0 on node0 (pid 7) was killed by signal 6 (Aborted), core dumped");
+}
+
+TEST_CASE("fate: teardown kills after a failure do not change the verdict", "[launcher]") {
+  Fate f(3);
+  CHECK(f.on_exit(exited(0, 1)));
+  const std::string v = f.verdict();
+  CHECK_FALSE(f.on_exit(killed(1, SIGTERM)));
+  CHECK_FALSE(f.on_exit(killed(2, SIGKILL)));
+  CHECK(f.exit_code() == 1);
+  CHECK(f.verdict() == v);
+}
+
+TEST_CASE("fate: a program that cannot start", "[launcher]") {
+  Fate f(2);
+  RankExit e = exited(0, 127);
+  e.spawn_failed = true;
+  e.message = "./nope: No such file or directory";
+  CHECK(f.on_exit(e));
+  CHECK(f.exit_code() == 127);
+  CHECK(f.verdict() == "cannot start rank 0 on node0: ./nope: No such file or directory");
+}
+
+TEST_CASE("fate: a lost host fails its unfinished ranks", "[launcher]") {
+  Fate f(4);
+  CHECK_FALSE(f.on_exit(exited(2, 0)));
+  CHECK(f.on_host_lost("node1", "connection reset", {2, 3}));
+  CHECK(f.exit_code() == 1);
+  CHECK(f.verdict().find("node1") != std::string::npos);
+  CHECK(f.verdict().find("connection reset") != std::string::npos);
+  CHECK(f.remaining() == 2);
+  // A host whose ranks had all finished is no failure.
+  Fate g(2);
+  CHECK_FALSE(g.on_exit(exited(0, 0)));
+  CHECK_FALSE(g.on_host_lost("node0", "closed", {0}));
+  CHECK_FALSE(g.failed());
+}
+
+TEST_CASE("fate: --timeout gives 124 and says so", "[launcher]") {
+  Fate f(2);
+  CHECK(f.on_timeout(1.5));
+  CHECK(f.exit_code() == 124);
+  CHECK(f.verdict().find("--timeout 1.5") != std::string::npos);
+  CHECK_FALSE(f.on_exit(killed(0, SIGTERM)));
+  CHECK(f.exit_code() == 124);
+  // After a failure the timer firing changes nothing.
+  Fate g(1);
+  CHECK(g.on_exit(exited(0, 3)));
+  CHECK_FALSE(g.on_timeout(2));
+  CHECK(g.exit_code() == 3);
+}
+
+TEST_CASE("fate: a user's signal makes the job 'interrupted'", "[launcher]") {
+  Fate f(2);
+  f.on_signal(SIGINT);
+  CHECK_FALSE(f.failed());
+  CHECK(f.on_exit(killed(0, SIGINT)));
+  CHECK(f.exit_code() == 130);
+  CHECK(f.verdict().find("interrupted") != std::string::npos);
+  CHECK(f.verdict().find("SIGINT") != std::string::npos);
+  CHECK_FALSE(f.on_exit(killed(1, SIGINT)));
+  CHECK(f.exit_code() == 130);
+}
+
+TEST_CASE("fate: after a user's SIGINT, ranks ended by the kill that follows still mean 'interrupted'",
+          "[launcher]") {
+  // A second Ctrl-C kills ranks that ignored the first: they die of SIGTERM
+  // or SIGKILL, but the job was interrupted by the user.
+  Fate f(2);
+  f.on_signal(SIGINT);
+  CHECK(f.on_exit(killed(0, SIGKILL)));
+  CHECK(f.exit_code() == 130);
+  CHECK(f.verdict().find("interrupted") != std::string::npos);
+}
+
+TEST_CASE("fate: signal names", "[launcher]") {
+  CHECK(dl::launcher::signal_name(SIGSEGV) == "Segmentation fault");
+  CHECK(dl::launcher::signal_name(SIGKILL) == "Killed");
+}

@@ -1,0 +1,129 @@
+#include <catch2/catch.hpp>
+
+#include "errors/error.h"
+#include "launcher/options.h"
+
+using dl::launcher::parse_run_options;
+using dl::launcher::RunOptions;
+
+namespace {
+RunOptions parse(std::vector<std::string> args) {
+  bool help = false;
+  return parse_run_options(args, &help);
+}
+using Args = std::vector<std::string>;
+}  // namespace
+
+TEST_CASE("options: -n, -np and --np give the rank count", "[launcher]") {
+  CHECK(parse({"-n", "4", "./app"}).np == 4);
+  CHECK(parse({"-np", "6", "./app"}).np == 6);
+  CHECK(parse({"--np", "3", "./app"}).np == 3);
+  CHECK(parse({"-n8", "./app"}).np == 8);
+  CHECK(parse({"--np=5", "./app"}).np == 5);
+  CHECK(parse({"./app"}).np == 0);
+}
+
+TEST_CASE("options: the program's own options stay the program's", "[launcher]") {
+  auto o = parse({"-n", "2", "python", "t.py", "--lr", "3", "-n", "7", "--tag-output"});
+  CHECK(o.np == 2);
+  CHECK_FALSE(o.tag_output);
+  CHECK(o.command == Args{"python", "t.py", "--lr", "3", "-n", "7", "--tag-output"});
+}
+
+TEST_CASE("options: -- ends dlaunch's options", "[launcher]") {
+  auto o = parse({"-n", "2", "--", "--weird-program", "-x"});
+  CHECK(o.np == 2);
+  CHECK(o.command == Args{"--weird-program", "-x"});
+}
+
+TEST_CASE("options: -x and -H, repeated and mpirun-spelled", "[launcher]") {
+  auto o = parse({"-x", "A=1", "-x", "B", "-H", "h1:2,h2", "-npernode", "2", "-oversubscribe", "-wdir", "/tmp", "./a"});
+  CHECK(o.exports == Args{"A=1", "B"});
+  CHECK(o.hosts == "h1:2,h2");
+  CHECK(o.per_node == 2);
+  CHECK(o.oversubscribe);
+  CHECK(o.wdir == "/tmp");
+  CHECK(o.command == Args{"./a"});
+  CHECK(parse({"--ppn", "3", "./a"}).per_node == 3);
+  CHECK(parse({"--nproc-per-node", "4", "./a"}).per_node == 4);
+  CHECK(parse({"-hostfile", "hf", "./a"}).hostfile == "hf");
+  CHECK(parse({"--machinefile", "mf", "./a"}).hostfile == "mf");
+}
+
+TEST_CASE("options: every flag lands in its field", "[launcher]") {
+  auto o = parse({"--tag-output", "--timestamp-output", "--output-filename", "out", "--stdin", "none", "--kill-grace",
+                  "0.5", "--timeout", "60", "--gpus-per-node", "4", "--gpus-per-rank", "2", "--no-gpu-bind",
+                  "--map-by", "node", "--dry-run", "-v", "./app", "x"});
+  CHECK(o.tag_output);
+  CHECK(o.timestamp_output);
+  CHECK(o.output_dir == "out");
+  CHECK(o.stdin_target == "none");
+  CHECK(o.kill_grace_s == 0.5);
+  CHECK(o.timeout_s == 60);
+  CHECK(o.gpus_per_node == 4);
+  CHECK(o.gpus_per_rank == 2);
+  CHECK_FALSE(o.gpu_bind);
+  CHECK(o.map_by == "node");
+  CHECK(o.dry_run);
+  CHECK(o.verbose);
+  CHECK(o.command == Args{"./app", "x"});
+  CHECK(parse({"--display-map", "./a"}).dry_run);
+}
+
+TEST_CASE("options: defaults", "[launcher]") {
+  auto o = parse({"./a"});
+  CHECK(o.gpu_bind);
+  CHECK(o.gpus_per_node == -1);
+  CHECK(o.gpus_per_rank == 1);
+  CHECK(o.map_by == "slot");
+  CHECK(o.stdin_target == "0");
+  CHECK(o.kill_grace_s > 0);
+  CHECK(o.timeout_s == 0);
+  CHECK_FALSE(o.tag_output);
+}
+
+TEST_CASE("options: a near miss gets a did-you-mean", "[launcher]") {
+  try {
+    parse({"--tag-outptu", "./a"});
+    FAIL("no error");
+  } catch (const dl::UsageError& e) {
+    std::string w = e.what();
+    CHECK(w.find("--tag-outptu") != std::string::npos);
+    CHECK(w.find("did you mean '--tag-output'") != std::string::npos);
+  }
+  try {
+    parse({"--completely-unrelated-thing", "./a"});
+    FAIL("no error");
+  } catch (const dl::UsageError& e) {
+    CHECK(std::string(e.what()).find("did you mean") == std::string::npos);
+  }
+  CHECK(dl::launcher::did_you_mean("--hostfil", {"--hostfile", "--host"}) == "--hostfile");
+  CHECK(dl::launcher::did_you_mean("--zzzzzz", {"--hostfile", "--host"}).empty());
+}
+
+TEST_CASE("options: bad values are usage errors", "[launcher]") {
+  CHECK_THROWS_AS(parse({"-n", "0", "./a"}), dl::UsageError);
+  CHECK_THROWS_AS(parse({"-n", "-3", "./a"}), dl::UsageError);
+  CHECK_THROWS_AS(parse({"-n", "four", "./a"}), dl::UsageError);
+  CHECK_THROWS_AS(parse({"--map-by", "socket", "./a"}), dl::UsageError);
+  CHECK_THROWS_AS(parse({"--stdin", "all", "./a"}), dl::UsageError);
+  CHECK_THROWS_AS(parse({"--kill-grace", "-1", "./a"}), dl::UsageError);
+  CHECK_THROWS_AS(parse({"--timeout", "-1", "./a"}), dl::UsageError);
+  CHECK_THROWS_AS(parse({"--gpus-per-rank", "0", "./a"}), dl::UsageError);
+  CHECK_THROWS_AS(parse({"--mpi", "slurm", "./a"}), dl::UsageError);
+  CHECK_THROWS_WITH(parse({"-n", "2"}), Catch::Contains("no program"));
+  CHECK_THROWS_WITH(parse({"--map-by", "socket", "./a"}), Catch::Contains("socket"));
+}
+
+TEST_CASE("options: --help needs no program", "[launcher]") {
+  bool help = false;
+  parse_run_options({"--help"}, &help);
+  CHECK(help);
+  CHECK(dl::launcher::run_options_help().find("--tag-output") != std::string::npos);
+}
+
+TEST_CASE("options: --dry-run needs no program", "[launcher]") {
+  auto o = parse({"--dry-run", "-n", "4"});
+  CHECK(o.dry_run);
+  CHECK(o.command.empty());
+}

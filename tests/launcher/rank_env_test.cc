@@ -1,0 +1,107 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "hostfiles/hostfile.h"
+#include "hostfiles/placement.h"
+#include "launcher/rank_env.h"
+
+using dl::launcher::EnvMap;
+using dl::launcher::JobEnv;
+using dl::launcher::rank_env;
+
+namespace {
+dl::hostfiles::Placement two_nodes(dl::hostfiles::MapBy by = dl::hostfiles::MapBy::kSlot) {
+  dl::hostfiles::PlacementOptions po;
+  po.np = 5;
+  po.map_by = by;
+  return dl::hostfiles::place(dl::hostfiles::parse_host_list("node1:3,node2:2"), po);
+}
+
+JobEnv job(const dl::hostfiles::Placement* p) {
+  JobEnv j;
+  j.placement = p;
+  j.job_id = "dl-abcd";
+  j.master_addr = "10.0.0.1";
+  j.master_port = 31337;
+  j.store_addr = "10.0.0.9:4000";
+  j.token = "secret-token";
+  return j;
+}
+}  // namespace
+
+TEST_CASE("rank_env: every variable of every rank on 2 uneven nodes", "[launcher]") {
+  auto p = two_nodes();
+  JobEnv j = job(&p);
+  // rank -> node, local rank, local size, Horovod cross rank, cross size.
+  // node1 runs 0,1,2 and node2 runs 3,4; local rank 2 exists on node1 only.
+  struct Want { int node, local, lsize, cross_rank, cross_size; };
+  const Want want[5] = {{0, 0, 3, 0, 2}, {0, 1, 3, 0, 2}, {0, 2, 3, 0, 1}, {1, 0, 2, 1, 2}, {1, 1, 2, 1, 2}};
+  for (int r = 0; r < 5; ++r) {
+    INFO("rank " << r);
+    const Want& w = want[r];
+    const std::string R = std::to_string(r), node = std::to_string(w.node), local = std::to_string(w.local),
+                      lsize = std::to_string(w.lsize);
+    const EnvMap expected = {
+        {"RANK", R}, {"WORLD_SIZE", "5"}, {"LOCAL_RANK", local}, {"LOCAL_WORLD_SIZE", lsize},
+        {"GROUP_RANK", node}, {"GROUP_WORLD_SIZE", "2"}, {"ROLE_RANK", R}, {"ROLE_WORLD_SIZE", "5"},
+        {"ROLE_NAME", "default"}, {"NODE_RANK", node}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "31337"},
+        {"OMPI_COMM_WORLD_RANK", R}, {"OMPI_COMM_WORLD_SIZE", "5"}, {"OMPI_COMM_WORLD_LOCAL_RANK", local},
+        {"OMPI_COMM_WORLD_LOCAL_SIZE", lsize}, {"OMPI_COMM_WORLD_NODE_RANK", node},
+        {"PMI_RANK", R}, {"PMI_SIZE", "5"}, {"MPI_LOCALRANKID", local}, {"MPI_LOCALNRANKS", lsize},
+        {"HOROVOD_RANK", R}, {"HOROVOD_SIZE", "5"}, {"HOROVOD_LOCAL_RANK", local}, {"HOROVOD_LOCAL_SIZE", lsize},
+        {"HOROVOD_CROSS_RANK", std::to_string(w.cross_rank)}, {"HOROVOD_CROSS_SIZE", std::to_string(w.cross_size)},
+        {"DLAUNCH_RANK", R}, {"DLAUNCH_WORLD_SIZE", "5"}, {"DLAUNCH_LOCAL_RANK", local},
+        {"DLAUNCH_LOCAL_WORLD_SIZE", lsize}, {"DLAUNCH_NODE_RANK", node}, {"DLAUNCH_NNODES", "2"},
+        {"DLAUNCH_JOB_ID", "dl-abcd"}, {"DLAUNCH_HOST_ID", "dl-abcd/" + node}, {"DLAUNCH_TOKEN", "secret-token"},
+        {"DLAUNCH_STORE_ADDR", "10.0.0.9:4000"},
+    };
+    CHECK(rank_env(j, r) == expected);
+  }
+}
+
+TEST_CASE("rank_env: --map-by node interleaves ranks, local ranks follow", "[launcher]") {
+  auto p = two_nodes(dl::hostfiles::MapBy::kNode);
+  JobEnv j = job(&p);
+  // Round robin: 0 node1, 1 node2, 2 node1, 3 node2, 4 node1.
+  const int node[5] = {0, 1, 0, 1, 0}, local[5] = {0, 0, 1, 1, 2}, lsize[5] = {3, 2, 3, 2, 3};
+  for (int r = 0; r < 5; ++r) {
+    auto e = rank_env(j, r);
+    INFO("rank " << r);
+    CHECK(e["NODE_RANK"] == std::to_string(node[r]));
+    CHECK(e["LOCAL_RANK"] == std::to_string(local[r]));
+    CHECK(e["LOCAL_WORLD_SIZE"] == std::to_string(lsize[r]));
+  }
+}
+
+TEST_CASE("rank_env: no store address, no DLAUNCH_STORE_ADDR", "[launcher]") {
+  auto p = dl::hostfiles::place_local(2);
+  JobEnv j = job(&p);
+  j.store_addr = "";
+  auto e = rank_env(j, 1);
+  CHECK(e.count("DLAUNCH_STORE_ADDR") == 0);
+  CHECK(e["RANK"] == "1");
+  CHECK(e["HOROVOD_CROSS_SIZE"] == "1");
+  CHECK_THROWS(rank_env(j, 2));
+}
+
+TEST_CASE("contradicted_vars: replaced and removed identity variables, never the token", "[launcher]") {
+  auto p = dl::hostfiles::place_local(2);
+  JobEnv j = job(&p);
+  auto ours = rank_env(j, 0);
+  EnvMap inherited = {
+      {"RANK", "7"},                   // replaced with another value
+      {"WORLD_SIZE", "2"},             // same value: no contradiction
+      {"OMPI_COMM_WORLD_RANK", "7"},   // replaced
+      {"PMIX_NAMESPACE", "slurm.1"},   // removed (an outer launcher's)
+      {"PMI_FD", "5"},                 // removed
+      {"HYDRA_CONTROL_FD", "9"},       // removed
+      {"HOME", "/root"},               // not ours at all
+      {"DLAUNCH_TOKEN", "outer"},      // replaced, but never named
+      {"MY_RANK_NOTE", "x"},
+  };
+  auto got = dl::launcher::contradicted_vars(inherited, ours);
+  std::sort(got.begin(), got.end());
+  CHECK(got == std::vector<std::string>{"HYDRA_CONTROL_FD", "OMPI_COMM_WORLD_RANK", "PMIX_NAMESPACE", "PMI_FD", "RANK"});
+  CHECK(dl::launcher::contradicted_vars({}, ours).empty());
+}
