@@ -60,7 +60,7 @@ Agent::Agent(asio::io_context& io, AgentOptions opts)
     : io_(io), opts_(std::move(opts)), sock_(io), parser_(control::kMaxControlFrame), sigchld_(io, SIGCHLD),
       term_signals_(io, SIGTERM, SIGINT, SIGHUP), hb_timer_(io), kill_timer_(io), stdin_(io) {}
 
-Agent::~Agent() = default;
+Agent::~Agent() { stop_mpi(); }
 
 int Agent::run() {
   const std::string peer = "the launcher at " + opts_.launcher_host + ":" + std::to_string(opts_.launcher_port);
@@ -72,7 +72,7 @@ int Agent::run() {
     for (auto& g : detect_gpus(opts_.gpus_per_node)) gpus.push_back(g);
   send(control::json_frame({{"t", "hello"}, {"version", DLAUNCH_VERSION}, {"node", opts_.node},
                             {"host", host_name()}, {"pid", ::getpid()}, {"free_port", free_port()},
-                            {"gpus", gpus}}));
+                            {"gpus", gpus}, {"pmix", MpiJob::available()}}));
   last_rx_ = Clock::now();
   read_control();
   watch_stdin();
@@ -124,6 +124,11 @@ void Agent::read_control() {
 
 void Agent::on_frame(const wire::Frame& f) {
   if (f.type == wire::kJson) return on_json(json::parse(f.payload));
+  if (f.type == control::kFence) {
+    auto fence = control::parse_fence(f.payload);
+    if (mpi_) mpi_->fence_done(fence.id, std::string(fence.blob));
+    return;
+  }
   if (f.type != wire::kData) return;
   auto chunk = control::parse_data(f.payload);
   auto it = ranks_.find(chunk.rank);
@@ -156,6 +161,10 @@ void Agent::on_json(const json& m) {
   if (t == "launch") return launch(m);
   if (t == "signal") return signal_all(m.at("signal").get<int>());
   if (t == "kill") return teardown(milliseconds(m.at("grace_ms").get<int>()));
+  if (t == "fence_failed") {
+    if (mpi_) mpi_->fence_failed(m.at("id").get<uint64_t>());
+    return;
+  }
   if (t == "stdin_eof") {
     auto it = ranks_.find(m.at("rank").get<int>());
     if (it != ranks_.end()) {
@@ -176,8 +185,37 @@ void Agent::launch(const json& m) {
   heartbeat();
   const json& common = m.at("env");
   const std::string wdir = m.value("wdir", "");
+  if (m.contains("mpi") && !start_mpi(m)) return finish_if_done();
   for (const auto& spec : m.at("ranks")) start_rank(spec, common, wdir);
 }
+
+// Starts this host's PMIx server. On failure every rank is reported as not
+// started (code 1, the reason) and false is returned.
+bool Agent::start_mpi(const json& m) {
+  MpiHooks hooks;
+  hooks.post = [this](std::function<void()> task) { asio::post(io_, std::move(task)); };
+  hooks.fence = [this](uint64_t id, std::string blob) { send(control::fence_frame(id, blob)); };
+  hooks.abort = [this](int rank, int status, std::string msg) {
+    send(control::json_frame({{"t", "mpi_abort"}, {"rank", rank}, {"status", status}, {"message", msg}}));
+  };
+  try {
+    mpi_ = MpiJob::start(m.at("mpi"), std::move(hooks));
+    return true;
+  } catch (const Error& e) {
+    for (const auto& spec : m.at("ranks")) {
+      const int rank = spec.at("rank");
+      send(control::json_frame({{"t", "spawn_failed"}, {"rank", rank}, {"code", 1},
+                                {"message", std::string("cannot start the PMIx server: ") + e.what()}}));
+      auto r = std::make_unique<Rank>(io_, rank);
+      r->status = 1 << 8;
+      r->reported = true;
+      ranks_[rank] = std::move(r);
+    }
+    return false;
+  }
+}
+
+void Agent::stop_mpi() { mpi_.reset(); }
 
 void Agent::start_rank(const json& spec, const json& common_env, const std::string& wdir) {
   const int rank = spec.at("rank");
@@ -194,6 +232,10 @@ void Agent::start_rank(const json& spec, const json& common_env, const std::stri
     it = is_foreign_identity_var(it->first) ? env.erase(it) : std::next(it);
   for (auto& [k, v] : common_env.items()) env[k] = v.get<std::string>();
   for (auto& [k, v] : spec.at("env").items()) env[k] = v.get<std::string>();
+  // The PMIx server's variables (PMIX_RANK, PMIX_SERVER_URI*, ...) come last,
+  // after the filter above removed any inherited ones.
+  if (mpi_)
+    for (auto& [k, v] : mpi_->rank_env(rank)) env[k] = v;
   SpawnSpec s;
   s.argv = spec.at("argv").get<std::vector<std::string>>();
   for (auto& [k, v] : env) s.env.push_back(k + "=" + v);
@@ -319,6 +361,7 @@ void Agent::lost_launcher(const std::string& why) {
   for (auto& [rank, r] : ranks_) any = any || (r->pid > 0 && !r->status);
   signal_all(SIGKILL);
   if (any) std::cerr << "dlaunch-agent: " << why << "; killed this host's ranks\n";
+  stop_mpi();
   done_ = true;
   exit_code_ = 1;
   io_.stop();
@@ -330,6 +373,7 @@ void Agent::finish_if_done() {
     if (!r->reported) return;
   for (auto& [rank, r] : ranks_)
     if (r->pid > 0) ::kill(-r->pid, SIGKILL);
+  stop_mpi();
   done_ = true;
   exit_code_ = 0;
   hb_timer_.cancel();

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/mpi_job.h"
 #include "wire/frame.h"
 
 namespace dl::agent {
@@ -48,6 +49,8 @@ class Agent {
   void on_frame(const wire::Frame& f);
   void on_json(const nlohmann::json& m);
   void launch(const nlohmann::json& m);
+  bool start_mpi(const nlohmann::json& m);
+  void stop_mpi();
   void start_rank(const nlohmann::json& spec, const nlohmann::json& common_env, const std::string& wdir);
   void read_output(Rank& r, int stream);
   void resume_paused_reads();
@@ -69,6 +72,7 @@ class Agent {
   size_t tx_bytes_ = 0;
   bool writing_ = false;
   std::map<int, std::unique_ptr<Rank>> ranks_;  // by global rank
+  std::unique_ptr<MpiJob> mpi_;                 // PMIx server of an MPI job, else null
   std::vector<std::pair<Rank*, int>> paused_;   // output reads waiting for the queue to drain
   asio::signal_set sigchld_;
   asio::signal_set term_signals_;

@@ -23,4 +23,18 @@ DataChunk parse_data(std::string_view p) {
   return {static_cast<int>(r), static_cast<Stream>(u[4]), p.substr(5)};
 }
 
+std::string fence_frame(uint64_t id, std::string_view blob) {
+  std::string payload(8, '\0');
+  for (int i = 0; i < 8; ++i) payload[static_cast<size_t>(i)] = static_cast<char>(id >> (56 - 8 * i));
+  payload.append(blob);
+  return wire::encode_frame(kFence, payload);
+}
+
+FenceChunk parse_fence(std::string_view p) {
+  if (p.size() < 8) throw RemoteError("malformed fence frame (" + std::to_string(p.size()) + " bytes)");
+  uint64_t id = 0;
+  for (size_t i = 0; i < 8; ++i) id = (id << 8) | static_cast<unsigned char>(p[i]);
+  return {id, p.substr(8)};
+}
+
 }  // namespace dl::control

@@ -10,15 +10,26 @@
 //                          bytes always end on a line boundary, except the
 //                          last piece of a stream whose final line had no '\n'.
 //       launcher -> agent: stream 0 = stdin bytes for that rank.
+//   kFence frames (type 16, MPI jobs): u64 fence id (big-endian) | blob
+//       agent -> launcher: this host's contribution to whole-job fence `id`
+//                          (its PMIx server's opaque data of its ranks).
+//       launcher -> agent: every host's contribution to fence `id`,
+//                          concatenated in node order (the fence's result).
 //
 // agent -> launcher
-//   hello    {version, node, host, pid, free_port, gpus: [..]}   first message
+//   hello    {version, node, host, pid, free_port, gpus: [..], pmix}   first message;
+//            pmix: true when this agent can serve PMIx (built with libpmix)
 //   started  {rank, pid}
 //   exited   {rank, pid, code} | {rank, pid, signal, core}       after the rank's output
 //   spawn_failed {rank, code (126|127), message}
 //   hb       {}                                                   heartbeat
+//   mpi_abort {rank, status, message}   a rank called MPI_Abort/PMIx_Abort
 // launcher -> agent
-//   launch   {wdir, env, kill_grace_ms, ranks: [{rank, argv, env}]}
+//   launch   {wdir, env, kill_grace_ms, ranks: [{rank, argv, env}], mpi?}
+//            mpi (only with --mpi pmix): {nspace, world_size, node_rank,
+//            node_hosts: [..], node_ranks: [[..]..], universe_size}: the
+//            agent starts a PMIx server for its ranks (agent/mpi_job.h)
+//   fence_failed {id, message}  fence `id` cannot complete: fail the ranks' fence
 //   signal   {signal}          forward a signal to every rank's process group
 //   kill     {grace_ms}        SIGTERM every rank, SIGKILL after grace_ms
 //   stdin_eof {rank}
@@ -43,6 +54,8 @@ inline constexpr size_t kMaxControlFrame = 64u << 20;
 inline constexpr size_t kMaxOutputChunk = 256u << 10;
 
 enum Stream : uint8_t { kStdin = 0, kStdout = 1, kStderr = 2 };
+// The control protocol's own frame type (wire/frame.h reserves 16 and up).
+inline constexpr uint8_t kFence = 16;
 
 std::string json_frame(const nlohmann::json& msg);
 // A kData frame carrying `bytes` of `rank`'s `stream`.
@@ -55,5 +68,14 @@ struct DataChunk {
 };
 // Parses a kData payload; throws RemoteError when it is too short.
 DataChunk parse_data(std::string_view payload);
+
+// A kFence frame: fence `id` with `blob` (contribution or result).
+std::string fence_frame(uint64_t id, std::string_view blob);
+struct FenceChunk {
+  uint64_t id;
+  std::string_view blob;
+};
+// Parses a kFence payload; throws RemoteError when it is too short.
+FenceChunk parse_fence(std::string_view payload);
 
 }  // namespace dl::control

@@ -5,6 +5,7 @@
 // Rules: all ranks exit 0 -> 0. Otherwise the first failure decides: its
 // exit code, or 128+signal; never an OR of codes. Failures that follow a
 // teardown (our own SIGTERM/SIGKILL) do not count.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,12 @@ class Fate {
   bool on_exit(const RankExit& e);
   // The agent on `host` is gone; its unfinished `ranks` count as failed.
   bool on_host_lost(const std::string& host, const std::string& why, const std::vector<int>& ranks);
+  // `rank` on `host` called MPI_Abort(status): the job ends with status
+  // (1 when status is 0, so that the abort still reads as a failure).
+  bool on_mpi_abort(int rank, const std::string& host, int status);
+  // An MPI fence across hosts did not complete; `missing` names the hosts
+  // and ranks that did not arrive.
+  bool on_fence_timeout(uint64_t id, double seconds, const std::string& missing);
   // --timeout fired.
   bool on_timeout(double seconds);
   // dlaunch itself got `sig` (forwarded to the ranks).

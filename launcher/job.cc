@@ -28,6 +28,29 @@ namespace ip = asio::ip;
 
 namespace {
 milliseconds secs(double s) { return milliseconds(static_cast<long>(s * 1000)); }
+
+// dlaunch started inside srun or mpirun inherits their identity variables;
+// its ranks get dlaunch's own instead (agent/rank_env_filter.h), and the
+// user is told once which ones. `launch` is node 0's launch message.
+void warn_inherited_identity(const nlohmann::json& launch) {
+  if (launch.at("ranks").empty()) return;
+  EnvMap ours = launch.at("env").get<EnvMap>();
+  for (auto& [k, v] : launch.at("ranks")[0].at("env").items()) ours[k] = v.get<std::string>();
+  ours.erase("CUDA_VISIBLE_DEVICES");  // binding a host's GPUs contradicts nothing
+  EnvMap inherited;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) inherited[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  inherited.erase("CUDA_VISIBLE_DEVICES");
+  const auto names = contradicted_vars(inherited, ours);
+  if (names.empty()) return;
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  write_fully(2, "dlaunch: warning: the ranks get dlaunch's own values instead of the inherited " + list +
+                     " (is dlaunch running inside srun or mpirun?)\n");
+}
 constexpr milliseconds kHeartbeatInterval{1000};
 constexpr milliseconds kCloseWait{3000};
 }  // namespace
@@ -189,6 +212,11 @@ void Job::on_frame(const std::shared_ptr<Session>& s, const std::string& payload
     sink_->write(chunk.rank, chunk.stream, chunk.bytes);
     return;
   }
+  if (type == control::kFence) {
+    if (s->node < 0 || !mpi_) throw RemoteError("fence data outside an MPI job");
+    auto f = control::parse_fence(payload);
+    return on_fence(*nodes_[static_cast<size_t>(s->node)], f.id, f.blob);
+  }
   if (type != wire::kJson) return;
   json m = json::parse(payload);
   if (s->node < 0) return on_hello(s, m);
@@ -206,6 +234,7 @@ void Job::on_hello(const std::shared_ptr<Session>& s, const json& m) {
   n.hello = m;
   log("agent on " + n.host + " connected (pid " + std::to_string(m.value("pid", 0)) + ")");
   if (++hellos_ == static_cast<int>(nodes_.size()) && !fate_.failed()) launch_all();
+  else if (fate_.failed() && !launched_ && !finishing_ && all_agents_settled()) teardown(0);
 }
 
 void Job::on_message(Node& n, const json& m) {
@@ -215,6 +244,11 @@ void Job::on_message(Node& n, const json& m) {
   e.rank = m.at("rank");
   if (std::find(n.ranks.begin(), n.ranks.end(), e.rank) == n.ranks.end()) throw RemoteError("exit of a foreign rank");
   e.host = n.host;
+  if (t == "mpi_abort") {
+    if (fate_.on_mpi_abort(e.rank, n.host, m.at("status").get<int>()))
+      teardown(static_cast<int>(opts_.kill_grace_s * 1000));
+    return;
+  }
   if (t == "spawn_failed") {
     e.spawn_failed = true, e.code = m.at("code"), e.message = m.at("message");
   } else if (t == "exited") {
@@ -225,6 +259,43 @@ void Job::on_message(Node& n, const json& m) {
   sink_->finish(e.rank);
   if (fate_.on_exit(e)) teardown(static_cast<int>(opts_.kill_grace_s * 1000));
   check_finished();
+}
+
+// Collects node n's contribution to fence `id`; once every node has given
+// one, sends their concatenation (node order) to every agent.
+void Job::on_fence(Node& n, uint64_t id, std::string_view blob) {
+  Fence& f = fences_[id];
+  if (f.blobs.empty()) {
+    f.blobs.resize(nodes_.size());
+    f.timer = std::make_unique<asio::steady_timer>(io_, secs(opts_.fence_timeout_s));
+    f.timer->async_wait([this, id](boost::system::error_code ec) { if (!ec) fence_timed_out(id); });
+  }
+  auto& slot = f.blobs[static_cast<size_t>(n.index)];
+  if (slot) throw RemoteError("agent on " + n.host + " contributed twice to fence " + std::to_string(id));
+  slot = std::string(blob);
+  if (++f.have < nodes_.size()) return;
+  std::string all;
+  for (auto& b : f.blobs) all += *b;
+  f.timer->cancel();
+  fences_.erase(id);
+  log("fence " + std::to_string(id) + " complete (" + std::to_string(all.size()) + " bytes)");
+  const std::string frame = control::fence_frame(id, all);
+  for (auto& node : nodes_) send(*node, frame);
+}
+
+void Job::fence_timed_out(uint64_t id) {
+  auto it = fences_.find(id);
+  if (it == fences_.end()) return;
+  std::string missing;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (it->second.blobs[i]) continue;
+    std::string ranks;
+    for (int r : nodes_[i]->ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    missing += (missing.empty() ? "" : "; ") + nodes_[i]->host + " (ranks " + ranks + ")";
+  }
+  fences_.erase(it);
+  for (auto& node : nodes_) send(*node, control::json_frame({{"t", "fence_failed"}, {"id", id}, {"message", missing}}));
+  if (fate_.on_fence_timeout(id, opts_.fence_timeout_s, missing)) teardown(static_cast<int>(opts_.kill_grace_s * 1000));
 }
 
 void Job::on_session_closed(const std::shared_ptr<Session>& s, const std::string& why) {
@@ -330,19 +401,50 @@ void Job::start_remote_agent(int idx, const std::string& port) {
 
 void Job::node_failed_to_start(int node, const std::string& why) {
   Node& n = *nodes_[static_cast<size_t>(node)];
-  if (n.start_failed || finishing_) return;
+  if (n.start_failed || (finishing_ && launched_)) return;
   if (n.session && !n.session->closed) return;  // it ran: its session reports
   n.start_failed = true;
   write_fully(2, "dlaunch: error: " + why + "\n");
-  if (fate_.on_host_lost(n.host, "its agent could not be started", n.ranks) || !launched_) teardown(0);
+  const bool lost = fate_.on_host_lost(n.host, "its agent could not be started", n.ranks);
+  if (launched_) {
+    if (lost) teardown(0);
+    return;
+  }
+  // Before launch: wait until every host has connected or failed, so each
+  // failing host gets its own line (the agent timer bounds the wait).
+  if (!finishing_ && all_agents_settled()) teardown(0);
+}
+
+// True when every node's agent has connected or failed to start.
+bool Job::all_agents_settled() const {
+  for (auto& n : nodes_)
+    if (!n->session && !n->start_failed) return false;
+  return true;
+}
+
+// --mpi: pmix needs every agent to serve PMIx; auto uses it when they all can.
+bool Job::decide_mpi() {
+  if (opts_.mpi == "none") return true;
+  std::string without;
+  for (auto& n : nodes_)
+    if (!n->hello.value("pmix", false)) without += (without.empty() ? "" : ", ") + n->host;
+  mpi_ = without.empty();
+  if (mpi_ || opts_.mpi == "auto") return true;
+  write_fully(2, "dlaunch: error: --mpi pmix: the dlaunch-agent on " + without +
+                     " was built without libpmix; install libpmix-dev and rebuild, or use --mpi none\n");
+  fate_.on_host_lost(without, "no PMIx server (--mpi pmix)", nodes_[0]->ranks);
+  teardown(0);
+  return false;
 }
 
 void Job::launch_all() {
+  if (!decide_mpi()) return;
   launched_ = true;
   agent_timer_.cancel();
   heartbeat();
   for (auto& n : nodes_) {
     json m = launch_message(n->index);
+    if (n->index == 0) warn_inherited_identity(m);
     send(*n, control::json_frame(m));
   }
   start_stdin_reader();
@@ -378,9 +480,15 @@ json Job::launch_message(int node) {
   }
   char cwd[4096] = {};
   std::string wdir = opts_.wdir.empty() ? (::getcwd(cwd, sizeof cwd) ? cwd : "") : opts_.wdir;
-  return {{"t", "launch"}, {"env", common}, {"wdir", wdir}, {"ranks", ranks},
-          {"hb_ms", kHeartbeatInterval.count()}, {"hb_timeout_ms", secs(opts_.heartbeat_timeout_s).count()}
-          };
+  json m = {{"t", "launch"}, {"env", common}, {"wdir", wdir}, {"ranks", ranks},
+            {"hb_ms", kHeartbeatInterval.count()}, {"hb_timeout_ms", secs(opts_.heartbeat_timeout_s).count()}};
+  if (mpi_) {
+    json hosts = json::array(), node_ranks = json::array();
+    for (auto& x : nodes_) hosts.push_back(x->host), node_ranks.push_back(x->ranks);
+    m["mpi"] = {{"nspace", job_id_}, {"world_size", plan_.ranks.size()}, {"node_rank", node},
+                {"node_hosts", hosts}, {"node_ranks", node_ranks}, {"universe_size", plan_.ranks.size()}};
+  }
+  return m;
 }
 
 void Job::teardown(int grace_ms) {

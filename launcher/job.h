@@ -46,10 +46,14 @@ class Job {
   void on_frame(const std::shared_ptr<Session>& s, const std::string& type_and_payload, uint8_t type);
   void on_hello(const std::shared_ptr<Session>& s, const nlohmann::json& m);
   void on_message(Node& n, const nlohmann::json& m);
+  void on_fence(Node& n, uint64_t id, std::string_view blob);
+  void fence_timed_out(uint64_t id);
+  bool decide_mpi();
   void on_session_closed(const std::shared_ptr<Session>& s, const std::string& why);
   void start_agents();
   void start_remote_agent(int node, const std::string& bind_port);
   void node_failed_to_start(int node, const std::string& why);
+  bool all_agents_settled() const;
   void launch_all();
   nlohmann::json launch_message(int node);
   void send(Node& n, std::string frame);
@@ -70,6 +74,14 @@ class Job {
   asio::steady_timer agent_timer_, job_timer_, kill_timer_, hb_timer_, close_timer_;
   std::string token_, job_id_, control_host_;
   std::vector<std::unique_ptr<Node>> nodes_;
+  // MPI fences across hosts in progress, by id: each node's contribution.
+  struct Fence {
+    std::vector<std::optional<std::string>> blobs;  // by node
+    size_t have = 0;
+    std::unique_ptr<asio::steady_timer> timer;      // --fence-timeout
+  };
+  std::map<uint64_t, Fence> fences_;
+  bool mpi_ = false;  // the agents serve PMIx (--mpi)
   std::vector<std::thread> ssh_threads_;
   std::unique_ptr<OutputSink> sink_;
   Fate fate_;

@@ -21,7 +21,8 @@ struct RunOptions {
   int gpus_per_node = -1;            // --gpus-per-node; -1 = detect per host
   int gpus_per_rank = 1;             // --gpus-per-rank
   bool gpu_bind = true;              // --no-gpu-bind turns it off
-  std::string mpi = "auto";          // --mpi pmix|none|auto
+  std::string mpi = "auto";          // --mpi pmix|none|auto; auto = pmix when every agent has libpmix
+  double fence_timeout_s = 60;       // --fence-timeout: an MPI fence across hosts must complete within it
   // Output.
   bool tag_output = false;        // --tag-output: "[rank@host] " before each line
   bool timestamp_output = false;  // --timestamp-output

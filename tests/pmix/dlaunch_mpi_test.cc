@@ -1,0 +1,136 @@
+// The real OpenMPI programs and mpi4py launched by dlaunch itself (the agent's
+// PMIx server, --mpi auto): MPI's own view of size and rank, the results, the
+// MPI_Abort code and verdict, and no process left behind (a unique marker in
+// argv). The programs check themselves and print one "ok" line per rank.
+#include <catch2/catch.hpp>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+const std::string kBin = DLAUNCH_BIN_DIR;
+const std::string kSrc = DLAUNCH_SOURCE_DIR;
+const std::string kDlaunch = kBin + "/dlaunch";
+
+struct Result {
+  int code = -1;
+  std::string out;
+};
+
+// Runs a shell command (stderr merged) under a 120 s timeout.
+Result run(const std::string& cmd) {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  Result r;
+  FILE* p = popen(("timeout -k 5 120 " + cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int c = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++c;
+  return c;
+}
+
+std::string marker() {
+  static int seq = 0;
+  return "dlmpimark" + std::to_string(getpid()) + "x" + std::to_string(++seq);
+}
+
+// Processes whose argv holds mark, after giving stragglers up to 3 s.
+bool leftover(const std::string& mark) {
+  for (int tries = 0; tries < 30; ++tries) {
+    bool found = false;
+    DIR* d = opendir("/proc");
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      std::ifstream f(std::string("/proc/") + e->d_name + "/cmdline");
+      std::stringstream ss;
+      ss << f.rdbuf();
+      if (ss.str().find(mark) != std::string::npos) found = true;
+    }
+    closedir(d);
+    if (!found) return false;
+    usleep(100000);
+  }
+  return true;
+}
+
+void check_program(int n, const std::string& program, const std::string& ok_prefix) {
+  const std::string mark = marker();
+  Result r = run(kDlaunch + " -n " + std::to_string(n) + " " + program + " " + std::to_string(n) + " " + mark);
+  INFO("dlaunch -n " << n << " " << program << "\n" << r.out);
+  CHECK(r.code == 0);
+  CHECK(count(r.out, ok_prefix) == n);
+  CHECK(count(r.out, " ok") == n);
+  CHECK(count(r.out, "BAD") == 0);
+  for (int k = 0; k < n; ++k)  // each rank saw its own rank and the right size
+    CHECK(count(r.out, ok_prefix + " " + std::to_string(k) + " of " + std::to_string(n)) == 1);
+  CHECK_FALSE(leftover(mark));
+}
+
+const std::string kPy = "/usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_coll.py";
+
+}  // namespace
+
+TEST_CASE("dlaunch -n N mpi_hello: MPI size, rank, allreduce, node-local size", "[pmix][slow]") {
+  for (int n : {1, 2, 4}) check_program(n, kBin + "/mpi_hello", "hello rank");
+}
+
+TEST_CASE("dlaunch -n N mpi_ring: sendrecv ring", "[pmix][slow]") {
+  for (int n : {1, 2, 4}) check_program(n, kBin + "/mpi_ring", "ring rank");
+}
+
+TEST_CASE("dlaunch -n N mpi4py: bcast, scatter, gather, allreduce", "[pmix][slow]") {
+  for (int n : {1, 2, 4}) check_program(n, kPy, "mpi4py rank");
+}
+
+TEST_CASE("dlaunch: MPI_Abort ends the job with the rank's code and names it", "[pmix][slow]") {
+  for (int n : {1, 2, 4}) {
+    const std::string mark = marker();
+    Result r = run(kDlaunch + " -n " + std::to_string(n) + " " + kBin + "/mpi_abort 13 " + mark);
+    INFO(r.out);
+    CHECK(r.code == 13);
+    CHECK(count(r.out, "dlaunch: rank " + std::to_string(n - 1) + " on ") == 1);
+    CHECK(count(r.out, "called MPI_Abort with code 13") == 1);
+    CHECK_FALSE(leftover(mark));
+  }
+}
+
+TEST_CASE("dlaunch --mpi none: no PMIx server, each rank is an MPI singleton", "[pmix][slow]") {
+  const std::string mark = marker();
+  // Without PMIx, OpenMPI starts every rank as a size-1 singleton: the
+  // program sees size 1 where 2 was expected, and says so.
+  Result r = run(kDlaunch + " -n 2 --mpi none " + kBin + "/mpi_hello 2 " + mark);
+  INFO(r.out);
+  CHECK(r.code != 0);
+  CHECK(count(r.out, "PMIX_SERVER_URI") == 0);
+  CHECK(count(r.out, "MPI_Comm_size is 1, expected 2") >= 1);
+  CHECK_FALSE(leftover(mark));
+}
+
+TEST_CASE("dlaunch: ranks get the PMIx server's variables, not inherited ones", "[pmix]") {
+  Result r = run("env PMIX_RANK=77 PMIX_NAMESPACE=outer " + kDlaunch + " -n 2 --tag-output /usr/bin/env");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(count(r.out, "PMIX_RANK=0") == 1);
+  CHECK(count(r.out, "PMIX_RANK=1") == 1);
+  CHECK(count(r.out, "PMIX_RANK=77") == 0);
+  CHECK(count(r.out, "PMIX_NAMESPACE=outer") == 0);
+  CHECK(count(r.out, "PMIX_NAMESPACE=dl-") == 2);
+  CHECK(count(r.out, "PMIX_SERVER_URI") >= 2);
+  CHECK(count(r.out, "OMPI_MCA_schizo=^orte") == 2);
+}
