@@ -78,6 +78,7 @@ TEST_CASE("SIGINT to dlaunch stops the ranks and exits 130", "[integration]") {
   RunSpec s;
   s.argv = {bin("dlaunch"), "-n", "3", "/bin/sleep", m};
   Child c = start(s);
+  ChildGuard guard{c, m};
   ranks_running(m, 3, c.pid);
   ::kill(c.pid, SIGINT);
   RunResult r = wait(c, 10);
@@ -94,6 +95,7 @@ TEST_CASE("SIGTERM to dlaunch is forwarded: exit 143", "[integration]") {
   RunSpec s;
   s.argv = {bin("dlaunch"), "-n", "2", "/bin/sleep", m};
   Child c = start(s);
+  ChildGuard guard{c, m};
   ranks_running(m, 2, c.pid);
   ::kill(c.pid, SIGTERM);
   RunResult r = wait(c, 10);
@@ -112,6 +114,7 @@ TEST_CASE("ranks that ignore SIGINT: a second SIGINT kills them at once", "[inte
   s.argv = {bin("dlaunch"), "-n", "3", "--kill-grace", "30", "/bin/sh", "-c",
             "trap '' INT TERM; touch " + tmp.path + "/ready.$RANK; sleep \"$0\"", m};
   Child c = start(s);
+  ChildGuard guard{c, m};
   ranks_running(m, 3, c.pid);
   for (int i = 0; i < 500; ++i) {
     if (::access((tmp.path + "/ready.0").c_str(), F_OK) == 0 && ::access((tmp.path + "/ready.1").c_str(), F_OK) == 0 &&
@@ -139,6 +142,7 @@ TEST_CASE("dlaunch killed by SIGKILL leaves no agent and no rank behind", "[inte
   RunSpec s;
   s.argv = {bin("dlaunch"), "-n", "3", "/bin/sh", "-c", "sleep \"$0\"; echo survived", m};
   Child c = start(s);
+  ChildGuard guard{c, m};
   auto ranks = ranks_running(m, 3, c.pid);
   // The agent is the ancestor of the marked processes whose parent is
   // dlaunch (a marked process may be a rank or the rank's `sleep` child).

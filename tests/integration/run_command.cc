@@ -268,4 +268,13 @@ std::map<std::string, std::string> parse_env(const std::string& text) {
   return env;
 }
 
+ChildGuard::~ChildGuard() {
+  if (child.pid > 0 && ::waitpid(child.pid, nullptr, WNOHANG) == 0) {
+    ::kill(-child.pid, SIGKILL);
+    ::kill(child.pid, SIGKILL);
+    ::waitpid(child.pid, nullptr, 0);
+  }
+  if (!marker.empty()) kill_marked(marker);
+}
+
 }  // namespace dl::it

@@ -37,6 +37,15 @@ struct Child {
 
 // Starts spec in its own process group. Throws std::runtime_error on failure.
 Child start(const RunSpec& spec);
+
+// Kills a started child's process group and everything carrying `marker` when
+// the test leaves the scope, also when a REQUIRE aborts it early: a failing
+// test must not leave its dlaunch and ranks running.
+struct ChildGuard {
+  Child& child;
+  std::string marker;
+  ~ChildGuard();
+};
 // Collects output until the command exits and its pipes close, or until
 // timeout_s (then SIGKILLs its process group and reports timed_out).
 RunResult wait(Child& c, double timeout_s);
