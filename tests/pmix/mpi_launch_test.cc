@@ -14,60 +14,18 @@
 #include <sstream>
 #include <string>
 
+#include "tests/pmix/mpi_test_util.h"
+
+using namespace dl::mpitest;
+
 namespace {
 
 const std::string kBin = DLAUNCH_BIN_DIR;
 const std::string kSrc = DLAUNCH_SOURCE_DIR;
 
-struct Result {
-  int code = -1;
-  std::string out;
-};
-
 void set_mpi_env() {
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-}
-
-// Runs a shell command (stderr merged) under a 120 s timeout.
-Result run(const std::string& cmd) {
-  set_mpi_env();
-  Result r;
-  FILE* p = popen(("timeout -k 5 120 " + cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
-
-int count(const std::string& text, const std::string& needle) {
-  int c = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++c;
-  return c;
-}
-
-// A marker no other test uses, passed as an extra argument so that leftover
-// processes can be found in /proc/*/cmdline.
-std::string marker() {
-  static int seq = 0;
-  return "dlmark" + std::to_string(getpid()) + "x" + std::to_string(++seq);
-}
-
-bool leftover(const std::string& mark) {
-  DIR* d = opendir("/proc");
-  bool found = false;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::ifstream f(std::string("/proc/") + e->d_name + "/cmdline");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    if (ss.str().find(mark) != std::string::npos) found = true;
-  }
-  closedir(d);
-  return found;
 }
 
 std::string mpirun() {

@@ -1,0 +1,22 @@
+#pragma once
+// Helpers the MPI launch tests share: run a command, count in its output,
+// and find processes a run left behind by a marker in their argv.
+#include <string>
+
+namespace dl::mpitest {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr, merged
+};
+
+// Runs a shell command (stderr merged) under a 120 s timeout, with the
+// variables OpenMPI needs to run as root.
+Result run(const std::string& cmd);
+int count(const std::string& text, const std::string& needle);
+// A marker no other test uses, passed as an extra argument.
+std::string marker();
+// True if a process whose argv holds `mark` is still there after 3 s.
+bool leftover(const std::string& mark);
+
+}  // namespace dl::mpitest
