@@ -8,17 +8,28 @@
 #include "hostfiles/placement.h"
 #include "launcher/dry_run.h"
 #include "launcher/job.h"
+#include "launcher/node_group.h"
 #include "launcher/options.h"
 #include "rendezvous/store_command.h"
+#include "wire/handshake.h"
 // Set by launcher/CMakeLists.txt when dl_collectives is built and linked (a
 // build without the collectives folder must not see the header alone).
 #if DLAUNCH_HAVE_BENCH
 #include "collectives/bench_command.h"
 #endif
+#if DLAUNCH_HAVE_DOCTOR
+#include "doctor/doctor.h"
+#endif
 
 namespace dl::launcher {
 
 namespace {
+int token_command(const std::vector<std::string>& args) {
+  if (!args.empty()) throw UsageError("dlaunch token takes no arguments");
+  std::cout << wire::new_token() << "\n";
+  return 0;
+}
+
 int version_command(const std::vector<std::string>&) {
   std::cout << "dlaunch " DLAUNCH_VERSION "\n";
   return 0;
@@ -47,6 +58,7 @@ int run_command(const std::vector<std::string>& args) {
     std::cout << run_options_help();
     return 0;
   }
+  if (!o.rdzv.empty()) return run_per_node(std::move(o));
   hostfiles::Placement p = plan(o);
   if (o.dry_run) {
     std::cout << rank_map_table(p, o);
@@ -63,6 +75,10 @@ const std::vector<Command>& commands() {
 #if DLAUNCH_HAVE_BENCH
       {"bench", "measure collective bandwidth (run under dlaunch: dlaunch -n 4 dlaunch bench)", coll::run_bench_command},
 #endif
+#if DLAUNCH_HAVE_DOCTOR
+      {"doctor", "check the hosts of a hostfile and name what is wrong: dlaunch doctor --hostfile H", doctor::run_doctor_command},
+#endif
+      {"token", "print a new random job token (export DLAUNCH_TOKEN=$(dlaunch token))", token_command},
       {"help", "show this list, or `dlaunch help COMMAND`", help_command},
       {"version", "print the version", version_command},
   };

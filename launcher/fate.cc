@@ -66,6 +66,14 @@ bool Fate::on_timeout(double seconds) {
   return fail(exit_codes::kTimeout, std::string("the job ran past --timeout ") + buf + " s; all ranks were stopped");
 }
 
+bool Fate::on_peer_failure(int code, const std::string& verdict) {
+  return fail(code != 0 ? code : exit_codes::kFailure, verdict);
+}
+
+void Fate::not_ours(const std::vector<int>& ranks) {
+  for (int r : ranks) done_.at(static_cast<size_t>(r)) = true;
+}
+
 void Fate::on_signal(int sig) {
   if (user_signal_ == 0) user_signal_ = sig;
 }

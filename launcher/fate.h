@@ -38,6 +38,10 @@ class Fate {
   // An MPI fence across hosts did not complete; `missing` names the hosts
   // and ranks that did not arrive.
   bool on_fence_timeout(uint64_t id, double seconds, const std::string& missing);
+  // Per-node mode: another node's job failed with `code` and `verdict`.
+  bool on_peer_failure(int code, const std::string& verdict);
+  // Per-node mode: these ranks belong to other nodes; they count as done.
+  void not_ours(const std::vector<int>& ranks);
   // --timeout fired.
   bool on_timeout(double seconds);
   // dlaunch itself got `sig` (forwarded to the ranks).

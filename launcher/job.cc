@@ -78,11 +78,12 @@ struct Job::Node {
   json hello;
   std::string reach_addr;  // this host's address as the other hosts reach it
   bool start_failed = false;
+  bool external = false;  // per-node mode: another node's dlaunch runs it
   std::atomic<bool> stop_ssh{false};
 };
 
-Job::Job(RunOptions opts, hostfiles::Placement plan)
-    : opts_(std::move(opts)), plan_(std::move(plan)), acceptor_(io_), signals_(io_, SIGINT, SIGTERM, SIGHUP),
+Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> view)
+    : opts_(std::move(opts)), plan_(std::move(plan)), view_(std::move(view)), acceptor_(io_), signals_(io_, SIGINT, SIGTERM, SIGHUP),
       agent_timer_(io_), job_timer_(io_), kill_timer_(io_), hb_timer_(io_), close_timer_(io_),
       fate_(static_cast<int>(plan_.ranks.size())) {
   std::vector<std::string> rank_hosts;
@@ -93,10 +94,19 @@ Job::Job(RunOptions opts, hostfiles::Placement plan)
     auto n = std::make_unique<Node>();
     n->index = static_cast<int>(i);
     n->host = plan_.nodes[i].host;
-    n->local = is_local_host(n->host);
+    n->external = view_ && static_cast<int>(i) != view_->node;
+    n->local = view_ ? !n->external : is_local_host(n->host);
     nodes_.push_back(std::move(n));
   }
   for (const auto& r : plan_.ranks) nodes_.at(static_cast<size_t>(r.node))->ranks.push_back(r.rank);
+  for (auto& n : nodes_)
+    if (n->external) fate_.not_ours(n->ranks);
+}
+
+int Job::own_nodes() const {
+  int k = 0;
+  for (auto& n : nodes_) k += n->external ? 0 : 1;
+  return k;
 }
 
 Job::~Job() {
@@ -112,10 +122,10 @@ void Job::log(const std::string& line) const {
 
 int Job::run() {
   started_at_ = Clock::now();
-  token_ = wire::new_token();
-  job_id_ = "dl-" + wire::to_hex(wire::random_bytes(4));
+  token_ = view_ ? view_->token : wire::new_token();
+  job_id_ = view_ ? view_->job_id : "dl-" + wire::to_hex(wire::random_bytes(4));
   bool any_remote = false;
-  for (auto& n : nodes_) any_remote = any_remote || !n->local;
+  for (auto& n : nodes_) any_remote = any_remote || (!n->local && !n->external);
   const std::string bind = any_remote ? (opts_.control_addr.empty() ? "0.0.0.0" : opts_.control_addr) : "127.0.0.1";
   control_host_ = any_remote ? opts_.control_addr : "127.0.0.1";
   ip::tcp::endpoint ep(ip::make_address(bind), 0);
@@ -123,17 +133,21 @@ int Job::run() {
   acceptor_.set_option(ip::tcp::acceptor::reuse_address(true));
   acceptor_.bind(ep);
   acceptor_.listen(1024);
-  store_ = std::make_unique<rdzv::TcpStoreServer>(io_, bind, 0, token_);
-  log("control server on " + bind + ":" + std::to_string(acceptor_.local_endpoint().port()) + ", store on port " +
-      std::to_string(store_->port()) + ", job " + job_id_);
+  if (!view_) store_ = std::make_unique<rdzv::TcpStoreServer>(io_, bind, 0, token_);
+  log("control server on " + bind + ":" + std::to_string(acceptor_.local_endpoint().port()) + ", store " +
+      (store_ ? "on port " + std::to_string(store_->port()) : "at " + view_->store_addr) + ", job " + job_id_);
   accept();
+  if (view_)
+    view_->watch([this](int code, std::string verdict) {
+      asio::post(io_, [this, code, verdict] { on_peer_failed(code, verdict); });
+    });
   signals_.async_wait([this](auto ec, int sig) { if (!ec) on_signal(sig); });
   agent_timer_.expires_after(secs(opts_.agent_timeout_s) + (any_remote ? secs(opts_.ssh_timeout_s) : milliseconds(0)));
   agent_timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || launched_) return;
     std::string missing;
     for (auto& n : nodes_)
-      if (!n->session && !n->start_failed) missing += (missing.empty() ? "" : ", ") + n->host;
+      if (!n->session && !n->start_failed && !n->external) missing += (missing.empty() ? "" : ", ") + n->host;
     fate_.on_host_lost(missing, "its agent did not connect within " + std::to_string(static_cast<int>(opts_.agent_timeout_s)) +
                                     " s (see --agent-timeout)", plan_.nodes.empty() ? std::vector<int>{} : nodes_[0]->ranks);
     teardown(0);
@@ -226,14 +240,15 @@ void Job::on_frame(const std::shared_ptr<Session>& s, const std::string& payload
 void Job::on_hello(const std::shared_ptr<Session>& s, const json& m) {
   if (m.at("t") != "hello") throw RemoteError("expected hello");
   const int node = m.at("node");
-  if (node < 0 || node >= static_cast<int>(nodes_.size()) || nodes_[static_cast<size_t>(node)]->session)
+  if (node < 0 || node >= static_cast<int>(nodes_.size()) || nodes_[static_cast<size_t>(node)]->session ||
+      nodes_[static_cast<size_t>(node)]->external)
     throw RemoteError("agent claims node " + std::to_string(node) + ", which is not expected");
   Node& n = *nodes_[static_cast<size_t>(node)];
   s->node = node;
   n.session = s;
   n.hello = m;
   log("agent on " + n.host + " connected (pid " + std::to_string(m.value("pid", 0)) + ")");
-  if (++hellos_ == static_cast<int>(nodes_.size()) && !fate_.failed()) launch_all();
+  if (++hellos_ == own_nodes() && !fate_.failed()) launch_all();
   else if (fate_.failed() && !launched_ && !finishing_ && all_agents_settled()) teardown(0);
 }
 
@@ -298,6 +313,13 @@ void Job::fence_timed_out(uint64_t id) {
   if (fate_.on_fence_timeout(id, opts_.fence_timeout_s, missing)) teardown(static_cast<int>(opts_.kill_grace_s * 1000));
 }
 
+// Per-node mode: another node failed (or the store was lost): stop ours.
+void Job::on_peer_failed(int code, const std::string& verdict) {
+  if (finishing_ && fate_.all_done()) return;
+  peer_failed_ = !fate_.failed();
+  if (fate_.on_peer_failure(code, verdict)) teardown(static_cast<int>(opts_.kill_grace_s * 1000));
+}
+
 void Job::on_session_closed(const std::shared_ptr<Session>& s, const std::string& why) {
   if (s->closed) return;
   s->closed = true;
@@ -338,6 +360,7 @@ void Job::send(Node& n, std::string frame) {
 void Job::start_agents() {
   const std::string port = std::to_string(acceptor_.local_endpoint().port());
   for (auto& n : nodes_) {
+    if (n->external) continue;
     if (!n->local) {
       start_remote_agent(n->index, port);
       continue;
@@ -418,13 +441,13 @@ void Job::node_failed_to_start(int node, const std::string& why) {
 // True when every node's agent has connected or failed to start.
 bool Job::all_agents_settled() const {
   for (auto& n : nodes_)
-    if (!n->session && !n->start_failed) return false;
+    if (!n->session && !n->start_failed && !n->external) return false;
   return true;
 }
 
 // --mpi: pmix needs every agent to serve PMIx; auto uses it when they all can.
 bool Job::decide_mpi() {
-  if (opts_.mpi == "none") return true;
+  if (opts_.mpi == "none" || view_) return true;  // per-node mode: no fences between nodes (docs/mpi.md)
   std::string without;
   for (auto& n : nodes_)
     if (!n->hello.value("pmix", false)) without += (without.empty() ? "" : ", ") + n->host;
@@ -442,9 +465,11 @@ void Job::launch_all() {
   launched_ = true;
   agent_timer_.cancel();
   heartbeat();
+  bool warned = false;
   for (auto& n : nodes_) {
+    if (n->external) continue;
     json m = launch_message(n->index);
-    if (n->index == 0) warn_inherited_identity(m);
+    if (!warned) warn_inherited_identity(m), warned = true;
     send(*n, control::json_frame(m));
   }
   start_stdin_reader();
@@ -457,9 +482,15 @@ json Job::launch_message(int node) {
   je.job_id = job_id_;
   je.token = token_;
   Node& n0 = *nodes_[0];
-  je.master_addr = all_local ? "127.0.0.1" : (n0.local ? control_host_ : n0.reach_addr);
-  je.master_port = n0.hello.value("free_port", 29500);
-  je.store_addr = (all_local ? std::string("127.0.0.1") : control_host_) + ":" + std::to_string(store_->port());
+  if (view_) {
+    je.master_addr = view_->master_addr;
+    je.master_port = view_->master_port;
+    je.store_addr = view_->store_addr;
+  } else {
+    je.master_addr = all_local ? "127.0.0.1" : (n0.local ? control_host_ : n0.reach_addr);
+    je.master_port = n0.hello.value("free_port", 29500);
+    je.store_addr = (all_local ? std::string("127.0.0.1") : control_host_) + ":" + std::to_string(store_->port());
+  }
   Node& n = *nodes_[static_cast<size_t>(node)];
   json common = json::object();
   for (const auto& x : opts_.exports) {
@@ -492,6 +523,10 @@ json Job::launch_message(int node) {
 }
 
 void Job::teardown(int grace_ms) {
+  if (view_ && fate_.failed() && !peer_failed_ && !published_) {
+    published_ = true;
+    view_->publish_failure(fate_.exit_code(), fate_.verdict());
+  }
   if (!launched_) {
     // Nothing runs yet: tell connected agents to leave, then stop.
     finishing_ = true;
@@ -512,7 +547,8 @@ void Job::teardown(int grace_ms) {
   kill_timer_.async_wait([this](boost::system::error_code ec) {
     if (ec) return;
     for (auto& n : nodes_)
-      if (!n->ranks.empty()) fate_.on_host_lost(n->host, "did not confirm that its ranks ended", n->ranks);
+      if (!n->ranks.empty() && !n->external)
+        fate_.on_host_lost(n->host, "did not confirm that its ranks ended", n->ranks);
     check_finished();
   });
 }
@@ -559,6 +595,7 @@ void Job::start_stdin_reader() {
   // A background job reading the terminal would be stopped by SIGTTIN.
   if (::isatty(0) && ::tcgetpgrp(0) != ::getpgrp()) return;
   Node* n = nodes_[static_cast<size_t>(plan_.ranks[static_cast<size_t>(target)].node)].get();
+  if (n->external) return;
   std::thread([this, n, target] {
     char buf[65536];
     for (;;) {

@@ -9,6 +9,7 @@
 #include <boost/asio.hpp>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,9 +31,22 @@ namespace dl::launcher {
 
 namespace asio = boost::asio;
 
+// Per-node mode (launcher/node_group.h): this Job runs one node of a job
+// whose nodes met at a store. The placement is the whole world's; only
+// `node` gets an agent here, the other nodes' ranks are theirs to run.
+struct NodeView {
+  int node = 0;
+  std::string token, job_id, store_addr, master_addr;
+  int master_port = 0;
+  // Tells the other nodes that this job failed; must not block.
+  std::function<void(int code, const std::string& verdict)> publish_failure;
+  // Starts watching the other nodes; `failed` may be called on any thread.
+  std::function<void(std::function<void(int, std::string)> failed)> watch;
+};
+
 class Job {
  public:
-  Job(RunOptions opts, hostfiles::Placement placement);
+  Job(RunOptions opts, hostfiles::Placement placement, std::optional<NodeView> view = std::nullopt);
   ~Job();
   // Runs the job; returns dlaunch's exit code. Prints the verdict line.
   int run();
@@ -48,6 +62,8 @@ class Job {
   void on_message(Node& n, const nlohmann::json& m);
   void on_fence(Node& n, uint64_t id, std::string_view blob);
   void fence_timed_out(uint64_t id);
+  void on_peer_failed(int code, const std::string& verdict);
+  int own_nodes() const;
   bool decide_mpi();
   void on_session_closed(const std::shared_ptr<Session>& s, const std::string& why);
   void start_agents();
@@ -67,6 +83,8 @@ class Job {
 
   RunOptions opts_;
   hostfiles::Placement plan_;
+  std::optional<NodeView> view_;
+  bool peer_failed_ = false, published_ = false;
   asio::io_context io_;
   asio::ip::tcp::acceptor acceptor_;
   std::unique_ptr<rdzv::TcpStoreServer> store_;

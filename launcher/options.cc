@@ -46,7 +46,14 @@ po::options_description describe(RunOptions& o) {
     ("ssh-parallel", po::value(&o.ssh_parallel), "ssh sessions opened at once")
     ("ssh-accept-new", po::bool_switch(&o.ssh_accept_new), "accept unknown host keys (never changed ones)")
     ("ssh-config", po::value(&o.ssh_config), "ssh client config file (like ssh -F)")
-    ("ssh-timeout", po::value(&o.ssh_timeout_s), "ssh connect timeout per host, seconds");
+    ("ssh-timeout", po::value(&o.ssh_timeout_s), "ssh connect timeout per host, seconds")
+    ("nnodes", po::value(&o.nnodes), "per-node mode: number of nodes that meet at --rdzv")
+    ("node-rank", po::value(&o.node_rank), "per-node mode: this node's rank (0..nnodes-1)")
+    ("rdzv", po::value(&o.rdzv), "per-node mode: tcp://HOST:PORT, or env (Slurm, mpirun, PMI)")
+    ("rdzv-port", po::value(&o.rdzv_port), "the store's port with --rdzv env")
+    ("rdzv-id", po::value(&o.rdzv_id), "job name at a shared store (default: SLURM_JOB_ID or 'default')")
+    ("rdzv-timeout", po::value(&o.rdzv_timeout_s), "seconds to wait for every node to arrive")
+    ("token-file", po::value(&o.token_file), "file holding the job token shared by all nodes");
   return d;
 }
 
@@ -56,6 +63,31 @@ std::string normalize(const std::string& a) {
       a == "-wdir" || a == "-oversubscribe")
     return "-" + a;
   return a;
+}
+
+// Per-node mode: --rdzv names it; the hostfile options do not mix with it.
+void validate_per_node(RunOptions& o, bool per_node_flags) {
+  if (o.rdzv.empty()) {
+    if (per_node_flags) throw UsageError("--nnodes and --node-rank need --rdzv tcp://HOST:PORT (or --rdzv env)");
+    return;
+  }
+  if (!o.hostfile.empty() || !o.hosts.empty())
+    throw UsageError("--rdzv starts the ranks of this node only: drop --hostfile/-H (or drop --rdzv and let dlaunch "
+                     "start every host over ssh)");
+  if (o.np > 0) throw UsageError("with --rdzv give --nproc-per-node P, not -n (the world is nnodes x P)");
+  if (o.per_node <= 0) o.per_node = 1;
+  if (o.rdzv == "env") {
+    if (o.nnodes < 0 || o.node_rank < -1) throw UsageError("--nnodes and --node-rank cannot be negative");
+  } else {
+    if (o.rdzv.rfind("tcp://", 0) != 0)
+      throw UsageError("--rdzv takes tcp://HOST:PORT or env, got '" + o.rdzv + "'");
+    if (o.nnodes < 1) throw UsageError("--rdzv " + o.rdzv + " needs --nnodes N (the number of nodes that meet)");
+    if (o.node_rank < 0 || o.node_rank >= o.nnodes)
+      throw UsageError("--node-rank must be in 0.." + std::to_string(o.nnodes - 1) + " for --nnodes " +
+                       std::to_string(o.nnodes) + ", got " + std::to_string(o.node_rank));
+  }
+  if (o.rdzv_timeout_s <= 0) throw UsageError("--rdzv-timeout takes positive seconds");
+  if (o.rdzv_port <= 0 || o.rdzv_port > 65535) throw UsageError("--rdzv-port takes a port number");
 }
 
 std::vector<std::string> long_names(const po::options_description& d) {
@@ -126,6 +158,7 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
       o.fence_timeout_s <= 0)
     throw UsageError("--kill-grace, --timeout, --heartbeat-timeout, --agent-timeout and --fence-timeout take positive seconds");
   if (o.gpus_per_rank < 1) throw UsageError("--gpus-per-rank needs at least 1");
+  validate_per_node(o, vm.count("nnodes") > 0 || vm.count("node-rank") > 0);
   return o;
 }
 

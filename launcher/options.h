@@ -41,6 +41,15 @@ struct RunOptions {
   bool ssh_accept_new = false;      // --ssh-accept-new
   std::string ssh_config;           // --ssh-config FILE (like ssh -F)
   double ssh_timeout_s = 10;        // --ssh-timeout: connect timeout per host
+  // Per-node mode (torchrun's shape, for batch systems): this dlaunch is one
+  // of nnodes, meeting the others at a store (docs/dlaunch.md, "Per-node launch").
+  int nnodes = 0;                   // --nnodes; 0 = not per-node mode
+  int node_rank = -1;               // --node-rank; -1 = from the environment (--rdzv env)
+  std::string rdzv;                 // --rdzv tcp://HOST:PORT | env
+  int rdzv_port = 29400;            // --rdzv-port: the store's port with --rdzv env
+  std::string rdzv_id;              // --rdzv-id: names this job at a shared store
+  double rdzv_timeout_s = 300;      // --rdzv-timeout: wait for every node to arrive
+  std::string token_file;           // --token-file: the shared job token (else DLAUNCH_TOKEN)
   // The program and its arguments.
   std::vector<std::string> command;
 };

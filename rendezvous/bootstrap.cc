@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "errors/error.h"
+#include "hostfiles/hostlist.h"
 #include "rendezvous/file_store.h"
 #include "rendezvous/tcp_store.h"
 #include "rendezvous/tcp_store_server.h"
@@ -109,23 +110,6 @@ Environment process_environment() {
   return env;
 }
 
-std::string first_host_of_hostlist(std::string_view list) {
-  int depth = 0;
-  size_t end = 0;
-  for (; end < list.size(); ++end) {
-    depth += list[end] == '[' ? 1 : list[end] == ']' ? -1 : 0;
-    if (list[end] == ',' && depth == 0) break;
-  }
-  std::string_view host = list.substr(0, end);
-  auto open = host.find('[');
-  if (open == std::string_view::npos) return std::string(host);
-  auto close = host.find(']', open);
-  if (close == std::string_view::npos) throw ParseError("hostlist '" + std::string(list) + "': missing ']'");
-  std::string_view inner = host.substr(open + 1, close - open - 1);
-  std::string_view first = inner.substr(0, std::min(inner.find(','), inner.find('-')));
-  return std::string(host.substr(0, open)) + std::string(first) + first_host_of_hostlist(host.substr(close + 1));
-}
-
 Identity identity_from_env(const Environment& env, const std::function<PmixJobInfo()>& pmix) {
   Identity id;
   for (const auto& s : kSources) {
@@ -143,7 +127,7 @@ Identity identity_from_env(const Environment& env, const std::function<PmixJobIn
     if (id.source == "Slurm") {
       auto* nodes = find(env, "SLURM_JOB_NODELIST");
       if (!nodes) nodes = find(env, "SLURM_NODELIST");
-      if (nodes) id.master_addr = first_host_of_hostlist(*nodes);
+      if (nodes) id.master_addr = hostfiles::expand_hostlist(*nodes, "SLURM_JOB_NODELIST").front();
       id.master_port = 29500;  // torch's default
     }
     fill_master(env, id);

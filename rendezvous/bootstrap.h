@@ -51,9 +51,5 @@ std::unique_ptr<Store> connect_store(std::string_view url, int rank, int world_s
 std::unique_ptr<Store> connect_store(std::string_view url, int rank, int world_size, Millis timeout,
                                      const Environment& env);
 
-// The first host of a Slurm hostlist: "node[03-04,07],gpu1" -> "node03".
-// (hostfiles/hostfile.h's expand_hostlist does the full expansion; this
-// private helper stands in until the two are merged.)
-std::string first_host_of_hostlist(std::string_view list);
 
 }  // namespace dl::rdzv

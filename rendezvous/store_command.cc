@@ -2,9 +2,7 @@
 
 #include <csignal>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -12,6 +10,7 @@
 #include "errors/error.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/tcp_store_server.h"
+#include "rendezvous/token.h"
 #include "wire/socket.h"
 
 namespace dl::rdzv {
@@ -45,22 +44,6 @@ Options parse(const std::vector<std::string>& args) {
   return o;
 }
 
-std::string read_token(const Options& o, bool& authenticated) {
-  authenticated = true;
-  if (!o.token_file.empty()) {
-    std::ifstream in(o.token_file);
-    if (!in) throw UsageError("cannot read token file " + o.token_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string t = ss.str();
-    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
-    if (t.empty()) throw UsageError("token file " + o.token_file + " is empty");
-    return t;
-  }
-  if (const char* t = std::getenv("DLAUNCH_TOKEN"); t && *t) return t;
-  authenticated = false;
-  return std::string(kUnauthenticatedToken);
-}
 }  // namespace
 
 int run_store_command(const std::vector<std::string>& args) {
@@ -71,8 +54,9 @@ int run_store_command(const std::vector<std::string>& args) {
     }
     Options o = parse(args);
     auto [host, port] = wire::split_host_port(o.listen, "--listen");
-    bool authenticated = false;
-    std::string token = read_token(o, authenticated);
+    auto loaded = load_token(o.token_file);
+    const bool authenticated = loaded.has_value();
+    const std::string token = loaded.value_or(std::string(kUnauthenticatedToken));
     boost::asio::io_context io;
     TcpStoreServer server(io, host, port, token);
     server.set_logger([](const std::string& line) { std::cerr << "dlaunch " << line << "\n"; });

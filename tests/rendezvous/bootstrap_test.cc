@@ -63,12 +63,18 @@ TEST_CASE("identity errors list what was looked for", "[rendezvous]") {
   CHECK_THROWS_AS(identity_from_env({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, no_pmix), dl::UsageError);
 }
 
-TEST_CASE("first host of a Slurm hostlist", "[rendezvous]") {
-  CHECK(first_host_of_hostlist("node1") == "node1");
-  CHECK(first_host_of_hostlist("node[03-04,07],gpu1") == "node03");
-  CHECK(first_host_of_hostlist("a,b") == "a");
-  CHECK(first_host_of_hostlist("rack[2-3]-n[5,9]") == "rack2-n5");
-  CHECK_THROWS_AS(first_host_of_hostlist("n[1-2"), dl::ParseError);
+TEST_CASE("Slurm: the master is the first host of the node list, ranges expanded", "[rendezvous]") {
+  Environment base{{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}};
+  auto master = [&](const std::string& list) {
+    Environment e = base;
+    e["SLURM_JOB_NODELIST"] = list;
+    return identity_from_env(e, no_pmix).master_addr;
+  };
+  CHECK(master("node1") == "node1");
+  CHECK(master("node[03-04,07],gpu1") == "node03");
+  CHECK(master("a,b") == "a");
+  CHECK(master("rack[2-3]-n[5,9]") == "rack2-n5");
+  CHECK_THROWS_WITH(master("n[1-2"), Catch::Contains("SLURM_JOB_NODELIST"));
 }
 
 TEST_CASE("connect_store: env:// with DLAUNCH_STORE_ADDR, tcp:// with rank 0 hosting, file://", "[rendezvous]") {

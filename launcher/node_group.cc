@@ -1,0 +1,440 @@
+#include "launcher/node_group.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "errors/error.h"
+#include "errors/exit_codes.h"
+#include "launcher/agent_starter.h"
+#include "launcher/dry_run.h"
+#include "launcher/job.h"
+#include "rendezvous/tcp_store.h"
+#include "rendezvous/tcp_store_server.h"
+#include "rendezvous/token.h"
+#include "wire/handshake.h"
+#include "wire/socket.h"
+
+namespace dl::launcher {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+constexpr milliseconds kTick{250};        // the watcher's period
+constexpr milliseconds kWaitSlice{1000};  // progress refresh while nodes gather
+
+milliseconds secs(double s) { return milliseconds(static_cast<long>(s * 1000)); }
+
+std::string list_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 16) out += " and " + std::to_string(ranks.size() - 16) + " more";
+  return out;
+}
+
+// The address of this machine that the route to `host` leaves from: what the
+// store's host (and so every other node) sees this node as. No packet is sent.
+std::string local_address_toward(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) return "";
+  std::string out;
+  int fd = ::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    char buf[NI_MAXHOST];
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0 &&
+        ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) == 0)
+      out = buf;
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(res);
+  return out;
+}
+
+// A port that was free a moment ago on every interface (MASTER_PORT).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  socklen_t len = sizeof a;
+  int port = 29500;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
+std::string hostname() {
+  char name[HOST_NAME_MAX + 1] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// The progress line, only on a terminal; "" clears it.
+void progress(const std::string& line) {
+  static bool tty = ::isatty(2);
+  if (!tty) return;
+  write_fully(2, line.empty() ? "\r\033[K" : "\r\033[Kdlaunch: " + line);
+}
+}  // namespace
+
+RdzvTarget rdzv_target(const RunOptions& o, const rdzv::Environment& env) {
+  RdzvTarget t;
+  auto get = [&](const char* k) -> std::string {
+    auto it = env.find(k);
+    return it == env.end() ? "" : it->second;
+  };
+  t.id = o.rdzv_id;
+  if (t.id.empty() && !get("SLURM_JOB_ID").empty())
+    t.id = get("SLURM_JOB_ID") + (get("SLURM_STEP_ID").empty() ? "" : "." + get("SLURM_STEP_ID"));
+  if (t.id.empty()) t.id = "default";
+  if (o.rdzv != "env") {
+    auto [host, port] = wire::split_host_port(std::string_view(o.rdzv).substr(6), "--rdzv");
+    if (host.empty() || port == 0) throw UsageError("--rdzv needs tcp://HOST:PORT with a host and a port, got '" + o.rdzv + "'");
+    t.host = host, t.port = port, t.nnodes = o.nnodes, t.node_rank = o.node_rank, t.source = "--rdzv";
+    return t;
+  }
+  // One dlaunch per node, started by another launcher: its identity is the node's.
+  rdzv::Identity id = rdzv::identity_from_env(env, []() -> rdzv::PmixJobInfo {
+    throw UsageError("--rdzv env reads Slurm's, mpirun's or a PMI launcher's variables; PMIx alone is not enough");
+  });
+  t.source = id.source;
+  if (id.local_world_size > 1 || id.local_rank > 0)
+    throw UsageError(id.source + " started more than one dlaunch on this node (local rank " +
+                     std::to_string(id.local_rank) + "); --rdzv env needs one per node (srun --ntasks-per-node=1, "
+                     "mpirun --npernode 1)");
+  t.node_rank = o.node_rank >= 0 ? o.node_rank : id.rank;
+  t.nnodes = o.nnodes > 0 ? o.nnodes : id.world_size;
+  if (o.nnodes > 0 && o.nnodes != id.world_size)
+    throw UsageError("--nnodes " + std::to_string(o.nnodes) + " contradicts " + id.source + ", which started " +
+                     std::to_string(id.world_size) + " dlaunch processes");
+  if (t.node_rank >= t.nnodes)
+    throw UsageError("node rank " + std::to_string(t.node_rank) + " is not below the node count " + std::to_string(t.nnodes));
+  t.host = id.master_addr;
+  if (t.host.empty())
+    throw UsageError("the environment (" + id.source + ") does not say which host is node 0: set MASTER_ADDR, or use "
+                     "--rdzv tcp://HOST:PORT");
+  t.port = static_cast<uint16_t>(o.rdzv_port);
+  return t;
+}
+
+std::string to_json(const NodeRecord& r) {
+  return json{{"node_rank", r.node_rank}, {"host", r.host}, {"addr", r.addr}, {"nproc", r.nproc},
+              {"master_port", r.master_port}, {"pid", r.pid}}.dump();
+}
+
+NodeRecord node_record_from_json(const std::string& s) {
+  json j = json::parse(s);
+  NodeRecord r;
+  r.node_rank = j.at("node_rank"), r.host = j.at("host"), r.addr = j.at("addr"), r.nproc = j.at("nproc");
+  r.master_port = j.at("master_port"), r.pid = j.at("pid");
+  return r;
+}
+
+hostfiles::Placement world_placement(const std::vector<NodeRecord>& nodes) {
+  hostfiles::Placement p;
+  int rank = 0;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    hostfiles::HostEntry h;
+    h.host = nodes[k].host;
+    h.slots = nodes[k].nproc;
+    h.slots_given = true;
+    h.origin = "node rank " + std::to_string(k);
+    p.nodes.push_back(h);
+    p.local_size.push_back(nodes[k].nproc);
+    for (int l = 0; l < nodes[k].nproc; ++l) p.ranks.push_back({rank++, static_cast<int>(k), l});
+  }
+  return p;
+}
+
+std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget& t, const std::string& token) {
+  std::unique_ptr<NodeGroup> g(new NodeGroup());
+  g->target_ = t;
+  g->token_ = token;
+  g->prefix_ = "dlaunch/rdzv/" + t.id + "/";
+  g->hb_timeout_s_ = o.heartbeat_timeout_s;
+  g->kill_grace_s_ = o.kill_grace_s;
+  const auto deadline = Clock::now() + secs(o.rdzv_timeout_s);
+  const std::string where = t.host + ":" + std::to_string(t.port);
+  if (t.node_rank == 0 && is_local_host(t.host)) {
+    try {
+      g->server_ = std::make_unique<rdzv::BackgroundStoreServer>(t.host.find(':') != std::string::npos ? "::" : "0.0.0.0",
+                                                                 t.port, token);
+    } catch (const IoError&) {
+      // The port is taken: a `dlaunch store` may serve it; join as a client.
+    }
+  }
+  progress("rendezvous: connecting to the store at " + where);
+  std::unique_ptr<rdzv::TcpStore> store;
+  try {
+    store = std::make_unique<rdzv::TcpStore>(t.host, t.port, token, secs(o.rdzv_timeout_s));
+  } catch (const Error& e) {
+    progress("");
+    throw IoError("rendezvous: cannot reach the store at " + where + " within " +
+                  std::to_string(static_cast<int>(o.rdzv_timeout_s)) + " s (" + e.what() +
+                  "); node rank 0 serves it when started with that address, or run `dlaunch store --listen " + where +
+                  "` there (see --rdzv-timeout)");
+  }
+  store->set_timeout(secs(o.rdzv_timeout_s));
+  auto k = [&](const std::string& s) { return g->key(s); };
+  if (store->check({k("failed")})) {
+    progress("");
+    json f = json::parse(store->get(k("failed")));
+    throw RemoteError("rendezvous " + t.id + " at " + where + " already failed: " + f.value("verdict", std::string()) +
+                      " (pick a new --rdzv-id to start again)");
+  }
+  const std::string nn = std::to_string(t.nnodes);
+  if (auto first = store->compare_set(k("nnodes"), "", nn); first != nn)
+    throw UsageError("this node says --nnodes " + nn + " but the nodes already at " + where + " (rendezvous " + t.id +
+                     ") said " + first);
+  NodeRecord me;
+  me.node_rank = t.node_rank;
+  me.host = hostname();
+  me.addr = g->server_ ? t.host : local_address_toward(t.host, t.port);
+  if (me.addr.empty()) me.addr = me.host;
+  me.nproc = o.per_node;
+  me.master_port = t.node_rank == 0 ? free_port() : 0;
+  me.pid = static_cast<int>(::getpid());
+  const std::string mine = to_json(me);
+  if (auto prev = store->compare_set(k("node/" + std::to_string(t.node_rank)), "", mine); prev != mine) {
+    NodeRecord other = node_record_from_json(prev);
+    throw UsageError("node rank " + std::to_string(t.node_rank) + " already joined rendezvous " + t.id + " from " +
+                     other.host + " (pid " + std::to_string(other.pid) + "); give each node its own --node-rank");
+  }
+  store->add(k("arrived"), 1);
+  g->job_id_ = store->compare_set(k("job_id"), "", "dl-" + wire::to_hex(wire::random_bytes(4)));
+  if (g->job_id_.empty()) g->job_id_ = store->get(k("job_id"));
+
+  std::vector<std::string> keys;
+  for (int n = 0; n < t.nnodes; ++n) keys.push_back(k("node/" + std::to_string(n)));
+  auto missing = [&] {
+    std::vector<int> out;
+    for (int n = 0; n < t.nnodes; ++n)
+      if (!store->check({keys[static_cast<size_t>(n)]})) out.push_back(n);
+    return out;
+  };
+  for (;;) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    try {
+      store->wait(keys, std::max(milliseconds(1), std::min(left, kWaitSlice)));
+      break;
+    } catch (const TimeoutError&) {
+    }
+    if (store->check({k("failed")})) {
+      progress("");
+      json f = json::parse(store->get(k("failed")));
+      throw RemoteError(f.value("verdict", std::string("another node failed")));
+    }
+    if (Clock::now() >= deadline) {
+      progress("");
+      const auto absent = missing();
+      std::string verdict = "rendezvous " + t.id + " at " + where + ": node rank" + (absent.size() > 1 ? "s " : " ") +
+                            list_ranks(absent) + " did not arrive within " +
+                            std::to_string(static_cast<int>(o.rdzv_timeout_s)) + " s (--rdzv-timeout)";
+      store->compare_set(k("failed"), "", json{{"code", exit_codes::kTimeout}, {"verdict", verdict}}.dump());
+      // The nodes that did come poll once a second: let them read it before
+      // the store goes with this process.
+      if (g->server_ && store->add(k("arrived"), 0) > 1) std::this_thread::sleep_for(2 * kWaitSlice);
+      throw TimeoutError(verdict + "; was dlaunch started there with the same --rdzv and --rdzv-id?");
+    }
+    const int64_t arrived = store->add(k("arrived"), 0);
+    std::string line = "rendezvous: " + std::to_string(arrived) + "/" + nn + " nodes";
+    if (t.nnodes - arrived <= 8) line += ", waiting for node rank" + std::string(t.nnodes - arrived > 1 ? "s " : " ") +
+                                         list_ranks(missing());
+    progress(line);
+  }
+  progress("");
+  for (int n = 0; n < t.nnodes; ++n) g->nodes_.push_back(node_record_from_json(store->get(keys[static_cast<size_t>(n)])));
+  // From here a store that stops answering is a lost node 0: reconnect for
+  // no longer than a heartbeat timeout.
+  g->store_ = std::make_unique<rdzv::TcpStore>(t.host, t.port, token, secs(o.heartbeat_timeout_s));
+  g->store_->set_timeout(secs(o.heartbeat_timeout_s));
+  return g;
+}
+
+NodeGroup::~NodeGroup() {
+  stop_ = true;
+  if (watcher_.joinable()) watcher_.join();
+}
+
+std::string NodeGroup::store_addr() const {
+  const std::string& h = target_.host;
+  return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(target_.port);
+}
+
+void NodeGroup::watch(std::function<void(int, std::string)> on_failure) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    on_failure_ = std::move(on_failure);
+  }
+  watcher_ = std::thread([this] { watcher_loop(); });
+}
+
+void NodeGroup::publish_failure(int code, const std::string& verdict) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!to_publish_) to_publish_.emplace(code, "node " + std::to_string(target_.node_rank) + " (" +
+                                                  nodes_.at(static_cast<size_t>(target_.node_rank)).host + "): " + verdict);
+}
+
+void NodeGroup::failed(int code, const std::string& verdict) {
+  if (failure_seen_.exchange(true)) return;
+  std::function<void(int, std::string)> cb;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    seen_code_ = code, seen_verdict_ = verdict;
+    cb = on_failure_;
+  }
+  if (cb) cb(code, verdict);
+}
+
+// Sends this node's failure, if one waits; the first failure of the job wins.
+void NodeGroup::publish_pending() {
+  std::optional<std::pair<int, std::string>> pub;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    pub.swap(to_publish_);
+  }
+  if (pub) store_->compare_set(key("failed"), "", json{{"code", pub->first}, {"verdict", pub->second}}.dump());
+}
+
+void NodeGroup::watcher_loop() {
+  const std::string me = std::to_string(target_.node_rank);
+  // The store's host: when each node's heartbeat last changed.
+  std::map<int, std::pair<std::string, Clock::time_point>> beats;
+  int64_t beat = 0;
+  try {
+    while (!stop_) {
+      publish_pending();
+      if (!leaving_) store_->set(key("hb/" + me), std::to_string(++beat));
+      if (!failure_seen_ && store_->check({key("failed")})) {
+        json f = json::parse(store_->get(key("failed")));
+        failed(f.value("code", 1), f.value("verdict", std::string("another node failed")));
+      }
+      if (server_ && !failure_seen_) {
+        const auto now = Clock::now();
+        for (const auto& n : nodes_) {
+          if (n.node_rank == target_.node_rank) continue;
+          std::string v = store_->check({key("hb/" + std::to_string(n.node_rank))})
+                              ? store_->get(key("hb/" + std::to_string(n.node_rank)))
+                              : "";
+          auto& [last, since] = beats.try_emplace(n.node_rank, v, now).first->second;
+          if (v == "left") continue;
+          if (v != last) last = v, since = now;
+          if (now - since > secs(hb_timeout_s_)) {
+            const std::string verdict = "node " + std::to_string(n.node_rank) + " (" + n.host + ", pid " +
+                                        std::to_string(n.pid) + ") sent no heartbeat for " +
+                                        std::to_string(static_cast<int>(hb_timeout_s_)) +
+                                        " s: its dlaunch was killed or its host is down; its ranks count as failed";
+            store_->compare_set(key("failed"), "", json{{"code", exit_codes::kFailure}, {"verdict", verdict}}.dump());
+            ++dead_;
+            failed(exit_codes::kFailure, verdict);
+            break;
+          }
+        }
+      }
+      std::this_thread::sleep_for(kTick);
+    }
+  } catch (const std::exception& e) {
+    store_lost_ = true;
+    if (!stop_)
+      failed(exit_codes::kFailure, "lost the rendezvous store at " + store_addr() +
+                                       " (node rank 0's dlaunch hosts it: was it killed?): " + e.what());
+  }
+}
+
+int NodeGroup::leave(int code) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    on_failure_ = nullptr;  // the Job is about to go
+  }
+  leaving_ = true;
+  stop_ = true;  // the watcher's connection is ours from here on
+  if (watcher_.joinable()) watcher_.join();
+  stop_ = false;
+  try {
+    if (store_lost_) throw IoError("the store stopped answering earlier");
+    publish_pending();
+    store_->set(key("hb/" + std::to_string(target_.node_rank)), "left");
+    const int64_t done = store_->add(key("done"), 1);
+    // The store's host serves until every node has finished or the job failed.
+    if (server_ && done < target_.nnodes) {
+      // Keep checking the others' heartbeats meanwhile.
+      watcher_ = std::thread([this] { watcher_loop(); });
+      while (!failure_seen_ && store_->add(key("done"), 0) < target_.nnodes) std::this_thread::sleep_for(kTick);
+      // After a failure, give the others their teardown to read the verdict.
+      const auto until = Clock::now() + secs(kill_grace_s_) + milliseconds(5000);
+      while (store_->add(key("done"), 0) + dead_ < target_.nnodes && Clock::now() < until)
+        std::this_thread::sleep_for(kTick);
+    }
+  } catch (const std::exception& e) {
+    if (code == 0 && !failure_seen_) {
+      write_fully(2, "dlaunch: error: lost the rendezvous store at " + store_addr() + ": " + e.what() + "\n");
+      code = exit_codes::kFailure;
+    }
+  }
+  stop_ = true;
+  if (watcher_.joinable()) watcher_.join();
+  if (code == 0 && failure_seen_) {
+    std::lock_guard<std::mutex> l(mu_);
+    write_fully(2, "dlaunch: " + seen_verdict_ + "\n");
+    code = seen_code_ != 0 ? seen_code_ : exit_codes::kFailure;
+  }
+  return code;
+}
+
+int run_per_node(RunOptions o) {
+  if (o.mpi == "pmix")
+    throw UsageError("--mpi pmix does not work with --rdzv: MPI fences do not cross nodes in per-node mode; start MPI "
+                     "programs with a hostfile launch, or with srun --mpi=pmix");
+  const RdzvTarget t = rdzv_target(o, rdzv::process_environment());
+  auto token = rdzv::load_token(o.token_file);
+  if (!token)
+    throw UsageError("--rdzv: every node needs the same job token, and it never goes on a command line: "
+                     "`export DLAUNCH_TOKEN=$(dlaunch token)` before srun (or on every node), or --token-file FILE "
+                     "on a shared filesystem");
+  auto group = NodeGroup::join(o, t, *token);
+  hostfiles::Placement world = world_placement(group->nodes());
+  if (o.dry_run) {
+    std::fputs(rank_map_table(world, o).c_str(), stdout);
+    std::fflush(stdout);
+    return group->leave(0);
+  }
+  NodeView v;
+  v.node = t.node_rank;
+  v.token = *token;
+  v.job_id = group->job_id();
+  v.store_addr = group->store_addr();
+  v.master_addr = group->nodes().at(0).addr;
+  v.master_port = group->nodes().at(0).master_port;
+  v.publish_failure = [g = group.get()](int code, const std::string& verdict) { g->publish_failure(code, verdict); };
+  v.watch = [g = group.get()](std::function<void(int, std::string)> failed) { g->watch(std::move(failed)); };
+  int code = 0;
+  {
+    Job job(std::move(o), std::move(world), std::move(v));
+    try {
+      code = job.run();
+    } catch (...) {
+      group->leave(exit_codes::kFailure);
+      throw;
+    }
+    code = group->leave(code);
+  }
+  return code;
+}
+
+}  // namespace dl::launcher

@@ -1,0 +1,84 @@
+// The pure parts of per-node mode: where the nodes meet and who this node
+// is (from options or another launcher's environment), and the world's
+// placement from the nodes' records.
+#include <catch2/catch.hpp>
+
+#include "errors/error.h"
+#include "launcher/node_group.h"
+#include "launcher/options.h"
+
+using namespace dl::launcher;
+
+namespace {
+RunOptions parse(std::vector<std::string> args) {
+  bool help = false;
+  return parse_run_options(args, &help);
+}
+}  // namespace
+
+TEST_CASE("rdzv target: tcp:// with --nnodes and --node-rank", "[launcher][per-node]") {
+  auto o = parse({"--nnodes", "4", "--node-rank", "2", "--rdzv", "tcp://head:29400", "--nproc-per-node", "8", "./app"});
+  CHECK(o.per_node == 8);
+  auto t = rdzv_target(o, {});
+  CHECK((t.host == "head" && t.port == 29400 && t.nnodes == 4 && t.node_rank == 2 && t.id == "default"));
+  CHECK(rdzv_target(o, {{"SLURM_JOB_ID", "17"}, {"SLURM_STEP_ID", "3"}}).id == "17.3");
+  o.rdzv_id = "mine";
+  CHECK(rdzv_target(o, {{"SLURM_JOB_ID", "17"}}).id == "mine");
+  auto v6 = parse({"--nnodes", "2", "--node-rank", "0", "--rdzv", "tcp://[fd00::1]:5000", "./app"});
+  CHECK(rdzv_target(v6, {}).host == "fd00::1");
+}
+
+TEST_CASE("rdzv target: --rdzv env reads Slurm's, mpirun's and PMI's variables", "[launcher][per-node]") {
+  auto o = parse({"--rdzv", "env", "--nproc-per-node", "4", "./app"});
+  auto t = rdzv_target(o, {{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "0"},
+                           {"SLURM_JOB_NODELIST", "gpu[07-10]"}, {"SLURM_JOB_ID", "99"}});
+  CHECK((t.host == "gpu07" && t.port == 29400 && t.nnodes == 4 && t.node_rank == 2 && t.source == "Slurm" && t.id == "99"));
+  t = rdzv_target(o, {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"}, {"MASTER_ADDR", "n0"}});
+  CHECK((t.host == "n0" && t.nnodes == 3 && t.node_rank == 1 && t.source == "OpenMPI"));
+  o.rdzv_port = 6000;
+  CHECK(rdzv_target(o, {{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"MASTER_ADDR", "h"}}).port == 6000);
+}
+
+TEST_CASE("rdzv target: contradictions and gaps are refused", "[launcher][per-node]") {
+  auto o = parse({"--rdzv", "env", "./app"});
+  CHECK_THROWS_WITH(rdzv_target(o, {}), Catch::Contains("SLURM_PROCID"));
+  CHECK_THROWS_WITH(rdzv_target(o, {{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}}), Catch::Contains("set MASTER_ADDR"));
+  CHECK_THROWS_WITH(rdzv_target(o, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+                                    {"SLURM_JOB_NODELIST", "a"}}),
+                    Catch::Contains("needs one per node (srun --ntasks-per-node=1"));
+  CHECK_THROWS_WITH(rdzv_target(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"MASTER_ADDR", "a"}}),
+                    Catch::Contains("needs one per node"));
+  auto four = parse({"--rdzv", "env", "--nnodes", "4", "./app"});
+  CHECK_THROWS_WITH(rdzv_target(four, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "a"}}),
+                    Catch::Contains("--nnodes 4 contradicts Slurm"));
+  CHECK_THROWS_WITH(parse({"--nnodes", "2", "./app"}), Catch::Contains("need --rdzv"));
+  CHECK_THROWS_WITH(parse({"--nnodes", "2", "--node-rank", "2", "--rdzv", "tcp://h:1", "./app"}),
+                    Catch::Contains("--node-rank must be in 0..1"));
+  CHECK_THROWS_WITH(parse({"--rdzv", "tcp://h:1", "--node-rank", "0", "./app"}), Catch::Contains("needs --nnodes"));
+  CHECK_THROWS_WITH(parse({"--rdzv", "udp://h:1", "--nnodes", "1", "--node-rank", "0", "./app"}),
+                    Catch::Contains("tcp://HOST:PORT or env"));
+  CHECK_THROWS_WITH(parse({"--rdzv", "env", "-n", "8", "./app"}), Catch::Contains("--nproc-per-node P, not -n"));
+  CHECK_THROWS_WITH(parse({"--rdzv", "env", "--hostfile", "h", "./app"}), Catch::Contains("drop --hostfile"));
+  CHECK_THROWS_AS(rdzv_target(parse({"--nnodes", "1", "--node-rank", "0", "--rdzv", "tcp://nohost", "./app"}), {}),
+                  dl::UsageError);
+}
+
+TEST_CASE("world placement: node K's ranks follow node K-1's, local ranks dense", "[launcher][per-node]") {
+  std::vector<NodeRecord> nodes(3);
+  nodes[0].host = "a", nodes[0].nproc = 2;
+  nodes[1].host = "b", nodes[1].nproc = 3;
+  nodes[2].host = "c", nodes[2].nproc = 1;
+  auto p = world_placement(nodes);
+  REQUIRE(p.ranks.size() == 6);
+  CHECK(p.local_size == std::vector<int>{2, 3, 1});
+  CHECK(p.nodes[1].host == "b");
+  CHECK((p.ranks[2].node == 1 && p.ranks[2].local_rank == 0 && p.ranks[4].local_rank == 2 && p.ranks[5].node == 2));
+  for (size_t r = 0; r < p.ranks.size(); ++r) CHECK(p.ranks[r].rank == static_cast<int>(r));
+}
+
+TEST_CASE("node records survive the store as JSON", "[launcher][per-node]") {
+  NodeRecord r{3, "node07", "10.0.0.7", 8, 0, 4242};
+  NodeRecord back = node_record_from_json(to_json(r));
+  CHECK((back.node_rank == 3 && back.host == "node07" && back.addr == "10.0.0.7" && back.nproc == 8 && back.pid == 4242));
+}
