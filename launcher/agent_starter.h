@@ -26,6 +26,10 @@ LocalAgent start_local_agent(const std::string& path, const std::vector<std::str
 // Waits up to `ms` for the agent to exit, then SIGKILLs and reaps it.
 void reap_local_agent(LocalAgent& a, int ms);
 
+// Whether to draw the `agents 12/64 connected` line: only on a terminal,
+// and only when there are more than a handful of hosts to wait for.
+inline bool show_start_progress(int hosts, bool stderr_is_tty) { return stderr_is_tty && hosts > 4; }
+
 // True when `host` names this machine: localhost, a loopback address, this
 // machine's host name, or one of its interface addresses.
 bool is_local_host(const std::string& host);

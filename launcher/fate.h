@@ -44,6 +44,11 @@ class Fate {
   void not_ours(const std::vector<int>& ranks);
   // --timeout fired.
   bool on_timeout(double seconds);
+  // Replaces the verdict of a failure already recorded (several hosts that
+  // failed to start are named together); the exit code stays.
+  void restate(std::string verdict) {
+    if (failed()) verdict_ = std::move(verdict);
+  }
   // dlaunch itself got `sig` (forwarded to the ranks).
   void on_signal(int sig);
 

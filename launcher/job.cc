@@ -84,7 +84,7 @@ struct Job::Node {
 
 Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> view)
     : opts_(std::move(opts)), plan_(std::move(plan)), view_(std::move(view)), acceptor_(io_), signals_(io_, SIGINT, SIGTERM, SIGHUP),
-      agent_timer_(io_), job_timer_(io_), kill_timer_(io_), hb_timer_(io_), close_timer_(io_),
+      agent_timer_(io_), job_timer_(io_), kill_timer_(io_), hb_timer_(io_), close_timer_(io_), progress_timer_(io_),
       fate_(static_cast<int>(plan_.ranks.size())) {
   std::vector<std::string> rank_hosts;
   for (const auto& r : plan_.ranks) rank_hosts.push_back(plan_.nodes.at(static_cast<size_t>(r.node)).host);
@@ -159,6 +159,7 @@ int Job::run() {
     });
   }
   start_agents();
+  if (show_start_progress(own_nodes(), ::isatty(2) == 1)) show_progress();
   io_.run();
   for (auto& n : nodes_) n->stop_ssh = true;
   for (auto& t : ssh_threads_) t.join();
@@ -166,6 +167,20 @@ int Job::run() {
   for (auto& n : nodes_) reap_local_agent(n->agent, 2000);
   if (fate_.failed()) write_fully(2, "dlaunch: " + fate_.verdict() + "\n");
   return fate_.exit_code();
+}
+
+// `agents 12/64 connected, 3 failed` while agents start, redrawn in place.
+void Job::show_progress() {
+  if (launched_ || finishing_) {
+    if (!progress_shown_.empty()) write_fully(2, "\r\033[K");
+    progress_shown_.clear();
+    return;
+  }
+  const std::string line = "agents " + std::to_string(hellos_) + "/" + std::to_string(own_nodes()) + " connected" +
+                           (start_failures_.empty() ? "" : ", " + std::to_string(start_failures_.size()) + " failed");
+  if (line != progress_shown_) write_fully(2, "\r\033[Kdlaunch: " + line), progress_shown_ = line;
+  progress_timer_.expires_after(milliseconds(100));
+  progress_timer_.async_wait([this](boost::system::error_code ec) { if (!ec) show_progress(); });
 }
 
 void Job::accept() {
@@ -398,7 +413,7 @@ void Job::start_remote_agent(int idx, const std::string& port) {
       auto proc = session.exec(ssh::join_quoted(argv));
       proc->write_stdin(token + "\n");
       size_t err_seen = 0;
-      while (!n.stop_ssh && proc->poll_output(milliseconds(100))) {
+      while (!n.stop_ssh && proc->poll_output(milliseconds(20))) {
         if (proc->err().size() > err_seen && n.session) {
           // The agent's own complaints after start-up, tagged with its host.
           std::string tail = proc->err().substr(err_seen);
@@ -427,7 +442,9 @@ void Job::node_failed_to_start(int node, const std::string& why) {
   if (n.start_failed || (finishing_ && launched_)) return;
   if (n.session && !n.session->closed) return;  // it ran: its session reports
   n.start_failed = true;
-  write_fully(2, "dlaunch: error: " + why + "\n");
+  start_failures_.push_back(n.host);
+  write_fully(2, std::string(progress_shown_.empty() ? "" : "\r\033[K") + "dlaunch: error: " + why + "\n");
+  progress_shown_.clear();
   const bool lost = fate_.on_host_lost(n.host, "its agent could not be started", n.ranks);
   if (launched_) {
     if (lost) teardown(0);
@@ -463,6 +480,8 @@ bool Job::decide_mpi() {
 void Job::launch_all() {
   if (!decide_mpi()) return;
   launched_ = true;
+  progress_timer_.cancel();
+  if (!progress_shown_.empty()) write_fully(2, "\r\033[K"), progress_shown_.clear();
   agent_timer_.cancel();
   heartbeat();
   bool warned = false;
@@ -523,6 +542,14 @@ json Job::launch_message(int node) {
 }
 
 void Job::teardown(int grace_ms) {
+  progress_timer_.cancel();
+  if (!progress_shown_.empty()) write_fully(2, "\r\033[K"), progress_shown_.clear();
+  if (!launched_ && start_failures_.size() > 1) {
+    std::string hosts;
+    for (const auto& h : start_failures_) hosts += (hosts.empty() ? "" : ", ") + h;
+    fate_.restate("agents could not be started on " + std::to_string(start_failures_.size()) + " hosts (" + hosts +
+                  "); each is explained above");
+  }
   if (view_ && fate_.failed() && !peer_failed_ && !published_) {
     published_ = true;
     view_->publish_failure(fate_.exit_code(), fate_.verdict());

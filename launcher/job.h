@@ -80,6 +80,7 @@ class Job {
   void check_finished();
   void finish();
   void log(const std::string& line) const;
+  void show_progress();
 
   RunOptions opts_;
   hostfiles::Placement plan_;
@@ -89,7 +90,9 @@ class Job {
   asio::ip::tcp::acceptor acceptor_;
   std::unique_ptr<rdzv::TcpStoreServer> store_;
   asio::signal_set signals_;
-  asio::steady_timer agent_timer_, job_timer_, kill_timer_, hb_timer_, close_timer_;
+  asio::steady_timer agent_timer_, job_timer_, kill_timer_, hb_timer_, close_timer_, progress_timer_;
+  std::string progress_shown_;             // the progress line on the terminal, "" when none
+  std::vector<std::string> start_failures_;  // hosts whose agent could not be started
   std::string token_, job_id_, control_host_;
   std::vector<std::unique_ptr<Node>> nodes_;
   // MPI fences across hosts in progress, by id: each node's contribution.
