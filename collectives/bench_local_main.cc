@@ -3,7 +3,11 @@
 // (RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT, rank 0
 // hosting the store), exactly as they would under dlaunch or torchrun.
 //   dlcoll-bench -n 4 -b 8 -e 256M -f 2 --op all_reduce
+// Like mpirun's default for small jobs, rank r is bound to CPU r modulo the
+// CPUs this process may use; `--bind none` (right after -n) leaves the
+// ranks free to migrate.
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +43,21 @@ int main(int argc, char** argv) {
     n = std::atoi(args[1].c_str());
     args.erase(args.begin(), args.begin() + 2);
   }
+  bool bind = true;
+  if (args.size() >= 2 && args[0] == "--bind") {
+    if (args[1] != "core" && args[1] != "none") {
+      std::cerr << "dlcoll-bench: error: --bind takes core or none, got '" << args[1] << "'\n";
+      return 2;
+    }
+    bind = args[1] == "core";
+    args.erase(args.begin(), args.begin() + 2);
+  }
+  std::vector<int> cpus;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
   if (n < 1) {
     std::cerr << "dlcoll-bench: error: -n must be at least 1\n";
     return 2;
@@ -48,6 +67,12 @@ int main(int argc, char** argv) {
   for (int r = 0; r < n; ++r) {
     pid_t pid = ::fork();
     if (pid == 0) {
+      if (bind && !cpus.empty()) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[r % cpus.size()], &one);
+        ::sched_setaffinity(0, sizeof one, &one);
+      }
       ::setenv("RANK", std::to_string(r).c_str(), 1);
       ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
       ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);

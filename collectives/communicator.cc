@@ -27,6 +27,7 @@ Communicator::Communicator(std::shared_ptr<rdzv::Store> store, int rank, int siz
     throw UsageError("collectives: rank " + std::to_string(rank) + " is not within a world of size " +
                      std::to_string(size));
   pairs_ = setup_pairs(*store_, rank_, size_, opt_);
+  for (auto& p : pairs_) raw_pairs_.push_back(p.get());
   exec_ = std::make_unique<Executor>();
 }
 
@@ -84,10 +85,8 @@ void Communicator::execute(const Op& op, const Body& body) {
       throw RemoteError(op.h.describe() + " on rank " + std::to_string(rank_) +
                         ": this communicator was aborted by an earlier failure: " + broken_);
   }
-  std::vector<Pair*> raw(size_, nullptr);
-  for (int r = 0; r < size_; ++r) raw[r] = pairs_[r].get();
-  Context c(rank_, size_, std::move(raw), opt_.tuning, scratch_, opt_.timeout,
-            op.h.describe() + " on rank " + std::to_string(rank_));
+  Context c(rank_, size_, raw_pairs_, opt_.tuning, scratch_, opt_.timeout,
+            [&op, this] { return op.h.describe() + " on rank " + std::to_string(rank_); });
   try {
     if (op.peer < 0) check_signature(c, op);
     body(c);

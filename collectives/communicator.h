@@ -49,6 +49,9 @@ class Communicator {
   int size() const { return size_; }
   // "tcp" or "shm" for the pair to rank r (r != rank()).
   const char* transport_to(int r) const;
+  // Rank r's host id and the address it published ("10.0.0.2:41234"), as
+  // its Pair knows them. REQUIRES: r != rank(), 0 <= r < size().
+  const PeerInfo& peer(int r) const { return pairs_[r]->peer(); }
 
   // A sub-communicator of `ranks` (ranks of this communicator; group rank i is
   // ranks[i]). Called by every rank in `ranks`, in the same order for the
@@ -117,6 +120,7 @@ class Communicator {
   int rank_, size_;
   Options opt_;
   std::vector<std::unique_ptr<Pair>> pairs_;
+  std::vector<Pair*> raw_pairs_;  // pairs_[r].get(), what a Context sees
   Scratch scratch_;
   uint64_t seq_ = 0;
   std::vector<uint64_t> p2p_sent_, p2p_recvd_;

@@ -1,6 +1,8 @@
 #include "collectives/context.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 #include <string>
 
 namespace dl::coll {
@@ -14,16 +16,24 @@ char* Scratch::get(int slot, size_t bytes) {
   return buf_[slot].get();
 }
 
-Context::Context(int rank, int size, std::vector<Pair*> pairs, const Tuning& tuning, Scratch& scratch,
-                 Millis timeout, std::string what)
-    : rank_(rank), size_(size), pairs_(std::move(pairs)), tuning_(tuning), scratch_(scratch),
+Context::Context(int rank, int size, const std::vector<Pair*>& pairs, const Tuning& tuning, Scratch& scratch,
+                 Millis timeout, std::function<std::string()> what)
+    : rank_(rank), size_(size), pairs_(pairs), tuning_(tuning), scratch_(scratch),
       timeout_(timeout), deadline_(Clock::now() + timeout), what_(std::move(what)) {}
 
-void Context::run(std::span<Transfer> xfers) { run_transfers(xfers, deadline_, timeout_, what_); }
+void Context::run(std::span<Transfer> xfers) {
+  const WaitPolicy wait{std::chrono::microseconds(tuning_.spin_us), std::chrono::microseconds(tuning_.yield_us)};
+  run_transfers(xfers, deadline_, timeout_, what_, wait);
+}
 
 void Context::run(std::initializer_list<Transfer> xfers) {
-  std::vector<Transfer> v(xfers);
-  run(std::span<Transfer>(v));
+  Transfer x[4];
+  if (xfers.size() > 4) {
+    std::vector<Transfer> v(xfers);
+    return run(std::span<Transfer>(v));
+  }
+  std::copy(xfers.begin(), xfers.end(), x);
+  run(std::span<Transfer>(x, xfers.size()));
 }
 
 void Context::send(int to, const void* buf, size_t n) { run({Transfer::sending(pair(to), buf, n)}); }
@@ -48,7 +58,11 @@ Tuning Tuning::from_env() {
   env_size("DLCOLL_BCAST_CHAIN_BYTES", t.bcast_chain_bytes);
   env_size("DLCOLL_REDUCE_RING_BYTES", t.reduce_ring_bytes);
   env_size("DLCOLL_CHUNK_BYTES", t.chunk_bytes);
+  env_size("DLCOLL_REDUCE_CHUNK_BYTES", t.reduce_chunk_bytes);
+  env_size("DLCOLL_SPIN_US", t.spin_us);
+  env_size("DLCOLL_YIELD_US", t.yield_us);
   if (t.chunk_bytes == 0) t.chunk_bytes = 512 << 10;
+  if (t.reduce_chunk_bytes == 0) t.reduce_chunk_bytes = 128 << 10;
   return t;
 }
 

@@ -3,6 +3,7 @@
 // size, a Pair per peer, the deadline, the size thresholds, and reusable
 // scratch memory. Algorithms (algorithms.h) take a Context and never know
 // which transport a Pair uses.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,8 +26,9 @@ class Scratch {
 
 class Context {
  public:
-  Context(int rank, int size, std::vector<Pair*> pairs, const Tuning& tuning, Scratch& scratch,
-          Millis timeout, std::string what);
+  // `what` names the operation in error messages; called only on errors.
+  Context(int rank, int size, const std::vector<Pair*>& pairs, const Tuning& tuning, Scratch& scratch,
+          Millis timeout, std::function<std::string()> what);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -46,12 +48,12 @@ class Context {
 
  private:
   int rank_, size_;
-  std::vector<Pair*> pairs_;
+  const std::vector<Pair*>& pairs_;
   const Tuning& tuning_;
   Scratch& scratch_;
   Millis timeout_;
   Clock::time_point deadline_;
-  std::string what_;
+  std::function<std::string()> what_;
 };
 
 }  // namespace dl::coll

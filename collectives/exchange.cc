@@ -39,7 +39,7 @@ bool progress(std::span<Transfer> xfers, size_t& pending) {
   return moved;
 }
 
-[[noreturn]] void throw_timeout(std::span<Transfer> xfers, Millis timeout, const std::string& what) {
+[[noreturn]] void throw_timeout(std::span<Transfer> xfers, Millis timeout, const std::function<std::string()>& what) {
   std::string who;
   for (auto& t : xfers) {
     if (t.done == t.n) continue;
@@ -47,54 +47,70 @@ bool progress(std::span<Transfer> xfers, size_t& pending) {
     who += t.pair->peer().describe() + (t.send ? " to accept " : " to send ") +
            std::to_string(t.n - t.done) + " more bytes";
   }
-  throw TimeoutError(what + " timed out after " + std::to_string(timeout.count()) + " ms waiting for " + who +
+  throw TimeoutError(what() + " timed out after " + std::to_string(timeout.count()) + " ms waiting for " + who +
                      "; is that rank still calling the same collective? (raise the timeout if it is just slow)");
 }
 
-// Blocks in poll() until a socket of a pending transfer is ready (all
-// pending transfers are on pollable transports).
+// Blocks in poll() until a pending transfer may progress: sockets of TCP
+// pairs, doorbells of armed spinning pairs. Drains the doorbells that rang
+// (which throws when their peer is gone).
 void wait_ready(std::span<Transfer> xfers, Clock::time_point deadline) {
   std::vector<pollfd> fds;
-  for (auto& t : xfers)
-    if (t.done < t.n) fds.push_back(pollfd{t.pair->poll_fd(), short(t.send ? POLLOUT : POLLIN), 0});
+  std::vector<Pair*> who;
+  for (auto& t : xfers) {
+    if (t.done == t.n) continue;
+    const bool bell = t.pair->spins();
+    fds.push_back(pollfd{t.pair->poll_fd(), short(bell ? POLLIN : t.send ? POLLOUT : POLLIN), 0});
+    who.push_back(t.pair);
+  }
   auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count();
   int ms = static_cast<int>(std::clamp<long long>(left, 0, 1000));
   if (::poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR) throw_errno("poll on collective sockets");
+  for (size_t i = 0; i < fds.size(); ++i)
+    if (fds[i].revents && who[i]->spins()) who[i]->drain();
 }
 
 }  // namespace
 
 void run_transfers(std::span<Transfer> xfers, Clock::time_point deadline, Millis timeout,
-                   const std::string& what) {
+                   const std::function<std::string()>& what, const WaitPolicy& wait) {
   for (auto& t : xfers)
     if (!t.send && t.n == 0) notify(t, true);
   size_t pending = 0;
   unsigned idle = 0;
-  bool yielding = false;
-  Clock::time_point spin_start;
+  Clock::time_point idle_since;
   for (;;) {
-    if (progress(xfers, pending)) { idle = 0; yielding = false; continue; }
+    if (progress(xfers, pending)) { idle = 0; continue; }
     if (pending == 0) return;
-    bool pollable = true;
+    bool spinning = false;
     for (auto& t : xfers)
-      if (t.done < t.n && t.pair->poll_fd() < 0) pollable = false;
-    if (pollable) {
-      if (Clock::now() >= deadline) throw_timeout(xfers, timeout, what);
-      wait_ready(xfers, deadline);
-      continue;
-    }
-    // Spinning transports: spin about 50 us (a peer on another core answers
-    // within that), then yield the core to a peer that may need it; check
-    // liveness and the deadline about every thousand idle passes.
-    if (idle++ == 0) spin_start = Clock::now();
-    if (idle % 64 == 0 && Clock::now() - spin_start > std::chrono::microseconds(50)) yielding = true;
-    if (yielding) sched_yield();
-    else __builtin_ia32_pause();
-    if (idle % 1024 == 0) {
+      if (t.done < t.n && t.pair->spins()) spinning = true;
+    if (spinning) {
+      // Spin (a peer on another core answers within microseconds), then
+      // yield the core to a peer that may need it, then sleep on the
+      // doorbells; check liveness and the deadline every so often.
+      if (idle++ == 0) idle_since = Clock::now();
+      const bool check = idle % 256 == 0;
+      const auto spent = check ? Clock::now() - idle_since : Clock::duration::zero();
+      if (!check || spent < wait.spin) {
+        __builtin_ia32_pause();
+        continue;
+      }
       for (auto& t : xfers)
-        if (t.done < t.n) t.pair->check_alive();
+        if (t.done < t.n && t.pair->spins()) t.pair->check_alive();
       if (Clock::now() >= deadline) throw_timeout(xfers, timeout, what);
+      if (spent < wait.spin + wait.yield) {
+        sched_yield();
+        continue;
+      }
+      for (auto& t : xfers)
+        if (t.done < t.n && t.pair->spins()) t.pair->arm(t.send);
+      if (progress(xfers, pending)) { idle = 0; continue; }
+      if (pending == 0) return;
     }
+    if (Clock::now() >= deadline) throw_timeout(xfers, timeout, what);
+    wait_ready(xfers, deadline);
+    idle = 0;
   }
 }
 

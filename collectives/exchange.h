@@ -35,10 +35,19 @@ struct Transfer {
   }
 };
 
+// How long to wait actively on spinning transports (shm) before sleeping:
+// spin with `pause` for `spin`, then sched_yield() for `yield`, then arm the
+// doorbells and sleep in poll(). Communicators take it from Tuning.
+struct WaitPolicy {
+  std::chrono::microseconds spin{50};
+  std::chrono::microseconds yield{100000};
+};
+
 // Runs every transfer to completion. Throws TimeoutError at `deadline`
 // ("<what> timed out after <timeout> ms waiting for rank 3 on host h to send
 // 1024 more bytes"), or the Pair's RemoteError when a peer fails.
+// `what` is called only to build an error message.
 void run_transfers(std::span<Transfer> xfers, Clock::time_point deadline, Millis timeout,
-                   const std::string& what);
+                   const std::function<std::string()>& what, const WaitPolicy& wait = WaitPolicy{});
 
 }  // namespace dl::coll

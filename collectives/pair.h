@@ -28,8 +28,20 @@ class Pair {
   virtual size_t try_send(const char* data, size_t n) = 0;
   virtual size_t try_recv(char* data, size_t n) = 0;
   // A descriptor that poll() reports ready when try_send/try_recv may make
-  // progress, or -1 when the transport must be polled by spinning (shm).
+  // progress (POLLOUT for sends, POLLIN for receives), or, for a spinning
+  // transport (shm), its doorbell: readable once arm()ed and the peer moved.
   virtual int poll_fd() const = 0;
+  // True for transports that are polled by spinning on memory (shm): the
+  // progress engine spins on them for a while and only then arm()s them and
+  // sleeps in poll() on their doorbells.
+  virtual bool spins() const { return false; }
+  // Spinning transports: asks the peer to ring the doorbell the next time it
+  // moves data (send) or frees space (!send) in this direction. The caller
+  // must try to make progress once more after arming, before sleeping.
+  virtual void arm(bool send) {}
+  // Spinning transports: consumes doorbell rings; throws RemoteError naming
+  // the peer when it died or aborted.
+  virtual void drain() {}
   // For spinning transports: throws RemoteError naming the peer when it died
   // or aborted. Cheap enough to call every millisecond.
   virtual void check_alive() = 0;

@@ -19,9 +19,14 @@ struct Tuning {
   size_t chunk_bytes = 512 << 10;
   // Received bytes between two incremental reductions in the ring.
   size_t reduce_chunk_bytes = 128 << 10;
+  // Waiting on shared memory: spin this long, then sched_yield() this long,
+  // then sleep on the doorbell (exchange.h, WaitPolicy).
+  size_t spin_us = 50;
+  size_t yield_us = 100000;
 
   // Defaults, overridden by DLCOLL_ALLREDUCE_RING_BYTES, DLCOLL_BCAST_CHAIN_BYTES,
-  // DLCOLL_REDUCE_RING_BYTES, DLCOLL_CHUNK_BYTES when set.
+  // DLCOLL_REDUCE_RING_BYTES, DLCOLL_CHUNK_BYTES, DLCOLL_REDUCE_CHUNK_BYTES,
+  // DLCOLL_SPIN_US, DLCOLL_YIELD_US when set.
   static Tuning from_env();
 };
 

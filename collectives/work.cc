@@ -36,7 +36,7 @@ Executor::~Executor() {
     std::lock_guard lk(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  work_cv_.notify_all();
   thread_.join();
 }
 
@@ -45,20 +45,28 @@ void Executor::enqueue(WorkPtr w, std::function<void()> task) {
     std::lock_guard lk(mu_);
     q_.emplace_back(std::move(w), std::move(task));
   }
-  cv_.notify_all();
+  work_cv_.notify_all();
 }
 
 void Executor::run_inline(const std::function<void()>& task) {
   {
     std::unique_lock lk(mu_);
-    cv_.wait(lk, [&] { return q_.empty() && !busy_; });
+    idle_cv_.wait(lk, [&] { return q_.empty() && !busy_; });
     busy_ = true;
   }
+  // The worker thread sleeps on work_cv_ and is woken only when something
+  // was queued meanwhile (not possible with one issuing thread): a
+  // synchronous operation costs no wake-up of another thread.
   struct Done {
     Executor* e;
     ~Done() {
-      { std::lock_guard lk(e->mu_); e->busy_ = false; }
-      e->cv_.notify_all();
+      bool queued;
+      {
+        std::lock_guard lk(e->mu_);
+        e->busy_ = false;
+        queued = !e->q_.empty();
+      }
+      if (queued) e->work_cv_.notify_all();
     }
   } done{this};
   task();
@@ -69,7 +77,7 @@ void Executor::loop() {
     std::pair<WorkPtr, std::function<void()>> item;
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return (!q_.empty() && !busy_) || (stop_ && q_.empty()); });
+      work_cv_.wait(lk, [&] { return (!q_.empty() && !busy_) || (stop_ && q_.empty()); });
       if (q_.empty()) return;
       item = std::move(q_.front());
       q_.pop_front();
@@ -81,7 +89,7 @@ void Executor::loop() {
       std::lock_guard lk(mu_);
       busy_ = false;
     }
-    cv_.notify_all();
+    idle_cv_.notify_all();
     item.first->finish(err);
   }
 }

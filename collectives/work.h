@@ -50,7 +50,8 @@ class Executor {
  private:
   void loop();
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable work_cv_;  // the worker waits for queued tasks
+  std::condition_variable idle_cv_;  // run_inline waits for the worker to finish
   std::deque<std::pair<WorkPtr, std::function<void()>>> q_;
   bool busy_ = false, stop_ = false;
   std::thread thread_;

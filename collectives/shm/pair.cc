@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "errors/error.h"
@@ -19,6 +20,10 @@ struct Ring {
   alignas(64) std::atomic<uint64_t> head{0};
   alignas(64) std::atomic<uint64_t> tail{0};
   alignas(64) std::atomic<uint32_t> closed{0};
+  // Set by a consumer about to sleep until head moves / a producer about to
+  // sleep until tail moves; cleared by the side that rings the doorbell.
+  alignas(64) std::atomic<uint32_t> reader_waits{0};
+  alignas(64) std::atomic<uint32_t> writer_waits{0};
   alignas(64) char data[kRingBytes];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
@@ -43,6 +48,10 @@ size_t ShmPair::try_send(const char* data, size_t n) {
   std::memcpy(out_->data + at, data, first);
   std::memcpy(out_->data, data + first, k - first);
   out_->head.store(h + k, std::memory_order_release);
+  // Dekker with arm(): either the reader sees the new head after arming, or
+  // we see its flag here.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (out_->reader_waits.load(std::memory_order_relaxed) && out_->reader_waits.exchange(0)) ring_doorbell();
   return k;
 }
 
@@ -58,16 +67,43 @@ size_t ShmPair::try_recv(char* data, size_t n) {
   std::memcpy(data, in_->data + at, first);
   std::memcpy(data + first, in_->data, k - first);
   in_->tail.store(t + k, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (in_->writer_waits.load(std::memory_order_relaxed) && in_->writer_waits.exchange(0)) ring_doorbell();
   return k;
+}
+
+void ShmPair::arm(bool send) {
+  (send ? out_->writer_waits : in_->reader_waits).store(1, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void ShmPair::ring_doorbell() {
+  // One byte; EAGAIN means bytes are already waiting, which wakes the peer
+  // just as well. A dead peer is noticed by its own side's checks.
+  const char b = 1;
+  (void)::send(sock_.fd(), &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+void ShmPair::drain() {
+  // After setup only doorbell bytes travel on this socket: EOF or an error
+  // means the peer is gone.
+  char b[64];
+  for (;;) {
+    ssize_t k = ::recv(sock_.fd(), b, sizeof b, MSG_DONTWAIT);
+    if (k == sizeof b) continue;
+    if (k > 0) return;
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (in_->closed.load(std::memory_order_acquire))
+      throw RemoteError(peer_.describe() + " aborted its communicator (shared memory)");
+    throw RemoteError(peer_.describe() + " closed its connection (it exited, crashed or aborted its communicator)");
+  }
 }
 
 void ShmPair::check_alive() {
   if (in_->closed.load(std::memory_order_acquire))
     throw RemoteError(peer_.describe() + " aborted its communicator (shared memory)");
-  // Nothing is ever sent on this socket after setup: readable means closed.
-  pollfd p{sock_.fd(), POLLIN | POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) > 0)
-    throw RemoteError(peer_.describe() + " closed its connection (it exited, crashed or aborted its communicator)");
+  drain();
 }
 
 void ShmPair::shutdown() {

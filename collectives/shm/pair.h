@@ -5,7 +5,12 @@
 // shm_open under a random name, the higher maps it, and the name is unlinked
 // as soon as both have it mapped (or setup failed), so nothing stays in
 // /dev/shm. The pair's TCP connection stays open only to notice a peer that
-// dies. A pair whose segment cannot be made falls back to TCP.
+// dies and as a doorbell: a side that has spun long enough without progress
+// arms a flag in the ring and sleeps in poll() on the socket; the peer, when
+// it next moves the ring's head (or tail) and finds the flag set, clears it
+// and writes one byte. So an oversubscribed host does not burn the cores
+// the peer needs, and a dead peer still wakes the sleeper (EOF). A pair
+// whose segment cannot be made falls back to TCP.
 #include <atomic>
 #include <memory>
 #include <vector>
@@ -27,7 +32,10 @@ class ShmPair : public Pair {
   ~ShmPair() override;
   size_t try_send(const char* data, size_t n) override;
   size_t try_recv(char* data, size_t n) override;
-  int poll_fd() const override { return -1; }
+  int poll_fd() const override { return sock_.fd(); }
+  bool spins() const override { return true; }
+  void arm(bool send) override;
+  void drain() override;
   void check_alive() override;
   void shutdown() override;
   const char* transport() const override { return "shm"; }
@@ -38,6 +46,7 @@ class ShmPair : public Pair {
   void* base_;
   Ring* out_;
   Ring* in_;
+  void ring_doorbell();
   wire::Socket sock_;
 };
 

@@ -29,8 +29,7 @@ TcpPair::TcpPair(wire::Socket sock, PeerInfo peer) : Pair(std::move(peer)), sock
 
 void TcpPair::fail(const char* doing, int err) {
   if (err == 0)
-    throw RemoteError(peer_.describe() + " closed its connection while " + doing +
-                      " (it exited, crashed or aborted its communicator)");
+    throw RemoteError(peer_.describe() + " closed its connection (it exited, crashed or aborted its communicator)");
   throw RemoteError(std::string(doing) + " " + peer_.describe() + " failed: " + std::strerror(err) +
                     " (that rank probably died)");
 }
