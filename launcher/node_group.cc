@@ -65,20 +65,6 @@ std::string local_address_toward(const std::string& host, uint16_t port) {
   return out;
 }
 
-// A port that was free a moment ago on every interface (MASTER_PORT).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  socklen_t len = sizeof a;
-  int port = 29500;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) ::close(fd);
-  return port;
-}
-
 std::string hostname() {
   char name[HOST_NAME_MAX + 1] = {};
   ::gethostname(name, sizeof name - 1);
@@ -208,7 +194,7 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
   me.addr = g->server_ ? t.host : local_address_toward(t.host, t.port);
   if (me.addr.empty()) me.addr = me.host;
   me.nproc = o.per_node;
-  me.master_port = t.node_rank == 0 ? free_port() : 0;
+  me.master_port = t.node_rank == 0 ? wire::free_tcp_port() : 0;
   me.pid = static_cast<int>(::getpid());
   const std::string mine = to_json(me);
   if (auto prev = store->compare_set(k("node/" + std::to_string(t.node_rank)), "", mine); prev != mine) {

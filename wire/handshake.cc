@@ -1,13 +1,12 @@
 #include "wire/handshake.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <sys/random.h>
 
 #include <cerrno>
 
 #include "errors/error.h"
+#include "wire/sha256.h"
 
 namespace dl::wire {
 
@@ -60,14 +59,6 @@ std::string to_hex(std::string_view bytes) {
 }
 
 std::string new_token() { return to_hex(random_bytes(32)); }
-
-std::string hmac_sha256(std::string_view key, std::string_view msg) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out, &len);
-  return std::string(reinterpret_cast<char*>(out), len);
-}
 
 bool equal_ct(std::string_view a, std::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;

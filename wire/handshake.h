@@ -31,7 +31,7 @@ std::string random_bytes(size_t n);
 // A fresh job token: 32 random bytes as 64 hex characters.
 std::string new_token();
 std::string to_hex(std::string_view bytes);
-// HMAC-SHA256(key, msg), 32 raw bytes.
+// HMAC-SHA256(key, msg), 32 raw bytes (wire/sha256.h: no OpenSSL start-up).
 std::string hmac_sha256(std::string_view key, std::string_view msg);
 // Constant-time comparison of equal-length strings.
 bool equal_ct(std::string_view a, std::string_view b);

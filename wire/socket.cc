@@ -136,6 +136,21 @@ Frame read_frame(const Socket& s, size_t max_payload, Millis timeout, const std:
   return f;
 }
 
+uint16_t free_tcp_port(bool loopback_only) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw IoError(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
+  socklen_t len = sizeof a;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok) throw IoError(std::string("cannot find a free TCP port: ") + std::strerror(err));
+  return ntohs(a.sin_port);
+}
+
 std::pair<std::string, uint16_t> split_host_port(std::string_view s, std::string_view what) {
   std::string host;
   std::string_view port;

@@ -49,6 +49,11 @@ void write_frame(const Socket& s, uint8_t type, std::string_view payload, const 
 // Reads one frame of at most max_payload bytes within `timeout`.
 Frame read_frame(const Socket& s, size_t max_payload, Millis timeout, const std::string& peer);
 
+// A TCP port that was free a moment ago on `loopback_only` ? 127.0.0.1 : every
+// IPv4 interface (MASTER_PORT, a test's rendezvous port). Someone may take it
+// before the caller binds it: use it where a port must be named in advance.
+uint16_t free_tcp_port(bool loopback_only = false);
+
 // Splits "host:port" / "[v6]:port"; throws UsageError naming `what` on bad input.
 std::pair<std::string, uint16_t> split_host_port(std::string_view s, std::string_view what);
 

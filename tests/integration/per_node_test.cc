@@ -4,30 +4,18 @@
 // node that never comes, a node killed outright, Slurm's variables.
 #include <catch2/catch.hpp>
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <set>
 
 #include "tests/integration/run_command.h"
+#include "wire/socket.h"
 
 using namespace dl::it;
 
 namespace {
-// A port that was free a moment ago, for the rendezvous endpoint.
-int some_free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+int some_free_port() { return dl::wire::free_tcp_port(true); }
 
 const std::string kToken = "per-node-test-token-0123456789abcdef";
 
