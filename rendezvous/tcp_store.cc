@@ -1,6 +1,6 @@
 #include "rendezvous/tcp_store.h"
 
-#include <poll.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -27,13 +27,26 @@ void TcpStore::own_server(std::unique_ptr<BackgroundStoreServer> server) { hoste
 
 void TcpStore::connect() {
   inbuf_.clear();
+  recv_timeout_ = Millis(-1);  // a new socket has none set
   sock_ = wire::connect_tcp(host_, port_, connect_timeout_);
   wire::client_handshake(sock_, token_, proto::kStoreTag, peer_);
 }
 
+// Sets the socket's receive timeout when it differs from the one set last:
+// most calls use the store's timeout(), so one setsockopt serves thousands.
+void TcpStore::set_recv_timeout(Millis t) {
+  if (t == recv_timeout_) return;
+  timeval tv{static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>((t.count() % 1000) * 1000)};
+  if (::setsockopt(sock_.fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) throw_errno("configuring " + peer_);
+  recv_timeout_ = t;
+}
+
+// A blocking recv bounded by SO_RCVTIMEO rather than poll + recv: one
+// system call per reply instead of two.
 wire::Frame TcpStore::read_reply(Millis timeout) {
   const auto deadline = Clock::now() + timeout;
   char buf[65536];
+  bool first = true;
   for (;;) {
     if (inbuf_.size() >= wire::kHeaderSize) {
       const auto* p = reinterpret_cast<const unsigned char*>(inbuf_.data());
@@ -45,14 +58,16 @@ wire::Frame TcpStore::read_reply(Millis timeout) {
         return f;
       }
     }
-    auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count();
-    pollfd pfd{sock_.fd(), POLLIN, 0};
-    int r = ::poll(&pfd, 1, left < 0 ? 0 : static_cast<int>(left));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) throw_errno("waiting for " + peer_);
-    if (r == 0) throw TimeoutError("no reply from " + peer_ + " within " + std::to_string(timeout.count()) + " ms");
+    auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+    if (left <= Millis(0))
+      throw TimeoutError("no reply from " + peer_ + " within " + std::to_string(timeout.count()) + " ms");
+    // The whole timeout for the first recv (usually the only one, and then
+    // the value set last time); what is left for a frame's later parts.
+    // A timeout of 0 would mean "never": keep at least 1 ms.
+    set_recv_timeout(std::max(first ? timeout : left, Millis(1)));
+    first = false;
     ssize_t n = ::recv(sock_.fd(), buf, sizeof buf, 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n < 0) throw_errno("reading from " + peer_);
     if (n == 0) throw RemoteError(peer_ + " closed the connection (did the store server stop?)");
     inbuf_.append(buf, static_cast<size_t>(n));

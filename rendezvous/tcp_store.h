@@ -53,6 +53,7 @@ class TcpStore : public Store {
   void connect();
   proto::Reply call(const proto::Request& req, Millis reply_timeout);
   wire::Frame read_reply(Millis timeout);
+  void set_recv_timeout(Millis t);
 
   std::unique_ptr<BackgroundStoreServer> hosted_;  // destroyed last
   std::string host_, token_, peer_;
@@ -61,6 +62,7 @@ class TcpStore : public Store {
   std::mutex mu_;
   wire::Socket sock_;
   std::string inbuf_;
+  Millis recv_timeout_{-1};  // SO_RCVTIMEO last set on sock_, -1 for none
 };
 
 }  // namespace dl::rdzv

@@ -27,6 +27,7 @@ using Strand = asio::strand<asio::io_context::executor_type>;
 
 namespace {
 struct Session;
+constexpr size_t kReadChunk = 65536;
 
 // A request parked until its keys exist or its timeout passes.
 struct Waiter {
@@ -79,7 +80,9 @@ struct Session : std::enable_shared_from_this<Session> {
   asio::steady_timer hs_timer;
   std::array<char, 5> header{};
   std::string hs_payload;
-  std::array<char, 65536> rbuf{};
+  // Not zero-filled: a thousand clients joining at once should not each cost
+  // a 64 KiB memset in the server's thread.
+  std::unique_ptr<char[]> rbuf{new char[kReadChunk]};
   wire::FrameParser parser{proto::kMaxFramePayload};
   std::deque<wire::Frame> pending;     // requests received while one is parked
   WaiterPtr parked;                    // at most one request is parked
@@ -133,10 +136,10 @@ struct Session : std::enable_shared_from_this<Session> {
 
   void read() {
     if (closing || closed) return;
-    sock.async_read_some(asio::buffer(rbuf), [self = shared_from_this()](error_code ec, size_t n) {
+    sock.async_read_some(asio::buffer(rbuf.get(), kReadChunk), [self = shared_from_this()](error_code ec, size_t n) {
       if (ec) return self->close();
       try {
-        self->parser.feed(self->rbuf.data(), n);
+        self->parser.feed(self->rbuf.get(), n);
         while (auto f = self->parser.next()) self->pending.push_back(std::move(*f));
       } catch (const Error& e) {
         return self->refuse(e.what());

@@ -1,19 +1,29 @@
 #!/usr/bin/python3
 """dlaunch's TCP store vs torch.distributed.TCPStore, measured in one run.
 
-Run with Debian's python (torch 1.13):  /usr/bin/python3 bench/store/store_bench.py [BUILD_DIR]
+Run with Debian's python (torch 1.13):  /usr/bin/python3 bench/store/store_bench.py [BUILD_DIR [REPEAT]]
 Both stores are measured the same way:
   ops:     one client, server in the same process (a background thread, as
            torch's is_master=True), N sequential set/get/add on loopback.
-  barrier: W client *processes* forked first (torch's after `import torch`)
-           and blocked on a pipe; then the server starts in the parent and
-           its port is written to the pipe (the clock starts). Each child
-           connects, add("arrived", 1), the last sets "go", all wait(["go"])
-           and exit. Time until every child has exited.
+  barrier: W client *processes* forked first (torch's after `import torch`),
+           blocked on one eventfd; then the server starts in the parent, its
+           port goes to shared memory and one eventfd write releases them
+           all (the clock starts).
+           Each child connects, add("arrived", 1), the last sets "go", all
+           wait(["go"]) and stamp the time into shared memory. Time until the
+           last stamp (process exit and reaping are not counted).
+  wake-up: the same children with no store, stamping at once: what this
+           start-up method costs by itself on this machine (the floor).
+Both sides run with LD_BIND_NOW=1 (see main). Every measure runs REPEAT times, alternating dlaunch and torch; the table
+shows medians and the ratio of the medians.
 """
 import datetime
+import mmap
 import os
 import resource
+import select
+import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -43,34 +53,39 @@ def torch_ops(n):
     return out
 
 
-def torch_barrier(w):
-    # Children first (see store_bench.cc), blocked on a pipe until the port.
-    rfd, wfd = os.pipe()
-    pids = []
-    for _ in range(w):
+def torch_barrier(w, use_store=True):
+    # As store_bench.cc: children first, blocked on one eventfd (semaphore
+    # mode) until the port is in shared memory; each stamps CLOCK_MONOTONIC
+    # into shared memory when its wait returns; the time is the last stamp
+    # minus the release.
+    shared = mmap.mmap(-1, 8 * (w + 1))  # anonymous, shared with the children
+    go = os.eventfd(0, os.EFD_SEMAPHORE | os.EFD_CLOEXEC)
+    for i in range(w):
         pid = os.fork()
         if pid == 0:
-            os.close(wfd)
             rc = 0
             try:
-                port = int.from_bytes(os.read(rfd, 2), "little")
-                c = dist.TCPStore("127.0.0.1", port, None, False, datetime.timedelta(seconds=120))
-                if c.add("arrived", 1) == w:
-                    c.set("go", "1")
-                c.wait(["go"])
+                if not select.select([go], [], [], 120)[0]:
+                    raise TimeoutError("not released within 120 s")
+                os.eventfd_read(go)
+                if use_store:
+                    port = int(struct.unpack_from("d", shared, 0)[0])
+                    c = dist.TCPStore("127.0.0.1", port, None, False, datetime.timedelta(seconds=120))
+                    if c.add("arrived", 1) == w:
+                        c.set("go", "1")
+                    c.wait(["go"])
+                struct.pack_into("d", shared, 8 * (1 + i), time.clock_gettime(time.CLOCK_MONOTONIC))
             except Exception as e:  # noqa: BLE001 - report and fail the child
                 sys.stderr.write("torch client: %s\n" % e)
                 rc = 1
             os._exit(rc)
-        pids.append(pid)
-    os.close(rfd)
     s = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=120), wait_for_workers=False)
-    t0 = time.perf_counter()
-    for _ in range(w):
-        os.write(wfd, s.port.to_bytes(2, "little"))
-    failed = sum(1 for p in pids if os.waitpid(p, 0)[1] != 0)
-    elapsed = time.perf_counter() - t0
-    os.close(wfd)
+    struct.pack_into("d", shared, 0, float(s.port))
+    t0 = time.clock_gettime(time.CLOCK_MONOTONIC)
+    os.eventfd_write(go, w)
+    failed = sum(1 for _ in range(w) if os.wait()[1] != 0)
+    elapsed = max(struct.unpack_from("%dd" % w, shared, 8)) - t0
+    os.close(go)
     return elapsed, failed
 
 
@@ -85,30 +100,52 @@ def dlaunch(binary, *args):
     return vals
 
 
+def median_of(runs, key=None):
+    return statistics.median(runs if key is None else [r[key] for r in runs])
+
+
 def main():
+    # Bind every symbol at load, in this process and in store_bench: else
+    # each forked child runs the dynamic linker on its first calls (14% of
+    # the children's CPU at W = 1024), on both sides, which is not the store.
+    if os.environ.get("LD_BIND_NOW") != "1":
+        os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, LD_BIND_NOW="1"))
     build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../../build")
+    repeat = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     binary = os.path.join(build, "bin", "store_bench")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    load_before = os.getloadavg()
     rows = []
-    d = dlaunch(binary, "ops", N_OPS)
-    t = torch_ops(N_OPS)
+    d_runs, t_runs = [], []
+    for _ in range(repeat):
+        d_runs.append(dlaunch(binary, "ops", N_OPS))
+        t_runs.append(torch_ops(N_OPS))
     for op in ("set", "get", "add"):
-        du, tu = d[op + "_us"], t[op + "_us"]
+        du, tu = median_of(d_runs, op + "_us"), median_of(t_runs, op + "_us")
         rows.append(("%s (1 client, %d ops)" % (op, N_OPS), "%.1f us  %7.0f/s" % (du, 1e6 / du),
                      "%.1f us  %7.0f/s" % (tu, 1e6 / tu), "%.2fx ops/s" % (tu / du)))
     for w in WIDTHS:
-        ds = dlaunch(binary, "barrier", w)["barrier_s"]
-        ts, failed = torch_barrier(w)
-        note = "" if not failed else "  (%d torch clients failed)" % failed
-        rows.append(("barrier, %d processes" % w, "%.3f s" % ds, "%.3f s%s" % (ts, note), "%.2fx faster" % (ts / ds)))
-    head = ("measure", "dlaunch store", "torch TCPStore", "dlaunch vs torch")
+        for mode, name in (("barrier", "barrier, %d processes" % w), ("wakeup", "  floor: wake %d processes, no store" % w)):
+            d_s, t_s, failed = [], [], 0
+            for _ in range(repeat):
+                d_s.append(dlaunch(binary, mode, w)["barrier_s"])
+                elapsed, f = torch_barrier(w, use_store=(mode == "barrier"))
+                t_s.append(elapsed)
+                failed += f
+            ds, ts = median_of(d_s), median_of(t_s)
+            note = "" if not failed else "  (%d torch clients failed)" % failed
+            ratio = "%.2fx faster" % (ts / ds) if mode == "barrier" else ""
+            rows.append((name, "%.3f s" % ds, "%.3f s%s" % (ts, note), ratio))
+    head = ("measure (median of %d)" % repeat, "dlaunch store", "torch TCPStore", "dlaunch vs torch")
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(4)]
-    fmt = " | ".join("%-" + str(x) + "s" for x in widths)
+    fmt = "| " + " | ".join("%-" + str(x) + "s" for x in widths) + " |"
+    print("load average before: %.2f %.2f %.2f" % load_before)
     print(fmt % head)
-    print("-+-".join("-" * x for x in widths))
+    print("|-" + "-|-".join("-" * x for x in widths) + "-|")
     for r in rows:
         print(fmt % r)
+    print("load average after: %.2f %.2f %.2f" % os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,44 @@
+// The gloo DDP script across two namespace hosts (tests/cluster): dlaunch runs
+// in h0 and starts 2 ranks on each host over ssh. The final parameters must
+// equal those of torchrun --nproc_per_node 4 on this machine (same world
+// size, same ring order), and nothing may be left on either host.
+#include <catch2/catch.hpp>
+
+#include "tests/integration/run_command.h"
+#include "tests/multihost/multihost_util.h"
+#include "tests/torch/ddp_result.h"
+
+using dl::cluster::Cluster;
+using namespace dl::torch_test;
+using namespace std::chrono_literals;
+
+TEST_CASE("gloo DDP on 2 hosts x 2 ranks converges as under torchrun on one host", "[torch][multihost][cluster][slow]") {
+  Cluster c(2);
+  const std::string m = dl::multihost::unique_marker();
+  // Gloo binds to the address its hostname resolves to; in the cluster that
+  // is the host's eth0 address. GLOO_SOCKET_IFNAME=eth0 says so explicitly,
+  // as a real cluster with several interfaces needs (docs/rendezvous.md).
+  auto r = dl::multihost::run_dlaunch(c, "-n 4 -x GLOO_SOCKET_IFNAME=eth0 " + kPython + " " + script() + " " + m, 240s);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  DdpRun run = parse_ddp(r.output);
+  const std::string sha_cluster = check_converged(run, 4, "env");
+  for (const auto& [rank, l] : run.ranks) {
+    INFO("rank " << rank);
+    CHECK(l.host == c.host(rank / 2));  // hostfile order, 2 slots each
+  }
+  CHECK(dl::multihost::wait_clean(c, m) == "");
+
+  dl::it::TempDir logs;
+  const std::string m2 = dl::it::new_marker();
+  dl::it::RunSpec t;
+  t.argv = {kTorchrun, "--standalone", "--nproc_per_node", "4", "-r", "2", "-t", "2",
+            "--log_dir", logs.path + "/torchrun", script(), m2};
+  dl::it::Child child = dl::it::start(t);
+  dl::it::ChildGuard guard{child, m2};
+  dl::it::RunResult rt = dl::it::wait(child, 180);
+  INFO("torchrun:\n" << rt.out << rt.err);
+  CHECK(rt.code == 0);
+  CHECK(sha_cluster == check_converged(parse_ddp(rt.out), 4, "env"));
+  CHECK(dl::it::wait_marked_gone(m2, 5).empty());
+}
