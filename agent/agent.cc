@@ -63,6 +63,9 @@ Agent::Agent(asio::io_context& io, AgentOptions opts)
 Agent::~Agent() { stop_mpi(); }
 
 int Agent::run() {
+  // The PMIx server's slow half runs while we connect and wait for the
+  // launch message; a launch that asks for MPI waits for it (mpi_job.h).
+  if (opts_.prepare_pmix) mpi_ = MpiJob::prepare();
   const std::string peer = "the launcher at " + opts_.launcher_host + ":" + std::to_string(opts_.launcher_port);
   wire::Socket s = wire::connect_tcp(opts_.launcher_host, opts_.launcher_port, opts_.connect_timeout);
   wire::client_handshake(s, opts_.token, control::kControlTag, peer);
@@ -199,7 +202,9 @@ bool Agent::start_mpi(const json& m) {
     send(control::json_frame({{"t", "mpi_abort"}, {"rank", rank}, {"status", status}, {"message", msg}}));
   };
   try {
-    mpi_ = MpiJob::start(m.at("mpi"), std::move(hooks));
+    if (!mpi_) mpi_ = MpiJob::prepare();  // --no-pmix, yet MPI was asked for: start it now
+    if (!mpi_) throw UsageError("this dlaunch-agent was built without libpmix: run with --mpi none, or rebuild with libpmix-dev");
+    mpi_->start(m.at("mpi"), std::move(hooks));
     return true;
   } catch (const Error& e) {
     for (const auto& spec : m.at("ranks")) {
@@ -230,11 +235,12 @@ void Agent::start_rank(const json& spec, const json& common_env, const std::stri
   // would make the rank talk to it: they go before ours are added.
   for (auto it = env.begin(); it != env.end();)
     it = is_foreign_identity_var(it->first) ? env.erase(it) : std::next(it);
+  MpiJob::scrub_rank_env(env);  // what the agent set for its own hwloc
   for (auto& [k, v] : common_env.items()) env[k] = v.get<std::string>();
   for (auto& [k, v] : spec.at("env").items()) env[k] = v.get<std::string>();
   // The PMIx server's variables (PMIX_RANK, PMIX_SERVER_URI*, ...) come last,
   // after the filter above removed any inherited ones.
-  if (mpi_)
+  if (mpi_ && mpi_->started())
     for (auto& [k, v] : mpi_->rank_env(rank)) env[k] = v;
   SpawnSpec s;
   s.argv = spec.at("argv").get<std::vector<std::string>>();
@@ -361,7 +367,7 @@ void Agent::lost_launcher(const std::string& why) {
   for (auto& [rank, r] : ranks_) any = any || (r->pid > 0 && !r->status);
   signal_all(SIGKILL);
   if (any) std::cerr << "dlaunch-agent: " << why << "; killed this host's ranks\n";
-  stop_mpi();
+  if (mpi_) mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
   done_ = true;
   exit_code_ = 1;
   io_.stop();
@@ -373,7 +379,7 @@ void Agent::finish_if_done() {
     if (!r->reported) return;
   for (auto& [rank, r] : ranks_)
     if (r->pid > 0) ::kill(-r->pid, SIGKILL);
-  stop_mpi();
+  if (mpi_) mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
   done_ = true;
   exit_code_ = 0;
   hb_timer_.cancel();

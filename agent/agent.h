@@ -30,6 +30,7 @@ struct AgentOptions {
   std::string token;           // job token, read from stdin
   int gpus_per_node = -1;      // -1: detect
   bool detect_gpus = true;     // false with --no-gpu-bind
+  bool prepare_pmix = true;    // false with --no-pmix: no PMIx server unless a launch asks for MPI
   std::chrono::milliseconds connect_timeout{30000};
 };
 

@@ -1,9 +1,12 @@
 // dlaunch-agent: started by the launcher (locally, or over ssh) with
-//   dlaunch-agent --connect HOST:PORT --node K [--gpus-per-node N] [--no-gpu-bind]
+//   dlaunch-agent --connect HOST:PORT --node K [--gpus-per-node N] [--no-gpu-bind] [--no-pmix]
+// --no-pmix: the launcher knows the job does not use MPI (--mpi none); the
+// agent then does not start its PMIx server ahead of the launch message.
 // The job token arrives as the first line of stdin, never on the command
 // line; stdin then stays open, and its EOF means the launcher is gone.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 
@@ -25,7 +28,7 @@ std::string read_token_line() {
 
 int usage(const std::string& why) {
   std::cerr << "dlaunch-agent: error: " << why
-            << "\nusage: dlaunch-agent --connect HOST:PORT --node K [--gpus-per-node N] [--no-gpu-bind]\n"
+            << "\nusage: dlaunch-agent --connect HOST:PORT --node K [--gpus-per-node N] [--no-gpu-bind] [--no-pmix]\n"
                "(the job token is read from stdin; dlaunch starts this program, you do not)\n";
   return 2;
 }
@@ -47,6 +50,7 @@ int main(int argc, char** argv) {
       } else if (a == "--node") o.node = std::stoi(value());
       else if (a == "--gpus-per-node") o.gpus_per_node = std::stoi(value());
       else if (a == "--no-gpu-bind") o.detect_gpus = false;
+      else if (a == "--no-pmix") o.prepare_pmix = false;
       else if (a == "--version") { std::cout << "dlaunch-agent " DLAUNCH_VERSION "\n"; return 0; }
       else throw dl::UsageError("unknown option '" + a + "'");
     }
@@ -59,7 +63,12 @@ int main(int argc, char** argv) {
   try {
     boost::asio::io_context io;
     dl::agent::Agent agent(io, o);
-    return agent.run();
+    const int code = agent.run();
+    // The agent leaves its PMIx server to the exit (Agent::finish_if_done):
+    // libpmix's thread still runs, so no destructors, no exit().
+    std::cout.flush();
+    std::fflush(nullptr);
+    ::_exit(code);
   } catch (const dl::Error& e) {
     std::cerr << "dlaunch-agent: error: " << e.what() << "\n";
     return 1;

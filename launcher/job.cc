@@ -382,6 +382,7 @@ void Job::start_agents() {
     }
     std::vector<std::string> args{"--connect", "127.0.0.1:" + port, "--node", std::to_string(n->index)};
     if (!opts_.gpu_bind) args.push_back("--no-gpu-bind");
+    if (opts_.mpi == "none" || view_) args.push_back("--no-pmix");  // no PMIx server warming up beside the ranks
     if (opts_.gpus_per_node >= 0) args.insert(args.end(), {"--gpus-per-node", std::to_string(opts_.gpus_per_node)});
     n->agent = start_local_agent(agent_path("", false), args, token_);
     n->reach_addr = "127.0.0.1";
@@ -398,6 +399,7 @@ void Job::start_remote_agent(int idx, const std::string& port) {
   so.accept_new = opts_.ssh_accept_new;
   std::vector<std::string> argv{agent_path(opts_.prefix, true), "--node", std::to_string(idx)};
   if (!opts_.gpu_bind) argv.push_back("--no-gpu-bind");
+  if (opts_.mpi == "none") argv.push_back("--no-pmix");
   if (opts_.gpus_per_node >= 0) argv.insert(argv.end(), {"--gpus-per-node", std::to_string(opts_.gpus_per_node)});
   ssh_threads_.emplace_back([this, &n, idx, target, so, argv, port, token = token_,
                              control = opts_.control_addr, prefix = opts_.prefix]() mutable {

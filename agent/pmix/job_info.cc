@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "agent/pmix/local_topology.h"
 #include "errors/error.h"
 
 namespace dl::agent::pmix {
@@ -80,7 +79,7 @@ void add_proc_data(const JobMap& map, InfoList& out) {
 
 }  // namespace
 
-void build_nspace_info(const JobMap& map, const std::string& nsdir, InfoList& out) {
+void build_nspace_info(const JobMap& map, const std::string& nsdir, const std::string& topo_xml, InfoList& out) {
   const auto& local = map.node_ranks[map.node_rank];
   const uint32_t world = static_cast<uint32_t>(map.world_size);
   // Job level.
@@ -104,8 +103,7 @@ void build_nspace_info(const JobMap& map, const std::string& nsdir, InfoList& ou
   out.add_u32(PMIX_NODE_SIZE, static_cast<uint32_t>(local.size()));
   out.add_string(PMIX_LOCAL_PEERS, local_peers_string(map));
   out.add_rank(PMIX_LOCALLDR, static_cast<uint32_t>(*std::min_element(local.begin(), local.end())));
-  std::string topo = local_topology_xml();
-  if (!topo.empty()) out.add_string(PMIX_LOCAL_TOPO, topo);
+  if (!topo_xml.empty()) out.add_string(PMIX_LOCAL_TOPO, topo_xml);
   // Process level.
   add_proc_data(map, out);
 }

@@ -27,6 +27,8 @@ class InfoList {
   void add_bool(const char* key, bool value);
   // key = a PMIX_DATA_ARRAY of `inner`'s entries (copied).
   void add_array(const char* key, InfoList& inner);
+  // A constructed entry whose value the caller loads.
+  pmix_info_t& add_raw(const char* key) { return next(key); }
 
   pmix_info_t* data() { return items_.data(); }
   size_t size() const { return items_.size(); }
@@ -36,8 +38,9 @@ class InfoList {
   std::vector<pmix_info_t> items_;
 };
 
-// Everything PMIx_server_register_nspace gets for this job on this host.
-// Throws IoError when PMIx_generate_regex/ppn fail.
-void build_nspace_info(const JobMap& map, const std::string& nsdir, InfoList& out);
+// Everything PMIx_server_register_nspace gets for this job on this host;
+// topo_xml (may be empty) becomes PMIX_LOCAL_TOPO. Throws IoError when
+// PMIx_generate_regex/ppn fail.
+void build_nspace_info(const JobMap& map, const std::string& nsdir, const std::string& topo_xml, InfoList& out);
 
 }  // namespace dl::agent::pmix

@@ -1,12 +1,28 @@
 #pragma once
-// Internal to agent/pmix: this host's hwloc topology as XML, discovered once
-// by the agent and handed to every rank as PMIX_LOCAL_TOPO, so that each
-// OpenMPI rank does not rediscover it (mpirun does the same).
+// Internal to agent/pmix: this host's hwloc topology, discovered once per
+// agent. libpmix gets the object at PMIx_server_init (PMIX_TOPOLOGY2, so it
+// does not discover it a second time), and every rank gets it as XML in
+// PMIX_LOCAL_TOPO, so that each OpenMPI rank does not rediscover it (mpirun
+// does the same).
 #include <string>
 
 namespace dl::agent::pmix {
 
-// The XML, or "" when hwloc fails (ranks then discover it themselves).
-std::string local_topology_xml();
+class LocalTopology {
+ public:
+  // Discovers the topology (tens of ms: sysfs, PCI). On failure hwloc() is
+  // null and xml() empty: libpmix and the ranks then discover it themselves.
+  LocalTopology();
+  ~LocalTopology();
+  LocalTopology(const LocalTopology&) = delete;
+  LocalTopology& operator=(const LocalTopology&) = delete;
+
+  void* hwloc() const { return topo_; }  // hwloc_topology_t, or null
+  const std::string& xml() const { return xml_; }
+
+ private:
+  void* topo_ = nullptr;
+  std::string xml_;
+};
 
 }  // namespace dl::agent::pmix

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "agent/pmix/job_info.h"
+#include "agent/pmix/local_topology.h"
 #include "agent/pmix/server_module.h"
 #include "errors/error.h"
 
@@ -86,55 +87,90 @@ std::vector<std::pair<std::string, std::string>> ompi_env(const JobMap& map) {
   return env;
 }
 
-PmixServer::PmixServer(JobMap map) : map_(std::move(map)) {}
-
-PmixServer::~PmixServer() { stop(); }
+PmixServer::~PmixServer() {
+  // An abandoned server's libpmix still runs: its state must outlive us.
+  if (abandoned_) (void)state_.release(), (void)topology_.release();
+  else stop();
+}
 
 std::unique_ptr<PmixServer> PmixServer::start(const JobMap& map, Callbacks callbacks) {
   validate(map);
-  if (!callbacks.post) throw UsageError("pmix: Callbacks::post is required");
+  auto server = init(map.tmpdir, map.node_hosts[map.node_rank], static_cast<bool>(callbacks.direct_modex));
+  server->register_job(map, std::move(callbacks));  // on failure the destructor stops libpmix
+  return server;
+}
+
+std::unique_ptr<PmixServer> PmixServer::init(const std::string& tmpdir, const std::string& hostname,
+                                             bool direct_modex) {
+  return init(tmpdir, hostname, direct_modex, nullptr);
+}
+
+std::unique_ptr<PmixServer> PmixServer::init(const std::string& tmpdir, const std::string& hostname,
+                                             bool direct_modex, std::unique_ptr<LocalTopology> topology) {
+  if (tmpdir.empty()) throw UsageError("pmix: init needs a temp dir");
   if (current_state() != nullptr)
     throw UsageError("pmix: a PmixServer is already running in this process (libpmix is a singleton)");
-  std::unique_ptr<PmixServer> server(new PmixServer(map));
-  server->pmix_dir_ = map.tmpdir + "/pmix";
+  std::unique_ptr<PmixServer> server(new PmixServer());
+  server->tmpdir_ = tmpdir;
+  server->with_dmodex_ = direct_modex;
+  server->pmix_dir_ = tmpdir + "/pmix";
   if (::mkdir(server->pmix_dir_.c_str(), 0700) != 0 && errno != EEXIST)
     throw_errno("pmix: cannot create " + server->pmix_dir_);
-  // Shared-memory segments of killed ranks are removed with this directory.
-  if (std::filesystem::is_directory("/dev/shm")) ::mkdir(shm_dir(map).c_str(), 0700);
+  // Upcalls before register_job find an empty namespace and do nothing.
   auto state = std::make_unique<ServerState>();
-  state->nspace = map.nspace;
-  state->world_size = map.world_size;
-  const bool with_dmodex = static_cast<bool>(callbacks.direct_modex);
-  state->cb = std::move(callbacks);
   set_current_state(state.get());
   server->state_ = std::move(state);
+  // One discovery for libpmix and the ranks (PMIX_LOCAL_TOPO).
+  server->topology_ = topology ? std::move(topology) : std::make_unique<LocalTopology>();
 
-  pmix_server_module_t module = make_server_module(with_dmodex);
+  pmix_server_module_t module = make_server_module(direct_modex);
   InfoList init;
   init.add_string(PMIX_SERVER_TMPDIR, server->pmix_dir_);
   init.add_string(PMIX_SYSTEM_TMPDIR, server->pmix_dir_);
   init.add_bool(PMIX_SERVER_TOOL_SUPPORT, false);
   init.add_bool(PMIX_SERVER_SYSTEM_SUPPORT, false);
   init.add_bool(PMIX_SERVER_SESSION_SUPPORT, false);
-  // libpmix tells local from remote ranks by this name in PMIX_NODE_MAP.
-  init.add_string(PMIX_HOSTNAME, map.node_hosts[map.node_rank]);
+  // The plan's name of this host when known. Without it libpmix uses
+  // gethostname(); the explicit PMIX_LOCAL_PEERS/LOCAL_SIZE registered with
+  // the job still give the right locality (tested across namespace hosts
+  // named h1 but listed by address), and rank_env sets PMIX_HOSTNAME.
+  if (!hostname.empty()) init.add_string(PMIX_HOSTNAME, hostname);
+  pmix_topology_t topo{const_cast<char*>("hwloc"), server->topology_->hwloc()};
+  if (topo.topology != nullptr) {
+    pmix_info_t& info = init.add_raw(PMIX_TOPOLOGY2);
+    PMIx_Value_load(&info.value, &topo, PMIX_TOPO);
+  }
   pmix_status_t rc = PMIx_server_init(&module, init.data(), init.size());
   if (rc != PMIX_SUCCESS) {
     set_current_state(nullptr);
     std::filesystem::remove_all(server->pmix_dir_);
-    std::filesystem::remove_all(shm_dir(map));
     throw IoError(std::string("pmix: PMIx_server_init failed: ") + PMIx_Error_string(rc));
   }
   server->running_ = true;
-  server->register_job();  // on failure the destructor stops libpmix
   return server;
 }
 
-void PmixServer::register_job() {
+void PmixServer::register_job(const JobMap& map, Callbacks callbacks) {
+  validate(map);
+  if (!callbacks.post) throw UsageError("pmix: Callbacks::post is required");
+  if (!running_ || registered_) throw UsageError("pmix: register_job needs a running server without a job");
+  if (map.tmpdir != tmpdir_) throw UsageError("pmix: the job's tmpdir " + map.tmpdir + " is not the server's " + tmpdir_);
+  if (static_cast<bool>(callbacks.direct_modex) != with_dmodex_)
+    throw UsageError("pmix: direct_modex given to init and register_job differently");
+  map_ = map;
+  registered_ = true;
+  // Shared-memory segments of killed ranks are removed with this directory.
+  if (std::filesystem::is_directory("/dev/shm")) ::mkdir(shm_dir(map_).c_str(), 0700);
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->nspace = map_.nspace;
+    state_->world_size = map_.world_size;
+    state_->cb = std::move(callbacks);
+  }
   const std::string nsdir = pmix_dir_ + "/" + map_.nspace;
   if (::mkdir(nsdir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("pmix: cannot create " + nsdir);
   InfoList info;
-  build_nspace_info(map_, nsdir, info);
+  build_nspace_info(map_, nsdir, topology_ ? topology_->xml() : std::string(), info);
   const auto& local = map_.node_ranks[map_.node_rank];
   {
     OpWaiter w;
@@ -153,7 +189,7 @@ void PmixServer::register_job() {
 }
 
 std::vector<std::pair<std::string, std::string>> PmixServer::rank_env(int global_rank) {
-  if (!running_) throw UsageError("pmix: rank_env called after stop");
+  if (!running_ || !registered_) throw UsageError("pmix: rank_env needs a running server with a job");
   if (global_rank < 0 || global_rank >= map_.world_size || !is_local(map_, global_rank))
     throw UsageError("pmix: rank " + std::to_string(global_rank) + " is not on host " +
                      map_.node_hosts[map_.node_rank]);
@@ -169,6 +205,12 @@ std::vector<std::pair<std::string, std::string>> PmixServer::rank_env(int global
   if (rc != PMIX_SUCCESS)
     throw IoError("pmix: PMIx_server_setup_fork failed for rank " + std::to_string(global_rank) +
                   ": " + PMIx_Error_string(rc));
+  // The plan's name for this host, also when libpmix was started before the
+  // plan was known (init with no hostname).
+  bool named = false;
+  for (auto& kv : out)
+    if (kv.first == "PMIX_HOSTNAME") kv.second = map_.node_hosts[map_.node_rank], named = true;
+  if (!named) out.emplace_back("PMIX_HOSTNAME", map_.node_hosts[map_.node_rank]);
   for (auto& kv : ompi_env(map_)) out.push_back(kv);
   return out;
 }
@@ -217,7 +259,7 @@ void PmixServer::direct_modex_done(uint64_t id, bool ok, const std::string& blob
 }
 
 void PmixServer::serve_direct_modex(int rank, std::function<void(bool ok, std::string blob)> reply) {
-  if (!running_ || !is_local(map_, rank)) {
+  if (!running_ || !registered_ || !is_local(map_, rank)) {
     state_->cb.post([reply] { reply(false, std::string()); });
     return;
   }
@@ -231,6 +273,15 @@ void PmixServer::serve_direct_modex(int rank, std::function<void(bool ok, std::s
   }
 }
 
+void PmixServer::abandon() {
+  if (!running_) return;
+  running_ = false;
+  abandoned_ = true;
+  std::error_code ec;
+  std::filesystem::remove_all(pmix_dir_, ec);
+  if (registered_) std::filesystem::remove_all(shm_dir(map_), ec);
+}
+
 void PmixServer::stop() {
   if (!running_) return;
   running_ = false;
@@ -238,7 +289,8 @@ void PmixServer::stop() {
   set_current_state(nullptr);
   std::error_code ec;
   std::filesystem::remove_all(pmix_dir_, ec);
-  std::filesystem::remove_all(shm_dir(map_), ec);
+  if (registered_) std::filesystem::remove_all(shm_dir(map_), ec);
+  topology_.reset();
 }
 
 }  // namespace dl::agent::pmix

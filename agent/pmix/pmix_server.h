@@ -27,6 +27,7 @@
 namespace dl::agent::pmix {
 
 struct ServerState;
+class LocalTopology;
 
 struct Callbacks {
   // REQUIRED. Runs a task on the agent's thread, e.g. asio::post(io, task).
@@ -61,11 +62,31 @@ struct Callbacks {
 
 class PmixServer {
  public:
-  // Starts libpmix's server in map.tmpdir (it creates map.tmpdir/pmix and
-  // removes it on stop) and registers the job's namespace and this host's
-  // ranks. Throws UsageError for a bad map or missing post callback, IoError
-  // when libpmix fails (message says which call and its status).
+  // init() then register_job(map, callbacks): for a caller that knows the
+  // job at once (dl_pmix_run, tests). The map's host name is given to libpmix.
   static std::unique_ptr<PmixServer> start(const JobMap& map, Callbacks callbacks);
+
+  // The slow half, which needs no job (100-200 ms on a loaded machine, almost
+  // all of it hwloc's topology discovery): discovers this host's topology once
+  // and runs PMIx_server_init with its files in tmpdir/pmix (tmpdir must
+  // exist; the caller removes it after stop). `hostname`: this host's name in
+  // the launcher's plan, or "" when not known yet (libpmix then uses
+  // gethostname and rank_env sets PMIX_HOSTNAME from the map). `direct_modex`:
+  // whether register_job's callbacks will have a direct_modex function.
+  // May run on any thread (the agent runs it on one while it connects).
+  // Throws UsageError when a server is already running in this process,
+  // IoError when libpmix fails.
+  static std::unique_ptr<PmixServer> init(const std::string& tmpdir, const std::string& hostname,
+                                          bool direct_modex);
+  // The same with a topology discovered beforehand (null: discover here).
+  static std::unique_ptr<PmixServer> init(const std::string& tmpdir, const std::string& hostname,
+                                          bool direct_modex, std::unique_ptr<LocalTopology> topology);
+
+  // The fast half (about 1 ms): registers the job's namespace and this host's
+  // ranks. map.tmpdir must be init's tmpdir. Once per server. Throws
+  // UsageError for a bad map or missing post callback, IoError when libpmix
+  // fails (message says which call and its status).
+  void register_job(const JobMap& map, Callbacks callbacks);
 
   ~PmixServer();  // stop()
   PmixServer(const PmixServer&) = delete;
@@ -94,16 +115,21 @@ class PmixServer {
   // Finalizes libpmix, removes map.tmpdir/pmix and shm_dir(map). Pending fences are
   // dropped (their ranks are being killed). Idempotent.
   void stop();
+  // For a process about to _exit: removes the same files but leaves libpmix
+  // running (PMIx_server_finalize takes 20-50 ms and releases nothing that
+  // the exit does not). The process must not return from main or call
+  // exit() afterwards: libpmix's thread still runs. Idempotent.
+  void abandon();
 
   const JobMap& map() const { return map_; }
 
  private:
-  explicit PmixServer(JobMap map);
-  void register_job();
+  PmixServer() = default;
   JobMap map_;
-  std::string pmix_dir_;
+  std::string tmpdir_, pmix_dir_;
   std::unique_ptr<ServerState> state_;
-  bool running_ = false;
+  std::unique_ptr<LocalTopology> topology_;
+  bool running_ = false, registered_ = false, with_dmodex_ = false, abandoned_ = false;
 };
 
 // The OpenMPI-only variables rank_env() adds (docs/mpi.md says why):

@@ -1,29 +1,26 @@
 #!/usr/bin/env bash
 # Launch time of an OpenMPI hello (MPI_Init, Allreduce, Barrier, Finalize):
-# dlaunch's PMIx server vs Debian's mpirun, N = 1, 4, 16 ranks on this host.
-# Prints medians of REPS runs and the ratio against mpirun (< 1: we are faster).
+# dlaunch (the agents' PMIx servers) vs Debian's mpirun, N = 1, 4, 16 ranks on
+# this host, then 4 x 2 ranks across 4 namespace hosts (tests/cluster, needs
+# root; both launchers inside h0, over ssh). Prints medians of REPS runs and
+# the ratio against mpirun (< 1: we are faster), all measured in one run.
 #
 #   bench/launch-mpi/run.sh [BUILD_DIR]       (default: build)
-#   REPS=10 NS="1 4 16" DLAUNCH_CMD="build/bin/dlaunch -n" bench/launch-mpi/run.sh
+#   REPS=10 NS="1 4 16" MULTIHOST=0 bench/launch-mpi/run.sh build
+#   DLAUNCH_CMD="build/bin/dl_pmix_run" bench/launch-mpi/run.sh   # the standalone driver instead
 #
-# DLAUNCH_CMD is the command that takes "N program args"; it defaults to the
-# standalone PMIx driver dl_pmix_run until dlaunch itself serves PMIx.
+# DLAUNCH_CMD is the command that takes "N program args" (default: dlaunch -n).
 set -euo pipefail
-BUILD=${1:-build}
-BIN=$(cd "$BUILD/bin" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+CLUSTER="$SRC/tests/cluster/cluster.sh"
 REPS=${REPS:-10}
-NS=${NS:-"1 4 16"}
-DLAUNCH_CMD=${DLAUNCH_CMD:-"$BIN/dl_pmix_run"}
-DLAUNCH_LABEL=${DLAUNCH_LABEL:-$(basename "${DLAUNCH_CMD%% *}")}
-MPIRUN_CMD=${MPIRUN_CMD:-"mpirun.openmpi --allow-run-as-root --oversubscribe -n"}
-HELLO="$BIN/mpi_hello"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-[ -x "$HELLO" ] || { echo "run.sh: $HELLO missing; build test_pmix first" >&2; exit 2; }
 
 # median_ms CMD...: runs CMD REPS times (after one warm-up), prints the median
 # wall time in ms; fails loudly if a run fails.
 median_ms() {
-  "$@" >/dev/null 2>&1 || { echo "run.sh: failed: $*" >&2; exit 1; }
+  "$@" >/dev/null 2>&1 || { echo "run.sh: failed: $*" >&2; "$@" >&2 || true; exit 1; }
   local times=()
   for _ in $(seq "$REPS"); do
     local t0 t1
@@ -35,13 +32,48 @@ median_ms() {
   printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.1f", m/1000}'
 }
 
-printf '%-6s %14s %14s %8s\n' "ranks" "$DLAUNCH_LABEL ms" "mpirun ms" "ratio"
+row() {  # label ours theirs
+  printf '%-14s %12s %12s %8s\n' "$1" "$2" "$3" "$(awk -v a="$2" -v b="$3" 'BEGIN {printf "%.2f", a / b}')"
+}
+
+if [ "${1:-}" = "--inside" ]; then  # inside h0 of the cluster: one 4 x 2 row
+  DIR=$2; BIN=$3
+  cfg="$DIR/ssh_config"
+  net=$(awk 'NR==1 {sub(/\.[0-9]+$/, "", $1); print $1 ".0/24"}' "$DIR/hostfile")
+  ours=$(median_ms "$BIN/dlaunch" -n 8 --hostfile "$DIR/hostfile" --ssh-config "$cfg" \
+         -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$BIN/mpi_hello" 8)
+  theirs=$(median_ms mpirun.openmpi --allow-run-as-root -n 8 --hostfile "$DIR/hostfile" \
+           --mca plm_rsh_args "-F $cfg" --mca oob_tcp_if_include "$net" --mca btl tcp,vader,self \
+           --mca btl_tcp_if_include "$net" "$BIN/mpi_hello" 8)
+  row "4x2 hosts" "$ours" "$theirs"
+  exit 0
+fi
+
+BUILD=${1:-build}
+BIN=$(cd "$BUILD/bin" && pwd)
+NS=${NS:-"1 4 16"}
+DLAUNCH_CMD=${DLAUNCH_CMD:-"$BIN/dlaunch -n"}
+MPIRUN_CMD=${MPIRUN_CMD:-"mpirun.openmpi --allow-run-as-root --oversubscribe -n"}
+HELLO="$BIN/mpi_hello"
+[ -x "$HELLO" ] || { echo "run.sh: $HELLO missing; build test_pmix first" >&2; exit 2; }
+
+echo "# launch-mpi: mpi_hello, median of $REPS runs (ms); $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg) at start"
+printf '%-14s %12s %12s %8s\n' "ranks" "dlaunch ms" "mpirun ms" "ratio"
 for n in $NS; do
   # shellcheck disable=SC2086
   ours=$(median_ms $DLAUNCH_CMD "$n" "$HELLO" "$n")
   # shellcheck disable=SC2086
   theirs=$(median_ms $MPIRUN_CMD "$n" "$HELLO" "$n")
-  ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN {printf "%.2f", a / b}')
-  printf '%-6s %14s %14s %8s\n' "$n" "$ours" "$theirs" "$ratio"
+  row "$n" "$ours" "$theirs"
 done
-echo "median of $REPS runs each; ratio = $DLAUNCH_LABEL / mpirun (below 1.00 is faster)"
+if [ "${MULTIHOST:-1}" != 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "(4x2 hosts skipped: the namespace cluster needs root)"
+  else
+    up=$("$CLUSTER" up --hosts 4 --owner $$) || { echo "$up" >&2; exit 1; }
+    eval "$up"
+    trap '"$CLUSTER" down "$DL_CLUSTER_ID" >/dev/null' EXIT
+    REPS=$REPS "$CLUSTER" exec "$DL_CLUSTER_ID" h0 -- bash "$HERE/run.sh" --inside "$DL_CLUSTER_DIR" "$BIN"
+  fi
+fi
+echo "ratio = dlaunch / mpirun (below 1.00: dlaunch is faster); load $(cut -d' ' -f1 /proc/loadavg) at end"

@@ -6,9 +6,11 @@
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -87,4 +89,32 @@ TEST_CASE("dlaunch: ranks get the PMIx server's variables, not inherited ones", 
   CHECK(count(r.out, "PMIX_NAMESPACE=dl-") == 2);
   CHECK(count(r.out, "PMIX_SERVER_URI") >= 2);
   CHECK(count(r.out, "OMPI_MCA_schizo=^orte") == 2);
+}
+
+TEST_CASE("dlaunch: an agent removes the temp dirs that killed agents left behind", "[pmix]") {
+  // A job dir of an agent whose pid no longer exists (as after SIGKILL), one
+  // of a live process, and an unrelated dlaunch-* name.
+  char base[] = "/tmp/dl_mpi_stale.XXXXXX";
+  REQUIRE(mkdtemp(base) != nullptr);
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  REQUIRE(waitpid(child, nullptr, 0) == child);
+  const std::string dead = std::string(base) + "/dlaunch-" + std::to_string(child) + "-AbCdEf";
+  const std::string live = std::string(base) + "/dlaunch-" + std::to_string(getpid()) + "-GhIjKl";
+  const std::string other = std::string(base) + "/dlaunch-it-MnOpQr";
+  for (auto& d : {dead, live, other}) REQUIRE(mkdir(d.c_str(), 0700) == 0);
+  REQUIRE(mkdir((dead + "/pmix").c_str(), 0700) == 0);
+  Result r = run("env TMPDIR=" + std::string(base) + " " + kDlaunch + " -n 1 /bin/true");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(access(dead.c_str(), F_OK) != 0);
+  CHECK(access(live.c_str(), F_OK) == 0);
+  CHECK(access(other.c_str(), F_OK) == 0);
+  // And the job's own dir is gone too: only the two kept remain.
+  int entries = 0;
+  DIR* d = opendir(base);
+  while (dirent* e = readdir(d)) entries += e->d_name[0] != '.';
+  closedir(d);
+  CHECK(entries == 2);
+  std::filesystem::remove_all(base);
 }

@@ -43,3 +43,35 @@ TEST_CASE("pmix server gives local ranks their PMIx and OpenMPI variables", "[pm
   CHECK(std::filesystem::is_empty(tmpl));
   std::filesystem::remove_all(tmpl);
 }
+
+TEST_CASE("pmix server started before the job: register_job later, the plan's host name", "[pmix]") {
+  char tmpl[] = "/tmp/dl_pmix_test.XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  // The agent's order: init (no job, no host name yet) while it connects...
+  auto server = PmixServer::init(tmpl, "", false);
+  CHECK_THROWS_AS(server->rank_env(0), dl::UsageError);  // no job yet
+  JobMap m;
+  m.nspace = "dlaunch.late";
+  m.world_size = 3;
+  m.node_rank = 1;
+  m.node_hosts = {"hostA", "plan-name-of-this-host"};
+  m.node_ranks = {{0}, {1, 2}};
+  m.tmpdir = tmpl;
+  Callbacks cb;
+  cb.post = [](std::function<void()> t) { t(); };
+  JobMap other = m;
+  other.tmpdir = "/elsewhere";
+  CHECK_THROWS_AS(server->register_job(other, cb), dl::UsageError);  // not the server's dir
+  // ... then the launch message's job.
+  server->register_job(m, cb);
+  CHECK_THROWS_AS(server->register_job(m, cb), dl::UsageError);  // one job per server
+  std::map<std::string, std::string> env;
+  for (auto& [k, v] : server->rank_env(2)) env[k] = v;
+  CHECK(env["PMIX_NAMESPACE"] == "dlaunch.late");
+  CHECK(env["PMIX_RANK"] == "2");
+  CHECK(env["PMIX_HOSTNAME"] == "plan-name-of-this-host");
+  CHECK_THROWS_AS(server->rank_env(0), dl::UsageError);  // lives on hostA
+  server->stop();
+  CHECK(std::filesystem::is_empty(tmpl));
+  std::filesystem::remove_all(tmpl);
+}

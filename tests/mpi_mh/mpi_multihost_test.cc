@@ -1,0 +1,149 @@
+// Real OpenMPI programs on 4 namespace hosts x 2 ranks (tests/cluster), the
+// launcher inside h0. Under dlaunch every MPI_Init fence spans hosts, so the
+// agents' fence callbacks and the launcher's fence routing carry the modex;
+// the same programs under OpenMPI's own mpirun on the same hosts show the
+// programs are right. Each program checks MPI's own size, rank and results and
+// prints one "ok" line per rank; nothing may be left on any host.
+#include <catch2/catch.hpp>
+
+#include <regex>
+#include <string>
+
+#include "tests/multihost/multihost_util.h"
+
+using dl::cluster::Cluster;
+using namespace dl::multihost;
+
+namespace {
+
+const std::string kPy = std::string("/usr/bin/python3 ") + DLAUNCH_SOURCE_DIR + "/tests/pmix/mpi4py_coll.py";
+// MPI_Init refuses root without these; -x hands them to every host's ranks.
+const std::string kRootEnv = "-x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+
+int count(const std::string& text, const std::string& needle) {
+  int c = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++c;
+  return c;
+}
+
+// "10.216.176.0/24": the cluster's subnet, for OpenMPI's interface choice.
+std::string subnet(const Cluster& c) {
+  std::string a = c.address(0);
+  return a.substr(0, a.rfind('.')) + ".0/24";
+}
+
+// Every rank k of 8 printed "<prefix> k of 8 ... ok", once, and none "BAD".
+void check_ranks(const std::string& out, const std::string& prefix) {
+  CHECK(count(out, "BAD") == 0);
+  CHECK(count(out, " ok") == 8);
+  for (int k = 0; k < 8; ++k) CHECK(count(out, prefix + " " + std::to_string(k) + " of 8 ") == 1);
+}
+
+// Nothing of the run on any host: ranks (by marker), agents, dlaunch, orted.
+void check_clean(const Cluster& c, const std::string& mark) {
+  CHECK(wait_clean(c, mark) == "");
+  for (auto& h : c.hosts()) {
+    INFO("host " << h);
+    CHECK(pids_matching(c, h, "orted").empty());
+  }
+}
+
+// mpirun on the cluster: its ssh (-F) reaches hN, TCP only on the cluster's
+// subnet (each namespace has lo and eth0; the shared /dev/shm must not make
+// OpenMPI think two hosts are one).
+std::string mpirun_cmd(const Cluster& c, const std::string& args) {
+  return "mpirun.openmpi --allow-run-as-root -n 8 --hostfile " + c.hostfile() + " --mca plm_rsh_args '-F " +
+         c.ssh_config() + "' --mca oob_tcp_if_include " + subnet(c) + " --mca btl tcp,vader,self --mca btl_tcp_if_include " +
+         subnet(c) + " -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + args + " </dev/null";
+}
+
+}  // namespace
+
+TEST_CASE("dlaunch: mpi_hello and mpi_ring and mpi4py on 4 hosts x 2 ranks", "[mpi_mh][cluster][slow]") {
+  Cluster c(4);
+  const std::string mark = unique_marker();
+  // -v: the launcher says when it completes a fence (launcher/job.cc).
+  auto hello = run_dlaunch(c, kRootEnv + "-v -n 8 " + bin("mpi_hello") + " 8 " + mark, std::chrono::seconds(90));
+  {
+    INFO(hello.output);
+    CHECK(hello.status == 0);
+    check_ranks(hello.output, "hello rank");
+    // Two ranks per host: MPI's shared-memory communicator has 2 ranks.
+    CHECK(count(hello.output, " local 2 ok") == 8);
+    // MPI_Init's modex went through the launcher: every host contributed.
+    CHECK(count(hello.output, "dlaunch: fence 0 complete") == 1);
+  }
+  auto ring = run_dlaunch(c, kRootEnv + "-n 8 " + bin("mpi_ring") + " 8 " + mark, std::chrono::seconds(90));
+  {
+    INFO(ring.output);
+    CHECK(ring.status == 0);
+    check_ranks(ring.output, "ring rank");
+  }
+  auto py = run_dlaunch(c, kRootEnv + "-n 8 " + kPy + " 8 " + mark, std::chrono::seconds(90));
+  {
+    INFO(py.output);
+    CHECK(py.status == 0);
+    check_ranks(py.output, "mpi4py rank");
+  }
+  check_clean(c, mark);
+}
+
+TEST_CASE("dlaunch: MPI_Abort on h3 ends the job on every host with the rank's code", "[mpi_mh][cluster][slow]") {
+  Cluster c(4);
+  const std::string mark = unique_marker();
+  // Rank 7 (h3) aborts with 13 after a barrier; the others wait in a second one.
+  auto r = run_dlaunch(c, kRootEnv + "-n 8 --kill-grace 2 " + bin("mpi_abort") + " 13 " + mark,
+                       std::chrono::seconds(90));
+  INFO(r.output);
+  CHECK(r.status == 13);
+  CHECK(count(r.output, "rank 7 on " + c.address(3) + " called MPI_Abort with code 13") == 1);
+  check_clean(c, mark);
+}
+
+TEST_CASE("dlaunch: a rank stopped before MPI_Init makes the fence time out naming its host and ranks",
+          "[mpi_mh][cluster][slow]") {
+  Cluster c(4);
+  const std::string mark = unique_marker();
+  // Rank 5 (h2) stops itself (SIGSTOP) before exec: h2's agent never gets its
+  // ranks' fence data, the other hosts' MPI_Init wait in the first fence.
+  auto r = run_dlaunch(c, kRootEnv + "-n 8 --fence-timeout 4 --kill-grace 1 sh -c 'if [ $RANK = 5 ]; then kill -STOP $$; fi; exec " +
+                              bin("mpi_hello") + " 8 " + mark + "'",
+                       std::chrono::seconds(90));
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(count(r.output, "MPI fence 0 did not complete within 4 s") == 1);
+  CHECK(count(r.output, "no data from " + c.address(2) + " (ranks 4,5)") == 1);
+  // Only h2 is missing.
+  for (int h : {0, 1, 3}) CHECK(count(r.output, "from " + c.address(h)) == 0);
+  check_clean(c, mark);
+}
+
+TEST_CASE("mpirun: the same programs on the same 4 hosts x 2 ranks", "[mpi_mh][cluster][slow]") {
+  Cluster c(4);
+  const std::string mark = unique_marker();
+  auto hello = c.run_in("h0", mpirun_cmd(c, bin("mpi_hello") + " 8 " + mark), std::chrono::seconds(90));
+  {
+    INFO(hello.output);
+    CHECK(hello.status == 0);
+    check_ranks(hello.output, "hello rank");
+    CHECK(count(hello.output, " local 2 ok") == 8);
+  }
+  auto ring = c.run_in("h0", mpirun_cmd(c, bin("mpi_ring") + " 8 " + mark), std::chrono::seconds(90));
+  {
+    INFO(ring.output);
+    CHECK(ring.status == 0);
+    check_ranks(ring.output, "ring rank");
+  }
+  auto py = c.run_in("h0", mpirun_cmd(c, kPy + " 8 " + mark), std::chrono::seconds(90));
+  {
+    INFO(py.output);
+    CHECK(py.status == 0);
+    check_ranks(py.output, "mpi4py rank");
+  }
+  auto abort = c.run_in("h0", mpirun_cmd(c, bin("mpi_abort") + " 13 " + mark), std::chrono::seconds(90));
+  {
+    INFO(abort.output);
+    CHECK(abort.status == 13);
+  }
+  check_clean(c, mark);
+}
