@@ -1,0 +1,150 @@
+#include "doctor/analysis.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace dl::doctor {
+
+std::vector<int> find_duplicates(size_t n, const std::function<std::vector<std::string>(size_t)>& keys) {
+  std::vector<int> dup(n, -1);
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < n; ++i) {
+    for (const auto& k : keys(i)) {
+      auto [it, fresh] = first.emplace(k, i);
+      if (!fresh && it->second != i && dup[i] < 0) dup[i] = static_cast<int>(it->second);
+    }
+  }
+  return dup;
+}
+
+std::optional<std::string> majority(const std::vector<std::optional<std::string>>& values) {
+  std::optional<std::string> best;
+  int best_n = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int n = static_cast<int>(std::count(values.begin(), values.end(), values[i]));
+    if (n > best_n) best = values[i], best_n = n;
+  }
+  return best;
+}
+
+namespace {
+std::vector<std::string> split_colons(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string x; std::getline(in, x, ':');) out.push_back(x);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : " ") + (x.empty() ? std::string("''") : x);
+  return out;
+}
+}  // namespace
+
+std::string describe_difference(const std::optional<std::string>& got, const std::optional<std::string>& want) {
+  if (!got) return "is unset (most hosts have '" + want.value_or("") + "')";
+  if (!want) return "is set to '" + *got + "' (most hosts leave it unset)";
+  if (got->find(':') == std::string::npos && want->find(':') == std::string::npos)
+    return "is '" + *got + "', most hosts have '" + *want + "'";
+  auto g = split_colons(*got), w = split_colons(*want);
+  std::vector<std::string> lacks, extra;
+  for (const auto& x : w)
+    if (std::find(g.begin(), g.end(), x) == g.end()) lacks.push_back(x);
+  for (const auto& x : g)
+    if (std::find(w.begin(), w.end(), x) == w.end()) extra.push_back(x);
+  std::string out;
+  if (!lacks.empty()) out += "lacks " + join(lacks);
+  if (!extra.empty()) out += std::string(out.empty() ? "" : "; ") + "has " + join(extra) + " that most hosts lack";
+  if (out.empty()) out = "has the same entries in another order ('" + *got + "')";
+  return out;
+}
+
+long long clock_offset_ns(long long t0, long long t1, long long remote) { return remote - (t0 + (t1 - t0) / 2); }
+
+std::vector<std::vector<std::pair<int, int>>> tournament_rounds(int n) {
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  if (n < 2) return rounds;
+  const int m = n % 2 ? n + 1 : n;  // with a "bye" seat for odd n
+  std::vector<int> seat(static_cast<size_t>(m));
+  for (int i = 0; i < m; ++i) seat[static_cast<size_t>(i)] = i;
+  for (int r = 0; r < m - 1; ++r) {
+    std::vector<std::pair<int, int>> round;
+    for (int i = 0; i < m / 2; ++i) {
+      int a = seat[static_cast<size_t>(i)], b = seat[static_cast<size_t>(m - 1 - i)];
+      if (a < n && b < n) round.emplace_back(std::min(a, b), std::max(a, b));
+    }
+    rounds.push_back(round);
+    std::rotate(seat.begin() + 1, seat.end() - 1, seat.end());  // seat 0 stays, the rest turn
+  }
+  return rounds;
+}
+
+std::vector<bool> hosts_to_drop(int n, const std::vector<std::pair<int, int>>& bad) {
+  std::vector<bool> drop(static_cast<size_t>(n), false);
+  for (;;) {
+    std::vector<int> count(static_cast<size_t>(n), 0);
+    for (auto [a, b] : bad)
+      if (!drop[static_cast<size_t>(a)] && !drop[static_cast<size_t>(b)]) ++count[static_cast<size_t>(a)], ++count[static_cast<size_t>(b)];
+    int worst = -1;
+    for (int i = 0; i < n; ++i)
+      if (count[static_cast<size_t>(i)] > 0 && (worst < 0 || count[static_cast<size_t>(i)] >= count[static_cast<size_t>(worst)])) worst = i;
+    if (worst < 0) return drop;
+    drop[static_cast<size_t>(worst)] = true;
+  }
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t k = v.size() / 2;
+  return v.size() % 2 ? v[k] : (v[k - 1] + v[k]) / 2;
+}
+
+std::vector<size_t> link_outliers(const std::vector<LinkSample>& s, double factor, double latency_slack_us) {
+  std::vector<double> lat, bw;
+  for (const auto& x : s) lat.push_back(x.latency_us), bw.push_back(x.Bps);
+  const double ml = median(lat), mb = median(bw);
+  std::vector<size_t> out;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i].Bps * factor < mb || (s[i].latency_us > ml * factor && s[i].latency_us > ml + latency_slack_us))
+      out.push_back(i);
+  return out;
+}
+
+std::string ifname_value(const std::vector<std::string>& names) {
+  std::vector<std::string> seen;
+  for (const auto& n : names)
+    if (!n.empty() && std::find(seen.begin(), seen.end(), n) == seen.end()) seen.push_back(n);
+  std::string out;
+  for (const auto& n : seen) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+std::string human_rate(double Bps) {
+  char b[32];
+  if (Bps >= 1e9) std::snprintf(b, sizeof b, "%.1fGB/s", Bps / 1e9);
+  else if (Bps >= 1e6) std::snprintf(b, sizeof b, "%.0fMB/s", Bps / 1e6);
+  else std::snprintf(b, sizeof b, "%.0fkB/s", Bps / 1e3);
+  return b;
+}
+
+std::string human_us(double us) {
+  char b[32];
+  if (us >= 1000) std::snprintf(b, sizeof b, "%.1fms", us / 1000);
+  else std::snprintf(b, sizeof b, "%.0fus", us);
+  return b;
+}
+
+std::string human_bytes(double bytes) {
+  char b[32];
+  if (bytes >= 1e12) std::snprintf(b, sizeof b, "%.1fTB", bytes / 1e12);
+  else if (bytes >= 1e9) std::snprintf(b, sizeof b, "%.1fGB", bytes / 1e9);
+  else std::snprintf(b, sizeof b, "%.0fMB", bytes / 1e6);
+  return b;
+}
+
+}  // namespace dl::doctor

@@ -1,0 +1,62 @@
+#pragma once
+// The doctor's judgements, pure (no I/O), so each is unit-tested alone:
+// which hosts are one machine twice, which value of a variable is the odd
+// one, which pairs to test together, which links are outliers, which hosts to
+// drop so that the rest can all reach each other.
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dl::doctor {
+
+// Hosts that are the same machine under two names: `key(i)` gives each host's
+// identity (its resolved addresses, or "local" for this machine); two hosts
+// sharing any key are one. Returns, for each host, the index of the first
+// host it duplicates, or -1.
+std::vector<int> find_duplicates(size_t n, const std::function<std::vector<std::string>(size_t)>& keys);
+
+// The value most hosts have (ties: the one seen first). Unset counts as a value.
+std::optional<std::string> majority(const std::vector<std::optional<std::string>>& values);
+
+// How `got` differs from `want`, for messages. Colon lists (PATH,
+// LD_LIBRARY_PATH) by entry: "lacks /opt/x/bin; has /other"; other values
+// whole: "is 'a', most hosts have 'b'"; "is unset" / "is set (most hosts leave it unset)".
+std::string describe_difference(const std::optional<std::string>& got, const std::optional<std::string>& want);
+
+// Clock offset of a peer (ns) from one exchange: the launcher read `t0` and
+// `t1` around the peer's reading `remote`; the peer read its clock halfway.
+long long clock_offset_ns(long long t0, long long t1, long long remote);
+
+// Rounds of a round-robin tournament (circle method): every pair of 0..n-1
+// exactly once, each round a set of disjoint pairs; n-1 rounds for even n,
+// n for odd. Pairs are (a, b) with a < b.
+std::vector<std::vector<std::pair<int, int>>> tournament_rounds(int n);
+
+// The hosts to drop, greedily, until no `bad` pair has both ends kept: each
+// time the host in the most remaining bad pairs (ties: the later host, so the
+// launcher's own host, listed first, stays). Returns a flag per host.
+std::vector<bool> hosts_to_drop(int n, const std::vector<std::pair<int, int>>& bad);
+
+// Median of the values (0 for none).
+double median(std::vector<double> v);
+
+// The index of each pair whose bandwidth is below median/factor or whose
+// latency is above median*factor (and at least `latency_slack_us` above the
+// median, so microsecond noise is not a finding).
+struct LinkSample {
+  double latency_us = 0, Bps = 0;
+};
+std::vector<size_t> link_outliers(const std::vector<LinkSample>& s, double factor, double latency_slack_us = 200);
+
+// The *_SOCKET_IFNAME value that works: the working interface names of every
+// host, distinct, comma-separated in host order ("eth0", "ens1,eth0").
+std::string ifname_value(const std::vector<std::string>& working_ifname_per_host);
+
+// "1.5 GB/s", "850 MB/s", "12.0 ms", "35 us": short forms for the table.
+std::string human_rate(double Bps);
+std::string human_us(double us);
+std::string human_bytes(double bytes);
+
+}  // namespace dl::doctor

@@ -1,0 +1,212 @@
+#include "doctor/doctor.h"
+
+#include <netdb.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <ctime>
+#include <fstream>
+#include <future>
+#include <iostream>
+
+#include "doctor/analysis.h"
+#include "doctor/peer.h"
+#include "errors/error.h"
+#include "launcher/agent_starter.h"
+#include "launcher/ssh/quote.h"
+#include "wire/handshake.h"
+
+namespace dl::doctor {
+
+namespace {
+std::string self_exe() {
+  char buf[PATH_MAX] = {};
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "dlaunch";
+}
+
+// What makes two hostfile entries one machine: "local" for this one, else
+// every address its name resolves to, with the ssh port.
+std::vector<std::string> identity(const hostfiles::HostEntry& e) {
+  const std::string port = ":" + std::to_string(e.port ? e.port : 22);
+  if (launcher::is_local_host(e.host)) return {"local" + port};
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_socktype = SOCK_STREAM;
+  std::vector<std::string> keys;
+  if (::getaddrinfo(e.host.c_str(), nullptr, &hints, &res) != 0) return {e.host + port};
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    char buf[NI_MAXHOST];
+    if (::getnameinfo(a->ai_addr, a->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) == 0)
+      keys.push_back(buf + port);
+  }
+  ::freeaddrinfo(res);
+  return keys;
+}
+
+void write_healthy(const std::string& path, const std::vector<hostfiles::HostEntry>& entries, const Report& r) {
+  std::ofstream f(path);
+  if (!f) throw_errno("cannot write --write-healthy file '" + path + "'");
+  int passed = 0;
+  for (size_t h = 0; h < entries.size(); ++h) passed += r.host_passed(static_cast<int>(h)) ? 1 : 0;
+  std::time_t now = std::time(nullptr);
+  char when[64];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+  f << "# written by dlaunch doctor at " << when << ": " << passed << " of " << entries.size() << " hosts passed\n";
+  for (size_t h = 0; h < entries.size(); ++h) {
+    if (!r.host_passed(static_cast<int>(h))) continue;
+    const auto& e = entries[h];
+    f << hostfiles::describe(e) << " slots=" << e.slots;
+    if (e.max_slots > 0) f << " max_slots=" << e.max_slots;
+    f << "\n";
+  }
+  if (!f) throw_errno("writing --write-healthy file '" + path + "'");
+}
+}  // namespace
+
+Doctor::Doctor(DoctorOptions o) : o_(std::move(o)), tty_(::isatty(2) == 1) {
+  self_exe_ = self_exe();
+  remote_exe_ = o_.prefix.empty() ? self_exe_ : o_.prefix + "/bin/dlaunch";
+  token_ = wire::new_token();
+}
+
+Doctor::~Doctor() {
+  // Peers hang up in parallel: each waits for its remote side to end.
+  std::vector<std::thread> t;
+  for (auto& p : peers_)
+    if (p) t.emplace_back([&p] { p.reset(); });
+  for (auto& x : t) x.join();
+}
+
+std::vector<int> Doctor::alive() const {
+  std::vector<int> out;
+  for (size_t h = 0; h < dropped_.size(); ++h)
+    if (!dropped_[h]) out.push_back(static_cast<int>(h));
+  return out;
+}
+
+void Doctor::fail(int host, Check c, const std::string& cell, const std::string& what, const std::string& fix) {
+  report_->set(host, c, Mark::kFail, cell);
+  report_->add({Mark::kFail, c, {name(host)}, what, fix});
+  dropped_[static_cast<size_t>(host)] = true;
+}
+
+std::vector<std::string> Doctor::each_alive(const std::function<void(int)>& fn) {
+  std::vector<std::string> errors(entries_.size());
+  std::vector<std::thread> threads;
+  for (int h : alive())
+    threads.emplace_back([&, h] {
+      try {
+        fn(h);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(h)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+void Doctor::progress(const std::string& text) const {
+  if (!tty_) return;
+  std::cerr << "\r\033[K" << (text.empty() ? "" : "dlaunch doctor: " + text) << std::flush;
+}
+
+void Doctor::stage_hostfile() {
+  entries_ = o_.hostfile.empty() ? hostfiles::parse_host_list(o_.hosts) : hostfiles::parse_hostfile(o_.hostfile);
+  std::vector<std::string> names;
+  for (const auto& e : entries_) names.push_back(hostfiles::describe(e));
+  report_ = std::make_unique<Report>(names);
+  dropped_.assign(entries_.size(), false);
+  peers_.resize(entries_.size());
+  endpoints_.resize(entries_.size());
+  data_endpoint_.resize(entries_.size());
+  std::vector<std::vector<std::string>> keys(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i) keys[i] = identity(entries_[i]);
+  auto dup = find_duplicates(entries_.size(), [&](size_t i) { return keys[i]; });
+  int slots = 0;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const int h = static_cast<int>(i);
+    if (dup[i] >= 0) {
+      const std::string& first = name(dup[i]);
+      fail(h, Check::kHostfile, "twice",
+           name(h) + " (" + entries_[i].origin + ") is the same host as " + first + " (" + entries_[static_cast<size_t>(dup[i])].origin +
+               "): it is listed twice and would get twice its ranks",
+           "remove one of the two lines");
+      continue;
+    }
+    slots += entries_[i].slots;
+    report_->set(h, Check::kHostfile, Mark::kOk, std::to_string(entries_[i].slots) + (entries_[i].slots == 1 ? " slot" : " slots"));
+  }
+  if (o_.np > slots)
+    report_->add({Mark::kFail, Check::kHostfile, {}, "the hosts give " + std::to_string(slots) + " slots, -n " + std::to_string(o_.np) + " needs " + std::to_string(o_.np),
+                  "add hosts or slots= to the hostfile, or run with --oversubscribe"});
+}
+
+void Doctor::stage_ssh() {
+  std::vector<launcher::ssh::Target> targets;
+  std::vector<int> remote;
+  const std::string command = launcher::ssh::join_quoted({remote_exe_, "doctor", "--peer"});
+  for (int h : alive()) {
+    const auto& e = entries_[static_cast<size_t>(h)];
+    if (launcher::is_local_host(e.host)) {
+      peers_[static_cast<size_t>(h)] = start_local_peer(self_exe_, token_, name(h));
+      report_->set(h, Check::kSsh, Mark::kOk, "local");
+      continue;
+    }
+    targets.push_back({e.host, e.user, e.port});
+    remote.push_back(h);
+  }
+  launcher::ssh::Options so;
+  so.connect_timeout = Millis(static_cast<long>(o_.ssh_timeout_s * 1000));
+  so.config_file = o_.ssh_config;
+  so.accept_new = o_.ssh_accept_new;
+  progress("ssh to " + std::to_string(targets.size()) + " hosts");
+  auto started = launcher::ssh::start_all(targets, std::vector<std::string>(targets.size(), command), token_ + "\n", so,
+                                          o_.ssh_parallel);
+  for (size_t i = 0; i < started.size(); ++i) {
+    const int h = remote[i];
+    if (!started[i].error.empty()) {
+      fail(h, Check::kSsh, "", started[i].error);
+      continue;
+    }
+    peers_[static_cast<size_t>(h)] = adopt_remote_peer(std::move(started[i]), name(h), command);
+  }
+}
+
+const Report& Doctor::run() {
+  nlohmann::json seconds = nlohmann::json::object();
+  auto timed = [&](const char* stage, void (Doctor::*fn)()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    (this->*fn)();
+    seconds[stage] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  timed("hostfile", &Doctor::stage_hostfile);
+  timed("ssh", &Doctor::stage_ssh);
+  timed("env", &Doctor::stage_environment);
+  if (!o_.quick) {
+    timed("network", &Doctor::stage_network);
+    timed("links", &Doctor::stage_links);
+    timed("all_reduce", &Doctor::stage_all_reduce);
+  }
+  progress("");
+  report_->note("stage_seconds", seconds);
+  return *report_;
+}
+
+int run_doctor_command(const std::vector<std::string>& args) {
+  bool help = false;
+  DoctorOptions o = parse_doctor_options(args, &help);
+  if (help) {
+    std::cout << doctor_options_help();
+    return 0;
+  }
+  if (o.peer) return run_peer();
+  Doctor d(o);
+  const Report& r = d.run();
+  if (o.json) std::cout << r.to_json().dump(2) << "\n";
+  else std::cout << r.render(true);
+  if (!o.write_healthy.empty()) write_healthy(o.write_healthy, d.entries(), r);
+  return r.exit_code();
+}
+
+}  // namespace dl::doctor

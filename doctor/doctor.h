@@ -1,0 +1,72 @@
+#pragma once
+// `dlaunch doctor`: checks the hosts of a hostfile stage by stage and names
+// every problem with its fix (docs/doctor.md). Stages, each on the hosts that
+// passed the ones before:
+//   1 hostfile  parses; no host twice under two names; slots add up to -n
+//   2 ssh       every host reachable, authenticated, host key known (parallel)
+//   3 env       dlaunch and dlaunch-agent there and the same version, --program,
+//               PATH / LD_LIBRARY_PATH / -x variables, clock, GPUs
+//   4 network   every host reaches every other, on which interface
+//   5 links     latency and bandwidth of every pair, in parallel rounds
+//   6 all_reduce a real dlaunch job over the healthy hosts: correct, and its busbw
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "doctor/analysis.h"
+#include "doctor/net_test.h"
+#include "doctor/options.h"
+#include "doctor/peer_link.h"
+#include "doctor/report.h"
+#include "hostfiles/hostfile.h"
+
+namespace dl::doctor {
+
+// The subcommand: parses args, runs the stages, prints the table (or JSON)
+// on stdout. Returns 0 healthy, 1 a problem found; throws UsageError /
+// ParseError (exit 2) for a bad command line or hostfile.
+int run_doctor_command(const std::vector<std::string>& args);
+
+class Doctor {
+ public:
+  explicit Doctor(DoctorOptions o);
+  ~Doctor();
+  // Runs every stage (or 1-3 with --quick) and returns the report.
+  const Report& run();
+  const std::vector<hostfiles::HostEntry>& entries() const { return entries_; }
+
+ private:
+  void stage_hostfile();
+  void stage_ssh();
+  void stage_environment();
+  void judge_host(int h, const nlohmann::json& facts, long long clock_offset_ns);
+  void check_env(const std::vector<nlohmann::json>& facts);
+  void stage_network();
+  void stage_links();
+  // Tests the pair (a, b) again, alone; keeps the better of both results.
+  void retest(int a, int b, LinkResult& r, LinkSample& s);
+  void stage_all_reduce();
+
+  std::vector<int> alive() const;
+  // Marks `host` failed on `c` (dropping it from later stages) with a problem line.
+  void fail(int host, Check c, const std::string& cell, const std::string& what, const std::string& fix = "");
+  // Runs fn(host) for every alive host, each on its own thread; returns each
+  // host's exception message ("" when fn returned).
+  std::vector<std::string> each_alive(const std::function<void(int)>& fn);
+  void progress(const std::string& text) const;
+  const std::string& name(int h) const { return report_->hosts()[static_cast<size_t>(h)]; }
+
+  DoctorOptions o_;
+  std::vector<hostfiles::HostEntry> entries_;
+  std::unique_ptr<Report> report_;
+  std::vector<std::unique_ptr<PeerLink>> peers_;
+  std::vector<bool> dropped_;
+  std::vector<std::vector<Endpoint>> endpoints_;
+  std::vector<std::optional<Endpoint>> data_endpoint_;
+  std::string token_, self_exe_, remote_exe_;
+  bool tty_ = false;
+};
+
+}  // namespace dl::doctor

@@ -1,0 +1,132 @@
+#include "doctor/facts.h"
+
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysinfo.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "launcher/ssh/quote.h"
+
+namespace dl::doctor {
+
+namespace {
+nlohmann::json env_of(const nlohmann::json& vars) {
+  nlohmann::json env = nlohmann::json::object();
+  for (const auto& v : vars) {
+    const std::string name = v.get<std::string>();
+    const char* val = std::getenv(name.c_str());
+    env[name] = val ? nlohmann::json(val) : nlohmann::json(nullptr);
+  }
+  return env;
+}
+
+nlohmann::json mem_available() {
+  std::ifstream f("/proc/meminfo");
+  for (std::string key; f >> key;) {
+    long long kb = 0;
+    f >> kb;
+    if (key == "MemAvailable:") return kb * 1024;
+    f.ignore(1 << 10, '\n');
+  }
+  return nullptr;
+}
+
+// nvidia-smi's GPU list, or [] when it is not installed (no GPUs to see).
+nlohmann::json gpus(std::string* tool, std::string* error) {
+  nlohmann::json out = nlohmann::json::array();
+  int status = 0;
+  if (first_output_line("command -v nvidia-smi", &status).empty() || status != 0) return out;
+  *tool = "nvidia-smi";
+  FILE* p = ::popen("timeout 15 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader 2>&1", "r");
+  if (!p) return out;
+  char line[512];
+  while (std::fgets(line, sizeof line, p)) {
+    std::string l(line);
+    while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
+    std::vector<std::string> f;
+    std::istringstream in(l);
+    for (std::string x; std::getline(in, x, ',');) f.push_back(x.substr(x.find_first_not_of(' ') == std::string::npos ? 0 : x.find_first_not_of(' ')));
+    if (f.size() == 3 && !f[0].empty() && std::isdigit(static_cast<unsigned char>(f[0][0])))
+      out.push_back({{"index", std::atoi(f[0].c_str())}, {"name", f[1]}, {"memory", f[2]}});
+    else if (error->empty())
+      *error = l;
+  }
+  const int st = ::pclose(p);
+  if (st != 0 && error->empty()) *error = "nvidia-smi exited with status " + std::to_string(WEXITSTATUS(st));
+  return out;
+}
+}  // namespace
+
+std::string first_output_line(const std::string& shell_command, int* status) {
+  const std::string cmd = "timeout 15 sh -c " + launcher::ssh::shell_quote(shell_command) + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return "";
+  char line[1024] = {};
+  std::string first;
+  if (std::fgets(line, sizeof line, p)) first = line;
+  while (std::fgets(line, sizeof line, p)) {
+  }
+  const int st = ::pclose(p);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  while (!first.empty() && (first.back() == '\n' || first.back() == '\r')) first.pop_back();
+  return first;
+}
+
+nlohmann::json check_executable(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return {{"ok", false}, {"why", std::strerror(errno)}};
+  if (!S_ISREG(st.st_mode)) return {{"ok", false}, {"why", "not a regular file"}};
+  if (::access(path.c_str(), X_OK) != 0) return {{"ok", false}, {"why", std::string("not executable: ") + std::strerror(errno)}};
+  return {{"ok", true}, {"why", ""}};
+}
+
+nlohmann::json collect_facts(const nlohmann::json& req) {
+  nlohmann::json f;
+  f["version"] = DLAUNCH_VERSION;
+  char name[HOST_NAME_MAX + 1] = {};
+  ::gethostname(name, sizeof name - 1);
+  f["hostname"] = name;
+  f["env"] = env_of(req.value("vars", nlohmann::json::array()));
+  cpu_set_t set;
+  f["cores"] = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : ::sysconf(_SC_NPROCESSORS_ONLN);
+  struct sysinfo si;
+  f["mem_bytes"] = ::sysinfo(&si) == 0 ? nlohmann::json(static_cast<unsigned long long>(si.totalram) * si.mem_unit) : nlohmann::json(nullptr);
+  f["mem_available_bytes"] = mem_available();
+  struct statvfs vf;
+  f["tmp_free_bytes"] = ::statvfs("/tmp", &vf) == 0 ? nlohmann::json(static_cast<unsigned long long>(vf.f_bavail) * vf.f_frsize) : nlohmann::json(nullptr);
+  std::string tool, gpu_error;
+  f["gpus"] = gpus(&tool, &gpu_error);
+  f["gpu_tool"] = tool;
+  f["gpu_error"] = gpu_error;
+  const std::string program = req.value("program", "");
+  if (!program.empty()) {
+    nlohmann::json pr = check_executable(program);
+    pr["path"] = program;
+    f["program"] = pr;
+  }
+  const std::string agent = req.value("agent", "");
+  if (!agent.empty()) {
+    nlohmann::json a = check_executable(agent);
+    a["path"] = agent;
+    if (a["ok"].get<bool>()) {
+      int status = 0;
+      std::string v = first_output_line(launcher::ssh::shell_quote(agent) + " --version", &status);
+      a["version"] = v.rfind("dlaunch-agent ", 0) == 0 ? v.substr(14) : v;
+      if (status != 0) a["ok"] = false, a["why"] = "`dlaunch-agent --version` exited with " + std::to_string(status) + ": " + v;
+    }
+    f["agent"] = a;
+  }
+  return f;
+}
+
+}  // namespace dl::doctor

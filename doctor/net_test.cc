@@ -1,0 +1,223 @@
+#include "doctor/net_test.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "errors/error.h"
+#include "wire/handshake.h"
+#include "wire/socket.h"
+
+namespace dl::doctor {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+using Millis = std::chrono::milliseconds;
+constexpr Millis kIdle{60000};
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A bounded send buffer: on a slow link the queued bytes drain in well
+// under a second, so a bandwidth test ends soon after its time is up.
+void bound_send_buffer(int fd) {
+  int sz = 1 << 20;
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+}
+
+// Streams kChunk frames for `seconds`, then an "end" frame.
+void stream(const wire::Socket& s, double seconds, const std::string& peer) {
+  static const std::string chunk(kChunk, 'd');
+  bound_send_buffer(s.fd());
+  const auto start = Clock::now();
+  do wire::write_frame(s, wire::kData, chunk, peer);
+  while (since(start) < seconds);
+  wire::write_frame(s, wire::kJson, R"({"op":"end"})", peer);
+}
+
+// Reads a stream until its "end" frame: bytes per second from the first
+// data frame to the end.
+double sink(const wire::Socket& s, Millis timeout, const std::string& peer) {
+  size_t bytes = 0;
+  Clock::time_point first{};
+  for (;;) {
+    wire::Frame f = wire::read_frame(s, kMaxFrame, timeout, peer);
+    if (f.type == wire::kJson) break;
+    if (f.type != wire::kData) throw RemoteError(peer + ": unexpected frame type " + std::to_string(f.type) + " in a stream");
+    if (first == Clock::time_point{}) first = Clock::now();
+    else bytes += f.payload.size();  // the first frame starts the clock
+  }
+  const double t = first == Clock::time_point{} ? 0 : since(first);
+  return t > 0 ? bytes / t : 0;
+}
+
+std::string numeric(const sockaddr* sa) {
+  char buf[NI_MAXHOST];
+  socklen_t len = sa->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  return ::getnameinfo(sa, len, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) == 0 ? buf : "";
+}
+
+std::string host_port(const Endpoint& e) {
+  return (e.addr.find(':') != std::string::npos ? "[" + e.addr + "]" : e.addr) + ":" + std::to_string(e.port);
+}
+}  // namespace
+
+std::vector<Endpoint> local_addresses() {
+  std::vector<Endpoint> out;
+  ifaddrs* ifs = nullptr;
+  if (::getifaddrs(&ifs) != 0) return out;
+  for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+    if (!i->ifa_addr || !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
+    const int fam = i->ifa_addr->sa_family;
+    if (fam != AF_INET && fam != AF_INET6) continue;
+    if (fam == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr)) continue;
+    std::string a = numeric(i->ifa_addr);
+    if (!a.empty()) out.push_back({i->ifa_name, a, 0});
+  }
+  ::freeifaddrs(ifs);
+  return out;
+}
+
+Listener::Listener(std::string token, std::string name) : token_(std::move(token)), name_(std::move(name)) {
+  if (::pipe2(wake_, O_CLOEXEC) != 0) throw_errno("creating the listener's wake pipe");
+  for (Endpoint e : local_addresses()) {
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
+    hints.ai_socktype = SOCK_STREAM;
+    if (::getaddrinfo(e.addr.c_str(), "0", &hints, &res) != 0) continue;
+    int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd >= 0 && ::bind(fd, res->ai_addr, res->ai_addrlen) == 0 && ::listen(fd, 128) == 0) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+      e.port = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                                             : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+      listen_fds_.push_back(fd);
+      endpoints_.push_back(e);
+    } else if (fd >= 0) {
+      ::close(fd);
+    }
+    ::freeaddrinfo(res);
+  }
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+Listener::~Listener() {
+  (void)!::write(wake_[1], "x", 1);
+  acceptor_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int fd : conn_fds_) ::shutdown(fd, SHUT_RDWR);
+  }
+  for (auto& t : sessions_) t.join();
+  for (int fd : listen_fds_) ::close(fd);
+  ::close(wake_[0]);
+  ::close(wake_[1]);
+}
+
+void Listener::accept_loop() {
+  std::vector<pollfd> p{{wake_[0], POLLIN, 0}};
+  for (int fd : listen_fds_) p.push_back({fd, POLLIN, 0});
+  for (;;) {
+    if (::poll(p.data(), p.size(), -1) < 0 && errno != EINTR) return;
+    if (p[0].revents) return;
+    for (size_t i = 1; i < p.size(); ++i) {
+      if (!(p[i].revents & POLLIN)) continue;
+      int fd = ::accept4(p[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      std::lock_guard<std::mutex> lock(mu_);
+      conn_fds_.push_back(fd);
+      sessions_.emplace_back([this, fd] { serve(fd); });
+    }
+  }
+}
+
+void Listener::serve(int fd) {
+  wire::Socket s(fd);
+  const std::string peer = "a doctor peer";
+  try {
+    wire::server_handshake(s, token_, kDoctorTag, peer);
+    for (;;) {
+      wire::Frame f = wire::read_frame(s, kMaxFrame, kIdle, peer);
+      if (f.type == kPing) {
+        wire::write_frame(s, kPong, f.payload, peer);
+      } else if (f.type == wire::kData) {
+        // A stream from the peer: the first frame is here; time the rest.
+        const auto first = Clock::now();
+        size_t bytes = 0;
+        for (;;) {
+          wire::Frame g = wire::read_frame(s, kMaxFrame, kIdle, peer);
+          if (g.type != wire::kData) break;
+          bytes += g.payload.size();
+        }
+        const double t = since(first);
+        wire::write_frame(s, wire::kJson, nlohmann::json{{"Bps", t > 0 ? bytes / t : 0}}.dump(), peer);
+      } else if (f.type == wire::kJson) {
+        auto req = nlohmann::json::parse(f.payload, nullptr, false);
+        const std::string op = req.is_object() ? req.value("op", "") : "";
+        if (op == "who") wire::write_frame(s, wire::kJson, nlohmann::json{{"name", name_}}.dump(), peer);
+        else if (op == "send") stream(s, req.value("seconds", 0.25), peer);
+        else return;
+      }
+    }
+  } catch (const std::exception&) {
+    // The peer hung up or failed the handshake: this session is over.
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  conn_fds_.erase(std::remove(conn_fds_.begin(), conn_fds_.end(), fd), conn_fds_.end());
+}
+
+std::string probe(const Endpoint& e, const std::string& expected, const std::string& token, Millis timeout) {
+  const std::string hp = host_port(e);
+  try {
+    wire::Socket s = wire::connect_tcp(e.addr, e.port, timeout);
+    wire::client_handshake(s, token, kDoctorTag, hp, timeout);
+    wire::write_frame(s, wire::kJson, R"({"op":"who"})", hp);
+    wire::Frame f = wire::read_frame(s, kMaxFrame, timeout, hp);
+    auto who = nlohmann::json::parse(f.payload, nullptr, false);
+    const std::string name = who.is_object() ? who.value("name", "") : "";
+    if (name != expected) return hp + " is answered by " + (name.empty() ? "something else" : name) + ", not " + expected;
+    return "";
+  } catch (const std::exception& ex) {
+    return ex.what();
+  }
+}
+
+LinkResult link_test(const Endpoint& e, const std::string& token, double seconds, int pings, Millis timeout) {
+  const std::string hp = host_port(e);
+  wire::Socket s = wire::connect_tcp(e.addr, e.port, timeout);
+  wire::client_handshake(s, token, kDoctorTag, hp, timeout);
+  LinkResult r;
+  // The fastest round trip: scheduling delays on a busy host only add to a
+  // round trip, while a slow link slows every one of them.
+  for (int i = 0; i < pings; ++i) {
+    const auto t0 = Clock::now();
+    wire::write_frame(s, kPing, "p", hp);
+    if (wire::read_frame(s, kMaxFrame, timeout, hp).type != kPong) throw RemoteError(hp + ": no pong");
+    const double us = since(t0) * 1e6;
+    r.latency_us = i == 0 ? us : std::min(r.latency_us, us);
+  }
+  if (seconds <= 0) return r;
+  stream(s, seconds, hp);
+  auto got = nlohmann::json::parse(wire::read_frame(s, kMaxFrame, Millis(60000), hp).payload, nullptr, false);
+  r.out_Bps = got.is_object() ? got.value("Bps", 0.0) : 0;
+  wire::write_frame(s, wire::kJson, nlohmann::json{{"op", "send"}, {"seconds", seconds}}.dump(), hp);
+  r.in_Bps = sink(s, Millis(60000), hp);
+  return r;
+}
+
+}  // namespace dl::doctor

@@ -1,0 +1,76 @@
+#pragma once
+// The peers' data-plane tests (stages 4 and 5). Every host listens on port 0
+// on each of its addresses; every other host connects to each of them (the
+// job-token handshake, protocol tag "doctor/1", then "who are you"), which
+// tells which interfaces really carry traffic between hosts. Then pairs
+// measure latency (ping-pong of tiny frames) and bandwidth (a stream of 256
+// KiB frames for a set time, each way). Frames: wire/frame.h; the extra
+// types are below. docs/doctor.md describes the exchange.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dl::doctor {
+
+inline constexpr const char* kDoctorTag = "doctor/1";
+inline constexpr uint8_t kPing = 16, kPong = 17;  // wire frame types of this protocol
+inline constexpr size_t kChunk = 256 << 10;       // bandwidth frames
+inline constexpr size_t kMaxFrame = kChunk + 64;
+
+struct Endpoint {
+  std::string ifname;  // "eth0"
+  std::string addr;    // numeric
+  uint16_t port = 0;
+};
+
+// This host's interface addresses that other hosts might reach: up, not
+// loopback, not IPv6 link-local.
+std::vector<Endpoint> local_addresses();
+
+// Listens on every local address, serves each connection on its own thread
+// until the peer hangs up (60 s without a frame ends it too). Connections
+// that fail the handshake are closed. Destruction stops and joins all.
+class Listener {
+ public:
+  // `name` is what "who" answers: the host as the doctor's hostfile names it.
+  Listener(std::string token, std::string name);
+  ~Listener();
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  const std::vector<Endpoint>& endpoints() const { return endpoints_; }
+
+ private:
+  void accept_loop();
+  void serve(int fd);
+  std::string token_, name_;
+  std::vector<Endpoint> endpoints_;
+  std::vector<int> listen_fds_;
+  int wake_[2] = {-1, -1};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<int> conn_fds_;
+  std::vector<std::thread> sessions_;
+};
+
+// Connects to `e`, runs the handshake and asks who answers. Returns "" when
+// `expected` answered, else one line saying what failed (naming addr:port).
+std::string probe(const Endpoint& e, const std::string& expected, const std::string& token,
+                  std::chrono::milliseconds timeout);
+
+struct LinkResult {
+  double latency_us = 0;  // the fastest of `pings` round trips of a tiny frame
+  double out_Bps = 0;     // this host -> the other, bytes per second
+  double in_Bps = 0;      // the other -> this host
+};
+
+// Measures the link to `e`: `pings` round trips (none: latency 0), then
+// `seconds` of streaming each way (0: no bandwidth test). Throws dl::Error naming addr:port on failure.
+LinkResult link_test(const Endpoint& e, const std::string& token, double seconds, int pings,
+                     std::chrono::milliseconds timeout);
+
+}  // namespace dl::doctor

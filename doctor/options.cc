@@ -1,0 +1,89 @@
+#include "doctor/options.h"
+
+#include <boost/program_options.hpp>
+#include <sstream>
+
+#include "errors/error.h"
+
+namespace po = boost::program_options;
+
+namespace dl::doctor {
+
+namespace {
+po::options_description describe(DoctorOptions& o) {
+  po::options_description d("dlaunch doctor options");
+  d.add_options()
+    ("help,h", "show this help")
+    ("hostfile", po::value(&o.hostfile), "hostfile to check (OpenMPI, MPICH or DeepSpeed format)")
+    ("machinefile", po::value(&o.hostfile), "alias of --hostfile")
+    ("host,H", po::value(&o.hosts), "host list: h1:2,h2:2,node[01-04]")
+    ("np,n", po::value(&o.np), "check that the hosts give at least this many slots")
+    ("ssh-config", po::value(&o.ssh_config), "ssh client config file (like ssh -F)")
+    ("ssh-timeout", po::value(&o.ssh_timeout_s), "ssh connect timeout per host, seconds")
+    ("ssh-accept-new", po::bool_switch(&o.ssh_accept_new), "accept unknown host keys (never changed ones)")
+    ("ssh-parallel", po::value(&o.ssh_parallel), "ssh sessions opened at once")
+    ("prefix", po::value(&o.prefix), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch)")
+    ("program", po::value(&o.program), "a program the job will run: must be executable at this path everywhere")
+    ("x,x", po::value(&o.exports)->composing(), "a variable to compare across hosts (-x VAR)")
+    ("gpus-per-node", po::value(&o.gpus_per_node), "GPUs every host must have")
+    ("clock-threshold", po::value(&o.clock_threshold_s), "seconds a clock may be off the launcher's")
+    ("connect-timeout", po::value(&o.connect_timeout_s), "seconds one host may take to reach another")
+    ("link-factor", po::value(&o.link_factor), "flag a pair this many times slower than the median")
+    ("link-seconds", po::value(&o.link_seconds), "seconds of bandwidth test per direction and pair")
+    ("quick", po::bool_switch(&o.quick), "stop after the remote environment (stages 1-3)")
+    ("json", po::bool_switch(&o.json), "write the report as JSON on stdout")
+    ("write-healthy", po::value(&o.write_healthy), "write a hostfile of the hosts that passed")
+    ("peer", po::bool_switch(&o.peer), "internal: the remote side of the doctor");
+  return d;
+}
+
+std::string normalize(const std::string& a) {
+  if (a == "-np" || a == "-hostfile" || a == "-machinefile" || a == "-host") return "-" + a;
+  return a;
+}
+
+void validate(const DoctorOptions& o) {
+  if (o.peer) return;
+  if (!o.hostfile.empty() && !o.hosts.empty()) throw UsageError("give either --hostfile or -H, not both");
+  if (o.hostfile.empty() && o.hosts.empty())
+    throw UsageError("dlaunch doctor needs the hosts to check: --hostfile FILE or -H h1,h2");
+  if (o.np < 0) throw UsageError("-n must be positive, got " + std::to_string(o.np));
+  if (o.ssh_timeout_s <= 0 || o.connect_timeout_s <= 0 || o.link_seconds <= 0)
+    throw UsageError("--ssh-timeout, --connect-timeout and --link-seconds must be positive");
+  if (o.ssh_parallel < 1) throw UsageError("--ssh-parallel must be at least 1");
+  if (o.link_factor <= 1) throw UsageError("--link-factor must be above 1, got " + std::to_string(o.link_factor));
+  if (o.clock_threshold_s <= 0) throw UsageError("--clock-threshold must be positive");
+  if (!o.program.empty() && o.program[0] != '/')
+    throw UsageError("--program wants an absolute path (the same path on every host), got '" + o.program + "'");
+}
+}  // namespace
+
+DoctorOptions parse_doctor_options(const std::vector<std::string>& args, bool* help) {
+  DoctorOptions o;
+  auto desc = describe(o);
+  std::vector<std::string> norm;
+  for (const auto& a : args) norm.push_back(normalize(a));
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(norm).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string("dlaunch doctor: ") + e.what() + "; `dlaunch help doctor` lists the options");
+  }
+  *help = vm.count("help") > 0;
+  if (!*help) validate(o);
+  return o;
+}
+
+std::string doctor_options_help() {
+  DoctorOptions o;
+  std::ostringstream s;
+  s << "usage: dlaunch doctor (--hostfile FILE | -H LIST) [options]\n\n"
+       "Checks the hosts a job would run on, stage by stage (hostfile, ssh, remote\n"
+       "environment, network, links, all_reduce), and names each problem with its fix.\n"
+       "Exit 0: healthy; 1: a problem was found; 2: bad usage. Manual: docs/doctor.md\n\n"
+    << describe(o);
+  return s.str();
+}
+
+}  // namespace dl::doctor

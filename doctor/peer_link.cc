@@ -1,0 +1,169 @@
+#include "doctor/peer_link.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "errors/error.h"
+
+namespace dl::doctor {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+std::string first_line(std::string s) {
+  if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
+  return s;
+}
+
+// Why a peer ended before answering, as one line naming the host.
+std::string ended_why(const std::string& host, int status, const std::string& err, const std::string& command) {
+  if (status == 127)
+    return host + ": dlaunch was not found there (" + command + ": " + first_line(err) +
+           "); install dlaunch at the same path on every host or pass --prefix DIR";
+  if (status == 126) return host + ": dlaunch there is not executable (" + first_line(err) + ")";
+  std::string said = first_line(err);
+  return host + ": the doctor's peer exited with status " + std::to_string(status) + (said.empty() ? "" : " (" + said + ")");
+}
+
+class RemotePeer : public PeerLink {
+ public:
+  RemotePeer(launcher::ssh::Started s, const std::string& host, std::string command)
+      : PeerLink(host), s_(std::move(s)), command_(std::move(command)) {}
+  ~RemotePeer() override {
+    try {
+      s_.process->close_stdin();
+      s_.process->wait(Millis(3000));
+    } catch (...) {
+    }
+    s_.process.reset();  // the channel before its session
+  }
+
+ private:
+  void send_line(const std::string& line) override { s_.process->write_stdin(line); }
+  std::string read_line(Millis timeout, const std::string& waiting_for) override {
+    const auto end = Clock::now() + timeout;
+    for (;;) {
+      const std::string& out = s_.process->out();
+      if (auto nl = out.find('\n', pos_); nl != std::string::npos) {
+        std::string line = out.substr(pos_, nl - pos_);
+        pos_ = nl + 1;
+        return line;
+      }
+      auto left = std::chrono::duration_cast<Millis>(end - Clock::now());
+      if (left.count() <= 0)
+        throw TimeoutError(host() + ": no answer within " + std::to_string(timeout.count()) + " ms to " + waiting_for);
+      if (!s_.process->poll_output(std::min(left, Millis(100))))
+        throw RemoteError(ended_why(host(), s_.process->exit_status().value_or(-1), s_.process->err(), command_));
+    }
+  }
+  launcher::ssh::Started s_;
+  std::string command_;
+  size_t pos_ = 0;
+};
+
+class LocalPeer : public PeerLink {
+ public:
+  LocalPeer(const std::string& exe, const std::string& token, const std::string& host) : PeerLink(host), exe_(exe) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) throw_errno("creating the local peer's pipes");
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ < 0) throw_errno("fork");
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::execl(exe.c_str(), exe.c_str(), "doctor", "--peer", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    in_ = in[1];
+    out_ = out[0];
+    send_line(token + "\n");
+  }
+  ~LocalPeer() override {
+    ::close(in_);  // EOF: the peer stops
+    for (int i = 0; pid_ > 0 && i < 300; ++i) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) pid_ = -1;
+      else std::this_thread::sleep_for(Millis(10));
+    }
+    if (pid_ > 0) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    ::close(out_);
+  }
+
+ private:
+  void send_line(const std::string& line) override {
+    for (size_t done = 0; done < line.size();) {
+      ssize_t n = ::write(in_, line.data() + done, line.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw RemoteError(host() + ": the doctor's local peer (" + exe_ + ") is gone: " + std::strerror(errno));
+      done += static_cast<size_t>(n);
+    }
+  }
+  std::string read_line(Millis timeout, const std::string& waiting_for) override {
+    const auto end = Clock::now() + timeout;
+    for (;;) {
+      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return line;
+      }
+      auto left = std::chrono::duration_cast<Millis>(end - Clock::now());
+      if (left.count() <= 0)
+        throw TimeoutError(host() + ": no answer within " + std::to_string(timeout.count()) + " ms to " + waiting_for);
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 100))) <= 0) continue;
+      char b[65536];
+      ssize_t n = ::read(out_, b, sizeof b);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        int st = 0;
+        ::waitpid(pid_, &st, 0);
+        pid_ = -1;
+        const int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        throw RemoteError(ended_why(host(), status, "", exe_ + " doctor --peer"));
+      }
+      buf_.append(b, static_cast<size_t>(n));
+    }
+  }
+  std::string exe_, buf_;
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1;
+};
+}  // namespace
+
+nlohmann::json PeerLink::call(const nlohmann::json& request, Millis timeout) {
+  const std::string op = request.value("op", "?");
+  send_line(request.dump() + "\n");
+  std::string line = read_line(timeout, "'" + op + "'");
+  nlohmann::json reply = nlohmann::json::parse(line, nullptr, false);
+  if (reply.is_discarded() || !reply.is_object())
+    throw RemoteError(host_ + ": the doctor's peer sent garbage for '" + op + "': " + line.substr(0, 120) +
+                      " (is dlaunch there the same version?)");
+  if (reply.contains("error")) throw RemoteError(host_ + ": " + reply["error"].get<std::string>());
+  return reply;
+}
+
+std::unique_ptr<PeerLink> start_local_peer(const std::string& exe, const std::string& token, const std::string& host) {
+  return std::make_unique<LocalPeer>(exe, token, host);
+}
+
+std::unique_ptr<PeerLink> adopt_remote_peer(launcher::ssh::Started started, const std::string& host,
+                                            const std::string& command) {
+  return std::make_unique<RemotePeer>(std::move(started), host, command);
+}
+
+}  // namespace dl::doctor

@@ -1,0 +1,119 @@
+#include "doctor/report.h"
+
+#include <algorithm>
+
+namespace dl::doctor {
+
+namespace {
+const char* const kNames[kCheckCount] = {"hostfile", "ssh",   "dlaunch", "program", "env",
+                                         "clock",    "gpus",  "network", "links",   "all_reduce"};
+
+const char* mark_word(Mark m) {
+  switch (m) {
+    case Mark::kOk: return "ok";
+    case Mark::kWarn: return "warn";
+    case Mark::kFail: return "fail";
+    default: return "not_run";
+  }
+}
+
+const char* symbol(Mark m, bool utf8) {
+  switch (m) {
+    case Mark::kOk: return utf8 ? "\u2713" : "ok";
+    case Mark::kWarn: return utf8 ? "!" : "warn";
+    case Mark::kFail: return utf8 ? "\u2717" : "FAIL";
+    default: return "-";
+  }
+}
+
+// Terminal columns of UTF-8 text (every code point one column wide).
+size_t width(const std::string& s) {
+  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+}
+
+std::string pad(const std::string& s, size_t w) { return s + std::string(w > width(s) ? w - width(s) : 0, ' '); }
+}  // namespace
+
+const char* check_name(Check c) { return kNames[static_cast<int>(c)]; }
+
+Report::Report(std::vector<std::string> hosts)
+    : hosts_(std::move(hosts)),
+      cells_(hosts_.size(), std::vector<Cell>(kCheckCount)),
+      facts_(hosts_.size(), nlohmann::json::object()) {}
+
+void Report::set(int host, Check c, Mark m, std::string text) {
+  cells_[static_cast<size_t>(host)][static_cast<size_t>(c)] = {m, std::move(text)};
+}
+
+const Cell& Report::cell(int host, Check c) const { return cells_[static_cast<size_t>(host)][static_cast<size_t>(c)]; }
+
+void Report::add(Problem p) { problems_.push_back(std::move(p)); }
+
+void Report::note(const std::string& key, nlohmann::json value) { notes_[key] = std::move(value); }
+
+bool Report::host_passed(int host) const {
+  for (const Cell& c : cells_[static_cast<size_t>(host)])
+    if (c.mark == Mark::kFail) return false;
+  return true;
+}
+
+int Report::exit_code() const {
+  for (const Problem& p : problems_)
+    if (p.mark == Mark::kFail) return 1;
+  for (size_t h = 0; h < hosts_.size(); ++h)
+    if (!host_passed(static_cast<int>(h))) return 1;
+  return 0;
+}
+
+std::string Report::render(bool utf8) const {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> head{"host"};
+  for (int c = 0; c < kCheckCount; ++c) head.push_back(kNames[c]);
+  rows.push_back(head);
+  for (size_t h = 0; h < hosts_.size(); ++h) {
+    std::vector<std::string> row{hosts_[h]};
+    for (const Cell& c : cells_[h]) row.push_back(c.text.empty() ? symbol(c.mark, utf8) : std::string(symbol(c.mark, utf8)) + " " + c.text);
+    rows.push_back(row);
+  }
+  std::vector<size_t> w(head.size(), 0);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], width(r[i]));
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) line += pad(r[i], w[i] + 2);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  if (!problems_.empty()) out += "\n";
+  for (const Problem& p : problems_)
+    out += std::string(symbol(p.mark, utf8)) + " " + kNames[static_cast<int>(p.check)] + ": " + p.what +
+           (p.fix.empty() ? "" : "; " + p.fix) + "\n";
+  if (notes_.contains("interface")) out += "\nnetwork: " + notes_["interface"].get<std::string>() + "\n";
+  if (notes_.contains("all_reduce")) out += "all_reduce: " + notes_["all_reduce"].get<std::string>() + "\n";
+  int passed = 0;
+  for (size_t h = 0; h < hosts_.size(); ++h) passed += host_passed(static_cast<int>(h)) ? 1 : 0;
+  const int fails = static_cast<int>(std::count_if(problems_.begin(), problems_.end(), [](const Problem& p) { return p.mark == Mark::kFail; }));
+  const int warns = static_cast<int>(problems_.size()) - fails;
+  out += "\n" + std::string(exit_code() == 0 ? "healthy: " : "NOT healthy: ") + std::to_string(passed) + " of " +
+         std::to_string(hosts_.size()) + " hosts passed, " + std::to_string(fails) + " problem" + (fails == 1 ? "" : "s") +
+         ", " + std::to_string(warns) + " warning" + (warns == 1 ? "" : "s") + "\n";
+  return out;
+}
+
+nlohmann::json Report::to_json() const {
+  nlohmann::json hosts = nlohmann::json::array();
+  for (size_t h = 0; h < hosts_.size(); ++h) {
+    nlohmann::json checks = nlohmann::json::object();
+    for (int c = 0; c < kCheckCount; ++c)
+      checks[kNames[c]] = {{"mark", mark_word(cells_[h][static_cast<size_t>(c)].mark)}, {"text", cells_[h][static_cast<size_t>(c)].text}};
+    hosts.push_back({{"host", hosts_[h]}, {"passed", host_passed(static_cast<int>(h))}, {"checks", checks}, {"facts", facts_[h]}});
+  }
+  nlohmann::json problems = nlohmann::json::array();
+  for (const Problem& p : problems_)
+    problems.push_back({{"mark", mark_word(p.mark)}, {"check", kNames[static_cast<int>(p.check)]}, {"hosts", p.hosts},
+                        {"what", p.what}, {"fix", p.fix}});
+  return {{"healthy", exit_code() == 0}, {"exit_code", exit_code()}, {"hosts", hosts}, {"problems", problems}, {"notes", notes_}};
+}
+
+}  // namespace dl::doctor

@@ -1,0 +1,138 @@
+// Stage 5: latency and bandwidth of every pair of hosts. Pairs run in the
+// rounds of a round-robin tournament: each round a set of disjoint pairs
+// measured at once, so n hosts cost n-1 rounds (n for odd n), not n(n-1)/2
+// one-by-one tests, and no host is in two tests at the same time.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "doctor/analysis.h"
+#include "doctor/doctor.h"
+
+namespace dl::doctor {
+
+namespace {
+struct PairResult {
+  int a = 0, b = 0;
+  LinkResult r;
+  std::string error;
+  double seconds = 0;  // how long this pair's test took
+};
+}  // namespace
+
+void Doctor::retest(int a, int b, LinkResult& r, LinkSample& s) {
+  const Endpoint& e = *data_endpoint_[static_cast<size_t>(b)];
+  progress("links: testing " + name(a) + " <-> " + name(b) + " again");
+  try {
+    auto j = peers_[static_cast<size_t>(a)]->call(
+        {{"op", "link"}, {"addr", e.addr}, {"port", e.port}, {"seconds", o_.link_seconds}, {"pings", 20},
+         {"timeout_ms", static_cast<long>(o_.connect_timeout_s * 1000)}},
+        Millis(static_cast<long>(o_.link_seconds * 2000) + 120000));
+    r.latency_us = std::min(r.latency_us, j.value("latency_us", r.latency_us));
+    r.out_Bps = std::max(r.out_Bps, j.value("out_Bps", 0.0));
+    r.in_Bps = std::max(r.in_Bps, j.value("in_Bps", 0.0));
+    s = {r.latency_us, std::min(r.out_Bps, r.in_Bps)};
+  } catch (const std::exception&) {
+    // The first result stands.
+  }
+}
+
+void Doctor::stage_links() {
+  const std::vector<int> hosts = alive();
+  const auto rounds = tournament_rounds(static_cast<int>(hosts.size()));
+  // Two passes over the rounds: latency alone first (no other pair streams
+  // meanwhile, so a busy CPU does not pass for a slow link), then bandwidth.
+  std::vector<PairResult> results;
+  for (const auto& round : rounds)
+    for (auto [a, b] : round) results.push_back({hosts[static_cast<size_t>(a)], hosts[static_cast<size_t>(b)], {}, "", 0});
+  const long timeout_ms = static_cast<long>(o_.connect_timeout_s * 1000);
+  for (int pass = 0; pass < 2; ++pass) {
+    size_t first = 0;
+    for (size_t r = 0; r < rounds.size(); first += rounds[r].size(), ++r) {
+      progress(std::string(pass ? "links: bandwidth" : "links: latency") + ", round " + std::to_string(r + 1) + " of " +
+               std::to_string(rounds.size()));
+      std::vector<std::thread> threads;
+      for (size_t k = 0; k < rounds[r].size(); ++k)
+        threads.emplace_back([&, k, pass, at = first + k] {
+          PairResult& p = results[at];
+          if (!p.error.empty()) return;
+          const Endpoint& e = *data_endpoint_[static_cast<size_t>(p.b)];
+          const auto t0 = std::chrono::steady_clock::now();
+          try {
+            auto j = peers_[static_cast<size_t>(p.a)]->call(
+                {{"op", "link"}, {"addr", e.addr}, {"port", e.port}, {"seconds", pass ? o_.link_seconds : 0.0},
+                 {"pings", pass ? 0 : 20}, {"timeout_ms", timeout_ms}},
+                Millis(static_cast<long>(o_.link_seconds * 2000) + 120000));
+            if (pass == 0) p.r.latency_us = j.value("latency_us", 0.0);
+            else p.r.out_Bps = j.value("out_Bps", 0.0), p.r.in_Bps = j.value("in_Bps", 0.0);
+          } catch (const std::exception& ex) {
+            p.error = ex.what();
+          }
+          p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        });
+      for (auto& t : threads) t.join();
+    }
+  }
+  std::vector<LinkSample> samples;
+  std::vector<size_t> measured;
+  nlohmann::json matrix = nlohmann::json::array();
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& p = results[i];
+    matrix.push_back({{"a", name(p.a)}, {"b", name(p.b)}, {"latency_us", p.r.latency_us}, {"a_to_b_Bps", p.r.out_Bps},
+                      {"b_to_a_Bps", p.r.in_Bps}, {"seconds", p.seconds}, {"error", p.error}});
+    if (p.error.empty()) samples.push_back({p.r.latency_us, std::min(p.r.out_Bps, p.r.in_Bps)}), measured.push_back(i);
+  }
+  report_->note("link_rounds", rounds.size());
+  std::vector<std::pair<int, int>> bad;
+  for (const auto& p : results)
+    if (!p.error.empty()) {
+      bad.emplace_back(p.a, p.b);
+      report_->add({Mark::kFail, Check::kLinks, {name(p.a), name(p.b)}, name(p.a) + " <-> " + name(p.b) + ": " + p.error, ""});
+    }
+  // A pair that looks slow is tested again, alone: only a pair slow both
+  // times is a finding (a busy host can slow one test; a bad link slows all).
+  if (samples.size() >= 3)
+    for (size_t k : link_outliers(samples, o_.link_factor)) {
+      PairResult& p = results[measured[k]];
+      retest(p.a, p.b, p.r, samples[k]);
+      matrix[measured[k]].update({{"latency_us", p.r.latency_us}, {"a_to_b_Bps", p.r.out_Bps}, {"b_to_a_Bps", p.r.in_Bps},
+                                  {"retested", true}});
+    }
+  report_->note("links", matrix);
+  std::vector<double> bws, lats;
+  for (const auto& s : samples) bws.push_back(s.Bps), lats.push_back(s.latency_us);
+  const double mb = median(bws), ml = median(lats);
+  char factor[32];
+  std::snprintf(factor, sizeof factor, "%g", o_.link_factor);
+  if (samples.size() >= 3)
+    for (size_t k : link_outliers(samples, o_.link_factor)) {
+      const auto& p = results[measured[k]];
+      bad.emplace_back(p.a, p.b);
+      const bool slow_bw = samples[k].Bps * o_.link_factor < mb;
+      std::string what = name(p.a) + " <-> " + name(p.b) + ": ";
+      if (slow_bw)
+        what += human_rate(samples[k].Bps) + " (" + name(p.a) + "->" + name(p.b) + " " + human_rate(p.r.out_Bps) + ", " +
+                name(p.b) + "->" + name(p.a) + " " + human_rate(p.r.in_Bps) + "), the median pair does " + human_rate(mb);
+      else
+        what += "round trip " + human_us(samples[k].latency_us) + ", the median pair takes " + human_us(ml);
+      report_->add({Mark::kFail, Check::kLinks, {name(p.a), name(p.b)}, what + " (--link-factor " + factor + ")",
+                    "check that link: cables and NIC speed (ethtool), errors (ip -s link), a rate limit or qdisc (tc qdisc show)"});
+    }
+  const auto drop = hosts_to_drop(static_cast<int>(entries_.size()), bad);
+  for (int h : hosts) {
+    double worst = 0;
+    bool any = false;
+    for (size_t k = 0; k < samples.size(); ++k) {
+      const auto& p = results[measured[k]];
+      if (p.a == h || p.b == h) worst = any ? std::min(worst, samples[k].Bps) : samples[k].Bps, any = true;
+    }
+    int pairs = 0;
+    for (auto [a, b] : bad) pairs += (a == h || b == h) ? 1 : 0;
+    const std::string text = any ? human_rate(worst) : "";
+    if (drop[static_cast<size_t>(h)]) report_->set(h, Check::kLinks, Mark::kFail, text), dropped_[static_cast<size_t>(h)] = true;
+    else report_->set(h, Check::kLinks, pairs ? Mark::kWarn : Mark::kOk, text);
+  }
+}
+
+}  // namespace dl::doctor

@@ -1,0 +1,80 @@
+// The doctor's pure judgements (doctor/analysis.h).
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "doctor/analysis.h"
+
+using namespace dl::doctor;
+
+TEST_CASE("tournament rounds cover every pair once, each round disjoint", "[doctor]") {
+  for (int n : {2, 3, 4, 5, 8, 9, 16}) {
+    auto rounds = tournament_rounds(n);
+    CHECK(rounds.size() == static_cast<size_t>(n % 2 ? n : n - 1));
+    std::set<std::pair<int, int>> seen;
+    for (const auto& r : rounds) {
+      std::set<int> busy;
+      for (auto [a, b] : r) {
+        CHECK(a < b);
+        CHECK(busy.insert(a).second);
+        CHECK(busy.insert(b).second);
+        CHECK(seen.insert({a, b}).second);
+      }
+    }
+    CHECK(seen.size() == static_cast<size_t>(n * (n - 1) / 2));
+  }
+  CHECK(tournament_rounds(1).empty());
+}
+
+TEST_CASE("duplicates: two names that share an address are one host", "[doctor]") {
+  std::vector<std::vector<std::string>> keys{{"10.0.0.1:22"}, {"10.0.0.2:22"}, {"10.0.0.3:22", "10.0.0.1:22"}, {"local:22"}, {"local:22"}};
+  auto dup = find_duplicates(keys.size(), [&](size_t i) { return keys[i]; });
+  CHECK(dup == std::vector<int>{-1, -1, 0, -1, 3});
+}
+
+TEST_CASE("majority and how a value differs from it", "[doctor]") {
+  using O = std::optional<std::string>;
+  CHECK(majority({O("a"), O("b"), O("a")}) == O("a"));
+  CHECK(majority({O("a"), O("b")}) == O("a"));
+  CHECK(majority({std::nullopt, std::nullopt, O("x")}) == std::nullopt);
+  CHECK(describe_difference(O("/usr/bin:/bin:/opt/x"), O("/usr/local/bin:/usr/bin:/bin")) ==
+        "lacks /usr/local/bin; has /opt/x that most hosts lack");
+  CHECK(describe_difference(O("1"), O("2")) == "is '1', most hosts have '2'");
+  CHECK(describe_difference(std::nullopt, O("2")) == "is unset (most hosts have '2')");
+  CHECK(describe_difference(O("/b:/a"), O("/a:/b")) == "has the same entries in another order ('/b:/a')");
+}
+
+TEST_CASE("clock offset takes the midpoint of the exchange", "[doctor]") {
+  CHECK(clock_offset_ns(1000, 3000, 2000) == 0);
+  CHECK(clock_offset_ns(1000, 3000, 5000) == 3000);
+  CHECK(clock_offset_ns(1000, 3000, -1000) == -3000);
+}
+
+TEST_CASE("hosts_to_drop keeps the launcher's host and drops the worst", "[doctor]") {
+  CHECK(hosts_to_drop(4, {}) == std::vector<bool>{false, false, false, false});
+  CHECK(hosts_to_drop(4, {{1, 3}}) == std::vector<bool>{false, false, false, true});
+  // Host 2 is in three bad pairs: dropping it alone heals the rest.
+  CHECK(hosts_to_drop(4, {{0, 2}, {1, 2}, {2, 3}}) == std::vector<bool>{false, false, true, false});
+  CHECK(hosts_to_drop(4, {{0, 1}, {2, 3}}) == std::vector<bool>{false, true, false, true});
+}
+
+TEST_CASE("link outliers: a pair slower than the median by the factor", "[doctor]") {
+  std::vector<LinkSample> s{{50, 1e9}, {55, 1.1e9}, {52, 0.9e9}, {51, 2e6}, {53, 1e9}, {49, 1.2e9}};
+  CHECK(link_outliers(s, 3) == std::vector<size_t>{3});
+  s[3].Bps = 0.5e9;  // half the median: within a factor of 3
+  CHECK(link_outliers(s, 3).empty());
+  s[1].latency_us = 5000;  // latency 100x the median
+  CHECK(link_outliers(s, 3) == std::vector<size_t>{1});
+  s[1].latency_us = 160;  // 3x, but within the absolute slack: noise, not a finding
+  CHECK(link_outliers(s, 3).empty());
+  CHECK(median({3, 1, 2}) == 2);
+  CHECK(median({4, 1, 2, 3}) == 2.5);
+}
+
+TEST_CASE("the IFNAME value lists each working interface name once", "[doctor]") {
+  CHECK(ifname_value({"eth0", "eth0", "eth0"}) == "eth0");
+  CHECK(ifname_value({"ens1", "eth0", "ens1"}) == "ens1,eth0");
+  CHECK(human_rate(2.5e9) == "2.5GB/s");
+  CHECK(human_rate(2.5e6) == "2MB/s");
+  CHECK(human_us(1500) == "1.5ms");
+}

@@ -1,0 +1,45 @@
+// The report: marks, exit code, the table and the JSON (doctor/report.h).
+#include <catch2/catch.hpp>
+
+#include "doctor/options.h"
+#include "doctor/report.h"
+#include "errors/error.h"
+
+using namespace dl::doctor;
+
+TEST_CASE("a report with only passes and warnings exits 0; a failure exits 1", "[doctor]") {
+  Report r({"h0", "h1"});
+  r.set(0, Check::kSsh, Mark::kOk, "local");
+  r.set(1, Check::kSsh, Mark::kOk, "1.2ms");
+  CHECK(r.exit_code() == 0);
+  r.add({Mark::kWarn, Check::kNetwork, {"h1"}, "dl0 on h1 is not reachable", "keep NCCL off it"});
+  CHECK(r.exit_code() == 0);
+  r.set(1, Check::kEnv, Mark::kFail, "PATH");
+  r.add({Mark::kFail, Check::kEnv, {"h1"}, "h1: PATH lacks /x", "make PATH the same"});
+  CHECK(r.exit_code() == 1);
+  CHECK_FALSE(r.host_passed(1));
+  CHECK(r.host_passed(0));
+  const std::string t = r.render(true);
+  INFO(t);
+  CHECK(t.find("host  hostfile  ssh") != std::string::npos);
+  CHECK(t.find("\u2717 env: h1: PATH lacks /x; make PATH the same\n") != std::string::npos);
+  CHECK(t.find("! network: dl0 on h1 is not reachable; keep NCCL off it\n") != std::string::npos);
+  CHECK(t.find("NOT healthy: 1 of 2 hosts passed, 1 problem, 1 warning") != std::string::npos);
+  auto j = r.to_json();
+  CHECK(j["exit_code"] == 1);
+  CHECK(j["hosts"][1]["checks"]["env"]["mark"] == "fail");
+  CHECK(j["problems"][1]["hosts"][0] == "h1");
+}
+
+TEST_CASE("doctor options: defaults, bad usage names the option", "[doctor]") {
+  bool help = false;
+  auto o = parse_doctor_options({"--hostfile", "hosts", "-x", "CUDA_HOME", "--quick"}, &help);
+  CHECK(o.hostfile == "hosts");
+  CHECK(o.exports == std::vector<std::string>{"CUDA_HOME"});
+  CHECK(o.quick);
+  CHECK(o.link_factor == 3);
+  CHECK_THROWS_WITH(parse_doctor_options({}, &help), Catch::Contains("--hostfile FILE or -H"));
+  CHECK_THROWS_WITH(parse_doctor_options({"-H", "a", "--program", "rel/path"}, &help), Catch::Contains("absolute path"));
+  CHECK_THROWS_WITH(parse_doctor_options({"-H", "a", "--bogus"}, &help), Catch::Contains("bogus"));
+  CHECK_THROWS_AS(parse_doctor_options({"-H", "a", "--link-factor", "1"}, &help), dl::UsageError);
+}
