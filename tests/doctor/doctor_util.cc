@@ -1,5 +1,7 @@
 #include "tests/doctor/doctor_util.h"
 
+#include "tests/multihost/multihost_util.h"
+
 #include <glob.h>
 
 #include <fstream>
@@ -8,17 +10,7 @@
 
 namespace dl::doctor_test {
 
-namespace {
-std::string cmdline_of(int pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  for (auto& ch : s)
-    if (ch == '\0') ch = ' ';
-  return s;
-}
-}  // namespace
-
-std::string bin(const std::string& name) { return std::string(DLAUNCH_BIN_DIR) + "/" + name; }
+std::string bin(const std::string& name) { return dl::multihost::bin(name); }
 
 std::string ssh_path(const dl::cluster::Cluster& c) {
   auto r = c.run_in("h0", "ssh -F " + c.ssh_config() + " h0 'printf %s \"$PATH\"'");
@@ -51,17 +43,8 @@ std::string row_of(const std::string& text, const std::string& host) {
 }
 
 std::string leftovers(const dl::cluster::Cluster& c) {
-  std::string left;
-  for (int tries = 0; tries < 50; ++tries) {
-    left.clear();
-    for (const auto& h : c.hosts())
-      for (int pid : c.pids_in(h)) {
-        std::string cl = cmdline_of(pid);
-        if (contains(cl, "doctor --peer") || contains(cl, "dlaunch-agent")) left += h + ": " + std::to_string(pid) + " " + cl + "\n";
-      }
-    if (left.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  // Peers, and agents of the all_reduce job, on any host.
+  std::string left = dl::multihost::wait_clean(c, "doctor --peer", std::chrono::seconds(5));
   glob_t g{};
   if (::glob((c.dir() + "/doctor-tmp/*").c_str(), 0, nullptr, &g) == 0)
     for (size_t i = 0; i < g.gl_pathc; ++i) left += std::string("left behind: ") + g.gl_pathv[i] + "\n";
@@ -69,6 +52,6 @@ std::string leftovers(const dl::cluster::Cluster& c) {
   return left;
 }
 
-bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+bool contains(const std::string& hay, const std::string& needle) { return dl::multihost::contains(hay, needle); }
 
 }  // namespace dl::doctor_test
