@@ -27,6 +27,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for n in "${ns[@]}"; do
   measure floor "$n" "$runs" "$work/floor" "$n" /bin/true
   measure dlaunch "$n" "$runs" "$bin/dlaunch" -n "$n" /bin/true
+  measure dlaunch--mpi-none "$n" "$runs" "$bin/dlaunch" --mpi none -n "$n" /bin/true
   measure mpiexec.hydra "$n" "$runs" mpiexec.hydra -n "$n" /bin/true
   measure mpirun "$n" "$runs" mpirun --oversubscribe -n "$n" /bin/true
   measure torchrun "$n" 5 /usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node "$n" -r 2 -t 2 --no_python /bin/true
