@@ -235,7 +235,7 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
       store->compare_set(k("failed"), "", json{{"code", exit_codes::kTimeout}, {"verdict", verdict}}.dump());
       // The nodes that did come poll once a second: let them read it before
       // the store goes with this process.
-      if (g->server_ && store->add(k("arrived"), 0) > 1) std::this_thread::sleep_for(2 * kWaitSlice);
+      if (g->server_ && store->add(k("arrived"), 0) > 1) std::this_thread::sleep_for(3 * kWaitSlice);
       throw TimeoutError(verdict + "; was dlaunch started there with the same --rdzv and --rdzv-id?");
     }
     const int64_t arrived = store->add(k("arrived"), 0);
