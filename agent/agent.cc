@@ -29,12 +29,6 @@ constexpr size_t kResumeBelow = 2u << 20;
 // them) before its exit is reported anyway.
 constexpr milliseconds kDrainAfterExit{2000};
 
-uint16_t free_port() {
-  asio::io_context io;
-  asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::tcp::v4(), 0));
-  return a.local_endpoint().port();
-}
-
 std::string host_name() {
   char buf[256] = {};
   ::gethostname(buf, sizeof buf - 1);
@@ -74,7 +68,7 @@ int Agent::run() {
   if (opts_.detect_gpus)
     for (auto& g : detect_gpus(opts_.gpus_per_node)) gpus.push_back(g);
   send(control::json_frame({{"t", "hello"}, {"version", DLAUNCH_VERSION}, {"node", opts_.node},
-                            {"host", host_name()}, {"pid", ::getpid()}, {"free_port", free_port()},
+                            {"host", host_name()}, {"pid", ::getpid()}, {"free_port", wire::free_tcp_port()},
                             {"gpus", gpus}, {"pmix", MpiJob::available()}}));
   last_rx_ = Clock::now();
   read_control();

@@ -19,20 +19,10 @@
 
 #include "collectives/bench_command.h"
 #include "wire/handshake.h"
+#include "wire/socket.h"
 
 namespace {
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 }  // namespace
 
@@ -62,7 +52,7 @@ int main(int argc, char** argv) {
     std::cerr << "dlcoll-bench: error: -n must be at least 1\n";
     return 2;
   }
-  const std::string port = std::to_string(free_port()), token = dl::wire::new_token();
+  const std::string port = std::to_string(dl::wire::free_tcp_port(true)), token = dl::wire::new_token();
   std::vector<pid_t> kids;
   for (int r = 0; r < n; ++r) {
     pid_t pid = ::fork();

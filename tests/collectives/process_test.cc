@@ -19,25 +19,15 @@
 #include <catch2/catch.hpp>
 
 #include "collectives/include/dlcoll.h"
+#include "wire/socket.h"
 
 namespace {
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // Forks n ranks running body(rank) -> exit code; each child's stderr goes to
 // a file whose text is returned with its exit code.
 std::vector<std::pair<int, std::string>> run_processes(int n, const std::function<int(int)>& body) {
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(dl::wire::free_tcp_port(true));
   char dir[] = "/tmp/dlcoll-test-XXXXXX";
   REQUIRE(::mkdtemp(dir) != nullptr);
   std::vector<pid_t> pids;
