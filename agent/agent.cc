@@ -44,6 +44,7 @@ struct Agent::Rank {
   std::array<char, 65536> buf[2];
   bool eof[2] = {false, false};
   std::optional<int> status;  // waitpid status
+  uint64_t sent = 0;          // bit s: the agent sent signal s before the rank ended
   bool reported = false;
   std::deque<std::string> stdin_q;
   bool stdin_writing = false, stdin_eof = false;
@@ -315,13 +316,21 @@ void Agent::maybe_report(Rank& r) {
   json m = {{"t", "exited"}, {"rank", r.rank}, {"pid", r.pid}};
   if (WIFSIGNALED(st)) m["signal"] = WTERMSIG(st), m["core"] = static_cast<bool>(WCOREDUMP(st));
   else m["code"] = WEXITSTATUS(st);
+  // Did the rank end by itself, or because of a signal this agent sent (a
+  // teardown or a forwarded signal)? The launcher names ranks that failed by
+  // themselves even when another rank's failure reached it first.
+  const bool ours = WIFSIGNALED(st) ? (r.sent >> WTERMSIG(st)) & 1 : r.sent != 0;
+  m["by_agent"] = ours;
   send(control::json_frame(m));
   finish_if_done();
 }
 
 void Agent::signal_all(int sig) {
   for (auto& [rank, r] : ranks_)
-    if (r->pid > 0 && !r->status) ::kill(-r->pid, sig);
+    if (r->pid > 0 && !r->status) {
+      ::kill(-r->pid, sig);
+      if (sig > 0 && sig < 64) r->sent |= uint64_t{1} << sig;
+    }
 }
 
 void Agent::teardown(milliseconds grace) {

@@ -24,6 +24,14 @@ bool Fate::on_exit(const RankExit& e) {
   done_.at(static_cast<size_t>(e.rank)) = true;
   const std::string who = "rank " + std::to_string(e.rank) + " on " + e.host;
   if (e.spawn_failed) return fail(e.code, "cannot start " + who + ": " + e.message);
+  if (failed() && !e.by_agent && user_signal_ == 0) {
+    if (e.signal != 0)
+      also_signaled_.push_back(who + " (pid " + std::to_string(e.pid) + ") was killed by signal " +
+                               std::to_string(e.signal) + " (" + signal_name(e.signal) + ")");
+    else if (e.code != 0)
+      also_exited_.push_back(who + " exited with code " + std::to_string(e.code));
+    return false;
+  }
   if (e.signal != 0) {
     // The user's signal, or the kill that a second one sends, ended it.
     if (user_signal_ != 0)
@@ -36,6 +44,18 @@ bool Fate::on_exit(const RankExit& e) {
   if (e.code != 0)
     return fail(e.code, who + " (pid " + std::to_string(e.pid) + ") exited with code " + std::to_string(e.code));
   return false;
+}
+
+std::string Fate::verdict() const {
+  std::vector<const std::string*> also;
+  for (const auto& s : also_signaled_) also.push_back(&s);
+  for (const auto& s : also_exited_) also.push_back(&s);
+  if (also.empty()) return verdict_;
+  constexpr size_t kNamed = 3;
+  std::string v = verdict_ + "; before dlaunch stopped them, also ";
+  for (size_t i = 0; i < also.size() && i < kNamed; ++i) v += (i ? ", " : "") + *also[i];
+  if (also.size() > kNamed) v += ", and " + std::to_string(also.size() - kNamed) + " more ranks failed";
+  return v;
 }
 
 bool Fate::on_host_lost(const std::string& host, const std::string& why, const std::vector<int>& ranks) {

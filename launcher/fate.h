@@ -4,7 +4,10 @@
 //
 // Rules: all ranks exit 0 -> 0. Otherwise the first failure decides: its
 // exit code, or 128+signal; never an OR of codes. Failures that follow a
-// teardown (our own SIGTERM/SIGKILL) do not count.
+// teardown (our own SIGTERM/SIGKILL) do not count. Ranks that failed by
+// themselves after the first failure reached us (a survivor's error can
+// arrive before the killed rank's signal does) are named after the verdict,
+// signal deaths first, since those are usually the cause.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,6 +24,9 @@ struct RankExit {
   bool core = false;
   bool spawn_failed = false;
   std::string message;  // why a spawn failed
+  // The agent had sent the rank a signal (a teardown or a forwarded one)
+  // before it ended: its end is a consequence, not a failure of its own.
+  bool by_agent = true;
 };
 
 class Fate {
@@ -57,7 +63,7 @@ class Fate {
   int remaining() const;
   int exit_code() const { return code_; }
   // The one line that says why the job failed; "" on success.
-  const std::string& verdict() const { return verdict_; }
+  std::string verdict() const;
 
  private:
   bool fail(int code, std::string verdict);
@@ -65,6 +71,7 @@ class Fate {
   int code_ = 0;
   int user_signal_ = 0;
   std::string verdict_;
+  std::vector<std::string> also_signaled_, also_exited_;  // failed by themselves later
 };
 
 // "Segmentation fault" for 11, etc.

@@ -283,6 +283,7 @@ void Job::on_message(Node& n, const json& m) {
     e.spawn_failed = true, e.code = m.at("code"), e.message = m.at("message");
   } else if (t == "exited") {
     e.pid = m.at("pid"), e.code = m.value("code", 0), e.signal = m.value("signal", 0), e.core = m.value("core", false);
+    e.by_agent = m.value("by_agent", true);
   } else {
     return;
   }

@@ -191,6 +191,9 @@ TEST_CASE("a rank SIGKILLed mid-collective on h1: every other rank fails naming 
   // dlaunch's verdict is the first failure it hears of: rank 3's SIGKILL, or
   // a survivor's exit code 3 when that reaches the launcher first.
   CHECK((r.status == 128 + SIGKILL || r.status == 3));
+  // Either way the verdict names the killed rank: as the first failure, or
+  // after a survivor's as a rank that failed by itself before the teardown.
+  CHECK(std::regex_search(r.output, std::regex("dlaunch: .*rank 3 on \\S+ \\(pid \\d+\\) was killed by signal 9 \\(Killed\\)")));
   for (int rank : {0, 1, 2, 4, 5}) {
     // The survivor's own collective failed, naming the dead rank (directly,
     // or as the first failure of the communicator).

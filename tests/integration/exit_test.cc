@@ -80,7 +80,60 @@ TEST_CASE("the first failure decides, not a later one nor an OR of codes", "[int
   REQUIRE(mine.size() == 1);
   CHECK(mine[0].find("rank 1 on localhost") != std::string::npos);
   CHECK(mine[0].find("exited with code 5") != std::string::npos);
+  // Ranks that ended because the teardown's SIGTERM reached them are
+  // consequences: they are not listed after the verdict.
+  CHECK(mine[0].find("also") == std::string::npos);
   dl::it::kill_marked(m);  // the backgrounded sleeps were killed with their group; be sure
+  CHECK(wait_marked_gone(m, 2).empty());
+}
+
+TEST_CASE("a rank that fails by itself after the first failure is named after the verdict", "[integration]") {
+  // Rank 0 exits 3 once rank 1 is ready. The teardown sends rank 1 SIGTERM,
+  // on which it SIGKILLs itself: a signal dlaunch never sent, so the verdict
+  // names it too, while the exit code stays the first failure's.
+  const std::string m = new_marker();
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--kill-grace", "5", "--tag-output", "/bin/sh", "-c",
+            "if [ \"$RANK\" = 1 ]; then echo pid=$$; trap 'kill -KILL $$' TERM; touch \"$1/ready\"; "
+            "sleep \"$0\" & wait; exit 0; fi; "
+            "while [ ! -f \"$1/ready\" ]; do sleep 0.01; done; exit 3",
+            m, tmp.path};
+  RunResult r = run(s);
+  INFO(r.out << r.err);
+  CHECK(r.code == 3);
+  const std::string pid = pid_printed_by(r.out, "[1@localhost] ");
+  REQUIRE(!pid.empty());
+  auto mine = dlaunch_lines(r.err);
+  REQUIRE(mine.size() == 1);
+  CHECK_THAT(mine[0], Catch::StartsWith("dlaunch: rank 0 on localhost (pid "));
+  CHECK_THAT(mine[0], Catch::EndsWith(") exited with code 3; before dlaunch stopped them, also rank 1 on localhost (pid " +
+                                      pid + ") was killed by signal 9 (Killed)"));
+  CHECK(r.seconds < 4);  // rank 1 ended at the SIGTERM, not at the end of --kill-grace
+  dl::it::kill_marked(m);
+  CHECK(wait_marked_gone(m, 2).empty());
+}
+
+TEST_CASE("a rank killed from outside is named even when a survivor's error arrives first", "[integration]") {
+  // Rank 1 is SIGKILLed (as the OOM killer would); rank 0 notices at once
+  // and exits 1, as a survivor of a broken collective does. Whichever exit
+  // reaches the launcher first, the killed rank must be in the verdict.
+  const std::string m = new_marker();
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--kill-grace", "1", "/bin/sh", "-c",
+            "if [ \"$RANK\" = 1 ]; then echo $$ > \"$1/pid.tmp\"; mv \"$1/pid.tmp\" \"$1/pid\"; "
+            "sleep 0.2; kill -KILL $$; fi; "
+            "while [ ! -f \"$1/pid\" ]; do sleep 0.01; done; p=$(cat \"$1/pid\"); "
+            "while kill -0 \"$p\" 2>/dev/null; do :; done; exit 1; : \"$0\"",
+            m, tmp.path};
+  RunResult r = run(s);
+  INFO(r.err);
+  CHECK((r.code == 1 || r.code == 137));
+  auto mine = dlaunch_lines(r.err);
+  REQUIRE(mine.size() == 1);
+  CHECK(mine[0].find("rank 1 on localhost (pid ") != std::string::npos);
+  CHECK(mine[0].find("was killed by signal 9 (Killed)") != std::string::npos);
   CHECK(wait_marked_gone(m, 2).empty());
 }
 

@@ -67,6 +67,42 @@ TEST_CASE("fate: teardown kills after a failure do not change the verdict", "[la
   CHECK(f.verdict() == v);
 }
 
+TEST_CASE("fate: ranks that fail by themselves after the first failure are named after it", "[launcher]") {
+  Fate f(6);
+  CHECK(f.on_exit(exited(0, 1, 10)));  // a survivor's error arrives first
+  RankExit k = killed(3, SIGKILL, 13);
+  k.by_agent = false;  // no agent sent it: the likely cause
+  CHECK_FALSE(f.on_exit(k));
+  RankExit e = exited(1, 1, 11);
+  e.by_agent = false;
+  CHECK_FALSE(f.on_exit(e));
+  CHECK_FALSE(f.on_exit(killed(2, SIGTERM)));  // our teardown's: not named
+  CHECK(f.exit_code() == 1);  // the first failure still decides the code
+  CHECK(f.verdict() ==
+        "rank 0 on node0 (pid 10) exited with code 1; before dlaunch stopped them, also rank 3 on node1 (pid 13) was "
+        "killed by signal 9 (Killed), rank 1 on node0 exited with code 1");
+  // More than three: the rest are counted, signal deaths listed first.
+  for (int r : {4, 5}) {
+    RankExit x = exited(r, 2, 20 + r);
+    x.by_agent = false;
+    f.on_exit(x);
+  }
+  CHECK(f.verdict().find("killed by signal 9 (Killed), rank 1 on node0 exited with code 1, rank 4 on node2 exited "
+                         "with code 2, and 1 more ranks failed") != std::string::npos);
+}
+
+TEST_CASE("fate: after a user's signal, no rank is listed as failing by itself", "[launcher]") {
+  Fate f(2);
+  f.on_signal(SIGINT);
+  RankExit a = killed(0, SIGINT);
+  a.by_agent = false;
+  CHECK(f.on_exit(a));
+  RankExit b = exited(1, 130);
+  b.by_agent = false;
+  CHECK_FALSE(f.on_exit(b));
+  CHECK(f.verdict().find("also") == std::string::npos);
+}
+
 TEST_CASE("fate: a program that cannot start", "[launcher]") {
   Fate f(2);
   RankExit e = exited(0, 127);
