@@ -6,6 +6,7 @@
 
 #include <iostream>
 
+#include "agent/cpu_binding.h"
 #include "agent/gpu_binding.h"
 #include "agent/rank_process.h"
 #include "agent/rank_env_filter.h"
@@ -68,9 +69,14 @@ int Agent::run() {
   json gpus = json::array();
   if (opts_.detect_gpus)
     for (auto& g : detect_gpus(opts_.gpus_per_node)) gpus.push_back(g);
-  send(control::json_frame({{"t", "hello"}, {"version", DLAUNCH_VERSION}, {"node", opts_.node},
-                            {"host", host_name()}, {"pid", ::getpid()}, {"free_port", wire::free_tcp_port()},
-                            {"gpus", gpus}, {"pmix", MpiJob::available()}}));
+  json hello = {{"t", "hello"}, {"version", DLAUNCH_VERSION}, {"node", opts_.node},
+                {"host", host_name()}, {"pid", ::getpid()}, {"free_port", wire::free_tcp_port()},
+                {"gpus", gpus}, {"pmix", MpiJob::available()}};
+  if (opts_.cpu_topology) {
+    CpuTopology topo = read_cpu_topology(own_allowed_cpus());
+    hello["cpu"] = {{"cores", topo.cores}, {"numa", topo.numa}};
+  }
+  send(control::json_frame(hello));
   last_rx_ = Clock::now();
   read_control();
   watch_stdin();
@@ -242,6 +248,7 @@ void Agent::start_rank(const json& spec, const json& common_env, const std::stri
   for (auto& [k, v] : env) s.env.push_back(k + "=" + v);
   s.wdir = wdir;
   s.want_stdin = spec.value("stdin", false);
+  s.cpus = spec.value("cpus", std::vector<int>{});
   Resolved res = resolve_program(s.argv.at(0), env.count("PATH") ? env["PATH"] : "/usr/bin:/bin");
   if (res.code != 0) {
     send(control::json_frame({{"t", "spawn_failed"}, {"rank", rank}, {"code", res.code}, {"message", res.message}}));

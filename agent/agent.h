@@ -31,6 +31,7 @@ struct AgentOptions {
   int gpus_per_node = -1;      // -1: detect
   bool detect_gpus = true;     // false with --no-gpu-bind
   bool prepare_pmix = true;    // false with --no-pmix: no PMIx server unless a launch asks for MPI
+  bool cpu_topology = false;   // --cpu-topology: report cores and NUMA nodes (for --bind-to)
   std::chrono::milliseconds connect_timeout{30000};
 };
 

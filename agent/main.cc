@@ -1,5 +1,5 @@
 // dlaunch-agent: started by the launcher (locally, or over ssh) with
-//   dlaunch-agent --connect HOST:PORT --node K [--gpus-per-node N] [--no-gpu-bind] [--no-pmix]
+//   dlaunch-agent --connect HOST:PORT --node K [--gpus-per-node N] [--no-gpu-bind] [--no-pmix] [--cpu-topology]
 // --no-pmix: the launcher knows the job does not use MPI (--mpi none); the
 // agent then does not start its PMIx server ahead of the launch message.
 // The job token arrives as the first line of stdin, never on the command
@@ -28,7 +28,7 @@ std::string read_token_line() {
 
 int usage(const std::string& why) {
   std::cerr << "dlaunch-agent: error: " << why
-            << "\nusage: dlaunch-agent --connect HOST:PORT --node K [--gpus-per-node N] [--no-gpu-bind] [--no-pmix]\n"
+            << "\nusage: dlaunch-agent --connect HOST:PORT --node K [--gpus-per-node N] [--no-gpu-bind] [--no-pmix] [--cpu-topology]\n"
                "(the job token is read from stdin; dlaunch starts this program, you do not)\n";
   return 2;
 }
@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
       else if (a == "--gpus-per-node") o.gpus_per_node = std::stoi(value());
       else if (a == "--no-gpu-bind") o.detect_gpus = false;
       else if (a == "--no-pmix") o.prepare_pmix = false;
+      else if (a == "--cpu-topology") o.cpu_topology = true;
       else if (a == "--version") { std::cout << "dlaunch-agent " DLAUNCH_VERSION "\n"; return 0; }
       else throw dl::UsageError("unknown option '" + a + "'");
     }

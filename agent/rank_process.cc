@@ -1,6 +1,7 @@
 #include "agent/rank_process.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -54,7 +55,8 @@ void make_pipe(int fds[2]) {
 }
 
 // Runs in the child between fork and exec: async-signal-safe calls only.
-[[noreturn]] void child(const SpawnSpec& s, char** argv, char** envp, int in, int out, int err, pid_t agent) {
+[[noreturn]] void child(const SpawnSpec& s, char** argv, char** envp, int in, int out, int err, pid_t agent,
+                        const cpu_set_t* cpus) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != agent) ::_exit(137);  // the agent died before prctl took effect
@@ -65,6 +67,13 @@ void make_pipe(int fds[2]) {
   ::dup2(in, 0);
   ::dup2(out, 1);
   ::dup2(err, 2);
+  if (cpus && ::sched_setaffinity(0, sizeof *cpus, cpus) != 0) {
+    const char* m = "dlaunch-agent: cannot bind the rank to its CPUs (--bind-to): ";
+    (void)!::write(2, m, std::strlen(m));
+    (void)!::write(2, std::strerror(errno), std::strlen(std::strerror(errno)));
+    (void)!::write(2, "\n", 1);
+    ::_exit(126);
+  }
   if (!s.wdir.empty() && ::chdir(s.wdir.c_str()) != 0) {
     const char* m = "dlaunch-agent: cannot change to the working directory\n";
     (void)!::write(2, m, std::strlen(m));
@@ -89,9 +98,13 @@ Spawned spawn_rank(const SpawnSpec& s) {
   auto argv = c_strings(s.argv);
   auto envp = c_strings(s.env);
   const pid_t agent = ::getpid();
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int c : s.cpus)
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpus);
   pid_t pid = ::fork();
   if (pid < 0) throw_errno("fork");
-  if (pid == 0) child(s, argv.data(), envp.data(), in[0], out[1], err[1], agent);
+  if (pid == 0) child(s, argv.data(), envp.data(), in[0], out[1], err[1], agent, s.cpus.empty() ? nullptr : &cpus);
   // Also set the group from the parent, so a signal sent right after
   // fork returns reaches the group (no race with the child's setpgid).
   ::setpgid(pid, pid);

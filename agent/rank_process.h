@@ -25,6 +25,7 @@ struct SpawnSpec {
   std::vector<std::string> env;    // "K=V", the complete environment
   std::string wdir;                // "" = inherit
   bool want_stdin = false;         // a pipe for stdin, else /dev/null
+  std::vector<int> cpus;           // --bind-to: the CPUs it may run on; empty = inherit
 };
 
 struct Spawned {

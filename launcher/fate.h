@@ -48,6 +48,8 @@ class Fate {
   bool on_peer_failure(int code, const std::string& verdict);
   // Per-node mode: these ranks belong to other nodes; they count as done.
   void not_ours(const std::vector<int>& ranks);
+  // A request no host can satisfy (--bind-to core on too few cores): usage, 2.
+  bool on_bad_request(std::string why);
   // --timeout fired.
   bool on_timeout(double seconds);
   // Replaces the verdict of a failure already recorded (several hosts that

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <iostream>
 
+#include "agent/cpu_binding.h"
 #include "agent/gpu_binding.h"
 #include "control/protocol.h"
 #include "errors/error.h"
@@ -383,6 +384,7 @@ void Job::start_agents() {
     }
     std::vector<std::string> args{"--connect", "127.0.0.1:" + port, "--node", std::to_string(n->index)};
     if (!opts_.gpu_bind) args.push_back("--no-gpu-bind");
+    if (opts_.bind_to != "none") args.push_back("--cpu-topology");
     if (opts_.mpi == "none" || view_) args.push_back("--no-pmix");  // no PMIx server warming up beside the ranks
     if (opts_.gpus_per_node >= 0) args.insert(args.end(), {"--gpus-per-node", std::to_string(opts_.gpus_per_node)});
     n->agent = start_local_agent(agent_path("", false), args, token_);
@@ -400,6 +402,7 @@ void Job::start_remote_agent(int idx, const std::string& port) {
   so.accept_new = opts_.ssh_accept_new;
   std::vector<std::string> argv{agent_path(opts_.prefix, true), "--node", std::to_string(idx)};
   if (!opts_.gpu_bind) argv.push_back("--no-gpu-bind");
+  if (opts_.bind_to != "none") argv.push_back("--cpu-topology");
   if (opts_.mpi == "none") argv.push_back("--no-pmix");
   if (opts_.gpus_per_node >= 0) argv.insert(argv.end(), {"--gpus-per-node", std::to_string(opts_.gpus_per_node)});
   ssh_threads_.emplace_back([this, &n, idx, target, so, argv, port, token = token_,
@@ -480,8 +483,34 @@ bool Job::decide_mpi() {
   return false;
 }
 
+// --bind-to: every rank's CPUs, planned from what each agent reported.
+// False (the job failed, with the host and the fix named) when a host has
+// too few cores.
+bool Job::plan_cpu_binding() {
+  if (opts_.bind_to == "none") return true;
+  for (auto& n : nodes_) {
+    if (n->external) continue;
+    agent::CpuTopology topo;
+    if (n->hello.contains("cpu")) {
+      topo.cores = n->hello["cpu"].value("cores", std::vector<std::vector<int>>{});
+      topo.numa = n->hello["cpu"].value("numa", std::vector<std::vector<int>>{});
+    }
+    try {
+      auto per_local = agent::plan_cpus(opts_.bind_to, topo, static_cast<int>(n->ranks.size()), opts_.cpus_per_rank,
+                                        n->host);
+      for (int r : n->ranks)
+        cpus_[r] = per_local.at(static_cast<size_t>(plan_.ranks[static_cast<size_t>(r)].local_rank));
+    } catch (const std::exception& e) {
+      fate_.on_bad_request(e.what());
+      teardown(0);
+      return false;
+    }
+  }
+  return true;
+}
+
 void Job::launch_all() {
-  if (!decide_mpi()) return;
+  if (!decide_mpi() || !plan_cpu_binding()) return;
   launched_ = true;
   progress_timer_.cancel();
   if (!progress_shown_.empty()) write_fully(2, "\r\033[K"), progress_shown_.clear();
@@ -530,6 +559,7 @@ json Job::launch_message(int node) {
     }
     bool in = opts_.stdin_target != "none" && std::to_string(r) == opts_.stdin_target;
     ranks.push_back({{"rank", r}, {"argv", opts_.command}, {"env", env}, {"stdin", in}});
+    if (auto c = cpus_.find(r); c != cpus_.end()) ranks.back()["cpus"] = c->second;
   }
   char cwd[4096] = {};
   std::string wdir = opts_.wdir.empty() ? (::getcwd(cwd, sizeof cwd) ? cwd : "") : opts_.wdir;

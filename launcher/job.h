@@ -65,6 +65,7 @@ class Job {
   void on_peer_failed(int code, const std::string& verdict);
   int own_nodes() const;
   bool decide_mpi();
+  bool plan_cpu_binding();
   void on_session_closed(const std::shared_ptr<Session>& s, const std::string& why);
   void start_agents();
   void start_remote_agent(int node, const std::string& bind_port);
@@ -102,6 +103,7 @@ class Job {
     std::unique_ptr<asio::steady_timer> timer;      // --fence-timeout
   };
   std::map<uint64_t, Fence> fences_;
+  std::map<int, std::vector<int>> cpus_;  // --bind-to: rank -> its CPUs
   bool mpi_ = false;  // the agents serve PMIx (--mpi)
   std::vector<std::thread> ssh_threads_;
   std::unique_ptr<OutputSink> sink_;

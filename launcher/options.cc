@@ -30,6 +30,8 @@ po::options_description describe(RunOptions& o) {
     ("gpus-per-node", po::value(&o.gpus_per_node), "GPUs per host (default: detect)")
     ("gpus-per-rank", po::value(&o.gpus_per_rank), "consecutive GPUs each rank gets")
     ("no-gpu-bind", "do not set CUDA_VISIBLE_DEVICES")
+    ("bind-to", po::value(&o.bind_to), "pin ranks to CPUs: none, core or numa (by local rank)")
+    ("cpus-per-rank", po::value(&o.cpus_per_rank), "cores each rank gets with --bind-to core")
     ("mpi", po::value(&o.mpi), "pmix, none or auto (pmix when the agents have libpmix)")
     ("fence-timeout", po::value(&o.fence_timeout_s), "seconds an MPI fence across hosts may take")
     ("tag-output", po::bool_switch(&o.tag_output), "prefix lines with [rank@host]")
@@ -158,6 +160,10 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
       o.fence_timeout_s <= 0)
     throw UsageError("--kill-grace, --timeout, --heartbeat-timeout, --agent-timeout and --fence-timeout take positive seconds");
   if (o.gpus_per_rank < 1) throw UsageError("--gpus-per-rank needs at least 1");
+  if (o.bind_to != "none" && o.bind_to != "core" && o.bind_to != "numa")
+    throw UsageError("--bind-to takes none, core or numa, got '" + o.bind_to + "'");
+  if (o.cpus_per_rank < 1) throw UsageError("--cpus-per-rank needs at least 1");
+  if (o.cpus_per_rank != 1 && o.bind_to != "core") throw UsageError("--cpus-per-rank needs --bind-to core");
   validate_per_node(o, vm.count("nnodes") > 0 || vm.count("node-rank") > 0);
   return o;
 }

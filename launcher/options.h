@@ -20,6 +20,8 @@ struct RunOptions {
   std::string wdir;                  // --wdir; "" = the launcher's cwd
   int gpus_per_node = -1;            // --gpus-per-node; -1 = detect per host
   int gpus_per_rank = 1;             // --gpus-per-rank
+  std::string bind_to = "none";      // --bind-to none|core|numa
+  int cpus_per_rank = 1;             // --cpus-per-rank (cores each rank gets with --bind-to core)
   bool gpu_bind = true;              // --no-gpu-bind turns it off
   std::string mpi = "auto";          // --mpi pmix|none|auto; auto = pmix when every agent has libpmix
   double fence_timeout_s = 60;       // --fence-timeout: an MPI fence across hosts must complete within it

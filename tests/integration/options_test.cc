@@ -1,5 +1,5 @@
 // Options seen from the ranks: stdin, --dry-run, -x, --wdir, GPU binding,
-// inherited identity variables, bad hostfiles and bad command lines.
+// CPU binding, inherited identity variables, bad hostfiles and bad command lines.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
+#include <set>
 #include <tuple>
 
+#include "agent/cpu_binding.h"
 #include "tests/integration/run_command.h"
 
 using namespace dl::it;
@@ -261,4 +263,96 @@ TEST_CASE("program arguments that look like options stay the program's", "[integ
   RunResult r = run(s, 10);
   CHECK(r.code == 0);
   CHECK(r.out == "--lr 3 -n 9\n");
+}
+
+namespace {
+// "Cpus_allowed_list:\t0-3" of a /proc/PID/status text, as a CPU list.
+std::vector<int> allowed_in(const std::string& status_text) {
+  for (const auto& l : lines(status_text))
+    if (l.rfind("Cpus_allowed_list:", 0) == 0) return dl::agent::parse_cpu_list(l.substr(l.find(':') + 1));
+  return {};
+}
+// Physical cores this test may use, counted by distinct sibling lists: a
+// different route from the agent's (package, core id) grouping.
+int usable_cores() {
+  std::set<std::string> sibling_sets;
+  for (int c : allowed_in(read_file("/proc/self/status")))
+    sibling_sets.insert(read_file("/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/thread_siblings_list"));
+  return static_cast<int>(sibling_sets.size());
+}
+}  // namespace
+
+TEST_CASE("--bind-to core pins each local rank to cores of its own", "[integration]") {
+  const std::vector<int> mine = allowed_in(read_file("/proc/self/status"));
+  const int cores = usable_cores();
+  REQUIRE(cores >= 1);
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", std::to_string(cores), "--bind-to", "core", "--output-filename", tmp.path,
+            "/bin/cat", "/proc/self/status"};
+  RunResult r = run(s);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  std::vector<int> all;
+  for (int rank = 0; rank < cores; ++rank) {
+    const auto cpus = allowed_in(read_file(tmp.path + "/rank." + std::to_string(rank) + "/stdout"));
+    INFO("rank " << rank);
+    CHECK(!cpus.empty());
+    if (cores > 1) CHECK(cpus.size() < mine.size());  // really narrowed
+    all.insert(all.end(), cpus.begin(), cpus.end());
+  }
+  std::sort(all.begin(), all.end());
+  CHECK(std::adjacent_find(all.begin(), all.end()) == all.end());  // no CPU shared by two ranks
+  CHECK(all == mine);                                               // and together they cover the host
+}
+
+TEST_CASE("--bind-to core with more ranks than cores: exit 2 naming the host and the fix, nothing runs",
+          "[integration]") {
+  const int cores = usable_cores();
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", std::to_string(cores + 1), "--bind-to", "core", "/bin/sh", "-c",
+            "touch \"$0/ran.$RANK\"", tmp.path};
+  RunResult r = run(s);
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--bind-to core: localhost has " + std::to_string(cores) + " usable cores") != std::string::npos);
+  CHECK(r.err.find("--bind-to numa or none") != std::string::npos);
+  CHECK(std::filesystem::is_empty(tmp.path));
+}
+
+TEST_CASE("--bind-to numa gives each rank its NUMA node's CPUs; without --bind-to nothing is narrowed",
+          "[integration]") {
+  const std::vector<int> mine = allowed_in(read_file("/proc/self/status"));
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--bind-to", "numa", "--output-filename", tmp.path + "/numa", "/bin/cat",
+            "/proc/self/status"};
+  RunResult r = run(s);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto cpus = allowed_in(read_file(tmp.path + "/numa/rank." + std::to_string(rank) + "/stdout"));
+    // Ranks 0 and 1 of 2 go to the first and the last node.
+    const std::string node_dir = "/sys/devices/system/node/";
+    std::vector<std::string> nodes;
+    for (const auto& e : std::filesystem::directory_iterator(node_dir))
+      if (e.path().filename().string().rfind("node", 0) == 0 && std::isdigit(e.path().filename().string().back()))
+        nodes.push_back(e.path().filename().string());
+    std::sort(nodes.begin(), nodes.end(), [](const std::string& a, const std::string& b) {
+      return std::stoi(a.substr(4)) < std::stoi(b.substr(4));
+    });
+    REQUIRE(!nodes.empty());
+    auto node_cpus = dl::agent::parse_cpu_list(read_file(node_dir + (rank == 0 ? nodes.front() : nodes.back()) + "/cpulist"));
+    std::vector<int> expect;
+    std::set_intersection(node_cpus.begin(), node_cpus.end(), mine.begin(), mine.end(), std::back_inserter(expect));
+    INFO("rank " << rank);
+    CHECK(cpus == expect);
+  }
+  RunSpec plain = s;
+  plain.argv = {bin("dlaunch"), "-n", "2", "--output-filename", tmp.path + "/plain", "/bin/cat", "/proc/self/status"};
+  RunResult p = run(plain);
+  REQUIRE(p.code == 0);
+  for (int rank = 0; rank < 2; ++rank)
+    CHECK(allowed_in(read_file(tmp.path + "/plain/rank." + std::to_string(rank) + "/stdout")) == mine);
 }

@@ -1,0 +1,118 @@
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/cpu_binding.h"
+
+using namespace dl::agent;
+using V = std::vector<int>;
+
+namespace {
+// A sysfs tree in a temp dir: cpuN/topology/{core_id,physical_package_id}
+// and nodeK/cpulist, as the kernel lays them out.
+struct FakeSysfs {
+  std::string root;
+  FakeSysfs() {
+    char tmpl[] = "/tmp/dlaunch-test-sysfs-XXXXXX";
+    root = ::mkdtemp(tmpl);
+  }
+  ~FakeSysfs() { std::filesystem::remove_all(root); }
+  void write(const std::string& rel, const std::string& text) {
+    const auto p = std::filesystem::path(root) / rel;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << text << "\n";
+  }
+  void cpu(int c, int pkg, int core) {
+    write("devices/system/cpu/cpu" + std::to_string(c) + "/topology/physical_package_id", std::to_string(pkg));
+    write("devices/system/cpu/cpu" + std::to_string(c) + "/topology/core_id", std::to_string(core));
+  }
+};
+}  // namespace
+
+TEST_CASE("cpu lists parse and format as the kernel writes them", "[agent]") {
+  CHECK(parse_cpu_list("0-3,8,10-11\n") == V{0, 1, 2, 3, 8, 10, 11});
+  CHECK(parse_cpu_list("") == V{});
+  CHECK(parse_cpu_list("5") == V{5});
+  CHECK(parse_cpu_list("\t0-1 \n") == V{0, 1});  // as /proc/PID/status writes it
+  CHECK(format_cpu_list({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11");
+  CHECK(format_cpu_list({}) == "");
+  CHECK_THROWS_AS(parse_cpu_list("3-1"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_cpu_list("a"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_cpu_list("1;2"), std::invalid_argument);
+}
+
+TEST_CASE("topology: hyperthread siblings form one core, NUMA nodes limited to the allowed CPUs", "[agent]") {
+  // 2 packages x 2 cores x 2 threads; siblings numbered n and n+4, as on Intel.
+  FakeSysfs fs;
+  for (int c = 0; c < 8; ++c) fs.cpu(c, (c % 4) / 2, c % 2);
+  fs.write("devices/system/node/node0/cpulist", "0-1,4-5");
+  fs.write("devices/system/node/node2/cpulist", "2-3,6-7");  // sparse node numbers
+  CpuTopology t = read_cpu_topology({0, 1, 2, 3, 4, 5, 6, 7}, fs.root);
+  REQUIRE(t.cores.size() == 4);
+  CHECK(t.cores[0] == V{0, 4});
+  CHECK(t.cores[1] == V{1, 5});
+  CHECK(t.cores[2] == V{2, 6});
+  CHECK(t.cores[3] == V{3, 7});
+  REQUIRE(t.numa.size() == 2);
+  CHECK(t.numa[1] == V{2, 3, 6, 7});
+  // A taskset/cgroup that leaves only some CPUs: only those count.
+  CpuTopology u = read_cpu_topology({2, 3}, fs.root);
+  CHECK(u.cores.size() == 2);
+  REQUIRE(u.numa.size() == 1);
+  CHECK(u.numa[0] == V{2, 3});
+}
+
+TEST_CASE("topology without sysfs information: every CPU a core, one node", "[agent]") {
+  FakeSysfs fs;
+  CpuTopology t = read_cpu_topology({0, 1, 2}, fs.root);
+  CHECK(t.cores.size() == 3);
+  REQUIRE(t.numa.size() == 1);
+  CHECK(t.numa[0] == V{0, 1, 2});
+}
+
+TEST_CASE("--bind-to core: consecutive cores by local rank, all their threads", "[agent]") {
+  CpuTopology t;
+  t.cores = {{0, 4}, {1, 5}, {2, 6}, {3, 7}};
+  t.numa = {{0, 1, 4, 5}, {2, 3, 6, 7}};
+  auto p = plan_cpus("core", t, 4, 1, "h1");
+  CHECK(p == std::vector<V>{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  auto q = plan_cpus("core", t, 2, 2, "h1");
+  CHECK(q == std::vector<V>{{0, 1, 4, 5}, {2, 3, 6, 7}});
+  try {
+    plan_cpus("core", t, 3, 2, "node7");
+    FAIL("expected an error");
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    CHECK(m.find("node7 has 4 usable cores") != std::string::npos);
+    CHECK(m.find("need 6") != std::string::npos);
+    CHECK(m.find("--bind-to numa or none") != std::string::npos);
+  }
+}
+
+TEST_CASE("--bind-to numa: local ranks in blocks over the nodes; none binds nothing", "[agent]") {
+  CpuTopology t;
+  t.cores = {{0}, {1}, {2}, {3}};
+  t.numa = {{0, 1}, {2, 3}};
+  CHECK(plan_cpus("numa", t, 4, 1, "h") == std::vector<V>{{0, 1}, {0, 1}, {2, 3}, {2, 3}});
+  CHECK(plan_cpus("numa", t, 3, 1, "h") == std::vector<V>{{0, 1}, {0, 1}, {2, 3}});
+  CHECK(plan_cpus("numa", t, 1, 1, "h") == std::vector<V>{{0, 1}});
+  CHECK(plan_cpus("none", t, 2, 1, "h") == std::vector<V>{{}, {}});
+  CHECK_THROWS_AS(plan_cpus("numa", CpuTopology{}, 2, 1, "h"), std::runtime_error);
+}
+
+TEST_CASE("this machine's own topology covers exactly the CPUs we may use", "[agent]") {
+  const V allowed = own_allowed_cpus();
+  REQUIRE(!allowed.empty());
+  CpuTopology t = read_cpu_topology(allowed);
+  V seen;
+  for (const auto& c : t.cores) seen.insert(seen.end(), c.begin(), c.end());
+  std::sort(seen.begin(), seen.end());
+  CHECK(seen == allowed);
+  V in_nodes;
+  for (const auto& n : t.numa) in_nodes.insert(in_nodes.end(), n.begin(), n.end());
+  std::sort(in_nodes.begin(), in_nodes.end());
+  CHECK(in_nodes == allowed);
+}
