@@ -104,15 +104,27 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[k] : (v[k - 1] + v[k]) / 2;
 }
 
-std::vector<size_t> link_outliers(const std::vector<LinkSample>& s, double factor, double latency_slack_us) {
+bool slower_than(const LinkSample& s, const LinkSample& ref, double factor, const LinkSlack& slack) {
+  const bool slow_bw = s.Bps * factor < ref.Bps && s.Bps + slack.Bps < ref.Bps;
+  const bool slow_lat = s.latency_us > ref.latency_us * factor && s.latency_us > ref.latency_us + slack.latency_us;
+  return slow_bw || slow_lat;
+}
+
+std::vector<size_t> link_outliers(const std::vector<LinkSample>& s, double factor, const LinkSlack& slack) {
   std::vector<double> lat, bw;
   for (const auto& x : s) lat.push_back(x.latency_us), bw.push_back(x.Bps);
-  const double ml = median(lat), mb = median(bw);
+  const LinkSample median_pair{median(lat), median(bw)};
   std::vector<size_t> out;
   for (size_t i = 0; i < s.size(); ++i)
-    if (s[i].Bps * factor < mb || (s[i].latency_us > ml * factor && s[i].latency_us > ml + latency_slack_us))
-      out.push_back(i);
+    if (slower_than(s[i], median_pair, factor, slack)) out.push_back(i);
   return out;
+}
+
+bool confirmed_slow(const std::vector<Retest>& retests, double factor, const LinkSlack& slack) {
+  if (retests.empty()) return false;
+  for (const auto& r : retests)
+    if (!slower_than(r.pair, r.reference, factor, slack)) return false;
+  return true;
 }
 
 std::string ifname_value(const std::vector<std::string>& names) {

@@ -42,13 +42,33 @@ std::vector<bool> hosts_to_drop(int n, const std::vector<std::pair<int, int>>& b
 // Median of the values (0 for none).
 double median(std::vector<double> v);
 
-// The index of each pair whose bandwidth is below median/factor or whose
-// latency is above median*factor (and at least `latency_slack_us` above the
-// median, so microsecond noise is not a finding).
+// Links. A pair is slower than a reference when its bandwidth is below the
+// reference's divided by `factor` and at least `bandwidth_slack_Bps` below it,
+// or its latency is above the reference's times `factor` and at least
+// `latency_slack_us` above it: the slack keeps noise on tiny numbers (a few
+// microseconds, a few MB/s on a crawling machine) from being a finding.
 struct LinkSample {
   double latency_us = 0, Bps = 0;
 };
-std::vector<size_t> link_outliers(const std::vector<LinkSample>& s, double factor, double latency_slack_us = 200);
+struct LinkSlack {
+  double latency_us = 200;
+  double Bps = 10e6;
+};
+bool slower_than(const LinkSample& s, const LinkSample& reference, double factor, const LinkSlack& slack = {});
+
+// The suspects of the first pass: the index of each pair slower than the
+// median pair (the medians of latency and of bandwidth, taken apart).
+std::vector<size_t> link_outliers(const std::vector<LinkSample>& s, double factor, const LinkSlack& slack = {});
+
+// A suspect measured again, alone, and right after it a reference pair (a
+// typical one), also alone: a machine busy at that moment slows both, a slow
+// link only the suspect.
+struct Retest {
+  LinkSample pair, reference;
+};
+// A suspect is a finding only when every retest finds it slower than its
+// reference (one retest that does not clears it); no retest: not a finding.
+bool confirmed_slow(const std::vector<Retest>& retests, double factor, const LinkSlack& slack = {});
 
 // The *_SOCKET_IFNAME value that works: the working interface names of every
 // host, distinct, comma-separated in host order ("eth0", "ens1,eth0").

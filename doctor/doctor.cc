@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "doctor/analysis.h"
+#include "doctor/cuda_probe.h"
 #include "doctor/peer.h"
 #include "errors/error.h"
 #include "launcher/agent_starter.h"
@@ -187,6 +188,7 @@ const Report& Doctor::run() {
     timed("network", &Doctor::stage_network);
     timed("links", &Doctor::stage_links);
     timed("all_reduce", &Doctor::stage_all_reduce);
+    timed("nccl", &Doctor::stage_nccl);
   }
   progress("");
   report_->note("stage_seconds", seconds);
@@ -201,6 +203,7 @@ int run_doctor_command(const std::vector<std::string>& args) {
     return 0;
   }
   if (o.peer) return run_peer();
+  if (o.cuda_probe) return run_cuda_probe();
   Doctor d(o);
   const Report& r = d.run();
   if (o.json) std::cout << r.to_json().dump(2) << "\n";

@@ -8,7 +8,8 @@
 //               PATH / LD_LIBRARY_PATH / -x variables, clock, GPUs
 //   4 network   every host reaches every other, on which interface
 //   5 links     latency and bandwidth of every pair, in parallel rounds
-//   6 all_reduce a real dlaunch job over the healthy hosts: correct, and its busbw
+//   6 all_reduce a real dlaunch job over the healthy hosts: correct, and its busbw;
+//                then NCCL over every GPU of the GPU hosts (one rank per GPU)
 #include <functional>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "doctor/analysis.h"
+#include "doctor/child.h"
 #include "doctor/net_test.h"
 #include "doctor/options.h"
 #include "doctor/peer_link.h"
@@ -45,9 +47,23 @@ class Doctor {
   void check_env(const std::vector<nlohmann::json>& facts);
   void stage_network();
   void stage_links();
-  // Tests the pair (a, b) again, alone; keeps the better of both results.
-  void retest(int a, int b, LinkResult& r, LinkSample& s);
+  // One link test of (a, b), latency and bandwidth, with nothing else running.
+  LinkResult measure_alone(int a, int b);
+  // Tests the suspect (a, b) again, alone, then `reference` (nullptr: the
+  // median pair stands in), up to kLinkRetests times, stopping at the first
+  // retest that clears it; folds the suspect's best numbers into `best`.
+  std::vector<Retest> retest(int a, int b, const std::pair<int, int>* reference, const LinkSample& median_pair,
+                             LinkResult& best);
+  static constexpr int kLinkRetests = 2;
   void stage_all_reduce();
+  void stage_nccl();
+  // Runs a dlaunch job: `slots` (host, ranks there), launcher `options`,
+  // then the `program` argv; within kJobTimeout. `what` names it in errors.
+  ChildResult run_job(const std::vector<std::pair<int, int>>& slots, const std::vector<std::string>& options,
+                      const std::vector<std::string>& program, const std::string& what);
+  static constexpr Millis kJobTimeout{150000};
+  // dlaunch-nccl-check beside the dlaunch that hosts run.
+  std::string nccl_helper() const;
 
   std::vector<int> alive() const;
   // Marks `host` failed on `c` (dropping it from later stages) with a problem line.
@@ -65,7 +81,8 @@ class Doctor {
   std::vector<bool> dropped_;
   std::vector<std::vector<Endpoint>> endpoints_;
   std::vector<std::optional<Endpoint>> data_endpoint_;
-  std::string token_, self_exe_, remote_exe_;
+  std::vector<int> usable_gpus_;  // per host, from stage 3 (GPUs one NCCL rank each can use)
+  std::string token_, self_exe_, remote_exe_, ifname_;
   bool tty_ = false;
 };
 

@@ -65,6 +65,23 @@ nlohmann::json gpus(std::string* tool, std::string* error) {
   if (st != 0 && error->empty()) *error = "nvidia-smi exited with status " + std::to_string(WEXITSTATUS(st));
   return out;
 }
+std::string self_exe() {
+  char buf[PATH_MAX] = {};
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "dlaunch";
+}
+
+// Runs a probe that prints one JSON line ({"count","error",...}); what it
+// printed instead, or its death, becomes the error.
+nlohmann::json probe_json(const std::string& command, const std::string& what) {
+  int status = 0;
+  const std::string line = first_output_line(command, &status);
+  auto j = nlohmann::json::parse(line, nullptr, false);
+  if (status == 0 && j.is_object() && j.contains("count")) return j;
+  return {{"count", 0},
+          {"error", what + (status == 124 ? " hung (killed after 15 s)" : " exited with status " + std::to_string(status)) +
+                        (line.empty() ? "" : ": " + line)}};
+}
 }  // namespace
 
 std::string first_output_line(const std::string& shell_command, int* status) {
@@ -108,6 +125,20 @@ nlohmann::json collect_facts(const nlohmann::json& req) {
   f["gpus"] = gpus(&tool, &gpu_error);
   f["gpu_tool"] = tool;
   f["gpu_error"] = gpu_error;
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  f["cuda_visible_devices"] = cvd ? nlohmann::json(cvd) : nlohmann::json(nullptr);
+  if (!f["gpus"].empty()) {
+    // What CUDA makes of them: the driver (always), and the runtime dlaunch's
+    // NCCL check was built with (when it was).
+    f["cuda"] = probe_json(launcher::ssh::shell_quote(self_exe()) + " doctor --cuda-probe", "the CUDA driver probe");
+    const std::string helper = req.value("nccl_helper", "");
+    if (!helper.empty()) {
+      nlohmann::json x = check_executable(helper);
+      f["cuda_runtime"] = x["ok"].get<bool>()
+                              ? probe_json(launcher::ssh::shell_quote(helper) + " --probe", helper + " --probe")
+                              : nlohmann::json{{"count", 0}, {"error", helper + ": " + x["why"].get<std::string>()}};
+    }
+  }
   const std::string program = req.value("program", "");
   if (!program.empty()) {
     nlohmann::json pr = check_executable(program);

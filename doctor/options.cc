@@ -33,7 +33,8 @@ po::options_description describe(DoctorOptions& o) {
     ("quick", po::bool_switch(&o.quick), "stop after the remote environment (stages 1-3)")
     ("json", po::bool_switch(&o.json), "write the report as JSON on stdout")
     ("write-healthy", po::value(&o.write_healthy), "write a hostfile of the hosts that passed")
-    ("peer", po::bool_switch(&o.peer), "internal: the remote side of the doctor");
+    ("peer", po::bool_switch(&o.peer), "internal: the remote side of the doctor")
+    ("cuda-probe", po::bool_switch(&o.cuda_probe), "internal: print what the CUDA driver sees on this host");
   return d;
 }
 
@@ -43,7 +44,7 @@ std::string normalize(const std::string& a) {
 }
 
 void validate(const DoctorOptions& o) {
-  if (o.peer) return;
+  if (o.peer || o.cuda_probe) return;
   if (!o.hostfile.empty() && !o.hosts.empty()) throw UsageError("give either --hostfile or -H, not both");
   if (o.hostfile.empty() && o.hosts.empty())
     throw UsageError("dlaunch doctor needs the hosts to check: --hostfile FILE or -H h1,h2");

@@ -31,6 +31,7 @@ struct DoctorOptions {
   bool json = false;               // --json: the report as JSON on stdout instead of the table
   std::string write_healthy;       // --write-healthy FILE: hostfile of the hosts that passed
   bool peer = false;               // --peer: the hidden remote side (reads its commands on stdin)
+  bool cuda_probe = false;         // --cuda-probe: hidden; prints what the CUDA driver sees (cuda_probe.h)
 };
 
 // Parses `args` (after "doctor"). Throws UsageError naming the bad option.

@@ -6,7 +6,7 @@ namespace dl::doctor {
 
 namespace {
 const char* const kNames[kCheckCount] = {"hostfile", "ssh",   "dlaunch", "program", "env",
-                                         "clock",    "gpus",  "network", "links",   "all_reduce"};
+                                         "clock",    "gpus",  "network", "links",   "all_reduce", "nccl"};
 
 const char* mark_word(Mark m) {
   switch (m) {
@@ -91,6 +91,7 @@ std::string Report::render(bool utf8) const {
            (p.fix.empty() ? "" : "; " + p.fix) + "\n";
   if (notes_.contains("interface")) out += "\nnetwork: " + notes_["interface"].get<std::string>() + "\n";
   if (notes_.contains("all_reduce")) out += "all_reduce: " + notes_["all_reduce"].get<std::string>() + "\n";
+  if (notes_.contains("nccl")) out += "nccl: " + notes_["nccl"].get<std::string>() + "\n";
   int passed = 0;
   for (size_t h = 0; h < hosts_.size(); ++h) passed += host_passed(static_cast<int>(h)) ? 1 : 0;
   const int fails = static_cast<int>(std::count_if(problems_.begin(), problems_.end(), [](const Problem& p) { return p.mark == Mark::kFail; }));

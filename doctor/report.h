@@ -14,9 +14,9 @@ namespace dl::doctor {
 enum class Mark { kNotRun, kOk, kWarn, kFail };
 
 // The checks in the order they run; a column each in the table.
-enum class Check { kHostfile, kSsh, kDlaunch, kProgram, kEnv, kClock, kGpus, kNetwork, kLinks, kAllReduce };
-inline constexpr int kCheckCount = 10;
-const char* check_name(Check c);  // "hostfile", "ssh", ... "all_reduce"
+enum class Check { kHostfile, kSsh, kDlaunch, kProgram, kEnv, kClock, kGpus, kNetwork, kLinks, kAllReduce, kNccl };
+inline constexpr int kCheckCount = 11;
+const char* check_name(Check c);  // "hostfile", "ssh", ... "all_reduce", "nccl"
 
 struct Cell {
   Mark mark = Mark::kNotRun;

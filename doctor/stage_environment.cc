@@ -6,6 +6,7 @@
 
 #include "doctor/analysis.h"
 #include "doctor/doctor.h"
+#include "doctor/gpu.h"
 #include "launcher/agent_starter.h"
 
 namespace dl::doctor {
@@ -51,6 +52,8 @@ void Doctor::stage_environment() {
   const std::string local_agent = launcher::agent_path("", false);
   const std::string remote_agent = launcher::agent_path(o_.prefix, true);
   std::vector<nlohmann::json> facts(entries_.size());
+  usable_gpus_.assign(entries_.size(), 0);
+  const std::string helper = nccl_helper();  // "" without the NCCL backend
   std::vector<ClockSample> clocks(entries_.size());
   progress("remote environment of " + std::to_string(alive().size()) + " hosts");
   auto errors = each_alive([&](int h) {
@@ -58,7 +61,8 @@ void Doctor::stage_environment() {
     clocks[static_cast<size_t>(h)] = measure_clock(p);
     const bool local = report_->cell(h, Check::kSsh).text == "local";
     facts[static_cast<size_t>(h)] = p.call({{"op", "facts"}, {"vars", vars}, {"program", o_.program},
-                                            {"agent", local ? local_agent : remote_agent}}, kFactsTimeout);
+                                            {"agent", local ? local_agent : remote_agent}, {"nccl_helper", helper}},
+                                           kFactsTimeout);
   });
   for (int h : alive()) {
     const size_t i = static_cast<size_t>(h);
@@ -114,15 +118,24 @@ void Doctor::judge_host(int h, const nlohmann::json& f, long long offset_ns) {
          "synchronise the clocks (chrony or ntpd; `timedatectl set-ntp true`)");
   else
     report_->set(h, Check::kClock, Mark::kOk, signed_ms(off_ms));
-  // GPUs.
-  const int gpus = static_cast<int>(f.at("gpus").size());
-  if (o_.gpus_per_node >= 0 && gpus < o_.gpus_per_node)
-    fail(h, Check::kGpus, std::to_string(gpus),
-         name(h) + ": sees " + std::to_string(gpus) + " GPUs" + (f.value("gpu_tool", "").empty() ? " (no nvidia-smi)" : "") +
-             ", --gpus-per-node wants " + std::to_string(o_.gpus_per_node),
-         f.value("gpu_error", "").empty() ? "check the driver (nvidia-smi) on that host" : "nvidia-smi says: " + f.value("gpu_error", ""));
-  else
-    report_->set(h, Check::kGpus, Mark::kOk, gpus ? std::to_string(gpus) : "none");
+  // GPUs: what nvidia-smi lists and what CUDA makes of them.
+  GpuView v;
+  v.listed = static_cast<int>(f.at("gpus").size());
+  v.has_smi = !f.value("gpu_tool", "").empty();
+  v.smi_error = f.value("gpu_error", "");
+  if (f.contains("cuda_visible_devices") && f["cuda_visible_devices"].is_string())
+    v.visible_devices = f["cuda_visible_devices"].get<std::string>();
+  if (f.contains("cuda")) {
+    v.cuda = f["cuda"].value("count", 0);
+    v.cuda_error = f["cuda"].value("error", "");
+    v.cuda_error_name = f["cuda"].value("error_name", "");
+  }
+  if (f.contains("cuda_runtime")) v.runtime = f["cuda_runtime"].value("count", 0), v.runtime_error = f["cuda_runtime"].value("error", "");
+  const GpuVerdict g = judge_gpus(name(h), v, o_.gpus_per_node);
+  usable_gpus_[static_cast<size_t>(h)] = g.usable;
+  if (g.mark == Mark::kFail) fail(h, Check::kGpus, g.cell, g.what, g.fix);
+  else report_->set(h, Check::kGpus, g.mark, g.cell);
+  if (g.mark == Mark::kWarn) report_->add({Mark::kWarn, Check::kGpus, {name(h)}, g.what, g.fix});
   if (f.contains("tmp_free_bytes") && f["tmp_free_bytes"].is_number() && f["tmp_free_bytes"].get<double>() < 1e9)
     report_->add({Mark::kWarn, Check::kEnv, {name(h)}, name(h) + ": /tmp has only " + human_bytes(f["tmp_free_bytes"].get<double>()) + " free",
                   "free space there (ranks and NCCL write to /tmp)"});

@@ -105,6 +105,7 @@ void Doctor::stage_network() {
   const std::string ifv = ifname_value(kept_ifnames);
   if (ifv.empty() || kept_ifnames.size() < 2) return;  // one host: nothing was tested
   report_->note("ifname", ifv);
+  ifname_ = ifv;
   report_->note("interface", "NCCL_SOCKET_IFNAME=" + ifv + " GLOO_SOCKET_IFNAME=" + ifv + " DLAUNCH_SOCKET_IFNAME=" + ifv +
                                  " (the interface every host reached the others on)");
   for (const auto& [iface, where_hosts] : stray) {

@@ -320,11 +320,15 @@ cmd_setenv() {
   [ $# -ge 3 ] || usage
   load "$1"; check_host "$2"
   local h=$2; shift 2
-  local kv
+  local kv line=""
   for kv in "$@"; do
     [[ "$kv" =~ ^[A-Za-z_][A-Za-z0-9_]*=[^\"]*$ ]] || die 2 "setenv wants NAME=VALUE without double quotes, got '$kv'"
-    echo "SetEnv \"$kv\"" >>"$DIR/$h/sshd_extra.conf"
+    line="$line \"$kv\""
   done
+  # sshd uses its first SetEnv line only: every variable goes on that one line.
+  local conf="$DIR/$h/sshd_extra.conf" before
+  before=$(sed -n 's/^SetEnv//p' "$conf")
+  { grep -v '^SetEnv' "$conf" || true; echo "SetEnv$before$line"; } >"$conf.new" && mv "$conf.new" "$conf"
   # sshd re-reads its configuration on SIGHUP (it re-executes itself).
   local pid; pid=$(cat "$DIR/$h/sshd.pid" 2>/dev/null) || die 1 "sshd of $h is not running"
   kill -HUP "$pid"

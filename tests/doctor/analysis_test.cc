@@ -78,3 +78,30 @@ TEST_CASE("the IFNAME value lists each working interface name once", "[doctor]")
   CHECK(human_rate(2.5e6) == "2MB/s");
   CHECK(human_us(1500) == "1.5ms");
 }
+
+TEST_CASE("link verdicts on noisy measurements: only a pair slow every time is a finding", "[doctor]") {
+  const double f = 3;
+  // A pair slowed by a busy CPU in the first pass (4x below the median),
+  // normal when tested again alone: cleared.
+  CHECK(link_outliers({{60, 600e6}, {58, 610e6}, {70, 150e6}, {61, 590e6}}, f) == std::vector<size_t>{2});
+  CHECK_FALSE(confirmed_slow({{{65, 560e6}, {60, 600e6}}}, f));
+  // The machine got busy during the retest: the suspect and its reference are
+  // slow together, so the ratio clears it.
+  CHECK_FALSE(confirmed_slow({{{300, 140e6}, {280, 160e6}}}, f));
+  // A rate-limited link (20 Mbit/s): slow against the reference every time.
+  CHECK(confirmed_slow({{{80, 2.5e6}, {60, 600e6}}, {{90, 2.4e6}, {200, 300e6}}}, f));
+  // ...but one retest that clears it is enough (a burst of load in the other).
+  CHECK_FALSE(confirmed_slow({{{80, 2.5e6}, {60, 600e6}}, {{70, 580e6}, {60, 600e6}}}, f));
+  // Latency spikes from scheduling: 900 us once, then normal.
+  CHECK(slower_than({900, 600e6}, {100, 600e6}, f));
+  CHECK_FALSE(confirmed_slow({{{900, 600e6}, {100, 600e6}}, {{120, 600e6}, {110, 600e6}}}, f));
+  // A link with 5 ms of added delay stays slow.
+  CHECK(confirmed_slow({{{5100, 500e6}, {100, 600e6}}, {{5080, 550e6}, {130, 600e6}}}, f));
+  // The absolute floors: a crawling machine (every stream a few MB/s) and
+  // microsecond latencies are no finding, whatever the ratio.
+  CHECK_FALSE(slower_than({50, 1e6}, {50, 8e6}, f));
+  CHECK_FALSE(slower_than({40, 600e6}, {10, 600e6}, f));
+  CHECK(link_outliers({{50, 1e6}, {50, 8e6}, {50, 9e6}, {50, 7e6}}, f).empty());
+  // No retest (none could be made): not a finding on one measurement.
+  CHECK_FALSE(confirmed_slow({}, f));
+}

@@ -7,7 +7,7 @@
 
 using namespace dl::doctor;
 
-TEST_CASE("a report with only passes and warnings exits 0; a failure exits 1", "[doctor]") {
+TEST_CASE("a report with only passes and warnings exits 0, a failure exits 1", "[doctor]") {
   Report r({"h0", "h1"});
   r.set(0, Check::kSsh, Mark::kOk, "local");
   r.set(1, Check::kSsh, Mark::kOk, "1.2ms");

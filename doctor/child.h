@@ -1,0 +1,38 @@
+#pragma once
+// Stage 6's jobs are child processes of the doctor: a `dlaunch` run with its
+// own hostfile in a temporary directory. What they need, in one place.
+#include <string>
+#include <vector>
+
+#include "doctor/peer_link.h"
+
+namespace dl::doctor {
+
+struct ChildResult {
+  int status = -1;  // exit status; 128+N for a signal; 124 when it ran past its timeout
+  std::string out, err;
+};
+
+// Runs argv (no shell) with stdout and stderr captured, stdin /dev/null;
+// SIGKILLs its process group after `timeout`. It dies with the doctor
+// (PR_SET_PDEATHSIG). `what` names it in errors ("the all_reduce job").
+ChildResult run_child(const std::vector<std::string>& argv, Millis timeout, const std::string& what);
+
+// The last `n` lines of `s`, joined by spaces: a failed job's last words.
+std::string last_lines(const std::string& s, int n);
+
+// A directory under $TMPDIR (else /tmp), removed with everything in it when
+// this object is destroyed.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace dl::doctor
