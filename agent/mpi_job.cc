@@ -1,6 +1,8 @@
 #include "agent/mpi_job.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -8,16 +10,19 @@
 
 #include <cctype>
 #include <cerrno>
+#include <iostream>
 
 #include <condition_variable>
 #include <exception>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "errors/error.h"
 
 #if DLAUNCH_HAVE_PMIX
+#include "agent/pmix/front_door.h"
 #include "agent/pmix/local_topology.h"
 #include "agent/pmix/pmix_server.h"
 #endif
@@ -25,32 +30,46 @@
 namespace dl::agent {
 
 #if DLAUNCH_HAVE_PMIX
-struct MpiJob::Server {
-  std::unique_ptr<pmix::PmixServer> pmix;
-};
-
 bool MpiJob::available() { return true; }
 #else
-struct MpiJob::Server {};
-
 bool MpiJob::available() { return false; }
 #endif
 
-// What prepare's thread and the agent's thread share.
+// What the server thread and the agent's thread share.
 struct MpiJob::Prep {
-  enum State { kReaping, kDiscovering, kInitializing, kDone };
+  // kReaping: removing dead agents' dirs; kIdle: waiting for a rank to
+  // connect; kStarting: hwloc, libpmix init and the job's registration;
+  // kServing: relaying; kFailed: libpmix could not start.
+  enum State { kReaping, kIdle, kStarting, kServing, kFailed };
   std::mutex mu;
   std::condition_variable cv;
   State state = kReaping;
-  bool cancelled = false;  // release_for_exit came first: stop after discovery
-  std::exception_ptr error;
-  std::string tmpdir;
-  std::unique_ptr<Server> server;
+  bool thread_done = false;
+  bool reap_claimed = false;  // someone is removing dead agents' dirs (once)
+  bool reaped = false;        // ... and is done
+  bool cancelled = false;  // release_for_exit or the destructor: stop
+  std::string error;       // why prepare() failed (then no thread runs)
+  int wake[2] = {-1, -1};  // written to when cancelled
+#if DLAUNCH_HAVE_PMIX
+  std::unique_ptr<pmix::FrontDoor> door;
+  std::optional<pmix::JobMap> map;
+  pmix::Callbacks cb;
+  std::unique_ptr<pmix::PmixServer> server;
+#endif
+  ~Prep() {
+    if (wake[0] >= 0) ::close(wake[0]), ::close(wake[1]);
+  }
+  void cancel() {
+    std::lock_guard<std::mutex> lock(mu);
+    cancelled = true;
+    if (wake[1] >= 0) (void)!::write(wake[1], "x", 1);
+    cv.notify_all();
+  }
 };
 
 namespace {
-// PMIx_server_init takes 100-200 ms; a minute means libpmix is stuck.
-constexpr auto kPrepareTimeout = std::chrono::seconds(60);
+// Starting libpmix takes 30-200 ms; a minute means it is stuck.
+constexpr auto kStartTimeout = std::chrono::seconds(60);
 // hwloc plugins whose libraries (OpenCL, X11/GL, libxml2 with ICU) cost most
 // of hwloc's start-up and add nothing to the topology ranks need: its own XML
 // writer replaces libxml2; the Linux backend reads CPUs, caches and PCI.
@@ -95,7 +114,25 @@ void remove_dirs_of_dead_agents(const std::string& base) {
 }
 }  // namespace
 
-MpiJob::MpiJob() : server_(std::make_unique<Server>()), prep_(std::make_shared<Prep>()) {}
+
+
+// Removes dead agents' dirs once per agent, on whichever thread comes first:
+// the server thread at its start, or an agent leaving before that thread ran
+// (under load it may not have been scheduled yet; the agent does not wait).
+void MpiJob::reap_dead_agents(Prep& prep) {
+  {
+    std::lock_guard<std::mutex> lock(prep.mu);
+    if (prep.reap_claimed) return;
+    prep.reap_claimed = true;
+  }
+  remove_dirs_of_dead_agents(tmp_base());
+  remove_dirs_of_dead_agents("/dev/shm");
+  std::lock_guard<std::mutex> lock(prep.mu);
+  prep.reaped = true;
+  prep.cv.notify_all();
+}
+
+MpiJob::MpiJob() : prep_(std::make_shared<Prep>()) {}
 
 std::unique_ptr<MpiJob> MpiJob::prepare() {
 #if DLAUNCH_HAVE_PMIX
@@ -104,60 +141,109 @@ std::unique_ptr<MpiJob> MpiJob::prepare() {
     ::setenv(kHwlocBlacklistVar, kHwlocBlacklist, 1);
     g_set_blacklist = true;
   }
+  pmix::select_hash_store();
   std::unique_ptr<MpiJob> job(new MpiJob);
-  std::thread([prep = job->prep_] {
-    remove_dirs_of_dead_agents(tmp_base());
-    remove_dirs_of_dead_agents("/dev/shm");
-    {
-      std::lock_guard<std::mutex> lock(prep->mu);
-      prep->state = Prep::kDiscovering;
-      prep->cv.notify_all();
-    }
-    auto topology = std::make_unique<pmix::LocalTopology>();
-    {
-      std::lock_guard<std::mutex> lock(prep->mu);
-      if (prep->cancelled) {
-        prep->state = Prep::kDone;
-        prep->cv.notify_all();
-        return;
-      }
-      prep->state = Prep::kInitializing;
-    }
-    std::unique_ptr<Server> server = std::make_unique<Server>();
-    std::string tmpdir;
-    std::exception_ptr error;
-    try {
-      tmpdir = make_tmpdir();
-      server->pmix = pmix::PmixServer::init(tmpdir, "", false, std::move(topology));
-    } catch (...) {
-      error = std::current_exception();
-    }
-    std::lock_guard<std::mutex> lock(prep->mu);
-    prep->tmpdir = tmpdir;
-    prep->server = std::move(server);
-    prep->error = error;
-    prep->state = Prep::kDone;
-    prep->cv.notify_all();
-  }).detach();
+  Prep& p = *job->prep_;
+  try {
+    job->tmpdir_ = make_tmpdir();
+    const std::string pmix_dir = job->tmpdir_ + "/pmix";
+    if (::mkdir(pmix_dir.c_str(), 0700) != 0) throw_errno("cannot create " + pmix_dir);
+    p.door = std::make_unique<pmix::FrontDoor>();
+    if (::pipe2(p.wake, O_CLOEXEC) != 0) throw_errno("pipe");
+  } catch (const Error& e) {
+    p.error = e.what();
+    p.state = Prep::kFailed;
+    p.thread_done = true;
+    return job;
+  }
+  std::thread(serve, job->prep_, job->tmpdir_).detach();
   return job;
 #else
   return nullptr;
 #endif
 }
 
+#if DLAUNCH_HAVE_PMIX
+// The server thread: dead agents' dirs, then a wait for the first rank to
+// connect; then the topology, libpmix, the job's registration and the relay.
+void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
+  auto finish = [&](Prep::State state) {
+    std::lock_guard<std::mutex> lock(prep->mu);
+    prep->state = state;
+    prep->thread_done = true;
+    prep->cv.notify_all();
+  };
+  // Moves to `next` unless cancelled; false when cancelled.
+  auto advance = [&](Prep::State next) {
+    std::lock_guard<std::mutex> lock(prep->mu);
+    if (prep->cancelled) return false;
+    prep->state = next;
+    prep->cv.notify_all();
+    return true;
+  };
+  reap_dead_agents(*prep);
+  if (!advance(Prep::kIdle)) return finish(Prep::kIdle);
+  // Until a rank connects (MPI_Init) or the agent leaves. Nothing of hwloc or
+  // libpmix has run so far, so an agent leaving now waits for nothing. (The
+  // topology is not discovered ahead either: that cost a job of /bin/true
+  // measurable CPU, and gained an MPI job nothing measurable.)
+  pollfd fds[2] = {{prep->door->listen_fd(), POLLIN, 0}, {prep->wake[0], POLLIN, 0}};
+  while (::poll(fds, 2, -1) < 0 && errno == EINTR) {}
+  if (!advance(Prep::kStarting)) return finish(Prep::kIdle);
+  uint16_t upstream = 0;
+  try {
+    auto topology = std::make_unique<pmix::LocalTopology>();
+    auto server = pmix::PmixServer::init(tmpdir, "", false, std::move(topology));
+    pmix::JobMap map;
+    pmix::Callbacks cb;
+    {
+      // The job arrives before any rank exists; only a stray local client
+      // can come first.
+      std::unique_lock<std::mutex> lock(prep->mu);
+      if (!prep->cv.wait_for(lock, kStartTimeout, [&] { return prep->map || prep->cancelled; }))
+        throw TimeoutError("a client connected to the ranks' PMIx port, but no MPI job came within 60 s");
+      if (prep->cancelled) {
+        prep->server = std::move(server);
+        lock.unlock();
+        return finish(Prep::kFailed);
+      }
+      map = *prep->map;
+      cb = prep->cb;
+    }
+    server->register_job(map, std::move(cb));
+    // The environment the ranks were started with must be what libpmix would
+    // have given them (pmix::predicted_rank_env); a libpmix that differs is
+    // named here rather than left to fail obscurely in MPI_Init.
+    const int first = map.node_ranks[map.node_rank].front();
+    const auto real = server->rank_env(first);
+    for (auto& kv : real)
+      if (kv.first == "PMIX_SERVER_URI41") upstream = pmix::uri_port(kv.second);
+    if (upstream == 0) throw IoError("pmix: libpmix gave no tcp4 loopback PMIX_SERVER_URI41");
+    for (auto& m : pmix::env_mismatches(pmix::predicted_rank_env(map, first, prep->door->port()), real))
+      std::cerr << "dlaunch-agent: warning: a rank's PMIx environment differs from libpmix's: " + m + "\n";
+    std::lock_guard<std::mutex> lock(prep->mu);
+    prep->server = std::move(server);
+    if (prep->cancelled) {
+      prep->state = Prep::kFailed;
+      prep->thread_done = true;
+      prep->cv.notify_all();
+      return;
+    }
+    prep->state = Prep::kServing;
+    prep->cv.notify_all();
+  } catch (const Error& e) {
+    std::cerr << std::string("dlaunch-agent: error: cannot start the PMIx server for this host's ranks (") + e.what() +
+                     "); their MPI_Init fails\n";
+    prep->door->close_listener();  // waiting and later clients fail at once
+    return finish(Prep::kFailed);
+  }
+  prep->door->relay(upstream, prep->wake[0]);
+  finish(Prep::kServing);
+}
+#endif
+
 void MpiJob::scrub_rank_env(std::map<std::string, std::string>& env) {
   if (g_set_blacklist) env.erase(kHwlocBlacklistVar);
-}
-
-bool MpiJob::wait_prepared(std::chrono::seconds limit) {
-  std::unique_lock<std::mutex> lock(prep_->mu);
-  if (!prep_->cv.wait_for(lock, limit, [&] { return prep_->state == Prep::kDone; })) return false;
-  // Take what the thread made (once).
-  if (prep_->server) {
-    server_ = std::move(prep_->server);
-    tmpdir_ = prep_->tmpdir;
-  }
-  return true;
 }
 
 void MpiJob::start(const nlohmann::json& mpi, MpiHooks hooks) {
@@ -174,15 +260,30 @@ void MpiJob::start(const nlohmann::json& mpi, MpiHooks hooks) {
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(std::string("bad mpi section in the launch message: ") + e.what());
   }
-  if (!wait_prepared(kPrepareTimeout))
-    throw TimeoutError("the PMIx server did not start within 60 s (hwloc's topology or PMIx_server_init is stuck)");
-  if (prep_->error) std::rethrow_exception(prep_->error);
+  {
+    std::lock_guard<std::mutex> lock(prep_->mu);
+    if (!prep_->error.empty()) throw IoError(prep_->error);
+  }
   map.tmpdir = tmpdir_;
+  pmix::validate(map);
+  // Made here, not by the server thread, so that release_for_exit removes
+  // them whether or not a server ever started.
+  if (std::filesystem::is_directory("/dev/shm")) {
+    shm_dir_ = pmix::shm_dir(map);
+    ::mkdir(shm_dir_.c_str(), 0700);
+  }
+  const std::string nsdir = tmpdir_ + "/pmix/" + map.nspace;
+  if (::mkdir(nsdir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("cannot create " + nsdir);
   pmix::Callbacks cb;
   cb.post = std::move(hooks.post);
   cb.fence = std::move(hooks.fence);
   cb.abort = std::move(hooks.abort);
-  server_->pmix->register_job(map, std::move(cb));
+  {
+    std::lock_guard<std::mutex> lock(prep_->mu);
+    prep_->map = map;
+    prep_->cb = std::move(cb);
+    prep_->cv.notify_all();
+  }
   started_ = true;
 #else
   (void)mpi, (void)hooks;
@@ -190,47 +291,49 @@ void MpiJob::start(const nlohmann::json& mpi, MpiHooks hooks) {
 #endif
 }
 
-void MpiJob::release_for_exit() {
-  if (released_) return;
-  released_ = true;
-  {
-    std::unique_lock<std::mutex> lock(prep_->mu);
-    // Removing dead agents' dirs takes a few ms: let it finish.
-    prep_->cv.wait_for(lock, kPrepareTimeout, [&] { return prep_->state != Prep::kReaping; });
-    // Still in hwloc: nothing on disk yet, and the thread will stop there.
-    if (prep_->state == Prep::kDiscovering) {
-      prep_->cancelled = true;
-      return;
-    }
-  }
-  if (!wait_prepared(kPrepareTimeout)) return;  // stuck in libpmix: leave it to the exit
-#if DLAUNCH_HAVE_PMIX
-  if (server_ && server_->pmix) server_->pmix->abandon();
-#endif
+void MpiJob::remove_dirs() {
   std::error_code ec;
+  if (!shm_dir_.empty()) std::filesystem::remove_all(shm_dir_, ec);
   if (!tmpdir_.empty()) std::filesystem::remove_all(tmpdir_, ec);
 }
 
-MpiJob::~MpiJob() {
-  if (!released_) {
-    {
-      std::lock_guard<std::mutex> lock(prep_->mu);
-      prep_->cancelled = true;
-    }
-    wait_prepared(kPrepareTimeout);
-  }
+void MpiJob::release_for_exit() {
+  if (released_) return;
+  released_ = true;
+  prep_->cancel();
+  reap_dead_agents(*prep_);
+  {
+    // The server thread may be removing dead agents' dirs (a moment): let it
+    // finish. libpmix is starting for a rank that connected: let it finish
+    // too, so that nothing it creates outlives the removal below.
+    std::unique_lock<std::mutex> lock(prep_->mu);
+    prep_->cv.wait_for(lock, kStartTimeout, [&] {
+      return prep_->thread_done || (prep_->reaped && prep_->state != Prep::kStarting);
+    });
 #if DLAUNCH_HAVE_PMIX
-  if (server_ && server_->pmix && !released_) server_->pmix->stop();
+    if (prep_->server) prep_->server->abandon();
 #endif
-  server_.reset();
-  std::error_code ec;
-  if (!tmpdir_.empty()) std::filesystem::remove_all(tmpdir_, ec);
+  }
+  remove_dirs();
+}
+
+MpiJob::~MpiJob() {
+  prep_->cancel();
+  {
+    std::unique_lock<std::mutex> lock(prep_->mu);
+    prep_->cv.wait_for(lock, kStartTimeout, [&] { return prep_->thread_done; });
+#if DLAUNCH_HAVE_PMIX
+    if (prep_->thread_done && prep_->server && !released_) prep_->server->stop();
+#endif
+  }
+  remove_dirs();
 }
 
 std::vector<std::pair<std::string, std::string>> MpiJob::rank_env(int rank) {
 #if DLAUNCH_HAVE_PMIX
   if (!started_) return {};
-  return server_->pmix->rank_env(rank);
+  std::lock_guard<std::mutex> lock(prep_->mu);
+  return pmix::predicted_rank_env(*prep_->map, rank, prep_->door->port());
 #else
   (void)rank;
   return {};
@@ -239,7 +342,12 @@ std::vector<std::pair<std::string, std::string>> MpiJob::rank_env(int rank) {
 
 void MpiJob::fence_done(uint64_t id, const std::string& all_blobs) {
 #if DLAUNCH_HAVE_PMIX
-  if (started_ && !released_) server_->pmix->fence_done(id, all_blobs);
+  pmix::PmixServer* server = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(prep_->mu);
+    if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
+  }
+  if (server) server->fence_done(id, all_blobs);
 #else
   (void)id, (void)all_blobs;
 #endif
@@ -247,7 +355,12 @@ void MpiJob::fence_done(uint64_t id, const std::string& all_blobs) {
 
 void MpiJob::fence_failed(uint64_t id) {
 #if DLAUNCH_HAVE_PMIX
-  if (started_ && !released_) server_->pmix->fence_failed(id);
+  pmix::PmixServer* server = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(prep_->mu);
+    if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
+  }
+  if (server) server->fence_failed(id);
 #else
   (void)id;
 #endif

@@ -3,14 +3,19 @@
 // libpmix (DLAUNCH_HAVE_PMIX), the PMIx server of this host's ranks
 // (agent/pmix/pmix_server.h). The only agent file that knows libpmix exists.
 //
-// Starting a PMIx server costs 100-200 ms (hwloc's topology discovery and
-// PMIx_server_init), so it is split: prepare() does that slow half on a
-// thread as soon as the agent starts, while it connects to the launcher and
-// waits for its launch message; start() waits for it only when the launch
-// asks for MPI, and registers the job (about 1 ms).
+// Starting a PMIx server costs 30-200 ms (hwloc's topology discovery and
+// PMIx_server_init), which a job that never calls MPI_Init must not pay
+// (docs/mpi.md, "Cost for non-MPI programs"). So ranks never wait for it:
+// prepare() opens a loopback port at once (pmix/front_door.h) and every rank
+// is told that port as its server's address, and a thread waits on it. Only
+// when a rank connects (MPI_Init) does it discover the topology, start
+// libpmix, register the job and relay the waiting connections to libpmix's
+// listener.
+// A job whose ranks never connect never starts libpmix, and its agent leaves
+// without waiting for anything.
 //
 // Threading: hooks run on the agent's io_context thread (through `post`).
-// The methods are for the agent's thread.
+// The methods are for the agent's thread; the server thread is internal.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -34,34 +39,39 @@ class MpiJob {
  public:
   // True when this binary can serve PMIx.
   static bool available();
-  // Starts the slow half on a thread and returns at once: removes the temp
+  // Makes the temp dir (mkdtemp $TMPDIR/dlaunch-<pid>-XXXXXX, or /tmp) and
+  // the ranks' PMIx port, and starts the server thread: it removes the temp
   // and shared-memory dirs that agents killed outright left (their pid is
-  // gone), discovers this host's topology, then makes the temp dir (mkdtemp $TMPDIR/dlaunch-<pid>-XXXXXX, or
-  // /tmp) and PMIx_server_init. Null when !available(). Sets
-  // HWLOC_PLUGINS_BLACKLIST in this process (unless set) so that hwloc does
-  // not load its OpenCL, GL and libxml2 plugins (most of its start-up time);
-  // scrub_rank_env removes it again from the ranks' environment.
+  // gone), then waits for a rank to connect.
+  // Null when !available(). Sets HWLOC_PLUGINS_BLACKLIST in this process
+  // (unless set) so that hwloc does not load its OpenCL, GL and libxml2
+  // plugins (most of its start-up time); scrub_rank_env removes it again from
+  // the ranks' environment.
   static std::unique_ptr<MpiJob> prepare();
   // Removes what prepare() added to this process's environment.
   static void scrub_rank_env(std::map<std::string, std::string>& env);
-  // Waits for prepare's thread (at most 60 s) and registers the job: `mpi` is
-  // the launch message's "mpi" section (control/protocol.h). Throws
-  // UsageError (bad section), IoError (temp dir, libpmix) or TimeoutError.
+  // Hands the job to the server thread and returns at once: `mpi` is the
+  // launch message's "mpi" section (control/protocol.h). Throws UsageError
+  // (bad section) or IoError (prepare could not make the temp dir or port).
+  // A server that fails later (libpmix) is reported on stderr, and the
+  // ranks' MPI_Init fails.
   void start(const nlohmann::json& mpi, MpiHooks hooks);
   // True after a successful start().
   bool started() const { return started_; }
-  // For an agent about to _exit: removes the temp dir and the PMIx server's
-  // files without finalizing libpmix (20-50 ms the job's end need not wait
-  // for). If prepare's thread is still discovering the topology it is told
-  // to stop there and not waited for; if it is in PMIx_server_init, it is
-  // waited for. Afterwards only _exit may end the process. Idempotent.
+  // For an agent about to _exit: removes the temp dir, the shared-memory dir
+  // and the PMIx server's files without finalizing libpmix (20-50 ms the
+  // job's end need not wait for). Waits only while libpmix is being started
+  // for a rank that connected; otherwise the server thread is told to stop
+  // and not waited for. Afterwards only _exit may end the process.
+  // Idempotent.
   void release_for_exit();
-  // Waits for prepare's thread, stops the PMIx server (unless released),
-  // removes the temp dir.
+  // Stops the server thread and waits for it, stops the PMIx server (unless
+  // released), removes the temp dirs.
   ~MpiJob();
 
-  // Variables to add to local rank `rank`'s environment, after dlaunch's own.
-  // REQUIRES started().
+  // Variables to add to local rank `rank`'s environment, after dlaunch's own:
+  // what the PMIx server will give it (pmix::predicted_rank_env), pointing at
+  // the ranks' PMIx port. REQUIRES started().
   std::vector<std::pair<std::string, std::string>> rank_env(int rank);
   // The launcher's answer to fence `id`: all hosts' blobs, node order.
   void fence_done(uint64_t id, const std::string& all_blobs);
@@ -69,14 +79,13 @@ class MpiJob {
   const std::string& tmpdir() const { return tmpdir_; }
 
  private:
-  struct Server;
   struct Prep;
   MpiJob();
-  // Waits until prepare's thread has finished (or timeout); false on timeout.
-  bool wait_prepared(std::chrono::seconds limit);
-  std::string tmpdir_;
-  std::unique_ptr<Server> server_;
-  std::shared_ptr<Prep> prep_;  // shared with prepare's thread
+  static void serve(std::shared_ptr<Prep> prep, std::string tmpdir);
+  static void reap_dead_agents(Prep& prep);
+  void remove_dirs();
+  std::string tmpdir_, shm_dir_;
+  std::shared_ptr<Prep> prep_;  // shared with the server thread
   bool started_ = false, released_ = false;
 };
 

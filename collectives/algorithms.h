@@ -13,12 +13,17 @@
 
 namespace dl::coll::algo {
 
-// In place on buf (count elements). Recursive doubling (with a fold for
-// non-powers of two) below tuning().allreduce_ring_bytes, else ring
-// reduce-scatter + ring all-gather. Applies avg's division.
-void all_reduce(Context& c, void* buf, size_t count, DataType t, ReduceOp op);
+// Into buf (count elements) from `in` (nullptr or buf: in place). Recursive
+// doubling (with a fold for non-powers of two) below
+// tuning().allreduce_ring_bytes, else ring reduce-scatter + ring all-gather,
+// which reads `in` directly (no copy into buf first). Applies avg's division.
+void all_reduce(Context& c, void* buf, size_t count, DataType t, ReduceOp op, const void* in = nullptr);
+// With c.header() set, every doubling message carries the op header and the
+// receiver checks it (the communicator then skips its separate check).
 void all_reduce_doubling(Context& c, void* buf, size_t count, DataType t, ReduceOp op);
-void all_reduce_ring(Context& c, void* buf, size_t count, DataType t, ReduceOp op);
+// True when all_reduce of this many elements takes recursive doubling.
+bool all_reduce_uses_doubling(const Context& c, size_t count, DataType t);
+void all_reduce_ring(Context& c, void* buf, size_t count, DataType t, ReduceOp op, const void* in = nullptr);
 
 // buf holds `bytes` at root; on return every rank holds them. Binomial tree
 // below tuning().bcast_chain_bytes, else a pipelined chain.

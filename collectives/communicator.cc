@@ -8,6 +8,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/op_header.h"
 #include "collectives/peer_setup.h"
+#include "collectives/shm/arena.h"
 #include "errors/error.h"
 
 namespace dl::coll {
@@ -26,7 +27,7 @@ Communicator::Communicator(std::shared_ptr<rdzv::Store> store, int rank, int siz
   if (size < 1 || rank < 0 || rank >= size)
     throw UsageError("collectives: rank " + std::to_string(rank) + " is not within a world of size " +
                      std::to_string(size));
-  pairs_ = setup_pairs(*store_, rank_, size_, opt_);
+  pairs_ = setup_pairs(*store_, rank_, size_, opt_, &arena_);
   for (auto& p : pairs_) raw_pairs_.push_back(p.get());
   exec_ = std::make_unique<Executor>();
 }
@@ -56,6 +57,7 @@ std::unique_ptr<Communicator> Communicator::new_group(const std::vector<int>& ra
 }
 
 void Communicator::shutdown_pairs() {
+  if (arena_) arena_->abort();
   for (auto& p : pairs_)
     if (p) p->shutdown();
 }
@@ -87,8 +89,19 @@ void Communicator::execute(const Op& op, const Body& body) {
   }
   Context c(rank_, size_, raw_pairs_, opt_.tuning, scratch_, opt_.timeout,
             [&op, this] { return op.h.describe() + " on rank " + std::to_string(rank_); });
+  c.set_arena(arena_.get());
   try {
-    if (op.peer < 0) check_signature(c, op);
+    if (op.peer >= 0) {
+    } else if (arena_) {
+      // The header travels with the arena's first step of the operation.
+      arena_->begin(op.h);
+      if (!shm::Arena::handles(op.h.kind)) arena_->check(c);
+    } else if (size_ > 1 && op.h.kind == OpKind::kAllReduce &&
+               algo::all_reduce_uses_doubling(c, op.h.count, op.h.dtype)) {
+      c.set_header(&op.h);  // travels with the doubling's messages (all_reduce.cc)
+    } else {
+      check_signature(c, op);
+    }
     body(c);
   } catch (const std::exception& e) {
     fail(e, op);
@@ -156,14 +169,17 @@ WorkPtr Communicator::submit_collective(OpHeader h, Body body, bool async) {
 WorkPtr Communicator::broadcast_impl(bool async, void* buf, size_t count, DataType t, int root) {
   check_root(root);
   return submit_collective(header(OpKind::kBroadcast, count, t, ReduceOp::kSum, root),
-                           [=](Context& c) { algo::broadcast(c, buf, count * dtype_size(t), root); }, async);
+                           [=](Context& c) {
+                             if (c.arena()) c.arena()->broadcast(c, buf, count * dtype_size(t), root);
+                             else algo::broadcast(c, buf, count * dtype_size(t), root);
+                           }, async);
 }
 
 WorkPtr Communicator::all_reduce_impl(bool async, const void* in, void* out, size_t count, DataType t,
                                       ReduceOp op) {
   return submit_collective(header(OpKind::kAllReduce, count, t, op), [=](Context& c) {
-    if (in != out && count) std::memcpy(out, in, count * dtype_size(t));
-    algo::all_reduce(c, out, count, t, op);
+    if (c.arena()) return c.arena()->all_reduce(c, in, out, count, t, op);
+    algo::all_reduce(c, out, count, t, op, in);  // copies in -> out itself, or never needs to
   }, async);
 }
 
@@ -194,6 +210,7 @@ WorkPtr Communicator::all_gather_v_impl(bool async, OpKind kind, const void* in,
   }
   return submit_collective(h, [=](Context& c) {
     if (kind == OpKind::kGather) algo::gather_v(c, in, out, bytes, root);
+    else if (c.arena()) c.arena()->all_gather_v(c, in, out, bytes);
     else algo::all_gather_v(c, in, out, bytes);
   }, async);
 }

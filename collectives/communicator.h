@@ -121,6 +121,7 @@ class Communicator {
   Options opt_;
   std::vector<std::unique_ptr<Pair>> pairs_;
   std::vector<Pair*> raw_pairs_;  // pairs_[r].get(), what a Context sees
+  std::unique_ptr<shm::Arena> arena_;  // all ranks on one host (shm/arena.h)
   Scratch scratch_;
   uint64_t seq_ = 0;
   std::vector<uint64_t> p2p_sent_, p2p_recvd_;

@@ -22,7 +22,8 @@ Context::Context(int rank, int size, const std::vector<Pair*>& pairs, const Tuni
       timeout_(timeout), deadline_(Clock::now() + timeout), what_(std::move(what)) {}
 
 void Context::run(std::span<Transfer> xfers) {
-  const WaitPolicy wait{std::chrono::microseconds(tuning_.spin_us), std::chrono::microseconds(tuning_.yield_us)};
+  WaitPolicy wait{std::chrono::microseconds(tuning_.spin_us), std::chrono::microseconds(tuning_.yield_us)};
+  wait.tcp_spin = std::chrono::microseconds(tuning_.tcp_spin_us);
   run_transfers(xfers, deadline_, timeout_, what_, wait);
 }
 
@@ -61,6 +62,11 @@ Tuning Tuning::from_env() {
   env_size("DLCOLL_REDUCE_CHUNK_BYTES", t.reduce_chunk_bytes);
   env_size("DLCOLL_SPIN_US", t.spin_us);
   env_size("DLCOLL_YIELD_US", t.yield_us);
+  env_size("DLCOLL_TCP_SPIN_US", t.tcp_spin_us);
+  env_size("DLCOLL_SHM_DIRECT_BYTES", t.shm_direct_bytes);
+  env_size("DLCOLL_SHM_SLOT_BYTES", t.shm_slot_bytes);
+  env_size("DLCOLL_SHM_NT_BYTES", t.shm_nt_bytes);
+  if (const char* s = std::getenv("DLCOLL_SHM_ARENA"); s && *s) t.shm_arena = std::string(s) != "0";
   if (t.chunk_bytes == 0) t.chunk_bytes = 512 << 10;
   if (t.reduce_chunk_bytes == 0) t.reduce_chunk_bytes = 128 << 10;
   return t;

@@ -12,6 +12,10 @@
 #include "collectives/tuning.h"
 
 namespace dl::coll {
+struct OpHeader;
+namespace shm {
+class Arena;
+}
 
 // Grow-only scratch buffers, kept across operations so that large
 // collectives do not allocate (and page-fault) a fresh buffer every call.
@@ -38,6 +42,19 @@ class Context {
   // Scratch slot 0, 1 or 2 of at least `bytes` bytes.
   char* temp(int slot, size_t bytes) { return scratch_.get(slot, bytes); }
 
+  // The one-host arena (shm/arena.h), or nullptr when ranks span hosts.
+  shm::Arena* arena() const { return arena_; }
+  void set_arena(shm::Arena* a) { arena_ = a; }
+  // The operation's header when the algorithm itself sends it along with its
+  // messages and checks the peers' (small all_reduce over pairs), instead of
+  // the communicator's separate check round; nullptr otherwise.
+  const OpHeader* header() const { return header_; }
+  void set_header(const OpHeader* h) { header_ = h; }
+  Clock::time_point deadline() const { return deadline_; }
+  Millis timeout() const { return timeout_; }
+  // The operation's label for error messages.
+  std::string what() const { return what_(); }
+
   // Runs the transfers together until done (exchange.h); errors name `what`.
   void run(std::span<Transfer> xfers);
   void run(std::initializer_list<Transfer> xfers);
@@ -54,6 +71,8 @@ class Context {
   Millis timeout_;
   Clock::time_point deadline_;
   std::function<std::string()> what_;
+  shm::Arena* arena_ = nullptr;
+  const OpHeader* header_ = nullptr;
 };
 
 }  // namespace dl::coll

@@ -14,7 +14,7 @@ namespace {
 
 void notify(Transfer& t, bool final) {
   if (!t.on_recv || t.done == t.notified) return;
-  if (final || t.done - t.notified >= t.notify_bytes) {
+  if (final || t.done - t.notified >= (t.window ? t.window : t.notify_bytes)) {
     size_t from = t.notified;
     t.notified = t.done;
     t.on_recv(from, t.done);
@@ -27,8 +27,15 @@ bool progress(std::span<Transfer> xfers, size_t& pending) {
   pending = 0;
   for (auto& t : xfers) {
     if (t.done == t.n) continue;
-    size_t k = t.send ? t.pair->try_send(t.buf + t.done, t.n - t.done)
-                      : t.pair->try_recv(t.buf + t.done, t.n - t.done);
+    size_t k;
+    if (t.send) {
+      k = t.pair->try_send(t.buf + t.done, t.n - t.done);
+    } else if (t.window) {
+      const size_t at = t.done % t.window;
+      k = t.pair->try_recv(t.buf + at, std::min(t.n - t.done, t.window - at));
+    } else {
+      k = t.pair->try_recv(t.buf + t.done, t.n - t.done);
+    }
     if (k > 0) {
       moved = true;
       t.done += k;
@@ -107,6 +114,20 @@ void run_transfers(std::span<Transfer> xfers, Clock::time_point deadline, Millis
         if (t.done < t.n && t.pair->spins()) t.pair->arm(t.send);
       if (progress(xfers, pending)) { idle = 0; continue; }
       if (pending == 0) return;
+    }
+    if (!spinning && wait.tcp_spin.count() > 0) {
+      // Sockets: a reply that comes within tcp_spin is picked up without a
+      // wake-up. Only while receiving; a full send buffer drains slowly.
+      bool receiving = false;
+      for (auto& t : xfers)
+        if (t.done < t.n && !t.send) receiving = true;
+      if (receiving) {
+        if (idle++ == 0) idle_since = Clock::now();
+        if (idle % 16 != 0 || Clock::now() - idle_since < wait.tcp_spin) {
+          __builtin_ia32_pause();
+          continue;
+        }
+      }
     }
     if (Clock::now() >= deadline) throw_timeout(xfers, timeout, what);
     wait_ready(xfers, deadline);

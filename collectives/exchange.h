@@ -25,6 +25,12 @@ struct Transfer {
   // reduce while the rest is still in flight.
   std::function<void(size_t from, size_t to)> on_recv;
   size_t notify_bytes = 256 << 10;
+  // Receives only, with on_recv: when not 0, buf holds only `window` bytes
+  // and byte k of the stream lands at buf[k % window]. Receives stop at each
+  // window boundary and on_recv runs there, before the window is refilled,
+  // so it must consume buf[from % window, ...) at once (notify_bytes is
+  // ignored). Keeps a large incoming stream in a cache-sized buffer.
+  size_t window = 0;
   size_t done = 0, notified = 0;
 
   static Transfer sending(Pair& p, const void* buf, size_t n) {
@@ -41,6 +47,8 @@ struct Transfer {
 struct WaitPolicy {
   std::chrono::microseconds spin{50};
   std::chrono::microseconds yield{100000};
+  // Sockets: while a receive is pending, retry for this long before poll().
+  std::chrono::microseconds tcp_spin{0};
 };
 
 // Runs every transfer to completion. Throws TimeoutError at `deadline`

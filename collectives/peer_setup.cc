@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "collectives/shm/arena.h"
 #include "collectives/shm/pair.h"
 #include "collectives/tcp/address.h"
 #include "collectives/tcp/mesh.h"
@@ -38,7 +39,8 @@ std::string resolve_token(rdzv::Store& store, int rank, const Options& opt) {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Pair>> setup_pairs(rdzv::Store& store, int rank, int size, Options& opt) {
+std::vector<std::unique_ptr<Pair>> setup_pairs(rdzv::Store& store, int rank, int size, Options& opt,
+                                               std::unique_ptr<shm::Arena>* arena) {
   std::vector<std::unique_ptr<Pair>> pairs(size);
   if (size == 1) return pairs;
   opt.token = resolve_token(store, rank, opt);
@@ -50,6 +52,11 @@ std::vector<std::unique_ptr<Pair>> setup_pairs(rdzv::Store& store, int rank, int
   std::vector<bool> local(size, false);
   for (int r = 0; r < size; ++r)
     local[r] = opt.use_shm && r != rank && mesh[r].info.host == opt.host_id;
+  // Every rank sees the same host ids, so all reach the same decision here.
+  bool one_host = opt.use_shm && opt.tuning.shm_arena;
+  for (int r = 0; r < size; ++r)
+    if (r != rank && mesh[r].info.host != opt.host_id) one_host = false;
+  if (arena && one_host) *arena = shm::Arena::connect(mesh, rank, size, opt.tuning.shm_slot_bytes, opt.timeout);
   auto shm_pairs = shm::connect_local(mesh, local, rank, opt.timeout);
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;

@@ -10,10 +10,17 @@
 #include "rendezvous/store.h"
 
 namespace dl::coll {
+namespace shm {
+class Arena;
+}
 
 // Returns one Pair per rank (nullptr at `rank`). Fills in opt.token,
 // opt.address and opt.host_id with the values it resolved, so sub-groups
 // reuse them. Throws as connect_mesh does.
-std::vector<std::unique_ptr<Pair>> setup_pairs(rdzv::Store& store, int rank, int size, Options& opt);
+// When `arena` is given and every rank shares this host (and shared memory
+// is on), also sets up the one-host arena (shm/arena.h) into it; it stays
+// null where that fails.
+std::vector<std::unique_ptr<Pair>> setup_pairs(rdzv::Store& store, int rank, int size, Options& opt,
+                                               std::unique_ptr<shm::Arena>* arena = nullptr);
 
 }  // namespace dl::coll

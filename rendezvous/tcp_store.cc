@@ -1,9 +1,17 @@
 #include "rendezvous/tcp_store.h"
 
-#include <sys/time.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <thread>
 
 #include "errors/error.h"
 #include "rendezvous/tcp_store_server.h"
@@ -25,33 +33,127 @@ TcpStore::~TcpStore() { sock_.close(); }
 
 void TcpStore::own_server(std::unique_ptr<BackgroundStoreServer> server) { hosted_ = std::move(server); }
 
+namespace {
+// The longest receive timeout set on the socket: a longer wait re-arms every
+// slice, so the usual operations (handshake, add, wait) all run under the
+// same SO_RCVTIMEO and it is set once per connection.
+constexpr Millis kRecvSlice{5000};
+
+timeval to_timeval(Millis t) {
+  return {static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>((t.count() % 1000) * 1000)};
+}
+
+// One address to try; numeric hosts ("127.0.0.1", "::1") skip getaddrinfo.
+struct Address {
+  sockaddr_storage sa{};
+  socklen_t len = 0;
+  int family = AF_INET;
+};
+
+std::vector<Address> resolve(const std::string& host, uint16_t port) {
+  Address a;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&a.sa);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&a.sa);
+  if (::inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET, v4->sin_port = htons(port), a.len = sizeof *v4, a.family = AF_INET;
+    return {a};
+  }
+  if (::inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6, v6->sin6_port = htons(port), a.len = sizeof *v6, a.family = AF_INET6;
+    return {a};
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (rc != 0) throw IoError("cannot resolve " + host + ": " + gai_strerror(rc));
+  std::vector<Address> out;
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    Address x;
+    std::memcpy(&x.sa, ai->ai_addr, ai->ai_addrlen);
+    x.len = ai->ai_addrlen, x.family = ai->ai_family;
+    out.push_back(x);
+  }
+  ::freeaddrinfo(res);
+  return out;
+}
+
+// A blocking connect bounded by SO_SNDTIMEO (Linux applies it to connect):
+// one system call where a non-blocking connect needs connect, poll,
+// getsockopt and two fcntl. The send timeout stays: a send that makes no
+// progress for that long fails instead of hanging. Returns -1, errno set.
+int try_connect(const Address& a, Millis left) {
+  int fd = ::socket(a.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const timeval tv = to_timeval(std::max(left, Millis(1)));
+  const int one = 1;
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0 ||
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&a.sa), a.len) != 0) {
+    int e = errno;
+    ::close(fd);
+    errno = (e == EINPROGRESS || e == EAGAIN) ? ETIMEDOUT : e;
+    return -1;
+  }
+  return fd;
+}
+}  // namespace
+
+// Connects (retrying refused connections until connect_timeout_, as the
+// server may still be starting), then runs the token handshake with one recv
+// per server frame.
 void TcpStore::connect() {
   inbuf_.clear();
   recv_timeout_ = Millis(-1);  // a new socket has none set
-  sock_ = wire::connect_tcp(host_, port_, connect_timeout_);
-  wire::client_handshake(sock_, token_, proto::kStoreTag, peer_);
+  sock_.close();
+  const auto deadline = Clock::now() + connect_timeout_;
+  const auto addresses = resolve(host_, port_);
+  int last_err = 0;
+  for (int attempt = 0; !sock_.valid(); ++attempt) {
+    for (const auto& a : addresses) {
+      int fd = try_connect(a, std::chrono::duration_cast<Millis>(deadline - Clock::now()));
+      if (fd >= 0) { sock_ = wire::Socket(fd); break; }
+      last_err = errno;
+    }
+    if (sock_.valid()) break;
+    if (Clock::now() >= deadline)
+      throw TimeoutError("could not connect to " + host_ + ":" + std::to_string(port_) + " within " +
+                         std::to_string(connect_timeout_.count()) + " ms: " + std::strerror(last_err));
+    // Refused or unreachable: the server may not be up yet; back off briefly.
+    std::this_thread::sleep_for(Millis(std::min(5 << std::min(attempt, 5), 100)));
+  }
+  try {
+    wire::ClientHandshake hs(token_, std::string(proto::kStoreTag), peer_);
+    std::string response = hs.respond(read_frame(wire::kDefaultHandshakeTimeout, wire::kMaxHandshakePayload));
+    wire::send_all(sock_, wire::encode_frame(wire::kHandshake, response), peer_);
+    hs.check_accept(read_frame(wire::kDefaultHandshakeTimeout, wire::kMaxHandshakePayload));
+  } catch (...) {
+    sock_.close();  // never left connected but unauthenticated
+    throw;
+  }
 }
 
-// Sets the socket's receive timeout when it differs from the one set last:
-// most calls use the store's timeout(), so one setsockopt serves thousands.
+// Sets the socket's receive timeout when it differs from the one set last.
 void TcpStore::set_recv_timeout(Millis t) {
   if (t == recv_timeout_) return;
-  timeval tv{static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>((t.count() % 1000) * 1000)};
+  const timeval tv = to_timeval(t);
   if (::setsockopt(sock_.fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) throw_errno("configuring " + peer_);
   recv_timeout_ = t;
 }
 
 // A blocking recv bounded by SO_RCVTIMEO rather than poll + recv: one
-// system call per reply instead of two.
-wire::Frame TcpStore::read_reply(Millis timeout) {
+// system call per frame (header and payload together) instead of four.
+wire::Frame TcpStore::read_frame(Millis timeout, size_t max_payload) {
   const auto deadline = Clock::now() + timeout;
   char buf[65536];
-  bool first = true;
   for (;;) {
     if (inbuf_.size() >= wire::kHeaderSize) {
       const auto* p = reinterpret_cast<const unsigned char*>(inbuf_.data());
       size_t len = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | p[3];
-      if (len > proto::kMaxFramePayload) throw RemoteError(peer_ + " sent an oversized frame");
+      if (len > max_payload)
+        throw RemoteError(peer_ + " sent a frame of " + std::to_string(len) + " bytes, over the limit of " +
+                          std::to_string(max_payload));
       if (inbuf_.size() >= wire::kHeaderSize + len) {
         wire::Frame f{p[4], inbuf_.substr(wire::kHeaderSize, len)};
         inbuf_.erase(0, wire::kHeaderSize + len);
@@ -61,11 +163,8 @@ wire::Frame TcpStore::read_reply(Millis timeout) {
     auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
     if (left <= Millis(0))
       throw TimeoutError("no reply from " + peer_ + " within " + std::to_string(timeout.count()) + " ms");
-    // The whole timeout for the first recv (usually the only one, and then
-    // the value set last time); what is left for a frame's later parts.
     // A timeout of 0 would mean "never": keep at least 1 ms.
-    set_recv_timeout(std::max(first ? timeout : left, Millis(1)));
-    first = false;
+    set_recv_timeout(std::clamp(left, Millis(1), kRecvSlice));
     ssize_t n = ::recv(sock_.fd(), buf, sizeof buf, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n < 0) throw_errno("reading from " + peer_);
@@ -80,7 +179,7 @@ proto::Reply TcpStore::call(const proto::Request& req, Millis reply_timeout) {
   proto::Reply r;
   try {
     wire::send_all(sock_, wire::encode_frame(proto::kRequest, proto::encode(req)), peer_);
-    wire::Frame f = read_reply(reply_timeout);
+    wire::Frame f = read_frame(reply_timeout, proto::kMaxFramePayload);
     if (f.type == wire::kErrorText) throw RemoteError(peer_ + " closed the connection: " + f.payload);
     auto decoded = f.type == proto::kReply ? proto::decode_reply(f.payload, req.op) : std::nullopt;
     if (!decoded) throw RemoteError(peer_ + " sent a malformed reply (is it a dlaunch store of the same version?)");

@@ -1,16 +1,20 @@
 #pragma once
 // The TCP store client: a Store backed by a TcpStoreServer, over one
-// blocking connection (wire/socket.h) that passes the job-token handshake.
+// blocking connection that passes the job-token handshake. An operation is
+// one send and one recv (SO_RCVTIMEO bounds the recv, in slices of at most
+// 5 s); connecting is one blocking connect bounded by SO_SNDTIMEO, which
+// stays set, so a send that makes no progress for connect_timeout fails.
 //
 // Thread-safety: every operation holds one mutex for its round trip, so one
 // TcpStore may be shared by threads (their operations are serialized; a
 // thread parked in wait() or get() delays the others: give each waiting
 // thread its own TcpStore when that matters).
 // Failure: TimeoutError naming the keys (and the ranks of rank keys) when a
-// wait runs out; AuthError when the server does not hold our token;
-// RemoteError when the server refuses a request (key or value over the
-// limits) or closes; IoError/TimeoutError naming host:port when the server
-// cannot be reached. After a broken connection the next call reconnects.
+// wait runs out; AuthError when the server does not hold our token (thrown
+// by the constructor: it waits for the server's accept); RemoteError when
+// the server refuses a request (key or value over the limits) or closes;
+// IoError/TimeoutError naming host:port when the server cannot be reached.
+// After a broken connection the next call reconnects.
 #include <memory>
 #include <mutex>
 
@@ -52,7 +56,7 @@ class TcpStore : public Store {
  private:
   void connect();
   proto::Reply call(const proto::Request& req, Millis reply_timeout);
-  wire::Frame read_reply(Millis timeout);
+  wire::Frame read_frame(Millis timeout, size_t max_payload);
   void set_recv_timeout(Millis t);
 
   std::unique_ptr<BackgroundStoreServer> hosted_;  // destroyed last

@@ -1,17 +1,21 @@
 #include "rendezvous/tcp_store_server.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <array>
+#include <cerrno>
+#include <cstring>
 #include <deque>
+#include <map>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/write.hpp>
 
 #include "errors/error.h"
 #include "rendezvous/store_protocol.h"
@@ -23,25 +27,34 @@ namespace dl::rdzv {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using boost::system::error_code;
-using Strand = asio::strand<asio::io_context::executor_type>;
+using Clock = std::chrono::steady_clock;
 
 namespace {
 struct Session;
-constexpr size_t kReadChunk = 65536;
+// A session's input buffer starts this big (not zero-filled) and grows to
+// hold the largest frame being received.
+constexpr size_t kReadChunk = 16384;
+// While a session's handling is held up (a parked request, or replies the
+// client is not reading), reading stops once this much input is buffered.
+constexpr size_t kMaxHeldInput = 1u << 20;
 
 // A request parked until its keys exist or its timeout passes.
+struct Waiter;
+using WaiterPtr = std::shared_ptr<Waiter>;
+using Deadlines = std::multimap<Clock::time_point, WaiterPtr>;
 struct Waiter {
   std::weak_ptr<Session> session;
   proto::Request req;
-  asio::steady_timer timer;
+  Deadlines::iterator deadline;  // this waiter's entry in Impl::deadlines
   bool done = false;
-  Waiter(Strand& s, proto::Request r) : req(std::move(r)), timer(s) {}
+  explicit Waiter(proto::Request r) : req(std::move(r)) {}
 };
-using WaiterPtr = std::shared_ptr<Waiter>;
+// Nonces drawn per getrandom call for the handshakes of a burst of clients.
+constexpr size_t kNoncesPerDraw = 64;
 }  // namespace
 
 struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
-  Strand strand;
+  asio::io_context& io;
   tcp::acceptor acceptor;
   std::string token;
   std::function<void(const std::string&)> log;
@@ -49,9 +62,34 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   std::unordered_map<std::string, std::string> data;
   std::unordered_map<std::string, std::vector<WaiterPtr>> waiters;  // by missing key
   std::unordered_set<std::shared_ptr<Session>> sessions;
+  tcp protocol = tcp::v4();
+  // Parked requests by deadline, with one timer for the earliest: a
+  // thousand waits cost no timer each (and no cancelled handler each when
+  // they are answered together).
+  Deadlines deadlines;
+  asio::steady_timer wait_timer;
+  Clock::time_point wait_timer_at = Clock::time_point::max();
+  // Sessions still in the handshake, in accept order (so in deadline order),
+  // with one timer for the oldest.
+  std::deque<std::pair<Clock::time_point, std::weak_ptr<Session>>> handshaking;
+  asio::steady_timer hs_timer;
+  bool hs_timer_armed = false;
+  std::string nonces;  // kNoncesPerDraw handshake nonces, used from the front
+  size_t nonce_at = 0;
 
-  Impl(asio::io_context& io, std::string tok) : strand(asio::make_strand(io)), acceptor(strand), token(std::move(tok)) {}
-  void accept();
+  Impl(asio::io_context& c, std::string tok)
+      : io(c), acceptor(c), token(std::move(tok)), wait_timer(c), hs_timer(c) {}
+  std::string next_nonce() {
+    if (nonce_at >= nonces.size()) nonces = wire::random_bytes(kNoncesPerDraw * wire::kNonceSize), nonce_at = 0;
+    nonce_at += wire::kNonceSize;
+    return nonces.substr(nonce_at - wire::kNonceSize, wire::kNonceSize);
+  }
+  void arm_wait_timer();
+  void on_wait_timer();
+  void watch_handshake(const std::shared_ptr<Session>& s);
+  void on_hs_timer();
+  void accept_ready();
+  void wait_accept();
   void note(const std::string& line) { if (log) log("store: " + line); }
   bool has_all(const std::vector<std::string>& keys) const {
     return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return data.count(k) > 0; });
@@ -72,101 +110,154 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
 namespace {
 using Impl = TcpStoreServer::Impl;
 
+uint32_t frame_length(const char* h) {
+  const auto* p = reinterpret_cast<const unsigned char*>(h);
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+// One client connection. Reads on readiness into `in` ([head, tail) not yet
+// handled), handles every whole frame there, and sends the replies gathered
+// in `out` with one send; only when the socket is full does it wait to write.
 struct Session : std::enable_shared_from_this<Session> {
   std::shared_ptr<Impl> srv;
   tcp::socket sock;
-  std::string peer;
-  wire::ServerHandshake hs;
-  asio::steady_timer hs_timer;
-  std::array<char, 5> header{};
-  std::string hs_payload;
-  // Not zero-filled: a thousand clients joining at once should not each cost
-  // a 64 KiB memset in the server's thread.
-  std::unique_ptr<char[]> rbuf{new char[kReadChunk]};
-  wire::FrameParser parser{proto::kMaxFramePayload};
-  std::deque<wire::Frame> pending;     // requests received while one is parked
-  WaiterPtr parked;                    // at most one request is parked
-  std::deque<std::string> outq;
-  bool writing = false, closing = false, closed = false;
+  int fd;
+  std::string peer_;
+  std::optional<wire::ServerHandshake> hs;  // engaged until the client proved it holds the token
+  std::unique_ptr<char[]> in;
+  size_t cap = 0, head = 0, tail = 0;
+  std::string out;
+  WaiterPtr parked;  // at most one request is parked
+  bool read_waiting = false, write_waiting = false, closing = false, closed = false;
 
   Session(std::shared_ptr<Impl> s, tcp::socket so)
-      : srv(std::move(s)), sock(std::move(so)), hs(srv->token, std::string(proto::kStoreTag)), hs_timer(srv->strand) {
-    error_code ec;
-    auto ep = sock.remote_endpoint(ec);
-    peer = ec ? "client" : ep.address().to_string() + ":" + std::to_string(ep.port());
+      : srv(std::move(s)), sock(std::move(so)), fd(sock.native_handle()) {}
+
+  // "address:port" of the client, for log lines only (so not looked up for
+  // clients that never cause one).
+  const std::string& peer() {
+    if (peer_.empty()) {
+      error_code ec;
+      auto ep = sock.remote_endpoint(ec);
+      peer_ = ec ? "client" : ep.address().to_string() + ":" + std::to_string(ep.port());
+    }
+    return peer_;
   }
 
   void start() {
-    sock.set_option(tcp::no_delay(true));
-    send(wire::kHandshake, hs.hello());
-    hs_timer.expires_after(wire::kDefaultHandshakeTimeout);
-    hs_timer.async_wait([self = shared_from_this()](error_code ec) {
-      if (!ec) self->refuse("no handshake within " + std::to_string(wire::kDefaultHandshakeTimeout.count()) + " ms");
-    });
-    asio::async_read(sock, asio::buffer(header), [self = shared_from_this()](error_code ec, size_t) {
-      self->on_hs_header(ec);
-    });
+    hs.emplace(srv->token, std::string(proto::kStoreTag), srv->next_nonce());
+    wire::append_frame(out, wire::kHandshake, hs->hello());
+    srv->watch_handshake(shared_from_this());
+    flush();
+    wait_readable();
   }
 
-  void on_hs_header(error_code ec) {
-    if (ec) return close();
-    const auto* p = reinterpret_cast<const unsigned char*>(header.data());
-    size_t len = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | p[3];
-    if (p[4] != wire::kHandshake || len > wire::kMaxHandshakePayload)
-      return refuse("expected a store/1 token handshake, got something else");
-    hs_payload.resize(len);
-    asio::async_read(sock, asio::buffer(hs_payload), [self = shared_from_this()](error_code ec, size_t) {
-      if (ec) return self->close();
-      auto accept = self->hs.verify(self->hs_payload);
-      if (!accept) return self->refuse(self->hs.error());
-      self->hs_timer.cancel();
-      self->send(wire::kHandshake, *accept);
-      self->read();
-    });
-  }
+  bool held() const { return parked || write_waiting; }
 
-  // Sends a refusal the client can print, then closes.
-  void refuse(const std::string& why) {
-    if (closing || closed) return;
-    srv->note(peer + " refused: " + why);
-    send(wire::kErrorText, why);
-    closing = true;
-    if (!writing) close();
-  }
-
-  void read() {
-    if (closing || closed) return;
-    sock.async_read_some(asio::buffer(rbuf.get(), kReadChunk), [self = shared_from_this()](error_code ec, size_t n) {
-      if (ec) return self->close();
-      try {
-        self->parser.feed(self->rbuf.get(), n);
-        while (auto f = self->parser.next()) self->pending.push_back(std::move(*f));
-      } catch (const Error& e) {
-        return self->refuse(e.what());
+  void wait_readable() {
+    if (read_waiting || closing || closed) return;
+    read_waiting = true;
+    sock.async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
+      self->read_waiting = false;
+      if (ec) {
+        if (ec != asio::error::operation_aborted) self->close(false);
+        return;
       }
-      self->drain();
-      // Back-pressure: a client that pipelines without reading waits for us.
-      if (self->pending.size() < 64) self->read();
+      self->on_readable();
     });
   }
 
-  // Handles queued requests until one parks.
-  void drain() {
-    bool was_full = pending.size() >= 64;
-    while (!parked && !pending.empty() && !closing && !closed) {
-      wire::Frame f = std::move(pending.front());
-      pending.pop_front();
-      handle(f);
+  // Reads until the socket is drained (a read shorter than the room offered
+  // means it is: more data raises a new readiness event), handling input as
+  // it comes; then waits for more. Stops reading, without waiting, while
+  // handling is held up and kMaxHeldInput is buffered: resume() goes on.
+  void on_readable() {
+    for (;;) {
+      if (closing || closed) return;
+      if (held() && tail - head >= kMaxHeldInput) return;
+      make_room();
+      const size_t room = cap - tail;
+      ssize_t n = ::recv(fd, in.get() + tail, room, 0);
+      if (n > 0) {
+        tail += static_cast<size_t>(n);
+        handle_input();
+        flush();
+        if (static_cast<size_t>(n) < room) break;
+        continue;
+      }
+      if (n == 0) return close(false);
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return close(false);
     }
-    if (was_full && pending.size() < 64) read();
+    wait_readable();
   }
 
-  void handle(const wire::Frame& f) {
-    auto req = f.type == proto::kRequest ? proto::decode_request(f.payload) : std::nullopt;
-    if (!req) return refuse("malformed store request (frame type " + std::to_string(f.type) + ")");
+  // Goes on after a parked request was answered or the replies were sent.
+  void resume() {
+    if (closing || closed || held()) return;
+    handle_input();
+    flush();
+    if (!read_waiting) on_readable();
+  }
+
+  // Room to read at least a chunk: compacts, grows for a large frame, and
+  // gives a grown buffer back once it is empty.
+  void make_room() {
+    if (head == tail) {
+      head = tail = 0;
+      if (cap > 4 * kReadChunk) in.reset(), cap = 0;
+    }
+    if (!in) in.reset(new char[kReadChunk]), cap = kReadChunk;
+    if (cap - tail >= kReadChunk / 4) return;
+    if (head > 0) {
+      std::memmove(in.get(), in.get() + head, tail - head);
+      tail -= head;
+      head = 0;
+    }
+    size_t want = cap;
+    if (tail >= wire::kHeaderSize) want = std::max(want, wire::kHeaderSize + frame_length(in.get()));
+    if (want - tail < kReadChunk / 4) want = tail + kReadChunk;
+    if (want <= cap) return;
+    std::unique_ptr<char[]> bigger(new char[want]);
+    std::memcpy(bigger.get(), in.get(), tail);
+    in = std::move(bigger);
+    cap = want;
+  }
+
+  // Handles whole frames in order until one parks or replies back up.
+  void handle_input() {
+    while (!held() && !closing && !closed && tail - head >= wire::kHeaderSize) {
+      const char* h = in.get() + head;
+      const size_t len = frame_length(h);
+      const uint8_t type = static_cast<uint8_t>(h[4]);
+      if (hs && (type != wire::kHandshake || len > wire::kMaxHandshakePayload))
+        return refuse("expected a store/1 token handshake, got something else");
+      if (len > proto::kMaxFramePayload)
+        return refuse("peer sent a frame of " + std::to_string(len) + " bytes, over the limit of " +
+                      std::to_string(proto::kMaxFramePayload) + " bytes");
+      if (tail - head < wire::kHeaderSize + len) return;
+      std::string_view payload(h + wire::kHeaderSize, len);
+      head += wire::kHeaderSize + len;
+      if (hs) {
+        // Nothing after the response is looked at before this check passes.
+        auto accept = hs->verify(payload);
+        if (!accept) return refuse(hs->error());
+        hs.reset();
+        wire::append_frame(out, wire::kHandshake, *accept);
+        continue;
+      }
+      handle(type, payload);
+    }
+    if (head == tail) head = tail = 0;
+  }
+
+  void handle(uint8_t type, std::string_view payload) {
+    auto req = type == proto::kRequest ? proto::decode_request(payload) : std::nullopt;
+    if (!req) return refuse("malformed store request (frame type " + std::to_string(type) + ")");
     std::string bad = proto::check_limits(*req);
     if (!bad.empty()) {
-      srv->note(peer + ": " + bad);
+      srv->note(peer() + ": " + bad);
       return reply({proto::Status::kError, bad, 0, {}}, req->op);
     }
     bool now_parked = false;
@@ -174,54 +265,126 @@ struct Session : std::enable_shared_from_this<Session> {
     if (!now_parked) reply(r, req->op);
   }
 
-  void reply(const proto::Reply& r, proto::Op op) { send(proto::kReply, proto::encode(r, op)); }
+  void reply(const proto::Reply& r, proto::Op op) { wire::append_frame(out, proto::kReply, proto::encode(r, op)); }
 
-  void send(uint8_t type, std::string_view payload) {
-    if (closed) return;
-    outq.push_back(wire::encode_frame(type, payload));
-    if (!writing) write_next();
+  // Sends a refusal the client can print, then closes. Input not yet
+  // handled is dropped.
+  void refuse(const std::string& why) {
+    if (closing || closed) return;
+    srv->note(peer() + " refused: " + why);
+    wire::append_frame(out, wire::kErrorText, why);
+    closing = true;
+    head = tail = 0;
+    flush();
   }
 
-  void write_next() {
-    if (outq.empty() || closed) {
-      writing = false;
-      if (closing) close();
+  // Sends what `out` holds with one non-blocking send; waits for room only
+  // when the client is not reading fast enough.
+  void flush() {
+    if (write_waiting || closed) return;
+    while (!out.empty()) {
+      ssize_t n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return close(false);
+      if (n > 0) out.erase(0, static_cast<size_t>(n));
+      if (out.empty()) break;
+      write_waiting = true;
+      sock.async_wait(tcp::socket::wait_write, [self = shared_from_this()](error_code ec) {
+        self->write_waiting = false;
+        if (ec) {
+          if (ec != asio::error::operation_aborted) self->close(false);
+          return;
+        }
+        self->flush();
+        self->resume();
+      });
       return;
     }
-    writing = true;
-    asio::async_write(sock, asio::buffer(outq.front()), [self = shared_from_this()](error_code ec, size_t) {
-      if (ec) return self->close();
-      self->outq.pop_front();
-      self->write_next();
-    });
+    if (out.capacity() > kMaxHeldInput) std::string().swap(out);
+    if (closing) close();
   }
 
-  void close() {
+  // `ours`: we end the connection (refusal, stop), so shut it down first;
+  // otherwise the client is gone already.
+  void close(bool ours = true) {
     if (closed) return;
     closed = true;
     if (parked) srv->unpark(parked), parked.reset();
-    hs_timer.cancel();
     error_code ignored;
-    sock.shutdown(tcp::socket::shutdown_both, ignored);
+    if (ours) sock.shutdown(tcp::socket::shutdown_both, ignored);
     sock.close(ignored);
     srv->sessions.erase(shared_from_this());
   }
 };
 }  // namespace
 
-void Impl::accept() {
-  acceptor.async_accept(strand, [self = shared_from_this()](error_code ec, tcp::socket sock) {
-    if (self->stopped) return;
-    if (ec) {
+// Accepts every pending connection (one readiness event serves a burst of
+// clients), then waits for more.
+void Impl::accept_ready() {
+  if (stopped) return;
+  for (;;) {
+    int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       // Out of descriptors or a transient error: say so, retry shortly.
-      self->note("accept failed: " + ec.message());
-      auto t = std::make_shared<asio::steady_timer>(self->strand, std::chrono::milliseconds(50));
-      return t->async_wait([self, t](error_code) { if (!self->stopped) self->accept(); });
+      note(std::string("accept failed: ") + std::strerror(errno));
+      auto t = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
+      return t->async_wait([self = shared_from_this(), t](error_code) { self->accept_ready(); });
     }
-    auto s = std::make_shared<Session>(self, std::move(sock));
-    self->sessions.insert(s);
+    // TCP_NODELAY comes from the listening socket (Linux copies it to
+    // accepted sockets), so no setsockopt per client.
+    tcp::socket sock(io);
+    error_code ec;
+    sock.assign(protocol, fd, ec);
+    if (ec) {
+      ::close(fd);
+      note("cannot serve a client: " + ec.message());
+      continue;
+    }
+    auto s = std::make_shared<Session>(shared_from_this(), std::move(sock));
+    sessions.insert(s);
     s->start();
-    self->accept();
+  }
+  wait_accept();
+}
+
+void Impl::watch_handshake(const std::shared_ptr<Session>& s) {
+  handshaking.emplace_back(Clock::now() + wire::kDefaultHandshakeTimeout, s);
+  if (hs_timer_armed) return;
+  hs_timer_armed = true;
+  hs_timer.expires_at(handshaking.front().first);
+  hs_timer.async_wait([self = shared_from_this()](error_code ec) {
+    self->hs_timer_armed = false;
+    if (!ec && !self->stopped) self->on_hs_timer();
+  });
+}
+
+// Refuses the clients whose handshake is overdue; forgets those done.
+void Impl::on_hs_timer() {
+  const auto now = Clock::now();
+  while (!handshaking.empty()) {
+    auto [deadline, weak] = handshaking.front();
+    auto s = weak.lock();
+    if (s && s->hs && !s->closed) {
+      if (deadline > now) break;
+      s->refuse("no handshake within " + std::to_string(wire::kDefaultHandshakeTimeout.count()) + " ms");
+    }
+    handshaking.pop_front();
+  }
+  if (handshaking.empty()) return;
+  hs_timer_armed = true;
+  hs_timer.expires_at(handshaking.front().first);
+  hs_timer.async_wait([self = shared_from_this()](error_code ec) {
+    self->hs_timer_armed = false;
+    if (!ec && !self->stopped) self->on_hs_timer();
+  });
+}
+
+void Impl::wait_accept() {
+  acceptor.async_wait(tcp::acceptor::wait_read, [self = shared_from_this()](error_code ec) {
+    if (self->stopped || ec == asio::error::operation_aborted) return;
+    self->accept_ready();
   });
 }
 
@@ -264,19 +427,41 @@ proto::Reply Impl::execute(const proto::Request& r, bool& parked, const std::sha
 }
 
 void Impl::park(const std::shared_ptr<Session>& s, proto::Request req) {
-  auto w = std::make_shared<Waiter>(strand, std::move(req));
+  auto w = std::make_shared<Waiter>(std::move(req));
   w->session = s;
   s->parked = w;
   for (const auto& k : missing(w->req.keys)) waiters[k].push_back(w);
-  w->timer.expires_after(std::chrono::milliseconds(std::max<int64_t>(w->req.number, 0)));
-  w->timer.async_wait([self = shared_from_this(), w](error_code ec) {
-    if (!ec && !w->done) self->finish(w, true);
+  const auto ms = std::chrono::milliseconds(std::clamp<int64_t>(w->req.number, 0, int64_t{1} << 40));
+  w->deadline = deadlines.emplace(Clock::now() + ms, w);
+  if (w->deadline == deadlines.begin()) arm_wait_timer();
+}
+
+// Points the one wait timer at the earliest deadline when that moved earlier.
+void Impl::arm_wait_timer() {
+  if (deadlines.empty() || deadlines.begin()->first >= wait_timer_at) return;
+  wait_timer_at = deadlines.begin()->first;
+  wait_timer.expires_at(wait_timer_at);  // cancels the wait for a later one
+  wait_timer.async_wait([self = shared_from_this()](error_code ec) {
+    if (ec == asio::error::operation_aborted || self->stopped) return;
+    self->on_wait_timer();
   });
 }
 
+// Answers every parked request whose deadline passed with its missing keys.
+void Impl::on_wait_timer() {
+  wait_timer_at = Clock::time_point::max();
+  const auto now = Clock::now();
+  while (!deadlines.empty() && deadlines.begin()->first <= now) {
+    WaiterPtr w = deadlines.begin()->second;
+    finish(w, true);  // erases its entry
+  }
+  arm_wait_timer();
+}
+
 void Impl::unpark(const WaiterPtr& w) {
+  if (w->done) return;
   w->done = true;
-  w->timer.cancel();
+  deadlines.erase(w->deadline);  // the timer may fire for nothing: harmless
   for (const auto& k : w->req.keys) {
     auto it = waiters.find(k);
     if (it == waiters.end()) continue;
@@ -304,8 +489,9 @@ void Impl::finish(const WaiterPtr& w, bool timed_out) {
   else if (w->req.op == proto::Op::kGet) r.value = data[w->req.keys[0]];
   s->parked.reset();
   s->reply(r, w->req.op);
+  s->flush();
   // Continue with requests that arrived meanwhile, outside this call chain.
-  asio::post(strand, [s] { s->drain(); });
+  if (s->tail > s->head || !s->read_waiting) asio::post(io, [s] { s->resume(); });
 }
 
 void Impl::shutdown() {
@@ -313,6 +499,8 @@ void Impl::shutdown() {
   stopped = true;
   error_code ignored;
   acceptor.close(ignored);
+  wait_timer.cancel();
+  hs_timer.cancel();
   auto all = sessions;
   for (const auto& s : all) s->close();
 }
@@ -324,7 +512,11 @@ TcpStoreServer::TcpStoreServer(asio::io_context& io, const std::string& bind_hos
     auto addr = asio::ip::make_address(bind_host.empty() ? "0.0.0.0" : bind_host);
     tcp::endpoint ep(addr, port);
     impl_->acceptor.open(ep.protocol());
+    impl_->protocol = ep.protocol();
     impl_->acceptor.set_option(tcp::acceptor::reuse_address(true));
+    // Inherited by every accepted socket: replies are small and must not wait.
+    impl_->acceptor.set_option(tcp::no_delay(true));
+    impl_->acceptor.non_blocking(true);
     impl_->acceptor.bind(ep);
     impl_->acceptor.listen(asio::socket_base::max_listen_connections);
   } catch (const boost::system::system_error& e) {
@@ -332,17 +524,17 @@ TcpStoreServer::TcpStoreServer(asio::io_context& io, const std::string& bind_hos
                   " (is another server on that port, or is the address not this host's?)");
   }
   port_ = impl_->acceptor.local_endpoint().port();
-  asio::post(impl_->strand, [impl = impl_] { impl->accept(); });
+  asio::post(io, [impl = impl_] { impl->accept_ready(); });
 }
 
 TcpStoreServer::~TcpStoreServer() { stop(); }
 
 void TcpStoreServer::stop() {
-  asio::dispatch(impl_->strand, [impl = impl_] { impl->shutdown(); });
+  asio::dispatch(impl_->io, [impl = impl_] { impl->shutdown(); });
 }
 
 void TcpStoreServer::set_logger(std::function<void(const std::string&)> log) {
-  asio::dispatch(impl_->strand, [impl = impl_, log = std::move(log)]() mutable { impl->log = std::move(log); });
+  asio::dispatch(impl_->io, [impl = impl_, log = std::move(log)]() mutable { impl->log = std::move(log); });
 }
 
 BackgroundStoreServer::BackgroundStoreServer(const std::string& bind_host, uint16_t port, std::string token)
@@ -354,6 +546,10 @@ BackgroundStoreServer::~BackgroundStoreServer() {
   server_->stop();
   io_.stop();
   thread_.join();
+  // The thread may have stopped before running the posted shutdown: run it
+  // (and the handlers it cancels) here, so every client socket is closed.
+  io_.restart();
+  io_.poll();
 }
 
 }  // namespace dl::rdzv

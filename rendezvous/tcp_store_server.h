@@ -3,11 +3,18 @@
 // memory, serving the store protocol (store_protocol.h) to any number of
 // clients, one socket each, with no thread per client.
 //
-// Threading: every handler of one server runs on one strand of the given
-// io_context, so the io_context may be run by any number of threads (the
-// launcher's). Waits (get of a missing key, wait) are parked server-side and
-// answered when their keys are set, or with the missing keys when the
-// client's timeout passes.
+// Threading: the server's io_context must be run by one thread (the
+// launcher's loop, `dlaunch store`'s, or BackgroundStoreServer's). stop() and
+// set_logger() may be called from any thread. Waits (get of a missing key,
+// wait) are parked server-side and answered when their keys are set, or with
+// the missing keys when the client's timeout passes.
+//
+// I/O: each socket is non-blocking; on readiness the server reads what is
+// there (many pipelined requests at once), handles every whole request and
+// answers them with one send. Bytes that follow the handshake response in
+// the same read are handled only after the client's HMAC has been checked;
+// on a failed check they are dropped, never executed. Pending connections are
+// accepted in batches, one readiness event for many.
 //
 // Failure: a client that fails the token handshake, sends a malformed or
 // oversized frame, or disconnects (even inside a wait) is closed; keys or
@@ -38,7 +45,7 @@ class TcpStoreServer {
   uint16_t port() const { return port_; }
   // Stops accepting and closes every client. Thread-safe, idempotent.
   void stop();
-  // Called (on the server's strand) with one line per refused or failed
+  // Called (on the server's thread) with one line per refused or failed
   // client, e.g. "store: 10.0.0.5:4711 failed the token handshake: ...".
   // Set it before clients connect.
   void set_logger(std::function<void(const std::string&)> log);

@@ -1,6 +1,5 @@
 #include "wire/handshake.h"
 
-#include <openssl/crypto.h>
 #include <sys/random.h>
 
 #include <cerrno>
@@ -61,11 +60,17 @@ std::string to_hex(std::string_view bytes) {
 std::string new_token() { return to_hex(random_bytes(32)); }
 
 bool equal_ct(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  if (a.size() != b.size()) return false;
+  volatile unsigned char diff = 0;  // every byte is looked at, whatever differs
+  for (size_t i = 0; i < a.size(); ++i) diff = diff | static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
 }
 
 ServerHandshake::ServerHandshake(std::string token, std::string tag)
-    : token_(std::move(token)), tag_(std::move(tag)), nonce_(random_bytes(kNonceSize)) {
+    : ServerHandshake(std::move(token), std::move(tag), random_bytes(kNonceSize)) {}
+
+ServerHandshake::ServerHandshake(std::string token, std::string tag, std::string nonce)
+    : token_(std::move(token)), tag_(std::move(tag)), nonce_(std::move(nonce)) {
   hello_.append(kMagic).append(with_tag(tag_)).append(nonce_);
 }
 
@@ -91,28 +96,39 @@ std::optional<std::string> ServerHandshake::verify(std::string_view r) {
   return mac(token_, "dlaunch-server", tag_, nonce_c, nonce_);
 }
 
-void client_handshake(const Socket& s, std::string_view token, std::string_view tag,
-                      const std::string& peer, Millis timeout) {
-  Frame hello = read_frame(s, kMaxHandshakePayload, timeout, peer);
+ClientHandshake::ClientHandshake(std::string token, std::string tag, std::string peer)
+    : token_(std::move(token)), tag_(std::move(tag)), peer_(std::move(peer)) {}
+
+std::string ClientHandshake::respond(const Frame& hello) {
   std::string_view h = hello.payload;
   auto server_tag = h.substr(0, kMagic.size()) == kMagic ? read_tag(h, kMagic.size()) : std::nullopt;
   if (hello.type != kHandshake || !server_tag ||
       h.size() != kMagic.size() + 1 + server_tag->size() + kNonceSize) {
-    throw AuthError(peer + " is not a dlaunch server (unexpected greeting)");
+    throw AuthError(peer_ + " is not a dlaunch server (unexpected greeting)");
   }
-  if (*server_tag != tag) {
-    throw AuthError(peer + " speaks '" + *server_tag + "' but this program speaks '" + std::string(tag) +
+  if (*server_tag != tag_) {
+    throw AuthError(peer_ + " speaks '" + *server_tag + "' but this program speaks '" + tag_ +
                     "': a different dlaunch version or the wrong port");
   }
-  std::string_view nonce_s = h.substr(h.size() - kNonceSize);
-  std::string nonce_c = random_bytes(kNonceSize);
-  std::string resp = mac(token, "dlaunch-client", tag, nonce_s, nonce_c);
-  resp.append(nonce_c).append(with_tag(tag));
-  write_frame(s, kHandshake, resp, peer);
-  Frame accept = read_frame(s, kMaxHandshakePayload, timeout, peer);
-  if (accept.type == kErrorText) throw AuthError(peer + " refused the connection: " + accept.payload);
-  if (accept.type != kHandshake || !equal_ct(accept.payload, mac(token, "dlaunch-server", tag, nonce_c, nonce_s)))
-    throw AuthError(peer + " does not hold this job's token (server authentication failed)");
+  nonce_s_ = std::string(h.substr(h.size() - kNonceSize));
+  nonce_c_ = random_bytes(kNonceSize);
+  std::string resp = mac(token_, "dlaunch-client", tag_, nonce_s_, nonce_c_);
+  resp.append(nonce_c_).append(with_tag(tag_));
+  return resp;
+}
+
+void ClientHandshake::check_accept(const Frame& accept) const {
+  if (accept.type == kErrorText) throw AuthError(peer_ + " refused the connection: " + accept.payload);
+  if (accept.type != kHandshake || nonce_c_.empty() ||
+      !equal_ct(accept.payload, mac(token_, "dlaunch-server", tag_, nonce_c_, nonce_s_)))
+    throw AuthError(peer_ + " does not hold this job's token (server authentication failed)");
+}
+
+void client_handshake(const Socket& s, std::string_view token, std::string_view tag,
+                      const std::string& peer, Millis timeout) {
+  ClientHandshake hs{std::string(token), std::string(tag), peer};
+  write_frame(s, kHandshake, hs.respond(read_frame(s, kMaxHandshakePayload, timeout, peer)), peer);
+  hs.check_accept(read_frame(s, kMaxHandshakePayload, timeout, peer));
 }
 
 void server_handshake(const Socket& s, std::string_view token, std::string_view tag,

@@ -33,13 +33,18 @@ std::string new_token();
 std::string to_hex(std::string_view bytes);
 // HMAC-SHA256(key, msg), 32 raw bytes (wire/sha256.h: no OpenSSL start-up).
 std::string hmac_sha256(std::string_view key, std::string_view msg);
-// Constant-time comparison of equal-length strings.
+// Constant-time comparison of equal-length strings (no libcrypto: a forked
+// client would fault its pages in just for this).
 bool equal_ct(std::string_view a, std::string_view b);
 
 // The server's half, pure (no I/O) so Asio sessions and tests drive it.
 class ServerHandshake {
  public:
   ServerHandshake(std::string token, std::string tag);
+  // With a nonce drawn by the caller (kNonceSize bytes from the OS's CSPRNG,
+  // e.g. many at once with random_bytes): a server taking a burst of clients
+  // saves a getrandom call per connection.
+  ServerHandshake(std::string token, std::string tag, std::string nonce);
   // The hello payload to send first.
   const std::string& hello() const { return hello_; }
   // Checks the client's response. On success returns the accept payload;
@@ -50,6 +55,26 @@ class ServerHandshake {
 
  private:
   std::string token_, tag_, nonce_, hello_, error_;
+};
+
+// The client's half, pure (no I/O), for clients that do their own reads
+// (the store client reads a frame with one recv). client_handshake() below
+// drives it over a blocking Socket.
+class ClientHandshake {
+ public:
+  // `peer` names the server in error messages.
+  ClientHandshake(std::string token, std::string tag, std::string peer);
+  // Checks the server's hello frame and returns the response payload to
+  // send. Throws AuthError when the server is not ours (unexpected greeting,
+  // other protocol or version).
+  std::string respond(const Frame& hello);
+  // Checks the server's answer to the response: its accept, or its refusal
+  // (a kErrorText frame). Throws AuthError unless the server proved it holds
+  // the token.
+  void check_accept(const Frame& accept) const;
+
+ private:
+  std::string token_, tag_, peer_, nonce_s_, nonce_c_;
 };
 
 // Blocking client side on a connected socket. Throws AuthError when the

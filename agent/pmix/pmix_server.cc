@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "agent/pmix/job_info.h"
 #include "agent/pmix/local_topology.h"
@@ -17,6 +18,9 @@
 
 namespace dl::agent::pmix {
 namespace {
+
+// libpmix's MCA variable for its data store ("gds"), read at PMIx_server_init.
+constexpr const char* kGdsVar = "PMIX_MCA_gds";
 
 // How long a registration inside libpmix may take before we give up.
 constexpr auto kRegisterTimeout = std::chrono::seconds(30);
@@ -87,6 +91,85 @@ std::vector<std::pair<std::string, std::string>> ompi_env(const JobMap& map) {
   return env;
 }
 
+void select_hash_store() { ::setenv(kGdsVar, "hash", 1); }
+
+std::string server_nspace() { return "pmix-server." + std::to_string(::getpid()); }
+
+namespace {
+// The URI variables libpmix 4.2's setup_fork writes, one per protocol version
+// a client may speak; all hold the same address.
+constexpr const char* kUriVars[] = {"PMIX_SERVER_URI41", "PMIX_SERVER_URI4", "PMIX_SERVER_URI3",
+                                    "PMIX_SERVER_URI21", "PMIX_SERVER_URI2"};
+bool is_uri_var(const std::string& name) {
+  for (const char* v : kUriVars)
+    if (name == v) return true;
+  return false;
+}
+
+// "4.2.2rc2" out of "OpenPMIx 4.2.2rc2 (PMIx Standard: ...)".
+std::string library_version() {
+  std::string v = PMIx_Get_version();
+  auto sp = v.find(' ');
+  if (sp != std::string::npos) v = v.substr(sp + 1);
+  sp = v.find(' ');
+  return sp == std::string::npos ? v : v.substr(0, sp);
+}
+}  // namespace
+
+uint16_t uri_port(const std::string& uri) {
+  const std::string tag = ";tcp4://127.0.0.1:";
+  auto at = uri.find(tag);
+  if (at == std::string::npos) return 0;
+  try {
+    long port = std::stol(uri.substr(at + tag.size()));
+    return port > 0 && port < 65536 ? static_cast<uint16_t>(port) : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> predicted_rank_env(const JobMap& map, int global_rank,
+                                                                    uint16_t port) {
+  validate(map);
+  if (global_rank < 0 || global_rank >= map.world_size || !is_local(map, global_rank))
+    throw UsageError("pmix: rank " + std::to_string(global_rank) + " is not on host " +
+                     map.node_hosts[map.node_rank]);
+  const std::string pmix_dir = map.tmpdir + "/pmix";
+  const std::string uri = server_nspace() + ".0;tcp4://127.0.0.1:" + std::to_string(port);
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"PMIX_NAMESPACE", map.nspace},
+      {"PMIX_RANK", std::to_string(global_rank)},
+      {"PMIX_SERVER_TMPDIR", pmix_dir},
+      {"PMIX_SYSTEM_TMPDIR", pmix_dir},
+      {"PMIX_VERSION", library_version()},
+      {"PMIX_SECURITY_MODE", "native"},
+      {"PMIX_BFROP_BUFFER_TYPE", "PMIX_BFROP_BUFFER_NON_DESC"},
+      {"PMIX_GDS_MODULE", "hash"},
+      {"PMIX_HOSTNAME", map.node_hosts[map.node_rank]},
+  };
+  for (const char* v : kUriVars) env.emplace_back(v, uri);
+  for (auto& kv : ompi_env(map)) env.push_back(kv);
+  return env;
+}
+
+std::vector<std::string> env_mismatches(const std::vector<std::pair<std::string, std::string>>& predicted,
+                                        const std::vector<std::pair<std::string, std::string>>& real) {
+  auto strip = [](const std::string& name, const std::string& value) {
+    return is_uri_var(name) ? value.substr(0, value.find(';')) : value;
+  };
+  std::map<std::string, std::string> p(predicted.begin(), predicted.end()), r(real.begin(), real.end());
+  std::vector<std::string> out;
+  for (auto& [k, v] : r) {
+    auto it = p.find(k);
+    if (it == p.end()) out.push_back(k + ": predicted nothing, libpmix '" + v + "'");
+    else if (strip(k, it->second) != strip(k, v))
+      out.push_back(k + ": predicted '" + it->second + "', libpmix '" + v + "'");
+  }
+  for (auto& [k, v] : p)
+    if (!r.count(k)) out.push_back(k + ": predicted '" + v + "', libpmix nothing");
+  return out;
+}
+
 PmixServer::~PmixServer() {
   // An abandoned server's libpmix still runs: its state must outlive us.
   if (abandoned_) (void)state_.release(), (void)topology_.release();
@@ -130,6 +213,10 @@ std::unique_ptr<PmixServer> PmixServer::init(const std::string& tmpdir, const st
   init.add_bool(PMIX_SERVER_TOOL_SUPPORT, false);
   init.add_bool(PMIX_SERVER_SYSTEM_SUPPORT, false);
   init.add_bool(PMIX_SERVER_SESSION_SUPPORT, false);
+  // A fixed name, so that a rank's environment can be written before this
+  // server exists (predicted_rank_env).
+  init.add_string(PMIX_SERVER_NSPACE, server_nspace());
+  init.add_rank(PMIX_SERVER_RANK, 0);
   // The plan's name of this host when known. Without it libpmix uses
   // gethostname(); the explicit PMIX_LOCAL_PEERS/LOCAL_SIZE registered with
   // the job still give the right locality (tested across namespace hosts

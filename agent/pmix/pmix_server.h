@@ -132,6 +132,40 @@ class PmixServer {
   bool running_ = false, registered_ = false, with_dmodex_ = false, abandoned_ = false;
 };
 
+// Sets PMIX_MCA_gds=hash in this process's environment, so that a server
+// started afterwards keeps its job data in libpmix's "hash" store: its
+// clients' environment is then predictable (predicted_rank_env), and it
+// creates no shared-memory segments or files (the default "ds21" dstore
+// does). Call before other threads run (setenv). The variable starts with
+// PMIX_, so the agent's filter keeps it out of the ranks' environment.
+void select_hash_store();
+
+// The server's own PMIx name, given to libpmix at init (PMIX_SERVER_NSPACE,
+// rank 0) and written into every rank's PMIX_SERVER_URI*: "pmix-server.<pid>".
+std::string server_nspace();
+
+// What rank_env(global_rank) will return once a server is up and the job
+// registered, computed without libpmix so that a rank can be started before
+// its server exists (docs/mpi.md, "Cost for non-MPI programs"), except that
+// PMIX_SERVER_URI* point at 127.0.0.1:`port` (the agent's FrontDoor)
+// instead of libpmix's own listener. The libpmix-specific values are those
+// PMIx_server_setup_fork of libpmix 4.2 writes for a server started by init()
+// after select_hash_store() (gds "hash", security "native"); env_mismatches() checks them against the
+// real ones.
+std::vector<std::pair<std::string, std::string>> predicted_rank_env(const JobMap& map, int global_rank,
+                                                                    uint16_t port);
+
+// "VAR: predicted 'x', libpmix 'y'" for every variable of `real` (rank_env)
+// that `predicted` (predicted_rank_env) lacks or has otherwise, and every
+// variable `predicted` has that `real` lacks; PMIX_SERVER_URI* are compared
+// without their address. Empty when they agree.
+std::vector<std::string> env_mismatches(const std::vector<std::pair<std::string, std::string>>& predicted,
+                                        const std::vector<std::pair<std::string, std::string>>& real);
+
+// The port of the listener in `uri` ("nspace.rank;tcp4://127.0.0.1:PORT"); 0
+// when it is not a tcp4 loopback address.
+uint16_t uri_port(const std::string& uri);
+
 // The OpenMPI-only variables rank_env() adds (docs/mpi.md says why):
 // OMPI_MCA_schizo=^orte, so that OpenMPI 4.1 uses PMIx instead of starting a
 // singleton, and OMPI_MCA_orte_tmpdir_base=map.tmpdir, so that its session

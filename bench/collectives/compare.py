@@ -14,10 +14,15 @@ OpenMPI's message-sized temporary on every call above 32 MiB).
 Two hosts (--hosts 2): a namespace cluster (tests/cluster/cluster.sh, needs
 root), one rank per host, everything launched inside h0 over the cluster's
 sshds: `dlaunch -n 2 --npernode 1 ... dlaunch bench`, `mpirun --host A,B
---mca plm_rsh_args "-F <ssh_config>" --mca btl tcp,self --mca
-btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0`, and gloo started by
-dlaunch (GLOO_SOCKET_IFNAME=eth0). The one-stream TCP limit h0 -> h1 is
-measured in the same run (`tcp-1stream`).
+--mca plm_rsh_args "-F <ssh_config>" --bind-to none --mca pml ob1 --mca btl
+tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0`
+(--bind-to none: by default each host's orted binds its rank to "its" core 0,
+the same CPU for both namespace hosts), and gloo started by dlaunch
+(GLOO_SOCKET_IFNAME=eth0). Two limits are measured per op, interleaved with
+the runs: one TCP stream h0 -> h1 (`1stream`, the bound for broadcast) and
+two streams at once, h0 -> h1 and h1 -> h0, per direction (`2way`, the bound
+for all_reduce and all_gather, which send both ways at once); the table adds
+busbw(dlaunch) as a percentage of each.
 
 Every configuration runs --repeat times, interleaved; the table shows the
 median time per size. Ratios: busbw(dlaunch) / busbw(anchor) from 64 KiB up
@@ -109,8 +114,13 @@ class Cluster:
         return res
 
     def mpi(self, exe, op, sizes, tuned):
-        mca = (f"--mca plm_rsh_args {shlex.quote('-F ' + self.cfg)} --mca btl tcp,self --mca btl_tcp_if_include eth0 "
-               f"--mca oob_tcp_if_include eth0")
+        # --bind-to none: by default mpirun binds each host's first rank to
+        # that host's core 0, and the namespace hosts share one machine's
+        # cores, so both ranks would share CPU 0 (4 ms per 8-byte all_reduce
+        # instead of tens of microseconds). dlaunch does not bind either.
+        # pml ob1: the TCP BTL, never UCX or an MTL that ignores --mca btl.
+        mca = (f"--mca plm_rsh_args {shlex.quote('-F ' + self.cfg)} --bind-to none --mca pml ob1 "
+               f"--mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0")
         cmd = (f"mpirun --allow-run-as-root -np {self.n} --host {','.join(self.addrs[:self.n])} {mca} "
                f"{' '.join(MALLOC) if tuned else ''} {exe} {op} {','.join(map(str, sizes))}, </dev/null")
         return json_rows(self.exec(cmd))
@@ -120,18 +130,26 @@ class Cluster:
             f"-x GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 {HERE}/gloo_bench.py {op} {','.join(map(str, sizes))} env "
             "</dev/null")))
 
-    def stream(self, seconds=3):
-        """One TCP stream h0 -> h1, GB/s, measured by the receiver."""
+    def stream(self, seconds=3, both=False):
+        """One TCP stream h0 -> h1, GB/s, measured by the receiver; with
+        both=True, a second stream h1 -> h0 at the same time and the mean of
+        the two directions (what all_reduce and all_gather, which send both
+        ways at once, can reach per direction)."""
         script = os.path.join(tempfile.mkdtemp(), "stream.py")
         with open(script, "w") as f:
             f.write(STREAM)
         port = 20000 + os.getpid() % 20000
-        rx = subprocess.Popen([os.path.join(SRC, "tests/cluster/cluster.sh"), "exec", self.id, "h1", "--",
-                               "/usr/bin/python3", script, "rx", str(port)], stdout=subprocess.PIPE, text=True)
-        self.exec(f"sleep 0.5; /usr/bin/python3 {script} tx {port} {self.addrs[1]} {seconds}")
-        out, _ = rx.communicate(timeout=60)
-        return float(out.strip() or "nan")
-
+        ways = [("h0", "h1", 1)] + ([("h1", "h0", 0)] if both else [])
+        rxs = [subprocess.Popen([os.path.join(SRC, "tests/cluster/cluster.sh"), "exec", self.id, dst, "--",
+                                 "/usr/bin/python3", script, "rx", str(port + i)], stdout=subprocess.PIPE, text=True)
+               for i, (_, dst, _) in enumerate(ways)]
+        txs = [subprocess.Popen([os.path.join(SRC, "tests/cluster/cluster.sh"), "exec", self.id, src, "--", "sh", "-c",
+                                 f"sleep 0.5; /usr/bin/python3 {script} tx {port + i} {self.addrs[to]} {seconds}"])
+               for i, (src, _, to) in enumerate(ways)]
+        for t in txs:
+            t.wait(timeout=60)
+        rates = [float(rx.communicate(timeout=60)[0].strip() or "nan") for rx in rxs]
+        return statistics.mean(rates)
 
 STREAM = r'''
 import socket, sys, time
@@ -153,12 +171,14 @@ else:
 '''
 
 
-def table(title, cols, fac, sizes, extra=""):
-    names = list(cols)
+def table(title, cols, fac, sizes, extra="", limits=None):
+    """limits: {name: GB/s}; adds columns busbw(dlaunch) / limit from 64 KiB up."""
+    names, limits = list(cols), limits or {}
     print(f"\n## {title}: busbw GB/s and time; ratio = dlaunch vs anchor{extra}")
     print(f"| {'size':>9} | " + " | ".join(f"{c:>20}" for c in names) + " | " +
-          " | ".join(f"{'x ' + c:>13}" for c in names[1:] if c != "dlaunch-nobind") + " |")
-    print("|" + "---:|" * (1 + len(names) + len([c for c in names[1:] if c != "dlaunch-nobind"])))
+          " | ".join(f"{'x ' + c:>13}" for c in names[1:] if c != "dlaunch-nobind") +
+          "".join(f" | {'of ' + l:>13}" for l in limits) + " |")
+    print("|" + "---:|" * (1 + len(names) + len([c for c in names[1:] if c != "dlaunch-nobind"]) + len(limits)))
     for size in sizes:
         cells, vals = [], {}
         for c in names:
@@ -179,6 +199,9 @@ def table(title, cols, fac, sizes, extra=""):
                 ratios.append(f"{r:12.2f}{'t' if small else 'b'}")
             else:
                 ratios.append(f"{'-':>13}")
+        for l, bw in limits.items():
+            ok = "dlaunch" in vals and size >= 65536 and bw > 0
+            ratios.append(f"{vals['dlaunch'][1] / bw * 100:11.0f}%b" if ok else f"{'-':>13}")
         label = f"{size >> 20}M" if size >= 1 << 20 else f"{size >> 10}K" if size >= 1 << 10 else str(size)
         print(f"| {label:>9} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
 
@@ -207,10 +230,6 @@ def main():
     print(f"# load before: {open('/proc/loadavg').read().strip()} on {os.cpu_count()} CPUs")
     envs = [Cluster(a.build, a.hosts)] if a.hosts > 1 else [Local(a.build, n) for n in a.ranks]
     try:
-        if a.hosts > 1:
-            streams = [envs[0].stream() for _ in range(a.repeat)]
-            print(f"# one TCP stream h0 -> h1: median {statistics.median(streams):.3f} GB/s of "
-                  f"{', '.join(f'{s:.3f}' for s in streams)}")
         for op in a.ops:
             for env in envs:
                 runs = {"dlaunch": [], "ompi": [], "ompi-tuned": []}
@@ -218,7 +237,12 @@ def main():
                     runs["dlaunch-nobind"] = []
                 if not a.no_gloo:
                     runs["gloo"] = []
+                one, two = [], []
                 for _ in range(a.repeat):
+                    if a.hosts > 1:
+                        # The limits, interleaved with the runs they bound.
+                        one.append(env.stream())
+                        two.append(env.stream(both=True))
                     runs["dlaunch"].append(env.ours(op, a.sizes))
                     runs["ompi"].append(env.mpi(exe, op, a.sizes, False))
                     runs["ompi-tuned"].append(env.mpi(exe, op, a.sizes, True))
@@ -226,11 +250,19 @@ def main():
                         runs["dlaunch-nobind"].append(env.ours(op, a.sizes, bind=False))
                     if not a.no_gloo:
                         runs["gloo"].append(env.gloo(op, a.sizes))
+                limits = {}
+                if a.hosts > 1:
+                    limits = {"1stream": statistics.median(one), "2way": statistics.median(two)}
+                    print(f"\n# {op}: one TCP stream h0 -> h1 (1stream): median {limits['1stream']:.3f} GB/s of "
+                          f"{', '.join(f'{x:.3f}' for x in one)}; two streams at once, h0 -> h1 and h1 -> h0 "
+                          f"(2way), per direction: median {limits['2way']:.3f} GB/s of "
+                          f"{', '.join(f'{x:.3f}' for x in two)}")
                 cols = median_cols(runs)
                 where = f"{env.n} ranks on {env.n} namespace hosts (TCP over veth)" if a.hosts > 1 else \
                     f"{env.n} ranks, one host"
                 sizes = sorted(cols["dlaunch"]) or a.sizes
-                table(f"{op}, {where}, float32, median of {a.repeat}", cols, FACTOR[op](env.n), sizes)
+                table(f"{op}, {where}, float32, median of {a.repeat}", cols, FACTOR[op](env.n), sizes,
+                      limits=limits)
                 sys.stdout.flush()
     finally:
         if a.hosts > 1:

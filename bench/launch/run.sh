@@ -3,6 +3,9 @@
 # dlaunch beside mpirun (OpenMPI), mpiexec.hydra (MPICH), torchrun and a
 # plain fork/exec loop (the floor), in one run; ratios are to the floor.
 #   bench/launch/run.sh [N...]        (default: 1 4 16 64; build dlaunch first)
+#   DLAUNCH_BIN=build/bin             dlaunch to measure (default: build/bin)
+#   DLAUNCH_BEFORE_BIN=other/bin      also measure another build's dlaunch (row "dlaunch-before")
+#   LAUNCHERS="dlaunch mpirun"        only the rows whose name starts with one of these (default: all)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${DLAUNCH_BIN:-$here/../../build/bin}
@@ -14,6 +17,11 @@ command -v hyperfine >/dev/null || { echo "bench/launch needs hyperfine (apt-get
 
 measure() {  # name N runs command...
   local name=$1 n=$2 r=$3; shift 3
+  if [ -n "${LAUNCHERS:-}" ] && [ "$name" != floor ]; then
+    local want=0 l
+    for l in $LAUNCHERS; do [[ $name == "$l"* ]] && want=1; done
+    [ $want = 1 ] || return 0
+  fi
   # Every launcher gets /dev/null as stdin and 120 s per run: mpirun -n 64
   # was seen to hang forever on this 2-core machine.
   if ! timeout 120 "$@" </dev/null >/dev/null 2>&1; then echo "$name $n FAILED"; return; fi
@@ -27,6 +35,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for n in "${ns[@]}"; do
   measure floor "$n" "$runs" "$work/floor" "$n" /bin/true
   measure dlaunch "$n" "$runs" "$bin/dlaunch" -n "$n" /bin/true
+  [ -n "${DLAUNCH_BEFORE_BIN:-}" ] && measure dlaunch-before "$n" "$runs" "$DLAUNCH_BEFORE_BIN/dlaunch" -n "$n" /bin/true
   measure dlaunch--mpi-none "$n" "$runs" "$bin/dlaunch" --mpi none -n "$n" /bin/true
   measure mpiexec.hydra "$n" "$runs" mpiexec.hydra -n "$n" /bin/true
   measure mpirun "$n" "$runs" mpirun --oversubscribe -n "$n" /bin/true
@@ -40,12 +49,13 @@ for line in open(sys.argv[1]):
     parts = line.split()
     rows.setdefault(parts[0], {})[int(parts[1])] = None if parts[2] == "FAILED" else float(parts[2])
 ns = sorted({n for r in rows.values() for n in r})
-print("median wall time (ms) to start and finish N ranks of /bin/true; (x) = ratio to the fork/exec floor")
-print(f"{'launcher':<15}" + "".join(f"{'N='+str(n):>20}" for n in ns))
+import os
+print("median wall time (ms) to start and finish N ranks of /bin/true; (x) = ratio to the fork/exec floor; load %s" % open("/proc/loadavg").read().split()[0])
+print(f"{'launcher':<18}" + "".join(f"{'N='+str(n):>20}" for n in ns))
 for name, r in rows.items():
     cells = []
     for n in ns:
         v, f = r.get(n), rows.get("floor", {}).get(n)
         cells.append("failed" if v is None else (f"{v:8.2f} ({v/f:6.2f}x)" if f else f"{v:8.2f}"))
-    print(f"{name:<15}" + "".join(f"{c:>20}" for c in cells))
+    print(f"{name:<18}" + "".join(f"{c:>20}" for c in cells))
 PY

@@ -4,7 +4,14 @@
 //   store_bench barrier W    seconds until the last of W client processes has
 //                            connected, added to a counter and seen "go"
 //   store_bench wakeup W     the same children without a store: the floor
+//   store_bench echo W       the same children making the store barrier's
+//                            round trips against a bare epoll loop that only
+//                            answers bytes: the floor of the protocol's shape
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -12,6 +19,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -43,6 +55,63 @@ static void ops(int n) {
   if (s.get("counter") != std::to_string(n)) std::printf("error counter mismatch\n");
 }
 
+// The bare server of `echo`: per connection it sends a 1-byte "hello", then
+// answers "response" and "add" with one byte each and parks "wait" until all
+// W clients sent it, then answers every wait: the round trips a store client
+// makes in the barrier (hello, handshake accept, add, go), with no
+// authentication, protocol, store or Asio.
+static void echo_server(int lfd, int w) {
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{EPOLLIN, {}};
+  ev.data.fd = lfd;
+  epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+  std::vector<int> waiting, all;
+  epoll_event evs[256];
+  while (static_cast<int>(waiting.size()) < w) {
+    int n = epoll_wait(ep, evs, 256, 120000);
+    if (n <= 0) break;
+    for (int i = 0; i < n; ++i) {
+      const int fd = evs[i].data.fd;
+      if (fd == lfd) {
+        for (int c; (c = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
+          epoll_event cev{EPOLLIN, {}};
+          cev.data.fd = c;
+          epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
+          all.push_back(c);
+          if (send(c, "h", 1, MSG_NOSIGNAL) != 1) std::perror("send");
+        }
+        continue;
+      }
+      char buf[16];
+      ssize_t got = recv(fd, buf, sizeof buf, 0);
+      for (ssize_t k = 0; k < got; ++k) {
+        if (buf[k] == 'w') waiting.push_back(fd);
+        else if (send(fd, buf[k] == 'r' ? "a" : "n", 1, MSG_NOSIGNAL) != 1) std::perror("send");
+      }
+    }
+  }
+  for (int fd : waiting) if (send(fd, "g", 1, MSG_NOSIGNAL) != 1) std::perror("send");
+  for (int fd : all) close(fd);
+  close(ep);
+}
+
+static bool echo_client(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
+  char c = 0;
+  bool ok = recv(fd, &c, 1, 0) == 1 && send(fd, "r", 1, MSG_NOSIGNAL) == 1 &&  // hello, response
+            recv(fd, &c, 1, 0) == 1 && send(fd, "x", 1, MSG_NOSIGNAL) == 1 &&  // accept, add
+            recv(fd, &c, 1, 0) == 1 && send(fd, "w", 1, MSG_NOSIGNAL) == 1 &&  // add's answer, wait
+            recv(fd, &c, 1, 0) == 1 && c == 'g';                               // go
+  return ok;  // the socket closes at exit, after the stamp
+}
+
 // Children are forked first (forking a process whose server thread may hold
 // a lock is unsafe) and block on one eventfd in semaphore mode; the clock
 // starts when the parent has put the server's port in shared memory and
@@ -53,12 +122,20 @@ static void ops(int n) {
 // are not counted (bench/store/store_bench.py measures torch's clients the
 // same way). With no_store the children only stamp and exit: the cost of
 // waking W processes, the floor of this method.
-static void barrier(int w, bool no_store) {
+enum class Mode { kStore, kWakeup, kEcho };
+
+static void barrier(int w, Mode mode) {
+  const bool no_store = mode == Mode::kWakeup;
   // Nothing to warm up before forking: the handshake's HMAC no longer loads
   // OpenSSL (wire/sha256.h), and torch's children inherit an imported torch.
   // shared[0] is the port, shared[1 + i] child i's stamp.
+  // With DL_STORE_BENCH_PHASES=1, each child also stamps when it was
+  // released, connected and had its add answered (shared[1 + w + 3 * i ..]),
+  // and the percentiles of each phase are printed: where the time goes.
+  const bool phases = getenv("DL_STORE_BENCH_PHASES") != nullptr;
+  const size_t words = 1 + static_cast<size_t>(w) * (phases ? 4 : 1);
   auto* shared = static_cast<double*>(
-      mmap(nullptr, sizeof(double) * (w + 1), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+      mmap(nullptr, sizeof(double) * words, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) return std::perror("mmap");
   const int go = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
   if (go < 0) return std::perror("eventfd");
@@ -69,13 +146,23 @@ static void barrier(int w, bool no_store) {
       uint64_t one = 0;
       // A parent that died never writes: give up after two minutes.
       if (poll(&p, 1, 120000) == 1 && read(go, &one, sizeof one) == sizeof one) rc = 0;
+      double* ph = phases ? shared + 1 + w + 3 * i : nullptr;
       try {
-        if (rc == 0 && !no_store) {
+        if (ph) ph[0] = monotonic();
+        if (rc == 0 && mode == Mode::kEcho) {
+          if (!echo_client(static_cast<uint16_t>(shared[0]))) throw std::runtime_error("echo round trips failed");
+        } else if (rc == 0 && !no_store) {
           TcpStore s("127.0.0.1", static_cast<uint16_t>(shared[0]), "bench");
-          if (s.add("arrived", 1) == w) s.set("go", "1");
+          if (ph) ph[1] = monotonic();
+          const int64_t arrived = s.add("arrived", 1);
+          if (ph) ph[2] = monotonic();
+          if (arrived == w) s.set("go", "1");
           s.wait({"go"}, std::chrono::seconds(60));
+          // Stamped before the client is destroyed, as torch's children
+          // stamp with their TCPStore still open: closing is not the barrier.
+          shared[1 + i] = monotonic();
         }
-        shared[1 + i] = monotonic();
+        if (rc == 0 && (mode != Mode::kStore)) shared[1 + i] = monotonic();
       } catch (const std::exception& e) {
         std::fprintf(stderr, "client: %s\n", e.what());
         rc = 1;
@@ -83,8 +170,25 @@ static void barrier(int w, bool no_store) {
       _exit(rc);
     }
   }
-  BackgroundStoreServer server("127.0.0.1", 0, "bench");
-  shared[0] = server.port();
+  std::unique_ptr<BackgroundStoreServer> server;
+  std::thread echo;
+  if (mode == Mode::kEcho) {
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int one = 1;
+    setsockopt(lfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(lfd, 4096) != 0 ||
+        getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      return std::perror("echo listen");
+    shared[0] = ntohs(a.sin_port);
+    echo = std::thread([lfd, w] { echo_server(lfd, w); close(lfd); });
+  } else {
+    server = std::make_unique<BackgroundStoreServer>("127.0.0.1", 0, "bench");
+    shared[0] = server->port();
+  }
   const double t0 = monotonic();
   const uint64_t all = static_cast<uint64_t>(w);
   if (write(go, &all, sizeof all) != sizeof all) std::perror("write");
@@ -92,8 +196,19 @@ static void barrier(int w, bool no_store) {
   for (int i = 0; i < w; ++i)
     if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
   std::printf("barrier_s %.4f\n", *std::max_element(shared + 1, shared + 1 + w) - t0);
+  if (echo.joinable()) echo.join();
+  if (phases && mode == Mode::kStore) {
+    // Each phase's end, relative to t0, at the 10th/50th/90th/100th percentile.
+    const char* names[] = {"released", "connected", "added", "passed"};
+    for (int k = 0; k < 4; ++k) {
+      std::vector<double> v;
+      for (int i = 0; i < w; ++i) v.push_back((k < 3 ? shared[1 + w + 3 * i + k] : shared[1 + i]) - t0);
+      std::sort(v.begin(), v.end());
+      std::printf("phase_%s_p10_p50_p90_max %.3f %.3f %.3f %.3f\n", names[k], v[w / 10], v[w / 2], v[w * 9 / 10], v[w - 1]);
+    }
+  }
   close(go);
-  munmap(shared, sizeof(double) * (w + 1));
+  munmap(shared, sizeof(double) * words);
   if (failed) std::printf("error %d clients failed\n", failed);
 }
 
@@ -105,8 +220,9 @@ int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   int n = argc > 2 ? std::stoi(argv[2]) : 0;
   if (mode == "ops" && n > 0) ops(n);
-  else if (mode == "barrier" && n > 0) barrier(n, false);
-  else if (mode == "wakeup" && n > 0) barrier(n, true);
-  else return std::fprintf(stderr, "usage: store_bench ops N | barrier W | wakeup W\n"), 2;
+  else if (mode == "barrier" && n > 0) barrier(n, Mode::kStore);
+  else if (mode == "wakeup" && n > 0) barrier(n, Mode::kWakeup);
+  else if (mode == "echo" && n > 0) barrier(n, Mode::kEcho);
+  else return std::fprintf(stderr, "usage: store_bench ops N | barrier W | wakeup W | echo W\n"), 2;
   return 0;
 }

@@ -14,6 +14,10 @@ Both stores are measured the same way:
            last stamp (process exit and reaping are not counted).
   wake-up: the same children with no store, stamping at once: what this
            start-up method costs by itself on this machine (the floor).
+  echo:    (dlaunch column only) the same children making the barrier's four
+           blocking round trips (hello, handshake accept, add, go) with one
+           byte each against a bare epoll loop: the floor of the protocol's
+           shape, with no authentication, store or Asio.
 Both sides run with LD_BIND_NOW=1 (see main). Every measure runs REPEAT times, alternating dlaunch and torch; the table
 shows medians and the ratio of the medians.
 """
@@ -96,7 +100,7 @@ def dlaunch(binary, *args):
         name, _, value = line.partition(" ")
         if name == "error":
             raise SystemExit("dlaunch store_bench: " + line)
-        vals[name] = float(value)
+        vals[name] = float(value.split()[0])
     return vals
 
 
@@ -126,14 +130,21 @@ def main():
         rows.append(("%s (1 client, %d ops)" % (op, N_OPS), "%.1f us  %7.0f/s" % (du, 1e6 / du),
                      "%.1f us  %7.0f/s" % (tu, 1e6 / tu), "%.2fx ops/s" % (tu / du)))
     for w in WIDTHS:
-        for mode, name in (("barrier", "barrier, %d processes" % w), ("wakeup", "  floor: wake %d processes, no store" % w)):
+        for mode, name in (("barrier", "barrier, %d processes" % w), ("wakeup", "  floor: wake %d processes, no store" % w),
+                           ("echo", "  floor: the barrier's round trips, bare echo")):
             d_s, t_s, failed = [], [], 0
             for _ in range(repeat):
                 d_s.append(dlaunch(binary, mode, w)["barrier_s"])
+                if mode == "echo":
+                    continue  # no torch counterpart: a bare epoll loop, no store
                 elapsed, f = torch_barrier(w, use_store=(mode == "barrier"))
                 t_s.append(elapsed)
                 failed += f
-            ds, ts = median_of(d_s), median_of(t_s)
+            ds = median_of(d_s)
+            if mode == "echo":
+                rows.append((name, "%.3f s" % ds, "", ""))
+                continue
+            ts = median_of(t_s)
             note = "" if not failed else "  (%d torch clients failed)" % failed
             ratio = "%.2fx faster" % (ts / ds) if mode == "barrier" else ""
             rows.append((name, "%.3f s" % ds, "%.3f s%s" % (ts, note), ratio))

@@ -73,7 +73,7 @@ TEST_CASE("topology without sysfs information: every CPU a core, one node", "[ag
   CHECK(t.numa[0] == V{0, 1, 2});
 }
 
-TEST_CASE("--bind-to core: consecutive cores by local rank, all their threads", "[agent]") {
+TEST_CASE("bind-to core: consecutive cores by local rank, all their threads", "[agent]") {
   CpuTopology t;
   t.cores = {{0, 4}, {1, 5}, {2, 6}, {3, 7}};
   t.numa = {{0, 1, 4, 5}, {2, 3, 6, 7}};
@@ -92,7 +92,7 @@ TEST_CASE("--bind-to core: consecutive cores by local rank, all their threads", 
   }
 }
 
-TEST_CASE("--bind-to numa: local ranks in blocks over the nodes; none binds nothing", "[agent]") {
+TEST_CASE("bind-to numa: local ranks in blocks over the nodes, and none binds nothing", "[agent]") {
   CpuTopology t;
   t.cores = {{0}, {1}, {2}, {3}};
   t.numa = {{0, 1}, {2, 3}};

@@ -73,7 +73,7 @@ TEST_CASE("resolve: a non-executable match is skipped for a later executable one
   CHECK(r.path == good);
 }
 
-TEST_CASE("resolve: only non-executable matches is 126; none is 127", "[agent]") {
+TEST_CASE("resolve: only non-executable matches is 126, none is 127", "[agent]") {
   TempDir a;
   a.file("tool", 0644);
   CHECK(resolve_program("tool", a.path).code == 126);

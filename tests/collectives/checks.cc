@@ -33,6 +33,7 @@ void check_reductions(Communicator& c, DataType t, ReduceOp op, size_t count) {
   CTX("dtype " << dtype_name(t) << " op " << op_name(op) << " count " << count << " size " << n);
   c.all_reduce(in.p(), out.p(), count, t, op);
   RCHECK(wrong(out.p(), count, t, ref) == 0);
+  RCHECK(wrong(in.p(), count, t, [&](size_t i) { return input(me, i, t, op); }) == 0);  // input untouched
   c.all_reduce(in.p(), in.p(), count, t, op);  // in place
   RCHECK(wrong(in.p(), count, t, ref) == 0);
   const int root = static_cast<int>(count % n);

@@ -44,7 +44,7 @@ TEST_CASE("stdin goes to rank 0 and rank 1 sees EOF at once", "[integration]") {
   CHECK(sorted_lines(r.out) == std::vector<std::string>{"[0@localhost] a", "[0@localhost] b", "[1@localhost] eof"});
 }
 
-TEST_CASE("stdin: printf 'a\\nb\\n' | dlaunch -n 2 cat", "[integration]") {
+TEST_CASE("stdin: two lines piped into dlaunch -n 2 cat reach rank 0", "[integration]") {
   RunSpec s;
   s.argv = {bin("dlaunch"), "-n", "2", "/bin/cat"};
   s.stdin_data = "a\nb\n";
@@ -282,7 +282,7 @@ int usable_cores() {
 }
 }  // namespace
 
-TEST_CASE("--bind-to core pins each local rank to cores of its own", "[integration]") {
+TEST_CASE("dlaunch --bind-to core pins each local rank to cores of its own", "[integration]") {
   const std::vector<int> mine = allowed_in(read_file("/proc/self/status"));
   const int cores = usable_cores();
   REQUIRE(cores >= 1);
@@ -306,7 +306,7 @@ TEST_CASE("--bind-to core pins each local rank to cores of its own", "[integrati
   CHECK(all == mine);                                               // and together they cover the host
 }
 
-TEST_CASE("--bind-to core with more ranks than cores: exit 2 naming the host and the fix, nothing runs",
+TEST_CASE("dlaunch --bind-to core with more ranks than cores: exit 2 naming the host and the fix, nothing runs",
           "[integration]") {
   const int cores = usable_cores();
   TempDir tmp;
@@ -321,7 +321,7 @@ TEST_CASE("--bind-to core with more ranks than cores: exit 2 naming the host and
   CHECK(std::filesystem::is_empty(tmp.path));
 }
 
-TEST_CASE("--bind-to numa gives each rank its NUMA node's CPUs; without --bind-to nothing is narrowed",
+TEST_CASE("dlaunch --bind-to numa gives each rank its NUMA node's CPUs, and without --bind-to nothing is narrowed",
           "[integration]") {
   const std::vector<int> mine = allowed_in(read_file("/proc/self/status"));
   TempDir tmp;

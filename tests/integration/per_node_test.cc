@@ -85,7 +85,7 @@ TEST_CASE("per-node: two nodes meet and their ranks get one world's identity", "
   for (auto& w : rows1) CHECK((w[4] == "1" && w[3] == "3" && std::stoi(w[0]) >= 2 && std::stoi(w[2]) == std::stoi(w[0]) - 2));
 }
 
-TEST_CASE("per-node: a failing rank on node 1 stops node 0's ranks; both exit with its code", "[integration][per-node]") {
+TEST_CASE("per-node: a failing rank on node 1 stops node 0's ranks, both exit with its code", "[integration][per-node]") {
   const std::string m = new_marker();
   const int port = some_free_port();
   const std::string script = "if [ \"$RANK\" = 3 ]; then sleep 0.5; exit 7; fi; sleep \"$0\"";

@@ -58,7 +58,7 @@ TEST_CASE("rank 0 on a remote host: MASTER_ADDR is that host's address", "[multi
   CHECK(wait_clean(c, "ID:").empty());
 }
 
-TEST_CASE("on a terminal, start-up shows agents connected and failed; without one, nothing", "[multihost][cluster][slow]") {
+TEST_CASE("on a terminal, start-up shows agents connected and failed, without one nothing", "[multihost][cluster][slow]") {
   Cluster c(4);
   REQUIRE(c.script({"stop-sshd", c.id(), "h3"}).status == 0);
   // Five hosts (this one by name, and h1..h3) so that the line is drawn.

@@ -9,6 +9,7 @@
 #include "errors/error.h"
 #include "rendezvous/store_protocol.h"
 #include "tests/rendezvous/store_envs.h"
+#include "wire/handshake.h"
 #include "wire/socket.h"
 
 using namespace dl::rdzv;
@@ -131,4 +132,112 @@ TEST_CASE("tcp store: 1000 clients pass a barrier", "[rendezvous][slow]") {
   for (auto& t : ts) t.join();
   CHECK(passed == kClients);
   CHECK(clients[0]->get("arrived") == std::to_string(kClients));
+}
+
+namespace {
+std::string request_frame(const proto::Request& r) {
+  return dl::wire::encode_frame(proto::kRequest, proto::encode(r));
+}
+
+proto::Reply read_reply(const dl::wire::Socket& s, proto::Op op) {
+  auto f = dl::wire::read_frame(s, proto::kMaxFramePayload, 5000ms, "store");
+  REQUIRE(f.type == proto::kReply);
+  auto r = proto::decode_reply(f.payload, op);
+  REQUIRE(r);
+  return *r;
+}
+
+// Opens a connection and answers the server's hello with `token`; returns
+// the handshake state and the response frame, not yet sent.
+std::pair<dl::wire::ClientHandshake, std::string> start_handshake(const dl::wire::Socket& s,
+                                                                   const std::string& token) {
+  dl::wire::ClientHandshake hs(token, std::string(proto::kStoreTag), "test store");
+  auto hello = dl::wire::read_frame(s, dl::wire::kMaxHandshakePayload, 5000ms, "store");
+  std::string resp = dl::wire::encode_frame(dl::wire::kHandshake, hs.respond(hello));
+  return {std::move(hs), std::move(resp)};
+}
+}  // namespace
+
+TEST_CASE("tcp store answers pipelined requests in order, whole or split across reads", "[rendezvous]") {
+  TcpEnv env;
+  auto s = raw(env, true);
+  using proto::Op;
+  std::string batch = request_frame({Op::kSet, {"p"}, "one", {}, 0}) + request_frame({Op::kAdd, {"n"}, {}, {}, 5}) +
+                      request_frame({Op::kAdd, {"n"}, {}, {}, -2}) + request_frame({Op::kGet, {"p"}, {}, {}, 1000}) +
+                      request_frame({Op::kWait, {"p", "n"}, {}, {}, 1000}) +
+                      request_frame({Op::kCheck, {"p", "absent"}, {}, {}, 0}) +
+                      request_frame({Op::kNumKeys, {}, {}, {}, 0});
+  SECTION("in one send") { dl::wire::send_all(s, batch, "store"); }
+  SECTION("a few bytes at a time") {
+    for (size_t at = 0; at < batch.size(); at += 7) {
+      dl::wire::send_all(s, std::string_view(batch).substr(at, 7), "store");
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  CHECK(read_reply(s, Op::kSet).status == proto::Status::kOk);
+  CHECK(read_reply(s, Op::kAdd).number == 5);
+  CHECK(read_reply(s, Op::kAdd).number == 3);
+  CHECK(read_reply(s, Op::kGet).value == "one");
+  CHECK(read_reply(s, Op::kWait).status == proto::Status::kOk);
+  CHECK(read_reply(s, Op::kCheck).number == 0);
+  CHECK(read_reply(s, Op::kNumKeys).number == 2);
+}
+
+TEST_CASE("tcp store: requests behind a parked wait run after it, in order", "[rendezvous]") {
+  TcpEnv env;
+  auto s = raw(env, true);
+  using proto::Op;
+  dl::wire::send_all(s, request_frame({Op::kWait, {"later"}, {}, {}, 10000}) + request_frame({Op::kAdd, {"n"}, {}, {}, 1}),
+                     "store");
+  std::this_thread::sleep_for(100ms);
+  auto other = env.client();
+  CHECK_FALSE(other->check({"n"}));  // the add waits behind the wait
+  other->set("later", "now");
+  CHECK(read_reply(s, Op::kWait).status == proto::Status::kOk);
+  CHECK(read_reply(s, Op::kAdd).number == 1);
+}
+
+TEST_CASE("tcp store handles requests sent right behind the handshake response", "[rendezvous]") {
+  TcpEnv env;
+  auto s = dl::wire::connect_tcp("127.0.0.1", env.server.port(), 5000ms);
+  auto [hs, resp] = start_handshake(s, env.token);
+  using proto::Op;
+  dl::wire::send_all(s, resp + request_frame({Op::kSet, {"piped"}, "yes", {}, 0}) +
+                            request_frame({Op::kAdd, {"count"}, {}, {}, 1}), "store");
+  hs.check_accept(dl::wire::read_frame(s, dl::wire::kMaxHandshakePayload, 5000ms, "store"));
+  CHECK(read_reply(s, Op::kSet).status == proto::Status::kOk);
+  CHECK(read_reply(s, Op::kAdd).number == 1);
+  CHECK(env.client()->get("piped") == "yes");
+}
+
+TEST_CASE("tcp store executes nothing sent behind a failed handshake", "[rendezvous]") {
+  TcpEnv env;
+  env.client()->set("keep", "intact");
+  auto s = dl::wire::connect_tcp("127.0.0.1", env.server.port(), 5000ms);
+  auto [hs, resp] = start_handshake(s, "not-the-token");
+  using proto::Op;
+  dl::wire::send_all(s, resp + request_frame({Op::kSet, {"evil"}, "1", {}, 0}) +
+                            request_frame({Op::kAdd, {"count"}, {}, {}, 1}) +
+                            request_frame({Op::kDelete, {"keep"}, {}, {}, 0}), "store");
+  CHECK_THAT(read_until_closed(s), Catch::Contains("token"));
+  auto c = env.client();
+  CHECK_FALSE(c->check({"evil"}));
+  CHECK_FALSE(c->check({"count"}));
+  still_serving(env);
+}
+
+TEST_CASE("tcp store sends a reply larger than the socket buffer to a slow reader", "[rendezvous]") {
+  TcpEnv env;
+  auto c = env.client();
+  std::string big(8u << 20, 'x');
+  for (size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>('a' + (i / 4096) % 26);
+  c->set("big", big);
+  auto s = raw(env, true);
+  using proto::Op;
+  dl::wire::send_all(s, request_frame({Op::kGet, {"big"}, {}, {}, 1000}) + request_frame({Op::kNumKeys, {}, {}, {}, 0}),
+                     "store");
+  std::this_thread::sleep_for(200ms);  // the server meets a full socket meanwhile
+  CHECK(read_reply(s, Op::kGet).value == big);
+  CHECK(read_reply(s, Op::kNumKeys).number == 1);
+  CHECK(c->get("big") == big);
 }

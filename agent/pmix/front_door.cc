@@ -1,0 +1,222 @@
+#include "agent/pmix/front_door.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <list>
+#include <string>
+#include <vector>
+
+#include "errors/error.h"
+
+namespace dl::agent::pmix {
+namespace {
+
+// Bytes one direction may hold before the relay stops reading that side.
+constexpr size_t kMaxBuffered = 1u << 20;
+
+sockaddr_in loopback(uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  return a;
+}
+
+}  // namespace
+
+// The uid owning the loopback socket 127.0.0.1:`peer_port` that is connected
+// to 127.0.0.1:`our_port`, from /proc/net/tcp (this network namespace's
+// sockets, with their owners' uids).
+std::optional<unsigned> loopback_peer_uid(uint16_t peer_port, uint16_t our_port, const char* table) {
+  std::FILE* f = std::fopen(table, "r");
+  if (!f) return std::nullopt;
+  char line[512];
+  char want_local[32], want_remote[32];
+  std::snprintf(want_local, sizeof want_local, "0100007F:%04X", peer_port);
+  std::snprintf(want_remote, sizeof want_remote, "0100007F:%04X", our_port);
+  std::optional<unsigned> uid;
+  while (std::fgets(line, sizeof line, f)) {
+    char local[64], remote[64];
+    unsigned st = 0, u = 0;
+    // sl local rem st tx:rx tr:when retrnsmt uid ...
+    if (std::sscanf(line, " %*s %63s %63s %x %*s %*s %*s %u", local, remote, &st, &u) != 4) continue;
+    if (std::strcmp(local, want_local) == 0 && std::strcmp(remote, want_remote) == 0) {
+      uid = u;
+      break;
+    }
+  }
+  std::fclose(f);
+  return uid;
+}
+
+namespace {
+
+// Only processes of the agent's own user may reach its PMIx server. The
+// PMIx client protocol has no place for the job token; libpmix's own
+// listener trusts any local connection, so the door checks the owner.
+bool same_user(int fd, uint16_t our_port) {
+  sockaddr_in peer{};
+  socklen_t len = sizeof peer;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return false;
+  auto uid = loopback_peer_uid(ntohs(peer.sin_port), our_port, "/proc/net/tcp");
+  return uid && *uid == ::geteuid();
+}
+
+void no_delay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// One direction of a relayed connection.
+struct Flow {
+  int from = -1, to = -1;
+  std::string buf;
+  bool eof = false;       // `from` reached EOF
+  bool shut = false;      // EOF passed on to `to`
+};
+
+struct Link {
+  Flow up, down;  // client -> server, server -> client
+  bool broken = false;
+  bool done() const { return broken || (up.shut && down.shut); }
+};
+
+// Reads what `f.from` has; false on a hard error.
+bool pull(Flow& f) {
+  char tmp[65536];
+  for (;;) {
+    ssize_t n = ::read(f.from, tmp, sizeof tmp);
+    if (n > 0) {
+      f.buf.append(tmp, static_cast<size_t>(n));
+      if (f.buf.size() >= kMaxBuffered) return true;
+      continue;
+    }
+    if (n == 0) { f.eof = true; return true; }
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK;
+  }
+}
+
+// Writes what `f` holds to `f.to`; false on a hard error.
+bool push(Flow& f) {
+  while (!f.buf.empty()) {
+    ssize_t n = ::send(f.to, f.buf.data(), f.buf.size(), MSG_NOSIGNAL);
+    if (n > 0) { f.buf.erase(0, static_cast<size_t>(n)); continue; }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;
+  }
+  if (f.eof && !f.shut) {
+    ::shutdown(f.to, SHUT_WR);
+    f.shut = true;
+  }
+  return true;
+}
+
+}  // namespace
+
+FrontDoor::FrontDoor() {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listen_fd_ < 0) throw_errno("pmix: cannot create the ranks' PMIx socket");
+  sockaddr_in a = loopback(0);
+  socklen_t len = sizeof a;
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(listen_fd_, SOMAXCONN) != 0 ||
+      ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int e = errno;
+    ::close(listen_fd_);
+    errno = e;
+    throw_errno("pmix: cannot listen on 127.0.0.1 for the ranks' PMIx connections");
+  }
+  port_ = ntohs(a.sin_port);
+}
+
+FrontDoor::~FrontDoor() { close_listener(); }
+
+bool FrontDoor::pending() const {
+  if (listen_fd_ < 0) return false;
+  pollfd p{listen_fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
+void FrontDoor::close_listener() {
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+void FrontDoor::relay(uint16_t upstream_port, int stop_fd) {
+  std::list<Link> links;
+  std::vector<pollfd> fds;
+  std::vector<std::pair<Link*, int>> owner;  // fds[i + 2] belongs to link, 0: client fd, 1: server fd
+  for (;;) {
+    fds.assign({{stop_fd, POLLIN, 0}, {listen_fd_, static_cast<short>(listen_fd_ >= 0 ? POLLIN : 0), 0}});
+    owner.clear();
+    for (auto& l : links) {
+      short client_ev = 0, server_ev = 0;
+      if (!l.up.eof && l.up.buf.size() < kMaxBuffered) client_ev |= POLLIN;
+      if (!l.down.buf.empty()) client_ev |= POLLOUT;
+      if (!l.down.eof && l.down.buf.size() < kMaxBuffered) server_ev |= POLLIN;
+      if (!l.up.buf.empty()) server_ev |= POLLOUT;
+      fds.push_back({l.up.from, client_ev, 0});
+      owner.emplace_back(&l, 0);
+      fds.push_back({l.down.from, server_ev, 0});
+      owner.emplace_back(&l, 1);
+    }
+    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) break;
+    if (fds[0].revents) break;
+    if (fds[1].revents & POLLIN) {
+      for (;;) {
+        int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (c < 0) break;
+        if (!same_user(c, port_)) {
+          ::close(c);
+          continue;
+        }
+        int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a = loopback(upstream_port);
+        if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+          if (s >= 0) ::close(s);
+          ::close(c);
+          continue;
+        }
+        ::fcntl(s, F_SETFL, ::fcntl(s, F_GETFL) | O_NONBLOCK);
+        no_delay(c);
+        no_delay(s);
+        Link& l = links.emplace_back();
+        l.up.from = c, l.up.to = s;
+        l.down.from = s, l.down.to = c;
+      }
+    }
+    for (size_t i = 2; i < fds.size(); ++i) {
+      Link& l = *owner[i - 2].first;
+      const short ev = fds[i].revents;
+      if (ev == 0 || l.broken) continue;
+      Flow& in = owner[i - 2].second == 0 ? l.up : l.down;    // read from this fd
+      Flow& out = owner[i - 2].second == 0 ? l.down : l.up;   // write to this fd
+      if ((ev & (POLLIN | POLLHUP | POLLERR)) && !in.eof && !pull(in)) l.broken = true;
+      if (!l.broken && !push(in)) l.broken = true;
+      if (!l.broken && (ev & (POLLOUT | POLLERR)) && !push(out)) l.broken = true;
+      // The peer is gone (both directions): nothing more can reach it.
+      if ((ev & POLLERR) || ((ev & POLLHUP) && in.eof)) l.broken = true;
+    }
+    for (auto it = links.begin(); it != links.end();) {
+      if (!it->done()) { ++it; continue; }
+      ::close(it->up.from);
+      ::close(it->down.from);
+      it = links.erase(it);
+    }
+  }
+  for (auto& l : links) ::close(l.up.from), ::close(l.down.from);
+}
+
+}  // namespace dl::agent::pmix

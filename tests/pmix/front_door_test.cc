@@ -1,0 +1,235 @@
+// The agent's early PMIx address (agent/pmix/front_door.h) and the rank
+// environment written before the server exists (predicted_rank_env): real
+// sockets and, for the prediction, a real libpmix server in this process
+// (each ctest case is its own process).
+#include <arpa/inet.h>
+#include <catch2/catch.hpp>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "agent/pmix/front_door.h"
+#include "agent/pmix/pmix_server.h"
+#include "errors/error.h"
+
+using namespace dl::agent::pmix;
+
+namespace {
+
+int connect_loopback(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return fd;
+}
+
+// Reads exactly n bytes (5 s at most per read).
+std::string read_n(int fd, size_t n) {
+  std::string out;
+  char buf[4096];
+  while (out.size() < n) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0) break;
+    ssize_t got = ::read(fd, buf, std::min(sizeof buf, n - out.size()));
+    if (got <= 0) break;
+    out.append(buf, static_cast<size_t>(got));
+  }
+  return out;
+}
+
+// An upstream "server": listens on loopback, answers each connection by
+// echoing what it reads with a prefix.
+struct EchoServer {
+  int fd = -1;
+  uint16_t port = 0;
+  EchoServer() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd, 16) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+  }
+  ~EchoServer() { ::close(fd); }
+};
+
+}  // namespace
+
+TEST_CASE("front door: a client that connects before the server exists is relayed once it does", "[pmix]") {
+  FrontDoor door;
+  REQUIRE(door.port() != 0);
+  CHECK_FALSE(door.pending());
+  // The rank connects and sends its handshake before anything serves it.
+  int client = connect_loopback(door.port());
+  std::string hello(100000, 'h');  // larger than one read, and not uniform
+  for (size_t i = 0; i < hello.size(); i += 7) hello[i] = static_cast<char>('a' + i % 26);
+  // More than the socket buffers may hold before anyone reads: a thread.
+  std::thread writer([&] {
+    size_t sent = 0;
+    while (sent < hello.size()) {
+      ssize_t n = ::send(client, hello.data() + sent, hello.size() - sent, 0);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+  });
+  for (int i = 0; i < 100 && !door.pending(); ++i) ::usleep(10000);
+  CHECK(door.pending());
+
+  // Only now does the server exist.
+  EchoServer upstream;
+  int stop[2];
+  REQUIRE(::pipe(stop) == 0);
+  std::thread relay([&] { door.relay(upstream.port, stop[0]); });
+  int s = ::accept(upstream.fd, nullptr, nullptr);
+  REQUIRE(s >= 0);
+  writer.join();
+  std::string got = read_n(s, hello.size());
+  CHECK(got == hello);
+  const std::string reply = "welcome";
+  REQUIRE(::send(s, reply.data(), reply.size(), 0) == static_cast<ssize_t>(reply.size()));
+  CHECK(read_n(client, reply.size()) == reply);
+
+  // The client leaves: the server sees EOF (after whatever was still queued).
+  ::close(client);
+  char c;
+  ssize_t n;
+  do {
+    pollfd p{s, POLLIN, 0};
+    REQUIRE(::poll(&p, 1, 5000) == 1);
+    n = ::read(s, &c, 1);
+  } while (n > 0);
+  CHECK(n == 0);
+  ::close(s);
+
+  REQUIRE(::write(stop[1], "x", 1) == 1);
+  relay.join();
+  ::close(stop[0]);
+  ::close(stop[1]);
+}
+
+TEST_CASE("front door: a client of another user is closed, never relayed", "[pmix]") {
+  if (::geteuid() != 0) {
+    WARN("needs root to connect as another user; skipped");
+    return;
+  }
+  FrontDoor door;
+  EchoServer upstream;
+  int stop[2];
+  REQUIRE(::pipe(stop) == 0);
+  std::thread relay([&] { door.relay(upstream.port, stop[0]); });
+  // A child that becomes 'nobody' connects, writes and waits for a reply.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(door.port());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ::_exit(4);
+    (void)!::write(fd, "hello", 5);
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) != 1) ::_exit(5);  // no answer at all: not closed
+    char c;
+    ::_exit(::read(fd, &c, 1) <= 0 ? 0 : 6);  // closed by the door: 0
+  }
+  int st = 0;
+  REQUIRE(::waitpid(child, &st, 0) == child);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
+  // Upstream never saw a connection.
+  pollfd p{upstream.fd, POLLIN, 0};
+  CHECK(::poll(&p, 1, 200) == 0);
+  // The owner's own client still gets through afterwards.
+  int mine = connect_loopback(door.port());
+  pollfd q{upstream.fd, POLLIN, 0};
+  CHECK(::poll(&q, 1, 5000) == 1);
+  ::close(mine);
+  REQUIRE(::write(stop[1], "x", 1) == 1);
+  relay.join();
+  ::close(stop[0]);
+  ::close(stop[1]);
+}
+
+TEST_CASE("front door: the peer's uid is read from the socket table", "[pmix]") {
+  char path[] = "/tmp/dl_tcp_table.XXXXXX";
+  int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  const std::string table =
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+      "   0: 0100007F:9C40 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 111 1\n"
+      "   1: 0100007F:9C41 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 112 1\n"
+      "   2: 0100007F:1F90 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 113 1\n";
+  REQUIRE(::write(fd, table.data(), table.size()) == static_cast<ssize_t>(table.size()));
+  ::close(fd);
+  CHECK(loopback_peer_uid(0x9C40, 0x1F90, path) == std::optional<unsigned>(1000));  // the client side, not ours
+  CHECK(loopback_peer_uid(0x9C41, 0x1F90, path) == std::optional<unsigned>(0));
+  CHECK_FALSE(loopback_peer_uid(0x9C42, 0x1F90, path).has_value());
+  CHECK_FALSE(loopback_peer_uid(0x9C40, 0x1F91, path).has_value());
+  ::unlink(path);
+}
+
+TEST_CASE("front door: closed, it refuses clients at once", "[pmix]") {
+  FrontDoor door;
+  const uint16_t port = door.port();
+  door.close_listener();
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  CHECK(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0);
+  CHECK(errno == ECONNREFUSED);
+  ::close(fd);
+}
+
+TEST_CASE("predicted rank environment is what libpmix's setup_fork gives", "[pmix]") {
+  char tmpl[] = "/tmp/dl_pmix_test.XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  select_hash_store();  // as the agent does before its server thread starts
+  JobMap m;
+  m.nspace = "dlaunch.predict";
+  m.world_size = 3;
+  m.node_rank = 1;
+  m.node_hosts = {"hostA", "plan-name"};
+  m.node_ranks = {{0}, {1, 2}};
+  m.tmpdir = tmpl;
+  Callbacks cb;
+  cb.post = [](std::function<void()> t) { t(); };
+  auto server = PmixServer::init(tmpl, "", false);
+  server->register_job(m, cb);
+  for (int rank : {1, 2}) {
+    const auto real = server->rank_env(rank);
+    const auto predicted = predicted_rank_env(m, rank, 4242);
+    const auto diff = env_mismatches(predicted, real);
+    for (const auto& d : diff) UNSCOPED_INFO(d);
+    CHECK(diff.empty());
+    for (const auto& [k, v] : predicted)
+      if (k == "PMIX_SERVER_URI41") CHECK(v == server_nspace() + ".0;tcp4://127.0.0.1:4242");
+    for (const auto& [k, v] : real)
+      if (k == "PMIX_SERVER_URI41") CHECK(uri_port(v) != 0);
+  }
+  CHECK_THROWS_AS(predicted_rank_env(m, 0, 4242), dl::UsageError);  // lives on hostA
+  // A mismatch is named.
+  auto wrong = predicted_rank_env(m, 1, 4242);
+  wrong.emplace_back("PMIX_EXTRA", "1");
+  CHECK(env_mismatches(wrong, server->rank_env(1)).size() == 1);
+  // The hash store keeps nothing on disk: only the directories we made.
+  for (auto& e : std::filesystem::recursive_directory_iterator(tmpl)) CHECK(e.is_directory());
+  server->stop();
+  std::filesystem::remove_all(tmpl);
+}
