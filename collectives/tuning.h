@@ -33,7 +33,7 @@ struct Tuning {
   size_t shm_direct_bytes = 4 << 10;
   // Arena staging buffer per rank (two of them): the chunk of the large
   // all_reduce, broadcast and all_gather. Rank 0's value wins.
-  size_t shm_slot_bytes = 1 << 20;
+  size_t shm_slot_bytes = 256 << 10;
   // Non-temporal stores into outputs of at least this many bytes.
   size_t shm_nt_bytes = 8 << 20;
   // Use the arena when every rank shares a host (DLCOLL_SHM_ARENA=0: off).
