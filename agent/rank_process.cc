@@ -68,10 +68,12 @@ void make_pipe(int fds[2]) {
   ::dup2(out, 1);
   ::dup2(err, 2);
   if (cpus && ::sched_setaffinity(0, sizeof *cpus, cpus) != 0) {
+    const char* why = std::strerror(errno);
     const char* m = "dlaunch-agent: cannot bind the rank to its CPUs (--bind-to): ";
     (void)!::write(2, m, std::strlen(m));
-    (void)!::write(2, std::strerror(errno), std::strlen(std::strerror(errno)));
-    (void)!::write(2, "\n", 1);
+    (void)!::write(2, why, std::strlen(why));
+    const char* fix = "; run with --bind-to none, or free those CPUs (taskset, cgroup cpuset)\n";
+    (void)!::write(2, fix, std::strlen(fix));
     ::_exit(126);
   }
   if (!s.wdir.empty() && ::chdir(s.wdir.c_str()) != 0) {

@@ -1,7 +1,5 @@
 #include "rendezvous/tcp_store.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -43,61 +41,6 @@ timeval to_timeval(Millis t) {
   return {static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>((t.count() % 1000) * 1000)};
 }
 
-// One address to try; numeric hosts ("127.0.0.1", "::1") skip getaddrinfo.
-struct Address {
-  sockaddr_storage sa{};
-  socklen_t len = 0;
-  int family = AF_INET;
-};
-
-std::vector<Address> resolve(const std::string& host, uint16_t port) {
-  Address a;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&a.sa);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&a.sa);
-  if (::inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET, v4->sin_port = htons(port), a.len = sizeof *v4, a.family = AF_INET;
-    return {a};
-  }
-  if (::inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6, v6->sin6_port = htons(port), a.len = sizeof *v6, a.family = AF_INET6;
-    return {a};
-  }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-  if (rc != 0) throw IoError("cannot resolve " + host + ": " + gai_strerror(rc));
-  std::vector<Address> out;
-  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-    Address x;
-    std::memcpy(&x.sa, ai->ai_addr, ai->ai_addrlen);
-    x.len = ai->ai_addrlen, x.family = ai->ai_family;
-    out.push_back(x);
-  }
-  ::freeaddrinfo(res);
-  return out;
-}
-
-// A blocking connect bounded by SO_SNDTIMEO (Linux applies it to connect):
-// one system call where a non-blocking connect needs connect, poll,
-// getsockopt and two fcntl. The send timeout stays: a send that makes no
-// progress for that long fails instead of hanging. Returns -1, errno set.
-int try_connect(const Address& a, Millis left) {
-  int fd = ::socket(a.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  const timeval tv = to_timeval(std::max(left, Millis(1)));
-  const int one = 1;
-  if (::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0 ||
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
-      ::connect(fd, reinterpret_cast<const sockaddr*>(&a.sa), a.len) != 0) {
-    int e = errno;
-    ::close(fd);
-    errno = (e == EINPROGRESS || e == EAGAIN) ? ETIMEDOUT : e;
-    return -1;
-  }
-  return fd;
-}
 }  // namespace
 
 // Connects (retrying refused connections until connect_timeout_, as the
@@ -107,22 +50,7 @@ void TcpStore::connect() {
   inbuf_.clear();
   recv_timeout_ = Millis(-1);  // a new socket has none set
   sock_.close();
-  const auto deadline = Clock::now() + connect_timeout_;
-  const auto addresses = resolve(host_, port_);
-  int last_err = 0;
-  for (int attempt = 0; !sock_.valid(); ++attempt) {
-    for (const auto& a : addresses) {
-      int fd = try_connect(a, std::chrono::duration_cast<Millis>(deadline - Clock::now()));
-      if (fd >= 0) { sock_ = wire::Socket(fd); break; }
-      last_err = errno;
-    }
-    if (sock_.valid()) break;
-    if (Clock::now() >= deadline)
-      throw TimeoutError("could not connect to " + host_ + ":" + std::to_string(port_) + " within " +
-                         std::to_string(connect_timeout_.count()) + " ms: " + std::strerror(last_err));
-    // Refused or unreachable: the server may not be up yet; back off briefly.
-    std::this_thread::sleep_for(Millis(std::min(5 << std::min(attempt, 5), 100)));
-  }
+  sock_ = wire::connect_tcp(host_, port_, connect_timeout_);
   try {
     wire::ClientHandshake hs(token_, std::string(proto::kStoreTag), peer_);
     std::string response = hs.respond(read_frame(wire::kDefaultHandshakeTimeout, wire::kMaxHandshakePayload));

@@ -2,8 +2,7 @@
 // The TCP store client: a Store backed by a TcpStoreServer, over one
 // blocking connection that passes the job-token handshake. An operation is
 // one send and one recv (SO_RCVTIMEO bounds the recv, in slices of at most
-// 5 s); connecting is one blocking connect bounded by SO_SNDTIMEO, which
-// stays set, so a send that makes no progress for connect_timeout fails.
+// 5 s); connecting is wire::connect_tcp (retries while the server starts).
 //
 // Thread-safety: every operation holds one mutex for its round trip, so one
 // TcpStore may be shared by threads (their operations are serialized; a

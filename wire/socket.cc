@@ -1,16 +1,19 @@
 #include "wire/socket.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "errors/error.h"
 
@@ -36,52 +39,87 @@ static int remaining_ms(Clock::time_point deadline) {
   return left < 0 ? 0 : static_cast<int>(left);
 }
 
-// One non-blocking connect attempt bounded by the deadline; returns the fd or
-// -1 with errno set.
-static int try_connect(const addrinfo* ai, Clock::time_point deadline) {
-  int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
-  if (fd < 0) return -1;
-  if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-    if (errno != EINPROGRESS) { int e = errno; ::close(fd); errno = e; return -1; }
-    pollfd p{fd, POLLOUT, 0};
-    int r = ::poll(&p, 1, remaining_ms(deadline));
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (r <= 0) err = ETIMEDOUT;
-    else ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) { ::close(fd); errno = err; return -1; }
-  }
-  int flags = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &flags, sizeof flags);
-  // Back to blocking; reads use poll for their deadlines.
-  int fl = ::fcntl(fd, F_GETFL);
-  ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-  return fd;
-}
+namespace {
 
-Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout) {
-  const std::string peer = host + ":" + std::to_string(port);
-  const auto deadline = Clock::now() + timeout;
+// One address to try; numeric hosts ("127.0.0.1", "::1") skip getaddrinfo.
+struct Address {
+  sockaddr_storage sa{};
+  socklen_t len = 0;
+  int family = AF_INET;
+};
+
+std::vector<Address> resolve(const std::string& host, uint16_t port) {
+  Address a;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&a.sa);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&a.sa);
+  if (::inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET, v4->sin_port = htons(port), a.len = sizeof *v4, a.family = AF_INET;
+    return {a};
+  }
+  if (::inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6, v6->sin6_port = htons(port), a.len = sizeof *v6, a.family = AF_INET6;
+    return {a};
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
   if (rc != 0) throw IoError("cannot resolve " + host + ": " + gai_strerror(rc));
+  std::vector<Address> out;
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    Address x;
+    std::memcpy(&x.sa, ai->ai_addr, ai->ai_addrlen);
+    x.len = ai->ai_addrlen, x.family = ai->ai_family;
+    out.push_back(x);
+  }
+  ::freeaddrinfo(res);
+  return out;
+}
+
+timeval to_timeval(Millis t) {
+  return {static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>((t.count() % 1000) * 1000)};
+}
+
+// One blocking connect bounded by SO_SNDTIMEO (Linux applies it to connect):
+// fewer system calls than a non-blocking connect with poll, getsockopt and
+// two fcntl. The send timeout is cleared again afterwards, so a later send to
+// a slow reader blocks as on any socket. Returns the fd or -1, errno set.
+int try_connect(const Address& a, Millis left) {
+  int fd = ::socket(a.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const timeval tv = to_timeval(std::max(left, Millis(1))), none{};
+  const int one = 1;
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0 ||
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&a.sa), a.len) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none) != 0) {
+    int e = errno;
+    ::close(fd);
+    errno = (e == EINPROGRESS || e == EAGAIN) ? ETIMEDOUT : e;
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout) {
+  const auto deadline = Clock::now() + timeout;
+  const auto addresses = resolve(host, port);
   int last_err = 0;
   for (int attempt = 0;; ++attempt) {
-    for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-      int fd = try_connect(ai, deadline);
-      if (fd >= 0) { ::freeaddrinfo(res); return Socket(fd); }
+    for (const auto& a : addresses) {
+      int fd = try_connect(a, std::chrono::duration_cast<Millis>(deadline - Clock::now()));
+      if (fd >= 0) return Socket(fd);
       last_err = errno;
     }
     if (Clock::now() >= deadline) break;
     // Refused or unreachable: the server may not be up yet; back off briefly.
     std::this_thread::sleep_for(Millis(std::min(5 << std::min(attempt, 5), 100)));
   }
-  ::freeaddrinfo(res);
-  throw TimeoutError("could not connect to " + peer + " within " + std::to_string(timeout.count()) +
-                     " ms: " + std::strerror(last_err));
+  throw TimeoutError("could not connect to " + host + ":" + std::to_string(port) + " within " +
+                     std::to_string(timeout.count()) + " ms: " + std::strerror(last_err));
 }
 
 void send_all(const Socket& s, std::string_view bytes, const std::string& peer) {

@@ -15,24 +15,12 @@ using namespace dl::doctor_test;
 using namespace std::chrono_literals;
 
 namespace {
-const std::string kFail = "\u2717";
 // Full runs measure links on a CPU shared by every namespace host and by
 // whatever else the machine runs (load 100 on 2 cores was seen): a pair can
 // stream 3x slower than the median for no reason of its own. The tests ask
 // for 10x; the rate-limited link below is over 100x slower.
 const std::string kNoisy = " --link-factor 10 ";
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-// The problem lines ("✗ CHECK: ...") of one check.
-std::vector<std::string> failures(const std::string& out, const std::string& check) {
-  return lines_starting(out, kFail + " " + check + ": ");
-}
-
-int count_failures(const std::string& out) { return static_cast<int>(lines_starting(out, kFail + " ").size()); }
 }  // namespace
 
 TEST_CASE("a healthy cluster is reported healthy, with the interface and busbw", "[doctor][cluster][slow]") {

@@ -19,18 +19,6 @@ using dl::cluster::Cluster;
 using namespace dl::doctor_test;
 
 namespace {
-const std::string kFail = "\u2717";
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-std::vector<std::string> failures(const std::string& out, const std::string& check) {
-  return lines_starting(out, kFail + " " + check + ": ");
-}
-int count_failures(const std::string& out) { return static_cast<int>(lines_starting(out, kFail + " ").size()); }
-
 // Gives `host` an nvidia-smi that lists `gpus` H100s: a copy of
 // /usr/local/sbin (on sshd's PATH) with the stand-in added, bind-mounted over
 // /usr/local/sbin in that host's sshd mount namespace only.

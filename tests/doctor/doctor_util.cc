@@ -54,4 +54,15 @@ std::string leftovers(const dl::cluster::Cluster& c) {
 
 bool contains(const std::string& hay, const std::string& needle) { return dl::multihost::contains(hay, needle); }
 
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+std::vector<std::string> failures(const std::string& out, const std::string& check) {
+  return lines_starting(out, kFail + " " + check + ": ");
+}
+
+int count_failures(const std::string& out) { return static_cast<int>(lines_starting(out, kFail + " ").size()); }
+
 }  // namespace dl::doctor_test

@@ -3,6 +3,7 @@
 // tests look for in its output.
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "tests/cluster/cluster_fixture.h"
 
@@ -21,6 +22,9 @@ dl::cluster::RunResult run_doctor(const dl::cluster::Cluster& c, const std::stri
                                   const std::string& hostfile = "",
                                   std::chrono::milliseconds timeout = std::chrono::seconds(150));
 
+// The mark of a failed check in the doctor's table and problem lines.
+inline const std::string kFail = "\u2717";
+
 // The lines of `text` that start with `prefix`.
 std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix);
 // The table row of `host` (the line that starts with "host ").
@@ -29,5 +33,10 @@ std::string row_of(const std::string& text, const std::string& host);
 std::string leftovers(const dl::cluster::Cluster& c);
 
 bool contains(const std::string& hay, const std::string& needle);
+
+std::string read_file(const std::string& path);
+// The problem lines ("✗ CHECK: ...") of one check, and of all checks.
+std::vector<std::string> failures(const std::string& out, const std::string& check);
+int count_failures(const std::string& out);
 
 }  // namespace dl::doctor_test

@@ -23,13 +23,23 @@ using namespace dl::agent::pmix;
 
 namespace {
 
-int connect_loopback(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+sockaddr_in loopback(uint16_t port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(port);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return a;
+}
+
+// A new socket's connect() to 127.0.0.1:port: 0, or -1 with errno set.
+int try_connect(int fd, uint16_t port) {
+  const sockaddr_in a = loopback(port);
+  return ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a);
+}
+
+int connect_loopback(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(try_connect(fd, port) == 0);
   return fd;
 }
 
@@ -54,9 +64,7 @@ struct EchoServer {
   uint16_t port = 0;
   EchoServer() {
     fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_in a = loopback(0);
     socklen_t len = sizeof a;
     REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     REQUIRE(::listen(fd, 16) == 0);
@@ -136,11 +144,7 @@ TEST_CASE("front door: a client of another user is closed, never relayed", "[pmi
   if (child == 0) {
     if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(door.port());
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ::_exit(4);
+    if (try_connect(fd, door.port()) != 0) ::_exit(4);
     (void)!::write(fd, "hello", 5);
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 5000) != 1) ::_exit(5);  // no answer at all: not closed
@@ -188,11 +192,7 @@ TEST_CASE("front door: closed, it refuses clients at once", "[pmix]") {
   const uint16_t port = door.port();
   door.close_listener();
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  CHECK(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0);
+  CHECK(try_connect(fd, port) != 0);
   CHECK(errno == ECONNREFUSED);
   ::close(fd);
 }
