@@ -194,13 +194,8 @@ void Job::accept() {
   });
 }
 
-void Job::start_session(std::shared_ptr<Session> s) {
-  s->txq.push_back(wire::encode_frame(wire::kHandshake, s->hs.hello()));
-  asio::async_write(s->sock, asio::buffer(s->txq.front()), [this, s](boost::system::error_code ec, size_t) {
-    s->txq.pop_front();
-    if (!ec) read_session(s);
-  });
-}
+// The agent speaks first (wire/handshake.h).
+void Job::start_session(std::shared_ptr<Session> s) { read_session(s); }
 
 void Job::read_session(std::shared_ptr<Session> s) {
   s->sock.async_read_some(asio::buffer(s->buf), [this, s](boost::system::error_code ec, size_t n) {
@@ -221,17 +216,23 @@ void Job::read_session(std::shared_ptr<Session> s) {
 
 void Job::on_frame(const std::shared_ptr<Session>& s, const std::string& payload, uint8_t type) {
   if (!s->authed) {
-    auto accept = type == wire::kHandshake ? s->hs.verify(payload) : std::nullopt;
-    if (!accept) {
-      log("refused a control connection: " + (type == wire::kHandshake ? s->hs.error() : "no handshake"));
+    std::optional<std::string> answer;
+    bool ok = false;
+    if (type == wire::kHandshake && !s->hs.answered()) ok = (answer = s->hs.answer(payload)).has_value();
+    else if (type == wire::kHandshake) ok = s->authed = s->hs.verify(payload);
+    if (!ok) {
+      log("refused a control connection: " + (type == wire::kHandshake  ? s->hs.error()
+                                               : type == wire::kErrorText ? "the agent says: " + payload
+                                                                          : std::string("no handshake")));
       s->closed = true;
       boost::system::error_code ec;
       s->sock.close(ec);
       return;
     }
-    s->authed = true;
-    auto frame = std::make_shared<std::string>(wire::encode_frame(wire::kHandshake, *accept));
-    asio::async_write(s->sock, asio::buffer(*frame), [frame](auto, size_t) {});
+    if (answer) {
+      auto frame = std::make_shared<std::string>(wire::encode_frame(wire::kHandshake, *answer));
+      asio::async_write(s->sock, asio::buffer(*frame), [frame](auto, size_t) {});
+    }
     return;
   }
   if (type == wire::kData) {

@@ -31,6 +31,10 @@ class PrefixStore : public Store {
   bool check(const std::vector<std::string>& keys) override { return inner_->check(ks(keys)); }
   bool delete_key(const std::string& key) override { return inner_->delete_key(k(key)); }
   int64_t num_keys() override { return inner_->num_keys(); }
+  int64_t barrier(const std::string& key, int64_t count, Millis timeout) override {
+    return inner_->barrier(k(key), count, timeout);
+  }
+  using Store::barrier;
   void describe_key(const std::string& key, std::string text) override { inner_->describe_key(k(key), std::move(text)); }
 
   Store& inner() { return *inner_; }

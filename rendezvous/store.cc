@@ -1,5 +1,7 @@
 #include "rendezvous/store.h"
 
+#include "errors/error.h"
+
 namespace dl::rdzv {
 
 int rank_of_key(const std::string& key) {
@@ -37,6 +39,41 @@ std::string Store::timeout_message(Millis waited, const std::vector<std::string>
     msg += (i == 0 ? "" : i + 1 == named.size() ? " and " : ", ") + named[i];
   if (!ranks.empty()) msg += "; missing rank(s): " + ranks + " (did they start, and can they reach the store?)";
   return msg;
+}
+
+void Store::check_barrier_count(const std::string& key, int64_t count) {
+  if (count < 1)
+    throw UsageError("barrier at store key '" + key + "' for " + std::to_string(count) +
+                     " callers: the count must be at least 1");
+}
+
+int64_t Store::barrier(const std::string& key, int64_t count, Millis timeout) {
+  check_barrier_count(key, count);
+  const int64_t me = add(key, 1);
+  const std::string open = key + "/open";
+  if (me >= count) set(open, "1");
+  try {
+    wait({open}, timeout);
+  } catch (const TimeoutError&) {
+    throw TimeoutError(barrier_timeout_message(timeout, key, count));
+  }
+  return me;
+}
+
+std::string Store::barrier_timeout_message(Millis waited, const std::string& key, int64_t count) {
+  std::string arrived = "?";
+  try {
+    arrived = std::to_string(add(key, 0));
+  } catch (const Error&) {}
+  std::string note;
+  {
+    std::lock_guard lk(notes_mu_);
+    auto it = notes_.find(key);
+    if (it != notes_.end()) note = " (" + it->second + ")";
+  }
+  return "timed out after " + std::to_string(waited.count()) + " ms at the barrier at store key '" + key + "'" + note +
+         ": " + arrived + " of " + std::to_string(count) +
+         " callers arrived (did the others start, are they stuck before it, and can they reach the store?)";
 }
 
 }  // namespace dl::rdzv

@@ -47,6 +47,16 @@ class Store {
   // Removes key; true when it existed.
   virtual bool delete_key(const std::string& key) = 0;
   virtual int64_t num_keys() = 0;
+  // A barrier of `count` callers at `key`: adds 1 to the integer at key and
+  // waits until it reaches count, then returns this caller's arrival number
+  // (1 for the first). Every caller passes the same count; use a fresh key
+  // for each barrier (a caller arriving after it opened passes at once). On
+  // timeout throws
+  // TimeoutError saying how many of count arrived. The TCP store does it in
+  // one round trip; the others with add, then wait on "<key>/open", which
+  // the last to arrive sets.
+  virtual int64_t barrier(const std::string& key, int64_t count, Millis timeout);
+  int64_t barrier(const std::string& key, int64_t count) { return barrier(key, count, timeout_); }
 
   Millis timeout() const { return timeout_; }
   void set_timeout(Millis t) { timeout_ = t; }
@@ -59,6 +69,10 @@ class Store {
   // The message of every Store's TimeoutError: names the missing keys, their
   // descriptions, and the ranks of rank keys (rank_of_key).
   std::string timeout_message(Millis waited, const std::vector<std::string>& missing);
+  // Throws UsageError unless count >= 1.
+  static void check_barrier_count(const std::string& key, int64_t count);
+  // The TimeoutError message of barrier(): how many of count arrived.
+  std::string barrier_timeout_message(Millis waited, const std::string& key, int64_t count);
 
  private:
   Millis timeout_ = kDefaultStoreTimeout;

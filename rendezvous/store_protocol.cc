@@ -75,6 +75,7 @@ std::string encode(const Request& r) {
     case Op::kCheck: put_strs(out, r.keys); break;
     case Op::kDelete: put_str(out, key); break;
     case Op::kNumKeys: break;
+    case Op::kBarrier: put_i64(out, r.number), put_str(out, key), put_i64(out, r.count); break;
   }
   return out;
 }
@@ -93,6 +94,7 @@ std::optional<Request> decode_request(std::string_view payload) {
     case Op::kCheck: r.keys = in.strs(); break;
     case Op::kDelete: r.keys = {in.str()}; break;
     case Op::kNumKeys: break;
+    case Op::kBarrier: r.number = in.i64(), r.keys = {in.str()}, r.count = in.i64(); break;
     default: return std::nullopt;
   }
   if (!in.done()) return std::nullopt;
@@ -100,6 +102,9 @@ std::optional<Request> decode_request(std::string_view payload) {
 }
 
 std::string check_limits(const Request& r) {
+  if (r.op == Op::kBarrier && r.count < 1)
+    return "barrier at key '" + r.keys[0].substr(0, 200) + "' for " + std::to_string(r.count) +
+           " callers: the count must be at least 1";
   for (const auto& k : r.keys) {
     if (k.size() > kMaxKeySize)
       return "key of " + std::to_string(k.size()) + " bytes is over the limit of " +
@@ -123,7 +128,7 @@ std::string encode(const Reply& r, Op op) {
   }
   switch (op) {
     case Op::kGet: case Op::kCas: put_str(out, r.value); break;
-    case Op::kAdd: case Op::kNumKeys: put_i64(out, r.number); break;
+    case Op::kAdd: case Op::kNumKeys: case Op::kBarrier: put_i64(out, r.number); break;
     case Op::kCheck: case Op::kDelete: out.push_back(r.number ? 1 : 0); break;
     default: break;
   }
@@ -144,7 +149,7 @@ std::optional<Reply> decode_reply(std::string_view payload, Op op) {
   } else if (r.status == Status::kOk) {
     switch (op) {
       case Op::kGet: case Op::kCas: r.value = in.str(); break;
-      case Op::kAdd: case Op::kNumKeys: r.number = in.i64(); break;
+      case Op::kAdd: case Op::kNumKeys: case Op::kBarrier: r.number = in.i64(); break;
       case Op::kCheck: case Op::kDelete: r.number = in.u8(); break;
       default: break;
     }

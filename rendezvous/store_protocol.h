@@ -16,8 +16,10 @@
 //     kCheck    u32 n | n x str key
 //     kDelete   str key
 //     kNumKeys  (nothing)
+//     kBarrier  i64 timeout_ms | str key | i64 count   (add 1, parked until key >= count)
 //   reply payload:    u8 status | body
 //     kOk       kSet/kWait: nothing; kGet/kCas: str value; kAdd/kNumKeys: i64;
+//               kBarrier: i64 this caller's arrival (the value its add made);
 //               kCheck/kDelete: u8 0/1
 //     kTimeout  u32 n | n x str missing key
 //     kError    the message text (rest of the payload)
@@ -43,20 +45,21 @@ inline constexpr size_t kMaxFramePayload = 2 * kMaxValueSize + 2 * kMaxKeySize +
 inline constexpr uint8_t kRequest = 16;
 inline constexpr uint8_t kReply = 17;
 
-enum class Op : uint8_t { kSet = 1, kGet, kAdd, kCas, kWait, kCheck, kDelete, kNumKeys };
+enum class Op : uint8_t { kSet = 1, kGet, kAdd, kCas, kWait, kCheck, kDelete, kNumKeys, kBarrier };
 enum class Status : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };
 
 struct Request {
   Op op = Op::kNumKeys;
   std::vector<std::string> keys;  // one key for every op but kWait/kCheck/kNumKeys
   std::string value, desired;     // kSet value; kCas expected (value) and desired
-  int64_t number = 0;             // kAdd delta; kGet/kWait timeout in ms
+  int64_t number = 0;             // kAdd delta; kGet/kWait/kBarrier timeout in ms
+  int64_t count = 0;              // kBarrier: arrivals to wait for
 };
 
 struct Reply {
   Status status = Status::kOk;
   std::string value;               // kGet/kCas value, kError message
-  int64_t number = 0;              // kAdd/kNumKeys result; kCheck/kDelete 0/1
+  int64_t number = 0;              // kAdd/kNumKeys/kBarrier result; kCheck/kDelete 0/1
   std::vector<std::string> keys;   // kTimeout: the keys still missing
 };
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -43,6 +44,17 @@ timeval to_timeval(Millis t) {
 
 }  // namespace
 
+std::chrono::microseconds store_spin() {
+  static const std::chrono::microseconds spin = [] {
+    const char* v = std::getenv("DLAUNCH_STORE_SPIN_US");
+    if (!v || !*v) return kDefaultSpin;
+    char* end = nullptr;
+    long us = std::strtol(v, &end, 10);
+    return *end || us < 0 ? kDefaultSpin : std::chrono::microseconds(std::min(us, 10000L));
+  }();
+  return spin;
+}
+
 // Connects (retrying refused connections until connect_timeout_, as the
 // server may still be starting), then runs the token handshake with one recv
 // per server frame.
@@ -53,9 +65,21 @@ void TcpStore::connect() {
   sock_ = wire::connect_tcp(host_, port_, connect_timeout_);
   try {
     wire::ClientHandshake hs(token_, std::string(proto::kStoreTag), peer_);
-    std::string response = hs.respond(read_frame(wire::kDefaultHandshakeTimeout, wire::kMaxHandshakePayload));
-    wire::send_all(sock_, wire::encode_frame(wire::kHandshake, response), peer_);
-    hs.check_accept(read_frame(wire::kDefaultHandshakeTimeout, wire::kMaxHandshakePayload));
+    const auto sent = Clock::now();
+    wire::send_all(sock_, wire::encode_frame(wire::kHandshake, hs.hello()), peer_);
+    std::string proof;
+    try {
+      proof = hs.finish(read_frame(wire::kDefaultHandshakeTimeout, wire::kMaxHandshakePayload));
+      fast_ = Clock::now() - sent < kSpinWhenFaster;
+    } catch (const AuthError&) {
+      try {
+        wire::send_all(sock_, wire::encode_frame(wire::kErrorText, std::string(wire::ClientHandshake::refusal())), peer_);
+      } catch (const Error&) {}
+      throw;
+    }
+    // Not waited for: the server checks the proof before the request that
+    // follows it, and refuses (the next read says so) if it is wrong.
+    wire::send_all(sock_, wire::encode_frame(wire::kHandshake, proof), peer_);
   } catch (...) {
     sock_.close();  // never left connected but unauthenticated
     throw;
@@ -72,8 +96,9 @@ void TcpStore::set_recv_timeout(Millis t) {
 
 // A blocking recv bounded by SO_RCVTIMEO rather than poll + recv: one
 // system call per frame (header and payload together) instead of four.
-wire::Frame TcpStore::read_frame(Millis timeout, size_t max_payload) {
+wire::Frame TcpStore::read_frame(Millis timeout, size_t max_payload, bool spin) {
   const auto deadline = Clock::now() + timeout;
+  const auto spin_until = spin ? Clock::now() + store_spin() : Clock::time_point::min();
   char buf[65536];
   for (;;) {
     if (inbuf_.size() >= wire::kHeaderSize) {
@@ -88,12 +113,18 @@ wire::Frame TcpStore::read_frame(Millis timeout, size_t max_payload) {
         return f;
       }
     }
-    auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
-    if (left <= Millis(0))
-      throw TimeoutError("no reply from " + peer_ + " within " + std::to_string(timeout.count()) + " ms");
-    // A timeout of 0 would mean "never": keep at least 1 ms.
-    set_recv_timeout(std::clamp(left, Millis(1), kRecvSlice));
-    ssize_t n = ::recv(sock_.fd(), buf, sizeof buf, 0);
+    const auto now = Clock::now();
+    ssize_t n;
+    if (now < spin_until) {
+      n = ::recv(sock_.fd(), buf, sizeof buf, MSG_DONTWAIT);
+    } else {
+      auto left = std::chrono::duration_cast<Millis>(deadline - now);
+      if (left <= Millis(0))
+        throw TimeoutError("no reply from " + peer_ + " within " + std::to_string(timeout.count()) + " ms");
+      // A timeout of 0 would mean "never": keep at least 1 ms.
+      set_recv_timeout(std::clamp(left, Millis(1), kRecvSlice));
+      n = ::recv(sock_.fd(), buf, sizeof buf, 0);
+    }
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n < 0) throw_errno("reading from " + peer_);
     if (n == 0) throw RemoteError(peer_ + " closed the connection (did the store server stop?)");
@@ -106,8 +137,13 @@ proto::Reply TcpStore::call(const proto::Request& req, Millis reply_timeout) {
   if (!sock_.valid()) connect();
   proto::Reply r;
   try {
+    // Requests that are answered at once spin for their reply while round
+    // trips are fast; one that parks (wait, barrier) never does.
+    const bool immediate = req.op != Op::kWait && req.op != Op::kBarrier;
+    const auto sent = Clock::now();
     wire::send_all(sock_, wire::encode_frame(proto::kRequest, proto::encode(req)), peer_);
-    wire::Frame f = read_frame(reply_timeout, proto::kMaxFramePayload);
+    wire::Frame f = read_frame(reply_timeout, proto::kMaxFramePayload, immediate && fast_ && store_spin().count() > 0);
+    if (immediate) fast_ = Clock::now() - sent < kSpinWhenFaster;
     if (f.type == wire::kErrorText) throw RemoteError(peer_ + " closed the connection: " + f.payload);
     auto decoded = f.type == proto::kReply ? proto::decode_reply(f.payload, req.op) : std::nullopt;
     if (!decoded) throw RemoteError(peer_ + " sent a malformed reply (is it a dlaunch store of the same version?)");
@@ -150,6 +186,15 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
 
 bool TcpStore::delete_key(const std::string& key) {
   return call({Op::kDelete, {key}, {}, {}, 0}, timeout()).number != 0;
+}
+
+int64_t TcpStore::barrier(const std::string& key, int64_t count, Millis timeout) {
+  check_barrier_count(key, count);
+  proto::Request req{Op::kBarrier, {key}, {}, {}, timeout.count()};
+  req.count = count;
+  auto r = call(req, timeout + kReplyGrace);
+  if (r.status == proto::Status::kTimeout) throw TimeoutError(barrier_timeout_message(timeout, key, count));
+  return r.number;
 }
 
 int64_t TcpStore::num_keys() { return call({Op::kNumKeys, {}, {}, {}, 0}, timeout()).number; }

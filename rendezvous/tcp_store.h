@@ -29,6 +29,14 @@ class BackgroundStoreServer;
 inline constexpr Millis kDefaultConnectTimeout{60000};
 // Extra time a client allows the server past a wait's own timeout.
 inline constexpr Millis kReplyGrace{10000};
+// Brief busy-polling for replies (docs/rendezvous.md, "Busy-polling"): a
+// client whose last round trip took under kSpinWhenFaster polls for the
+// next reply for up to store_spin() (DLAUNCH_STORE_SPIN_US, default
+// kDefaultSpin; 0 turns it off) before it sleeps, and so does the server for
+// a client's next request. Waits and barriers never spin.
+inline constexpr std::chrono::microseconds kDefaultSpin{50};
+inline constexpr std::chrono::microseconds kSpinWhenFaster{200};
+std::chrono::microseconds store_spin();
 
 class TcpStore : public Store {
  public:
@@ -45,6 +53,9 @@ class TcpStore : public Store {
   bool check(const std::vector<std::string>& keys) override;
   bool delete_key(const std::string& key) override;
   int64_t num_keys() override;
+  // One round trip: the server adds and parks the reply (store_protocol.h).
+  int64_t barrier(const std::string& key, int64_t count, Millis timeout) override;
+  using Store::barrier;
 
   // "host:port" of the server.
   const std::string& peer() const { return peer_; }
@@ -55,7 +66,8 @@ class TcpStore : public Store {
  private:
   void connect();
   proto::Reply call(const proto::Request& req, Millis reply_timeout);
-  wire::Frame read_frame(Millis timeout, size_t max_payload);
+  // With `spin`, polls without sleeping for up to store_spin() first.
+  wire::Frame read_frame(Millis timeout, size_t max_payload, bool spin = false);
   void set_recv_timeout(Millis t);
 
   std::unique_ptr<BackgroundStoreServer> hosted_;  // destroyed last
@@ -66,6 +78,7 @@ class TcpStore : public Store {
   wire::Socket sock_;
   std::string inbuf_;
   Millis recv_timeout_{-1};  // SO_RCVTIMEO last set on sock_, -1 for none
+  bool fast_ = false;        // the last immediate request's round trip was under kSpinWhenFaster
 };
 
 }  // namespace dl::rdzv

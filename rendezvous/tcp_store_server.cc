@@ -19,6 +19,7 @@
 
 #include "errors/error.h"
 #include "rendezvous/store_protocol.h"
+#include "rendezvous/tcp_store.h"
 #include "wire/frame.h"
 #include "wire/handshake.h"
 
@@ -45,12 +46,18 @@ using Deadlines = std::multimap<Clock::time_point, WaiterPtr>;
 struct Waiter {
   std::weak_ptr<Session> session;
   proto::Request req;
+  int64_t arrival = 0;           // kBarrier: the value this caller's add made
   Deadlines::iterator deadline;  // this waiter's entry in Impl::deadlines
   bool done = false;
   explicit Waiter(proto::Request r) : req(std::move(r)) {}
 };
 // Nonces drawn per getrandom call for the handshakes of a burst of clients.
 constexpr size_t kNoncesPerDraw = 64;
+// A client whose request came within kSpinWhenFaster of our last reply is in
+// a loop of requests: after answering, the server polls its socket for up to
+// store_spin() before going back to the event loop, at most kMaxSpins
+// requests in a row so other clients and handlers wait at most that long.
+constexpr int kMaxSpins = 64;
 }  // namespace
 
 struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
@@ -61,6 +68,13 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   bool stopped = false;
   std::unordered_map<std::string, std::string> data;
   std::unordered_map<std::string, std::vector<WaiterPtr>> waiters;  // by missing key
+  // Parked barriers by key, with the smallest count among them: an arrival
+  // below it wakes no one and costs no scan, so W arrivals cost O(W).
+  struct Barriers {
+    int64_t min_count = INT64_MAX;
+    std::vector<WaiterPtr> ws;
+  };
+  std::unordered_map<std::string, Barriers> barriers;
   std::unordered_set<std::shared_ptr<Session>> sessions;
   tcp protocol = tcp::v4();
   // Parked requests by deadline, with one timer for the earliest: a
@@ -91,6 +105,18 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   void accept_ready();
   void wait_accept();
   void note(const std::string& line) { if (log) log("store: " + line); }
+  // The integer at key (decimal text), nullopt when missing or not one.
+  std::optional<int64_t> integer(const std::string& key) const {
+    auto it = data.find(key);
+    if (it == data.end()) return std::nullopt;
+    try {
+      size_t pos = 0;
+      int64_t v = std::stoll(it->second, &pos);
+      if (pos == it->second.size()) return v;
+    } catch (...) {}
+    return std::nullopt;
+  }
+  void wake_barriers(const std::string& key);
   bool has_all(const std::vector<std::string>& keys) const {
     return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return data.count(k) > 0; });
   }
@@ -99,7 +125,7 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
     for (const auto& k : keys) if (!data.count(k)) out.push_back(k);
     return out;
   }
-  void park(const std::shared_ptr<Session>& s, proto::Request req);
+  void park(const std::shared_ptr<Session>& s, proto::Request req, int64_t arrival = 0);
   void unpark(const WaiterPtr& w);
   void notify(const std::string& key);
   void finish(const WaiterPtr& w, bool timed_out);
@@ -128,6 +154,7 @@ struct Session : std::enable_shared_from_this<Session> {
   size_t cap = 0, head = 0, tail = 0;
   std::string out;
   WaiterPtr parked;  // at most one request is parked
+  Clock::time_point replied_at{};  // when the last reply was queued
   bool read_waiting = false, write_waiting = false, closing = false, closed = false;
 
   Session(std::shared_ptr<Impl> s, tcp::socket so)
@@ -146,10 +173,8 @@ struct Session : std::enable_shared_from_this<Session> {
 
   void start() {
     hs.emplace(srv->token, std::string(proto::kStoreTag), srv->next_nonce());
-    wire::append_frame(out, wire::kHandshake, hs->hello());
     srv->watch_handshake(shared_from_this());
-    flush();
-    wait_readable();
+    on_readable();  // the client speaks first: its hello may be here already
   }
 
   bool held() const { return parked || write_waiting; }
@@ -179,10 +204,18 @@ struct Session : std::enable_shared_from_this<Session> {
       const size_t room = cap - tail;
       ssize_t n = ::recv(fd, in.get() + tail, room, 0);
       if (n > 0) {
+        const bool hot = Clock::now() - replied_at < kSpinWhenFaster;
         tail += static_cast<size_t>(n);
         handle_input();
         flush();
-        if (static_cast<size_t>(n) < room) break;
+        if (static_cast<size_t>(n) < room) {
+          if (hot && spins < kMaxSpins && next_request_soon()) {
+            ++spins;
+            continue;
+          }
+          spins = 0;
+          break;
+        }
         continue;
       }
       if (n == 0) return close(false);
@@ -191,6 +224,22 @@ struct Session : std::enable_shared_from_this<Session> {
       return close(false);
     }
     wait_readable();
+  }
+
+  // Polls (without sleeping, up to store_spin()) for the client's next
+  // request once its replies are sent; true when one arrived.
+  int spins = 0;
+  bool next_request_soon() {
+    const auto spin = store_spin();
+    if (spin.count() == 0 || held() || !out.empty() || closing || closed) return false;
+    const auto until = Clock::now() + spin;
+    char c;
+    do {
+      ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n != 0 && !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return true;
+      if (n == 0) return true;  // EOF: let the read loop see it
+    } while (Clock::now() < until);
+    return false;
   }
 
   // Goes on after a parked request was answered or the replies were sent.
@@ -231,7 +280,7 @@ struct Session : std::enable_shared_from_this<Session> {
       const char* h = in.get() + head;
       const size_t len = frame_length(h);
       const uint8_t type = static_cast<uint8_t>(h[4]);
-      if (hs && (type != wire::kHandshake || len > wire::kMaxHandshakePayload))
+      if (hs && ((type != wire::kHandshake && type != wire::kErrorText) || len > wire::kMaxHandshakePayload))
         return refuse("expected a store/1 token handshake, got something else");
       if (len > proto::kMaxFramePayload)
         return refuse("peer sent a frame of " + std::to_string(len) + " bytes, over the limit of " +
@@ -240,11 +289,16 @@ struct Session : std::enable_shared_from_this<Session> {
       std::string_view payload(h + wire::kHeaderSize, len);
       head += wire::kHeaderSize + len;
       if (hs) {
-        // Nothing after the response is looked at before this check passes.
-        auto accept = hs->verify(payload);
-        if (!accept) return refuse(hs->error());
+        if (type == wire::kErrorText) return refuse("the client left the handshake: " + std::string(payload));
+        if (!hs->answered()) {
+          auto answer = hs->answer(payload);
+          if (!answer) return refuse(hs->error());
+          wire::append_frame(out, wire::kHandshake, *answer);
+          continue;
+        }
+        // Nothing after the proof is looked at before this check passes.
+        if (!hs->verify(payload)) return refuse(hs->error());
         hs.reset();
-        wire::append_frame(out, wire::kHandshake, *accept);
         continue;
       }
       handle(type, payload);
@@ -265,7 +319,10 @@ struct Session : std::enable_shared_from_this<Session> {
     if (!now_parked) reply(r, req->op);
   }
 
-  void reply(const proto::Reply& r, proto::Op op) { wire::append_frame(out, proto::kReply, proto::encode(r, op)); }
+  void reply(const proto::Reply& r, proto::Op op) {
+    wire::append_frame(out, proto::kReply, proto::encode(r, op));
+    replied_at = Clock::now();
+  }
 
   // Sends a refusal the client can print, then closes. Input not yet
   // handled is dropped.
@@ -398,15 +455,15 @@ proto::Reply Impl::execute(const proto::Request& r, bool& parked, const std::sha
       if (!has_all(r.keys)) { parked = true; park(s, r); break; }
       if (r.op == Op::kGet) out.value = data[key];
       break;
-    case Op::kAdd: {
-      auto it = data.find(key);
-      int64_t v = 0;
-      if (it != data.end()) {
-        try { size_t pos = 0; v = std::stoll(it->second, &pos); if (pos != it->second.size()) throw 0; }
-        catch (...) { return {proto::Status::kError, "add: the value at key '" + key + "' is not an integer", 0, {}}; }
-      }
-      out.number = v + r.number;
+    case Op::kAdd: case Op::kBarrier: {
+      auto v = data.count(key) ? integer(key) : std::optional<int64_t>(0);
+      if (!v) return {proto::Status::kError, "add: the value at key '" + key + "' is not an integer", 0, {}};
+      out.number = *v + (r.op == Op::kAdd ? r.number : 1);
       data[key] = std::to_string(out.number);
+      if (r.op == Op::kBarrier && out.number < r.count) {
+        parked = true;
+        park(s, r, out.number);
+      }
       notify(key);
       break;
     }
@@ -426,11 +483,18 @@ proto::Reply Impl::execute(const proto::Request& r, bool& parked, const std::sha
   return out;
 }
 
-void Impl::park(const std::shared_ptr<Session>& s, proto::Request req) {
+void Impl::park(const std::shared_ptr<Session>& s, proto::Request req, int64_t arrival) {
   auto w = std::make_shared<Waiter>(std::move(req));
   w->session = s;
+  w->arrival = arrival;
   s->parked = w;
-  for (const auto& k : missing(w->req.keys)) waiters[k].push_back(w);
+  if (w->req.op == proto::Op::kBarrier) {
+    auto& b = barriers[w->req.keys[0]];
+    b.ws.push_back(w);
+    b.min_count = std::min(b.min_count, w->req.count);
+  } else {
+    for (const auto& k : missing(w->req.keys)) waiters[k].push_back(w);
+  }
   const auto ms = std::chrono::milliseconds(std::clamp<int64_t>(w->req.number, 0, int64_t{1} << 40));
   w->deadline = deadlines.emplace(Clock::now() + ms, w);
   if (w->deadline == deadlines.begin()) arm_wait_timer();
@@ -462,6 +526,14 @@ void Impl::unpark(const WaiterPtr& w) {
   if (w->done) return;
   w->done = true;
   deadlines.erase(w->deadline);  // the timer may fire for nothing: harmless
+  if (w->req.op == proto::Op::kBarrier) {
+    auto it = barriers.find(w->req.keys[0]);
+    if (it == barriers.end()) return;
+    auto& v = it->second.ws;
+    v.erase(std::remove(v.begin(), v.end(), w), v.end());  // min_count may stay low: one extra scan
+    if (v.empty()) barriers.erase(it);
+    return;
+  }
   for (const auto& k : w->req.keys) {
     auto it = waiters.find(k);
     if (it == waiters.end()) continue;
@@ -471,7 +543,25 @@ void Impl::unpark(const WaiterPtr& w) {
   }
 }
 
+// Answers the barriers parked on key whose count its value has reached.
+void Impl::wake_barriers(const std::string& key) {
+  auto it = barriers.find(key);
+  if (it == barriers.end()) return;
+  auto v = integer(key);
+  if (!v || *v < it->second.min_count) return;
+  std::vector<WaiterPtr> ready, rest;
+  int64_t min_count = INT64_MAX;
+  for (auto& w : it->second.ws) {
+    if (w->req.count <= *v) ready.push_back(std::move(w));
+    else min_count = std::min(min_count, w->req.count), rest.push_back(std::move(w));
+  }
+  if (rest.empty()) barriers.erase(it);
+  else it->second.ws = std::move(rest), it->second.min_count = min_count;
+  for (const auto& w : ready) finish(w, false);
+}
+
 void Impl::notify(const std::string& key) {
+  if (!barriers.empty()) wake_barriers(key);
   auto it = waiters.find(key);
   if (it == waiters.end()) return;
   std::vector<WaiterPtr> ws = std::move(it->second);
@@ -485,8 +575,12 @@ void Impl::finish(const WaiterPtr& w, bool timed_out) {
   auto s = w->session.lock();
   if (!s || s->closed) return;
   proto::Reply r;
-  if (timed_out) r.status = proto::Status::kTimeout, r.keys = missing(w->req.keys);
+  if (timed_out) {
+    r.status = proto::Status::kTimeout;
+    r.keys = w->req.op == proto::Op::kBarrier ? w->req.keys : missing(w->req.keys);
+  }
   else if (w->req.op == proto::Op::kGet) r.value = data[w->req.keys[0]];
+  else if (w->req.op == proto::Op::kBarrier) r.number = w->arrival;
   s->parked.reset();
   s->reply(r, w->req.op);
   s->flush();

@@ -10,7 +10,7 @@
 namespace dl::wire {
 
 namespace {
-constexpr std::string_view kMagic = "DLH1";
+constexpr std::string_view kMagic = "DLH2";
 
 std::string mac(std::string_view token, std::string_view role, std::string_view tag,
                 std::string_view first, std::string_view second) {
@@ -70,79 +70,86 @@ ServerHandshake::ServerHandshake(std::string token, std::string tag)
     : ServerHandshake(std::move(token), std::move(tag), random_bytes(kNonceSize)) {}
 
 ServerHandshake::ServerHandshake(std::string token, std::string tag, std::string nonce)
-    : token_(std::move(token)), tag_(std::move(tag)), nonce_(std::move(nonce)) {
-  hello_.append(kMagic).append(with_tag(tag_)).append(nonce_);
-}
+    : token_(std::move(token)), tag_(std::move(tag)), nonce_(std::move(nonce)) {}
 
-std::optional<std::string> ServerHandshake::verify(std::string_view r) {
-  if (r.size() < kMacSize + kNonceSize + 1) {
-    error_ = "malformed handshake response";
-    return std::nullopt;
-  }
-  auto client_tag = read_tag(r, kMacSize + kNonceSize);
-  if (!client_tag) {
-    error_ = "malformed handshake response";
+std::optional<std::string> ServerHandshake::answer(std::string_view h) {
+  auto client_tag = h.substr(0, kMagic.size()) == kMagic ? read_tag(h, kMagic.size()) : std::nullopt;
+  if (!client_tag || h.size() != kMagic.size() + 1 + client_tag->size() + kNonceSize) {
+    error_ = h.substr(0, 3) == "DLH" ? "the client speaks another dlaunch handshake (" + std::string(h.substr(0, 4)) +
+                                           ", this server " + std::string(kMagic) + "): mixed dlaunch versions"
+                                     : "malformed handshake hello";
     return std::nullopt;
   }
   if (*client_tag != tag_) {
     error_ = "client speaks '" + *client_tag + "', this server speaks '" + tag_ + "'";
     return std::nullopt;
   }
-  std::string_view mac_c = r.substr(0, kMacSize), nonce_c = r.substr(kMacSize, kNonceSize);
-  if (!equal_ct(mac_c, mac(token_, "dlaunch-client", tag_, nonce_, nonce_c))) {
-    error_ = "client does not hold this job's token";
-    return std::nullopt;
+  nonce_c_ = std::string(h.substr(h.size() - kNonceSize));
+  return nonce_ + mac(token_, "dlaunch-server", tag_, nonce_c_, nonce_);
+}
+
+bool ServerHandshake::verify(std::string_view proof) {
+  if (!answered() || proof.size() != kMacSize) {
+    error_ = "malformed handshake proof";
+    return false;
   }
-  return mac(token_, "dlaunch-server", tag_, nonce_c, nonce_);
+  if (!equal_ct(proof, mac(token_, "dlaunch-client", tag_, nonce_, nonce_c_))) {
+    error_ = "client does not hold this job's token";
+    return false;
+  }
+  return true;
 }
 
 ClientHandshake::ClientHandshake(std::string token, std::string tag, std::string peer)
-    : token_(std::move(token)), tag_(std::move(tag)), peer_(std::move(peer)) {}
-
-std::string ClientHandshake::respond(const Frame& hello) {
-  std::string_view h = hello.payload;
-  auto server_tag = h.substr(0, kMagic.size()) == kMagic ? read_tag(h, kMagic.size()) : std::nullopt;
-  if (hello.type != kHandshake || !server_tag ||
-      h.size() != kMagic.size() + 1 + server_tag->size() + kNonceSize) {
-    throw AuthError(peer_ + " is not a dlaunch server (unexpected greeting)");
-  }
-  if (*server_tag != tag_) {
-    throw AuthError(peer_ + " speaks '" + *server_tag + "' but this program speaks '" + tag_ +
-                    "': a different dlaunch version or the wrong port");
-  }
-  nonce_s_ = std::string(h.substr(h.size() - kNonceSize));
-  nonce_c_ = random_bytes(kNonceSize);
-  std::string resp = mac(token_, "dlaunch-client", tag_, nonce_s_, nonce_c_);
-  resp.append(nonce_c_).append(with_tag(tag_));
-  return resp;
+    : token_(std::move(token)), tag_(std::move(tag)), peer_(std::move(peer)), nonce_c_(random_bytes(kNonceSize)) {
+  hello_.append(kMagic).append(with_tag(tag_)).append(nonce_c_);
 }
 
-void ClientHandshake::check_accept(const Frame& accept) const {
-  if (accept.type == kErrorText) throw AuthError(peer_ + " refused the connection: " + accept.payload);
-  if (accept.type != kHandshake || nonce_c_.empty() ||
-      !equal_ct(accept.payload, mac(token_, "dlaunch-server", tag_, nonce_c_, nonce_s_)))
-    throw AuthError(peer_ + " does not hold this job's token (server authentication failed)");
+std::string ClientHandshake::finish(const Frame& a) {
+  if (a.type == kErrorText) throw AuthError(peer_ + " refused the connection: " + a.payload);
+  if (a.type != kHandshake || a.payload.size() != kNonceSize + kMacSize) {
+    // A server of the first handshake speaks first, whatever we send.
+    if (a.type == kHandshake && a.payload.substr(0, 4) == "DLH1")
+      throw AuthError(peer_ + " speaks an older dlaunch handshake (DLH1): run the same dlaunch version everywhere");
+    throw AuthError(peer_ + " is not a dlaunch server (unexpected answer to the handshake)");
+  }
+  std::string_view p = a.payload;
+  std::string_view nonce_s = p.substr(0, kNonceSize), mac_s = p.substr(kNonceSize);
+  if (!equal_ct(mac_s, mac(token_, "dlaunch-server", tag_, nonce_c_, nonce_s)))
+    throw AuthError(peer_ + " does not hold this job's token (the server's proof did not verify): is "
+                    "DLAUNCH_TOKEN this job's, and is this the job's port?");
+  return mac(token_, "dlaunch-client", tag_, nonce_s, nonce_c_);
 }
 
 void client_handshake(const Socket& s, std::string_view token, std::string_view tag,
                       const std::string& peer, Millis timeout) {
   ClientHandshake hs{std::string(token), std::string(tag), peer};
-  write_frame(s, kHandshake, hs.respond(read_frame(s, kMaxHandshakePayload, timeout, peer)), peer);
-  hs.check_accept(read_frame(s, kMaxHandshakePayload, timeout, peer));
+  write_frame(s, kHandshake, hs.hello(), peer);
+  std::string proof;
+  try {
+    proof = hs.finish(read_frame(s, kMaxHandshakePayload, timeout, peer));
+  } catch (const AuthError&) {
+    try { write_frame(s, kErrorText, std::string(ClientHandshake::refusal()), peer); } catch (const Error&) {}
+    throw;
+  }
+  write_frame(s, kHandshake, proof, peer);
 }
 
 void server_handshake(const Socket& s, std::string_view token, std::string_view tag,
                       const std::string& peer, Millis timeout) {
   ServerHandshake hs{std::string(token), std::string(tag)};
-  write_frame(s, kHandshake, hs.hello(), peer);
-  Frame resp = read_frame(s, kMaxHandshakePayload, timeout, peer);
-  auto accept = resp.type == kHandshake ? hs.verify(resp.payload) : std::nullopt;
-  if (!accept) {
-    std::string why = resp.type == kHandshake ? hs.error() : "unexpected frame during handshake";
+  auto refuse = [&](const std::string& why) {
     try { write_frame(s, kErrorText, why, peer); } catch (const Error&) {}
     throw AuthError(peer + " failed the token handshake: " + why);
-  }
-  write_frame(s, kHandshake, *accept, peer);
+  };
+  Frame hello = read_frame(s, kMaxHandshakePayload, timeout, peer);
+  auto answer = hello.type == kHandshake ? hs.answer(hello.payload) : std::nullopt;
+  if (!answer) refuse(hello.type == kHandshake ? hs.error() : "unexpected frame before the handshake");
+  write_frame(s, kHandshake, *answer, peer);
+  Frame proof = read_frame(s, kMaxHandshakePayload, timeout, peer);
+  if (proof.type == kErrorText) throw AuthError(peer + " failed the token handshake: it says " + proof.payload);
+  if (proof.type != kHandshake || !hs.verify(proof.payload))
+    refuse(proof.type == kHandshake ? hs.error() : "unexpected frame during the handshake");
 }
 
 }  // namespace dl::wire

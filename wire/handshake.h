@@ -1,14 +1,22 @@
 #pragma once
 // The job-token handshake that opens every dlaunch connection: mutual
 // challenge-response with HMAC-SHA256 over fresh nonces, so the token itself
-// never crosses the wire. Messages (payloads of kHandshake frames):
+// never crosses the wire. The client speaks first, and the server proves it
+// holds the token in its first answer, so the client waits for one round
+// trip, not two. Messages (payloads of kHandshake frames):
 //
-//   server -> client  hello:    "DLH1" | u8 len | protocol tag | nonce_s[32]
-//   client -> server  response: mac_c[32] | nonce_c[32] | u8 len | protocol tag
-//   server -> client  accept:   mac_s[32]       (or a kErrorText frame, then close)
+//   client -> server  hello:  "DLH2" | u8 len | protocol tag | nonce_c[32]
+//   server -> client  answer: nonce_s[32] | mac_s[32]   (or kErrorText, then close)
+//   client -> server  proof:  mac_c[32]                 (or kErrorText, then close)
 //
-//   mac_c = HMAC(token, "dlaunch-client" | tag | nonce_s | nonce_c)
 //   mac_s = HMAC(token, "dlaunch-server" | tag | nonce_c | nonce_s)
+//   mac_c = HMAC(token, "dlaunch-client" | tag | nonce_s | nonce_c)
+//
+// After the answer, a client holding the same token knows the server does
+// (a wrong token fails there, at once), and it sends its proof and its first
+// message without waiting: the server checks the proof before it looks at
+// anything that follows it, and on a wrong proof sends a kErrorText frame and
+// closes. The role labels keep one side's MAC from serving as the other's.
 //
 // The protocol tag ("control/1", "store/1", ...) carries the protocol name and
 // version, so a client that reaches the wrong server, or another version of
@@ -37,7 +45,7 @@ std::string hmac_sha256(std::string_view key, std::string_view msg);
 // client would fault its pages in just for this).
 bool equal_ct(std::string_view a, std::string_view b);
 
-// The server's half, pure (no I/O) so Asio sessions and tests drive it.
+// The server's half, pure (no I/O) so event-driven servers and tests drive it.
 class ServerHandshake {
  public:
   ServerHandshake(std::string token, std::string tag);
@@ -45,16 +53,18 @@ class ServerHandshake {
   // e.g. many at once with random_bytes): a server taking a burst of clients
   // saves a getrandom call per connection.
   ServerHandshake(std::string token, std::string tag, std::string nonce);
-  // The hello payload to send first.
-  const std::string& hello() const { return hello_; }
-  // Checks the client's response. On success returns the accept payload;
-  // on failure returns nullopt and sets error() to a message for the log
-  // (never revealing the token).
-  std::optional<std::string> verify(std::string_view response);
+  // Checks the client's hello and returns the answer payload to send. On a
+  // malformed hello or another protocol returns nullopt and sets error().
+  std::optional<std::string> answer(std::string_view hello);
+  // After answer(): checks the client's proof. On failure returns false and
+  // sets error() to a message for the log (never revealing the token).
+  bool verify(std::string_view proof);
+  // True once answer() succeeded: the next handshake frame is the proof.
+  bool answered() const { return !nonce_c_.empty(); }
   const std::string& error() const { return error_; }
 
  private:
-  std::string token_, tag_, nonce_, hello_, error_;
+  std::string token_, tag_, nonce_, nonce_c_, error_;
 };
 
 // The client's half, pure (no I/O), for clients that do their own reads
@@ -62,19 +72,22 @@ class ServerHandshake {
 // drives it over a blocking Socket.
 class ClientHandshake {
  public:
-  // `peer` names the server in error messages.
+  // `peer` names the server in error messages. Draws the client's nonce.
   ClientHandshake(std::string token, std::string tag, std::string peer);
-  // Checks the server's hello frame and returns the response payload to
-  // send. Throws AuthError when the server is not ours (unexpected greeting,
-  // other protocol or version).
-  std::string respond(const Frame& hello);
-  // Checks the server's answer to the response: its accept, or its refusal
-  // (a kErrorText frame). Throws AuthError unless the server proved it holds
-  // the token.
-  void check_accept(const Frame& accept) const;
+  // The hello payload to send first.
+  const std::string& hello() const { return hello_; }
+  // Checks the server's answer (or its refusal, a kErrorText frame) and
+  // returns the proof payload to send. Throws AuthError when the server is
+  // not ours: another program, protocol or version, or a server that could
+  // not prove it holds this token. Then refusal() is what to send instead,
+  // so the server's log says why the client left.
+  std::string finish(const Frame& answer);
+  static constexpr std::string_view refusal() {
+    return "the client's token differs from this server's (the server's proof did not verify)";
+  }
 
  private:
-  std::string token_, tag_, peer_, nonce_s_, nonce_c_;
+  std::string token_, tag_, peer_, nonce_c_, hello_;
 };
 
 // Blocking client side on a connected socket. Throws AuthError when the

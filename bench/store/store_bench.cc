@@ -2,9 +2,12 @@
 // torch's TCPStore; prints one "name value" line per result for the driver.
 //   store_bench ops N        µs per set/get/add, one client, server in-process
 //   store_bench barrier W    seconds until the last of W client processes has
-//                            connected, added to a counter and seen "go"
+//                            connected and passed Store::barrier (one request)
+//   store_bench addwait W    the same barrier made of c10d operations, as
+//                            torch's clients make it: add to a counter, the
+//                            last sets "go", all wait for "go"
 //   store_bench wakeup W     the same children without a store: the floor
-//   store_bench echo W       the same children making the store barrier's
+//   store_bench echo W       the same children making Store::barrier's
 //                            round trips against a bare epoll loop that only
 //                            answers bytes: the floor of the protocol's shape
 #include <netinet/in.h>
@@ -55,11 +58,11 @@ static void ops(int n) {
   if (s.get("counter") != std::to_string(n)) std::printf("error counter mismatch\n");
 }
 
-// The bare server of `echo`: per connection it sends a 1-byte "hello", then
-// answers "response" and "add" with one byte each and parks "wait" until all
-// W clients sent it, then answers every wait: the round trips a store client
-// makes in the barrier (hello, handshake accept, add, go), with no
-// authentication, protocol, store or Asio.
+// The bare server of `echo`: per connection it answers the client's hello
+// ('h') with one byte, takes the proof ('p') without answer, and parks the
+// barrier ('w') until all W clients sent it, then answers every one: the
+// round trips a store client makes in Store::barrier (hello, barrier), with
+// no authentication, protocol, store or Asio.
 static void echo_server(int lfd, int w) {
   int ep = epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{EPOLLIN, {}};
@@ -78,7 +81,6 @@ static void echo_server(int lfd, int w) {
           cev.data.fd = c;
           epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
           all.push_back(c);
-          if (send(c, "h", 1, MSG_NOSIGNAL) != 1) std::perror("send");
         }
         continue;
       }
@@ -86,7 +88,7 @@ static void echo_server(int lfd, int w) {
       ssize_t got = recv(fd, buf, sizeof buf, 0);
       for (ssize_t k = 0; k < got; ++k) {
         if (buf[k] == 'w') waiting.push_back(fd);
-        else if (send(fd, buf[k] == 'r' ? "a" : "n", 1, MSG_NOSIGNAL) != 1) std::perror("send");
+        else if (buf[k] == 'h' && send(fd, "a", 1, MSG_NOSIGNAL) != 1) std::perror("send");
       }
     }
   }
@@ -105,10 +107,9 @@ static bool echo_client(uint16_t port) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
   char c = 0;
-  bool ok = recv(fd, &c, 1, 0) == 1 && send(fd, "r", 1, MSG_NOSIGNAL) == 1 &&  // hello, response
-            recv(fd, &c, 1, 0) == 1 && send(fd, "x", 1, MSG_NOSIGNAL) == 1 &&  // accept, add
-            recv(fd, &c, 1, 0) == 1 && send(fd, "w", 1, MSG_NOSIGNAL) == 1 &&  // add's answer, wait
-            recv(fd, &c, 1, 0) == 1 && c == 'g';                               // go
+  bool ok = send(fd, "h", 1, MSG_NOSIGNAL) == 1 && recv(fd, &c, 1, 0) == 1 &&  // hello, answer
+            send(fd, "p", 1, MSG_NOSIGNAL) == 1 &&                            // proof, not answered
+            send(fd, "w", 1, MSG_NOSIGNAL) == 1 && recv(fd, &c, 1, 0) == 1 && c == 'g';  // barrier
   return ok;  // the socket closes at exit, after the stamp
 }
 
@@ -118,11 +119,15 @@ static bool echo_client(uint16_t port) {
 // released them all with one write (one pipe read by all wakes them in a
 // herd, one pipe each costs W^2 closes: seconds at W = 1024 either way).
 // Each child stamps CLOCK_MONOTONIC into shared memory when its wait
-// returns: the barrier time is the last stamp, so process exit and reaping
-// are not counted (bench/store/store_bench.py measures torch's clients the
-// same way). With no_store the children only stamp and exit: the cost of
+// returns: the barrier time is the last stamp. A child that has stamped
+// counts itself on a second eventfd and stays until every child has stamped,
+// as a rank stays in its job after a barrier: otherwise the exits of the
+// first children to pass (hundreds of microseconds each in this VM) run
+// while the last ones wait for a CPU, and process teardown is measured as
+// if it were the barrier. bench/store/store_bench.py measures torch's
+// clients the same way. With no_store the children only stamp: the cost of
 // waking W processes, the floor of this method.
-enum class Mode { kStore, kWakeup, kEcho };
+enum class Mode { kStore, kAddWait, kWakeup, kEcho };
 
 static void barrier(int w, Mode mode) {
   const bool no_store = mode == Mode::kWakeup;
@@ -138,7 +143,9 @@ static void barrier(int w, Mode mode) {
       mmap(nullptr, sizeof(double) * words, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) return std::perror("mmap");
   const int go = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
-  if (go < 0) return std::perror("eventfd");
+  const int stamped = eventfd(0, EFD_CLOEXEC);           // children that stamped (or failed)
+  const int leave = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);  // written once all have
+  if (go < 0 || stamped < 0 || leave < 0) return std::perror("eventfd");
   for (int i = 0; i < w; ++i) {
     if (fork() == 0) {
       int rc = 1;
@@ -154,19 +161,28 @@ static void barrier(int w, Mode mode) {
         } else if (rc == 0 && !no_store) {
           TcpStore s("127.0.0.1", static_cast<uint16_t>(shared[0]), "bench");
           if (ph) ph[1] = monotonic();
-          const int64_t arrived = s.add("arrived", 1);
-          if (ph) ph[2] = monotonic();
-          if (arrived == w) s.set("go", "1");
-          s.wait({"go"}, std::chrono::seconds(60));
+          if (mode == Mode::kStore) {
+            if (ph) ph[2] = ph[1];  // no separate add
+            s.barrier("arrived", w, std::chrono::seconds(60));
+          } else {
+            const int64_t arrived = s.add("arrived", 1);
+            if (ph) ph[2] = monotonic();
+            if (arrived == w) s.set("go", "1");
+            s.wait({"go"}, std::chrono::seconds(60));
+          }
           // Stamped before the client is destroyed, as torch's children
           // stamp with their TCPStore still open: closing is not the barrier.
           shared[1 + i] = monotonic();
         }
-        if (rc == 0 && (mode != Mode::kStore)) shared[1 + i] = monotonic();
+        if (rc == 0 && mode != Mode::kStore && mode != Mode::kAddWait) shared[1 + i] = monotonic();
       } catch (const std::exception& e) {
         std::fprintf(stderr, "client: %s\n", e.what());
         rc = 1;
       }
+      const uint64_t me = 1;
+      if (write(stamped, &me, sizeof me) != sizeof me) rc = 1;
+      pollfd l{leave, POLLIN, 0};
+      if (poll(&l, 1, 120000) != 1 || read(leave, &one, sizeof one) != sizeof one) rc = 1;
       _exit(rc);
     }
   }
@@ -189,25 +205,49 @@ static void barrier(int w, Mode mode) {
     server = std::make_unique<BackgroundStoreServer>("127.0.0.1", 0, "bench");
     shared[0] = server->port();
   }
+  rusage self0{};
+  getrusage(RUSAGE_SELF, &self0);  // the server thread's CPU, with the parent's
   const double t0 = monotonic();
   const uint64_t all = static_cast<uint64_t>(w);
   if (write(go, &all, sizeof all) != sizeof all) std::perror("write");
+  // Waits (two minutes at most: the children give up then too) until every
+  // child has stamped, then lets them all exit.
+  for (uint64_t seen = 0, got = 0; seen < all; seen += got) {
+    pollfd p{stamped, POLLIN, 0};
+    if (poll(&p, 1, 120000) != 1 || read(stamped, &got, sizeof got) != sizeof got) break;
+  }
+  rusage self1{};
+  getrusage(RUSAGE_SELF, &self1);
+  if (write(leave, &all, sizeof all) != sizeof all) std::perror("write");
   int failed = 0, status = 0;
   for (int i = 0; i < w; ++i)
     if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
   std::printf("barrier_s %.4f\n", *std::max_element(shared + 1, shared + 1 + w) - t0);
   if (echo.joinable()) echo.join();
-  if (phases && mode == Mode::kStore) {
+  if (phases) {
+    // What each child cost: CPU and page faults (copy-on-write after fork).
+    rusage ru{};
+    getrusage(RUSAGE_CHILDREN, &ru);
+    auto us = [](const timeval& t) { return t.tv_sec * 1e6 + t.tv_usec; };
+    std::printf("server_cpu_us_per_client_user_sys %.1f %.1f\n", (us(self1.ru_utime) - us(self0.ru_utime)) / w,
+                (us(self1.ru_stime) - us(self0.ru_stime)) / w);
+    std::printf("child_cpu_us_user_sys_minflt %.0f %.0f %.1f\n",
+                (ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec) / w, (ru.ru_stime.tv_sec * 1e6 + ru.ru_stime.tv_usec) / w,
+                static_cast<double>(ru.ru_minflt) / w);
+  }
+  if (phases && (mode == Mode::kStore || mode == Mode::kAddWait)) {
     // Each phase's end, relative to t0, at the 10th/50th/90th/100th percentile.
     const char* names[] = {"released", "connected", "added", "passed"};
     for (int k = 0; k < 4; ++k) {
       std::vector<double> v;
       for (int i = 0; i < w; ++i) v.push_back((k < 3 ? shared[1 + w + 3 * i + k] : shared[1 + i]) - t0);
       std::sort(v.begin(), v.end());
-      std::printf("phase_%s_p10_p50_p90_max %.3f %.3f %.3f %.3f\n", names[k], v[w / 10], v[w / 2], v[w * 9 / 10], v[w - 1]);
+      std::printf("phase_%s_p10_p50_p90_max %.4f %.4f %.4f %.4f\n", names[k], v[w / 10], v[w / 2], v[w * 9 / 10], v[w - 1]);
     }
   }
   close(go);
+  close(stamped);
+  close(leave);
   munmap(shared, sizeof(double) * words);
   if (failed) std::printf("error %d clients failed\n", failed);
 }
@@ -221,8 +261,9 @@ int main(int argc, char** argv) {
   int n = argc > 2 ? std::stoi(argv[2]) : 0;
   if (mode == "ops" && n > 0) ops(n);
   else if (mode == "barrier" && n > 0) barrier(n, Mode::kStore);
+  else if (mode == "addwait" && n > 0) barrier(n, Mode::kAddWait);
   else if (mode == "wakeup" && n > 0) barrier(n, Mode::kWakeup);
   else if (mode == "echo" && n > 0) barrier(n, Mode::kEcho);
-  else return std::fprintf(stderr, "usage: store_bench ops N | barrier W | wakeup W | echo W\n"), 2;
+  else return std::fprintf(stderr, "usage: store_bench ops N | barrier W | addwait W | wakeup W | echo W\n"), 2;
   return 0;
 }

@@ -9,15 +9,20 @@ Both stores are measured the same way:
            blocked on one eventfd; then the server starts in the parent, its
            port goes to shared memory and one eventfd write releases them
            all (the clock starts).
-           Each child connects, add("arrived", 1), the last sets "go", all
-           wait(["go"]) and stamp the time into shared memory. Time until the
-           last stamp (process exit and reaping are not counted).
+           Each child connects, passes the barrier and stamps the time into
+           shared memory, then stays until every child has stamped (as a
+           rank stays in its job after a barrier), so no child's exit runs
+           while others still wait for a CPU. Time until the last stamp.
+           torch's barrier and dlaunch's "add + wait" row: add("arrived", 1),
+           the last sets "go", all wait(["go"]). dlaunch's "barrier" row:
+           Store::barrier, one request that the server answers when all
+           have arrived.
   wake-up: the same children with no store, stamping at once: what this
            start-up method costs by itself on this machine (the floor).
-  echo:    (dlaunch column only) the same children making the barrier's four
-           blocking round trips (hello, handshake accept, add, go) with one
-           byte each against a bare epoll loop: the floor of the protocol's
-           shape, with no authentication, store or Asio.
+  echo:    (dlaunch column only) the same children making Store::barrier's
+           two blocking round trips (hello, barrier) with one byte each
+           against a bare epoll loop: the floor of the protocol's shape, with
+           no authentication, store or Asio.
 Both sides run with LD_BIND_NOW=1 (see main). Every measure runs REPEAT times, alternating dlaunch and torch; the table
 shows medians and the ratio of the medians.
 """
@@ -64,6 +69,8 @@ def torch_barrier(w, use_store=True):
     # minus the release.
     shared = mmap.mmap(-1, 8 * (w + 1))  # anonymous, shared with the children
     go = os.eventfd(0, os.EFD_SEMAPHORE | os.EFD_CLOEXEC)
+    stamped = os.eventfd(0, os.EFD_CLOEXEC)  # children that stamped (or failed)
+    leave = os.eventfd(0, os.EFD_SEMAPHORE | os.EFD_CLOEXEC)  # written once all have
     for i in range(w):
         pid = os.fork()
         if pid == 0:
@@ -82,14 +89,27 @@ def torch_barrier(w, use_store=True):
             except Exception as e:  # noqa: BLE001 - report and fail the child
                 sys.stderr.write("torch client: %s\n" % e)
                 rc = 1
+            try:
+                os.eventfd_write(stamped, 1)
+                if not select.select([leave], [], [], 120)[0]:
+                    raise TimeoutError("not let go within 120 s")
+                os.eventfd_read(leave)
+            except Exception as e:  # noqa: BLE001
+                sys.stderr.write("torch client: %s\n" % e)
+                rc = 1
             os._exit(rc)
     s = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=120), wait_for_workers=False)
     struct.pack_into("d", shared, 0, float(s.port))
     t0 = time.clock_gettime(time.CLOCK_MONOTONIC)
     os.eventfd_write(go, w)
+    seen = 0
+    while seen < w and select.select([stamped], [], [], 120)[0]:
+        seen += os.eventfd_read(stamped)
+    os.eventfd_write(leave, w)
     failed = sum(1 for _ in range(w) if os.wait()[1] != 0)
     elapsed = max(struct.unpack_from("%dd" % w, shared, 8)) - t0
-    os.close(go)
+    for fd in (go, stamped, leave):
+        os.close(fd)
     return elapsed, failed
 
 
@@ -130,18 +150,20 @@ def main():
         rows.append(("%s (1 client, %d ops)" % (op, N_OPS), "%.1f us  %7.0f/s" % (du, 1e6 / du),
                      "%.1f us  %7.0f/s" % (tu, 1e6 / tu), "%.2fx ops/s" % (tu / du)))
     for w in WIDTHS:
-        for mode, name in (("barrier", "barrier, %d processes" % w), ("wakeup", "  floor: wake %d processes, no store" % w),
-                           ("echo", "  floor: the barrier's round trips, bare echo")):
+        for mode, name in (("barrier", "barrier, %d processes" % w),
+                           ("addwait", "  dlaunch as add + wait, %d processes" % w),
+                           ("wakeup", "  floor: wake %d processes, no store" % w),
+                           ("echo", "  floor: Store::barrier's round trips, bare echo")):
             d_s, t_s, failed = [], [], 0
             for _ in range(repeat):
                 d_s.append(dlaunch(binary, mode, w)["barrier_s"])
-                if mode == "echo":
+                if mode in ("echo", "addwait"):
                     continue  # no torch counterpart: a bare epoll loop, no store
                 elapsed, f = torch_barrier(w, use_store=(mode == "barrier"))
                 t_s.append(elapsed)
                 failed += f
             ds = median_of(d_s)
-            if mode == "echo":
+            if mode in ("echo", "addwait"):
                 rows.append((name, "%.3f s" % ds, "", ""))
                 continue
             ts = median_of(t_s)

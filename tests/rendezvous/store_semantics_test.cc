@@ -1,4 +1,5 @@
 // The c10d store semantics, run on every Store implementation.
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -104,4 +105,44 @@ TEMPLATE_TEST_CASE("store concurrent add is exact and compare_set has one winner
   CHECK(winners == 1);
   std::string final_value = clients[0]->get("race");
   for (const auto& v : seen) CHECK(v == final_value);
+}
+
+TEMPLATE_TEST_CASE("store barrier holds every caller until the last arrives", "[rendezvous]", HashEnv, TcpEnv,
+                   FileEnv) {
+  TestType env;
+  constexpr int kCallers = 6;
+  std::vector<std::unique_ptr<Store>> clients;
+  for (int i = 0; i < kCallers; ++i) clients.push_back(env.client());
+  std::atomic<int> passed{0};
+  std::vector<int64_t> arrival(kCallers);
+  std::vector<std::thread> ts;
+  // All but the last arrive; none may pass.
+  for (int i = 0; i + 1 < kCallers; ++i)
+    ts.emplace_back([&, i] { arrival[i] = clients[i]->barrier("b1", kCallers, 10000ms); ++passed; });
+  while (clients.back()->add("b1", 0) < kCallers - 1) std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(100ms);
+  CHECK(passed == 0);
+  arrival[kCallers - 1] = clients.back()->barrier("b1", kCallers, 10000ms);
+  for (auto& t : ts) t.join();
+  CHECK(passed == kCallers - 1);
+  CHECK(arrival[kCallers - 1] == kCallers);
+  std::sort(arrival.begin(), arrival.end());
+  for (int i = 0; i < kCallers; ++i) CHECK(arrival[i] == i + 1);
+  // A caller arriving after the barrier opened passes at once.
+  CHECK(env.client()->barrier("b1", kCallers, 1000ms) == kCallers + 1);
+}
+
+TEMPLATE_TEST_CASE("store barrier timeout says how many arrived", "[rendezvous]", HashEnv, TcpEnv, FileEnv) {
+  TestType env;
+  auto a = env.client(), b = env.client();
+  a->describe_key("start", "the training start barrier");
+  std::thread t([&] { CHECK_THROWS_AS(b->barrier("start", 3, 300ms), dl::TimeoutError); });
+  try {
+    a->barrier("start", 3, 300ms);
+    FAIL("barrier did not time out");
+  } catch (const dl::TimeoutError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("start' (the training start barrier)") && Catch::Contains("of 3 callers"));
+  }
+  t.join();
+  CHECK_THROWS_AS(a->barrier("other", 0, 100ms), dl::UsageError);
 }

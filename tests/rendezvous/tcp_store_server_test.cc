@@ -147,14 +147,14 @@ proto::Reply read_reply(const dl::wire::Socket& s, proto::Op op) {
   return *r;
 }
 
-// Opens a connection and answers the server's hello with `token`; returns
-// the handshake state and the response frame, not yet sent.
-std::pair<dl::wire::ClientHandshake, std::string> start_handshake(const dl::wire::Socket& s,
-                                                                   const std::string& token) {
+// Sends the hello on `s` and reads the server's answer; returns the proof
+// frame, not yet sent: the real one, or with `forged` 32 bytes that are not.
+std::string start_handshake(const dl::wire::Socket& s, const std::string& token, bool forged = false) {
   dl::wire::ClientHandshake hs(token, std::string(proto::kStoreTag), "test store");
-  auto hello = dl::wire::read_frame(s, dl::wire::kMaxHandshakePayload, 5000ms, "store");
-  std::string resp = dl::wire::encode_frame(dl::wire::kHandshake, hs.respond(hello));
-  return {std::move(hs), std::move(resp)};
+  dl::wire::write_frame(s, dl::wire::kHandshake, hs.hello(), "store");
+  auto answer = dl::wire::read_frame(s, dl::wire::kMaxHandshakePayload, 5000ms, "store");
+  std::string proof = hs.finish(answer);
+  return dl::wire::encode_frame(dl::wire::kHandshake, forged ? std::string(proof.size(), 'z') : proof);
 }
 }  // namespace
 
@@ -197,14 +197,13 @@ TEST_CASE("tcp store: requests behind a parked wait run after it, in order", "[r
   CHECK(read_reply(s, Op::kAdd).number == 1);
 }
 
-TEST_CASE("tcp store handles requests sent right behind the handshake response", "[rendezvous]") {
+TEST_CASE("tcp store handles requests sent right behind the handshake proof", "[rendezvous]") {
   TcpEnv env;
   auto s = dl::wire::connect_tcp("127.0.0.1", env.server.port(), 5000ms);
-  auto [hs, resp] = start_handshake(s, env.token);
+  std::string proof = start_handshake(s, env.token);
   using proto::Op;
-  dl::wire::send_all(s, resp + request_frame({Op::kSet, {"piped"}, "yes", {}, 0}) +
+  dl::wire::send_all(s, proof + request_frame({Op::kSet, {"piped"}, "yes", {}, 0}) +
                             request_frame({Op::kAdd, {"count"}, {}, {}, 1}), "store");
-  hs.check_accept(dl::wire::read_frame(s, dl::wire::kMaxHandshakePayload, 5000ms, "store"));
   CHECK(read_reply(s, Op::kSet).status == proto::Status::kOk);
   CHECK(read_reply(s, Op::kAdd).number == 1);
   CHECK(env.client()->get("piped") == "yes");
@@ -214,9 +213,11 @@ TEST_CASE("tcp store executes nothing sent behind a failed handshake", "[rendezv
   TcpEnv env;
   env.client()->set("keep", "intact");
   auto s = dl::wire::connect_tcp("127.0.0.1", env.server.port(), 5000ms);
-  auto [hs, resp] = start_handshake(s, "not-the-token");
+  // A client without the token cannot make a proof; one that sends a forged
+  // one with requests behind it gets nothing executed.
+  std::string forged = start_handshake(s, env.token, true);
   using proto::Op;
-  dl::wire::send_all(s, resp + request_frame({Op::kSet, {"evil"}, "1", {}, 0}) +
+  dl::wire::send_all(s, forged + request_frame({Op::kSet, {"evil"}, "1", {}, 0}) +
                             request_frame({Op::kAdd, {"count"}, {}, {}, 1}) +
                             request_frame({Op::kDelete, {"keep"}, {}, {}, 0}), "store");
   CHECK_THAT(read_until_closed(s), Catch::Contains("token"));
@@ -240,4 +241,32 @@ TEST_CASE("tcp store sends a reply larger than the socket buffer to a slow reade
   CHECK(read_reply(s, Op::kGet).value == big);
   CHECK(read_reply(s, Op::kNumKeys).number == 1);
   CHECK(c->get("big") == big);
+}
+
+TEST_CASE("tcp store: a client that leaves a barrier is forgotten, the others pass", "[rendezvous]") {
+  TcpEnv env;
+  env.client()->set("keep", "intact");
+  {
+    auto s = raw(env, true);
+    proto::Request req{proto::Op::kBarrier, {"b"}, {}, {}, 10000};
+    req.count = 3;
+    dl::wire::send_all(s, request_frame(req), "store");
+    auto probe = env.client();
+    while (probe->add("b", 0) < 1) std::this_thread::sleep_for(5ms);
+  }  // closed while parked: its arrival stays counted, its waiter goes
+  auto a = env.client(), b = env.client();
+  std::thread t([&] { CHECK(a->barrier("b", 3, 5000ms) >= 2); });
+  CHECK(b->barrier("b", 3, 5000ms) >= 2);
+  t.join();
+  // A parked barrier holds the connection's later requests, like a wait.
+  auto s = raw(env, true);
+  proto::Request req{proto::Op::kBarrier, {"c"}, {}, {}, 10000};
+  req.count = 2;
+  dl::wire::send_all(s, request_frame(req) + request_frame({proto::Op::kAdd, {"after"}, {}, {}, 1}), "store");
+  std::this_thread::sleep_for(100ms);
+  CHECK_FALSE(env.client()->check({"after"}));
+  CHECK(env.client()->barrier("c", 2, 5000ms) == 2);
+  CHECK(read_reply(s, proto::Op::kBarrier).number == 1);
+  CHECK(read_reply(s, proto::Op::kAdd).number == 1);
+  still_serving(env);
 }

@@ -1,0 +1,197 @@
+// The installed tree: `cmake --install` of this build dir into a fresh
+// prefix, then the installed dlaunch runs the installed demo from a directory
+// outside the build tree, with a PATH that reaches nothing (so a dlaunch that
+// found its agent in build/bin or on PATH would fail). Every case installs
+// into its own temp dir, removed at its end, so cases run in parallel.
+#include <dirent.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "tests/integration/run_command.h"
+
+using namespace dl::it;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBuildDir = DLAUNCH_BUILD_DIR;
+
+// `cmake --install <this build dir> --prefix prefix`.
+void install_to(const std::string& prefix) {
+  RunSpec s;
+  s.argv = {DLAUNCH_CMAKE_COMMAND, "--install", kBuildDir, "--prefix", prefix};
+  RunResult r = run(s, 120);
+  INFO("cmake --install " << kBuildDir << " --prefix " << prefix << "\n" << r.out << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  REQUIRE(r.code == 0);
+}
+
+// A scratch dir (the case's temp dir) holding an empty dir for PATH and one
+// to work in: neither is under the build tree.
+struct Outside {
+  explicit Outside(const std::string& root) : empty_bin(root + "/empty-bin"), cwd(root + "/work") {
+    fs::create_directories(empty_bin);
+    fs::create_directories(cwd);
+  }
+  std::string empty_bin, cwd;
+};
+
+// Pids of live processes started from a file under prefix: by their argv (a
+// rank's or agent's argv[0] is its path) or by /proc/PID/exe.
+std::vector<pid_t> from_prefix(const std::string& prefix) {
+  std::set<pid_t> out;
+  for (pid_t p : marked(prefix + "/")) out.insert(p);
+  DIR* d = ::opendir("/proc");
+  if (!d) return {out.begin(), out.end()};
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (!end || *end || pid <= 0 || pid == ::getpid()) continue;
+    char exe[PATH_MAX] = {};
+    ssize_t n = ::readlink((std::string("/proc/") + e->d_name + "/exe").c_str(), exe, sizeof exe - 1);
+    if (n > 0 && std::string(exe, static_cast<size_t>(n)).rfind(prefix + "/", 0) == 0 && alive(static_cast<pid_t>(pid)))
+      out.insert(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return {out.begin(), out.end()};
+}
+
+// Polls until nothing from prefix runs, up to timeout_s; returns what is left.
+std::vector<pid_t> wait_gone(const std::string& prefix, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  auto left = from_prefix(prefix);
+  while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    left = from_prefix(prefix);
+  }
+  return left;
+}
+
+std::string describe(const std::vector<pid_t>& pids) {
+  std::string s;
+  for (pid_t p : pids) s += std::to_string(p) + ": " + read_file("/proc/" + std::to_string(p) + "/cmdline") + "\n";
+  return s;
+}
+
+// The installed `bin/dlaunch --tag-output -n 2 [options] bin/dlaunch-hello`,
+// run from outside.cwd with PATH = an empty dir.
+RunResult run_hello(const std::string& prefix, const Outside& outside, const std::vector<std::string>& options = {}) {
+  RunSpec s;
+  s.argv = {prefix + "/bin/dlaunch", "--tag-output", "-n", "2"};
+  s.argv.insert(s.argv.end(), options.begin(), options.end());
+  s.argv.push_back(prefix + "/bin/dlaunch-hello");
+  s.cwd = outside.cwd;
+  s.set_env["PATH"] = outside.empty_bin;
+  s.unset_env = {"LD_LIBRARY_PATH"};
+  Child c = start(s);
+  ChildGuard guard{c, prefix + "/"};
+  return wait(c, 60);
+}
+
+// Both ranks' identity line and barrier line, tagged "[r@host] ".
+void check_hello_output(const RunResult& r) {
+  INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string tag = "[" + std::to_string(rank) + "@";
+    const std::string who = "] rank " + std::to_string(rank) + " of 2 on ";
+    const std::string passed = "] rank " + std::to_string(rank) + " passed the barrier with all 2 ranks";
+    int identity = 0, barrier = 0;
+    for (const auto& l : lines(r.out)) {
+      if (l.rfind(tag, 0) != 0) continue;
+      if (l.find(who) != std::string::npos && l.find("(identity from dlaunch)") != std::string::npos) ++identity;
+      if (l.size() >= passed.size() && l.compare(l.size() - passed.size(), passed.size(), passed) == 0) ++barrier;
+    }
+    INFO("rank " << rank);
+    CHECK(identity == 1);
+    CHECK(barrier == 1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("installed dlaunch runs the installed demo from outside the build tree", "[install]") {
+  TempDir tmp;
+  const std::string prefix = tmp.path + "/prefix";
+  install_to(prefix);
+  Outside outside(tmp.path);
+
+  RunResult r = run_hello(prefix, outside);
+  check_hello_output(r);
+  auto left = wait_gone(prefix, 5);
+  INFO("left running from " << prefix << ":\n" << describe(left));
+  CHECK(left.empty());
+}
+
+TEST_CASE("an installed tree still runs after its prefix dir is renamed", "[install]") {
+  TempDir tmp;
+  const std::string before = tmp.path + "/before";
+  const std::string after = tmp.path + "/after";
+  install_to(before);
+  fs::rename(before, after);
+  REQUIRE_FALSE(fs::exists(before));
+  Outside outside(tmp.path);
+
+  RunResult r = run_hello(after, outside);
+  check_hello_output(r);
+  auto left = wait_gone(after, 5);
+  INFO("left running from " << after << ":\n" << describe(left));
+  CHECK(left.empty());
+}
+
+TEST_CASE("the install holds the launcher's programs, and they load no library from the build tree", "[install]") {
+  TempDir tmp;
+  const std::string prefix = tmp.path + "/prefix";
+  install_to(prefix);
+
+  std::set<std::string> want{"dlaunch", "dlaunch-agent", "dlaunch-hello"};
+  if (DLAUNCH_INSTALLS_NCCL_CHECK) want.insert("dlaunch-nccl-check");
+  std::set<std::string> got;
+  for (const auto& e : fs::directory_iterator(prefix + "/bin")) got.insert(e.path().filename().string());
+  CHECK(got == want);  // no test binary, no benchmark
+
+  for (const auto& name : got) {
+    const std::string path = prefix + "/bin/" + name;
+    INFO(path);
+    CHECK(::access(path.c_str(), X_OK) == 0);
+    RunSpec s;
+    s.argv = {"/usr/bin/ldd", path};
+    s.unset_env = {"LD_LIBRARY_PATH"};
+    RunResult r = run(s, 30);
+    INFO("ldd:\n" << r.out << r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("not found") == std::string::npos);
+    CHECK(r.out.find(kBuildDir) == std::string::npos);
+  }
+}
+
+TEST_CASE("an install without dlaunch-agent fails, naming the agent", "[install]") {
+  // The premise of the cases above: nothing outside the prefix can stand in
+  // for an installed file. With the agent removed, the job must not start.
+  TempDir tmp;
+  const std::string prefix = tmp.path + "/prefix";
+  install_to(prefix);
+  REQUIRE(fs::remove(prefix + "/bin/dlaunch-agent"));
+  Outside outside(tmp.path);
+
+  // dlaunch may notice the missing agent only when it fails to connect
+  // (--agent-timeout, 30 s by default): 5 s keeps this case short.
+  RunResult r = run_hello(prefix, outside, {"--agent-timeout", "5"});
+  INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.code != 0);
+  CHECK(r.err.find("dlaunch-agent") != std::string::npos);
+  CHECK(r.out.find("passed the barrier") == std::string::npos);
+  auto left = wait_gone(prefix, 5);
+  INFO("left running from " << prefix << ":\n" << describe(left));
+  CHECK(left.empty());
+}
