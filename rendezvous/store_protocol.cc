@@ -62,8 +62,9 @@ void put_strs(std::string& out, const std::vector<std::string>& v) {
 
 }  // namespace
 
+const std::string kNoKey;  // not function-local: no guard to write after a fork
+
 std::string encode(const Request& r) {
-  static const std::string kNoKey;
   std::string out(1, static_cast<char>(r.op));
   const std::string& key = r.keys.empty() ? kNoKey : r.keys[0];
   switch (r.op) {

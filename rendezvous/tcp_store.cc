@@ -44,16 +44,20 @@ timeval to_timeval(Millis t) {
 
 }  // namespace
 
-std::chrono::microseconds store_spin() {
-  static const std::chrono::microseconds spin = [] {
-    const char* v = std::getenv("DLAUNCH_STORE_SPIN_US");
-    if (!v || !*v) return kDefaultSpin;
-    char* end = nullptr;
-    long us = std::strtol(v, &end, 10);
-    return *end || us < 0 ? kDefaultSpin : std::chrono::microseconds(std::min(us, 10000L));
-  }();
-  return spin;
+namespace {
+std::chrono::microseconds spin_from_env() {
+  const char* v = std::getenv("DLAUNCH_STORE_SPIN_US");
+  if (!v || !*v) return kDefaultSpin;
+  char* end = nullptr;
+  long us = std::strtol(v, &end, 10);
+  return *end || us < 0 ? kDefaultSpin : std::chrono::microseconds(std::min(us, 10000L));
 }
+// Read at start-up, not on first use: no guard variable for a process
+// forked afterwards to write (each first write there is a page fault).
+const std::chrono::microseconds kSpin = spin_from_env();
+}  // namespace
+
+std::chrono::microseconds store_spin() { return kSpin; }
 
 // Connects (retrying refused connections until connect_timeout_, as the
 // server may still be starting), then runs the token handshake with one recv
@@ -64,9 +68,11 @@ void TcpStore::connect() {
   sock_.close();
   sock_ = wire::connect_tcp(host_, port_, connect_timeout_);
   try {
-    wire::ClientHandshake hs(token_, std::string(proto::kStoreTag), peer_);
+    wire::ClientHandshake hs(token_, proto::kStoreTag, peer_);
     const auto sent = Clock::now();
-    wire::send_all(sock_, wire::encode_frame(wire::kHandshake, hs.hello()), peer_);
+    outbuf_.clear();
+    wire::append_frame(outbuf_, wire::kHandshake, hs.hello());
+    wire::send_all(sock_, outbuf_, peer_);
     std::string proof;
     try {
       proof = hs.finish(read_frame(wire::kDefaultHandshakeTimeout, wire::kMaxHandshakePayload));
@@ -79,7 +85,9 @@ void TcpStore::connect() {
     }
     // Not waited for: the server checks the proof before the request that
     // follows it, and refuses (the next read says so) if it is wrong.
-    wire::send_all(sock_, wire::encode_frame(wire::kHandshake, proof), peer_);
+    outbuf_.clear();
+    wire::append_frame(outbuf_, wire::kHandshake, proof);
+    wire::send_all(sock_, outbuf_, peer_);
   } catch (...) {
     sock_.close();  // never left connected but unauthenticated
     throw;
@@ -141,7 +149,9 @@ proto::Reply TcpStore::call(const proto::Request& req, Millis reply_timeout) {
     // trips are fast; one that parks (wait, barrier) never does.
     const bool immediate = req.op != Op::kWait && req.op != Op::kBarrier;
     const auto sent = Clock::now();
-    wire::send_all(sock_, wire::encode_frame(proto::kRequest, proto::encode(req)), peer_);
+    outbuf_.clear();
+    wire::append_frame(outbuf_, proto::kRequest, proto::encode(req));
+    wire::send_all(sock_, outbuf_, peer_);
     wire::Frame f = read_frame(reply_timeout, proto::kMaxFramePayload, immediate && fast_ && store_spin().count() > 0);
     if (immediate) fast_ = Clock::now() - sent < kSpinWhenFaster;
     if (f.type == wire::kErrorText) throw RemoteError(peer_ + " closed the connection: " + f.payload);

@@ -77,6 +77,7 @@ class TcpStore : public Store {
   std::mutex mu_;
   wire::Socket sock_;
   std::string inbuf_;
+  std::string outbuf_;  // the frame being sent, kept to reuse its allocation
   Millis recv_timeout_{-1};  // SO_RCVTIMEO last set on sock_, -1 for none
   bool fast_ = false;        // the last immediate request's round trip was under kSpinWhenFaster
 };

@@ -12,12 +12,14 @@ namespace dl::wire {
 namespace {
 constexpr std::string_view kMagic = "DLH2";
 
-std::string mac(std::string_view token, std::string_view role, std::string_view tag,
-                std::string_view first, std::string_view second) {
-  std::string msg;
-  msg.reserve(role.size() + tag.size() + first.size() + second.size());
-  msg.append(role).append(tag).append(first).append(second);
-  return hmac_sha256(token, msg);
+// HMAC(token, role | tag | first | second), with no heap allocation.
+std::array<uint8_t, kMacSize> mac(std::string_view token, std::string_view role, std::string_view tag,
+                                  std::string_view first, std::string_view second) {
+  return hmac_sha256(token, {role, tag, first, second});
+}
+
+std::string_view view(const std::array<uint8_t, kMacSize>& m) {
+  return {reinterpret_cast<const char*>(m.data()), m.size()};
 }
 
 std::string with_tag(std::string_view tag) {
@@ -85,7 +87,9 @@ std::optional<std::string> ServerHandshake::answer(std::string_view h) {
     return std::nullopt;
   }
   nonce_c_ = std::string(h.substr(h.size() - kNonceSize));
-  return nonce_ + mac(token_, "dlaunch-server", tag_, nonce_c_, nonce_);
+  std::string answer;
+  answer.reserve(kNonceSize + kMacSize);
+  return answer.append(nonce_).append(view(mac(token_, "dlaunch-server", tag_, nonce_c_, nonce_)));
 }
 
 bool ServerHandshake::verify(std::string_view proof) {
@@ -93,37 +97,39 @@ bool ServerHandshake::verify(std::string_view proof) {
     error_ = "malformed handshake proof";
     return false;
   }
-  if (!equal_ct(proof, mac(token_, "dlaunch-client", tag_, nonce_, nonce_c_))) {
+  if (!equal_ct(proof, view(mac(token_, "dlaunch-client", tag_, nonce_, nonce_c_)))) {
     error_ = "client does not hold this job's token";
     return false;
   }
   return true;
 }
 
-ClientHandshake::ClientHandshake(std::string token, std::string tag, std::string peer)
-    : token_(std::move(token)), tag_(std::move(tag)), peer_(std::move(peer)), nonce_c_(random_bytes(kNonceSize)) {
-  hello_.append(kMagic).append(with_tag(tag_)).append(nonce_c_);
+ClientHandshake::ClientHandshake(std::string_view token, std::string_view tag, std::string_view peer)
+    : token_(token), tag_(tag), peer_(peer), nonce_c_(random_bytes(kNonceSize)) {
+  hello_.reserve(kMagic.size() + 1 + tag_.size() + kNonceSize);
+  hello_.append(kMagic).push_back(static_cast<char>(tag_.size()));
+  hello_.append(tag_).append(nonce_c_);
 }
 
 std::string ClientHandshake::finish(const Frame& a) {
-  if (a.type == kErrorText) throw AuthError(peer_ + " refused the connection: " + a.payload);
+  if (a.type == kErrorText) throw AuthError(std::string(peer_) + " refused the connection: " + a.payload);
   if (a.type != kHandshake || a.payload.size() != kNonceSize + kMacSize) {
     // A server of the first handshake speaks first, whatever we send.
     if (a.type == kHandshake && a.payload.substr(0, 4) == "DLH1")
-      throw AuthError(peer_ + " speaks an older dlaunch handshake (DLH1): run the same dlaunch version everywhere");
-    throw AuthError(peer_ + " is not a dlaunch server (unexpected answer to the handshake)");
+      throw AuthError(std::string(peer_) + " speaks an older dlaunch handshake (DLH1): run the same dlaunch version everywhere");
+    throw AuthError(std::string(peer_) + " is not a dlaunch server (unexpected answer to the handshake)");
   }
   std::string_view p = a.payload;
   std::string_view nonce_s = p.substr(0, kNonceSize), mac_s = p.substr(kNonceSize);
-  if (!equal_ct(mac_s, mac(token_, "dlaunch-server", tag_, nonce_c_, nonce_s)))
-    throw AuthError(peer_ + " does not hold this job's token (the server's proof did not verify): is "
+  if (!equal_ct(mac_s, view(mac(token_, "dlaunch-server", tag_, nonce_c_, nonce_s))))
+    throw AuthError(std::string(peer_) + " does not hold this job's token (the server's proof did not verify): is "
                     "DLAUNCH_TOKEN this job's, and is this the job's port?");
-  return mac(token_, "dlaunch-client", tag_, nonce_s, nonce_c_);
+  return std::string(view(mac(token_, "dlaunch-client", tag_, nonce_s, nonce_c_)));
 }
 
 void client_handshake(const Socket& s, std::string_view token, std::string_view tag,
                       const std::string& peer, Millis timeout) {
-  ClientHandshake hs{std::string(token), std::string(tag), peer};
+  ClientHandshake hs{token, tag, peer};
   write_frame(s, kHandshake, hs.hello(), peer);
   std::string proof;
   try {

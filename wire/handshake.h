@@ -73,7 +73,7 @@ class ServerHandshake {
 class ClientHandshake {
  public:
   // `peer` names the server in error messages. Draws the client's nonce.
-  ClientHandshake(std::string token, std::string tag, std::string peer);
+  ClientHandshake(std::string_view token, std::string_view tag, std::string_view peer);
   // The hello payload to send first.
   const std::string& hello() const { return hello_; }
   // Checks the server's answer (or its refusal, a kErrorText frame) and

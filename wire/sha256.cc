@@ -79,18 +79,30 @@ std::string sha256(std::string_view data) {
   return as_string(s.finish());
 }
 
-std::string hmac_sha256(std::string_view key, std::string_view msg) {
-  std::string k = key.size() > Sha256::kBlockSize ? sha256(key) : std::string(key);
-  k.resize(Sha256::kBlockSize, '\0');
-  std::string ipad = k, opad = k;
+std::array<uint8_t, Sha256::kDigestSize> hmac_sha256(std::string_view key,
+                                                     std::initializer_list<std::string_view> parts) {
+  std::array<uint8_t, Sha256::kBlockSize> ipad{}, opad{};
+  if (key.size() > Sha256::kBlockSize) {
+    Sha256 k;
+    k.update(key);
+    auto d = k.finish();
+    std::memcpy(ipad.data(), d.data(), d.size());
+  } else {
+    std::memcpy(ipad.data(), key.data(), key.size());
+  }
+  opad = ipad;
   for (size_t i = 0; i < Sha256::kBlockSize; ++i) ipad[i] ^= 0x36, opad[i] ^= 0x5c;
+  auto view = [](const auto& a) { return std::string_view(reinterpret_cast<const char*>(a.data()), a.size()); };
   Sha256 inner;
-  inner.update(ipad);
-  inner.update(msg);
+  inner.update(view(ipad));
+  for (std::string_view p : parts) inner.update(p);
+  const auto inner_digest = inner.finish();
   Sha256 outer;
-  outer.update(opad);
-  outer.update(as_string(inner.finish()));
-  return as_string(outer.finish());
+  outer.update(view(opad));
+  outer.update(view(inner_digest));
+  return outer.finish();
 }
+
+std::string hmac_sha256(std::string_view key, std::string_view msg) { return as_string(hmac_sha256(key, {msg})); }
 
 }  // namespace dl::wire

@@ -8,6 +8,7 @@
 // Checked against the FIPS and RFC 4231 test vectors (tests/wire).
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -35,5 +36,10 @@ class Sha256 {
 std::string sha256(std::string_view data);
 // HMAC-SHA256(key, msg), 32 raw bytes (also declared in wire/handshake.h).
 std::string hmac_sha256(std::string_view key, std::string_view msg);
+// HMAC-SHA256 of the concatenation of `parts`, with no heap allocation:
+// the handshake computes it in every freshly started rank, where each new
+// heap page is a page fault.
+std::array<uint8_t, Sha256::kDigestSize> hmac_sha256(std::string_view key,
+                                                     std::initializer_list<std::string_view> parts);
 
 }  // namespace dl::wire

@@ -138,12 +138,14 @@ static void barrier(int w, Mode mode) {
   // released, connected and had its add answered (shared[1 + w + 3 * i ..]),
   // and the percentiles of each phase are printed: where the time goes.
   const bool phases = getenv("DL_STORE_BENCH_PHASES") != nullptr;
-  const size_t words = 1 + static_cast<size_t>(w) * (phases ? 4 : 1);
+  // With phases, also each child's CPU time (shared[1 + 4w + 3i ..]) when
+  // released, connected and passed: what a client costs, phase by phase.
+  const size_t words = 1 + static_cast<size_t>(w) * (phases ? 7 : 1);
   auto* shared = static_cast<double*>(
       mmap(nullptr, sizeof(double) * words, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) return std::perror("mmap");
   const int go = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
-  const int stamped = eventfd(0, EFD_CLOEXEC);           // children that stamped (or failed)
+  const int stamped = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // children that stamped (or failed)
   const int leave = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);  // written once all have
   if (go < 0 || stamped < 0 || leave < 0) return std::perror("eventfd");
   for (int i = 0; i < w; ++i) {
@@ -154,13 +156,19 @@ static void barrier(int w, Mode mode) {
       // A parent that died never writes: give up after two minutes.
       if (poll(&p, 1, 120000) == 1 && read(go, &one, sizeof one) == sizeof one) rc = 0;
       double* ph = phases ? shared + 1 + w + 3 * i : nullptr;
+      double* cpu = phases ? shared + 1 + 4 * w + 3 * i : nullptr;
+      auto cpu_now = [] {
+        timespec t{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+        return t.tv_sec + t.tv_nsec * 1e-9;
+      };
       try {
-        if (ph) ph[0] = monotonic();
+        if (ph) ph[0] = monotonic(), cpu[0] = cpu_now();
         if (rc == 0 && mode == Mode::kEcho) {
           if (!echo_client(static_cast<uint16_t>(shared[0]))) throw std::runtime_error("echo round trips failed");
         } else if (rc == 0 && !no_store) {
           TcpStore s("127.0.0.1", static_cast<uint16_t>(shared[0]), "bench");
-          if (ph) ph[1] = monotonic();
+          if (ph) ph[1] = monotonic(), cpu[1] = cpu_now();
           if (mode == Mode::kStore) {
             if (ph) ph[2] = ph[1];  // no separate add
             s.barrier("arrived", w, std::chrono::seconds(60));
@@ -175,6 +183,7 @@ static void barrier(int w, Mode mode) {
           shared[1 + i] = monotonic();
         }
         if (rc == 0 && mode != Mode::kStore && mode != Mode::kAddWait) shared[1 + i] = monotonic();
+        if (cpu) cpu[2] = cpu_now();
       } catch (const std::exception& e) {
         std::fprintf(stderr, "client: %s\n", e.what());
         rc = 1;
@@ -211,10 +220,14 @@ static void barrier(int w, Mode mode) {
   const uint64_t all = static_cast<uint64_t>(w);
   if (write(go, &all, sizeof all) != sizeof all) std::perror("write");
   // Waits (two minutes at most: the children give up then too) until every
-  // child has stamped, then lets them all exit.
-  for (uint64_t seen = 0, got = 0; seen < all; seen += got) {
-    pollfd p{stamped, POLLIN, 0};
-    if (poll(&p, 1, 120000) != 1 || read(stamped, &got, sizeof got) != sizeof got) break;
+  // child has stamped, then lets them all exit. It looks every 2 ms rather
+  // than sleeping on the eventfd, which would wake it for each child and
+  // take a CPU from the last ones.
+  uint64_t seen = 0;
+  for (int i = 0; seen < all && i < 60000; ++i) {
+    usleep(2000);
+    uint64_t got = 0;
+    if (read(stamped, &got, sizeof got) == sizeof got) seen += got;
   }
   rusage self1{};
   getrusage(RUSAGE_SELF, &self1);
@@ -231,6 +244,12 @@ static void barrier(int w, Mode mode) {
     auto us = [](const timeval& t) { return t.tv_sec * 1e6 + t.tv_usec; };
     std::printf("server_cpu_us_per_client_user_sys %.1f %.1f\n", (us(self1.ru_utime) - us(self0.ru_utime)) / w,
                 (us(self1.ru_stime) - us(self0.ru_stime)) / w);
+    double connect_cpu = 0, total_cpu = 0;
+    for (int i = 0; i < w; ++i) {
+      const double* c = shared + 1 + 4 * w + 3 * i;
+      connect_cpu += c[1] - c[0], total_cpu += c[2] - c[0];
+    }
+    std::printf("child_cpu_us_connect_total %.1f %.1f\n", connect_cpu * 1e6 / w, total_cpu * 1e6 / w);
     std::printf("child_cpu_us_user_sys_minflt %.0f %.0f %.1f\n",
                 (ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec) / w, (ru.ru_stime.tv_sec * 1e6 + ru.ru_stime.tv_usec) / w,
                 static_cast<double>(ru.ru_minflt) / w);

@@ -150,7 +150,7 @@ proto::Reply read_reply(const dl::wire::Socket& s, proto::Op op) {
 // Sends the hello on `s` and reads the server's answer; returns the proof
 // frame, not yet sent: the real one, or with `forged` 32 bytes that are not.
 std::string start_handshake(const dl::wire::Socket& s, const std::string& token, bool forged = false) {
-  dl::wire::ClientHandshake hs(token, std::string(proto::kStoreTag), "test store");
+  dl::wire::ClientHandshake hs(token, proto::kStoreTag, "test store");
   dl::wire::write_frame(s, dl::wire::kHandshake, hs.hello(), "store");
   auto answer = dl::wire::read_frame(s, dl::wire::kMaxHandshakePayload, 5000ms, "store");
   std::string proof = hs.finish(answer);
