@@ -76,6 +76,8 @@ struct Job::Node {
   std::vector<int> ranks;
   std::shared_ptr<Session> session;
   LocalAgent agent;
+  std::string agent_path;  // the local agent's, as started
+  std::unique_ptr<asio::posix::stream_descriptor> agent_exit;  // its pidfd: readable once it exits
   json hello;
   std::string reach_addr;  // this host's address as the other hosts reach it
   bool start_failed = false;
@@ -388,9 +390,30 @@ void Job::start_agents() {
     if (opts_.bind_to != "none") args.push_back("--cpu-topology");
     if (opts_.mpi == "none" || view_) args.push_back("--no-pmix");  // no PMIx server warming up beside the ranks
     if (opts_.gpus_per_node >= 0) args.insert(args.end(), {"--gpus-per-node", std::to_string(opts_.gpus_per_node)});
-    n->agent = start_local_agent(agent_path("", false), args, token_);
     n->reach_addr = "127.0.0.1";
+    n->agent_path = agent_path("", false);
+    try {
+      n->agent = start_local_agent(n->agent_path, args, token_);
+    } catch (const Error& e) {
+      asio::post(io_, [this, idx = n->index, why = n->host + ": " + e.what()] { node_failed_to_start(idx, why); });
+      continue;
+    }
+    watch_local_agent(*n);
   }
+}
+
+// A local agent that exits before it connects fails its node at once, not
+// when --agent-timeout runs out. Without pidfds (Linux < 5.3) the agent
+// timer still bounds the wait.
+void Job::watch_local_agent(Node& n) {
+  const int fd = open_agent_pidfd(n.agent);
+  if (fd < 0) return;
+  n.agent_exit = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+  n.agent_exit->async_wait(asio::posix::stream_descriptor::wait_read, [this, &n](boost::system::error_code ec) {
+    if (ec || n.session || launched_ || finishing_) return;
+    if (auto status = peek_agent_exit(n.agent))
+      node_failed_to_start(n.index, n.host + ": " + local_agent_exit_error(n.agent_path, *status));
+  });
 }
 
 void Job::start_remote_agent(int idx, const std::string& port) {

@@ -69,6 +69,7 @@ class Job {
   void on_session_closed(const std::shared_ptr<Session>& s, const std::string& why);
   void start_agents();
   void start_remote_agent(int node, const std::string& bind_port);
+  void watch_local_agent(Node& n);
   void node_failed_to_start(int node, const std::string& why);
   bool all_agents_settled() const;
   void launch_all();

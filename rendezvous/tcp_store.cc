@@ -148,12 +148,17 @@ proto::Reply TcpStore::call(const proto::Request& req, Millis reply_timeout) {
     // Requests that are answered at once spin for their reply while round
     // trips are fast; one that parks (wait, barrier) never does.
     const bool immediate = req.op != Op::kWait && req.op != Op::kBarrier;
-    const auto sent = Clock::now();
+    bool spin = immediate && fast_ && store_spin().count() > 0;
+    if (spin && spin_skip_ > 0) --spin_skip_, spin = false;
     outbuf_.clear();
     wire::append_frame(outbuf_, proto::kRequest, proto::encode(req));
+    const auto sent = Clock::now();
     wire::send_all(sock_, outbuf_, peer_);
-    wire::Frame f = read_frame(reply_timeout, proto::kMaxFramePayload, immediate && fast_ && store_spin().count() > 0);
-    if (immediate) fast_ = Clock::now() - sent < kSpinWhenFaster;
+    wire::Frame f = read_frame(reply_timeout, proto::kMaxFramePayload, spin);
+    const auto took = Clock::now() - sent;
+    if (spin && took <= store_spin()) spin_backoff_ = 0;
+    else if (spin) spin_skip_ = spin_backoff_ = std::min(std::max(1, 2 * spin_backoff_), kMaxSpinBackoff);
+    if (immediate) fast_ = took < kSpinWhenFaster;
     if (f.type == wire::kErrorText) throw RemoteError(peer_ + " closed the connection: " + f.payload);
     auto decoded = f.type == proto::kReply ? proto::decode_reply(f.payload, req.op) : std::nullopt;
     if (!decoded) throw RemoteError(peer_ + " sent a malformed reply (is it a dlaunch store of the same version?)");

@@ -36,6 +36,10 @@ inline constexpr Millis kReplyGrace{10000};
 // a client's next request. Waits and barriers never spin.
 inline constexpr std::chrono::microseconds kDefaultSpin{50};
 inline constexpr std::chrono::microseconds kSpinWhenFaster{200};
+// After a spin that found nothing, the next 1, 2, 4, ... up to this many
+// chances to spin are skipped (where client and server share one CPU, every
+// spin fails: then one request in this many pays for one).
+inline constexpr int kMaxSpinBackoff = 64;
 std::chrono::microseconds store_spin();
 
 class TcpStore : public Store {
@@ -80,6 +84,8 @@ class TcpStore : public Store {
   std::string outbuf_;  // the frame being sent, kept to reuse its allocation
   Millis recv_timeout_{-1};  // SO_RCVTIMEO last set on sock_, -1 for none
   bool fast_ = false;        // the last immediate request's round trip was under kSpinWhenFaster
+  int spin_backoff_ = 0;     // requests not to spin for after a spin that found nothing (doubles)
+  int spin_skip_ = 0;        // of those, left
 };
 
 }  // namespace dl::rdzv

@@ -209,9 +209,16 @@ struct Session : std::enable_shared_from_this<Session> {
         handle_input();
         flush();
         if (static_cast<size_t>(n) < room) {
-          if (hot && spins < kMaxSpins && next_request_soon()) {
-            ++spins;
-            continue;
+          const bool may_spin = hot && spins < kMaxSpins && store_spin().count() > 0 && !held() && out.empty();
+          if (may_spin && spin_skip > 0) {
+            --spin_skip;
+          } else if (may_spin) {
+            if (next_request_soon()) {
+              ++spins;
+              spin_backoff = 0;
+              continue;
+            }
+            spin_skip = spin_backoff = std::min(std::max(1, 2 * spin_backoff), kMaxSpinBackoff);
           }
           spins = 0;
           break;
@@ -229,15 +236,14 @@ struct Session : std::enable_shared_from_this<Session> {
   // Polls (without sleeping, up to store_spin()) for the client's next
   // request once its replies are sent; true when one arrived.
   int spins = 0;
+  int spin_backoff = 0, spin_skip = 0;  // as TcpStore's: chances skipped after a spin found nothing
   bool next_request_soon() {
-    const auto spin = store_spin();
-    if (spin.count() == 0 || held() || !out.empty() || closing || closed) return false;
-    const auto until = Clock::now() + spin;
+    const auto until = Clock::now() + store_spin();
     char c;
     do {
       ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n != 0 && !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return true;
-      if (n == 0) return true;  // EOF: let the read loop see it
+      // Data, EOF or an error: the read loop deals with each.
+      if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return true;
     } while (Clock::now() < until);
     return false;
   }

@@ -191,8 +191,13 @@ std::vector<pid_t> marked(const std::string& marker, pid_t exclude) {
     char* end = nullptr;
     long pid = std::strtol(e->d_name, &end, 10);
     if (!end || *end || pid <= 0 || pid == ::getpid() || pid == exclude) continue;
-    std::ifstream f(std::string("/proc/") + e->d_name + "/cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::string cmd;
+    try {
+      std::ifstream f(std::string("/proc/") + e->d_name + "/cmdline");
+      cmd.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    } catch (const std::ios_base::failure&) {
+      continue;  // it exited while we read (ESRCH): not alive, so not marked
+    }
     if (cmd.find(marker) != std::string::npos && alive(static_cast<pid_t>(pid))) out.push_back(static_cast<pid_t>(pid));
   }
   ::closedir(d);
