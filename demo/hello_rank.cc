@@ -22,9 +22,9 @@ int main() {
                 id.master_addr.c_str(), id.master_port, gpu ? gpu : "none", id.source.c_str());
     std::fflush(stdout);
     auto store = dl::rdzv::connect_store("env://", id.rank, id.world_size, 30s);
-    // Barrier: the last rank to arrive opens the gate everyone waits on.
-    if (store->add("demo/arrived", 1) == id.world_size) store->set("demo/gate", "open");
-    store->wait({"demo/gate"});
+    // One request to the job's store, answered when every rank has arrived.
+    store->describe_key("demo/arrived", "dlaunch-hello's barrier");
+    store->barrier("demo/arrived", id.world_size);
     std::printf("rank %d passed the barrier with all %d ranks\n", id.rank, id.world_size);
     return 0;
   } catch (const dl::Error& e) {
