@@ -151,6 +151,16 @@ static void barrier(int w, Mode mode) {
   for (int i = 0; i < w; ++i) {
     if (fork() == 0) {
       int rc = 1;
+      // A rank has used its heap long before it meets the store, and
+      // torch's children allocate (in Python) between fork and release.
+      // Here the child's first malloc after fork would copy-on-write the
+      // allocator's state inside the timed region (250-300 us per child on
+      // this VM): allocate once before the release instead. DL_STORE_BENCH_COLD=1
+      // leaves it out.
+      if (getenv("DL_STORE_BENCH_COLD") == nullptr) {
+        void* volatile warm = std::malloc(64);
+        std::free(warm);
+      }
       pollfd p{go, POLLIN, 0};
       uint64_t one = 0;
       // A parent that died never writes: give up after two minutes.

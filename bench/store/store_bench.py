@@ -16,7 +16,12 @@ Both stores are measured the same way:
            torch's barrier and dlaunch's "add + wait" row: add("arrived", 1),
            the last sets "go", all wait(["go"]). dlaunch's "barrier" row:
            Store::barrier, one request that the server answers when all
-           have arrived.
+           have arrived. dlaunch's C++ children allocate once from the heap
+           before the release, as torch's Python children do (and as any
+           rank has long before it meets its store): a forked child's first
+           malloc copies the allocator's state page by page, 250-300 us on
+           this VM, which is fork's cost, not the store's.
+           DL_STORE_BENCH_COLD=1 leaves that out.
   wake-up: the same children with no store, stamping at once: what this
            start-up method costs by itself on this machine (the floor).
   echo:    (dlaunch column only) the same children making Store::barrier's
@@ -117,8 +122,9 @@ def torch_barrier(w, use_store=True):
     return elapsed, failed
 
 
-def dlaunch(binary, *args):
-    out = subprocess.run([binary, *map(str, args)], check=True, capture_output=True, text=True).stdout
+def dlaunch(binary, *args, env=None):
+    out = subprocess.run([binary, *map(str, args)], check=True, capture_output=True, text=True,
+                         env=dict(os.environ, **(env or {}))).stdout
     vals = {}
     for line in out.splitlines():
         name, _, value = line.partition(" ")
@@ -155,19 +161,23 @@ def main():
                      "%.1f us  %7.0f/s" % (tu, 1e6 / tu), "%.2fx ops/s" % (tu / du)))
     for w in WIDTHS:
         for mode, name in (("barrier", "barrier, %d processes" % w),
+                           ("cold", "  dlaunch, first malloc after fork timed"),
                            ("addwait", "  dlaunch as add + wait, %d processes" % w),
                            ("wakeup", "  floor: wake %d processes, no store" % w),
                            ("echo", "  floor: Store::barrier's round trips, bare echo")):
             d_s, t_s, failed = [], [], 0
             for _ in range(repeat):
-                d_s.append(dlaunch(binary, mode, w)["barrier_s"])
-                if mode in ("echo", "addwait"):
-                    continue  # no torch counterpart: a bare epoll loop, no store
+                if mode == "cold":
+                    d_s.append(dlaunch(binary, "barrier", w, env={"DL_STORE_BENCH_COLD": "1"})["barrier_s"])
+                else:
+                    d_s.append(dlaunch(binary, mode, w)["barrier_s"])
+                if mode in ("echo", "addwait", "cold"):
+                    continue  # dlaunch-only rows
                 elapsed, f = torch_barrier(w, use_store=(mode == "barrier"))
                 t_s.append(elapsed)
                 failed += f
             ds = median_of(d_s)
-            if mode in ("echo", "addwait"):
+            if mode in ("echo", "addwait", "cold"):
                 rows.append((name, "%.3f s" % ds, "", ""))
                 continue
             ts = median_of(t_s)
