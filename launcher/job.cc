@@ -58,7 +58,7 @@ constexpr milliseconds kCloseWait{3000};
 
 struct Job::Session : std::enable_shared_from_this<Session> {
   Session(asio::io_context& io, const std::string& token)
-      : sock(io), hs(token, std::string(control::kControlTag)), parser(control::kMaxControlFrame) {}
+      : sock(io), hs(token, std::string(control::kControlTag)), parser(control::kMaxControlFrame), hs_deadline(io) {}
   ip::tcp::socket sock;
   wire::ServerHandshake hs;
   wire::FrameParser parser;
@@ -67,6 +67,7 @@ struct Job::Session : std::enable_shared_from_this<Session> {
   std::array<char, 65536> buf{};
   std::deque<std::string> txq;
   Clock::time_point last_rx = Clock::now();
+  asio::steady_timer hs_deadline;  // a connection that has not authenticated by then is closed
 };
 
 struct Job::Node {
@@ -196,8 +197,20 @@ void Job::accept() {
   });
 }
 
-// The agent speaks first (wire/handshake.h).
-void Job::start_session(std::shared_ptr<Session> s) { read_session(s); }
+// The agent speaks first (wire/handshake.h). Whoever connects must pass the
+// handshake within its time limit, or is closed: an idle connection to the
+// control port holds nothing open for the rest of the job.
+void Job::start_session(std::shared_ptr<Session> s) {
+  s->hs_deadline.expires_after(wire::kDefaultHandshakeTimeout);
+  s->hs_deadline.async_wait([this, w = std::weak_ptr<Session>(s)](boost::system::error_code ec) {
+    auto s = w.lock();
+    if (ec || !s || s->authed || s->closed) return;
+    log("refused a control connection: no handshake within " +
+        std::to_string(wire::kDefaultHandshakeTimeout.count() / 1000) + " s");
+    on_session_closed(s, "no handshake");
+  });
+  read_session(s);
+}
 
 void Job::read_session(std::shared_ptr<Session> s) {
   s->sock.async_read_some(asio::buffer(s->buf), [this, s](boost::system::error_code ec, size_t n) {
@@ -222,6 +235,7 @@ void Job::on_frame(const std::shared_ptr<Session>& s, const std::string& payload
     bool ok = false;
     if (type == wire::kHandshake && !s->hs.answered()) ok = (answer = s->hs.answer(payload)).has_value();
     else if (type == wire::kHandshake) ok = s->authed = s->hs.verify(payload);
+    if (s->authed) s->hs_deadline.cancel();
     if (!ok) {
       log("refused a control connection: " + (type == wire::kHandshake  ? s->hs.error()
                                                : type == wire::kErrorText ? "the agent says: " + payload

@@ -2,10 +2,17 @@
 // and dlaunch killed outright. Nothing may outlive the job (checked in /proc).
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <thread>
 
 #include "tests/integration/run_command.h"
@@ -162,4 +169,62 @@ TEST_CASE("dlaunch killed by SIGKILL leaves no agent and no rank behind", "[inte
   CHECK(r.out.find("survived") == std::string::npos);
   kill_marked(m);
   if (alive(agent)) ::kill(agent, SIGKILL);
+}
+
+namespace {
+// The port of the launcher's control listener, from the local agent's
+// command line (`--connect 127.0.0.1:PORT`, a child of dlaunch).
+int control_port(pid_t dlaunch) {
+  for (int tries = 0; tries < 100; ++tries) {
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = e.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat(e.path() / "stat");
+      std::string line;
+      if (!std::getline(stat, line)) continue;
+      auto close_paren = line.rfind(')');
+      if (close_paren == std::string::npos) continue;
+      std::istringstream rest(line.substr(close_paren + 2));
+      std::string state;
+      pid_t ppid = 0;
+      rest >> state >> ppid;
+      if (ppid != dlaunch) continue;
+      std::ifstream cmd(e.path() / "cmdline");
+      std::string argv((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+      auto at = argv.find(std::string("--connect") + '\0' + "127.0.0.1:");
+      if (at != std::string::npos) return std::stoi(argv.substr(at + 20));
+    }
+    pause_s(0.1);
+  }
+  return -1;
+}
+}  // namespace
+
+TEST_CASE("an idle connection to the control port is closed once the handshake time is up", "[integration]") {
+  const std::string m = new_marker();
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--verbose", "-n", "1", "/bin/sh", "-c", "sleep 25", m};
+  Child c = start(s);
+  ChildGuard guard{c, m};
+  const int port = control_port(c.pid);
+  REQUIRE(port > 0);
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  timeval tv{20, 0};  // the launcher's limit is 10 s
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char byte;
+  const ssize_t got = ::recv(fd, &byte, 1, 0);
+  ::close(fd);
+  CHECK(got == 0);                // closed by the launcher, not timed out (-1) here,
+  CHECK(still_running(c.pid));    // and while the job runs on
+  ::kill(c.pid, SIGTERM);
+  RunResult r = wait(c, 20);
+  INFO(r.err);
+  CHECK(r.code == 143);
+  CHECK(r.err.find("refused a control connection: no handshake within 10 s") != std::string::npos);
 }
