@@ -117,19 +117,22 @@ void check_hello_output(const RunResult& r) {
   }
 }
 
+// Runs the installed demo from outside the build tree, checks its output,
+// and that nothing from `prefix` is left running.
+void run_hello_clean(const std::string& prefix, const Outside& outside) {
+  RunResult r = run_hello(prefix, outside);
+  check_hello_output(r);
+  auto left = wait_gone(prefix, 5);
+  INFO("left running from " << prefix << ":\n" << describe(left));
+  CHECK(left.empty());
+}
 }  // namespace
 
 TEST_CASE("installed dlaunch runs the installed demo from outside the build tree", "[install]") {
   TempDir tmp;
   const std::string prefix = tmp.path + "/prefix";
   install_to(prefix);
-  Outside outside(tmp.path);
-
-  RunResult r = run_hello(prefix, outside);
-  check_hello_output(r);
-  auto left = wait_gone(prefix, 5);
-  INFO("left running from " << prefix << ":\n" << describe(left));
-  CHECK(left.empty());
+  run_hello_clean(prefix, Outside(tmp.path));
 }
 
 TEST_CASE("an installed tree still runs after its prefix dir is renamed", "[install]") {
@@ -139,13 +142,7 @@ TEST_CASE("an installed tree still runs after its prefix dir is renamed", "[inst
   install_to(before);
   fs::rename(before, after);
   REQUIRE_FALSE(fs::exists(before));
-  Outside outside(tmp.path);
-
-  RunResult r = run_hello(after, outside);
-  check_hello_output(r);
-  auto left = wait_gone(after, 5);
-  INFO("left running from " << after << ":\n" << describe(left));
-  CHECK(left.empty());
+  run_hello_clean(after, Outside(tmp.path));
 }
 
 TEST_CASE("the install holds the launcher's programs, and they load no library from the build tree", "[install]") {

@@ -53,6 +53,15 @@ void check_nothing_left(const LoneDlaunch& d, const std::string& marker) {
   kill_marked(marker);
   kill_marked(d.dir.path);
 }
+
+// A start failure: dlaunch itself not killed by a signal (before the fix,
+// SIGPIPE at times, with no message at all), exit 1, and at once rather than
+// after the --agent-timeout of 60 s.
+void check_failed_at_once(const RunResult& r) {
+  CHECK(r.signal == 0);
+  CHECK(r.code == 1);
+  CHECK(r.seconds < kPrompt);
+}
 }  // namespace
 
 TEST_CASE("no dlaunch-agent beside dlaunch nor on PATH: exit 1 at once and the error names where it looked",
@@ -61,9 +70,7 @@ TEST_CASE("no dlaunch-agent beside dlaunch nor on PATH: exit 1 at once and the e
   const std::string m = new_marker();
   RunResult r = d.run_job(m);
   INFO(r.err);
-  CHECK(r.signal == 0);  // before the fix, SIGPIPE (141) at times, with no message at all
-  CHECK(r.code == 1);
-  CHECK(r.seconds < kPrompt);  // not the --agent-timeout of 60 s
+  check_failed_at_once(r);
   CHECK(r.err.find("localhost: dlaunch-agent was not found") != std::string::npos);
   CHECK(r.err.find("(" + d.dir.path + "/dlaunch-agent)") != std::string::npos);  // beside dlaunch
   CHECK(r.err.find("PATH (/usr/bin:/bin)") != std::string::npos);
@@ -80,9 +87,7 @@ TEST_CASE("a local agent that exits before it connects fails the job at once wit
   const std::string m = new_marker();
   RunResult r = d.run_job(m);
   INFO(r.err);
-  CHECK(r.signal == 0);
-  CHECK(r.code == 1);
-  CHECK(r.seconds < kPrompt);
+  check_failed_at_once(r);
   CHECK(r.err.find("agent-start-test: cannot go on") != std::string::npos);  // the agent's own words
   CHECK(r.err.find("localhost: dlaunch-agent (" + d.dir.path + "/dlaunch-agent) exited with status 3 before it "
                    "connected") != std::string::npos);
@@ -94,9 +99,7 @@ TEST_CASE("a local agent killed before it connects: the signal is named", "[inte
   const std::string m = new_marker();
   RunResult r = d.run_job(m);
   INFO(r.err);
-  CHECK(r.signal == 0);
-  CHECK(r.code == 1);
-  CHECK(r.seconds < kPrompt);
+  check_failed_at_once(r);
   CHECK(r.err.find("was killed by signal 9") != std::string::npos);
   check_nothing_left(d, m);
 }
