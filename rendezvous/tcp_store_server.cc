@@ -101,6 +101,7 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   void arm_wait_timer();
   void on_wait_timer();
   void watch_handshake(const std::shared_ptr<Session>& s);
+  void arm_hs_timer();
   void on_hs_timer();
   void accept_ready();
   void wait_accept();
@@ -414,7 +415,11 @@ void Impl::accept_ready() {
 
 void Impl::watch_handshake(const std::shared_ptr<Session>& s) {
   handshaking.emplace_back(Clock::now() + wire::kDefaultHandshakeTimeout, s);
-  if (hs_timer_armed) return;
+  if (!hs_timer_armed) arm_hs_timer();
+}
+
+// Points the handshake timer at the oldest handshake's deadline.
+void Impl::arm_hs_timer() {
   hs_timer_armed = true;
   hs_timer.expires_at(handshaking.front().first);
   hs_timer.async_wait([self = shared_from_this()](error_code ec) {
@@ -435,13 +440,7 @@ void Impl::on_hs_timer() {
     }
     handshaking.pop_front();
   }
-  if (handshaking.empty()) return;
-  hs_timer_armed = true;
-  hs_timer.expires_at(handshaking.front().first);
-  hs_timer.async_wait([self = shared_from_this()](error_code ec) {
-    self->hs_timer_armed = false;
-    if (!ec && !self->stopped) self->on_hs_timer();
-  });
+  if (!handshaking.empty()) arm_hs_timer();
 }
 
 void Impl::wait_accept() {
