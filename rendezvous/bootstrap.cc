@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "control/env_names.h"
 #include "errors/error.h"
 #include "hostfiles/hostlist.h"
 #include "rendezvous/file_store.h"
@@ -23,14 +24,17 @@ struct Source {
 
 // The reading order (docs/rendezvous.md); PMIx comes last, below.
 constexpr Source kSources[] = {
-    {"dlaunch", "DLAUNCH_RANK", "DLAUNCH_WORLD_SIZE", "DLAUNCH_LOCAL_RANK", "DLAUNCH_LOCAL_WORLD_SIZE",
-     "DLAUNCH_NODE_RANK"},
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"},
-    {"OpenMPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     "OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},
-    {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", nullptr},
-    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr, "SLURM_NODEID"},
+    {"dlaunch", env::kDlRank, env::kDlWorldSize, env::kDlLocalRank, env::kDlLocalWorldSize, env::kDlNodeRank},
+    {"torchrun", env::kRank, env::kWorldSize, env::kLocalRank, env::kLocalWorldSize, env::kGroupRank},
+    {"OpenMPI", env::kOmpiRank, env::kOmpiSize, env::kOmpiLocalRank, env::kOmpiLocalSize, nullptr},
+    {"PMI", env::kPmiRank, env::kPmiSize, env::kMpiLocalRankId, env::kMpiLocalNRanks, nullptr},
+    {"Slurm", env::kSlurmProcId, env::kSlurmNTasks, env::kSlurmLocalId, nullptr, env::kSlurmNodeId},
 };
+// Read by the bootstrap only, so not in control/env_names.h.
+constexpr const char* kPmixRank = "PMIX_RANK";
+constexpr const char* kPmixNamespace = "PMIX_NAMESPACE";
+constexpr const char* kSlurmJobNodelist = "SLURM_JOB_NODELIST";
+constexpr const char* kSlurmNodelist = "SLURM_NODELIST";
 
 const std::string* find(const Environment& env, const char* name) {
   if (!name) return nullptr;
@@ -51,16 +55,16 @@ int number(const Environment& env, const char* name, const char* source, int fal
 std::string looked_for() {
   std::string out;
   for (const auto& s : kSources) out += std::string(s.rank) + "+" + s.size + " (" + s.name + "), ";
-  return out + "PMIX_RANK+PMIX_NAMESPACE (PMIx)";
+  return out + kPmixRank + "+" + kPmixNamespace + " (PMIx)";
 }
 
 void fill_master(const Environment& env, Identity& id) {
-  if (auto* a = find(env, "MASTER_ADDR")) id.master_addr = *a;
-  id.master_port = number(env, "MASTER_PORT", "the environment", id.master_port);
+  if (auto* a = find(env, env::kMasterAddr)) id.master_addr = *a;
+  id.master_port = number(env, env::kMasterPort, "the environment", id.master_port);
 }
 
 std::string token_from(const Environment& env) {
-  auto* t = find(env, "DLAUNCH_TOKEN");
+  auto* t = find(env, env::kDlToken);
   return t && !t->empty() ? *t : std::string(kUnauthenticatedToken);
 }
 
@@ -93,7 +97,7 @@ std::unique_ptr<Store> tcp_store(const std::string& host, uint16_t port, int ran
     }
   }
   auto store = std::make_unique<TcpStore>(host, port, token, timeout);
-  if (server) store->own_server(std::move(server));
+  if (server) store->own_server(std::shared_ptr<BackgroundStoreServer>(std::move(server)));
   store->set_timeout(timeout);
   return store;
 }
@@ -125,9 +129,9 @@ Identity identity_from_env(const Environment& env, const std::function<PmixJobIn
     id.local_world_size = number(env, s.local_size, s.name, -1);
     id.node_rank = number(env, s.node_rank, s.name, -1);
     if (id.source == "Slurm") {
-      auto* nodes = find(env, "SLURM_JOB_NODELIST");
-      if (!nodes) nodes = find(env, "SLURM_NODELIST");
-      if (nodes) id.master_addr = hostfiles::expand_hostlist(*nodes, "SLURM_JOB_NODELIST").front();
+      auto* nodes = find(env, kSlurmJobNodelist);
+      if (!nodes) nodes = find(env, kSlurmNodelist);
+      if (nodes) id.master_addr = hostfiles::expand_hostlist(*nodes, kSlurmJobNodelist).front();
       id.master_port = 29500;  // torch's default
     }
     fill_master(env, id);
@@ -136,7 +140,7 @@ Identity identity_from_env(const Environment& env, const std::function<PmixJobIn
                        std::to_string(id.world_size));
     return id;
   }
-  if (find(env, "PMIX_RANK") && find(env, "PMIX_NAMESPACE")) {
+  if (find(env, kPmixRank) && find(env, kPmixNamespace)) {
     PmixJobInfo p = pmix();
     id = {p.rank, p.world_size, p.local_rank, p.local_world_size, p.node_rank, "", 0, "PMIx"};
     fill_master(env, id);
@@ -167,16 +171,17 @@ std::unique_ptr<Store> connect_store(std::string_view url, int rank, int world_s
   }
   if (url != "env://")
     throw UsageError("store url '" + std::string(url) + "': expected tcp://host:port, file:///path or env://");
-  if (auto* addr = find(env, "DLAUNCH_STORE_ADDR")) {
-    auto [host, port] = wire::split_host_port(*addr, "DLAUNCH_STORE_ADDR");
+  if (auto* addr = find(env, env::kDlStoreAddr)) {
+    auto [host, port] = wire::split_host_port(*addr, env::kDlStoreAddr);
     return tcp_store(host, port, rank, false, timeout, token_from(env));
   }
-  auto* host = find(env, "MASTER_ADDR");
-  if (!host || !find(env, "MASTER_PORT"))
+  auto* host = find(env, env::kMasterAddr);
+  if (!host || !find(env, env::kMasterPort))
     throw UsageError("env:// needs DLAUNCH_STORE_ADDR (set by dlaunch) or MASTER_ADDR and MASTER_PORT "
                      "(set by torchrun, or by hand)");
-  int port = number(env, "MASTER_PORT", "the environment", 0);
-  if (port > 65535) throw UsageError("MASTER_PORT=" + std::to_string(port) + " is not a port number");
+  int port = number(env, env::kMasterPort, "the environment", 0);
+  if (port > 65535)
+    throw UsageError(std::string(env::kMasterPort) + "=" + std::to_string(port) + " is not a port number");
   return tcp_store(*host, static_cast<uint16_t>(port), rank, true, timeout, token_from(env));
 }
 

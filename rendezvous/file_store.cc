@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "errors/error.h"
+#include "rendezvous/store_semantics.h"
+#include "wire/coding.h"
 
 namespace dl::rdzv {
 
@@ -16,26 +18,29 @@ namespace {
 // Counts the FileStores using the file; hidden from num_keys().
 const std::string kUsersKey = "\x01dlaunch/file-store-users";
 using Clock = std::chrono::steady_clock;
-
-void put_u32(std::string& out, uint32_t v) {
-  const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-  out.append(b, 4);
-}
-
-uint32_t get_u32(const char* p) {
-  const auto* u = reinterpret_cast<const unsigned char*>(p);
-  return (uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | u[3];
-}
-
-int64_t as_int(const std::string& v, const std::string& key) {
-  try {
-    size_t pos = 0;
-    int64_t n = std::stoll(v, &pos);
-    if (pos == v.size()) return n;
-  } catch (const std::exception&) {}
-  throw RemoteError("add: the value at store key '" + key + "' is not an integer");
-}
 }  // namespace
+
+// The cache as store_semantics sees it: reads from the cache, writes append
+// records to the log (which updates the cache), and the hidden users key is
+// not counted. Used only under a Lock (a write Lock when it writes).
+class FileStore::View final : public KeyValue {
+ public:
+  explicit View(FileStore& s) : s_(s) {}
+  const Bytes* find(const std::string& key) const override {
+    auto it = s_.cache_.find(key);
+    return it == s_.cache_.end() ? nullptr : &it->second;
+  }
+  void put(const std::string& key, Bytes value) override { s_.append('S', key, value); }
+  bool erase(const std::string& key) override {
+    if (!s_.cache_.count(key)) return false;
+    s_.append('D', key, {});
+    return true;
+  }
+  size_t size() const override { return s_.cache_.size() - s_.cache_.count(kUsersKey); }
+
+ private:
+  FileStore& s_;
+};
 
 // Holds the object's mutex and an fcntl lock on the current file, with the
 // cache brought up to date.
@@ -70,14 +75,15 @@ class FileStore::Lock {
 FileStore::FileStore(std::string path) : path_(std::move(path)) {
   open_file();
   Lock lk(*this, true);
-  int64_t users = cache_.count(kUsersKey) ? as_int(cache_[kUsersKey], kUsersKey) : 0;
-  append('S', kUsersKey, std::to_string(users + 1));
+  View kv(*this);
+  semantics::add(kv, kUsersKey, 1);
 }
 
 FileStore::~FileStore() {
   try {
     Lock lk(*this, true);
-    int64_t users = cache_.count(kUsersKey) ? as_int(cache_[kUsersKey], kUsersKey) : 1;
+    View kv(*this);
+    const int64_t users = kv.find(kUsersKey) ? semantics::integer_at(kv, kUsersKey) : 1;
     if (users <= 1) ::unlink(path_.c_str());
     else append('S', kUsersKey, std::to_string(users - 1));
   } catch (const std::exception&) {
@@ -111,9 +117,9 @@ void FileStore::refresh() {
   }
   size_t at = 0;
   while (got - at >= 9) {
-    uint32_t klen = get_u32(&buf[at + 1]);
+    uint32_t klen = wire::get_be32(&buf[at + 1]);
     if (got - at < 9ull + klen) break;
-    uint32_t vlen = get_u32(&buf[at + 5 + klen]);
+    uint32_t vlen = wire::get_be32(&buf[at + 5 + klen]);
     if (got - at < 9ull + klen + vlen) break;  // a record being written by a writer that died
     std::string key = buf.substr(at + 5, klen);
     if (buf[at] == 'D') cache_.erase(key);
@@ -125,9 +131,9 @@ void FileStore::refresh() {
 
 void FileStore::append(char op, const std::string& key, const std::string& value) {
   std::string rec(1, op);
-  put_u32(rec, static_cast<uint32_t>(key.size()));
+  wire::append_be32(rec, static_cast<uint32_t>(key.size()));
   rec += key;
-  put_u32(rec, static_cast<uint32_t>(value.size()));
+  wire::append_be32(rec, static_cast<uint32_t>(value.size()));
   rec += value;
   // Drop a torn record a dead writer left, so the log stays parseable.
   struct stat st{};
@@ -143,10 +149,6 @@ void FileStore::append(char op, const std::string& key, const std::string& value
   offset_ += static_cast<off_t>(rec.size());
   if (op == 'D') cache_.erase(key);
   else cache_[key] = value;
-}
-
-bool FileStore::has_all(const std::vector<std::string>& keys) const {
-  return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return cache_.count(k) > 0; });
 }
 
 void FileStore::set(const std::string& key, const Bytes& value) {
@@ -165,19 +167,14 @@ Bytes FileStore::get(const std::string& key) {
 
 int64_t FileStore::add(const std::string& key, int64_t delta) {
   Lock lk(*this, true);
-  auto it = cache_.find(key);
-  int64_t v = (it == cache_.end() ? 0 : as_int(it->second, key)) + delta;
-  append('S', key, std::to_string(v));
-  return v;
+  View kv(*this);
+  return semantics::add(kv, key, delta);
 }
 
 Bytes FileStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
   Lock lk(*this, true);
-  auto it = cache_.find(key);
-  if (it == cache_.end() && !expected.empty()) return expected;
-  if (it != cache_.end() && it->second != expected) return it->second;
-  append('S', key, desired);
-  return desired;
+  View kv(*this);
+  return semantics::compare_set(kv, key, expected, desired).value;
 }
 
 void FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
@@ -187,8 +184,7 @@ void FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
     std::vector<std::string> missing;
     {
       Lock lk(*this, false);
-      for (const auto& k : keys)
-        if (!cache_.count(k)) missing.push_back(k);
+      missing = semantics::missing(View(*this), keys);
     }
     if (missing.empty()) return;
     if (Clock::now() >= deadline) throw TimeoutError(timeout_message(timeout, missing) + " in file store " + path_);
@@ -199,19 +195,18 @@ void FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
 
 bool FileStore::check(const std::vector<std::string>& keys) {
   Lock lk(*this, false);
-  return has_all(keys);
+  return semantics::has_all(View(*this), keys);
 }
 
 bool FileStore::delete_key(const std::string& key) {
   Lock lk(*this, true);
-  if (!cache_.count(key)) return false;
-  append('D', key, {});
-  return true;
+  View kv(*this);
+  return semantics::delete_key(kv, key);
 }
 
 int64_t FileStore::num_keys() {
   Lock lk(*this, false);
-  return static_cast<int64_t>(cache_.size()) - static_cast<int64_t>(cache_.count(kUsersKey));
+  return semantics::num_keys(View(*this));
 }
 
 }  // namespace dl::rdzv

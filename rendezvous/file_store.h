@@ -14,6 +14,9 @@
 // as with torch's FileStore. A store whose file was removed by the last user
 // while another was just opening reopens the new file, never the removed one.
 //
+// The semantics are store_semantics.h's, over a view of the log whose writes
+// append records.
+//
 // Thread-safe. Failure: IoError naming the path; TimeoutError naming keys.
 #include <mutex>
 #include <unordered_map>
@@ -45,10 +48,10 @@ class FileStore : public Store {
 
  private:
   class Lock;
+  class View;
   void open_file();
   void refresh();
   void append(char op, const std::string& key, const std::string& value);
-  bool has_all(const std::vector<std::string>& keys) const;
 
   std::string path_;
   std::mutex mu_;

@@ -16,73 +16,58 @@ std::string describe_missing(const std::vector<std::string>& missing) {
 void HashStore::set(const std::string& key, const Bytes& value) {
   {
     std::lock_guard lk(mu_);
-    data_[key] = value;
+    data_.put(key, value);
   }
   cv_.notify_all();
 }
 
 Bytes HashStore::get(const std::string& key) {
-  wait({key}, timeout());
-  std::lock_guard lk(mu_);
-  return data_.at(key);
+  for (;;) {
+    wait({key}, timeout());
+    std::lock_guard lk(mu_);
+    if (const Bytes* v = data_.find(key)) return *v;  // else deleted meanwhile: wait again
+  }
 }
 
 int64_t HashStore::add(const std::string& key, int64_t delta) {
   int64_t v;
   {
     std::lock_guard lk(mu_);
-    auto it = data_.find(key);
-    v = (it == data_.end() ? 0 : std::stoll(it->second)) + delta;
-    data_[key] = std::to_string(v);
+    v = semantics::add(data_, key, delta);
   }
   cv_.notify_all();
   return v;
 }
 
 Bytes HashStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
-  std::unique_lock lk(mu_);
-  auto it = data_.find(key);
-  if (it == data_.end()) {
-    if (!expected.empty()) return expected;
-    data_[key] = desired;
-  } else if (it->second == expected) {
-    it->second = desired;
-  } else {
-    return it->second;
+  semantics::CasResult r;
+  {
+    std::lock_guard lk(mu_);
+    r = semantics::compare_set(data_, key, expected, desired);
   }
-  lk.unlock();
-  cv_.notify_all();
-  return desired;
-}
-
-bool HashStore::has_all(const std::vector<std::string>& keys) const {
-  for (const auto& k : keys)
-    if (!data_.count(k)) return false;
-  return true;
+  if (r.swapped) cv_.notify_all();
+  return std::move(r.value);
 }
 
 void HashStore::wait(const std::vector<std::string>& keys, Millis timeout) {
   std::unique_lock lk(mu_);
-  if (cv_.wait_for(lk, timeout, [&] { return has_all(keys); })) return;
-  std::vector<std::string> missing;
-  for (const auto& k : keys)
-    if (!data_.count(k)) missing.push_back(k);
-  throw TimeoutError(timeout_message(timeout, missing));
+  if (cv_.wait_for(lk, timeout, [&] { return semantics::has_all(data_, keys); })) return;
+  throw TimeoutError(timeout_message(timeout, semantics::missing(data_, keys)));
 }
 
 bool HashStore::check(const std::vector<std::string>& keys) {
   std::lock_guard lk(mu_);
-  return has_all(keys);
+  return semantics::has_all(data_, keys);
 }
 
 bool HashStore::delete_key(const std::string& key) {
   std::lock_guard lk(mu_);
-  return data_.erase(key) > 0;
+  return semantics::delete_key(data_, key);
 }
 
 int64_t HashStore::num_keys() {
   std::lock_guard lk(mu_);
-  return static_cast<int64_t>(data_.size());
+  return semantics::num_keys(data_);
 }
 
 }  // namespace dl::rdzv

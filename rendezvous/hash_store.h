@@ -1,11 +1,12 @@
 #pragma once
-// An in-process Store: a map behind a mutex. For threads-as-ranks tests and
-// for the TCP store server's state. Thread-safe.
+// An in-process Store: a map behind a mutex, for threads-as-ranks tests.
+// The semantics are store_semantics.h's; this adds the lock and the waiting.
+// Thread-safe.
 #include <condition_variable>
-#include <map>
 #include <mutex>
 
 #include "rendezvous/store.h"
+#include "rendezvous/store_semantics.h"
 
 namespace dl::rdzv {
 
@@ -22,10 +23,9 @@ class HashStore : public Store {
   int64_t num_keys() override;
 
  private:
-  bool has_all(const std::vector<std::string>& keys) const;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, Bytes> data_;
+  KeyValueMap data_;
 };
 
 // "a, b and c" style list of the keys of `keys` that `present` says are

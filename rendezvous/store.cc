@@ -1,6 +1,7 @@
 #include "rendezvous/store.h"
 
 #include "errors/error.h"
+#include "rendezvous/store_semantics.h"
 
 namespace dl::rdzv {
 
@@ -42,16 +43,15 @@ std::string Store::timeout_message(Millis waited, const std::vector<std::string>
 }
 
 void Store::check_barrier_count(const std::string& key, int64_t count) {
-  if (count < 1)
-    throw UsageError("barrier at store key '" + key + "' for " + std::to_string(count) +
-                     " callers: the count must be at least 1");
+  std::string bad = semantics::barrier_count_error(key, count);
+  if (!bad.empty()) throw UsageError(bad);
 }
 
 int64_t Store::barrier(const std::string& key, int64_t count, Millis timeout) {
   check_barrier_count(key, count);
   const int64_t me = add(key, 1);
   const std::string open = key + "/open";
-  if (me >= count) set(open, "1");
+  if (semantics::barrier_open(me, count)) set(open, "1");
   try {
     wait({open}, timeout);
   } catch (const TimeoutError&) {

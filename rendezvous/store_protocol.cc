@@ -1,64 +1,81 @@
 #include "rendezvous/store_protocol.h"
 
+#include "errors/error.h"
+#include "rendezvous/store_semantics.h"
+#include "wire/coding.h"
+
 namespace dl::rdzv::proto {
 
 namespace {
 
-void put_u32(std::string& out, uint32_t v) {
-  const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-  out.append(b, 4);
-}
-
-void put_i64(std::string& out, int64_t s) {
-  auto v = static_cast<uint64_t>(s);
-  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(char(v >> shift));
-}
+void put_i64(std::string& out, int64_t v) { wire::append_be64(out, static_cast<uint64_t>(v)); }
 
 void put_str(std::string& out, std::string_view s) {
-  put_u32(out, static_cast<uint32_t>(s.size()));
+  wire::append_be32(out, static_cast<uint32_t>(s.size()));
   out.append(s);
 }
 
-// A cursor over a payload; every read fails (ok = false) once out of bytes.
+void put_strs(std::string& out, const std::vector<std::string>& v) {
+  wire::append_be32(out, static_cast<uint32_t>(v.size()));
+  for (const auto& s : v) put_str(out, s);
+}
+
+// A cursor over a payload from an untrusted peer. Every read checks the
+// bytes left first and throws RemoteError naming what it was reading; no
+// read or allocation goes past the payload.
 struct Reader {
   std::string_view p;
-  bool ok = true;
+  const char* what;  // "request" or "reply", for the message
 
-  bool take(size_t n) {
-    if (!ok || p.size() < n) return ok = false;
-    return true;
+  [[noreturn]] void fail(const std::string& why) const {
+    throw RemoteError(std::string("malformed store ") + what + ": " + why);
   }
-  uint64_t be(size_t n) {
-    if (!take(n)) return 0;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-    p.remove_prefix(n);
+  void need(size_t n, const char* field) const {
+    if (p.size() < n)
+      fail("truncated " + std::string(field) + " (" + std::to_string(n) + " bytes needed, " +
+           std::to_string(p.size()) + " left)");
+  }
+  uint8_t u8(const char* field) {
+    need(1, field);
+    auto v = static_cast<uint8_t>(p[0]);
+    p.remove_prefix(1);
     return v;
   }
-  uint8_t u8() { return static_cast<uint8_t>(be(1)); }
-  uint32_t u32() { return static_cast<uint32_t>(be(4)); }
-  int64_t i64() { return static_cast<int64_t>(be(8)); }
-  std::string str() {
-    uint32_t n = u32();
-    if (!take(n)) return {};
+  uint32_t u32(const char* field) {
+    need(4, field);
+    uint32_t v = wire::get_be32(p.data());
+    p.remove_prefix(4);
+    return v;
+  }
+  int64_t i64(const char* field) {
+    need(8, field);
+    auto v = static_cast<int64_t>(wire::get_be64(p.data()));
+    p.remove_prefix(8);
+    return v;
+  }
+  std::string str(const char* field) {
+    uint32_t n = u32(field);
+    need(n, field);
     std::string s(p.substr(0, n));
     p.remove_prefix(n);
     return s;
   }
   std::vector<std::string> strs() {
-    uint32_t n = u32();
+    uint32_t n = u32("key count");
+    if (n > kMaxKeysPerRequest)
+      fail(std::to_string(n) + " keys, over the limit of " + std::to_string(kMaxKeysPerRequest));
+    // Each key takes at least its 4-byte length: a count the payload cannot
+    // hold is refused before anything is reserved for it.
+    if (n > p.size() / 4) fail(std::to_string(n) + " keys announced, " + std::to_string(p.size()) + " bytes left");
     std::vector<std::string> v;
-    if (n > kMaxKeysPerRequest || n > p.size() / 4) { ok = false; return v; }
-    for (uint32_t i = 0; i < n && ok; ++i) v.push_back(str());
+    v.reserve(n);
+    for (uint32_t i = 0; i < n; ++i) v.push_back(str("key"));
     return v;
   }
-  bool done() const { return ok && p.empty(); }
+  void done() const {
+    if (!p.empty()) fail(std::to_string(p.size()) + " bytes after the end");
+  }
 };
-
-void put_strs(std::string& out, const std::vector<std::string>& v) {
-  put_u32(out, static_cast<uint32_t>(v.size()));
-  for (const auto& s : v) put_str(out, s);
-}
 
 }  // namespace
 
@@ -81,31 +98,34 @@ std::string encode(const Request& r) {
   return out;
 }
 
-std::optional<Request> decode_request(std::string_view payload) {
-  Reader in{payload};
+Request decode_request(std::string_view payload) {
+  Reader in{payload, "request"};
   Request r;
-  uint8_t op = in.u8();
+  const uint8_t op = in.u8("op");
   r.op = static_cast<Op>(op);
   switch (r.op) {
-    case Op::kSet: r.keys = {in.str()}, r.value = in.str(); break;
-    case Op::kGet: r.number = in.i64(), r.keys = {in.str()}; break;
-    case Op::kAdd: r.keys = {in.str()}, r.number = in.i64(); break;
-    case Op::kCas: r.keys = {in.str()}, r.value = in.str(), r.desired = in.str(); break;
-    case Op::kWait: r.number = in.i64(), r.keys = in.strs(); break;
+    case Op::kSet: r.keys.push_back(in.str("key")), r.value = in.str("value"); break;
+    case Op::kGet: r.number = in.i64("timeout"), r.keys.push_back(in.str("key")); break;
+    case Op::kAdd: r.keys.push_back(in.str("key")), r.number = in.i64("delta"); break;
+    case Op::kCas:
+      r.keys.push_back(in.str("key")), r.value = in.str("expected value"), r.desired = in.str("desired value");
+      break;
+    case Op::kWait: r.number = in.i64("timeout"), r.keys = in.strs(); break;
     case Op::kCheck: r.keys = in.strs(); break;
-    case Op::kDelete: r.keys = {in.str()}; break;
+    case Op::kDelete: r.keys.push_back(in.str("key")); break;
     case Op::kNumKeys: break;
-    case Op::kBarrier: r.number = in.i64(), r.keys = {in.str()}, r.count = in.i64(); break;
-    default: return std::nullopt;
+    case Op::kBarrier: r.number = in.i64("timeout"), r.keys.push_back(in.str("key")), r.count = in.i64("count"); break;
+    default: in.fail("unknown op " + std::to_string(op));
   }
-  if (!in.done()) return std::nullopt;
+  in.done();
   return r;
 }
 
 std::string check_limits(const Request& r) {
-  if (r.op == Op::kBarrier && r.count < 1)
-    return "barrier at key '" + r.keys[0].substr(0, 200) + "' for " + std::to_string(r.count) +
-           " callers: the count must be at least 1";
+  if (r.op == Op::kBarrier) {
+    std::string bad = semantics::barrier_count_error(r.keys.empty() ? kNoKey : r.keys[0], r.count);
+    if (!bad.empty()) return bad;
+  }
   for (const auto& k : r.keys) {
     if (k.size() > kMaxKeySize)
       return "key of " + std::to_string(k.size()) + " bytes is over the limit of " +
@@ -136,28 +156,25 @@ std::string encode(const Reply& r, Op op) {
   return out;
 }
 
-std::optional<Reply> decode_reply(std::string_view payload, Op op) {
-  Reader in{payload};
+Reply decode_reply(std::string_view payload, Op op) {
+  Reader in{payload, "reply"};
   Reply r;
-  r.status = static_cast<Status>(in.u8());
-  if (!in.ok) return std::nullopt;
-  if (r.status == Status::kError) {
-    r.value = std::string(in.p);
-    return r;
+  const uint8_t status = in.u8("status");
+  r.status = static_cast<Status>(status);
+  switch (r.status) {
+    case Status::kError: r.value = std::string(in.p); return r;  // the rest is the message
+    case Status::kTimeout: r.keys = in.strs(); break;
+    case Status::kOk:
+      switch (op) {
+        case Op::kGet: case Op::kCas: r.value = in.str("value"); break;
+        case Op::kAdd: case Op::kNumKeys: case Op::kBarrier: r.number = in.i64("number"); break;
+        case Op::kCheck: case Op::kDelete: r.number = in.u8("flag"); break;
+        default: break;
+      }
+      break;
+    default: in.fail("unknown status " + std::to_string(status));
   }
-  if (r.status == Status::kTimeout) {
-    r.keys = in.strs();
-  } else if (r.status == Status::kOk) {
-    switch (op) {
-      case Op::kGet: case Op::kCas: r.value = in.str(); break;
-      case Op::kAdd: case Op::kNumKeys: case Op::kBarrier: r.number = in.i64(); break;
-      case Op::kCheck: case Op::kDelete: r.number = in.u8(); break;
-      default: break;
-    }
-  } else {
-    return std::nullopt;
-  }
-  if (!in.done()) return std::nullopt;
+  in.done();
   return r;
 }
 

@@ -27,8 +27,10 @@
 // A request whose key or value is over the limit gets a kError reply and the
 // connection stays usable. A frame over kMaxFramePayload, or a request that
 // cannot be decoded, gets a kErrorText frame and the connection is closed.
+//
+// The decoders take any bytes: they read only within the payload, allocate
+// no more than it could hold, and throw RemoteError on anything malformed.
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,13 +66,18 @@ struct Reply {
 };
 
 std::string encode(const Request& r);
-// nullopt when the payload is malformed (truncated, trailing bytes, bad op).
-std::optional<Request> decode_request(std::string_view payload);
+// Decodes a request payload (the bytes after the frame header). Throws
+// RemoteError saying what is wrong when it is malformed (truncated, trailing
+// bytes, unknown op, too many keys); never reads outside `payload`. This is
+// the server's only parser of client bytes, safe to fuzz.
+Request decode_request(std::string_view payload);
 // Empty when every key and value is within the limits; else the reason.
 std::string check_limits(const Request& r);
 
 // `op` tells which body kOk carries.
 std::string encode(const Reply& r, Op op);
-std::optional<Reply> decode_reply(std::string_view payload, Op op);
+// Decodes a reply payload to a request of `op` (any value). Throws
+// RemoteError when it is malformed (as decode_request).
+Reply decode_reply(std::string_view payload, Op op);
 
 }  // namespace dl::rdzv::proto

@@ -8,12 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "errors/error.h"
-#include "rendezvous/tcp_store_server.h"
+#include "wire/coding.h"
 #include "wire/handshake.h"
 
 namespace dl::rdzv {
@@ -30,7 +29,7 @@ TcpStore::TcpStore(std::string host, uint16_t port, std::string token, Millis co
 
 TcpStore::~TcpStore() { sock_.close(); }
 
-void TcpStore::own_server(std::unique_ptr<BackgroundStoreServer> server) { hosted_ = std::move(server); }
+void TcpStore::own_server(std::shared_ptr<void> server) { hosted_ = std::move(server); }
 
 namespace {
 // The longest receive timeout set on the socket: a longer wait re-arms every
@@ -43,21 +42,6 @@ timeval to_timeval(Millis t) {
 }
 
 }  // namespace
-
-namespace {
-std::chrono::microseconds spin_from_env() {
-  const char* v = std::getenv("DLAUNCH_STORE_SPIN_US");
-  if (!v || !*v) return kDefaultSpin;
-  char* end = nullptr;
-  long us = std::strtol(v, &end, 10);
-  return *end || us < 0 ? kDefaultSpin : std::chrono::microseconds(std::min(us, 10000L));
-}
-// Read at start-up, not on first use: no guard variable for a process
-// forked afterwards to write (each first write there is a page fault).
-const std::chrono::microseconds kSpin = spin_from_env();
-}  // namespace
-
-std::chrono::microseconds store_spin() { return kSpin; }
 
 // Connects (retrying refused connections until connect_timeout_, as the
 // server may still be starting), then runs the token handshake with one recv
@@ -110,13 +94,13 @@ wire::Frame TcpStore::read_frame(Millis timeout, size_t max_payload, bool spin) 
   char buf[65536];
   for (;;) {
     if (inbuf_.size() >= wire::kHeaderSize) {
-      const auto* p = reinterpret_cast<const unsigned char*>(inbuf_.data());
-      size_t len = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | p[3];
+      const wire::FrameHeader h = wire::decode_frame_header(inbuf_.data());
+      const size_t len = h.length;
       if (len > max_payload)
         throw RemoteError(peer_ + " sent a frame of " + std::to_string(len) + " bytes, over the limit of " +
                           std::to_string(max_payload));
       if (inbuf_.size() >= wire::kHeaderSize + len) {
-        wire::Frame f{p[4], inbuf_.substr(wire::kHeaderSize, len)};
+        wire::Frame f{h.type, inbuf_.substr(wire::kHeaderSize, len)};
         inbuf_.erase(0, wire::kHeaderSize + len);
         return f;
       }
@@ -148,21 +132,24 @@ proto::Reply TcpStore::call(const proto::Request& req, Millis reply_timeout) {
     // Requests that are answered at once spin for their reply while round
     // trips are fast; one that parks (wait, barrier) never does.
     const bool immediate = req.op != Op::kWait && req.op != Op::kBarrier;
-    bool spin = immediate && fast_ && store_spin().count() > 0;
-    if (spin && spin_skip_ > 0) --spin_skip_, spin = false;
+    const bool spin = immediate && fast_ && store_spin().count() > 0 && spin_backoff_.take();
     outbuf_.clear();
     wire::append_frame(outbuf_, proto::kRequest, proto::encode(req));
     const auto sent = Clock::now();
     wire::send_all(sock_, outbuf_, peer_);
     wire::Frame f = read_frame(reply_timeout, proto::kMaxFramePayload, spin);
     const auto took = Clock::now() - sent;
-    if (spin && took <= store_spin()) spin_backoff_ = 0;
-    else if (spin) spin_skip_ = spin_backoff_ = std::min(std::max(1, 2 * spin_backoff_), kMaxSpinBackoff);
+    if (spin && took <= store_spin()) spin_backoff_.succeeded();
+    else if (spin) spin_backoff_.failed();
     if (immediate) fast_ = took < kSpinWhenFaster;
     if (f.type == wire::kErrorText) throw RemoteError(peer_ + " closed the connection: " + f.payload);
-    auto decoded = f.type == proto::kReply ? proto::decode_reply(f.payload, req.op) : std::nullopt;
-    if (!decoded) throw RemoteError(peer_ + " sent a malformed reply (is it a dlaunch store of the same version?)");
-    r = std::move(*decoded);
+    auto malformed = [&] { return peer_ + " sent a malformed reply (is it a dlaunch store of the same version?)"; };
+    if (f.type != proto::kReply) throw RemoteError(malformed());
+    try {
+      r = proto::decode_reply(f.payload, req.op);
+    } catch (const RemoteError& e) {
+      throw RemoteError(malformed() + ": " + e.what());
+    }
   } catch (const Error&) {
     sock_.close();  // the stream is out of step now; the next call reconnects
     throw;

@@ -17,30 +17,18 @@
 #include <memory>
 #include <mutex>
 
+#include "rendezvous/spin_policy.h"
 #include "rendezvous/store.h"
 #include "rendezvous/store_protocol.h"
 #include "wire/socket.h"
 
 namespace dl::rdzv {
 
-class BackgroundStoreServer;
-
 // How long a client keeps retrying while the server starts.
 inline constexpr Millis kDefaultConnectTimeout{60000};
 // Extra time a client allows the server past a wait's own timeout.
 inline constexpr Millis kReplyGrace{10000};
-// Brief busy-polling for replies (docs/rendezvous.md, "Busy-polling"): a
-// client whose last round trip took under kSpinWhenFaster polls for the
-// next reply for up to store_spin() (DLAUNCH_STORE_SPIN_US, default
-// kDefaultSpin; 0 turns it off) before it sleeps, and so does the server for
-// a client's next request. Waits and barriers never spin.
-inline constexpr std::chrono::microseconds kDefaultSpin{50};
-inline constexpr std::chrono::microseconds kSpinWhenFaster{200};
-// After a spin that found nothing, the next 1, 2, 4, ... up to this many
-// chances to spin are skipped (where client and server share one CPU, every
-// spin fails: then one request in this many pays for one).
-inline constexpr int kMaxSpinBackoff = 64;
-std::chrono::microseconds store_spin();
+// Brief busy-polling for replies: spin_policy.h.
 
 class TcpStore : public Store {
  public:
@@ -63,9 +51,10 @@ class TcpStore : public Store {
 
   // "host:port" of the server.
   const std::string& peer() const { return peer_; }
-  // Keeps a server this process hosts alive as long as this client (rank 0
-  // hosting the job's store).
-  void own_server(std::unique_ptr<BackgroundStoreServer> server);
+  // Keeps a server this process hosts (a BackgroundStoreServer) alive as long
+  // as this client: rank 0 hosting the job's store. Type-erased, so the
+  // client does not depend on the server's header.
+  void own_server(std::shared_ptr<void> server);
 
  private:
   void connect();
@@ -74,7 +63,7 @@ class TcpStore : public Store {
   wire::Frame read_frame(Millis timeout, size_t max_payload, bool spin = false);
   void set_recv_timeout(Millis t);
 
-  std::unique_ptr<BackgroundStoreServer> hosted_;  // destroyed last
+  std::shared_ptr<void> hosted_;  // destroyed last
   std::string host_, token_, peer_;
   uint16_t port_;
   Millis connect_timeout_;
@@ -84,8 +73,7 @@ class TcpStore : public Store {
   std::string outbuf_;  // the frame being sent, kept to reuse its allocation
   Millis recv_timeout_{-1};  // SO_RCVTIMEO last set on sock_, -1 for none
   bool fast_ = false;        // the last immediate request's round trip was under kSpinWhenFaster
-  int spin_backoff_ = 0;     // requests not to spin for after a spin that found nothing (doubles)
-  int spin_skip_ = 0;        // of those, left
+  SpinBackoff spin_backoff_;  // requests not to spin for after a spin that found nothing
 };
 
 }  // namespace dl::rdzv

@@ -7,9 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <optional>
-#include <unordered_map>
 #include <unordered_set>
 
 #include <boost/asio/dispatch.hpp>
@@ -18,8 +16,10 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "errors/error.h"
+#include "rendezvous/spin_policy.h"
 #include "rendezvous/store_protocol.h"
-#include "rendezvous/tcp_store.h"
+#include "rendezvous/store_state.h"
+#include "wire/coding.h"
 #include "wire/frame.h"
 #include "wire/handshake.h"
 
@@ -39,25 +39,13 @@ constexpr size_t kReadChunk = 16384;
 // client is not reading), reading stops once this much input is buffered.
 constexpr size_t kMaxHeldInput = 1u << 20;
 
-// A request parked until its keys exist or its timeout passes.
-struct Waiter;
-using WaiterPtr = std::shared_ptr<Waiter>;
-using Deadlines = std::multimap<Clock::time_point, WaiterPtr>;
-struct Waiter {
-  std::weak_ptr<Session> session;
-  proto::Request req;
-  int64_t arrival = 0;           // kBarrier: the value this caller's add made
-  Deadlines::iterator deadline;  // this waiter's entry in Impl::deadlines
-  bool done = false;
-  explicit Waiter(proto::Request r) : req(std::move(r)) {}
-};
+using WaiterPtr = StoreState::WaiterPtr;
 // Nonces drawn per getrandom call for the handshakes of a burst of clients.
 constexpr size_t kNoncesPerDraw = 64;
 // A client whose request came within kSpinWhenFaster of our last reply is in
 // a loop of requests: after answering, the server polls its socket for up to
 // store_spin() before going back to the event loop, at most kMaxSpins
-// requests in a row so other clients and handlers wait at most that long.
-constexpr int kMaxSpins = 64;
+// requests in a row (spin_policy.h).
 }  // namespace
 
 struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
@@ -66,21 +54,14 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   std::string token;
   std::function<void(const std::string&)> log;
   bool stopped = false;
-  std::unordered_map<std::string, std::string> data;
-  std::unordered_map<std::string, std::vector<WaiterPtr>> waiters;  // by missing key
-  // Parked barriers by key, with the smallest count among them: an arrival
-  // below it wakes no one and costs no scan, so W arrivals cost O(W).
-  struct Barriers {
-    int64_t min_count = INT64_MAX;
-    std::vector<WaiterPtr> ws;
-  };
-  std::unordered_map<std::string, Barriers> barriers;
+  // The data, parked requests and their deadlines (store_state.h); answers
+  // to parked requests go to their sessions through answer().
+  StoreState state{[this](const WaiterPtr& w, const proto::Reply& r) { answer(w, r); }};
   std::unordered_set<std::shared_ptr<Session>> sessions;
   tcp protocol = tcp::v4();
-  // Parked requests by deadline, with one timer for the earliest: a
-  // thousand waits cost no timer each (and no cancelled handler each when
-  // they are answered together).
-  Deadlines deadlines;
+  // One timer for the earliest deadline of a parked request: a thousand
+  // waits cost no timer each (and no cancelled handler each when they are
+  // answered together).
   asio::steady_timer wait_timer;
   Clock::time_point wait_timer_at = Clock::time_point::max();
   // Sessions still in the handshake, in accept order (so in deadline order),
@@ -106,41 +87,12 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   void accept_ready();
   void wait_accept();
   void note(const std::string& line) { if (log) log("store: " + line); }
-  // The integer at key (decimal text), nullopt when missing or not one.
-  std::optional<int64_t> integer(const std::string& key) const {
-    auto it = data.find(key);
-    if (it == data.end()) return std::nullopt;
-    try {
-      size_t pos = 0;
-      int64_t v = std::stoll(it->second, &pos);
-      if (pos == it->second.size()) return v;
-    } catch (...) {}
-    return std::nullopt;
-  }
-  void wake_barriers(const std::string& key);
-  bool has_all(const std::vector<std::string>& keys) const {
-    return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return data.count(k) > 0; });
-  }
-  std::vector<std::string> missing(const std::vector<std::string>& keys) const {
-    std::vector<std::string> out;
-    for (const auto& k : keys) if (!data.count(k)) out.push_back(k);
-    return out;
-  }
-  void park(const std::shared_ptr<Session>& s, proto::Request req, int64_t arrival = 0);
-  void unpark(const WaiterPtr& w);
-  void notify(const std::string& key);
-  void finish(const WaiterPtr& w, bool timed_out);
-  proto::Reply execute(const proto::Request& r, bool& parked, const std::shared_ptr<Session>& s);
+  void answer(const WaiterPtr& w, const proto::Reply& r);
   void shutdown();
 };
 
 namespace {
 using Impl = TcpStoreServer::Impl;
-
-uint32_t frame_length(const char* h) {
-  const auto* p = reinterpret_cast<const unsigned char*>(h);
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-}
 
 // One client connection. Reads on readiness into `in` ([head, tail) not yet
 // handled), handles every whole frame there, and sends the replies gathered
@@ -211,15 +163,13 @@ struct Session : std::enable_shared_from_this<Session> {
         flush();
         if (static_cast<size_t>(n) < room) {
           const bool may_spin = hot && spins < kMaxSpins && store_spin().count() > 0 && !held() && out.empty();
-          if (may_spin && spin_skip > 0) {
-            --spin_skip;
-          } else if (may_spin) {
+          if (may_spin && backoff.take()) {
             if (next_request_soon()) {
               ++spins;
-              spin_backoff = 0;
+              backoff.succeeded();
               continue;
             }
-            spin_skip = spin_backoff = std::min(std::max(1, 2 * spin_backoff), kMaxSpinBackoff);
+            backoff.failed();
           }
           spins = 0;
           break;
@@ -237,7 +187,7 @@ struct Session : std::enable_shared_from_this<Session> {
   // Polls (without sleeping, up to store_spin()) for the client's next
   // request once its replies are sent; true when one arrived.
   int spins = 0;
-  int spin_backoff = 0, spin_skip = 0;  // as TcpStore's: chances skipped after a spin found nothing
+  SpinBackoff backoff;  // chances skipped after a spin found nothing
   bool next_request_soon() {
     const auto until = Clock::now() + store_spin();
     char c;
@@ -272,7 +222,8 @@ struct Session : std::enable_shared_from_this<Session> {
       head = 0;
     }
     size_t want = cap;
-    if (tail >= wire::kHeaderSize) want = std::max(want, wire::kHeaderSize + frame_length(in.get()));
+    if (tail >= wire::kHeaderSize)
+      want = std::max(want, wire::kHeaderSize + wire::decode_frame_header(in.get()).length);
     if (want - tail < kReadChunk / 4) want = tail + kReadChunk;
     if (want <= cap) return;
     std::unique_ptr<char[]> bigger(new char[want]);
@@ -285,8 +236,8 @@ struct Session : std::enable_shared_from_this<Session> {
   void handle_input() {
     while (!held() && !closing && !closed && tail - head >= wire::kHeaderSize) {
       const char* h = in.get() + head;
-      const size_t len = frame_length(h);
-      const uint8_t type = static_cast<uint8_t>(h[4]);
+      const auto [len32, type] = wire::decode_frame_header(h);
+      const size_t len = len32;
       if (hs && ((type != wire::kHandshake && type != wire::kErrorText) || len > wire::kMaxHandshakePayload))
         return refuse("expected a store/1 token handshake, got something else");
       if (len > proto::kMaxFramePayload)
@@ -314,16 +265,27 @@ struct Session : std::enable_shared_from_this<Session> {
   }
 
   void handle(uint8_t type, std::string_view payload) {
-    auto req = type == proto::kRequest ? proto::decode_request(payload) : std::nullopt;
-    if (!req) return refuse("malformed store request (frame type " + std::to_string(type) + ")");
-    std::string bad = proto::check_limits(*req);
+    auto malformed = [&] { return "malformed store request (frame type " + std::to_string(type) + ")"; };
+    if (type != proto::kRequest) return refuse(malformed());
+    proto::Request req;
+    try {
+      req = proto::decode_request(payload);
+    } catch (const RemoteError& e) {
+      return refuse(malformed() + ": " + e.what());
+    }
+    std::string bad = proto::check_limits(req);
     if (!bad.empty()) {
       srv->note(peer() + ": " + bad);
-      return reply({proto::Status::kError, bad, 0, {}}, req->op);
+      return reply({proto::Status::kError, bad, 0, {}}, req.op);
     }
-    bool now_parked = false;
-    proto::Reply r = srv->execute(*req, now_parked, shared_from_this());
-    if (!now_parked) reply(r, req->op);
+    StoreState::Result r = srv->state.execute(req);
+    if (r.parked) {
+      r.parked->owner = weak_from_this();
+      parked = std::move(r.parked);
+      srv->arm_wait_timer();
+      return;
+    }
+    reply(r.reply, req.op);
   }
 
   void reply(const proto::Reply& r, proto::Op op) {
@@ -373,7 +335,7 @@ struct Session : std::enable_shared_from_this<Session> {
   void close(bool ours = true) {
     if (closed) return;
     closed = true;
-    if (parked) srv->unpark(parked), parked.reset();
+    if (parked) srv->state.cancel(parked), parked.reset();
     error_code ignored;
     if (ours) sock.shutdown(tcp::socket::shutdown_both, ignored);
     sock.close(ignored);
@@ -450,65 +412,11 @@ void Impl::wait_accept() {
   });
 }
 
-proto::Reply Impl::execute(const proto::Request& r, bool& parked, const std::shared_ptr<Session>& s) {
-  using proto::Op;
-  proto::Reply out;
-  const std::string& key = r.keys.empty() ? token : r.keys[0];  // token: never read for key-less ops
-  switch (r.op) {
-    case Op::kSet: data[key] = r.value; notify(key); break;
-    case Op::kGet: case Op::kWait:
-      if (!has_all(r.keys)) { parked = true; park(s, r); break; }
-      if (r.op == Op::kGet) out.value = data[key];
-      break;
-    case Op::kAdd: case Op::kBarrier: {
-      auto v = data.count(key) ? integer(key) : std::optional<int64_t>(0);
-      if (!v) return {proto::Status::kError, "add: the value at key '" + key + "' is not an integer", 0, {}};
-      out.number = *v + (r.op == Op::kAdd ? r.number : 1);
-      data[key] = std::to_string(out.number);
-      if (r.op == Op::kBarrier && out.number < r.count) {
-        parked = true;
-        park(s, r, out.number);
-      }
-      notify(key);
-      break;
-    }
-    case Op::kCas: {
-      auto it = data.find(key);
-      if (it == data.end() && !r.value.empty()) { out.value = r.value; break; }
-      if (it != data.end() && it->second != r.value) { out.value = it->second; break; }
-      data[key] = r.desired;
-      out.value = r.desired;
-      notify(key);
-      break;
-    }
-    case Op::kCheck: out.number = has_all(r.keys); break;
-    case Op::kDelete: out.number = data.erase(key) > 0; break;
-    case Op::kNumKeys: out.number = static_cast<int64_t>(data.size()); break;
-  }
-  return out;
-}
-
-void Impl::park(const std::shared_ptr<Session>& s, proto::Request req, int64_t arrival) {
-  auto w = std::make_shared<Waiter>(std::move(req));
-  w->session = s;
-  w->arrival = arrival;
-  s->parked = w;
-  if (w->req.op == proto::Op::kBarrier) {
-    auto& b = barriers[w->req.keys[0]];
-    b.ws.push_back(w);
-    b.min_count = std::min(b.min_count, w->req.count);
-  } else {
-    for (const auto& k : missing(w->req.keys)) waiters[k].push_back(w);
-  }
-  const auto ms = std::chrono::milliseconds(std::clamp<int64_t>(w->req.number, 0, int64_t{1} << 40));
-  w->deadline = deadlines.emplace(Clock::now() + ms, w);
-  if (w->deadline == deadlines.begin()) arm_wait_timer();
-}
-
 // Points the one wait timer at the earliest deadline when that moved earlier.
 void Impl::arm_wait_timer() {
-  if (deadlines.empty() || deadlines.begin()->first >= wait_timer_at) return;
-  wait_timer_at = deadlines.begin()->first;
+  const auto next = state.next_deadline();
+  if (next == Clock::time_point::max() || next >= wait_timer_at) return;
+  wait_timer_at = next;
   wait_timer.expires_at(wait_timer_at);  // cancels the wait for a later one
   wait_timer.async_wait([self = shared_from_this()](error_code ec) {
     if (ec == asio::error::operation_aborted || self->stopped) return;
@@ -519,73 +427,14 @@ void Impl::arm_wait_timer() {
 // Answers every parked request whose deadline passed with its missing keys.
 void Impl::on_wait_timer() {
   wait_timer_at = Clock::time_point::max();
-  const auto now = Clock::now();
-  while (!deadlines.empty() && deadlines.begin()->first <= now) {
-    WaiterPtr w = deadlines.begin()->second;
-    finish(w, true);  // erases its entry
-  }
+  state.expire(Clock::now());
   arm_wait_timer();
 }
 
-void Impl::unpark(const WaiterPtr& w) {
-  if (w->done) return;
-  w->done = true;
-  deadlines.erase(w->deadline);  // the timer may fire for nothing: harmless
-  if (w->req.op == proto::Op::kBarrier) {
-    auto it = barriers.find(w->req.keys[0]);
-    if (it == barriers.end()) return;
-    auto& v = it->second.ws;
-    v.erase(std::remove(v.begin(), v.end(), w), v.end());  // min_count may stay low: one extra scan
-    if (v.empty()) barriers.erase(it);
-    return;
-  }
-  for (const auto& k : w->req.keys) {
-    auto it = waiters.find(k);
-    if (it == waiters.end()) continue;
-    auto& v = it->second;
-    v.erase(std::remove(v.begin(), v.end(), w), v.end());
-    if (v.empty()) waiters.erase(it);
-  }
-}
-
-// Answers the barriers parked on key whose count its value has reached.
-void Impl::wake_barriers(const std::string& key) {
-  auto it = barriers.find(key);
-  if (it == barriers.end()) return;
-  auto v = integer(key);
-  if (!v || *v < it->second.min_count) return;
-  std::vector<WaiterPtr> ready, rest;
-  int64_t min_count = INT64_MAX;
-  for (auto& w : it->second.ws) {
-    if (w->req.count <= *v) ready.push_back(std::move(w));
-    else min_count = std::min(min_count, w->req.count), rest.push_back(std::move(w));
-  }
-  if (rest.empty()) barriers.erase(it);
-  else it->second.ws = std::move(rest), it->second.min_count = min_count;
-  for (const auto& w : ready) finish(w, false);
-}
-
-void Impl::notify(const std::string& key) {
-  if (!barriers.empty()) wake_barriers(key);
-  auto it = waiters.find(key);
-  if (it == waiters.end()) return;
-  std::vector<WaiterPtr> ws = std::move(it->second);
-  waiters.erase(it);
-  for (const auto& w : ws)
-    if (!w->done && has_all(w->req.keys)) finish(w, false);
-}
-
-void Impl::finish(const WaiterPtr& w, bool timed_out) {
-  unpark(w);
-  auto s = w->session.lock();
+// Sends a parked request's answer to its session, if it is still there.
+void Impl::answer(const WaiterPtr& w, const proto::Reply& r) {
+  auto s = std::static_pointer_cast<Session>(w->owner.lock());
   if (!s || s->closed) return;
-  proto::Reply r;
-  if (timed_out) {
-    r.status = proto::Status::kTimeout;
-    r.keys = w->req.op == proto::Op::kBarrier ? w->req.keys : missing(w->req.keys);
-  }
-  else if (w->req.op == proto::Op::kGet) r.value = data[w->req.keys[0]];
-  else if (w->req.op == proto::Op::kBarrier) r.number = w->arrival;
   s->parked.reset();
   s->reply(r, w->req.op);
   s->flush();

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "control/env_names.h"
 #include "errors/error.h"
 
 namespace dl::rdzv {
@@ -20,7 +21,7 @@ std::optional<std::string> load_token(const std::string& token_file) {
     if (t.empty()) throw UsageError("token file " + token_file + " is empty");
     return t;
   }
-  if (const char* t = std::getenv("DLAUNCH_TOKEN"); t && *t) return std::string(t);
+  if (const char* t = std::getenv(env::kDlToken); t && *t) return std::string(t);
   return std::nullopt;
 }
 

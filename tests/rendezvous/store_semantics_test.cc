@@ -146,3 +146,21 @@ TEMPLATE_TEST_CASE("store barrier timeout says how many arrived", "[rendezvous]"
   t.join();
   CHECK_THROWS_AS(a->barrier("other", 0, 100ms), dl::UsageError);
 }
+
+TEMPLATE_TEST_CASE("store add on a non-integer value fails with the same text everywhere", "[rendezvous]", HashEnv,
+                   TcpEnv, FileEnv) {
+  TestType env;
+  auto s = env.client();
+  s->set("text", "12abc");
+  try {
+    s->add("text", 1);
+    FAIL("add did not fail");
+  } catch (const dl::RemoteError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("add: the value at store key '") &&
+                             Catch::Contains("text' is not an integer"));
+  }
+  CHECK(s->get("text") == "12abc");
+  s->set("max", std::to_string(INT64_MAX));
+  CHECK_THROWS_WITH(s->add("max", 1), Catch::Contains("overflows a 64-bit integer"));
+  CHECK(s->add("max", -1) == INT64_MAX - 1);
+}

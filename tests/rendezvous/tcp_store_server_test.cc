@@ -142,9 +142,9 @@ std::string request_frame(const proto::Request& r) {
 proto::Reply read_reply(const dl::wire::Socket& s, proto::Op op) {
   auto f = dl::wire::read_frame(s, proto::kMaxFramePayload, 5000ms, "store");
   REQUIRE(f.type == proto::kReply);
-  auto r = proto::decode_reply(f.payload, op);
-  REQUIRE(r);
-  return *r;
+  proto::Reply r;
+  REQUIRE_NOTHROW(r = proto::decode_reply(f.payload, op));  // well-formed
+  return r;
 }
 
 // Sends the hello on `s` and reads the server's answer; returns the proof

@@ -1,0 +1,106 @@
+#pragma once
+// The TCP store server's state, without its sockets: the key/value data, the
+// requests parked until their keys exist (get, wait) or their barrier opens,
+// and their deadlines. tcp_store_server.cc keeps only the I/O (accept,
+// handshake, framing, per-connection buffers) and the one timer that calls
+// expire(); this is the part unit tests drive directly.
+//
+// The semantics are store_semantics.h's. Parked requests cost O(1) each to
+// park and to answer: waiters are indexed by the keys they miss, barriers by
+// key with the smallest count among them, so an arrival below that count
+// wakes no one and costs no scan (W arrivals cost O(W)), and deadlines sit in
+// one ordered map (one timer for all of them).
+//
+// Single-threaded: the server calls it from its one io_context thread.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "rendezvous/store_protocol.h"
+#include "rendezvous/store_semantics.h"
+
+namespace dl::rdzv {
+
+class StoreState {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Waiter;
+  using WaiterPtr = std::shared_ptr<Waiter>;
+  using Deadlines = std::multimap<Clock::time_point, WaiterPtr>;
+
+  // A request parked until its keys exist, its barrier opens or its
+  // deadline passes.
+  struct Waiter {
+    proto::Request req;
+    // Whom the answer is for (the server's session); the state never looks
+    // at it.
+    std::weak_ptr<void> owner;
+    int64_t arrival = 0;           // kBarrier: the value this caller's add made
+    Deadlines::iterator deadline;  // this waiter's entry in deadlines_
+    bool done = false;             // answered or cancelled
+    explicit Waiter(proto::Request r) : req(std::move(r)) {}
+  };
+
+  // Called with a parked request and its reply (kOk, or kTimeout with the
+  // keys still missing) when it is answered; the waiter is no longer parked
+  // by then. It must not call execute() (answer later, e.g. posted).
+  using Answer = std::function<void(const WaiterPtr& w, const proto::Reply& reply)>;
+
+  explicit StoreState(Answer answer) : answer_(std::move(answer)) {}
+  StoreState(const StoreState&) = delete;
+  StoreState& operator=(const StoreState&) = delete;
+
+  struct Result {
+    proto::Reply reply;  // the answer, unless parked
+    WaiterPtr parked;    // set when the request parked: answered later through Answer
+  };
+  // Executes a decoded request: answers it, or parks it (get or wait of a
+  // missing key, a barrier below its count) with its deadline `timeout_ms`
+  // after now (Clock::now() unless given). The request parked here is never
+  // answered inside this call, so the caller may still fill in its owner.
+  // Requests it answers may wake others (through Answer) before it returns.
+  // Errors (add on a non-integer value, a barrier count below 1) are kError
+  // replies, never exceptions.
+  Result execute(const proto::Request& r);
+  Result execute(const proto::Request& r, Clock::time_point now);
+
+  // Forgets a parked request without answering it (its client left).
+  void cancel(const WaiterPtr& w);
+  // Answers every parked request whose deadline is at or before now with
+  // kTimeout.
+  void expire(Clock::time_point now);
+  // The earliest deadline of a parked request; Clock::time_point::max() when
+  // nothing is parked.
+  Clock::time_point next_deadline() const {
+    return deadlines_.empty() ? Clock::time_point::max() : deadlines_.begin()->first;
+  }
+  // How many requests are parked.
+  size_t parked() const { return deadlines_.size(); }
+  const KeyValue& data() const { return data_; }
+
+ private:
+  Result run(const proto::Request& r, const Clock::time_point* now);
+  WaiterPtr park(const proto::Request& req, int64_t arrival, const Clock::time_point* now);
+  void unpark(const WaiterPtr& w);
+  void notify(const std::string& key);
+  void wake_barriers(const std::string& key);
+  void finish(const WaiterPtr& w, bool timed_out);
+
+  Answer answer_;
+  KeyValueMap data_;
+  std::unordered_map<std::string, std::vector<WaiterPtr>> waiters_;  // get/wait, by missing key
+  // Parked barriers by key, with the smallest count among them.
+  struct Barriers {
+    int64_t min_count = INT64_MAX;
+    std::vector<WaiterPtr> ws;
+  };
+  std::unordered_map<std::string, Barriers> barriers_;
+  Deadlines deadlines_;
+};
+
+}  // namespace dl::rdzv
