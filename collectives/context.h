@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/exchange.h"
+#include "collectives/progress.h"
 #include "collectives/tuning.h"
 
 namespace dl::coll {
@@ -55,7 +55,7 @@ class Context {
   // The operation's label for error messages.
   std::string what() const { return what_(); }
 
-  // Runs the transfers together until done (exchange.h); errors name `what`.
+  // Runs the transfers together until done (progress.h); errors name `what`.
   void run(std::span<Transfer> xfers);
   void run(std::initializer_list<Transfer> xfers);
   void send(int to, const void* buf, size_t n);

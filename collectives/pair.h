@@ -2,7 +2,7 @@
 // The transport interface the algorithms see: a Pair is this rank's ordered,
 // reliable byte stream to one peer (both directions). Transports fill it in:
 // tcp/pair.h (sockets), shm/pair.h (ring buffers in shared memory). Algorithms
-// never name a transport; they drive Pairs through exchange.h.
+// never name a transport; they drive Pairs through progress.h.
 //
 // Thread-safety: a Pair is used by one thread at a time (the communicator's),
 // except shutdown(), which any thread may call to abort.

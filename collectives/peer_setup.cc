@@ -9,6 +9,7 @@
 #include "collectives/tcp/address.h"
 #include "collectives/tcp/mesh.h"
 #include "collectives/tcp/pair.h"
+#include "control/env_names.h"
 #include "wire/handshake.h"
 
 namespace dl::coll {
@@ -29,7 +30,7 @@ std::string hostname() {
 // communicator and shares it through the store.
 std::string resolve_token(rdzv::Store& store, int rank, const Options& opt) {
   if (!opt.token.empty()) return opt.token;
-  std::string t = env_or("DLAUNCH_TOKEN", "");
+  std::string t = env_or(env::kDlToken, "");
   if (!t.empty()) return t;
   const std::string key = opt.prefix + "/token";
   if (rank == 0) store.set(key, wire::new_token());
@@ -45,7 +46,7 @@ std::vector<std::unique_ptr<Pair>> setup_pairs(rdzv::Store& store, int rank, int
   if (size == 1) return pairs;
   opt.token = resolve_token(store, rank, opt);
   opt.address = tcp::choose_address(opt.address, opt.interface);
-  if (opt.host_id.empty()) opt.host_id = env_or("DLAUNCH_HOST_ID", hostname());
+  if (opt.host_id.empty()) opt.host_id = env_or(env::kDlHostId, hostname());
   if (env_or("DLCOLL_SHM", "1") == "0") opt.use_shm = false;
   tcp::MeshConfig cfg{&store, opt.prefix, rank, size, opt.token, opt.address, opt.host_id, opt.timeout};
   auto mesh = tcp::connect_mesh(cfg);

@@ -20,7 +20,7 @@ struct Tuning {
   // Received bytes between two incremental reductions in the ring.
   size_t reduce_chunk_bytes = 128 << 10;
   // Waiting on shared memory: spin this long, then sched_yield() this long,
-  // then sleep on the doorbell (exchange.h, WaitPolicy).
+  // then sleep on the doorbell (progress.h, WaitPolicy).
   size_t spin_us = 50;
   size_t yield_us = 100000;
   // Waiting to receive over TCP: retry the sockets this long before sleeping

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "collectives/exchange.h"
+#include "collectives/progress.h"
 
 namespace dl::coll {
 

@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "errors/error.h"
-#include "hostfiles/host_spec.h"
+#include "hostfiles/host_token.h"
 #include "hostfiles/hostlist.h"
 
 namespace dl::hostfiles {

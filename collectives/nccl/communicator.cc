@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "control/env_names.h"
 #include "errors/error.h"
 
 #ifndef DLAUNCH_HAVE_NCCL
@@ -74,7 +75,7 @@ NcclCommunicator::NcclCommunicator(rdzv::Store& store, int rank, int size, int d
   const int n = device_count();
   if (n == 0) throw UsageError("nccl: no CUDA device is visible on this host (check CUDA_VISIBLE_DEVICES and the driver)");
   if (device < 0) {
-    const char* lr = std::getenv("LOCAL_RANK");
+    const char* lr = std::getenv(env::kLocalRank);
     device = (lr ? std::atoi(lr) : rank) % n;
   }
   device_ = device;

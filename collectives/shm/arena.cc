@@ -18,6 +18,7 @@
 #endif
 
 #include "collectives/algorithms.h"
+#include "collectives/cpu_relax.h"
 #include "collectives/context.h"
 #include "collectives/reduce.h"
 #include "errors/error.h"
@@ -203,7 +204,7 @@ void Arena::wait_all(Context& c) {
     if (r == size_) break;
     if (idle++ == 0) since = checked = Clock::now();
     if (idle % 128 != 0) {
-      __builtin_ia32_pause();
+      cpu_relax();
       continue;
     }
     const auto now = Clock::now();

@@ -24,7 +24,7 @@
 //
 // Waiting spins, yields, then sleeps on a futex on the awaited rank's step
 // counter (the poster wakes sleepers), checking the peers' liveness through
-// their Pairs and the deadline, as exchange.h does for pairs.
+// their Pairs and the deadline, as progress.h does for pairs.
 #include <chrono>
 #include <cstdint>
 #include <memory>

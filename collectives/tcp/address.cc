@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "control/env_names.h"
 #include "errors/error.h"
 #include "wire/socket.h"
 
@@ -82,7 +83,7 @@ std::string route_address(const std::string& host) {
 std::string choose_address(const std::string& explicit_addr, const std::string& ifname) {
   if (!explicit_addr.empty()) return explicit_addr;
   std::string spec = ifname, source = "the interface option";
-  for (const char* var : {"DLAUNCH_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+  for (const char* var : {dl::env::kDlSocketIfname, "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
     if (!spec.empty()) break;
     if (const char* v = env(var)) spec = v, source = std::string("$") + var;
   }
@@ -95,11 +96,11 @@ std::string choose_address(const std::string& explicit_addr, const std::string& 
                      (have.empty() ? "none" : have));
   }
   std::string store_host;
-  if (const char* v = env("DLAUNCH_STORE_ADDR")) {
-    try { store_host = wire::split_host_port(v, "DLAUNCH_STORE_ADDR").first; } catch (const Error&) {}
+  if (const char* v = env(dl::env::kDlStoreAddr)) {
+    try { store_host = wire::split_host_port(v, dl::env::kDlStoreAddr).first; } catch (const Error&) {}
   }
   if (store_host.empty())
-    if (const char* v = env("MASTER_ADDR")) store_host = v;
+    if (const char* v = env(dl::env::kMasterAddr)) store_host = v;
   if (!store_host.empty()) {
     std::string a = route_address(store_host);
     if (!a.empty()) return a;

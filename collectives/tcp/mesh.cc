@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "errors/error.h"
+#include "wire/coding.h"
 #include "wire/handshake.h"
 
 namespace dl::coll::tcp {
@@ -72,9 +73,9 @@ void accept_higher(const MeshConfig& c, const wire::Socket& lsn, std::vector<Mes
     if (!s.valid()) continue;
     try {
       wire::server_handshake(s, c.token, kHandshakeTag, "a connecting rank", left(deadline));
-      uint32_t who_be = 0;
-      wire::recv_exact(s, reinterpret_cast<char*>(&who_be), 4, left(deadline), "a connecting rank");
-      int j = static_cast<int>(ntohl(who_be));
+      char who_be[4];
+      wire::recv_exact(s, who_be, 4, left(deadline), "a connecting rank");
+      int j = static_cast<int>(wire::get_be32(who_be));
       if (j <= c.rank || j >= c.size || peers[j].sock.valid())
         throw RemoteError("collectives: unexpected connection from rank " + std::to_string(j));
       peers[j].sock = std::move(s);
@@ -99,8 +100,9 @@ std::vector<MeshPeer> connect_mesh(const MeshConfig& c) {
     const std::string who = peers[j].info.describe();
     wire::Socket s = wire::connect_tcp(host, p, left(deadline));
     wire::client_handshake(s, c.token, kHandshakeTag, who, left(deadline));
-    uint32_t me = htonl(static_cast<uint32_t>(c.rank));
-    wire::send_all(s, std::string_view(reinterpret_cast<char*>(&me), 4), who);
+    char me[4];
+    wire::put_be32(me, static_cast<uint32_t>(c.rank));
+    wire::send_all(s, std::string_view(me, 4), who);
     peers[j].sock = std::move(s);
   }
   accept_higher(c, lsn, peers, deadline);

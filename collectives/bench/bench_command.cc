@@ -1,4 +1,4 @@
-#include "collectives/bench_command.h"
+#include "collectives/bench/bench_command.h"
 
 #include <chrono>
 #include <cstdio>

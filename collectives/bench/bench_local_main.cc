@@ -17,7 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/bench_command.h"
+#include "collectives/bench/bench_command.h"
+#include "control/env_names.h"
 #include "wire/handshake.h"
 #include "wire/socket.h"
 
@@ -63,13 +64,13 @@ int main(int argc, char** argv) {
         CPU_SET(cpus[r % cpus.size()], &one);
         ::sched_setaffinity(0, sizeof one, &one);
       }
-      ::setenv("RANK", std::to_string(r).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", port.c_str(), 1);
-      ::setenv("DLAUNCH_TOKEN", token.c_str(), 1);
+      ::setenv(dl::env::kRank, std::to_string(r).c_str(), 1);
+      ::setenv(dl::env::kLocalRank, std::to_string(r).c_str(), 1);
+      ::setenv(dl::env::kWorldSize, std::to_string(n).c_str(), 1);
+      ::setenv(dl::env::kLocalWorldSize, std::to_string(n).c_str(), 1);
+      ::setenv(dl::env::kMasterAddr, "127.0.0.1", 1);
+      ::setenv(dl::env::kMasterPort, port.c_str(), 1);
+      ::setenv(dl::env::kDlToken, token.c_str(), 1);
       ::_exit(dl::coll::run_bench_command(args));
     }
     kids.push_back(pid);

@@ -1,4 +1,4 @@
-#include "hostfiles/host_spec.h"
+#include "hostfiles/host_token.h"
 
 #include <cctype>
 

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "collectives/bench_command.h"
+#include "collectives/bench/bench_command.h"
 #include "errors/error.h"
 
 namespace dl::coll {

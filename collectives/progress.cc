@@ -1,4 +1,4 @@
-#include "collectives/exchange.h"
+#include "collectives/progress.h"
 
 #include <poll.h>
 #include <sched.h>
@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "collectives/cpu_relax.h"
 #include "errors/error.h"
 
 namespace dl::coll {
@@ -100,7 +101,7 @@ void run_transfers(std::span<Transfer> xfers, Clock::time_point deadline, Millis
       const bool check = idle % 256 == 0;
       const auto spent = check ? Clock::now() - idle_since : Clock::duration::zero();
       if (!check || spent < wait.spin) {
-        __builtin_ia32_pause();
+        cpu_relax();
         continue;
       }
       for (auto& t : xfers)
@@ -124,7 +125,7 @@ void run_transfers(std::span<Transfer> xfers, Clock::time_point deadline, Millis
       if (receiving) {
         if (idle++ == 0) idle_since = Clock::now();
         if (idle % 16 != 0 || Clock::now() - idle_since < wait.tcp_spin) {
-          __builtin_ia32_pause();
+          cpu_relax();
           continue;
         }
       }

@@ -42,7 +42,7 @@ struct Transfer {
 };
 
 // How long to wait actively on spinning transports (shm) before sleeping:
-// spin with `pause` for `spin`, then sched_yield() for `yield`, then arm the
+// spin with cpu_relax() for `spin`, then sched_yield() for `yield`, then arm the
 // doorbells and sleep in poll(). Communicators take it from Tuning.
 struct WaitPolicy {
   std::chrono::microseconds spin{50};
