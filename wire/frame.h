@@ -14,7 +14,7 @@
 
 namespace dl::wire {
 
-inline constexpr size_t kHeaderSize = 5;
+inline constexpr size_t kHeaderSize = 5;  // wire/coding.h decodes it (kFrameHeaderSize)
 
 // Frame types shared by all protocols; a protocol may add its own from 16 up.
 enum FrameType : uint8_t {

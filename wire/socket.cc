@@ -1,5 +1,7 @@
 #include "wire/socket.h"
 
+#include "wire/coding.h"
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -161,14 +163,14 @@ void write_frame(const Socket& s, uint8_t type, std::string_view payload, const 
 Frame read_frame(const Socket& s, size_t max_payload, Millis timeout, const std::string& peer) {
   char h[kHeaderSize];
   recv_exact(s, h, kHeaderSize, timeout, peer);
-  const auto* p = reinterpret_cast<const unsigned char*>(h);
-  const size_t len = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | p[3];
+  const FrameHeader fh = decode_frame_header(h);
+  const size_t len = fh.length;
   if (len > max_payload) {
     throw RemoteError(peer + " sent a frame of " + std::to_string(len) + " bytes, over the limit of " +
                       std::to_string(max_payload));
   }
   Frame f;
-  f.type = p[4];
+  f.type = fh.type;
   f.payload.resize(len);
   recv_exact(s, f.payload.data(), len, timeout, peer);
   return f;
