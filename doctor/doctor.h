@@ -18,7 +18,7 @@
 
 #include "doctor/analysis.h"
 #include "doctor/child.h"
-#include "doctor/net_test.h"
+#include "doctor/net_probe.h"
 #include "doctor/options.h"
 #include "doctor/peer_link.h"
 #include "doctor/report.h"

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "control/env_names.h"
 #include "launcher/ssh/quote.h"
 
 namespace dl::doctor {
@@ -125,7 +126,7 @@ nlohmann::json collect_facts(const nlohmann::json& req) {
   f["gpus"] = gpus(&tool, &gpu_error);
   f["gpu_tool"] = tool;
   f["gpu_error"] = gpu_error;
-  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  const char* cvd = std::getenv(env::kCudaVisibleDevices);
   f["cuda_visible_devices"] = cvd ? nlohmann::json(cvd) : nlohmann::json(nullptr);
   if (!f["gpus"].empty()) {
     // What CUDA makes of them: the driver (always), and the runtime dlaunch's

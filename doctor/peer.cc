@@ -10,7 +10,7 @@
 #include <string>
 
 #include "doctor/facts.h"
-#include "doctor/net_test.h"
+#include "doctor/net_probe.h"
 
 namespace dl::doctor {
 

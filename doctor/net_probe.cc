@@ -1,4 +1,4 @@
-#include "doctor/net_test.h"
+#include "doctor/net_probe.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
