@@ -5,33 +5,29 @@
 // heartbeats stop, or stdin (the ssh channel / local pipe) reaches EOF, every
 // rank's process group is killed and the agent exits.
 //
+// Its parts: the control link (control::Connection, shared with the
+// launcher), the ranks (RankSupervisor), their environment
+// (compose_rank_env, pure) and the MPI side (MpiJob).
+//
 // Threading: everything runs on one io_context thread.
 #include <boost/asio.hpp>
 #include <chrono>
-#include <deque>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "agent/mpi_job.h"
-#include "wire/frame.h"
+#include "agent/rank_supervisor.h"
+#include "control/agent_args.h"
+#include "control/connection.h"
+#include "control/messages.h"
 
 namespace dl::agent {
 
 namespace asio = boost::asio;
 
 struct AgentOptions {
-  std::string launcher_host;   // control server address
-  uint16_t launcher_port = 0;
-  int node = 0;                // this host's node rank
-  std::string token;           // job token, read from stdin
-  int gpus_per_node = -1;      // -1: detect
-  bool detect_gpus = true;     // false with --no-gpu-bind
-  bool prepare_pmix = true;    // false with --no-pmix: no PMIx server unless a launch asks for MPI
-  bool cpu_topology = false;   // --cpu-topology: report cores and NUMA nodes (for --bind-to)
+  control::AgentArgs args;  // the command line (control/agent_args.h)
+  std::string token;        // job token, read from stdin
   std::chrono::milliseconds connect_timeout{30000};
 };
 
@@ -44,45 +40,23 @@ class Agent {
   int run();
 
  private:
-  struct Rank;
-  void send(std::string frame);
-  void write_next();
-  void read_control();
-  void on_frame(const wire::Frame& f);
-  void on_json(const nlohmann::json& m);
-  void launch(const nlohmann::json& m);
-  bool start_mpi(const nlohmann::json& m);
-  void stop_mpi();
-  void start_rank(const nlohmann::json& spec, const nlohmann::json& common_env, const std::string& wdir);
-  void read_output(Rank& r, int stream);
-  void resume_paused_reads();
-  void reap();
-  void maybe_report(Rank& r);
-  void signal_all(int sig);
-  void teardown(std::chrono::milliseconds grace);
-  void heartbeat();
+  void on_frame(wire::Frame& f);
+  void on_message(const control::FromLauncher& m);
+  void launch(const control::msg::Launch& m);
+  bool start_mpi(const control::msg::Launch& m);
+  void start_rank(const control::msg::RankSpec& spec, const control::msg::Launch& m);
   void watch_stdin();
   void lost_launcher(const std::string& why);
   void finish_if_done();
 
   asio::io_context& io_;
   AgentOptions opts_;
-  asio::ip::tcp::socket sock_;
-  wire::FrameParser parser_;
-  std::array<char, 65536> rxbuf_{};
-  std::deque<std::string> txq_;
-  size_t tx_bytes_ = 0;
-  bool writing_ = false;
-  std::map<int, std::unique_ptr<Rank>> ranks_;  // by global rank
-  std::unique_ptr<MpiJob> mpi_;                 // PMIx server of an MPI job, else null
-  std::vector<std::pair<Rank*, int>> paused_;   // output reads waiting for the queue to drain
-  asio::signal_set sigchld_;
+  std::shared_ptr<control::Connection> link_;
+  RankSupervisor ranks_;
+  std::unique_ptr<MpiJob> mpi_;  // PMIx server of an MPI job, else null
   asio::signal_set term_signals_;
-  asio::steady_timer hb_timer_, kill_timer_;
   asio::posix::stream_descriptor stdin_;
   std::array<char, 256> stdin_buf_{};
-  std::chrono::steady_clock::time_point last_rx_;
-  std::chrono::milliseconds hb_interval_{1000}, hb_timeout_{0};
   bool bye_ = false, done_ = false;
   int exit_code_ = 0;
 };

@@ -246,20 +246,16 @@ void MpiJob::scrub_rank_env(std::map<std::string, std::string>& env) {
   if (g_set_blacklist) env.erase(kHwlocBlacklistVar);
 }
 
-void MpiJob::start(const nlohmann::json& mpi, MpiHooks hooks) {
+void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
 #if DLAUNCH_HAVE_PMIX
   if (started_ || released_) throw UsageError("the PMIx server already served a job");
   pmix::JobMap map;
-  try {
-    map.nspace = mpi.at("nspace");
-    map.world_size = mpi.at("world_size");
-    map.node_rank = mpi.at("node_rank");
-    map.node_hosts = mpi.at("node_hosts").get<std::vector<std::string>>();
-    map.node_ranks = mpi.at("node_ranks").get<std::vector<std::vector<int>>>();
-    map.universe_size = mpi.value("universe_size", 0);
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(std::string("bad mpi section in the launch message: ") + e.what());
-  }
+  map.nspace = mpi.nspace;
+  map.world_size = mpi.world_size;
+  map.node_rank = mpi.node_rank;
+  map.node_hosts = mpi.node_hosts;
+  map.node_ranks = mpi.node_ranks;
+  map.universe_size = mpi.universe_size;
   {
     std::lock_guard<std::mutex> lock(prep_->mu);
     if (!prep_->error.empty()) throw IoError(prep_->error);

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "control/messages.h"
 
 namespace dl::agent {
 
@@ -51,11 +51,11 @@ class MpiJob {
   // Removes what prepare() added to this process's environment.
   static void scrub_rank_env(std::map<std::string, std::string>& env);
   // Hands the job to the server thread and returns at once: `mpi` is the
-  // launch message's "mpi" section (control/protocol.h). Throws UsageError
+  // launch message's mpi section (control/messages.h). Throws UsageError
   // (bad section) or IoError (prepare could not make the temp dir or port).
   // A server that fails later (libpmix) is reported on stderr, and the
   // ranks' MPI_Init fails.
-  void start(const nlohmann::json& mpi, MpiHooks hooks);
+  void start(const control::msg::MpiSection& mpi, MpiHooks hooks);
   // True after a successful start().
   bool started() const { return started_; }
   // For an agent about to _exit: removes the temp dir, the shared-memory dir

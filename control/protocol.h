@@ -4,7 +4,7 @@
 // docs/wire-protocol.md. After the token handshake (tag kControlTag), both
 // sides exchange frames (wire/frame.h):
 //
-//   kJson frames: {"t": <type>, ...} control messages, listed below.
+//   kJson frames: {"t": <type>, ...} control messages (control/messages.h).
 //   kData frames: u32 rank (big-endian) | u8 stream | bytes
 //       agent -> launcher: output of a rank; stream 1 = stdout, 2 = stderr;
 //                          bytes always end on a line boundary, except the
@@ -16,25 +16,8 @@
 //       launcher -> agent: every host's contribution to fence `id`,
 //                          concatenated in node order (the fence's result).
 //
-// agent -> launcher
-//   hello    {version, node, host, pid, free_port, gpus: [..], pmix}   first message;
-//            pmix: true when this agent can serve PMIx (built with libpmix)
-//   started  {rank, pid}
-//   exited   {rank, pid, code} | {rank, pid, signal, core}       after the rank's output
-//   spawn_failed {rank, code (126|127), message}
-//   hb       {}                                                   heartbeat
-//   mpi_abort {rank, status, message}   a rank called MPI_Abort/PMIx_Abort
-// launcher -> agent
-//   launch   {wdir, env, kill_grace_ms, ranks: [{rank, argv, env}], mpi?}
-//            mpi (only with --mpi pmix): {nspace, world_size, node_rank,
-//            node_hosts: [..], node_ranks: [[..]..], universe_size}: the
-//            agent starts a PMIx server for its ranks (agent/mpi_job.h)
-//   fence_failed {id, message}  fence `id` cannot complete: fail the ranks' fence
-//   signal   {signal}          forward a signal to every rank's process group
-//   kill     {grace_ms}        SIGTERM every rank, SIGKILL after grace_ms
-//   stdin_eof {rank}
-//   hb       {}
-//   bye      {}                the job is over: exit once every rank is reaped
+// The JSON control messages themselves are typed, one struct each, in
+// control/messages.h; this file holds the binary frames and the limits.
 #include <cstdint>
 #include <string>
 #include <string_view>

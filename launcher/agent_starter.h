@@ -3,9 +3,15 @@
 // Both hand the token to the agent on its stdin, never on a command line.
 #include <sys/types.h>
 
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "control/agent_args.h"
 
 namespace dl::launcher {
 
@@ -54,5 +60,55 @@ inline bool show_start_progress(int hosts, bool stderr_is_tty) { return stderr_i
 // True when `host` names this machine: localhost, a loopback address, this
 // machine's host name, or one of its interface addresses.
 bool is_local_host(const std::string& host);
+
+// ---- one interface for starting a job's agents ------------------------------
+
+// What it takes to start node `node`'s agent.
+struct AgentStartSpec {
+  int node = 0;
+  std::string host, user;  // as the hostfile names it; user "" = the default
+  int port = 0;            // ssh port, 0 = the default
+  bool local = false;      // this machine: fork/exec, no ssh
+  control::AgentArgs args; // --connect is filled in by the starter for remote hosts
+  std::string control_port;   // the launcher's control port
+  std::string control_addr;   // --control-addr, "" = the address the ssh session left from
+  std::string token;          // the job token: written to the agent's stdin, never on its command line
+};
+
+// Starts agents and watches them until they connect. The Job talks to this
+// interface only, so its tests can put a fake in its place
+// (tests/launcher/job_test.cc) and other start methods can be added beside
+// the local-and-ssh one. Events are posted to the io_context's thread.
+class AgentStarter {
+ public:
+  struct Events {
+    // The agent could not be started, or exited before it connected.
+    std::function<void(int node, std::string why)> failed;
+    // Remote: ssh reached the host; `reach` is its address as seen from
+    // here, `back` the address it reaches this launcher at.
+    std::function<void(int node, std::string reach, std::string back)> reached;
+    // The agent's own stderr after it connected (remote agents).
+    std::function<void(int node, std::string text)> agent_stderr;
+  };
+  virtual ~AgentStarter() = default;
+  virtual void start(const AgentStartSpec& spec) = 0;
+  // The agent of `node` said hello: from now on its exit is the control
+  // connection's business, and its stderr is forwarded.
+  virtual void connected(int node) = 0;
+  // Stops watching (joins helper threads); then waits up to `ms` for local
+  // agents to exit before killing them. Idempotent.
+  virtual void stop(int ms) = 0;
+};
+
+struct StarterOptions {
+  std::chrono::milliseconds ssh_timeout{30000};
+  std::string ssh_config, prefix;
+  bool ssh_accept_new = false;
+};
+
+// Local agents by fork/exec, remote ones over libssh (a thread per host for
+// now), the token on each agent's stdin.
+std::unique_ptr<AgentStarter> make_process_starter(boost::asio::io_context& io, StarterOptions o,
+                                                   AgentStarter::Events ev);
 
 }  // namespace dl::launcher

@@ -1,27 +1,30 @@
 #pragma once
-// One job, from start to verdict: hosts the control server and the job's
-// store, starts one agent per host, sends each its ranks, prints their
-// output, decides the job's fate, and makes sure nothing outlives it.
+// One job, from start to verdict: the job's state machine. It owns the
+// phase (launcher/job_phase.h) and decides what happens next; the work is
+// done by its parts:
+//   ControlServer   the agents' connections, typed messages in and out
+//   AgentStarter    starting agents (local fork/exec, ssh; a fake in tests)
+//   plan_launch     the launch messages (pure)
+//   FenceRelay      MPI fences across hosts
+//   Fate            which failure decides the verdict and exit code
+//   OutputSink      the ranks' output, tagged
 //
-// Threading: one io_context thread runs everything; ssh start-up runs on
-// helper threads that post their results to it; a stdin reader thread posts
-// rank 0's input.
+// Threading: one io_context thread runs everything; the starter's helper
+// threads and the stdin reader post to it.
 #include <boost/asio.hpp>
 #include <chrono>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "hostfiles/placement.h"
 #include "launcher/agent_starter.h"
+#include "launcher/control_server.h"
 #include "launcher/fate.h"
+#include "launcher/fence_relay.h"
+#include "launcher/job_phase.h"
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
 
@@ -44,74 +47,77 @@ struct NodeView {
   std::function<void(std::function<void(int, std::string)> failed)> watch;
 };
 
-class Job {
+// Makes the Job's agent starter (the real one by default; tests pass a fake).
+using StarterFactory = std::function<std::unique_ptr<AgentStarter>(asio::io_context&, AgentStarter::Events)>;
+
+class Job : public ControlServer::Handler {
  public:
-  Job(RunOptions opts, hostfiles::Placement placement, std::optional<NodeView> view = std::nullopt);
-  ~Job();
+  Job(RunOptions opts, hostfiles::Placement placement, std::optional<NodeView> view = std::nullopt,
+      StarterFactory make_starter = {});
+  ~Job() override;
   // Runs the job; returns dlaunch's exit code. Prints the verdict line.
   int run();
+  Phase phase() const { return phase_.now(); }
 
  private:
-  struct Session;
-  struct Node;
-  void accept();
-  void start_session(std::shared_ptr<Session> s);
-  void read_session(std::shared_ptr<Session> s);
-  void on_frame(const std::shared_ptr<Session>& s, const std::string& type_and_payload, uint8_t type);
-  void on_hello(const std::shared_ptr<Session>& s, const nlohmann::json& m);
-  void on_message(Node& n, const nlohmann::json& m);
-  void on_fence(Node& n, uint64_t id, std::string_view blob);
-  void fence_timed_out(uint64_t id);
+  struct Node {
+    int index = 0;
+    std::string host;  // as the hostfile names it
+    bool local = false;
+    bool external = false;  // per-node mode: another node's dlaunch runs it
+    std::vector<int> ranks;
+    std::optional<control::msg::Hello> hello;
+    std::string reach_addr;  // this host's address as the other hosts reach it
+    bool start_failed = false;
+  };
+
+  // ControlServer::Handler
+  std::string on_hello(const control::msg::Hello& m) override;
+  void on_message(int node, const control::FromAgent& m) override;
+  void on_output(int node, const control::DataChunk& c) override;
+  void on_fence(int node, uint64_t id, std::string_view blob) override;
+  void on_closed(int node, const std::string& why) override;
+  void log(const std::string& line) override;
+
+  void on_rank_exit(Node& n, RankExit e);
   void on_peer_failed(int code, const std::string& verdict);
   int own_nodes() const;
-  bool decide_mpi();
-  bool plan_cpu_binding();
-  void on_session_closed(const std::shared_ptr<Session>& s, const std::string& why);
-  void start_agents();
-  void start_remote_agent(int node, const std::string& bind_port);
-  void watch_local_agent(Node& n);
+  void start_agents(uint16_t control_port);
   void node_failed_to_start(int node, const std::string& why);
   bool all_agents_settled() const;
   void launch_all();
-  nlohmann::json launch_message(int node);
-  void send(Node& n, std::string frame);
   void teardown(int grace_ms);
+  void abort_before_launch();
   void on_signal(int sig);
-  void heartbeat();
   void start_stdin_reader();
   void check_finished();
   void finish();
-  void log(const std::string& line) const;
+  void stop();
   void show_progress();
+  void clear_progress();
+  int grace_ms() const { return static_cast<int>(opts_.kill_grace_s * 1000); }
 
   RunOptions opts_;
   hostfiles::Placement plan_;
   std::optional<NodeView> view_;
-  bool peer_failed_ = false, published_ = false;
+  StarterFactory make_starter_;
+  JobPhase phase_;
+  bool peer_failed_ = false, published_ = false;  // per-node mode: who reported the failure
   asio::io_context io_;
-  asio::ip::tcp::acceptor acceptor_;
-  std::unique_ptr<rdzv::TcpStoreServer> store_;
-  asio::signal_set signals_;
-  asio::steady_timer agent_timer_, job_timer_, kill_timer_, hb_timer_, close_timer_, progress_timer_;
-  std::string progress_shown_;             // the progress line on the terminal, "" when none
-  std::vector<std::string> start_failures_;  // hosts whose agent could not be started
   std::string token_, job_id_, control_host_;
-  std::vector<std::unique_ptr<Node>> nodes_;
-  // MPI fences across hosts in progress, by id: each node's contribution.
-  struct Fence {
-    std::vector<std::optional<std::string>> blobs;  // by node
-    size_t have = 0;
-    std::unique_ptr<asio::steady_timer> timer;      // --fence-timeout
-  };
-  std::map<uint64_t, Fence> fences_;
-  std::map<int, std::vector<int>> cpus_;  // --bind-to: rank -> its CPUs
-  bool mpi_ = false;  // the agents serve PMIx (--mpi)
-  std::vector<std::thread> ssh_threads_;
+  std::vector<Node> nodes_;
+  std::unique_ptr<ControlServer> server_;
+  std::unique_ptr<rdzv::TcpStoreServer> store_;
+  std::unique_ptr<FenceRelay> fences_;
+  std::unique_ptr<AgentStarter> starter_;
+  asio::signal_set signals_;
+  asio::steady_timer agent_timer_, job_timer_, kill_timer_, close_timer_, progress_timer_;
+  std::string progress_shown_;               // the progress line on the terminal, "" when none
+  std::vector<std::string> start_failures_;  // hosts whose agent could not be started
+  bool mpi_ = false;                         // the agents serve PMIx (--mpi), decided at launch
   std::unique_ptr<OutputSink> sink_;
   Fate fate_;
   int hellos_ = 0, signals_seen_ = 0;
-  bool launched_ = false, tearing_down_ = false, finishing_ = false, stopped_ = false;
-  std::chrono::steady_clock::time_point started_at_;
 };
 
 }  // namespace dl::launcher

@@ -1,0 +1,197 @@
+#include "agent/rank_supervisor.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "control/messages.h"
+
+namespace dl::agent {
+
+namespace asio = boost::asio;
+namespace msg = control::msg;
+using std::chrono::milliseconds;
+
+namespace {
+// After a rank exits, how long its pipes may stay open (a child holding
+// them) before its exit is reported anyway.
+constexpr milliseconds kDrainAfterExit{2000};
+}  // namespace
+
+struct RankSupervisor::Rank {
+  Rank(asio::io_context& io, int r) : rank(r), out(io), err(io), in(io), drain(io) {}
+  int rank;
+  pid_t pid = -1;
+  asio::posix::stream_descriptor out, err, in;
+  std::array<char, 65536> buf[2];
+  bool eof[2] = {false, false};
+  std::optional<int> status;  // waitpid status
+  uint64_t sent = 0;          // bit s: the agent sent signal s before the rank ended
+  bool reported = false;
+  std::deque<std::string> stdin_q;
+  bool stdin_writing = false, stdin_eof = false;
+  asio::steady_timer drain;
+};
+
+RankSupervisor::RankSupervisor(asio::io_context& io, Hooks hooks)
+    : io_(io), hooks_(std::move(hooks)), sigchld_(io, SIGCHLD), kill_timer_(io) {
+  sigchld_.async_wait([this](auto ec, int) { if (!ec) reap(); });
+}
+
+RankSupervisor::~RankSupervisor() = default;
+
+void RankSupervisor::refuse(int rank, int code, const std::string& message) {
+  auto r = std::make_unique<Rank>(io_, rank);
+  r->status = code << 8;
+  r->reported = true;
+  ranks_[rank] = std::move(r);
+  hooks_.send(control::frame(msg::SpawnFailed{rank, code, message}));
+  hooks_.reported();
+}
+
+void RankSupervisor::spawn(int rank, const SpawnSpec& s) {
+  auto r = std::make_unique<Rank>(io_, rank);
+  Spawned sp = spawn_rank(s);
+  r->pid = sp.pid;
+  r->out.assign(sp.out_fd);
+  r->err.assign(sp.err_fd);
+  if (sp.in_fd >= 0) r->in.assign(sp.in_fd);
+  Rank& ref = *r;
+  ranks_[rank] = std::move(r);
+  hooks_.send(control::frame(msg::Started{rank, sp.pid}));
+  read_output(ref, 0);
+  read_output(ref, 1);
+}
+
+void RankSupervisor::read_output(Rank& r, int stream) {
+  if (hooks_.congested()) {
+    paused_.emplace_back(&r, stream);
+    return;
+  }
+  auto& d = stream == 0 ? r.out : r.err;
+  d.async_read_some(asio::buffer(r.buf[stream]), [this, &r, stream](boost::system::error_code ec, size_t n) {
+    if (n > 0) {
+      auto s = stream == 0 ? control::kStdout : control::kStderr;
+      hooks_.send(control::data_frame(r.rank, s, std::string_view(r.buf[stream].data(), n)));
+    }
+    if (ec) {
+      r.eof[stream] = true;
+      (stream == 0 ? r.out : r.err).close();
+      return maybe_report(r);
+    }
+    read_output(r, stream);
+  });
+}
+
+void RankSupervisor::resume_output() {
+  auto paused = std::move(paused_);
+  paused_.clear();
+  for (auto [r, stream] : paused) read_output(*r, stream);
+}
+
+void RankSupervisor::stdin_data(int rank, std::string_view bytes) {
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end() || !it->second->in.is_open()) return;
+  Rank& r = *it->second;
+  r.stdin_q.emplace_back(bytes);
+  if (!r.stdin_writing) {
+    r.stdin_writing = true;
+    write_stdin(r);
+  }
+}
+
+// Drains the rank's stdin queue, one write at a time.
+void RankSupervisor::write_stdin(Rank& r) {
+  if (r.stdin_q.empty()) {
+    r.stdin_writing = false;
+    if (r.stdin_eof) r.in.close();
+    return;
+  }
+  asio::async_write(r.in, asio::buffer(r.stdin_q.front()), [this, &r](boost::system::error_code ec, size_t) {
+    if (ec) {
+      r.stdin_q.clear();
+      r.in.close();
+      r.stdin_writing = false;
+      return;
+    }
+    r.stdin_q.pop_front();
+    write_stdin(r);
+  });
+}
+
+void RankSupervisor::stdin_eof(int rank) {
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end()) return;
+  it->second->stdin_eof = true;
+  if (!it->second->stdin_writing) it->second->in.close();
+}
+
+void RankSupervisor::reap() {
+  int st = 0;
+  pid_t pid;
+  while ((pid = ::waitpid(-1, &st, WNOHANG)) > 0) {
+    for (auto& [rank, r] : ranks_) {
+      if (r->pid != pid) continue;
+      r->status = st;
+      // Stragglers the rank left in its group go with it.
+      ::kill(-pid, SIGKILL);
+      r->drain.expires_after(kDrainAfterExit);
+      r->drain.async_wait([this, rp = r.get()](boost::system::error_code ec) {
+        if (!ec) rp->eof[0] = rp->eof[1] = true, maybe_report(*rp);
+      });
+      maybe_report(*r);
+    }
+  }
+  sigchld_.async_wait([this](auto ec, int) { if (!ec) reap(); });
+}
+
+void RankSupervisor::maybe_report(Rank& r) {
+  if (r.reported || !r.status || !r.eof[0] || !r.eof[1]) return;
+  r.reported = true;
+  r.drain.cancel();
+  const int st = *r.status;
+  msg::Exited m;
+  m.rank = r.rank, m.pid = r.pid;
+  if (WIFSIGNALED(st)) m.signal = WTERMSIG(st), m.core = static_cast<bool>(WCOREDUMP(st));
+  else m.code = WEXITSTATUS(st);
+  // Did the rank end by itself, or because of a signal this agent sent (a
+  // teardown or a forwarded signal)? The launcher names ranks that failed by
+  // themselves even when another rank's failure reached it first.
+  m.by_agent = WIFSIGNALED(st) ? (r.sent >> WTERMSIG(st)) & 1 : r.sent != 0;
+  hooks_.send(control::frame(m));
+  hooks_.reported();
+}
+
+void RankSupervisor::signal_all(int sig) {
+  for (auto& [rank, r] : ranks_)
+    if (r->pid > 0 && !r->status) {
+      ::kill(-r->pid, sig);
+      if (sig > 0 && sig < 64) r->sent |= uint64_t{1} << sig;
+    }
+}
+
+void RankSupervisor::teardown(milliseconds grace) {
+  signal_all(SIGTERM);
+  kill_timer_.expires_after(grace);
+  kill_timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) signal_all(SIGKILL);
+  });
+}
+
+void RankSupervisor::kill_all() {
+  for (auto& [rank, r] : ranks_)
+    if (r->pid > 0) ::kill(-r->pid, SIGKILL);
+}
+
+bool RankSupervisor::all_reported() const {
+  for (auto& [rank, r] : ranks_)
+    if (!r->reported) return false;
+  return true;
+}
+
+bool RankSupervisor::any_running() const {
+  for (auto& [rank, r] : ranks_)
+    if (r->pid > 0 && !r->status) return true;
+  return false;
+}
+
+}  // namespace dl::agent

@@ -1,0 +1,66 @@
+#pragma once
+// The agent's ranks: spawns them, streams their output, feeds their stdin,
+// reaps them, signals them, and reports each end once, after the last of its
+// output. It knows nothing of sockets: what it has to say goes out through
+// its hooks, and it pauses output reads while the link is congested.
+//
+// Threading: everything on the io_context's thread.
+#include <boost/asio.hpp>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/rank_process.h"
+#include "control/protocol.h"
+
+namespace dl::agent {
+
+class RankSupervisor {
+ public:
+  struct Hooks {
+    std::function<void(std::string frame)> send;  // a frame for the launcher
+    std::function<bool()> congested;              // output reads pause while true
+    std::function<void()> reported;               // a rank's end was reported
+  };
+  RankSupervisor(boost::asio::io_context& io, Hooks hooks);
+  ~RankSupervisor();
+
+  // Forks and execs `rank` (spec.exe resolved) and reports it started.
+  void spawn(int rank, const SpawnSpec& spec);
+  // `rank` could not be started: reported as spawn_failed with `code`.
+  void refuse(int rank, int code, const std::string& message);
+  void stdin_data(int rank, std::string_view bytes);
+  void stdin_eof(int rank);
+  // Sends `sig` to every running rank's process group.
+  void signal_all(int sig);
+  // SIGTERM now, SIGKILL after `grace`.
+  void teardown(std::chrono::milliseconds grace);
+  // SIGKILL to every rank's group, reported or not (stragglers included).
+  void kill_all();
+  // The link drained: resume the output reads it paused.
+  void resume_output();
+  bool all_reported() const;
+  bool any_running() const;
+
+ private:
+  struct Rank;
+  void read_output(Rank& r, int stream);
+  void write_stdin(Rank& r);
+  void reap();
+  void maybe_report(Rank& r);
+
+  boost::asio::io_context& io_;
+  Hooks hooks_;
+  std::map<int, std::unique_ptr<Rank>> ranks_;  // by global rank
+  std::vector<std::pair<Rank*, int>> paused_;   // output reads waiting for the link to drain
+  boost::asio::signal_set sigchld_;
+  boost::asio::steady_timer kill_timer_;
+};
+
+}  // namespace dl::agent

@@ -1,0 +1,88 @@
+#include "control/agent_args.h"
+
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+#include "errors/error.h"
+#include "wire/socket.h"
+
+namespace dl::control {
+
+namespace po = boost::program_options;
+
+namespace {
+// The one table: option names, and how each maps to AgentArgs.
+constexpr const char* kConnect = "connect";
+constexpr const char* kNode = "node";
+constexpr const char* kGpusPerNode = "gpus-per-node";
+constexpr const char* kNoGpuBind = "no-gpu-bind";
+constexpr const char* kNoPmix = "no-pmix";
+constexpr const char* kCpuTopology = "cpu-topology";
+
+po::options_description table() {
+  po::options_description d("dlaunch-agent options");
+  d.add_options()
+      (kConnect, po::value<std::string>()->required(), "HOST:PORT of the launcher's control server")
+      (kNode, po::value<int>()->required(), "the node index this agent runs")
+      (kGpusPerNode, po::value<int>(), "hand out GPUs 0..N-1 instead of detecting them")
+      (kNoGpuBind, po::bool_switch(), "do not detect GPUs; leave CUDA_VISIBLE_DEVICES alone")
+      (kNoPmix, po::bool_switch(), "do not start a PMIx server ahead of the launch (--mpi none)")
+      (kCpuTopology, po::bool_switch(), "report cores and NUMA nodes in the hello (--bind-to)")
+      ("version", po::bool_switch(), "print the version and exit")
+      ("help", po::bool_switch(), "print this help and exit");
+  return d;
+}
+
+std::string flag(const char* name) { return std::string("--") + name; }
+std::string host_port(const std::string& h, uint16_t p) {
+  return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(p);
+}
+}  // namespace
+
+std::vector<std::string> to_argv(const AgentArgs& a) {
+  std::vector<std::string> v{flag(kConnect), host_port(a.connect_host, a.connect_port), flag(kNode),
+                             std::to_string(a.node)};
+  if (a.gpus_per_node >= 0) v.insert(v.end(), {flag(kGpusPerNode), std::to_string(a.gpus_per_node)});
+  if (!a.detect_gpus) v.push_back(flag(kNoGpuBind));
+  if (!a.prepare_pmix) v.push_back(flag(kNoPmix));
+  if (a.cpu_topology) v.push_back(flag(kCpuTopology));
+  return v;
+}
+
+ParsedAgentArgs parse_agent_args(const std::vector<std::string>& argv) {
+  ParsedAgentArgs out;
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argv).options(table()).style(po::command_line_style::unix_style ^
+                                                                    po::command_line_style::allow_guessing)
+                  .run(),
+              vm);
+    out.version = vm["version"].as<bool>();
+    out.help = vm["help"].as<bool>();
+    if (out.version || out.help) return out;
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  AgentArgs& a = out.args;
+  auto [h, p] = wire::split_host_port(vm[kConnect].as<std::string>(), "--connect");
+  a.connect_host = h, a.connect_port = p;
+  a.node = vm[kNode].as<int>();
+  if (a.node < 0) throw UsageError("--node must not be negative");
+  if (vm.count(kGpusPerNode)) a.gpus_per_node = vm[kGpusPerNode].as<int>();
+  a.detect_gpus = !vm[kNoGpuBind].as<bool>();
+  a.prepare_pmix = !vm[kNoPmix].as<bool>();
+  a.cpu_topology = vm[kCpuTopology].as<bool>();
+  return out;
+}
+
+std::string agent_usage() {
+  std::ostringstream s;
+  s << "usage: dlaunch-agent --connect HOST:PORT --node K [options]\n"
+       "(dlaunch starts this program, you do not; the job token is read from stdin)\n"
+    << table();
+  return s.str();
+}
+
+}  // namespace dl::control

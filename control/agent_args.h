@@ -1,0 +1,36 @@
+#pragma once
+// dlaunch-agent's command line: part of the control protocol, defined once.
+// The launcher builds it with to_argv(); the agent parses it with
+// parse_agent_args(); both read the one option table in agent_args.cc, so an
+// option cannot be added on one side only. The job token is never here: it
+// arrives as the first line of the agent's stdin.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dl::control {
+
+struct AgentArgs {
+  std::string connect_host;    // the launcher's control server
+  uint16_t connect_port = 0;
+  int node = 0;                // the node index this agent runs
+  int gpus_per_node = -1;      // --gpus-per-node N; -1: detect
+  bool detect_gpus = true;     // false: --no-gpu-bind
+  bool prepare_pmix = true;    // false: --no-pmix (no PMIx server warming up beside the ranks)
+  bool cpu_topology = false;   // --cpu-topology: report cores and NUMA nodes in the hello
+};
+
+// The arguments after the program name, e.g. {"--connect", "10.0.0.1:4000", "--node", "2", "--no-pmix"}.
+std::vector<std::string> to_argv(const AgentArgs& a);
+
+struct ParsedAgentArgs {
+  AgentArgs args;
+  bool version = false;  // --version was asked for
+  bool help = false;     // --help
+};
+// Parses what to_argv() built; throws UsageError naming the option at fault.
+ParsedAgentArgs parse_agent_args(const std::vector<std::string>& argv);
+// The usage text (from the same table).
+std::string agent_usage();
+
+}  // namespace dl::control

@@ -1,0 +1,144 @@
+#include "control/connection.h"
+
+#include "errors/error.h"
+
+namespace dl::control {
+
+using std::chrono::milliseconds;
+
+Connection::Connection(asio::ip::tcp::socket sock, size_t max_frame, Callbacks cb)
+    : sock_(std::move(sock)), parser_(max_frame), cb_(std::move(cb)), hs_deadline_(sock_.get_executor()),
+      hb_timer_(sock_.get_executor()) {}
+
+void Connection::start_server(const std::string& token, std::string_view tag, milliseconds deadline) {
+  hs_.emplace(token, std::string(tag));
+  hs_deadline_.expires_after(deadline);
+  hs_deadline_.async_wait([w = weak_from_this(), deadline](boost::system::error_code ec) {
+    auto self = w.lock();
+    if (ec || !self || self->authed_) return;
+    self->close("no handshake within " + std::to_string(deadline.count() / 1000) + " s");
+  });
+  read();
+}
+
+void Connection::start() {
+  authed_ = true;
+  read();
+}
+
+void Connection::read() {
+  sock_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+    if (self->closed_ || self->reading_stopped_) return;
+    if (ec) return self->close(ec == asio::error::eof ? "connection closed" : ec.message());
+    self->last_rx_ = Clock::now();
+    try {
+      self->parser_.feed(self->buf_.data(), n);
+      while (auto f = self->parser_.next()) {
+        if (self->closed_) return;
+        if (!self->authed_) {
+          self->on_handshake_frame(*f);
+          continue;
+        }
+        self->cb_.frame(*f);
+      }
+    } catch (const std::exception& e) {
+      return self->close(std::string("protocol error: ") + e.what());
+    }
+    if (!self->closed_ && !self->reading_stopped_) self->read();
+  });
+}
+
+// The server's half of wire/handshake.h: hello -> answer, then proof.
+void Connection::on_handshake_frame(const wire::Frame& f) {
+  if (f.type == wire::kErrorText) return close("the peer says: " + f.payload);
+  if (f.type != wire::kHandshake || !hs_) return close("no handshake");
+  if (!hs_->answered()) {
+    auto answer = hs_->answer(f.payload);
+    if (!answer) return close(hs_->error());
+    send(wire::encode_frame(wire::kHandshake, *answer));
+    return;
+  }
+  if (!hs_->verify(f.payload)) return close(hs_->error());
+  authed_ = true;
+  hs_deadline_.cancel();
+}
+
+void Connection::send(std::string frame) {
+  if (closed_) return;
+  queued_ += frame.size();
+  txq_.push_back(std::move(frame));
+  if (queued_ > kPauseAbove) paused_ = true;
+  if (!writing_) write_next();
+}
+
+void Connection::write_next() {
+  if (txq_.empty() || closed_) {
+    writing_ = false;
+    if (flushed_) std::exchange(flushed_, nullptr)();
+    return;
+  }
+  writing_ = true;
+  asio::async_write(sock_, asio::buffer(txq_.front()), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+    if (self->closed_) return;
+    if (ec) {
+      self->writing_ = false;
+      return self->close("writing failed: " + ec.message());
+    }
+    self->queued_ -= self->txq_.front().size();
+    self->txq_.pop_front();
+    if (self->paused_ && self->queued_ < kResumeBelow) {
+      self->paused_ = false;
+      if (self->cb_.drained) self->cb_.drained();
+    }
+    self->write_next();
+  });
+}
+
+void Connection::when_flushed(std::function<void()> fn) {
+  if (!writing_ && txq_.empty()) return fn();
+  flushed_ = std::move(fn);
+}
+
+void Connection::start_heartbeats(milliseconds interval, milliseconds timeout, std::string silence_why) {
+  hb_interval_ = interval, hb_timeout_ = timeout, silence_why_ = std::move(silence_why);
+  beat();
+}
+
+void Connection::stop_heartbeats() {
+  hb_interval_ = milliseconds(0);
+  hb_timer_.cancel();
+}
+
+void Connection::beat() {
+  if (hb_interval_.count() <= 0 || closed_) return;
+  hb_timer_.expires_after(hb_interval_);
+  hb_timer_.async_wait([w = weak_from_this()](boost::system::error_code ec) {
+    auto self = w.lock();
+    if (ec || !self || self->closed_ || self->hb_interval_.count() <= 0) return;
+    if (self->hb_timeout_.count() > 0 && Clock::now() - self->last_rx_ > self->hb_timeout_)
+      return self->close(self->silence_why_);
+    self->send_message(msg::Heartbeat{});
+    self->beat();
+  });
+}
+
+void Connection::shutdown_receive() {
+  reading_stopped_ = true;
+  boost::system::error_code ec;
+  sock_.shutdown(asio::ip::tcp::socket::shutdown_receive, ec);
+}
+
+void Connection::close(const std::string& why) {
+  if (closed_) return;
+  closed_ = true;
+  hs_deadline_.cancel();
+  hb_timer_.cancel();
+  boost::system::error_code ec;
+  sock_.close(ec);
+  txq_.clear();
+  queued_ = 0;
+  flushed_ = nullptr;
+  if (cb_.closed) cb_.closed(why, authed_);
+}
+
+}  // namespace dl::control

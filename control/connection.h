@@ -1,0 +1,93 @@
+#pragma once
+// One framed control connection, the same code at both ends: the launcher's
+// control server holds one per agent, each agent holds one to its launcher.
+// It owns what every such connection needs and nobody should write twice:
+//   - reading frames (wire/frame.h) with the protocol's size limit;
+//   - the server side of the token handshake, with its deadline, so a peer
+//     that never authenticates holds nothing open;
+//   - a send queue with byte accounting for backpressure: a producer (the
+//     agent's output reads) asks congested() and waits for `drained`;
+//   - heartbeats: one every interval, and the connection closes itself with
+//     the owner's words when nothing has arrived for the timeout.
+// Every callback runs on the io_context's thread; `closed` runs exactly once.
+#include <boost/asio.hpp>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "control/messages.h"
+#include "wire/frame.h"
+#include "wire/handshake.h"
+
+namespace dl::control {
+
+namespace asio = boost::asio;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Output producers pause above this many queued bytes and resume below the second.
+  static constexpr size_t kPauseAbove = 8u << 20;
+  static constexpr size_t kResumeBelow = 2u << 20;
+
+  struct Callbacks {
+    std::function<void(wire::Frame& f)> frame;                          // an authenticated frame
+    std::function<void(const std::string& why, bool authenticated)> closed;  // once
+    std::function<void()> drained;  // the queue fell below kResumeBelow
+  };
+
+  Connection(asio::ip::tcp::socket sock, size_t max_frame, Callbacks cb = {});
+  // Before start: the callbacks (they may capture a weak pointer to this).
+  void set_callbacks(Callbacks cb) { cb_ = std::move(cb); }
+
+  // Server side: the peer must pass the token handshake (it speaks first)
+  // within `deadline`, else the connection closes with "no handshake within N s".
+  void start_server(const std::string& token, std::string_view tag, std::chrono::milliseconds deadline);
+  // The socket is already authenticated (the agent's blocking client handshake).
+  void start();
+
+  void send(std::string frame);
+  template <class M> void send_message(const M& m) { send(control::frame(m)); }
+  size_t queued_bytes() const { return queued_; }
+  bool congested() const { return queued_ > kPauseAbove; }
+
+  // Sends a heartbeat every `interval`; closes with `silence_why` once nothing
+  // has arrived for `timeout` (0: never).
+  void start_heartbeats(std::chrono::milliseconds interval, std::chrono::milliseconds timeout, std::string silence_why);
+  void stop_heartbeats();
+  // Runs `fn` once the queue is empty (now, if it is); one waiter at a time.
+  void when_flushed(std::function<void()> fn);
+  // Stops reading; what is queued still goes out.
+  void shutdown_receive();
+  // Closes the socket and calls `closed(why)` (once; later calls do nothing).
+  void close(const std::string& why);
+
+  bool is_open() const { return !closed_; }
+  bool authenticated() const { return authed_; }
+  Clock::time_point last_rx() const { return last_rx_; }
+
+ private:
+  void read();
+  void on_handshake_frame(const wire::Frame& f);
+  void write_next();
+  void beat();
+
+  asio::ip::tcp::socket sock_;
+  wire::FrameParser parser_;
+  Callbacks cb_;
+  std::optional<wire::ServerHandshake> hs_;
+  asio::steady_timer hs_deadline_, hb_timer_;
+  std::array<char, 65536> buf_{};
+  std::deque<std::string> txq_;
+  size_t queued_ = 0;
+  bool writing_ = false, paused_ = false, authed_ = false, closed_ = false, reading_stopped_ = false;
+  std::function<void()> flushed_;
+  std::chrono::milliseconds hb_interval_{0}, hb_timeout_{0};
+  std::string silence_why_;
+  Clock::time_point last_rx_ = Clock::now();
+};
+
+}  // namespace dl::control

@@ -1,0 +1,214 @@
+#pragma once
+// The launcher <-> agent control messages, one struct each: the single home
+// of their names and fields. Nothing outside control/ reads a message field
+// by a string: the launcher and the agent receive these structs, decoded and
+// type-checked, and send them back through encode().
+//
+// Each struct lists its fields once, in fields(), and that one list drives
+// the JSON encoding, the checked decoding and the protocol reference that
+// docs/wire-protocol.md is checked against (protocol_reference()). A field
+// of type std::optional<T> may be absent; every other field is required.
+//
+// A message that is not an object, has an unknown "t", a missing field or a
+// field of the wrong type is refused with ProtocolError, whose text names the
+// message and the field ("'exited' message: field 'rank' is missing"); the
+// receiver closes that connection. The binary frames (rank output, stdin,
+// fence blobs) are in control/protocol.h.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "errors/error.h"
+
+namespace dl::control {
+
+// A control message that cannot be decoded.
+class ProtocolError : public RemoteError {
+ public:
+  using RemoteError::RemoteError;
+};
+
+using EnvVars = std::map<std::string, std::string>;
+
+namespace msg {
+
+// ---- agent -> launcher -----------------------------------------------------
+
+// What --bind-to needs of a host: its cores (each a list of CPU ids, the
+// hyperthreads of one core) and NUMA nodes, within the agent's affinity.
+struct CpuReport {
+  std::vector<std::vector<int>> cores, numa;
+  template <class S, class V> static void fields(S& s, V& v) { v("cores", s.cores), v("numa", s.numa); }
+};
+
+// The agent's first message, after the token handshake.
+struct Hello {
+  static constexpr const char* kType = "hello";
+  std::string version;            // DLAUNCH_VERSION of the agent
+  int node = 0;                   // the node index it was started for
+  std::string host;               // its gethostname()
+  int pid = 0;
+  int free_port = 0;              // a free TCP port there (node 0's is MASTER_PORT)
+  std::vector<std::string> gpus;  // the GPU ids it may hand out (CUDA_VISIBLE_DEVICES values)
+  bool pmix = false;              // it can serve PMIx (built with libpmix)
+  std::optional<CpuReport> cpu;   // with --cpu-topology only
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("version", s.version), v("node", s.node), v("host", s.host), v("pid", s.pid), v("free_port", s.free_port);
+    v("gpus", s.gpus), v("pmix", s.pmix), v("cpu", s.cpu);
+  }
+};
+
+// A rank was forked and exec'd.
+struct Started {
+  static constexpr const char* kType = "started";
+  int rank = 0, pid = 0;
+  template <class S, class V> static void fields(S& s, V& v) { v("rank", s.rank), v("pid", s.pid); }
+};
+
+// A rank ended, sent after the last of its output. Exactly one of code and
+// signal is set.
+struct Exited {
+  static constexpr const char* kType = "exited";
+  int rank = 0, pid = 0;
+  std::optional<int> code;    // exit status
+  std::optional<int> signal;  // the signal that killed it
+  std::optional<bool> core;   // with signal: it dumped core
+  bool by_agent = false;      // it ended through a signal the agent sent (teardown, forwarding)
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("rank", s.rank), v("pid", s.pid), v("code", s.code), v("signal", s.signal), v("core", s.core);
+    v("by_agent", s.by_agent);
+  }
+};
+
+// A rank could not be started: code 126 (not executable), 127 (not found)
+// or 1 (the agent could not prepare it, e.g. no PMIx server).
+struct SpawnFailed {
+  static constexpr const char* kType = "spawn_failed";
+  int rank = 0, code = 0;
+  std::string message;
+  template <class S, class V> static void fields(S& s, V& v) { v("rank", s.rank), v("code", s.code), v("message", s.message); }
+};
+
+// A rank called MPI_Abort / PMIx_Abort.
+struct MpiAbort {
+  static constexpr const char* kType = "mpi_abort";
+  int rank = 0, status = 0;
+  std::string message;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("rank", s.rank), v("status", s.status), v("message", s.message);
+  }
+};
+
+// Both directions: "I am alive", once a heartbeat interval after the launch.
+struct Heartbeat {
+  static constexpr const char* kType = "hb";
+  template <class S, class V> static void fields(S&, V&) {}
+};
+
+// ---- launcher -> agent -----------------------------------------------------
+
+// One rank to start.
+struct RankSpec {
+  int rank = 0;
+  std::vector<std::string> argv;
+  EnvVars env;                     // this rank's own variables (identity, GPU binding)
+  bool stdin_open = false;         // its stdin is fed by stdin data frames, else /dev/null
+  std::optional<std::vector<int>> cpus;  // --bind-to: the CPUs to pin it to
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("rank", s.rank), v("argv", s.argv), v("env", s.env), v("stdin", s.stdin_open), v("cpus", s.cpus);
+  }
+};
+
+// With --mpi (pmix): the agent serves PMIx to its ranks (agent/mpi_job.h).
+struct MpiSection {
+  std::string nspace;
+  int world_size = 0, node_rank = 0, universe_size = 0;
+  std::vector<std::string> node_hosts;         // by node
+  std::vector<std::vector<int>> node_ranks;    // by node: its ranks
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("nspace", s.nspace), v("world_size", s.world_size), v("node_rank", s.node_rank);
+    v("node_hosts", s.node_hosts), v("node_ranks", s.node_ranks), v("universe_size", s.universe_size);
+  }
+};
+
+// Start this host's ranks.
+struct Launch {
+  static constexpr const char* kType = "launch";
+  EnvVars env;          // for every rank of the host (-x exports)
+  std::string wdir;     // "" = the agent's own directory
+  std::vector<RankSpec> ranks;
+  int hb_ms = 1000;          // heartbeat interval
+  int hb_timeout_ms = 10000; // silence after which the launcher counts as lost
+  std::optional<MpiSection> mpi;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("env", s.env), v("wdir", s.wdir), v("ranks", s.ranks), v("hb_ms", s.hb_ms), v("hb_timeout_ms", s.hb_timeout_ms);
+    v("mpi", s.mpi);
+  }
+};
+
+// Fence `id` cannot complete (a host never contributed): fail the ranks' fence.
+struct FenceFailed {
+  static constexpr const char* kType = "fence_failed";
+  uint64_t id = 0;
+  std::string message;  // the hosts and ranks that did not arrive
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("message", s.message); }
+};
+
+// Forward a signal to every rank's process group.
+struct Signal {
+  static constexpr const char* kType = "signal";
+  int signal = 0;
+  template <class S, class V> static void fields(S& s, V& v) { v("signal", s.signal); }
+};
+
+// SIGTERM every rank, SIGKILL what is left after grace_ms.
+struct Kill {
+  static constexpr const char* kType = "kill";
+  int grace_ms = 0;
+  template <class S, class V> static void fields(S& s, V& v) { v("grace_ms", s.grace_ms); }
+};
+
+// No more stdin for `rank`: close its pipe once the queued data is written.
+struct StdinEof {
+  static constexpr const char* kType = "stdin_eof";
+  int rank = 0;
+  template <class S, class V> static void fields(S& s, V& v) { v("rank", s.rank); }
+};
+
+// The job is over: exit once every rank is reaped and reported.
+struct Bye {
+  static constexpr const char* kType = "bye";
+  template <class S, class V> static void fields(S&, V&) {}
+};
+
+}  // namespace msg
+
+// What each side may receive. Decoding picks the alternative by "t".
+using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::SpawnFailed, msg::MpiAbort, msg::Heartbeat>;
+using FromLauncher =
+    std::variant<msg::Launch, msg::FenceFailed, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat, msg::Bye>;
+
+// The JSON text of a message, "t" first.
+template <class M> std::string encode(const M& m);
+// The kJson frame (wire/frame.h) carrying a message.
+template <class M> std::string frame(const M& m);
+
+// Decode one kJson payload; throw ProtocolError naming the message and field.
+FromAgent decode_from_agent(std::string_view json_text);
+FromLauncher decode_from_launcher(std::string_view json_text);
+
+// The message table, one line per message and direction:
+//   agent -> launcher  exited  {rank, pid, code?, signal?, core?, by_agent}
+// docs/wire-protocol.md holds this text between its "messages" markers; a
+// test checks that it matches.
+std::string protocol_reference();
+
+// Overloaded lambdas for std::visit over FromAgent / FromLauncher.
+template <class... F> struct Visitor : F... { using F::operator()...; };
+template <class... F> Visitor(F...) -> Visitor<F...>;
+
+}  // namespace dl::control

@@ -1,0 +1,114 @@
+#include "launcher/control_server.h"
+
+#include "errors/error.h"
+
+namespace dl::launcher {
+
+namespace ip = boost::asio::ip;
+using control::Connection;
+
+ControlServer::ControlServer(boost::asio::io_context& io, std::string token, size_t nodes, Handler& h)
+    : io_(io), token_(std::move(token)), h_(h), acceptor_(io), conns_(nodes) {}
+
+uint16_t ControlServer::listen(const std::string& bind_addr) {
+  ip::tcp::endpoint ep(ip::make_address(bind_addr), 0);
+  acceptor_.open(ep.protocol());
+  acceptor_.set_option(ip::tcp::acceptor::reuse_address(true));
+  acceptor_.bind(ep);
+  acceptor_.listen(1024);
+  accept();
+  return acceptor_.local_endpoint().port();
+}
+
+void ControlServer::stop_accepting() {
+  accepting_ = false;
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+}
+
+void ControlServer::accept() {
+  acceptor_.async_accept([this](boost::system::error_code ec, ip::tcp::socket sock) {
+    if (ec || !accepting_) return;
+    sock.set_option(ip::tcp::no_delay(true));
+    // The node this connection speaks for, once its hello was taken.
+    auto node = std::make_shared<int>(-1);
+    auto conn = std::make_shared<Connection>(std::move(sock), control::kMaxControlFrame);
+    std::weak_ptr<Connection> w = conn;
+    Connection::Callbacks cb;
+    cb.frame = [this, w, node](wire::Frame& f) {
+      if (auto c = w.lock()) on_frame(c, *node, f);
+    };
+    cb.closed = [this, node](const std::string& why, bool authenticated) {
+      if (*node >= 0) return h_.on_closed(*node, why);
+      if (!authenticated && why != "connection closed") h_.log("refused a control connection: " + why);
+    };
+    conn->set_callbacks(std::move(cb));
+    conn->start_server(token_, control::kControlTag, wire::kDefaultHandshakeTimeout);
+    if (accepting_) accept();
+  });
+}
+
+void ControlServer::on_frame(const std::shared_ptr<Connection>& c, int& node, wire::Frame& f) {
+  if (f.type == wire::kJson) {
+    auto m = control::decode_from_agent(f.payload);
+    if (node >= 0) return h_.on_message(node, m);
+    auto* hello = std::get_if<control::msg::Hello>(&m);
+    if (!hello) throw RemoteError("expected hello");
+    const int n = hello->node;
+    if (n < 0 || static_cast<size_t>(n) >= conns_.size() || conns_[static_cast<size_t>(n)])
+      throw RemoteError("agent claims node " + std::to_string(n) + ", which is not expected");
+    // Bound before the handler hears of it: its answer may be to send (the launch).
+    node = n;
+    conns_[static_cast<size_t>(n)] = c;
+    if (auto why = h_.on_hello(*hello); !why.empty()) {
+      node = -1;
+      conns_[static_cast<size_t>(n)] = nullptr;
+      throw RemoteError(why);
+    }
+    return;
+  }
+  if (f.type == wire::kData) {
+    if (node < 0) throw RemoteError("output before hello");
+    return h_.on_output(node, control::parse_data(f.payload));
+  }
+  if (f.type == control::kFence) {
+    if (node < 0) throw RemoteError("fence data before hello");
+    auto fence = control::parse_fence(f.payload);
+    return h_.on_fence(node, fence.id, fence.blob);
+  }
+  // Other frame types are reserved: ignored, as before.
+}
+
+void ControlServer::send(int node, std::string frame) {
+  if (auto& c = conns_.at(static_cast<size_t>(node)); c && c->is_open()) c->send(std::move(frame));
+}
+
+void ControlServer::broadcast_frame(const std::string& frame) {
+  for (auto& c : conns_)
+    if (c && c->is_open()) c->send(frame);
+}
+
+bool ControlServer::connected(int node) const {
+  const auto& c = conns_.at(static_cast<size_t>(node));
+  return c && c->is_open();
+}
+
+bool ControlServer::any_open() const {
+  for (const auto& c : conns_)
+    if (c && c->is_open()) return true;
+  return false;
+}
+
+void ControlServer::start_heartbeats(std::chrono::milliseconds interval, std::chrono::milliseconds timeout) {
+  const std::string why = "no heartbeat for " + std::to_string(timeout.count() / 1000) +
+                          " s: the host or its agent is frozen, or the network is down";
+  for (auto& c : conns_)
+    if (c && c->is_open()) c->start_heartbeats(interval, timeout, why);
+}
+
+void ControlServer::stop_heartbeats() {
+  for (auto& c : conns_)
+    if (c) c->stop_heartbeats();
+}
+
+}  // namespace dl::launcher

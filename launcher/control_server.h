@@ -1,0 +1,66 @@
+#pragma once
+// The launcher's control server: accepts agents' connections on one port,
+// holds one control::Connection per agent (token handshake with a deadline,
+// send queue, heartbeats), binds each to its node by the agent's hello, and
+// hands every decoded message to its handler. The Job is that handler; it
+// never sees a socket, a frame or a JSON field.
+#include <boost/asio.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "control/connection.h"
+#include "control/messages.h"
+#include "control/protocol.h"
+
+namespace dl::launcher {
+
+class ControlServer {
+ public:
+  struct Handler {
+    virtual ~Handler() = default;
+    // An authenticated agent says hello. Return "" to take it as node
+    // m.node, else why it is refused (the connection is closed).
+    virtual std::string on_hello(const control::msg::Hello& m) = 0;
+    // Anything after the hello, from node `node`. Throwing RemoteError
+    // closes that connection (and on_closed reports it).
+    virtual void on_message(int node, const control::FromAgent& m) = 0;
+    virtual void on_output(int node, const control::DataChunk& c) = 0;
+    virtual void on_fence(int node, uint64_t id, std::string_view blob) = 0;
+    // Node `node`'s connection closed (after its hello), with why.
+    virtual void on_closed(int node, const std::string& why) = 0;
+    virtual void log(const std::string& line) = 0;
+  };
+
+  ControlServer(boost::asio::io_context& io, std::string token, size_t nodes, Handler& h);
+  // Listens on `bind_addr`, port 0; returns the port.
+  uint16_t listen(const std::string& bind_addr);
+  void stop_accepting();
+
+  void send(int node, std::string frame);
+  template <class M> void send(int node, const M& m) { send(node, control::frame(m)); }
+  template <class M> void broadcast(const M& m) { broadcast_frame(control::frame(m)); }
+  void broadcast_frame(const std::string& frame);
+
+  // Whether node `node` has said hello and its connection is open.
+  bool connected(int node) const;
+  // Whether node `node` has ever said hello.
+  bool greeted(int node) const { return conns_.at(static_cast<size_t>(node)) != nullptr; }
+  bool any_open() const;
+  // Every connected node: a heartbeat each `interval`, lost after `timeout` of silence.
+  void start_heartbeats(std::chrono::milliseconds interval, std::chrono::milliseconds timeout);
+  void stop_heartbeats();
+
+ private:
+  void accept();
+  void on_frame(const std::shared_ptr<control::Connection>& c, int& node, wire::Frame& f);
+
+  boost::asio::io_context& io_;
+  std::string token_;
+  Handler& h_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  bool accepting_ = true;
+  std::vector<std::shared_ptr<control::Connection>> conns_;  // by node, once it said hello
+};
+
+}  // namespace dl::launcher

@@ -1,0 +1,144 @@
+#include "launcher/launch_plan.h"
+
+#include <algorithm>
+
+#include "agent/cpu_binding.h"
+#include "agent/gpu_binding.h"
+#include "control/env_names.h"
+
+namespace dl::launcher {
+
+namespace msg = control::msg;
+
+namespace {
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// --mpi: pmix needs every agent to serve PMIx; auto uses it when they all
+// can; per-node mode never does (no fences between nodes, docs/mpi.md).
+bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
+  if (in.opts->mpi == "none" || in.shared) return true;
+  std::vector<std::string> without;
+  for (const auto& n : in.nodes)
+    if (!n.external && !n.hello->pmix) without.push_back(n.host);
+  plan.mpi = without.empty();
+  if (plan.mpi || in.opts->mpi == "auto") return true;
+  plan.refusal = LaunchPlan::Refusal::kNoPmix;
+  plan.hosts = join(without);
+  plan.why = "--mpi pmix: the dlaunch-agent on " + plan.hosts +
+             " was built without libpmix; install libpmix-dev and rebuild, or use --mpi none";
+  return false;
+}
+
+// --bind-to: every rank's CPUs, from what its agent reported, by local rank.
+bool plan_cpus(const PlanInput& in, LaunchPlan& plan, std::map<int, std::vector<int>>& cpus) {
+  if (in.opts->bind_to == "none") return true;
+  for (const auto& n : in.nodes) {
+    if (n.external) continue;
+    agent::CpuTopology topo;
+    if (n.hello->cpu) topo.cores = n.hello->cpu->cores, topo.numa = n.hello->cpu->numa;
+    try {
+      auto per_local = agent::plan_cpus(in.opts->bind_to, topo, static_cast<int>(n.ranks.size()),
+                                        in.opts->cpus_per_rank, n.host);
+      for (int r : n.ranks)
+        cpus[r] = per_local.at(static_cast<size_t>(in.placement->ranks.at(static_cast<size_t>(r)).local_rank));
+    } catch (const std::exception& e) {
+      plan.refusal = LaunchPlan::Refusal::kBadRequest;
+      plan.why = e.what();
+      return false;
+    }
+  }
+  return true;
+}
+
+// Where the ranks meet: MASTER_ADDR/PORT on node 0, the job's store here.
+JobEnv job_env(const PlanInput& in) {
+  JobEnv je;
+  je.placement = in.placement;
+  je.job_id = in.job_id;
+  je.token = in.token;
+  if (in.shared) {
+    je.master_addr = in.shared->master_addr;
+    je.master_port = in.shared->master_port;
+    je.store_addr = in.shared->store_addr;
+    return je;
+  }
+  const bool all_local = std::all_of(in.nodes.begin(), in.nodes.end(), [](const PlanNode& n) { return n.local; });
+  const PlanNode& n0 = in.nodes.at(0);
+  je.master_addr = all_local ? "127.0.0.1" : (n0.local ? in.control_host : n0.reach_addr);
+  je.master_port = n0.hello ? n0.hello->free_port : 29500;
+  je.store_addr = (all_local ? std::string("127.0.0.1") : in.control_host) + ":" + std::to_string(in.store_port);
+  return je;
+}
+}  // namespace
+
+LaunchPlan plan_launch(const PlanInput& in) {
+  LaunchPlan plan;
+  plan.launches.resize(in.nodes.size());
+  std::map<int, std::vector<int>> cpus;
+  if (!decide_mpi(in, plan) || !plan_cpus(in, plan, cpus)) return plan;
+  const RunOptions& o = *in.opts;
+  const JobEnv je = job_env(in);
+  const int stdin_rank = o.stdin_target == "none" ? -1 : std::stoi(o.stdin_target);
+  for (size_t i = 0; i < in.nodes.size(); ++i) {
+    const PlanNode& n = in.nodes[i];
+    if (n.external) continue;
+    msg::Launch m;
+    m.env = in.exports;
+    m.wdir = in.wdir;
+    m.hb_ms = kHeartbeatMs;
+    m.hb_timeout_ms = static_cast<int>(o.heartbeat_timeout_s * 1000);
+    for (int r : n.ranks) {
+      msg::RankSpec spec;
+      spec.rank = r;
+      spec.argv = o.command;
+      spec.env = rank_env(je, r);
+      if (o.gpu_bind) {
+        const int local = in.placement->ranks.at(static_cast<size_t>(r)).local_rank;
+        if (auto g = agent::bind_gpus(n.hello->gpus, local, o.gpus_per_rank)) spec.env[env::kCudaVisibleDevices] = *g;
+      }
+      spec.stdin_open = r == stdin_rank;
+      if (auto c = cpus.find(r); c != cpus.end()) spec.cpus = c->second;
+      m.ranks.push_back(std::move(spec));
+    }
+    if (plan.mpi) {
+      msg::MpiSection s;
+      s.nspace = in.job_id;
+      s.world_size = s.universe_size = static_cast<int>(in.placement->ranks.size());
+      s.node_rank = static_cast<int>(i);
+      for (const auto& x : in.nodes) s.node_hosts.push_back(x.host), s.node_ranks.push_back(x.ranks);
+      m.mpi = std::move(s);
+    }
+    plan.launches[i] = std::move(m);
+  }
+  return plan;
+}
+
+EnvMap resolve_exports(const std::vector<std::string>& exports,
+                       const std::function<std::optional<std::string>(const std::string&)>& lookup) {
+  EnvMap out;
+  for (const auto& x : exports) {
+    const auto eq = x.find('=');
+    if (eq != std::string::npos) out[x.substr(0, eq)] = x.substr(eq + 1);
+    else if (auto v = lookup(x)) out[x] = *v;
+  }
+  return out;
+}
+
+std::string inherited_identity_warning(const msg::Launch& launch, const EnvMap& inherited_in) {
+  if (launch.ranks.empty()) return "";
+  EnvMap ours = launch.env;
+  for (const auto& [k, v] : launch.ranks[0].env) ours[k] = v;
+  ours.erase(env::kCudaVisibleDevices);  // binding a host's GPUs contradicts nothing
+  EnvMap inherited = inherited_in;
+  inherited.erase(env::kCudaVisibleDevices);
+  const auto names = contradicted_vars(inherited, ours);
+  if (names.empty()) return "";
+  return "dlaunch: warning: the ranks get dlaunch's own values instead of the inherited " + join(names) +
+         " (is dlaunch running inside srun or mpirun?)\n";
+}
+
+}  // namespace dl::launcher

@@ -1,0 +1,71 @@
+#pragma once
+// The launch plan: from the placement, the options and what each agent said
+// in its hello, one typed launch message per host: every rank's argv and
+// environment (identity, GPU binding, -x exports), its CPUs (--bind-to), and
+// the MPI section when the agents serve PMIx. Pure: no I/O, no processes, no
+// clock, so each decision is unit-tested (tests/launcher/launch_plan_test.cc).
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/messages.h"
+#include "hostfiles/placement.h"
+#include "launcher/options.h"
+#include "launcher/rank_env.h"
+
+namespace dl::launcher {
+
+// One node of the job as the planner sees it.
+struct PlanNode {
+  std::string host;                 // as the hostfile names it
+  bool local = false;               // this machine (its agent was forked)
+  bool external = false;            // per-node mode: another node's dlaunch runs it
+  std::vector<int> ranks;           // global ranks, in order
+  std::optional<control::msg::Hello> hello;  // required unless external
+  std::string reach_addr;           // its address as the other hosts reach it
+};
+
+// Per-node mode (--rdzv): the job's identity was agreed at the node group's store.
+struct SharedIdentity {
+  std::string master_addr, store_addr;
+  int master_port = 0;
+};
+
+struct PlanInput {
+  const hostfiles::Placement* placement = nullptr;
+  const RunOptions* opts = nullptr;
+  std::vector<PlanNode> nodes;        // by node index
+  std::string job_id, token;
+  std::string control_host;           // this launcher's address as remote agents reach it
+  int store_port = 0;                 // the job's store (not in per-node mode)
+  std::optional<SharedIdentity> shared;
+  std::string wdir;                   // --wdir, else the launcher's cwd
+  EnvMap exports;                     // -x, resolved (resolve_exports)
+};
+
+struct LaunchPlan {
+  enum class Refusal { kNone, kNoPmix, kBadRequest };
+  Refusal refusal = Refusal::kNone;
+  std::string why;            // the refusal, worded for the user
+  std::string hosts;          // kNoPmix: the hosts without a PMIx server
+  bool mpi = false;           // the agents serve PMIx to their ranks
+  std::vector<std::optional<control::msg::Launch>> launches;  // by node; none for external nodes
+};
+
+inline constexpr int kHeartbeatMs = 1000;
+
+// Plans every node's launch, or says why the job cannot start (--mpi pmix
+// with an agent built without libpmix; --bind-to with too few cores).
+LaunchPlan plan_launch(const PlanInput& in);
+
+// -x NAME=VALUE sets it; -x NAME passes the launcher's value (`lookup`), if any.
+EnvMap resolve_exports(const std::vector<std::string>& exports,
+                       const std::function<std::optional<std::string>(const std::string&)>& lookup);
+
+// The identity variables the launcher inherited (from srun or mpirun) that
+// the ranks get other values for, as one warning line, or "" (launch is the
+// first host's message).
+std::string inherited_identity_warning(const control::msg::Launch& launch, const EnvMap& inherited);
+
+}  // namespace dl::launcher

@@ -1,0 +1,175 @@
+// control::Connection on real loopback sockets: the server-side handshake
+// and its deadline, heartbeats and the silence that closes a connection, and
+// the send queue's backpressure.
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+
+#include <thread>
+
+#include "control/connection.h"
+#include "control/protocol.h"
+#include "wire/handshake.h"
+#include "wire/socket.h"
+
+namespace control = dl::control;
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+namespace {
+const std::string kToken(64, 'a');
+
+// Two connected stream sockets, the first wrapped for asio.
+std::pair<asio::ip::tcp::socket, int> socket_pair(asio::io_context& io) {
+  asio::ip::tcp::acceptor acc(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  asio::ip::tcp::socket client(io);
+  client.connect(acc.local_endpoint());
+  asio::ip::tcp::socket server(io);
+  acc.accept(server);
+  return {std::move(server), client.release()};
+}
+
+struct Closed {
+  std::string why;
+  bool authenticated = false;
+  int times = 0;
+};
+
+control::Connection::Callbacks record(Closed& c, std::vector<dl::wire::Frame>* frames = nullptr) {
+  control::Connection::Callbacks cb;
+  cb.frame = [frames](dl::wire::Frame& f) { if (frames) frames->push_back(f); };
+  cb.closed = [&c](const std::string& why, bool authed) { c.why = why, c.authenticated = authed, ++c.times; };
+  return cb;
+}
+}  // namespace
+
+TEST_CASE("connection: a peer that never handshakes is closed at the deadline", "[control]") {
+  asio::io_context io;
+  auto [sock, peer_fd] = socket_pair(io);
+  dl::wire::Socket peer(peer_fd);
+  Closed c;
+  auto conn = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(c));
+  conn->start_server(kToken, control::kControlTag, milliseconds(1000));
+  const auto t0 = std::chrono::steady_clock::now();
+  io.run_for(std::chrono::seconds(5));
+  CHECK(c.times == 1);
+  CHECK(c.why == "no handshake within 1 s");
+  CHECK_FALSE(c.authenticated);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4));
+  CHECK_FALSE(conn->is_open());
+}
+
+TEST_CASE("connection: the token handshake, then frames both ways", "[control]") {
+  asio::io_context io;
+  auto [sock, peer_fd] = socket_pair(io);
+  Closed c;
+  std::vector<dl::wire::Frame> got;
+  auto conn = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(c, &got));
+  conn->start_server(kToken, control::kControlTag, milliseconds(5000));
+  std::string reply;
+  std::thread agent([fd = peer_fd, &reply] {
+    dl::wire::Socket s(fd);
+    dl::wire::client_handshake(s, kToken, control::kControlTag, "the test server");
+    dl::wire::write_frame(s, dl::wire::kJson, control::encode(control::msg::Started{1, 2}), "server");
+    reply = dl::wire::read_frame(s, 1 << 20, milliseconds(5000), "server").payload;
+  });
+  for (int i = 0; i < 500 && got.empty(); ++i) io.run_for(milliseconds(10));
+  REQUIRE(got.size() == 1);
+  CHECK(conn->authenticated());
+  CHECK(got[0].payload == control::encode(control::msg::Started{1, 2}));
+  conn->send_message(control::msg::Bye{});
+  io.run_for(milliseconds(200));
+  agent.join();
+  CHECK(reply == control::encode(control::msg::Bye{}));
+  // The agent's side went away: reported once, as an authenticated peer.
+  for (int i = 0; i < 100 && c.times == 0; ++i) io.run_for(milliseconds(10));
+  CHECK(c.times == 1);
+  CHECK(c.why == "connection closed");
+  CHECK(c.authenticated);
+}
+
+TEST_CASE("connection: a wrong token is refused and closes", "[control]") {
+  asio::io_context io;
+  auto [sock, peer_fd] = socket_pair(io);
+  Closed c;
+  auto conn = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(c));
+  conn->start_server(kToken, control::kControlTag, milliseconds(5000));
+  std::thread agent([fd = peer_fd] {
+    dl::wire::Socket s(fd);
+    CHECK_THROWS(dl::wire::client_handshake(s, std::string(64, 'b'), control::kControlTag, "the test server"));
+  });
+  for (int i = 0; i < 300 && c.times == 0; ++i) io.run_for(milliseconds(10));
+  agent.join();
+  CHECK(c.times == 1);
+  CHECK_FALSE(c.authenticated);
+}
+
+TEST_CASE("connection: heartbeats flow, and silence closes with the owner's words", "[control]") {
+  asio::io_context io;
+  auto [sock, peer_fd] = socket_pair(io);
+  asio::ip::tcp::socket other(io, asio::ip::tcp::v4(), peer_fd);
+  Closed ca, cb;
+  std::vector<dl::wire::Frame> at_b;
+  auto a = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(ca));
+  auto b = std::make_shared<control::Connection>(std::move(other), control::kMaxControlFrame, record(cb, &at_b));
+  a->start();
+  b->start();
+  // a beats every 50 ms and wants to hear from b within 400 ms; b never beats.
+  a->start_heartbeats(milliseconds(50), milliseconds(400), "no heartbeat from b");
+  io.run_for(milliseconds(1500));
+  CHECK(ca.times == 1);
+  CHECK(ca.why == "no heartbeat from b");
+  CHECK(at_b.size() >= 3);
+  for (auto& f : at_b) CHECK(f.payload == control::encode(control::msg::Heartbeat{}));
+  // b then sees a's side go.
+  CHECK(cb.times == 1);
+}
+
+TEST_CASE("connection: both sides beating stay open", "[control]") {
+  asio::io_context io;
+  auto [sock, peer_fd] = socket_pair(io);
+  asio::ip::tcp::socket other(io, asio::ip::tcp::v4(), peer_fd);
+  Closed ca, cb;
+  auto a = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(ca));
+  auto b = std::make_shared<control::Connection>(std::move(other), control::kMaxControlFrame, record(cb));
+  a->start();
+  b->start();
+  a->start_heartbeats(milliseconds(50), milliseconds(400), "a lost b");
+  b->start_heartbeats(milliseconds(50), milliseconds(400), "b lost a");
+  io.run_for(milliseconds(1200));
+  CHECK(ca.times == 0);
+  CHECK(cb.times == 0);
+}
+
+TEST_CASE("connection: a queue over the high mark is congested until the peer drains it", "[control]") {
+  asio::io_context io;
+  auto [sock, peer_fd] = socket_pair(io);
+  Closed c;
+  bool drained = false;
+  auto cb = record(c);
+  cb.drained = [&drained] { drained = true; };
+  auto conn = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, cb);
+  conn->start();
+  const std::string chunk(1 << 20, 'x');
+  for (int i = 0; i < 12; ++i) conn->send(control::data_frame(0, control::kStdout, chunk));
+  CHECK(conn->congested());
+  CHECK(conn->queued_bytes() > control::Connection::kPauseAbove);
+  io.run_for(milliseconds(100));  // the kernel takes some; the rest waits for a reader
+  CHECK_FALSE(drained);
+  std::atomic<size_t> read_total{0};
+  std::thread reader([fd = peer_fd, &read_total] {
+    std::vector<char> buf(1 << 16);
+    const size_t want = 12 * (5 + 5 + (1u << 20));
+    while (read_total < want) {
+      ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+      if (n <= 0) break;
+      read_total += static_cast<size_t>(n);
+    }
+    ::close(fd);
+  });
+  for (int i = 0; i < 500 && conn->queued_bytes() > 0; ++i) io.run_for(milliseconds(10));
+  reader.join();
+  CHECK(drained);
+  CHECK_FALSE(conn->congested());
+  CHECK(read_total == 12 * (5 + 5 + (1u << 20)));
+}

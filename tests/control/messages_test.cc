@@ -1,0 +1,167 @@
+// The typed control messages: every message survives encode/decode, and a
+// message with a missing or mistyped field is refused with a ProtocolError
+// that names the message and the field.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "control/messages.h"
+
+namespace control = dl::control;
+namespace msg = dl::control::msg;
+
+namespace {
+template <class M, class V>
+M as(const V& v) {
+  REQUIRE(std::holds_alternative<M>(v));
+  return std::get<M>(v);
+}
+
+std::string refusal_from_agent(const std::string& text) {
+  try {
+    control::decode_from_agent(text);
+  } catch (const control::ProtocolError& e) {
+    return e.what();
+  }
+  FAIL("accepted: " << text);
+  return "";
+}
+
+std::string refusal_from_launcher(const std::string& text) {
+  try {
+    control::decode_from_launcher(text);
+  } catch (const control::ProtocolError& e) {
+    return e.what();
+  }
+  FAIL("accepted: " << text);
+  return "";
+}
+}  // namespace
+
+TEST_CASE("control messages: an agent's messages survive encode and decode", "[control]") {
+  msg::Hello h;
+  h.version = "0.1.0", h.node = 2, h.host = "gpu7", h.pid = 1234, h.free_port = 40000, h.gpus = {"0", "3"};
+  h.pmix = true, h.cpu = msg::CpuReport{{{0, 4}, {1, 5}}, {{0, 1, 4, 5}}};
+  auto h2 = as<msg::Hello>(control::decode_from_agent(control::encode(h)));
+  CHECK(h2.version == "0.1.0");
+  CHECK(h2.node == 2);
+  CHECK(h2.host == "gpu7");
+  CHECK(h2.pid == 1234);
+  CHECK(h2.free_port == 40000);
+  CHECK(h2.gpus == std::vector<std::string>{"0", "3"});
+  CHECK(h2.pmix);
+  REQUIRE(h2.cpu);
+  CHECK(h2.cpu->cores == std::vector<std::vector<int>>{{0, 4}, {1, 5}});
+  CHECK(h2.cpu->numa == std::vector<std::vector<int>>{{0, 1, 4, 5}});
+
+  msg::Hello bare = h;
+  bare.cpu.reset();
+  CHECK_FALSE(as<msg::Hello>(control::decode_from_agent(control::encode(bare))).cpu);
+  CHECK(control::encode(bare).find("cpu") == std::string::npos);
+
+  msg::Exited x;
+  x.rank = 5, x.pid = 77, x.signal = 11, x.core = true, x.by_agent = false;
+  auto x2 = as<msg::Exited>(control::decode_from_agent(control::encode(x)));
+  CHECK(x2.rank == 5);
+  CHECK(x2.pid == 77);
+  CHECK_FALSE(x2.code);
+  CHECK(x2.signal == 11);
+  CHECK(x2.core == true);
+  CHECK_FALSE(x2.by_agent);
+
+  auto f = as<msg::SpawnFailed>(control::decode_from_agent(control::encode(msg::SpawnFailed{3, 127, "not found"})));
+  CHECK(f.rank == 3);
+  CHECK(f.code == 127);
+  CHECK(f.message == "not found");
+  auto a = as<msg::MpiAbort>(control::decode_from_agent(control::encode(msg::MpiAbort{1, 9, "MPI_Abort"})));
+  CHECK(a.status == 9);
+  CHECK(as<msg::Started>(control::decode_from_agent(control::encode(msg::Started{4, 8}))).pid == 8);
+  as<msg::Heartbeat>(control::decode_from_agent(control::encode(msg::Heartbeat{})));
+}
+
+TEST_CASE("control messages: the launcher's messages survive encode and decode", "[control]") {
+  msg::Launch l;
+  l.env = {{"NCCL_DEBUG", "INFO"}}, l.wdir = "/work", l.hb_ms = 500, l.hb_timeout_ms = 7000;
+  msg::RankSpec r;
+  r.rank = 6, r.argv = {"python3", "train.py", "--lr", "0.1"}, r.env = {{"RANK", "6"}, {"CUDA_VISIBLE_DEVICES", "0,1"}};
+  r.stdin_open = true, r.cpus = std::vector<int>{2, 3};
+  l.ranks = {r};
+  l.mpi = msg::MpiSection{"dl-ab", 8, 1, 8, {"a", "b"}, {{0, 1, 2, 3}, {4, 5, 6, 7}}};
+  auto l2 = as<msg::Launch>(control::decode_from_launcher(control::encode(l)));
+  CHECK(l2.env == l.env);
+  CHECK(l2.wdir == "/work");
+  CHECK(l2.hb_ms == 500);
+  CHECK(l2.hb_timeout_ms == 7000);
+  REQUIRE(l2.ranks.size() == 1);
+  CHECK(l2.ranks[0].rank == 6);
+  CHECK(l2.ranks[0].argv == r.argv);
+  CHECK(l2.ranks[0].env == r.env);
+  CHECK(l2.ranks[0].stdin_open);
+  CHECK(l2.ranks[0].cpus == std::vector<int>{2, 3});
+  REQUIRE(l2.mpi);
+  CHECK(l2.mpi->nspace == "dl-ab");
+  CHECK(l2.mpi->node_ranks == l.mpi->node_ranks);
+  CHECK(l2.mpi->node_hosts == l.mpi->node_hosts);
+
+  // A fence id is a full u64.
+  auto ff = as<msg::FenceFailed>(control::decode_from_launcher(control::encode(msg::FenceFailed{~0ull, "b (ranks 4)"})));
+  CHECK(ff.id == ~0ull);
+  CHECK(as<msg::Signal>(control::decode_from_launcher(control::encode(msg::Signal{10}))).signal == 10);
+  CHECK(as<msg::Kill>(control::decode_from_launcher(control::encode(msg::Kill{3000}))).grace_ms == 3000);
+  CHECK(as<msg::StdinEof>(control::decode_from_launcher(control::encode(msg::StdinEof{2}))).rank == 2);
+  as<msg::Bye>(control::decode_from_launcher(control::encode(msg::Bye{})));
+}
+
+TEST_CASE("control messages: a missing field is refused with the message and the field named", "[control]") {
+  CHECK(refusal_from_agent(R"({"t":"exited","pid":1,"by_agent":true})") == "'exited' message: field 'rank' is missing");
+  CHECK(refusal_from_agent(R"({"t":"hello","node":0})") == "'hello' message: field 'version' is missing");
+  CHECK(refusal_from_launcher(R"({"t":"kill"})") == "'kill' message: field 'grace_ms' is missing");
+  // Inside a nested struct the path says where.
+  CHECK(refusal_from_launcher(
+            R"({"t":"launch","env":{},"wdir":"","hb_ms":1,"hb_timeout_ms":1,"ranks":[{"rank":0,"argv":["a"],"env":{},"stdin":false},{"rank":1,"env":{},"stdin":false}]})") ==
+        "'launch' message: field 'ranks[1].argv' is missing");
+}
+
+TEST_CASE("control messages: a mistyped field is refused with the message and the field named", "[control]") {
+  CHECK(refusal_from_agent(R"({"t":"started","rank":"0","pid":1})") ==
+        "'started' message: field 'rank' is a string, expected an integer");
+  CHECK(refusal_from_agent(R"({"t":"started","rank":1.5,"pid":1})") ==
+        "'started' message: field 'rank' is a fractional number, expected an integer");
+  CHECK(refusal_from_agent(R"({"t":"started","rank":4294967296,"pid":1})") == "'started' message: field 'rank' is out of range");
+  CHECK(refusal_from_agent(R"({"t":"hello","version":"x","node":0,"host":"h","pid":1,"free_port":2,"gpus":[0],"pmix":true})") ==
+        "'hello' message: field 'gpus[0]' is an integer, expected a string");
+  CHECK(refusal_from_launcher(R"({"t":"signal","signal":true})") ==
+        "'signal' message: field 'signal' is a boolean, expected an integer");
+  CHECK(refusal_from_launcher(R"({"t":"fence_failed","id":-1,"message":""})") ==
+        "'fence_failed' message: field 'id' is negative, expected an unsigned integer");
+  CHECK(refusal_from_launcher(
+            R"({"t":"launch","env":{"A":1},"wdir":"","hb_ms":1,"hb_timeout_ms":1,"ranks":[]})") ==
+        "'launch' message: field 'env.A' is an integer, expected a string");
+}
+
+TEST_CASE("control messages: not JSON, no type, an unknown type or the other side's message are refused", "[control]") {
+  CHECK(refusal_from_agent("{\"t\":") == "a control message from the agent is not valid JSON");
+  CHECK(refusal_from_agent("[1,2]") == "a control message from the agent is not a JSON object");
+  CHECK(refusal_from_agent(R"({"rank":1})") == "a control message from the agent has no type (field 't')");
+  CHECK(refusal_from_agent(R"({"t":"launch"})") == "unknown control message 'launch' from the agent");
+  CHECK(refusal_from_launcher(R"({"t":"hello"})") == "unknown control message 'hello' from the launcher");
+  // A ProtocolError is a RemoteError: the connection closes, nothing crashes.
+  CHECK_THROWS_AS(control::decode_from_agent("nonsense"), dl::RemoteError);
+}
+
+TEST_CASE("control messages: docs/wire-protocol.md lists exactly the messages and fields of the structs", "[control]") {
+  std::ifstream f(DLAUNCH_SOURCE_DIR "/docs/wire-protocol.md");
+  REQUIRE(f);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string doc = ss.str();
+  const std::string begin = "<!-- control-messages:begin (checked by tests/control/messages_test.cc) -->\n```\n";
+  const std::string end = "```\n<!-- control-messages:end -->";
+  const auto b = doc.find(begin), e = doc.find(end);
+  REQUIRE(b != std::string::npos);
+  REQUIRE(e != std::string::npos);
+  const std::string listed = doc.substr(b + begin.size(), e - b - begin.size());
+  INFO("paste this between the markers in docs/wire-protocol.md:\n" << control::protocol_reference());
+  CHECK(listed == control::protocol_reference());
+}
