@@ -7,7 +7,7 @@
 
 #include "agent/cpu_binding.h"
 #include "agent/gpu_binding.h"
-#include "agent/rank_env_filter.h"
+#include "agent/rank_environment.h"
 #include "agent/rank_process.h"
 #include "control/protocol.h"
 #include "errors/error.h"

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "agent/rank_process.h"
+#include "control/env_names.h"
 
 namespace dl::agent {
 
@@ -40,7 +41,7 @@ std::vector<std::string> detect_gpus(int gpus_per_node) {
     for (int i = 0; i < gpus_per_node; ++i) gpus.push_back(std::to_string(i));
     return gpus;
   }
-  if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) return split_commas(cvd);
+  if (const char* cvd = std::getenv(env::kCudaVisibleDevices)) return split_commas(cvd);
   const char* path = std::getenv("PATH");
   if (resolve_program("nvidia-smi", path ? path : "/usr/bin:/bin").code != 0) return gpus;
   std::string text;
@@ -51,18 +52,6 @@ std::vector<std::string> detect_gpus(int gpus_per_node) {
     ::pclose(p);
   }
   return parse_nvidia_smi_list(text);
-}
-
-std::optional<std::string> bind_gpus(const std::vector<std::string>& gpus, int local_rank, int per_rank) {
-  if (gpus.empty()) return std::nullopt;
-  const int n = static_cast<int>(gpus.size());
-  const int k = per_rank < 1 ? 1 : std::min(per_rank, n);
-  std::string out;
-  for (int i = 0; i < k; ++i) {
-    if (i) out += ',';
-    out += gpus[static_cast<size_t>((local_rank * k + i) % n)];
-  }
-  return out;
 }
 
 }  // namespace dl::agent

@@ -1,5 +1,6 @@
 #pragma once
-// Which GPUs a host has, and which of them each local rank gets.
+// Which GPUs a host has (the agent detects them; which of them each local
+// rank gets is policy: hostfiles/binding.h).
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,10 +16,5 @@ std::vector<std::string> detect_gpus(int gpus_per_node);
 
 // Parses `nvidia-smi -L` output into indices ("0", "1", ...).
 std::vector<std::string> parse_nvidia_smi_list(const std::string& text);
-
-// CUDA_VISIBLE_DEVICES for one rank: `per_rank` consecutive GPUs starting at
-// local_rank * per_rank, wrapping round the host's GPUs (round-robin when
-// ranks outnumber GPUs). nullopt when the host has no GPUs.
-std::optional<std::string> bind_gpus(const std::vector<std::string>& gpus, int local_rank, int per_rank);
 
 }  // namespace dl::agent

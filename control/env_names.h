@@ -3,6 +3,8 @@
 // (which sets them, launcher/rank_env.cc), the rendezvous bootstrap and the
 // collectives (which read them). One home, so a name cannot drift between
 // the writer and its readers. Header-only: every layer may include it.
+#include <string_view>
+
 namespace dl::env {
 
 // torchrun's contract (torch.distributed's env://).
@@ -62,5 +64,19 @@ inline constexpr const char* kDlStoreSpinUs = "DLAUNCH_STORE_SPIN_US";
 
 // GPU visibility (set by the launch plan's GPU binding).
 inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+
+// True for inherited variables that belong to an outer launcher's identity
+// (PMIx, PMI wire-up, OpenMPI's runtime, Hydra): the agent removes them from
+// every rank's environment before adding dlaunch's own, so a rank started by
+// a dlaunch that itself runs under srun or mpirun never talks to the outer
+// launcher; the launcher warns about the ones it inherited.
+inline bool is_foreign_identity_var(std::string_view name) {
+  constexpr std::string_view prefixes[] = {"PMIX_", "PMI_", "OMPI_COMM_WORLD_", "OMPI_MCA_ess", "OMPI_MCA_orte_",
+                                           "OMPI_MCA_pmix", "OMPI_UNIVERSE_SIZE", "OMPI_FIRST_RANKS", "HYDRA_",
+                                           "MPI_LOCAL"};
+  for (auto p : prefixes)
+    if (name.substr(0, p.size()) == p) return true;
+  return false;
+}
 
 }  // namespace dl::env

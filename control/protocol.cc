@@ -5,8 +5,6 @@
 
 namespace dl::control {
 
-std::string json_frame(const nlohmann::json& msg) { return wire::encode_frame(wire::kJson, msg.dump()); }
-
 std::string data_frame(int rank, Stream stream, std::string_view bytes) {
   std::string payload;
   payload.reserve(5 + bytes.size());

@@ -22,8 +22,6 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include "wire/frame.h"
 
 namespace dl::control {
@@ -40,7 +38,6 @@ enum Stream : uint8_t { kStdin = 0, kStdout = 1, kStderr = 2 };
 // The control protocol's own frame type (wire/frame.h reserves 16 and up).
 inline constexpr uint8_t kFence = 16;
 
-std::string json_frame(const nlohmann::json& msg);
 // A kData frame carrying `bytes` of `rank`'s `stream`.
 std::string data_frame(int rank, Stream stream, std::string_view bytes);
 

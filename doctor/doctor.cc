@@ -14,8 +14,8 @@
 #include "doctor/cuda_probe.h"
 #include "doctor/peer.h"
 #include "errors/error.h"
-#include "launcher/agent_starter.h"
-#include "launcher/ssh/quote.h"
+#include "remote/agent_starter.h"
+#include "remote/ssh/quote.h"
 #include "wire/handshake.h"
 
 namespace dl::doctor {
@@ -31,7 +31,7 @@ std::string self_exe() {
 // every address its name resolves to, with the ssh port.
 std::vector<std::string> identity(const hostfiles::HostEntry& e) {
   const std::string port = ":" + std::to_string(e.port ? e.port : 22);
-  if (launcher::is_local_host(e.host)) return {"local" + port};
+  if (remote::is_local_host(e.host)) return {"local" + port};
   addrinfo hints{}, *res = nullptr;
   hints.ai_socktype = SOCK_STREAM;
   std::vector<std::string> keys;
@@ -144,12 +144,12 @@ void Doctor::stage_hostfile() {
 }
 
 void Doctor::stage_ssh() {
-  std::vector<launcher::ssh::Target> targets;
+  std::vector<ssh::Target> targets;
   std::vector<int> remote;
-  const std::string command = launcher::ssh::join_quoted({remote_exe_, "doctor", "--peer"});
+  const std::string command = ssh::join_quoted({remote_exe_, "doctor", "--peer"});
   for (int h : alive()) {
     const auto& e = entries_[static_cast<size_t>(h)];
-    if (launcher::is_local_host(e.host)) {
+    if (remote::is_local_host(e.host)) {
       peers_[static_cast<size_t>(h)] = start_local_peer(self_exe_, token_, name(h));
       report_->set(h, Check::kSsh, Mark::kOk, "local");
       continue;
@@ -157,12 +157,12 @@ void Doctor::stage_ssh() {
     targets.push_back({e.host, e.user, e.port});
     remote.push_back(h);
   }
-  launcher::ssh::Options so;
+  ssh::Options so;
   so.connect_timeout = Millis(static_cast<long>(o_.ssh_timeout_s * 1000));
   so.config_file = o_.ssh_config;
   so.accept_new = o_.ssh_accept_new;
   progress("ssh to " + std::to_string(targets.size()) + " hosts");
-  auto started = launcher::ssh::start_all(targets, std::vector<std::string>(targets.size(), command), token_ + "\n", so,
+  auto started = ssh::start_all(targets, std::vector<std::string>(targets.size(), command), token_ + "\n", so,
                                           o_.ssh_parallel);
   for (size_t i = 0; i < started.size(); ++i) {
     const int h = remote[i];

@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "control/env_names.h"
-#include "launcher/ssh/quote.h"
+#include "remote/ssh/quote.h"
 
 namespace dl::doctor {
 
@@ -86,7 +86,7 @@ nlohmann::json probe_json(const std::string& command, const std::string& what) {
 }  // namespace
 
 std::string first_output_line(const std::string& shell_command, int* status) {
-  const std::string cmd = "timeout 15 sh -c " + launcher::ssh::shell_quote(shell_command) + " 2>&1";
+  const std::string cmd = "timeout 15 sh -c " + ssh::shell_quote(shell_command) + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return "";
   char line[1024] = {};
@@ -131,12 +131,12 @@ nlohmann::json collect_facts(const nlohmann::json& req) {
   if (!f["gpus"].empty()) {
     // What CUDA makes of them: the driver (always), and the runtime dlaunch's
     // NCCL check was built with (when it was).
-    f["cuda"] = probe_json(launcher::ssh::shell_quote(self_exe()) + " doctor --cuda-probe", "the CUDA driver probe");
+    f["cuda"] = probe_json(ssh::shell_quote(self_exe()) + " doctor --cuda-probe", "the CUDA driver probe");
     const std::string helper = req.value("nccl_helper", "");
     if (!helper.empty()) {
       nlohmann::json x = check_executable(helper);
       f["cuda_runtime"] = x["ok"].get<bool>()
-                              ? probe_json(launcher::ssh::shell_quote(helper) + " --probe", helper + " --probe")
+                              ? probe_json(ssh::shell_quote(helper) + " --probe", helper + " --probe")
                               : nlohmann::json{{"count", 0}, {"error", helper + ": " + x["why"].get<std::string>()}};
     }
   }
@@ -152,7 +152,7 @@ nlohmann::json collect_facts(const nlohmann::json& req) {
     a["path"] = agent;
     if (a["ok"].get<bool>()) {
       int status = 0;
-      std::string v = first_output_line(launcher::ssh::shell_quote(agent) + " --version", &status);
+      std::string v = first_output_line(ssh::shell_quote(agent) + " --version", &status);
       a["version"] = v.rfind("dlaunch-agent ", 0) == 0 ? v.substr(14) : v;
       if (status != 0) a["ok"] = false, a["why"] = "`dlaunch-agent --version` exited with " + std::to_string(status) + ": " + v;
     }

@@ -34,7 +34,7 @@ std::string ended_why(const std::string& host, int status, const std::string& er
 
 class RemotePeer : public PeerLink {
  public:
-  RemotePeer(launcher::ssh::Started s, const std::string& host, std::string command)
+  RemotePeer(ssh::Started s, const std::string& host, std::string command)
       : PeerLink(host), s_(std::move(s)), command_(std::move(command)) {}
   ~RemotePeer() override {
     try {
@@ -63,7 +63,7 @@ class RemotePeer : public PeerLink {
         throw RemoteError(ended_why(host(), s_.process->exit_status().value_or(-1), s_.process->err(), command_));
     }
   }
-  launcher::ssh::Started s_;
+  ssh::Started s_;
   std::string command_;
   size_t pos_ = 0;
 };
@@ -161,7 +161,7 @@ std::unique_ptr<PeerLink> start_local_peer(const std::string& exe, const std::st
   return std::make_unique<LocalPeer>(exe, token, host);
 }
 
-std::unique_ptr<PeerLink> adopt_remote_peer(launcher::ssh::Started started, const std::string& host,
+std::unique_ptr<PeerLink> adopt_remote_peer(ssh::Started started, const std::string& host,
                                             const std::string& command) {
   return std::make_unique<RemotePeer>(std::move(started), host, command);
 }

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "launcher/ssh/fan_out.h"
+#include "remote/ssh/fan_out.h"
 
 namespace dl::doctor {
 
@@ -43,7 +43,7 @@ std::unique_ptr<PeerLink> start_local_peer(const std::string& exe, const std::st
 
 // Takes over a peer that ssh::start_all started (its stdin already got the
 // token). `command` is the remote command line, for messages.
-std::unique_ptr<PeerLink> adopt_remote_peer(launcher::ssh::Started started, const std::string& host,
+std::unique_ptr<PeerLink> adopt_remote_peer(ssh::Started started, const std::string& host,
                                             const std::string& command);
 
 }  // namespace dl::doctor

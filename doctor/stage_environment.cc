@@ -7,7 +7,7 @@
 #include "doctor/analysis.h"
 #include "doctor/doctor.h"
 #include "doctor/gpu.h"
-#include "launcher/agent_starter.h"
+#include "remote/agent_starter.h"
 
 namespace dl::doctor {
 
@@ -49,8 +49,8 @@ void Doctor::stage_environment() {
   std::vector<std::string> vars{"PATH", "LD_LIBRARY_PATH"};
   for (const auto& x : o_.exports)
     if (x.find('=') == std::string::npos) vars.push_back(x);  // VAR=value: dlaunch sets it, nothing to compare
-  const std::string local_agent = launcher::agent_path("", false);
-  const std::string remote_agent = launcher::agent_path(o_.prefix, true);
+  const std::string local_agent = remote::agent_path("", false);
+  const std::string remote_agent = remote::agent_path(o_.prefix, true);
   std::vector<nlohmann::json> facts(entries_.size());
   usable_gpus_.assign(entries_.size(), 0);
   const std::string helper = nccl_helper();  // "" without the NCCL backend

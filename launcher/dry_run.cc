@@ -3,8 +3,9 @@
 #include <cstdio>
 
 #include "agent/gpu_binding.h"
+#include "hostfiles/binding.h"
 #include "hostfiles/hostfile.h"
-#include "launcher/agent_starter.h"
+#include "remote/agent_starter.h"
 
 namespace dl::launcher {
 
@@ -12,7 +13,7 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
   std::vector<std::vector<std::string>> gpus(p.nodes.size());
   std::vector<bool> known(p.nodes.size(), true);
   for (size_t n = 0; n < p.nodes.size(); ++n) {
-    if (o.gpus_per_node >= 0 || is_local_host(p.nodes[n].host)) gpus[n] = agent::detect_gpus(o.gpus_per_node);
+    if (o.gpus_per_node >= 0 || remote::is_local_host(p.nodes[n].host)) gpus[n] = agent::detect_gpus(o.gpus_per_node);
     else known[n] = false;
   }
   size_t w = 4;
@@ -26,7 +27,7 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
     std::string g = "-";
     if (!o.gpu_bind) g = "(no binding)";
     else if (!known[n]) g = "?";
-    else if (auto b = agent::bind_gpus(gpus[n], r.local_rank, o.gpus_per_rank)) g = *b;
+    else if (auto b = hostfiles::bind_gpus(gpus[n], r.local_rank, o.gpus_per_rank)) g = *b;
     std::snprintf(line, sizeof line, "%-6d %-*s %-6d %-6d %s\n", r.rank, static_cast<int>(w),
                   hostfiles::describe(p.nodes[n]).c_str(), r.node, r.local_rank, g.c_str());
     out += line;

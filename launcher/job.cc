@@ -10,6 +10,7 @@
 #include "errors/error.h"
 #include "errors/exit_codes.h"
 #include "launcher/launch_plan.h"
+#include "launcher/stdin_forwarder.h"
 #include "rendezvous/tcp_store_server.h"
 #include "wire/handshake.h"
 
@@ -39,7 +40,7 @@ constexpr milliseconds kCloseWait{3000};
 Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> view, StarterFactory make_starter)
     : opts_(std::move(opts)), plan_(std::move(plan)), view_(std::move(view)), make_starter_(std::move(make_starter)),
       signals_(io_, SIGINT, SIGTERM, SIGHUP), agent_timer_(io_), job_timer_(io_), kill_timer_(io_), close_timer_(io_),
-      progress_timer_(io_), fate_(static_cast<int>(plan_.ranks.size())) {
+      progress_(io_), fate_(static_cast<int>(plan_.ranks.size())) {
   std::vector<std::string> rank_hosts;
   for (const auto& r : plan_.ranks) rank_hosts.push_back(plan_.nodes.at(static_cast<size_t>(r.node)).host);
   sink_ = std::make_unique<OutputSink>(OutputOptions{opts_.tag_output, opts_.timestamp_output, opts_.output_dir},
@@ -50,7 +51,7 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> vie
     n.index = static_cast<int>(i);
     n.host = plan_.nodes[i].host;
     n.external = view_ && static_cast<int>(i) != view_->node;
-    n.local = view_ ? !n.external : is_local_host(n.host);
+    n.local = view_ ? !n.external : remote::is_local_host(n.host);
   }
   for (const auto& r : plan_.ranks) nodes_.at(static_cast<size_t>(r.node)).ranks.push_back(r.rank);
   for (auto& n : nodes_)
@@ -118,31 +119,19 @@ int Job::run() {
     });
   }
   start_agents(port);
-  if (show_start_progress(own_nodes(), ::isatty(2) == 1)) show_progress();
+  if (remote::show_start_progress(own_nodes(), ::isatty(2) == 1))
+    progress_.start([this] {
+      return "agents " + std::to_string(hellos_) + "/" + std::to_string(own_nodes()) + " connected" +
+             (start_failures_.empty() ? "" : ", " + std::to_string(start_failures_.size()) + " failed");
+    });
   io_.run();
   starter_->stop(2000);
   if (fate_.failed()) write_fully(2, "dlaunch: " + fate_.verdict() + "\n");
   return fate_.exit_code();
 }
 
-// `agents 12/64 connected, 3 failed` while agents start, redrawn in place.
-void Job::show_progress() {
-  if (!phase_.is(Phase::kStarting)) return clear_progress();
-  const std::string line = "agents " + std::to_string(hellos_) + "/" + std::to_string(own_nodes()) + " connected" +
-                           (start_failures_.empty() ? "" : ", " + std::to_string(start_failures_.size()) + " failed");
-  if (line != progress_shown_) write_fully(2, "\r\033[Kdlaunch: " + line), progress_shown_ = line;
-  progress_timer_.expires_after(milliseconds(100));
-  progress_timer_.async_wait([this](boost::system::error_code ec) { if (!ec) show_progress(); });
-}
-
-void Job::clear_progress() {
-  progress_timer_.cancel();
-  if (!progress_shown_.empty()) write_fully(2, "\r\033[K");
-  progress_shown_.clear();
-}
-
 void Job::start_agents(uint16_t control_port) {
-  AgentStarter::Events ev;
+  remote::AgentStarter::Events ev;
   ev.failed = [this](int node, std::string why) { node_failed_to_start(node, why); };
   ev.reached = [this](int node, std::string reach, std::string back) {
     nodes_.at(static_cast<size_t>(node)).reach_addr = reach;
@@ -154,17 +143,17 @@ void Job::start_agents(uint16_t control_port) {
   if (make_starter_) {
     starter_ = make_starter_(io_, std::move(ev));
   } else {
-    StarterOptions so;
+    remote::StarterOptions so;
     so.ssh_timeout = secs(opts_.ssh_timeout_s);
     so.ssh_config = opts_.ssh_config;
     so.ssh_accept_new = opts_.ssh_accept_new;
     so.prefix = opts_.prefix;
-    starter_ = make_process_starter(io_, std::move(so), std::move(ev));
+    starter_ = remote::make_process_starter(io_, std::move(so), std::move(ev));
   }
   for (auto& n : nodes_) {
     if (n.external) continue;
     const auto& entry = plan_.nodes[static_cast<size_t>(n.index)];
-    AgentStartSpec spec;
+    remote::AgentStartSpec spec;
     spec.node = n.index;
     spec.host = n.host, spec.user = entry.user, spec.port = entry.port;
     spec.local = n.local;
@@ -184,12 +173,13 @@ void Job::start_agents(uint16_t control_port) {
 
 void Job::node_failed_to_start(int node, const std::string& why) {
   Node& n = nodes_.at(static_cast<size_t>(node));
-  if (n.start_failed || phase_.is(Phase::kClosing) || phase_.is(Phase::kDone)) return;
+  // Once the agents were told to leave (aborting, closing), an agent's exit
+  // is expected, not a start failure: every host had connected or failed by then.
+  if (n.start_failed || phase_.ending()) return;
   if (server_->connected(node)) return;  // it ran: its connection reports
   n.start_failed = true;
   start_failures_.push_back(n.host);
-  write_fully(2, std::string(progress_shown_.empty() ? "" : "\r\033[K") + "dlaunch: error: " + why + "\n");
-  progress_shown_.clear();
+  progress_.print_over("dlaunch: error: " + why + "\n");
   const bool lost = fate_.on_host_lost(n.host, "its agent could not be started", n.ranks);
   if (phase_.launched()) {
     if (lost) teardown(0);
@@ -247,7 +237,7 @@ void Job::launch_all() {
   }
   mpi_ = plan.mpi;
   phase_.to(Phase::kLaunched);
-  clear_progress();
+  progress_.stop();
   agent_timer_.cancel();
   server_->start_heartbeats(milliseconds(kHeartbeatMs), secs(opts_.heartbeat_timeout_s));
   bool warned = false;
@@ -324,7 +314,7 @@ void Job::on_closed(int node, const std::string& why) {
 }
 
 void Job::teardown(int grace_ms) {
-  clear_progress();
+  progress_.stop();
   if (!phase_.launched() && start_failures_.size() > 1) {
     std::string hosts;
     for (const auto& h : start_failures_) hosts += (hosts.empty() ? "" : ", ") + h;
@@ -377,28 +367,14 @@ void Job::on_signal(int sig) {
 }
 
 void Job::start_stdin_reader() {
-  if (opts_.stdin_target == "none") return;
+  if (opts_.stdin_target == "none" || !may_read_stdin()) return;
   const int target = std::stoi(opts_.stdin_target);
   if (target >= static_cast<int>(plan_.ranks.size())) return;
-  // A background job reading the terminal would be stopped by SIGTTIN.
-  if (::isatty(0) && ::tcgetpgrp(0) != ::getpgrp()) return;
   const int node = plan_.ranks[static_cast<size_t>(target)].node;
   if (nodes_.at(static_cast<size_t>(node)).external) return;
-  std::thread([this, node, target] {
-    char buf[65536];
-    for (;;) {
-      ssize_t got = ::read(0, buf, sizeof buf);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        asio::post(io_, [this, node, target] { server_->send(node, msg::StdinEof{target}); });
-        return;
-      }
-      std::string data(buf, static_cast<size_t>(got));
-      asio::post(io_, [this, node, target, data = std::move(data)] {
-        server_->send(node, control::data_frame(target, control::kStdin, data));
-      });
-    }
-  }).detach();
+  forward_stdin(
+      io_, [this, node, target](std::string data) { server_->send(node, control::data_frame(target, control::kStdin, data)); },
+      [this, node, target] { server_->send(node, msg::StdinEof{target}); });
 }
 
 void Job::check_finished() {

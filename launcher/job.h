@@ -20,13 +20,14 @@
 #include <vector>
 
 #include "hostfiles/placement.h"
-#include "launcher/agent_starter.h"
+#include "remote/agent_starter.h"
 #include "launcher/control_server.h"
 #include "launcher/fate.h"
 #include "launcher/fence_relay.h"
 #include "launcher/job_phase.h"
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
+#include "launcher/progress_line.h"
 
 namespace dl::rdzv { class TcpStoreServer; }
 
@@ -48,6 +49,9 @@ struct NodeView {
 };
 
 // Makes the Job's agent starter (the real one by default; tests pass a fake).
+// The Job's agent starter is remote/agent_starter.h's interface.
+using remote::AgentStarter;
+using remote::AgentStartSpec;
 using StarterFactory = std::function<std::unique_ptr<AgentStarter>(asio::io_context&, AgentStarter::Events)>;
 
 class Job : public ControlServer::Handler {
@@ -93,8 +97,6 @@ class Job : public ControlServer::Handler {
   void check_finished();
   void finish();
   void stop();
-  void show_progress();
-  void clear_progress();
   int grace_ms() const { return static_cast<int>(opts_.kill_grace_s * 1000); }
 
   RunOptions opts_;
@@ -111,8 +113,8 @@ class Job : public ControlServer::Handler {
   std::unique_ptr<FenceRelay> fences_;
   std::unique_ptr<AgentStarter> starter_;
   asio::signal_set signals_;
-  asio::steady_timer agent_timer_, job_timer_, kill_timer_, close_timer_, progress_timer_;
-  std::string progress_shown_;               // the progress line on the terminal, "" when none
+  asio::steady_timer agent_timer_, job_timer_, kill_timer_, close_timer_;
+  ProgressLine progress_;                    // agents connected, on a terminal
   std::vector<std::string> start_failures_;  // hosts whose agent could not be started
   bool mpi_ = false;                         // the agents serve PMIx (--mpi), decided at launch
   std::unique_ptr<OutputSink> sink_;

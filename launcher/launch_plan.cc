@@ -2,9 +2,8 @@
 
 #include <algorithm>
 
-#include "agent/cpu_binding.h"
-#include "agent/gpu_binding.h"
 #include "control/env_names.h"
+#include "hostfiles/binding.h"
 
 namespace dl::launcher {
 
@@ -38,10 +37,10 @@ bool plan_cpus(const PlanInput& in, LaunchPlan& plan, std::map<int, std::vector<
   if (in.opts->bind_to == "none") return true;
   for (const auto& n : in.nodes) {
     if (n.external) continue;
-    agent::CpuTopology topo;
+    hostfiles::CpuTopology topo;
     if (n.hello->cpu) topo.cores = n.hello->cpu->cores, topo.numa = n.hello->cpu->numa;
     try {
-      auto per_local = agent::plan_cpus(in.opts->bind_to, topo, static_cast<int>(n.ranks.size()),
+      auto per_local = hostfiles::plan_cpus(in.opts->bind_to, topo, static_cast<int>(n.ranks.size()),
                                         in.opts->cpus_per_rank, n.host);
       for (int r : n.ranks)
         cpus[r] = per_local.at(static_cast<size_t>(in.placement->ranks.at(static_cast<size_t>(r)).local_rank));
@@ -98,7 +97,7 @@ LaunchPlan plan_launch(const PlanInput& in) {
       spec.env = rank_env(je, r);
       if (o.gpu_bind) {
         const int local = in.placement->ranks.at(static_cast<size_t>(r)).local_rank;
-        if (auto g = agent::bind_gpus(n.hello->gpus, local, o.gpus_per_rank)) spec.env[env::kCudaVisibleDevices] = *g;
+        if (auto g = hostfiles::bind_gpus(n.hello->gpus, local, o.gpus_per_rank)) spec.env[env::kCudaVisibleDevices] = *g;
       }
       spec.stdin_open = r == stdin_rank;
       if (auto c = cpus.find(r); c != cpus.end()) spec.cpus = c->second;

@@ -15,7 +15,7 @@
 
 #include "errors/error.h"
 #include "errors/exit_codes.h"
-#include "launcher/agent_starter.h"
+#include "remote/agent_starter.h"
 #include "launcher/dry_run.h"
 #include "launcher/job.h"
 #include "rendezvous/tcp_store.h"
@@ -157,7 +157,7 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
   g->kill_grace_s_ = o.kill_grace_s;
   const auto deadline = Clock::now() + secs(o.rdzv_timeout_s);
   const std::string where = t.host + ":" + std::to_string(t.port);
-  if (t.node_rank == 0 && is_local_host(t.host)) {
+  if (t.node_rank == 0 && remote::is_local_host(t.host)) {
     try {
       g->server_ = std::make_unique<rdzv::BackgroundStoreServer>(t.host.find(':') != std::string::npos ? "::" : "0.0.0.0",
                                                                  t.port, token);

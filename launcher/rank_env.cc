@@ -27,25 +27,25 @@ EnvMap rank_env(const JobEnv& job, int rank) {
   auto [cross_rank, cross_size] = cross(p, place.node, place.local_rank);
   EnvMap e = {
       // torchrun
-      {"RANK", r}, {"WORLD_SIZE", world}, {"LOCAL_RANK", local}, {"LOCAL_WORLD_SIZE", lsize},
-      {"GROUP_RANK", node}, {"GROUP_WORLD_SIZE", nnodes}, {"ROLE_RANK", r}, {"ROLE_WORLD_SIZE", world},
-      {"ROLE_NAME", "default"}, {"NODE_RANK", node},
-      {"MASTER_ADDR", job.master_addr}, {"MASTER_PORT", std::to_string(job.master_port)},
+      {env::kRank, r}, {env::kWorldSize, world}, {env::kLocalRank, local}, {env::kLocalWorldSize, lsize},
+      {env::kGroupRank, node}, {env::kGroupWorldSize, nnodes}, {env::kRoleRank, r}, {env::kRoleWorldSize, world},
+      {env::kRoleName, "default"}, {env::kNodeRank, node},
+      {env::kMasterAddr, job.master_addr}, {env::kMasterPort, std::to_string(job.master_port)},
       // OpenMPI
-      {"OMPI_COMM_WORLD_RANK", r}, {"OMPI_COMM_WORLD_SIZE", world}, {"OMPI_COMM_WORLD_LOCAL_RANK", local},
-      {"OMPI_COMM_WORLD_LOCAL_SIZE", lsize}, {"OMPI_COMM_WORLD_NODE_RANK", node},
+      {env::kOmpiRank, r}, {env::kOmpiSize, world}, {env::kOmpiLocalRank, local},
+      {env::kOmpiLocalSize, lsize}, {env::kOmpiNodeRank, node},
       // Intel MPI / MPICH Hydra (oneCCL reads these)
-      {"PMI_RANK", r}, {"PMI_SIZE", world}, {"MPI_LOCALRANKID", local}, {"MPI_LOCALNRANKS", lsize},
+      {env::kPmiRank, r}, {env::kPmiSize, world}, {env::kMpiLocalRankId, local}, {env::kMpiLocalNRanks, lsize},
       // Horovod
-      {"HOROVOD_RANK", r}, {"HOROVOD_SIZE", world}, {"HOROVOD_LOCAL_RANK", local}, {"HOROVOD_LOCAL_SIZE", lsize},
-      {"HOROVOD_CROSS_RANK", std::to_string(cross_rank)}, {"HOROVOD_CROSS_SIZE", std::to_string(cross_size)},
+      {env::kHorovodRank, r}, {env::kHorovodSize, world}, {env::kHorovodLocalRank, local}, {env::kHorovodLocalSize, lsize},
+      {env::kHorovodCrossRank, std::to_string(cross_rank)}, {env::kHorovodCrossSize, std::to_string(cross_size)},
       // dlaunch's own runtime
-      {"DLAUNCH_RANK", r}, {"DLAUNCH_WORLD_SIZE", world}, {"DLAUNCH_LOCAL_RANK", local},
-      {"DLAUNCH_LOCAL_WORLD_SIZE", lsize}, {"DLAUNCH_NODE_RANK", node}, {"DLAUNCH_NNODES", nnodes},
-      {"DLAUNCH_JOB_ID", job.job_id}, {"DLAUNCH_HOST_ID", job.job_id + "/" + node},
-      {"DLAUNCH_TOKEN", job.token},
+      {env::kDlRank, r}, {env::kDlWorldSize, world}, {env::kDlLocalRank, local},
+      {env::kDlLocalWorldSize, lsize}, {env::kDlNodeRank, node}, {env::kDlNNodes, nnodes},
+      {env::kDlJobId, job.job_id}, {env::kDlHostId, job.job_id + "/" + node},
+      {env::kDlToken, job.token},
   };
-  if (!job.store_addr.empty()) e["DLAUNCH_STORE_ADDR"] = job.store_addr;
+  if (!job.store_addr.empty()) e[env::kDlStoreAddr] = job.store_addr;
   return e;
 }
 
@@ -54,8 +54,8 @@ std::vector<std::string> contradicted_vars(const EnvMap& inherited, const EnvMap
   for (const auto& [k, v] : inherited) {
     auto it = ours.find(k);
     bool replaced = it != ours.end() && it->second != v;
-    bool removed = it == ours.end() && agent::is_foreign_identity_var(k);
-    if ((replaced || removed) && k != "DLAUNCH_TOKEN") out.push_back(k);
+    bool removed = it == ours.end() && env::is_foreign_identity_var(k);
+    if ((replaced || removed) && k != env::kDlToken) out.push_back(k);
   }
   return out;
 }

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/rank_env_filter.h"
+#include "control/env_names.h"
 #include "hostfiles/placement.h"
 
 namespace dl::launcher {

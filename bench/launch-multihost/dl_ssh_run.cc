@@ -1,4 +1,4 @@
-// dl_ssh_run: runs one command on many hosts through dl::launcher::ssh::run_all
+// dl_ssh_run: runs one command on many hosts through dl::ssh::run_all
 // and prints each host's output; exit status 0 only if every host ran it with
 // status 0. The benchmark's stand-in for "the adapter's fan-out".
 //   dl_ssh_run [-F ssh_config] [-o known_hosts] [-p parallel] [-t timeout_ms] host... -- word...
@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "launcher/ssh/fan_out.h"
-#include "launcher/ssh/quote.h"
+#include "remote/ssh/fan_out.h"
+#include "remote/ssh/quote.h"
 
-namespace ssh = dl::launcher::ssh;
+namespace ssh = dl::ssh;
 
 int main(int argc, char** argv) {
   ssh::Options options;

@@ -52,7 +52,7 @@ if [ "${1:-}" = "--inside" ]; then  # runs inside h0's namespace
       pdsh) what="pdsh -R ssh -w 4 hosts true" ;;
       hydra) what="mpiexec.hydra -launcher ssh -f hosts -n 8 true" ;;
       mpirun) what="mpirun --hostfile hosts -n 8 true (OpenMPI, plm_rsh_args -F)" ;;
-      dl_ssh) what="dl_ssh_run (launcher/ssh run_all) 4 hosts true" ;;
+      dl_ssh) what="dl_ssh_run (remote/ssh run_all) 4 hosts true" ;;
       dlaunch) what="${DLAUNCH_CMD:-DLAUNCH_CMD unset: lead fills this row}" ;;
     esac
     m=${median[$name]:-}

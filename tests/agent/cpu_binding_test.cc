@@ -32,18 +32,6 @@ struct FakeSysfs {
 };
 }  // namespace
 
-TEST_CASE("cpu lists parse and format as the kernel writes them", "[agent]") {
-  CHECK(parse_cpu_list("0-3,8,10-11\n") == V{0, 1, 2, 3, 8, 10, 11});
-  CHECK(parse_cpu_list("") == V{});
-  CHECK(parse_cpu_list("5") == V{5});
-  CHECK(parse_cpu_list("\t0-1 \n") == V{0, 1});  // as /proc/PID/status writes it
-  CHECK(format_cpu_list({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11");
-  CHECK(format_cpu_list({}) == "");
-  CHECK_THROWS_AS(parse_cpu_list("3-1"), std::invalid_argument);
-  CHECK_THROWS_AS(parse_cpu_list("a"), std::invalid_argument);
-  CHECK_THROWS_AS(parse_cpu_list("1;2"), std::invalid_argument);
-}
-
 TEST_CASE("topology: hyperthread siblings form one core, NUMA nodes limited to the allowed CPUs", "[agent]") {
   // 2 packages x 2 cores x 2 threads; siblings numbered n and n+4, as on Intel.
   FakeSysfs fs;
@@ -71,36 +59,6 @@ TEST_CASE("topology without sysfs information: every CPU a core, one node", "[ag
   CHECK(t.cores.size() == 3);
   REQUIRE(t.numa.size() == 1);
   CHECK(t.numa[0] == V{0, 1, 2});
-}
-
-TEST_CASE("bind-to core: consecutive cores by local rank, all their threads", "[agent]") {
-  CpuTopology t;
-  t.cores = {{0, 4}, {1, 5}, {2, 6}, {3, 7}};
-  t.numa = {{0, 1, 4, 5}, {2, 3, 6, 7}};
-  auto p = plan_cpus("core", t, 4, 1, "h1");
-  CHECK(p == std::vector<V>{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
-  auto q = plan_cpus("core", t, 2, 2, "h1");
-  CHECK(q == std::vector<V>{{0, 1, 4, 5}, {2, 3, 6, 7}});
-  try {
-    plan_cpus("core", t, 3, 2, "node7");
-    FAIL("expected an error");
-  } catch (const std::runtime_error& e) {
-    const std::string m = e.what();
-    CHECK(m.find("node7 has 4 usable cores") != std::string::npos);
-    CHECK(m.find("need 6") != std::string::npos);
-    CHECK(m.find("--bind-to numa or none") != std::string::npos);
-  }
-}
-
-TEST_CASE("bind-to numa: local ranks in blocks over the nodes, and none binds nothing", "[agent]") {
-  CpuTopology t;
-  t.cores = {{0}, {1}, {2}, {3}};
-  t.numa = {{0, 1}, {2, 3}};
-  CHECK(plan_cpus("numa", t, 4, 1, "h") == std::vector<V>{{0, 1}, {0, 1}, {2, 3}, {2, 3}});
-  CHECK(plan_cpus("numa", t, 3, 1, "h") == std::vector<V>{{0, 1}, {0, 1}, {2, 3}});
-  CHECK(plan_cpus("numa", t, 1, 1, "h") == std::vector<V>{{0, 1}});
-  CHECK(plan_cpus("none", t, 2, 1, "h") == std::vector<V>{{}, {}});
-  CHECK_THROWS_AS(plan_cpus("numa", CpuTopology{}, 2, 1, "h"), std::runtime_error);
 }
 
 TEST_CASE("this machine's own topology covers exactly the CPUs we may use", "[agent]") {

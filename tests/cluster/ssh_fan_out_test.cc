@@ -1,11 +1,11 @@
 // Parallel fan-out over a 4-host cluster: per-host results, one-line errors.
 #include <catch2/catch.hpp>
 
-#include "launcher/ssh/fan_out.h"
-#include "launcher/ssh/quote.h"
+#include "remote/ssh/fan_out.h"
+#include "remote/ssh/quote.h"
 #include "tests/cluster/ssh_test_util.h"
 
-namespace ssh = dl::launcher::ssh;
+namespace ssh = dl::ssh;
 using dl::cluster::Cluster;
 using dl::cluster::InNamespace;
 using dl::cluster::ScratchDir;

@@ -2,11 +2,11 @@
 #include <catch2/catch.hpp>
 
 #include "errors/error.h"
-#include "launcher/ssh/quote.h"
-#include "launcher/ssh/session.h"
+#include "remote/ssh/quote.h"
+#include "remote/ssh/session.h"
 #include "tests/cluster/cluster_fixture.h"
 
-namespace ssh = dl::launcher::ssh;
+namespace ssh = dl::ssh;
 
 namespace {
 const std::vector<std::string> kHostile = {

@@ -3,11 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include "errors/error.h"
-#include "launcher/ssh/quote.h"
-#include "launcher/ssh/session.h"
+#include "remote/ssh/quote.h"
+#include "remote/ssh/session.h"
 #include "tests/cluster/ssh_test_util.h"
 
-namespace ssh = dl::launcher::ssh;
+namespace ssh = dl::ssh;
 using dl::cluster::Cluster;
 using dl::cluster::InNamespace;
 using dl::cluster::ScratchDir;

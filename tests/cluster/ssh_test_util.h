@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "launcher/ssh/session.h"
+#include "remote/ssh/session.h"
 #include "tests/cluster/cluster_fixture.h"
 
 namespace dl::cluster {
@@ -20,15 +20,15 @@ struct ScratchDir {
   ~ScratchDir() { std::filesystem::remove_all(path); }
 };
 
-inline launcher::ssh::Target target(const std::string& host, uint16_t port = 0) {
-  launcher::ssh::Target t;
+inline ssh::Target target(const std::string& host, uint16_t port = 0) {
+  ssh::Target t;
   t.host = host;
   t.port = port;
   return t;
 }
 
-inline launcher::ssh::Options isolated_options(const Cluster& c, const ScratchDir& scratch) {
-  launcher::ssh::Options o;
+inline ssh::Options isolated_options(const Cluster& c, const ScratchDir& scratch) {
+  ssh::Options o;
   o.config_file = c.ssh_config();     // HostName, User root, IdentityFile, UserKnownHostsFile
   o.ssh_dir = scratch.path;           // no default keys from /root/.ssh
   o.use_agent = false;

@@ -10,7 +10,7 @@
 #include <set>
 #include <tuple>
 
-#include "agent/cpu_binding.h"
+#include "hostfiles/binding.h"
 #include "tests/integration/run_command.h"
 
 using namespace dl::it;
@@ -269,7 +269,7 @@ namespace {
 // "Cpus_allowed_list:\t0-3" of a /proc/PID/status text, as a CPU list.
 std::vector<int> allowed_in(const std::string& status_text) {
   for (const auto& l : lines(status_text))
-    if (l.rfind("Cpus_allowed_list:", 0) == 0) return dl::agent::parse_cpu_list(l.substr(l.find(':') + 1));
+    if (l.rfind("Cpus_allowed_list:", 0) == 0) return dl::hostfiles::parse_cpu_list(l.substr(l.find(':') + 1));
   return {};
 }
 // Physical cores this test may use, counted by distinct sibling lists: a
@@ -343,7 +343,7 @@ TEST_CASE("dlaunch --bind-to numa gives each rank its NUMA node's CPUs, and with
       return std::stoi(a.substr(4)) < std::stoi(b.substr(4));
     });
     REQUIRE(!nodes.empty());
-    auto node_cpus = dl::agent::parse_cpu_list(read_file(node_dir + (rank == 0 ? nodes.front() : nodes.back()) + "/cpulist"));
+    auto node_cpus = dl::hostfiles::parse_cpu_list(read_file(node_dir + (rank == 0 ? nodes.front() : nodes.back()) + "/cpulist"));
     std::vector<int> expect;
     std::set_intersection(node_cpus.begin(), node_cpus.end(), mine.begin(), mine.end(), std::back_inserter(expect));
     INFO("rank " << rank);

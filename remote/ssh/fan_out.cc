@@ -1,10 +1,10 @@
-#include "launcher/ssh/fan_out.h"
+#include "remote/ssh/fan_out.h"
 
 #include <atomic>
 #include <functional>
 #include <thread>
 
-namespace dl::launcher::ssh {
+namespace dl::ssh {
 
 namespace {
 
@@ -94,4 +94,4 @@ std::vector<Finished> run_all(const std::vector<Target>& targets,
   return out;
 }
 
-}  // namespace dl::launcher::ssh
+}  // namespace dl::ssh

@@ -1,4 +1,4 @@
-#include "launcher/ssh/tcp_connect.h"
+#include "remote/ssh/tcp_connect.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 
 #include "errors/error.h"
 
-namespace dl::launcher::ssh {
+namespace dl::ssh {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -105,4 +105,4 @@ TcpConnection describe_socket(int fd) {
   return c;
 }
 
-}  // namespace dl::launcher::ssh
+}  // namespace dl::ssh

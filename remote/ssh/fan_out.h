@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "errors/error.h"
-#include "launcher/ssh/session.h"
+#include "remote/ssh/session.h"
 
-namespace dl::launcher::ssh {
+namespace dl::ssh {
 
 struct Started {
   Target target;
@@ -50,4 +50,4 @@ std::vector<Finished> run_all(const std::vector<Target>& targets,
 // shell said). Empty for any other status.
 std::string describe_start_failure(const std::string& host, int status, const std::string& err);
 
-}  // namespace dl::launcher::ssh
+}  // namespace dl::ssh

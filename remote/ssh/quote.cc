@@ -1,6 +1,6 @@
-#include "launcher/ssh/quote.h"
+#include "remote/ssh/quote.h"
 
-namespace dl::launcher::ssh {
+namespace dl::ssh {
 
 namespace {
 bool is_plain(char c) {
@@ -32,4 +32,4 @@ std::string join_quoted(const std::vector<std::string>& words) {
   return out;
 }
 
-}  // namespace dl::launcher::ssh
+}  // namespace dl::ssh

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace dl::launcher::ssh {
+namespace dl::ssh {
 
 // Returns `s` as one POSIX shell word that expands to exactly `s`: wrapped in
 // single quotes, each ' written as '\''. The empty string becomes ''. Words made
@@ -19,4 +19,4 @@ std::string shell_quote(std::string_view s);
 // remote shell splits back into exactly `words`.
 std::string join_quoted(const std::vector<std::string>& words);
 
-}  // namespace dl::launcher::ssh
+}  // namespace dl::ssh

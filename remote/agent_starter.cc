@@ -1,4 +1,4 @@
-#include "launcher/agent_starter.h"
+#include "remote/agent_starter.h"
 
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -19,7 +19,7 @@
 
 #include "errors/error.h"
 
-namespace dl::launcher {
+namespace dl::remote {
 
 namespace {
 // The directory of this dlaunch binary, "" when /proc/self/exe is unreadable.
@@ -199,4 +199,4 @@ bool is_local_host(const std::string& host) {
   return local;
 }
 
-}  // namespace dl::launcher
+}  // namespace dl::remote

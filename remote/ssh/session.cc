@@ -1,13 +1,13 @@
-#include "launcher/ssh/session.h"
+#include "remote/ssh/session.h"
 
 #include <libssh/libssh.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "errors/error.h"
-#include "launcher/ssh/tcp_connect.h"
+#include "remote/ssh/tcp_connect.h"
 
-namespace dl::launcher::ssh {
+namespace dl::ssh {
 
 namespace {
 
@@ -181,4 +181,4 @@ std::unique_ptr<RemoteProcess> Session::exec(const std::string& command) {
   return std::make_unique<RemoteProcess>(ch, name_);
 }
 
-}  // namespace dl::launcher::ssh
+}  // namespace dl::ssh

@@ -9,9 +9,9 @@
 #include <cstdlib>
 
 #include "errors/error.h"
-#include "launcher/ssh/session.h"
+#include "remote/ssh/session.h"
 
-namespace dl::launcher::ssh {
+namespace dl::ssh {
 
 namespace {
 
@@ -88,4 +88,4 @@ void Session::authenticate(const Options& o) {
                   "), or name the right key with IdentityFile in ~/.ssh/config");
 }
 
-}  // namespace dl::launcher::ssh
+}  // namespace dl::ssh

@@ -1,9 +1,9 @@
 #include <charconv>
 
 #include "errors/error.h"
-#include "launcher/ssh/session.h"
+#include "remote/ssh/session.h"
 
-namespace dl::launcher::ssh {
+namespace dl::ssh {
 
 std::string Target::str() const {
   std::string s = user.empty() ? "" : user + "@";
@@ -48,4 +48,4 @@ Target parse_target(std::string_view s, std::string_view what) {
   return t;
 }
 
-}  // namespace dl::launcher::ssh
+}  // namespace dl::ssh

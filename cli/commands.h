@@ -1,10 +1,13 @@
 #pragma once
 // The `dlaunch` subcommand table: `dlaunch help` prints it, main() dispatches
-// through it. A first word that is no subcommand means `run`.
+// through it. A first word that is no subcommand means `run`. This folder is
+// the top layer: it is the only one that knows every command (the launcher's
+// run, the store, the doctor, the collectives' bench), so none of those needs
+// to know another.
 #include <string>
 #include <vector>
 
-namespace dl::launcher {
+namespace dl::cli {
 
 struct Command {
   const char* name;
@@ -13,7 +16,6 @@ struct Command {
 };
 
 const std::vector<Command>& commands();
-int run_command(const std::vector<std::string>& args);   // dlaunch [run]
 int help_command(const std::vector<std::string>& args);  // dlaunch help
 
-}  // namespace dl::launcher
+}  // namespace dl::cli

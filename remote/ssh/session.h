@@ -13,11 +13,11 @@
 #include <string_view>
 #include <vector>
 
-#include "launcher/ssh/remote_process.h"
+#include "remote/ssh/remote_process.h"
 
 struct ssh_session_struct;
 
-namespace dl::launcher::ssh {
+namespace dl::ssh {
 
 using Millis = std::chrono::milliseconds;
 
@@ -97,4 +97,4 @@ class Session {
   uint16_t port_ = 22;
 };
 
-}  // namespace dl::launcher::ssh
+}  // namespace dl::ssh

@@ -13,7 +13,7 @@
 
 struct ssh_channel_struct;
 
-namespace dl::launcher::ssh {
+namespace dl::ssh {
 
 class RemoteProcess {
  public:
@@ -52,4 +52,4 @@ class RemoteProcess {
   std::optional<int> status_;
 };
 
-}  // namespace dl::launcher::ssh
+}  // namespace dl::ssh

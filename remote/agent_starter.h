@@ -13,7 +13,7 @@
 
 #include "control/agent_args.h"
 
-namespace dl::launcher {
+namespace dl::remote {
 
 // Path of dlaunch-agent: DIR/bin/dlaunch-agent under `prefix` when given;
 // else beside this dlaunch binary when it is there; else "dlaunch-agent"
@@ -111,4 +111,4 @@ struct StarterOptions {
 std::unique_ptr<AgentStarter> make_process_starter(boost::asio::io_context& io, StarterOptions o,
                                                    AgentStarter::Events ev);
 
-}  // namespace dl::launcher
+}  // namespace dl::remote

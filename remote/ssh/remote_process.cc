@@ -1,4 +1,4 @@
-#include "launcher/ssh/remote_process.h"
+#include "remote/ssh/remote_process.h"
 
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
@@ -9,7 +9,7 @@
 
 #include "errors/error.h"
 
-namespace dl::launcher::ssh {
+namespace dl::ssh {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -116,4 +116,4 @@ int RemoteProcess::wait(std::chrono::milliseconds timeout) {
   return status;
 }
 
-}  // namespace dl::launcher::ssh
+}  // namespace dl::ssh

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace dl::launcher::ssh {
+namespace dl::ssh {
 
 struct TcpConnection {
   int fd = -1;                 // connected, blocking; the caller owns it
@@ -24,4 +24,4 @@ TcpConnection tcp_connect(const std::string& host, uint16_t port, std::chrono::m
 // The local and remote numeric addresses of a connected socket (fd not owned).
 TcpConnection describe_socket(int fd);
 
-}  // namespace dl::launcher::ssh
+}  // namespace dl::ssh

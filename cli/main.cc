@@ -4,13 +4,14 @@
 
 #include "errors/error.h"
 #include "errors/exit_codes.h"
-#include "launcher/commands.h"
+#include "cli/commands.h"
+#include "launcher/run.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     if (!args.empty())
-      for (const auto& c : dl::launcher::commands())
+      for (const auto& c : dl::cli::commands())
         if (args[0] == c.name) return c.main({args.begin() + 1, args.end()});
     return dl::launcher::run_command(args);
   } catch (const dl::Error& e) {

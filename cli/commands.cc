@@ -1,27 +1,23 @@
-#include "launcher/commands.h"
+#include "cli/commands.h"
 
 #include <iostream>
 
 #include "errors/error.h"
 #include "errors/exit_codes.h"
-#include "hostfiles/hostfile.h"
-#include "hostfiles/placement.h"
-#include "launcher/dry_run.h"
-#include "launcher/job.h"
-#include "launcher/node_group.h"
 #include "launcher/options.h"
+#include "launcher/run.h"
 #include "rendezvous/store_command.h"
 #include "wire/handshake.h"
-// Set by launcher/CMakeLists.txt when dl_collectives is built and linked (a
+// Set by cli/CMakeLists.txt when dl_coll_bench is built and linked (a
 // build without the collectives folder must not see the header alone).
 #if DLAUNCH_HAVE_BENCH
-#include "collectives/bench_command.h"
+#include "collectives/bench/bench_command.h"
 #endif
 #if DLAUNCH_HAVE_DOCTOR
 #include "doctor/doctor.h"
 #endif
 
-namespace dl::launcher {
+namespace dl::cli {
 
 namespace {
 int token_command(const std::vector<std::string>& args) {
@@ -35,42 +31,11 @@ int version_command(const std::vector<std::string>&) {
   return 0;
 }
 
-hostfiles::Placement plan(const RunOptions& o) {
-  if (!o.hostfile.empty() && !o.hosts.empty())
-    throw UsageError("give either --hostfile or -H, not both");
-  std::vector<hostfiles::HostEntry> hosts;
-  if (!o.hostfile.empty()) hosts = hostfiles::parse_hostfile(o.hostfile);
-  else if (!o.hosts.empty()) hosts = hostfiles::parse_host_list(o.hosts);
-  if (hosts.empty()) return hostfiles::place_local(o.np > 0 ? o.np : (o.per_node > 0 ? o.per_node : 1));
-  hostfiles::PlacementOptions po;
-  po.np = o.np;
-  po.map_by = o.map_by == "node" ? hostfiles::MapBy::kNode : hostfiles::MapBy::kSlot;
-  po.per_node = o.per_node;
-  po.oversubscribe = o.oversubscribe;
-  return hostfiles::place(hosts, po);
-}
 }  // namespace
-
-int run_command(const std::vector<std::string>& args) {
-  bool help = false;
-  RunOptions o = parse_run_options(args, &help);
-  if (help) {
-    std::cout << run_options_help();
-    return 0;
-  }
-  if (!o.rdzv.empty()) return run_per_node(std::move(o));
-  hostfiles::Placement p = plan(o);
-  if (o.dry_run) {
-    std::cout << rank_map_table(p, o);
-    return 0;
-  }
-  Job job(std::move(o), std::move(p));
-  return job.run();
-}
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
-      {"run", "start a job: dlaunch [run] -n N [--hostfile F] PROGRAM [ARGS] (the default)", run_command},
+      {"run", "start a job: dlaunch [run] -n N [--hostfile F] PROGRAM [ARGS] (the default)", launcher::run_command},
       {"store", "serve a rendezvous store for jobs started by something else", rdzv::run_store_command},
 #if DLAUNCH_HAVE_BENCH
       {"bench", "measure collective bandwidth (run under dlaunch: dlaunch -n 4 dlaunch bench)", coll::run_bench_command},
@@ -87,7 +52,7 @@ const std::vector<Command>& commands() {
 
 int help_command(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "run") {
-    std::cout << run_options_help();
+    std::cout << launcher::run_options_help();
     return 0;
   }
   if (!args.empty()) {
@@ -102,4 +67,4 @@ int help_command(const std::vector<std::string>& args) {
   return 0;
 }
 
-}  // namespace dl::launcher
+}  // namespace dl::cli

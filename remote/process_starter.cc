@@ -8,12 +8,12 @@
 #include <boost/asio.hpp>
 
 #include "errors/error.h"
-#include "launcher/agent_starter.h"
-#include "launcher/ssh/quote.h"
-#include "launcher/ssh/remote_process.h"
-#include "launcher/ssh/session.h"
+#include "remote/agent_starter.h"
+#include "remote/ssh/quote.h"
+#include "remote/ssh/remote_process.h"
+#include "remote/ssh/session.h"
 
-namespace dl::launcher {
+namespace dl::remote {
 
 namespace asio = boost::asio;
 using std::chrono::milliseconds;
@@ -146,4 +146,4 @@ std::unique_ptr<AgentStarter> make_process_starter(asio::io_context& io, Starter
   return std::make_unique<ProcessStarter>(io, std::move(o), std::move(ev));
 }
 
-}  // namespace dl::launcher
+}  // namespace dl::remote

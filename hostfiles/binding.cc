@@ -1,0 +1,93 @@
+#include "hostfiles/binding.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace dl::hostfiles {
+
+std::vector<int> parse_cpu_list(const std::string& text) {
+  std::vector<int> out;
+  const size_t first = text.find_first_not_of(" \t\n");
+  std::string t = first == std::string::npos ? "" : text.substr(first, text.find_last_not_of(" \t\n") - first + 1);
+  size_t pos = 0;
+  auto number = [&](size_t& p) {
+    size_t end = p;
+    while (end < t.size() && t[end] >= '0' && t[end] <= '9') ++end;
+    if (end == p || end - p > 6) throw std::invalid_argument("bad CPU list '" + text + "'");
+    int v = std::stoi(t.substr(p, end - p));
+    p = end;
+    return v;
+  };
+  if (t.empty()) return out;
+  while (pos < t.size()) {
+    int a = number(pos), b = a;
+    if (pos < t.size() && t[pos] == '-') ++pos, b = number(pos);
+    if (b < a) throw std::invalid_argument("bad CPU list '" + text + "'");
+    for (int c = a; c <= b; ++c) out.push_back(c);
+    if (pos < t.size()) {
+      if (t[pos] != ',') throw std::invalid_argument("bad CPU list '" + text + "'");
+      ++pos;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string format_cpu_list(const std::vector<int>& cpus) {
+  std::string s;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    s += (s.empty() ? "" : ",") + std::to_string(cpus[i]);
+    if (j > i) s += "-" + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
+std::vector<std::vector<int>> plan_cpus(const std::string& policy, const CpuTopology& topo, int local_world,
+                                        int cpus_per_rank, const std::string& host) {
+  std::vector<std::vector<int>> out(static_cast<size_t>(std::max(local_world, 0)));
+  if (policy == "none" || local_world <= 0) return out;
+  if (policy == "core") {
+    const size_t need = static_cast<size_t>(local_world) * static_cast<size_t>(cpus_per_rank);
+    if (topo.cores.size() < need)
+      throw std::runtime_error(
+          "--bind-to core: " + host + " has " + std::to_string(topo.cores.size()) + " usable cores, but " +
+          std::to_string(local_world) + " ranks there x " + std::to_string(cpus_per_rank) +
+          " --cpus-per-rank need " + std::to_string(need) +
+          "; run fewer ranks per host, lower --cpus-per-rank, or use --bind-to numa or none");
+    for (int l = 0; l < local_world; ++l) {
+      auto& cpus = out[static_cast<size_t>(l)];
+      for (int k = 0; k < cpus_per_rank; ++k) {
+        const auto& core = topo.cores[static_cast<size_t>(l * cpus_per_rank + k)];
+        cpus.insert(cpus.end(), core.begin(), core.end());
+      }
+      std::sort(cpus.begin(), cpus.end());
+    }
+    return out;
+  }
+  if (policy == "numa") {
+    if (topo.numa.empty()) throw std::runtime_error("--bind-to numa: " + host + " reported no usable CPUs");
+    const size_t nodes = topo.numa.size();
+    for (int l = 0; l < local_world; ++l)
+      out[static_cast<size_t>(l)] = topo.numa[static_cast<size_t>(l) * nodes / static_cast<size_t>(local_world)];
+    return out;
+  }
+  throw std::runtime_error("--bind-to takes none, core or numa, got '" + policy + "'");
+}
+
+std::optional<std::string> bind_gpus(const std::vector<std::string>& gpus, int local_rank, int per_rank) {
+  if (gpus.empty()) return std::nullopt;
+  const int n = static_cast<int>(gpus.size());
+  const int k = per_rank < 1 ? 1 : std::min(per_rank, n);
+  std::string out;
+  for (int i = 0; i < k; ++i) {
+    if (i) out += ',';
+    out += gpus[static_cast<size_t>((local_rank * k + i) % n)];
+  }
+  return out;
+}
+
+}  // namespace dl::hostfiles

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Checks the rules of docs/design.md "Architecture" that a compiler does not:
+
+1. Layers point down: a source folder includes only itself and folders in
+   lower BANDS; folders of one band never include each other. The top-level
+   CMakeLists.txt builds the folders in an order that goes up the bands.
+2. The control protocol has one typed home: outside control/, no production
+   file reads a control message's type or fields by a string ("t", or a
+   message name used as a JSON value).
+3. A production file is never named like a test.
+
+Usage: check_architecture.py [SOURCE_DIR]; prints each violation, exits 1 if any.
+"""
+import os
+import re
+import sys
+
+# Bottom up, as drawn in docs/design.md "Architecture".
+BANDS = [["errors"], ["wire"], ["control", "hostfiles"], ["rendezvous"], ["agent", "collectives", "remote"],
+         ["launcher", "doctor"], ["cli", "demo"]]
+BAND = {f: i for i, band in enumerate(BANDS) for f in band}
+LAYERS = [f for band in BANDS for f in band]
+MESSAGE_TYPES = ["hello", "started", "exited", "spawn_failed", "mpi_abort", "hb", "launch", "fence_failed", "signal",
+                 "kill", "stdin_eof", "bye"]
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
+# {"t", ...}, ["t"], .at("t"), value("t"
+TYPE_KEY = re.compile(r'(\{\s*"t"\s*,|\[\s*"t"\s*\]|\.at\(\s*"t"\s*\)|value\(\s*"t"\s*,)')
+TYPE_NAME = re.compile(r'(==|!=)\s*"(' + "|".join(MESSAGE_TYPES) + r')"|"t"\s*,\s*"(' + "|".join(MESSAGE_TYPES) + r')"')
+
+
+def sources(root, folder):
+    for dirpath, _, files in os.walk(os.path.join(root, folder)):
+        for f in sorted(files):
+            if f.endswith((".cc", ".h", ".c")):
+                yield os.path.join(dirpath, f)
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    cmake = open(os.path.join(root, "CMakeLists.txt")).read()
+    m = re.search(r"set\(dlaunch_all_folders ([^)]*)\)", cmake)
+    problems = []
+    order = m.group(1).split() if m else []
+    if sorted(order) != sorted(LAYERS) or [BAND[f] for f in order] != sorted(BAND[f] for f in order):
+        problems.append("CMakeLists.txt: dlaunch_all_folders does not go up the bands of scripts/check_architecture.py")
+    for folder in LAYERS:
+        below = {f for f in LAYERS if BAND[f] < BAND[folder]} | {folder}
+        for path in sources(root, folder):
+            rel = os.path.relpath(path, root)
+            name = os.path.basename(path)
+            if re.search(r"(^test_|_test\.(cc|h|c)$)", name):
+                problems.append(f"{rel}: a production file named like a test")
+            for n, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
+                inc = INCLUDE.match(line)
+                if inc and inc.group(1) in LAYERS and inc.group(1) not in below:
+                    problems.append(f"{rel}:{n}: {folder}/ includes {inc.group(1)}/, which is not in a lower band")
+                if folder != "control" and (TYPE_KEY.search(line) or TYPE_NAME.search(line)):
+                    problems.append(f"{rel}:{n}: reads a control message by string outside control/: {line.strip()}")
+    for p in problems:
+        print(p)
+    print(f"check_architecture: {len(problems)} problem(s) in {len(LAYERS)} folders, {len(BANDS)} bands")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
