@@ -191,7 +191,11 @@ void Agent::lost_launcher(const std::string& why) {
   if (done_) return io_.stop();  // finishing, and the link went before it drained
   const bool any = ranks_.any_running();
   ranks_.signal_all(SIGKILL);
-  if (any) std::cerr << "dlaunch-agent: " << why << "; killed this host's ranks\n";
+  // A refused message is always worth a line (the launcher shows the agent's
+  // stderr); a launcher that just went away only when ranks had to die.
+  const bool refused = why.rfind("bad message", 0) == 0 || why.rfind("protocol error", 0) == 0;
+  if (any || refused)
+    std::cerr << "dlaunch-agent: " << why << (any ? "; killed this host's ranks" : "") << "\n";
   if (mpi_) mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
   done_ = true;
   exit_code_ = 1;

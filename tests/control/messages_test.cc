@@ -18,25 +18,19 @@ M as(const V& v) {
   return std::get<M>(v);
 }
 
-std::string refusal_from_agent(const std::string& text) {
+// The ProtocolError's text for `text`, or a failed test when it is accepted.
+template <class Decode>
+std::string refusal(Decode decode, const std::string& text) {
   try {
-    control::decode_from_agent(text);
+    decode(text);
   } catch (const control::ProtocolError& e) {
     return e.what();
   }
   FAIL("accepted: " << text);
   return "";
 }
-
-std::string refusal_from_launcher(const std::string& text) {
-  try {
-    control::decode_from_launcher(text);
-  } catch (const control::ProtocolError& e) {
-    return e.what();
-  }
-  FAIL("accepted: " << text);
-  return "";
-}
+std::string refusal_from_agent(const std::string& text) { return refusal(control::decode_from_agent, text); }
+std::string refusal_from_launcher(const std::string& text) { return refusal(control::decode_from_launcher, text); }
 }  // namespace
 
 TEST_CASE("control messages: an agent's messages survive encode and decode", "[control]") {

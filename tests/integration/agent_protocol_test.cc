@@ -1,0 +1,119 @@
+// The real dlaunch-agent against a launcher played by the test: after the
+// token handshake and its hello, a malformed message from the launcher is
+// refused with the message and field named, the agent kills what it started
+// and exits 1; it never crashes and never hangs.
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "control/messages.h"
+#include "control/protocol.h"
+#include "tests/integration/run_command.h"
+#include "wire/handshake.h"
+#include "wire/socket.h"
+
+using namespace dl::it;
+namespace control = dl::control;
+namespace msg = dl::control::msg;
+using std::chrono::milliseconds;
+
+namespace {
+const std::string kToken(64, 'c');
+
+struct FakeLauncher {
+  int listen_fd = -1;
+  uint16_t port = 0;
+  FakeLauncher() {
+    listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(listen_fd, 4) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~FakeLauncher() { ::close(listen_fd); }
+  // Accepts the agent, runs the handshake, returns its socket and its hello.
+  std::pair<dl::wire::Socket, msg::Hello> accept_agent() {
+    dl::wire::Socket s(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+    REQUIRE(s.valid());
+    dl::wire::server_handshake(s, kToken, control::kControlTag, "the agent", milliseconds(10000));
+    auto f = dl::wire::read_frame(s, control::kMaxControlFrame, milliseconds(10000), "the agent");
+    auto m = control::decode_from_agent(f.payload);
+    REQUIRE(std::holds_alternative<msg::Hello>(m));
+    return {std::move(s), std::get<msg::Hello>(m)};
+  }
+};
+
+Child start_agent(uint16_t port) {
+  RunSpec spec;
+  spec.argv = {bin("dlaunch-agent"), "--connect", "127.0.0.1:" + std::to_string(port), "--node", "0", "--no-pmix"};
+  spec.stdin_data = kToken + "\n";
+  spec.stdin_devnull = false;
+  spec.stdin_hold = true;  // as the launcher holds it: EOF would mean "launcher gone"
+  return start(spec);
+}
+
+void send_json(const dl::wire::Socket& s, const std::string& text) {
+  dl::wire::write_frame(s, dl::wire::kJson, text, "the agent");
+}
+}  // namespace
+
+TEST_CASE("agent: a launch message with a missing field is refused by name and the agent exits 1", "[integration]") {
+  FakeLauncher l;
+  Child c = start_agent(l.port);
+  ChildGuard guard{c, ""};
+  auto [s, hello] = l.accept_agent();
+  CHECK(hello.node == 0);
+  send_json(s, R"({"t":"launch","wdir":"","ranks":[],"hb_ms":1000,"hb_timeout_ms":10000})");
+  RunResult r = wait(c, 20);
+  INFO(r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.signal == 0);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("'launch' message: field 'env' is missing") != std::string::npos);
+}
+
+TEST_CASE("agent: a bad message mid-job kills the ranks it started, names the field, exits 1", "[integration]") {
+  const std::string mark = new_marker();
+  FakeLauncher l;
+  Child c = start_agent(l.port);
+  ChildGuard guard{c, mark};
+  auto [s, hello] = l.accept_agent();
+  msg::Launch launch;
+  launch.wdir = "/";
+  launch.hb_ms = 1000, launch.hb_timeout_ms = 30000;
+  for (int r = 0; r < 2; ++r) {
+    msg::RankSpec spec;
+    spec.rank = r, spec.argv = {"sleep", mark};
+    launch.ranks.push_back(spec);
+  }
+  dl::wire::write_frame(s, dl::wire::kJson, control::encode(launch), "the agent");
+  REQUIRE(wait_marked(mark, 2, 10).size() == 2);
+  // A kill whose grace is a string: refused, not a crash, not a silent default.
+  send_json(s, R"({"t":"kill","grace_ms":"soon"})");
+  RunResult r = wait(c, 20);
+  INFO(r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("'kill' message: field 'grace_ms' is a string, expected an integer") != std::string::npos);
+  CHECK(r.err.find("killed this host's ranks") != std::string::npos);
+  CHECK(wait_marked_gone(mark, 5).empty());
+}
+
+TEST_CASE("agent: an unknown message type from the launcher is refused", "[integration]") {
+  FakeLauncher l;
+  Child c = start_agent(l.port);
+  ChildGuard guard{c, ""};
+  auto [s, hello] = l.accept_agent();
+  send_json(s, R"({"t":"reboot"})");
+  RunResult r = wait(c, 20);
+  INFO(r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("unknown control message 'reboot' from the launcher") != std::string::npos);
+}
