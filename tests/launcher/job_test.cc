@@ -1,0 +1,480 @@
+// The Job state machine end to end, with its agents faked: the Job's agent
+// starter is replaced (its StarterFactory parameter) by one that either
+// reports every start as failed, or runs a "scripted agent" per node: a
+// thread that speaks the real control protocol on loopback (token
+// handshake, hello, launch, exits, kill, bye) and does what the test says.
+// No dlaunch-agent process and no rank process is started.
+//
+// Every blocking read in the fake has a timeout, the starter's stop() shuts
+// the fakes' sockets down before joining them, and each job has a --timeout
+// as a last resort, so no test can hang.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "control/messages.h"
+#include "control/protocol.h"
+#include "errors/error.h"
+#include "launcher/job.h"
+#include "wire/handshake.h"
+#include "wire/socket.h"
+
+using namespace dl::launcher;
+namespace msg = dl::control::msg;
+namespace control = dl::control;
+namespace wire = dl::wire;
+namespace hf = dl::hostfiles;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+// Two hosts that are not this machine, so the Job treats both as remote.
+hf::Placement two_fake_hosts() {
+  return hf::place({hf::HostEntry{.host = "fake-a", .slots = 2}, hf::HostEntry{.host = "fake-b", .slots = 2}}, {});
+}
+
+RunOptions fast_options() {
+  RunOptions o;
+  o.command = {"/bin/true"};
+  o.stdin_target = "none";      // no stdin reader thread on the test's stdin
+  o.control_addr = "127.0.0.1"; // remote hosts: the control server binds here, the fakes connect here
+  o.agent_timeout_s = 5;
+  o.ssh_timeout_s = 1;          // added to the agent timeout when hosts are remote
+  o.kill_grace_s = 0.5;
+  o.heartbeat_timeout_s = 5;
+  o.timeout_s = 20;             // the last resort against a hang
+  return o;
+}
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Redirects fd 2 into a temporary file while it lives (the Job writes its
+// verdict there with write(2)); text() restores fd 2 and returns what was written.
+class StderrCapture {
+ public:
+  StderrCapture() : file_(std::tmpfile()), saved_(::dup(2)) {
+    REQUIRE(file_);
+    REQUIRE(saved_ >= 0);
+    std::fflush(stderr);
+    ::dup2(::fileno(file_), 2);
+  }
+  ~StderrCapture() { text(); }
+  std::string text() {
+    if (saved_ >= 0) {
+      std::fflush(stderr);
+      ::dup2(saved_, 2);
+      ::close(saved_);
+      saved_ = -1;
+      std::rewind(file_);
+      char buf[4096];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, file_)) > 0;) text_.append(buf, n);
+      std::fclose(file_);
+    }
+    return text_;
+  }
+
+ private:
+  FILE* file_;
+  int saved_;
+  std::string text_;
+};
+
+// ---- a starter whose every start fails --------------------------------------
+
+struct FailingStarter : AgentStarter {
+  FailingStarter(boost::asio::io_context& io, Events ev) : io_(io), ev_(std::move(ev)) {}
+  void start(const AgentStartSpec& spec) override {
+    // Like the real starter: the event arrives later, on the io_context's thread.
+    boost::asio::post(io_, [ev = ev_, node = spec.node, host = spec.host] {
+      ev.failed(node, host + ": dlaunch-agent not found (test)");
+    });
+    ++starts;
+  }
+  void connected(int) override { ++connects; }
+  void stop(int) override {}
+  boost::asio::io_context& io_;
+  Events ev_;
+  int starts = 0, connects = 0;
+};
+
+// ---- scripted agents ----------------------------------------------------------
+
+// What the fake agent of one node does.
+struct Script {
+  bool connect = true;                 // false: it never connects (a host that hangs in ssh)
+  std::map<int, int> exit_codes;       // ranks that exit by themselves right after the launch, with this code;
+                                       // the node's other ranks run until a kill, then end by SIGTERM
+  std::string raw_after_hello;         // a JSON text sent right after the hello (a broken agent)
+  std::string raw_after_launch;        // a JSON text sent right after the launch
+};
+
+// What the fake agent of one node saw. Written by its thread, read after the join.
+struct Seen {
+  bool greeted = false;                // the handshake and hello went out
+  std::optional<msg::Launch> launch;
+  int kills = 0, byes = 0;
+  std::vector<std::string> order;      // message types received, heartbeats left out
+  std::string ended;                   // why its loop ended: "bye" or the error
+};
+
+class ScriptedStarter : public AgentStarter {
+ public:
+  ScriptedStarter(boost::asio::io_context& io, Events ev, std::map<int, Script> scripts, std::map<int, Seen>& seen,
+                  std::vector<AgentStartSpec>& specs)
+      : io_(io), ev_(std::move(ev)), scripts_(std::move(scripts)), seen_(seen), specs_(specs) {}
+  ~ScriptedStarter() override { stop(0); }
+
+  void start(const AgentStartSpec& spec) override {
+    specs_.push_back(spec);
+    const Script script = scripts_[spec.node];
+    if (!script.connect) return;
+    // Like ssh reaching the host: node i is reached at 10.1.0.<i+1> (its ranks' MASTER_ADDR when it is node 0).
+    boost::asio::post(io_, [ev = ev_, node = spec.node] {
+      ev.reached(node, "10.1.0." + std::to_string(node + 1), "127.0.0.1");
+    });
+    Seen& seen = seen_[spec.node];
+    std::lock_guard lk(mu_);
+    running_local_ += spec.local ? 1 : 0;
+    threads_.emplace_back([this, spec, script, &seen] { agent(spec, script, seen); });
+  }
+  void connected(int node) override { connected_.insert(node); }
+  // Like the real starter: waits up to `ms` for local agents to finish, not for remote ones; then
+  // breaks the fakes' connections (as killing an agent or its ssh session would) and joins them.
+  void stop(int ms) override {
+    std::unique_lock lk(mu_);
+    done_.wait_for(lk, milliseconds(ms), [&] { return running_local_ == 0; });
+    stopping_ = true;  // a fake still connecting gives up (connect() below) instead of retrying for its timeout
+    for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
+    lk.unlock();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+  std::set<int> connected_;
+
+ private:
+  // Connects to the launcher, retrying a refused connection as wire::connect_tcp does, but in short steps
+  // so that stop() is not kept waiting for the whole timeout by a fake that started after the job ended.
+  // The socket is registered for stop()'s shutdown, or not connected at all once stop() began.
+  wire::Socket connect(const AgentStartSpec& spec, milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      {
+        std::lock_guard lk(mu_);
+        if (stopping_) throw std::runtime_error("stopped before it connected");
+      }
+      try {
+        auto sock = wire::connect_tcp(spec.control_addr, static_cast<uint16_t>(std::stoi(spec.control_port)),
+                                      milliseconds(200));
+        std::lock_guard lk(mu_);
+        if (stopping_) throw std::runtime_error("stopped before it connected");
+        open_fds_.insert(sock.fd());
+        return sock;
+      } catch (const dl::Error&) {
+        if (Clock::now() > deadline) throw;
+      }
+    }
+  }
+
+  void agent(const AgentStartSpec& spec, const Script& script, Seen& seen) {
+    const std::string peer = "launcher";
+    const milliseconds timeout(10000);
+    wire::Socket sock;
+    try {
+      sock = connect(spec, timeout);
+      wire::client_handshake(sock, spec.token, control::kControlTag, peer, timeout);
+      msg::Hello h;
+      h.version = "test";
+      h.node = spec.node;
+      h.host = spec.host;
+      h.pid = 4000 + spec.node;
+      h.free_port = 29500;
+      wire::send_all(sock, control::frame(h), peer);
+      seen.greeted = true;
+      if (!script.raw_after_hello.empty()) wire::write_frame(sock, wire::kJson, script.raw_after_hello, peer);
+      std::set<int> running;
+      auto exited = [&](int rank, std::optional<int> code, std::optional<int> sig) {
+        msg::Exited x;
+        x.rank = rank, x.pid = 5000 + rank, x.code = code, x.signal = sig, x.by_agent = sig.has_value();
+        wire::send_all(sock, control::frame(x), peer);
+      };
+      for (;;) {
+        const wire::Frame f = wire::read_frame(sock, control::kMaxControlFrame, timeout, peer);
+        if (f.type != wire::kJson) continue;
+        const auto m = control::decode_from_launcher(f.payload);
+        if (std::holds_alternative<msg::Heartbeat>(m)) {
+          wire::send_all(sock, control::frame(msg::Heartbeat{}), peer);
+          continue;
+        }
+        if (auto* l = std::get_if<msg::Launch>(&m)) {
+          seen.order.push_back("launch");
+          seen.launch = *l;
+          for (const auto& r : l->ranks) running.insert(r.rank);
+          for (const auto& [rank, code] : script.exit_codes)
+            if (running.erase(rank)) exited(rank, code, std::nullopt);
+          if (!script.raw_after_launch.empty()) wire::write_frame(sock, wire::kJson, script.raw_after_launch, peer);
+        } else if (std::holds_alternative<msg::Kill>(m)) {
+          seen.order.push_back("kill");
+          ++seen.kills;
+          for (int r : running) exited(r, std::nullopt, SIGTERM);
+          running.clear();
+        } else if (std::holds_alternative<msg::Bye>(m)) {
+          seen.order.push_back("bye");
+          ++seen.byes;
+          seen.ended = "bye";
+          break;
+        } else {
+          seen.order.push_back("other");
+        }
+      }
+    } catch (const std::exception& e) {
+      seen.ended = e.what();
+    }
+    std::lock_guard lk(mu_);
+    open_fds_.erase(sock.fd());
+    sock.close();
+    running_local_ -= spec.local ? 1 : 0;
+    done_.notify_all();
+  }
+
+  boost::asio::io_context& io_;
+  Events ev_;
+  std::map<int, Script> scripts_;
+  std::map<int, Seen>& seen_;
+  std::vector<AgentStartSpec>& specs_;
+  std::mutex mu_;
+  std::condition_variable done_;
+  int running_local_ = 0;  // fake agents of local nodes still running
+  bool stopping_ = false;
+  std::set<int> open_fds_;
+  std::vector<std::thread> threads_;
+};
+
+// One job over the two fake hosts with these scripts; what it returned and what each agent saw.
+struct Outcome {
+  int code = -1;
+  Phase phase = Phase::kStarting;
+  double seconds = 0;
+  std::string err;
+  std::map<int, Seen> seen;
+  std::vector<AgentStartSpec> specs;
+  std::set<int> connected;
+};
+
+Outcome run_scripted(std::map<int, Script> scripts, RunOptions o = fast_options(),
+                     hf::Placement p = two_fake_hosts()) {
+  Outcome out;
+  // Every node gets its Seen before any thread runs, so the map is never changed concurrently.
+  for (size_t i = 0; i < p.nodes.size(); ++i) out.seen[static_cast<int>(i)];
+  ScriptedStarter* starter = nullptr;
+  {
+    Job job(std::move(o), std::move(p), std::nullopt,
+            [&](boost::asio::io_context& io, AgentStarter::Events ev) {
+              auto s = std::make_unique<ScriptedStarter>(io, std::move(ev), scripts, out.seen, out.specs);
+              starter = s.get();
+              return s;
+            });
+    StderrCapture cap;
+    const auto t0 = Clock::now();
+    out.code = job.run();
+    out.seconds = seconds_since(t0);
+    out.err = cap.text();
+    out.phase = job.phase();
+    REQUIRE(starter);
+    out.connected = starter->connected_;
+  }  // the Job and its starter are gone: every fake agent thread was joined
+  return out;
+}
+}  // namespace
+
+TEST_CASE("job: agents that cannot be started on any host end the job at once", "[launcher][job]") {
+  FailingStarter* starter = nullptr;
+  Job job(fast_options(), two_fake_hosts(), std::nullopt, [&](boost::asio::io_context& io, AgentStarter::Events ev) {
+    auto s = std::make_unique<FailingStarter>(io, std::move(ev));
+    starter = s.get();
+    return s;
+  });
+  StderrCapture cap;
+  const auto t0 = Clock::now();
+  const int code = job.run();
+  const double took = seconds_since(t0);
+  const std::string err = cap.text();
+  INFO("stderr: " << err);
+  CHECK(code == 1);
+  CHECK(job.phase() == Phase::kDone);
+  REQUIRE(starter);
+  CHECK(starter->starts == 2);
+  CHECK(starter->connects == 0);
+  // Both failures are reported as they come, then one verdict names both hosts; no waiting for
+  // the agent timeout (6 s here), since every host has settled.
+  CHECK(took < 2.0);
+  CHECK_THAT(err, Catch::Contains("dlaunch: error: fake-a: dlaunch-agent not found (test)"));
+  CHECK_THAT(err, Catch::Contains("dlaunch: error: fake-b: dlaunch-agent not found (test)"));
+  CHECK_THAT(err, Catch::Contains("agents could not be started on 2 hosts (fake-a, fake-b)"));
+}
+
+TEST_CASE("job: every rank exits 0, the job exits 0", "[launcher][job]") {
+  auto out = run_scripted({{0, {.exit_codes = {{0, 0}, {1, 0}}}}, {1, {.exit_codes = {{2, 0}, {3, 0}}}}});
+  INFO("stderr: " << out.err);
+  CHECK(out.code == 0);
+  CHECK(out.phase == Phase::kDone);
+  CHECK(out.seconds < 3.0);
+  CHECK(out.err.empty());
+  // What the Job asked of the starter: both hosts remote, reached back at --control-addr.
+  REQUIRE(out.specs.size() == 2);
+  for (int i = 0; i < 2; ++i) {
+    const auto& s = out.specs[static_cast<size_t>(i)];
+    CHECK(s.node == i);
+    CHECK(s.args.node == i);
+    CHECK(s.host == (i == 0 ? "fake-a" : "fake-b"));
+    CHECK_FALSE(s.local);
+    CHECK(s.control_addr == "127.0.0.1");
+    CHECK(s.token.size() == 64);
+  }
+  CHECK(out.connected == std::set<int>{0, 1});
+  // Each agent got its own ranks once, no kill, and a bye when all had ended.
+  for (int i = 0; i < 2; ++i) {
+    const Seen& seen = out.seen[i];
+    INFO("node " << i << " ended: " << seen.ended);
+    CHECK(seen.ended == "bye");
+    CHECK(seen.order == std::vector<std::string>{"launch", "bye"});
+    REQUIRE(seen.launch);
+    REQUIRE(seen.launch->ranks.size() == 2);
+    CHECK(seen.launch->ranks[0].rank == 2 * i);
+    CHECK(seen.launch->ranks[1].rank == 2 * i + 1);
+    CHECK(seen.launch->ranks[0].argv == std::vector<std::string>{"/bin/true"});
+    // Node 0 is remote: the ranks meet at its address as ssh reached it; the store is this launcher's.
+    CHECK(seen.launch->ranks[0].env.at("MASTER_ADDR") == "10.1.0.1");
+    CHECK_THAT(seen.launch->ranks[0].env.at("DLAUNCH_STORE_ADDR"), Catch::StartsWith("127.0.0.1:"));
+  }
+}
+
+TEST_CASE("job: one rank exits 3, the job exits 3 and every agent is told to kill", "[launcher][job]") {
+  // Rank 3 (on fake-b) fails; every other rank runs until the kill, then ends by SIGTERM.
+  auto out = run_scripted({{0, {}}, {1, {.exit_codes = {{3, 3}}}}});
+  INFO("stderr: " << out.err);
+  CHECK(out.code == 3);
+  CHECK(out.phase == Phase::kDone);
+  CHECK(out.seconds < 3.0);
+  // The first failure decides, and the ranks we killed afterwards do not change that.
+  CHECK_THAT(out.err, Catch::Contains("rank 3 on fake-b (pid 5003) exited with code 3"));
+  CHECK_THAT(out.err, !Catch::Contains("rank 0"));
+  for (int i = 0; i < 2; ++i) {
+    const Seen& seen = out.seen[i];
+    INFO("node " << i << " ended: " << seen.ended);
+    CHECK(seen.kills >= 1);
+    CHECK(seen.order.front() == "launch");
+    CHECK(seen.order.back() == "bye");  // the kill came first, the bye only once every rank had ended
+    CHECK(seen.ended == "bye");
+  }
+}
+
+TEST_CASE("job: a malformed message from an agent fails the job, no crash, no hang", "[launcher][job]") {
+  Script broken;
+  SECTION("right after its hello, before the launch") {
+    broken.raw_after_hello = R"({"t":"exited","pid":1})";  // 'rank' is missing
+  }
+  SECTION("after the launch") {
+    broken.raw_after_launch = R"({"t":"exited","pid":1})";
+  }
+  SECTION("after the launch, a message of no known type") {
+    broken.raw_after_launch = R"({"t":"gossip","rank":0})";
+  }
+  auto out = run_scripted({{0, broken}, {1, {}}});
+  INFO("stderr: " << out.err);
+  CHECK(out.code == 1);
+  CHECK(out.phase == Phase::kDone);
+  CHECK(out.seconds < 3.0);
+  // The verdict names the host whose agent broke the protocol, and why.
+  CHECK_THAT(out.err, Catch::Contains("lost the agent on fake-a (protocol error"));
+  // The broken agent's connection was closed by the launcher, not ended by a bye.
+  CHECK(out.seen[0].ended != "bye");
+  CHECK(out.seen[0].byes == 0);
+}
+
+TEST_CASE("job: an exit for a rank the node does not own fails the job", "[launcher][job]") {
+  // fake-a reports rank 2, which is fake-b's. Accepting it would mark rank 2 done while it runs.
+  msg::Exited foreign;
+  foreign.rank = 2, foreign.pid = 77, foreign.code = 0;
+  auto out = run_scripted({{0, {.raw_after_launch = control::encode(foreign)}}, {1, {}}});
+  INFO("stderr: " << out.err);
+  CHECK(out.code == 1);
+  CHECK(out.phase == Phase::kDone);
+  CHECK(out.seconds < 4.0);
+  CHECK_THAT(out.err, Catch::Contains("lost the agent on fake-a") && Catch::Contains("foreign rank"));
+  CHECK(out.seen[0].ended != "bye");
+  // fake-b's ranks were still running: it was told to kill them, and then bye.
+  CHECK(out.seen[1].kills >= 1);
+  CHECK(out.seen[1].ended == "bye");
+}
+
+TEST_CASE("job: a host whose agent never connects ends the job at the agent timeout", "[launcher][job]") {
+  auto o = fast_options();
+  o.agent_timeout_s = 1;
+  o.ssh_timeout_s = 0;
+  auto out = run_scripted({{0, {}}, {1, {.connect = false}}}, o);
+  INFO("stderr: " << out.err);
+  CHECK(out.code == 1);
+  CHECK(out.phase == Phase::kDone);
+  CHECK(out.seconds >= 0.9);
+  CHECK(out.seconds < 4.0);
+  CHECK_THAT(out.err, Catch::Contains("fake-b") && Catch::Contains("did not connect within 1 s"));
+  // fake-a connected, was never launched, and was told to leave.
+  CHECK_FALSE(out.seen[0].launch);
+  CHECK(out.seen[0].ended == "bye");
+}
+
+// BUG (launcher/job.cc, the agent timer in Job::run): in per-node mode on a node other than node 0, an
+// agent that never connects ends the job with exit code 0. The timer's handler calls
+// fate_.on_host_lost(missing, ..., nodes_[0].ranks): it passes node 0's ranks, not the missing node's.
+// Node 0 is external here, so its ranks were already counted done (Fate::not_ours), on_host_lost finds
+// nothing unfinished and records no failure; teardown(0) aborts and run() returns fate_.exit_code() == 0,
+// with no verdict and no failure published to the other nodes.
+// Tagged [!shouldfail] until it is fixed: then this test fails, and the tag must go.
+TEST_CASE("job: per-node mode, this node's agent never connects: the job fails", "[launcher][job][per-node][!shouldfail]") {
+  auto o = fast_options();
+  o.agent_timeout_s = 1;
+  o.nnodes = 2;
+  o.node_rank = 1;
+  int published_code = -1;
+  NodeView view;
+  view.node = 1;  // this dlaunch runs fake-b; fake-a (node 0) is another dlaunch's
+  view.token = std::string(64, 'c');
+  view.job_id = "dl-pernode";
+  view.store_addr = "127.0.0.1:1";
+  view.master_addr = "127.0.0.1";
+  view.master_port = 29500;
+  view.publish_failure = [&](int code, const std::string&) { published_code = code; };
+  view.watch = [](std::function<void(int, std::string)>) {};
+  std::map<int, Seen> seen;
+  std::vector<AgentStartSpec> specs;
+  Job job(o, two_fake_hosts(), view, [&](boost::asio::io_context& io, AgentStarter::Events ev) {
+    return std::make_unique<ScriptedStarter>(io, std::move(ev), std::map<int, Script>{{1, {.connect = false}}}, seen,
+                                             specs);
+  });
+  StderrCapture cap;
+  const auto t0 = Clock::now();
+  const int code = job.run();
+  const double took = seconds_since(t0);
+  const std::string err = cap.text();
+  INFO("stderr: " << err);
+  CHECK(job.phase() == Phase::kDone);
+  CHECK(took < 4.0);
+  REQUIRE(specs.size() == 1);  // only this node's agent is started
+  CHECK(specs[0].node == 1);
+  CHECK(specs[0].local);
+  CHECK(code == 1);             // BUG: actual 0
+  CHECK(published_code == 1);   // BUG: actual -1, the other nodes are never told
+  CHECK_THAT(err, Catch::Contains("fake-b") && Catch::Contains("did not connect"));  // BUG: actual ""
+}

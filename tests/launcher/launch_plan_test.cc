@@ -1,0 +1,413 @@
+// plan_launch() is pure: from a placement, the options and the agents'
+// hellos it decides every rank's identity, GPUs, CPUs, stdin and the MPI
+// section, or refuses the job. Tested here without any process or socket.
+#include <catch2/catch.hpp>
+
+#include "launcher/launch_plan.h"
+
+using namespace dl::launcher;
+namespace msg = dl::control::msg;
+namespace hf = dl::hostfiles;
+
+namespace {
+// Node i's hello: its free port is 29500 + 10 * i, so MASTER_PORT shows whose it is.
+msg::Hello hello(int node, std::vector<std::string> gpus = {}, bool pmix = true) {
+  msg::Hello h;
+  h.version = "test";
+  h.node = node;
+  h.host = "n" + std::to_string(node);
+  h.pid = 1000 + node;
+  h.free_port = 29500 + 10 * node;
+  h.gpus = std::move(gpus);
+  h.pmix = pmix;
+  return h;
+}
+
+// `hosts` hosts named n0, n1, ... with `slots` slots each, filled by slot (or round robin).
+hf::Placement placement(int hosts, int slots, hf::MapBy by = hf::MapBy::kSlot) {
+  std::vector<hf::HostEntry> entries;
+  for (int i = 0; i < hosts; ++i) entries.push_back(hf::HostEntry{.host = "n" + std::to_string(i), .slots = slots});
+  hf::PlacementOptions po;
+  po.map_by = by;
+  return hf::place(entries, po);
+}
+
+RunOptions options() {
+  RunOptions o;
+  o.command = {"./train", "--epochs", "3"};
+  o.heartbeat_timeout_s = 7;
+  return o;
+}
+
+// The planner's input for `p`: every node remote (reached at 10.0.0.<i+1>),
+// with a hello, unless `local` says otherwise.
+PlanInput input(const hf::Placement& p, const RunOptions& o, std::vector<bool> local = {}) {
+  PlanInput in;
+  in.placement = &p;
+  in.opts = &o;
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    PlanNode n;
+    n.host = p.nodes[i].host;
+    n.local = i < local.size() && local[i];
+    n.hello = hello(static_cast<int>(i));
+    n.reach_addr = n.local ? "127.0.0.1" : "10.0.0." + std::to_string(i + 1);
+    in.nodes.push_back(std::move(n));
+  }
+  for (const auto& r : p.ranks) in.nodes.at(static_cast<size_t>(r.node)).ranks.push_back(r.rank);
+  in.job_id = "dl-test";
+  in.token = std::string(64, 't');
+  in.control_host = "10.9.9.9";
+  in.store_port = 4444;
+  in.wdir = "/work/dir";
+  return in;
+}
+
+// Rank `rank`'s spec in the plan (whichever node runs it).
+const msg::RankSpec& spec_of(const LaunchPlan& plan, int rank) {
+  for (const auto& l : plan.launches)
+    if (l)
+      for (const auto& s : l->ranks)
+        if (s.rank == rank) return s;
+  FAIL("rank " << rank << " is in no launch message");
+  throw std::logic_error("unreachable");
+}
+
+std::string env_of(const LaunchPlan& plan, int rank, const std::string& name) {
+  const auto& env = spec_of(plan, rank).env;
+  auto it = env.find(name);
+  return it == env.end() ? "<unset>" : it->second;
+}
+}  // namespace
+
+TEST_CASE("launch plan: one message per node with every rank's identity", "[launcher][plan]") {
+  const auto p = placement(2, 2);
+  const auto o = options();
+  auto in = input(p, o);
+  in.nodes[1].hello->free_port = 31999;  // only node 0's free port may become MASTER_PORT
+  const auto plan = plan_launch(in);
+  REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+  REQUIRE(plan.launches.size() == 2);
+  REQUIRE(plan.launches[0]);
+  REQUIRE(plan.launches[1]);
+  // Each node gets exactly its own ranks, in order, with the command line and the job's settings.
+  CHECK(plan.launches[0]->ranks.size() == 2);
+  CHECK(plan.launches[0]->ranks[0].rank == 0);
+  CHECK(plan.launches[0]->ranks[1].rank == 1);
+  CHECK(plan.launches[1]->ranks[0].rank == 2);
+  CHECK(plan.launches[1]->ranks[1].rank == 3);
+  for (const auto& l : plan.launches) {
+    CHECK(l->wdir == "/work/dir");
+    CHECK(l->hb_ms == kHeartbeatMs);
+    CHECK(l->hb_timeout_ms == 7000);
+    for (const auto& s : l->ranks) CHECK(s.argv == std::vector<std::string>{"./train", "--epochs", "3"});
+  }
+  // Rank 3 is the second rank of the second node.
+  CHECK(env_of(plan, 3, "RANK") == "3");
+  CHECK(env_of(plan, 3, "LOCAL_RANK") == "1");
+  CHECK(env_of(plan, 3, "WORLD_SIZE") == "4");
+  CHECK(env_of(plan, 3, "NODE_RANK") == "1");
+  CHECK(env_of(plan, 0, "LOCAL_RANK") == "0");
+  CHECK(env_of(plan, 0, "NODE_RANK") == "0");
+  // Node 0 is remote: the ranks meet at its address as reached from here, on its free port;
+  // the store is this launcher's, at the address remote agents reach it.
+  for (int r = 0; r < 4; ++r) {
+    CHECK(env_of(plan, r, "MASTER_ADDR") == "10.0.0.1");
+    CHECK(env_of(plan, r, "MASTER_PORT") == "29500");
+    CHECK(env_of(plan, r, "DLAUNCH_STORE_ADDR") == "10.9.9.9:4444");
+    CHECK(env_of(plan, r, "DLAUNCH_JOB_ID") == "dl-test");
+  }
+}
+
+TEST_CASE("launch plan: all-local jobs meet on the loopback", "[launcher][plan]") {
+  const auto p = hf::place_local(3);
+  const auto o = options();
+  auto in = input(p, o, {true});
+  const auto plan = plan_launch(in);
+  REQUIRE(plan.launches.size() == 1);
+  REQUIRE(plan.launches[0]);
+  CHECK(plan.launches[0]->ranks.size() == 3);
+  for (int r = 0; r < 3; ++r) {
+    CHECK(env_of(plan, r, "MASTER_ADDR") == "127.0.0.1");
+    CHECK(env_of(plan, r, "MASTER_PORT") == "29500");
+    CHECK(env_of(plan, r, "DLAUNCH_STORE_ADDR") == "127.0.0.1:4444");
+    CHECK(env_of(plan, r, "LOCAL_RANK") == std::to_string(r));
+  }
+}
+
+TEST_CASE("launch plan: a local node 0 with remote others is reached at the control host", "[launcher][plan]") {
+  const auto p = placement(2, 1);
+  const auto o = options();
+  auto in = input(p, o, {true, false});
+  const auto plan = plan_launch(in);
+  REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+  // 127.0.0.1 would send node 1's rank to itself: node 0 is this machine, as remote agents reach it.
+  for (int r = 0; r < 2; ++r) {
+    CHECK(env_of(plan, r, "MASTER_ADDR") == "10.9.9.9");
+    CHECK(env_of(plan, r, "DLAUNCH_STORE_ADDR") == "10.9.9.9:4444");
+  }
+}
+
+TEST_CASE("launch plan: GPUs from each node's hello, by local rank", "[launcher][plan][gpu]") {
+  const auto p = placement(2, 2);
+  auto o = options();
+  auto in = input(p, o);
+  in.nodes[0].hello->gpus = {"4", "5", "6", "7"};
+  in.nodes[1].hello->gpus = {"0"};
+
+  SECTION("one GPU per rank; a host with fewer GPUs than ranks hands them round") {
+    const auto plan = plan_launch(in);
+    CHECK(env_of(plan, 0, "CUDA_VISIBLE_DEVICES") == "4");
+    CHECK(env_of(plan, 1, "CUDA_VISIBLE_DEVICES") == "5");
+    CHECK(env_of(plan, 2, "CUDA_VISIBLE_DEVICES") == "0");
+    CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "0");
+  }
+  SECTION("--gpus-per-rank 2: consecutive pairs of the node's own GPU ids") {
+    o.gpus_per_rank = 2;
+    const auto plan = plan_launch(in);
+    CHECK(env_of(plan, 0, "CUDA_VISIBLE_DEVICES") == "4,5");
+    CHECK(env_of(plan, 1, "CUDA_VISIBLE_DEVICES") == "6,7");
+    CHECK(env_of(plan, 2, "CUDA_VISIBLE_DEVICES") == "0");  // never more GPUs than the host has
+  }
+  SECTION("--no-gpu-bind: nobody's CUDA_VISIBLE_DEVICES is touched") {
+    o.gpu_bind = false;
+    const auto plan = plan_launch(in);
+    for (int r = 0; r < 4; ++r) CHECK(env_of(plan, r, "CUDA_VISIBLE_DEVICES") == "<unset>");
+  }
+  SECTION("a host without GPUs sets none") {
+    in.nodes[1].hello->gpus.clear();
+    const auto plan = plan_launch(in);
+    CHECK(env_of(plan, 0, "CUDA_VISIBLE_DEVICES") == "4");
+    CHECK(env_of(plan, 2, "CUDA_VISIBLE_DEVICES") == "<unset>");
+    CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "<unset>");
+  }
+}
+
+TEST_CASE("launch plan: GPUs go by local rank, not by global rank, under --map-by node", "[launcher][plan][gpu]") {
+  // Round robin: node 0 runs ranks 0 and 2, node 1 runs 1 and 3.
+  const auto p = placement(2, 2, hf::MapBy::kNode);
+  const auto o = options();
+  auto in = input(p, o);
+  in.nodes[0].hello->gpus = {"0", "1"};
+  in.nodes[1].hello->gpus = {"0", "1"};
+  const auto plan = plan_launch(in);
+  CHECK(env_of(plan, 2, "LOCAL_RANK") == "1");
+  CHECK(env_of(plan, 2, "CUDA_VISIBLE_DEVICES") == "1");
+  CHECK(env_of(plan, 1, "CUDA_VISIBLE_DEVICES") == "0");
+  CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "1");
+}
+
+TEST_CASE("resolve_exports: NAME=VALUE sets, NAME passes the launcher's value, a missing NAME is skipped",
+          "[launcher][plan]") {
+  auto lookup = [](const std::string& k) -> std::optional<std::string> {
+    if (k == "HOME_DIR") return "/home/me";
+    if (k == "EMPTY_HERE") return "";
+    return std::nullopt;
+  };
+  const auto got = resolve_exports({"OMP_NUM_THREADS=4", "HOME_DIR", "NOT_SET_ANYWHERE", "EQ=a=b", "BLANK=", "EMPTY_HERE"},
+                                   lookup);
+  // Only the first '=' separates; an empty value is a value; an unset NAME is not exported as "".
+  const EnvMap want = {{"OMP_NUM_THREADS", "4"}, {"HOME_DIR", "/home/me"}, {"EQ", "a=b"}, {"BLANK", ""},
+                       {"EMPTY_HERE", ""}};
+  CHECK(got == want);
+  CHECK(resolve_exports({}, lookup).empty());
+}
+
+TEST_CASE("launch plan: -x exports land in every node's Launch::env", "[launcher][plan]") {
+  const auto p = placement(2, 1);
+  const auto o = options();
+  auto in = input(p, o);
+  in.exports = resolve_exports({"NCCL_DEBUG=INFO", "FROM_SHELL", "UNSET"}, [](const std::string& k) {
+    return k == "FROM_SHELL" ? std::optional<std::string>("yes") : std::nullopt;
+  });
+  const auto plan = plan_launch(in);
+  const EnvMap want = {{"NCCL_DEBUG", "INFO"}, {"FROM_SHELL", "yes"}};
+  for (const auto& l : plan.launches) {
+    REQUIRE(l);
+    CHECK(l->env == want);
+  }
+  // Exports are the host's, for every rank: not repeated in each rank's own variables.
+  CHECK(env_of(plan, 0, "NCCL_DEBUG") == "<unset>");
+}
+
+TEST_CASE("launch plan: only the --stdin rank gets stdin", "[launcher][plan]") {
+  const auto p = placement(2, 2);
+  auto o = options();
+  auto in = input(p, o);
+  auto open_ranks = [&] {
+    std::vector<int> out;
+    const auto plan = plan_launch(in);
+    for (int r = 0; r < 4; ++r)
+      if (spec_of(plan, r).stdin_open) out.push_back(r);
+    return out;
+  };
+  CHECK(open_ranks() == std::vector<int>{0});  // the default, --stdin 0
+  o.stdin_target = "2";
+  CHECK(open_ranks() == std::vector<int>{2});
+  o.stdin_target = "none";
+  CHECK(open_ranks().empty());
+}
+
+TEST_CASE("launch plan: --mpi auto, pmix, none and per-node mode", "[launcher][plan][mpi]") {
+  const auto p = placement(3, 1);
+  auto o = options();
+  auto in = input(p, o);
+
+  SECTION("auto with every agent serving PMIx: an MPI section on every node") {
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(plan.mpi);
+    for (size_t i = 0; i < 3; ++i) {
+      REQUIRE(plan.launches[i]);
+      REQUIRE(plan.launches[i]->mpi);
+      const auto& m = *plan.launches[i]->mpi;
+      CHECK(m.nspace == "dl-test");
+      CHECK(m.world_size == 3);
+      CHECK(m.universe_size == 3);
+      CHECK(m.node_rank == static_cast<int>(i));
+      CHECK(m.node_hosts == std::vector<std::string>{"n0", "n1", "n2"});
+      CHECK(m.node_ranks == std::vector<std::vector<int>>{{0}, {1}, {2}});
+    }
+  }
+  SECTION("auto with one agent without PMIx: no MPI, and no refusal") {
+    in.nodes[1].hello->pmix = false;
+    const auto plan = plan_launch(in);
+    CHECK(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK_FALSE(plan.mpi);
+    for (const auto& l : plan.launches) {
+      REQUIRE(l);
+      CHECK_FALSE(l->mpi);
+    }
+  }
+  SECTION("pmix with one agent without PMIx: refused, naming that host") {
+    o.mpi = "pmix";
+    in.nodes[2].hello->pmix = false;
+    const auto plan = plan_launch(in);
+    CHECK(plan.refusal == LaunchPlan::Refusal::kNoPmix);
+    CHECK(plan.hosts == "n2");
+    CHECK_THAT(plan.why, Catch::Contains("--mpi pmix") && Catch::Contains("n2") && Catch::Contains("--mpi none"));
+    CHECK_THAT(plan.why, !Catch::Contains("n0") && !Catch::Contains("n1"));
+    for (const auto& l : plan.launches) CHECK_FALSE(l);  // nothing is launched
+  }
+  SECTION("pmix with two agents without PMIx: both named, in node order") {
+    o.mpi = "pmix";
+    in.nodes[0].hello->pmix = false;
+    in.nodes[2].hello->pmix = false;
+    const auto plan = plan_launch(in);
+    CHECK(plan.refusal == LaunchPlan::Refusal::kNoPmix);
+    CHECK(plan.hosts == "n0, n2");
+  }
+  SECTION("pmix with every agent serving PMIx: MPI") {
+    o.mpi = "pmix";
+    const auto plan = plan_launch(in);
+    CHECK(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(plan.mpi);
+  }
+  SECTION("none: no MPI even where every agent could") {
+    o.mpi = "none";
+    const auto plan = plan_launch(in);
+    CHECK(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK_FALSE(plan.mpi);
+    for (const auto& l : plan.launches) CHECK_FALSE(l->mpi);
+  }
+}
+
+TEST_CASE("launch plan: per-node mode plans only its own node, with the shared identity", "[launcher][plan][per-node]") {
+  const auto p = placement(3, 2);
+  auto o = options();
+  o.mpi = "pmix";  // even pmix: per-node mode has no fences between nodes, so never MPI (and no refusal)
+  auto in = input(p, o);
+  // This dlaunch runs node 1; nodes 0 and 2 are other dlaunches' and sent no hello.
+  in.nodes[0].external = true, in.nodes[0].hello.reset();
+  in.nodes[2].external = true, in.nodes[2].hello.reset();
+  in.shared = SharedIdentity{"head.example", "head.example:29400", 23456};
+  in.store_port = 0;
+  const auto plan = plan_launch(in);
+  REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+  CHECK_FALSE(plan.mpi);
+  REQUIRE(plan.launches.size() == 3);
+  CHECK_FALSE(plan.launches[0]);  // external nodes get no launch message
+  CHECK_FALSE(plan.launches[2]);
+  REQUIRE(plan.launches[1]);
+  CHECK_FALSE(plan.launches[1]->mpi);
+  REQUIRE(plan.launches[1]->ranks.size() == 2);
+  CHECK(plan.launches[1]->ranks[0].rank == 2);
+  for (int r : {2, 3}) {
+    CHECK(env_of(plan, r, "MASTER_ADDR") == "head.example");
+    CHECK(env_of(plan, r, "MASTER_PORT") == "23456");
+    CHECK(env_of(plan, r, "DLAUNCH_STORE_ADDR") == "head.example:29400");
+    CHECK(env_of(plan, r, "WORLD_SIZE") == "6");
+    CHECK(env_of(plan, r, "NODE_RANK") == "1");
+  }
+}
+
+TEST_CASE("launch plan: --bind-to core gives each local rank its cores from the hello", "[launcher][plan][cpu]") {
+  const auto p = placement(2, 2, hf::MapBy::kNode);  // node 0: ranks 0, 2; node 1: ranks 1, 3
+  auto o = options();
+  o.bind_to = "core";
+  auto in = input(p, o);
+  // Four cores, each with two hardware threads (n, n+4), on both hosts.
+  for (auto& n : in.nodes) n.hello->cpu = msg::CpuReport{{{0, 4}, {1, 5}, {2, 6}, {3, 7}}, {{0, 1, 2, 3, 4, 5, 6, 7}}};
+
+  SECTION("one core per rank, with all its hardware threads") {
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(spec_of(plan, 0).cpus == std::vector<int>{0, 4});
+    CHECK(spec_of(plan, 2).cpus == std::vector<int>{1, 5});  // local rank 1 of node 0
+    CHECK(spec_of(plan, 1).cpus == std::vector<int>{0, 4});
+    CHECK(spec_of(plan, 3).cpus == std::vector<int>{1, 5});
+  }
+  SECTION("--cpus-per-rank 2: two consecutive cores each, sorted") {
+    o.cpus_per_rank = 2;
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(spec_of(plan, 0).cpus == std::vector<int>{0, 1, 4, 5});
+    CHECK(spec_of(plan, 2).cpus == std::vector<int>{2, 3, 6, 7});
+  }
+  SECTION("too few cores on one host: a bad request naming that host") {
+    in.nodes[1].hello->cpu->cores = {{0}};
+    const auto plan = plan_launch(in);
+    CHECK(plan.refusal == LaunchPlan::Refusal::kBadRequest);
+    CHECK_THAT(plan.why, Catch::Contains("--bind-to core") && Catch::Contains("n1"));
+    for (const auto& l : plan.launches) CHECK_FALSE(l);
+  }
+  SECTION("a hello without a CPU report counts as no cores") {
+    in.nodes[0].hello->cpu.reset();
+    const auto plan = plan_launch(in);
+    CHECK(plan.refusal == LaunchPlan::Refusal::kBadRequest);
+    CHECK_THAT(plan.why, Catch::Contains("n0"));
+  }
+  SECTION("--bind-to none: no CPU lists at all") {
+    o.bind_to = "none";
+    const auto plan = plan_launch(in);
+    for (int r = 0; r < 4; ++r) CHECK_FALSE(spec_of(plan, r).cpus);
+  }
+}
+
+TEST_CASE("inherited_identity_warning: names what the ranks get other values for", "[launcher][plan]") {
+  const auto p = placement(1, 2);
+  const auto o = options();
+  auto in = input(p, o);
+  in.nodes[0].hello->gpus = {"0", "1"};
+  const auto plan = plan_launch(in);
+  REQUIRE(plan.launches[0]);
+  const auto& launch = *plan.launches[0];
+  const std::string tail = " (is dlaunch running inside srun or mpirun?)\n";
+
+  // Replaced (RANK, OMPI_COMM_WORLD_SIZE: ours differ) and removed (PMIX_RANK, an outer launcher's
+  // identity, env::is_foreign_identity_var) both count, listed in name order.
+  CHECK(inherited_identity_warning(launch, {{"RANK", "5"}, {"PMIX_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "16"}}) ==
+        "dlaunch: warning: the ranks get dlaunch's own values instead of the inherited OMPI_COMM_WORLD_SIZE, "
+        "PMIX_RANK, RANK" + tail);
+  // Slurm's own variables are neither set nor removed by dlaunch: the ranks keep them, nothing contradicts.
+  CHECK(inherited_identity_warning(launch, {{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}}).empty());
+  // The same values as ours (rank 0's) contradict nothing; neither does an unrelated variable.
+  CHECK(inherited_identity_warning(launch, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"HOME", "/root"}}).empty());
+  CHECK(inherited_identity_warning(launch, {}).empty());
+  // CUDA_VISIBLE_DEVICES never counts: binding a host's GPUs is not a contradiction.
+  CHECK(env_of(plan, 0, "CUDA_VISIBLE_DEVICES") == "0");
+  CHECK(inherited_identity_warning(launch, {{"CUDA_VISIBLE_DEVICES", "3,4"}}).empty());
+  // The token is a secret, never echoed, even when it differs.
+  CHECK(inherited_identity_warning(launch, {{"DLAUNCH_TOKEN", "other"}}).empty());
+  // A launch message without ranks has nothing to contradict.
+  CHECK(inherited_identity_warning(msg::Launch{}, {{"RANK", "5"}}).empty());
+}
