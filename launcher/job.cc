@@ -105,11 +105,17 @@ int Job::run() {
   agent_timer_.expires_after(secs(opts_.agent_timeout_s) + (any_remote ? secs(opts_.ssh_timeout_s) : milliseconds(0)));
   agent_timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || !phase_.is(Phase::kStarting)) return;
+    // The silent hosts' own ranks fail (not node 0's: in per-node mode node
+    // 0 may be another node's, already counted done, and the job would pass).
     std::string missing;
+    std::vector<int> ranks;
     for (auto& n : nodes_)
-      if (!server_->greeted(n.index) && !n.start_failed && !n.external) missing += (missing.empty() ? "" : ", ") + n.host;
+      if (!server_->greeted(n.index) && !n.start_failed && !n.external) {
+        missing += (missing.empty() ? "" : ", ") + n.host;
+        ranks.insert(ranks.end(), n.ranks.begin(), n.ranks.end());
+      }
     fate_.on_host_lost(missing, "its agent did not connect within " + std::to_string(static_cast<int>(opts_.agent_timeout_s)) +
-                                    " s (see --agent-timeout)", nodes_.empty() ? std::vector<int>{} : nodes_[0].ranks);
+                                    " s (see --agent-timeout)", ranks);
     teardown(0);
   });
   if (opts_.timeout_s > 0) {

@@ -435,14 +435,10 @@ TEST_CASE("job: a host whose agent never connects ends the job at the agent time
   CHECK(out.seen[0].ended == "bye");
 }
 
-// BUG (launcher/job.cc, the agent timer in Job::run): in per-node mode on a node other than node 0, an
-// agent that never connects ends the job with exit code 0. The timer's handler calls
-// fate_.on_host_lost(missing, ..., nodes_[0].ranks): it passes node 0's ranks, not the missing node's.
-// Node 0 is external here, so its ranks were already counted done (Fate::not_ours), on_host_lost finds
-// nothing unfinished and records no failure; teardown(0) aborts and run() returns fate_.exit_code() == 0,
-// with no verdict and no failure published to the other nodes.
-// Tagged [!shouldfail] until it is fixed: then this test fails, and the tag must go.
-TEST_CASE("job: per-node mode, this node's agent never connects: the job fails", "[launcher][job][per-node][!shouldfail]") {
+// Per-node mode on a node other than node 0: when this node's agent never
+// connects, its own ranks fail (the timer once failed node 0's ranks, which
+// belong to another node and count as done, so the job passed silently).
+TEST_CASE("job: per-node mode, this node's agent never connects: the job fails", "[launcher][job][per-node]") {
   auto o = fast_options();
   o.agent_timeout_s = 1;
   o.nnodes = 2;
@@ -474,7 +470,7 @@ TEST_CASE("job: per-node mode, this node's agent never connects: the job fails",
   REQUIRE(specs.size() == 1);  // only this node's agent is started
   CHECK(specs[0].node == 1);
   CHECK(specs[0].local);
-  CHECK(code == 1);             // BUG: actual 0
-  CHECK(published_code == 1);   // BUG: actual -1, the other nodes are never told
-  CHECK_THAT(err, Catch::Contains("fake-b") && Catch::Contains("did not connect"));  // BUG: actual ""
+  CHECK(code == 1);
+  CHECK(published_code == 1);  // the other nodes are told
+  CHECK_THAT(err, Catch::Contains("fake-b") && Catch::Contains("did not connect"));
 }
