@@ -9,6 +9,7 @@
 #include "agent/gpu_binding.h"
 #include "agent/rank_environment.h"
 #include "agent/rank_process.h"
+#include "control/env_names.h"
 #include "control/protocol.h"
 #include "errors/error.h"
 #include "wire/handshake.h"
@@ -43,7 +44,8 @@ Agent::Agent(asio::io_context& io, AgentOptions opts)
     : io_(io), opts_(std::move(opts)),
       ranks_(io, RankSupervisor::Hooks{[this](std::string f) { if (link_) link_->send(std::move(f)); },
                                        [this] { return link_ && link_->congested(); },
-                                       [this] { finish_if_done(); }}),
+                                       [this] { finish_if_done(); },
+                                       [this](msg::Exited& x) { add_torch_error(x); }}),
       term_signals_(io, SIGTERM, SIGINT, SIGHUP), stdin_(io) {}
 
 Agent::~Agent() { mpi_.reset(); }
@@ -73,7 +75,7 @@ int Agent::run() {
   hello.host = host_name();
   hello.pid = static_cast<int>(::getpid());
   hello.free_port = wire::free_tcp_port();
-  if (a.detect_gpus) hello.gpus = detect_gpus(a.gpus_per_node);
+  if (a.detect_gpus) report_gpus(detect_gpus(a.gpus_per_node), hello);
   hello.pmix = MpiJob::available();
   if (a.cpu_topology) {
     CpuTopology topo = read_cpu_topology(own_allowed_cpus());
@@ -130,7 +132,19 @@ void Agent::launch(const msg::Launch& m) {
   link_->start_heartbeats(milliseconds(m.hb_ms), milliseconds(m.hb_timeout_ms),
                           "no heartbeat from the launcher for " + std::to_string(m.hb_timeout_ms) + " ms");
   if (m.mpi && !start_mpi(m)) return finish_if_done();
+  if (!m.ranks.empty() && !error_files_) {
+    const auto id = m.ranks[0].env.find(env::kDlJobId);
+    error_files_ = std::make_unique<TorchErrorFiles>(id == m.ranks[0].env.end() ? "job" : id->second);
+  }
   for (const auto& spec : m.ranks) start_rank(spec, m);
+}
+
+// A failed rank's exit report gains what torch's @record wrote to its error
+// file (the exception, its message and where it was raised), so the verdict
+// names the cause.
+void Agent::add_torch_error(msg::Exited& x) const {
+  if (!error_files_ || (x.code.value_or(0) == 0 && !x.signal) || x.error) return;
+  x.error = error_files_->read(x.rank);
 }
 
 // Starts this host's PMIx server. On failure every rank is reported as not
@@ -161,13 +175,19 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m) {
   // last, after the filter removed any inherited ones.
   std::vector<std::pair<std::string, std::string>> server_vars;
   if (mpi_ && mpi_->started()) server_vars = mpi_->rank_env(spec.rank);
-  EnvVars env = compose_rank_env(std::move(inherited), m.env, spec.env, server_vars);
+  EnvVars own = spec.env;
+  // torchrun's per-worker error file: torch's @record writes the rank's
+  // uncaught exception there, and add_torch_error() reports it.
+  if (error_files_ && !error_files_->path(spec.rank).empty())
+    own[env::kTorchelasticErrorFile] = error_files_->path(spec.rank);
+  EnvVars env = compose_rank_env(std::move(inherited), m.env, own, server_vars);
   SpawnSpec s;
   s.argv = spec.argv;
   if (s.argv.empty()) return ranks_.refuse(spec.rank, 127, "no program to run");
   for (auto& [k, v] : env) s.env.push_back(k + "=" + v);
   s.wdir = m.wdir;
   s.want_stdin = spec.stdin_open;
+  s.stdout_pty = m.stdout_pty.value_or(false);
   s.cpus = spec.cpus.value_or(std::vector<int>{});
   Resolved res = resolve_program(s.argv.at(0), env.count("PATH") ? env["PATH"] : "/usr/bin:/bin");
   if (res.code != 0) return ranks_.refuse(spec.rank, res.code, res.message);
@@ -197,6 +217,7 @@ void Agent::lost_launcher(const std::string& why) {
   if (any || refused)
     std::cerr << "dlaunch-agent: " << why << (any ? "; killed this host's ranks" : "") << "\n";
   if (mpi_) mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
+  if (error_files_) error_files_->remove();  // main() _exits: no destructor does it
   done_ = true;
   exit_code_ = 1;
   io_.stop();
@@ -206,6 +227,7 @@ void Agent::finish_if_done() {
   if (!bye_ || done_ || !ranks_.all_reported()) return;
   ranks_.kill_all();
   if (mpi_) mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
+  if (error_files_) error_files_->remove();  // every exit was reported: nothing left to read
   done_ = true;
   exit_code_ = 0;
   link_->stop_heartbeats();

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "agent/mpi_job.h"
+#include "agent/rank_environment.h"
 #include "agent/rank_supervisor.h"
 #include "control/agent_args.h"
 #include "control/connection.h"
@@ -48,12 +49,14 @@ class Agent {
   void watch_stdin();
   void lost_launcher(const std::string& why);
   void finish_if_done();
+  void add_torch_error(control::msg::Exited& x) const;
 
   asio::io_context& io_;
   AgentOptions opts_;
   std::shared_ptr<control::Connection> link_;
   RankSupervisor ranks_;
   std::unique_ptr<MpiJob> mpi_;  // PMIx server of an MPI job, else null
+  std::unique_ptr<TorchErrorFiles> error_files_;  // the ranks' TORCHELASTIC_ERROR_FILEs, from the launch on
   asio::signal_set term_signals_;
   asio::posix::stream_descriptor stdin_;
   std::array<char, 256> stdin_buf_{};

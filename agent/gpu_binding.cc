@@ -1,12 +1,18 @@
 #include "agent/gpu_binding.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
 
 #include "agent/rank_process.h"
-#include "control/env_names.h"
+#include "hostfiles/binding.h"
 
 namespace dl::agent {
+
+namespace fs = std::filesystem;
 
 std::vector<std::string> parse_nvidia_smi_list(const std::string& text) {
   std::vector<std::string> gpus;
@@ -23,7 +29,8 @@ std::vector<std::string> parse_nvidia_smi_list(const std::string& text) {
   return gpus;
 }
 
-static std::vector<std::string> split_commas(const std::string& s) {
+namespace {
+std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
   while (start <= s.size()) {
@@ -35,15 +42,55 @@ static std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-std::vector<std::string> detect_gpus(int gpus_per_node) {
-  std::vector<std::string> gpus;
-  if (gpus_per_node >= 0) {
-    for (int i = 0; i < gpus_per_node; ++i) gpus.push_back(std::to_string(i));
-    return gpus;
+std::string join_commas(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+std::vector<std::string> count_up(size_t n) {
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < n; ++i) ids.push_back(std::to_string(i));
+  return ids;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// The entries of `dir` whose name is `prefix` followed by a number, by that
+// number (renderD128 before renderD1000, node 2 before node 10).
+std::vector<fs::path> numbered_entries(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<long, fs::path>> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string num = name.substr(prefix.size());
+    if (num.size() > 9 || num.find_first_not_of("0123456789") != std::string::npos) continue;
+    found.emplace_back(std::stol(num), it->path());
   }
-  if (const char* cvd = std::getenv(env::kCudaVisibleDevices)) return split_commas(cvd);
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> out;
+  for (auto& [n, p] : found) out.push_back(std::move(p));
+  return out;
+}
+
+// NVIDIA: the driver makes one directory per GPU (named by PCI address) in
+// /proc/driver/nvidia/gpus; reading it costs no process and no driver init,
+// unlike nvidia-smi, which stays the fallback where /proc is not the driver's.
+std::optional<std::vector<std::string>> nvidia_gpus(const GpuSources& src) {
+  const fs::path dir = fs::path(src.root + "/proc/driver/nvidia/gpus");
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) {
+    size_t n = 0;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) n += it->is_directory(ec) ? 1 : 0;
+    return count_up(n);
+  }
+  if (!src.nvidia_smi) return std::nullopt;
   const char* path = std::getenv("PATH");
-  if (resolve_program("nvidia-smi", path ? path : "/usr/bin:/bin").code != 0) return gpus;
+  if (resolve_program("nvidia-smi", path ? path : "/usr/bin:/bin").code != 0) return std::nullopt;
   std::string text;
   if (FILE* p = ::popen("nvidia-smi -L 2>/dev/null", "r")) {
     char buf[4096];
@@ -52,6 +99,107 @@ std::vector<std::string> detect_gpus(int gpus_per_node) {
     ::pclose(p);
   }
   return parse_nvidia_smi_list(text);
+}
+
+// AMD: ROCm numbers its GPUs (ROCR_VISIBLE_DEVICES indices) in KFD topology
+// node order, skipping the CPU nodes, which have no SIMDs.
+std::vector<std::string> amd_gpus(const GpuSources& src) {
+  size_t n = 0;
+  for (const auto& node : numbered_entries(src.root + "/sys/class/kfd/kfd/topology/nodes", "")) {
+    const std::string props = read_text(node / "properties");
+    const size_t at = props.find("simd_count ");
+    if (at != std::string::npos && (at == 0 || props[at - 1] == '\n') &&
+        std::strtol(props.c_str() + at + 11, nullptr, 10) > 0)
+      ++n;
+  }
+  return count_up(n);
+}
+
+// Intel: Level Zero GPUs are DRM render nodes of vendor 0x8086.
+std::vector<std::string> intel_gpus(const GpuSources& src) {
+  size_t n = 0;
+  for (const auto& node : numbered_entries(src.root + "/sys/class/drm", "renderD")) {
+    if (read_text(node / "device" / "vendor").rfind("0x8086", 0) != 0) continue;
+    // The integrated GPU always sits at 00:02.0; binding ranks to it would
+    // make every CPU-only job on an Intel desktop fail as "too few GPUs".
+    if (read_text(node / "device" / "uevent").find("PCI_SLOT_NAME=0000:00:02.0") != std::string::npos) continue;
+    ++n;
+  }
+  return count_up(n);
+}
+}  // namespace
+
+GpuSources host_gpu_sources() {
+  GpuSources s;
+  if (const char* r = std::getenv("DLAUNCH_SYSFS_ROOT")) s.root = r;
+  s.env = [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  return s;
+}
+
+std::vector<VendorGpus> detect_gpus(int gpus_per_node, const GpuSources& src) {
+  if (gpus_per_node == 0) return {};
+  std::vector<VendorGpus> found;
+  for (const std::string vendor : hostfiles::kGpuVendors) {
+    std::optional<std::vector<std::string>> ids;
+    if (auto v = src.env ? src.env(hostfiles::gpu_visibility_variable(vendor)) : std::nullopt) ids = split_commas(*v);
+    else if (vendor == "nvidia") {
+      GpuSources quick = src;
+      quick.nvidia_smi = src.nvidia_smi && gpus_per_node < 0;  // --gpus-per-node: only the vendor matters
+      ids = nvidia_gpus(quick);
+    } else if (vendor == "amd") ids = amd_gpus(src);
+    else ids = intel_gpus(src);
+    if (ids && !ids->empty()) found.push_back({vendor, std::move(*ids)});
+  }
+  if (gpus_per_node > 0) {
+    if (found.empty()) found.push_back({"nvidia", {}});
+    for (auto& f : found) f.ids = count_up(static_cast<size_t>(gpus_per_node));
+  }
+  return found;
+}
+
+std::vector<VendorGpus> detect_gpus(int gpus_per_node) { return detect_gpus(gpus_per_node, host_gpu_sources()); }
+
+void report_gpus(const std::vector<VendorGpus>& found, control::msg::Hello& hello) {
+  hello.gpus.clear();
+  hello.gpu_vendor.reset();
+  hello.gpus_by_vendor.reset();
+  if (found.empty()) return;
+  hello.gpus = found.front().ids;
+  hello.gpu_vendor = found.front().vendor;
+  if (found.size() < 2) return;
+  hello.gpus_by_vendor.emplace();
+  for (const auto& f : found) (*hello.gpus_by_vendor)[f.vendor] = join_commas(f.ids);
+}
+
+std::vector<VendorGpus> reported_gpus(const control::msg::Hello& hello) {
+  std::vector<VendorGpus> out;
+  if (hello.gpus_by_vendor) {
+    // The map is ordered by name; detection order is the vendors' own order.
+    for (const std::string vendor : hostfiles::kGpuVendors)
+      if (auto it = hello.gpus_by_vendor->find(vendor); it != hello.gpus_by_vendor->end())
+        out.push_back({vendor, split_commas(it->second)});
+    if (!out.empty()) return out;
+  }
+  // A vendor this launcher has no variable for (a newer agent's) cannot be bound: as if it had no GPUs.
+  const std::string vendor = hello.gpu_vendor.value_or("nvidia");
+  if (!hello.gpus.empty() && hostfiles::gpu_visibility_variable(vendor)) out.push_back({vendor, hello.gpus});
+  return out;
+}
+
+std::optional<VendorGpus> pick_gpus(const std::vector<VendorGpus>& found, const std::string& vendor,
+                                    const std::string& host) {
+  if (found.empty()) return std::nullopt;
+  if (vendor.empty()) return found.front();
+  std::string has;
+  for (const auto& f : found) {
+    if (f.vendor == vendor) return f;
+    has += (has.empty() ? "" : " and ") + std::to_string(f.ids.size()) + " " + f.vendor;
+  }
+  throw std::runtime_error("--gpu-vendor " + vendor + ": host " + host + " has no " + vendor + " GPUs, only " + has +
+                           "; drop --gpu-vendor to bind the GPUs it has, or --gpu-bind none to bind none");
 }
 
 }  // namespace dl::agent

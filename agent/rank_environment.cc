@@ -1,5 +1,13 @@
 #include "agent/rank_environment.h"
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
 #include "control/env_names.h"
 
 namespace dl::agent {
@@ -7,13 +15,89 @@ namespace dl::agent {
 EnvVars compose_rank_env(EnvVars env, const EnvVars& common, const EnvVars& own,
                          const std::vector<std::pair<std::string, std::string>>& server_vars) {
   // Identity variables of an outer launcher (PMIx, PMI, OpenMPI's runtime)
-  // would make the rank talk to it: they go before ours are added.
+  // would make the rank talk to it: they go before ours are added. Slurm's
+  // task-only ones describe the task srun started (this agent's dlaunch), not
+  // the rank; the per-task ones with a counterpart come rewritten in `own`.
   for (auto it = env.begin(); it != env.end();)
-    it = env::is_foreign_identity_var(it->first) ? env.erase(it) : std::next(it);
+    it = env::is_foreign_identity_var(it->first) || env::is_slurm_task_only_var(it->first) ? env.erase(it)
+                                                                                          : std::next(it);
   for (const auto& [k, v] : common) env[k] = v;
   for (const auto& [k, v] : own) env[k] = v;
   for (const auto& [k, v] : server_vars) env[k] = v;
   return env;
+}
+
+namespace {
+// The innermost `File "F", line N` of a Python traceback: "F:N", or "".
+std::string raise_site(const std::string& callstack) {
+  std::string site;
+  std::istringstream in(callstack);
+  for (std::string line; std::getline(in, line);) {
+    const auto f = line.find("File \"");
+    if (f == std::string::npos || line.find_first_not_of(' ') != f) continue;
+    const auto end = line.find("\", line ", f + 6);
+    if (end == std::string::npos) continue;
+    const auto num = end + 8, num_end = line.find_first_not_of("0123456789", num);
+    if (num_end == num) continue;
+    site = line.substr(f + 6, end - f - 6) + ":" + line.substr(num, num_end - num);
+  }
+  return site;
+}
+
+// The first line of `text`, at most `max` bytes (a whole page of repr() would
+// not fit the verdict's one line).
+std::string first_line(const std::string& text, size_t max) {
+  std::string s = text.substr(0, text.find('\n'));
+  if (s.size() > max) s = s.substr(0, max) + "...";
+  return s;
+}
+}  // namespace
+
+std::optional<std::string> summarize_torch_error(std::string_view json_text) {
+  const auto j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("message")) return std::nullopt;
+  const auto& m = j["message"];
+  std::string text, callstack;
+  if (m.is_string()) {
+    text = m.get<std::string>();
+  } else if (m.is_object() && m.contains("message") && m["message"].is_string()) {
+    text = m["message"].get<std::string>();
+    if (m.contains("extraInfo") && m["extraInfo"].is_object() && m["extraInfo"].contains("py_callstack") &&
+        m["extraInfo"]["py_callstack"].is_string())
+      callstack = m["extraInfo"]["py_callstack"].get<std::string>();
+  } else {
+    return std::nullopt;
+  }
+  std::string out = first_line(text, 300);
+  if (out.empty()) return std::nullopt;
+  if (const std::string site = raise_site(callstack); !site.empty()) out += " (at " + site + ")";
+  return out;
+}
+
+TorchErrorFiles::TorchErrorFiles(const std::string& job_id) {
+  const char* tmp = ::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-" + job_id + "-XXXXXX";
+  if (::mkdtemp(tmpl.data())) dir_ = tmpl;  // mode 0700: only this user's ranks write there
+}
+
+std::string TorchErrorFiles::path(int rank) const {
+  return dir_.empty() ? "" : dir_ + "/rank." + std::to_string(rank) + ".error.json";
+}
+
+std::optional<std::string> TorchErrorFiles::read(int rank) const {
+  if (dir_.empty()) return std::nullopt;
+  std::ifstream f(path(rank));
+  if (!f) return std::nullopt;
+  std::ostringstream text;
+  text << f.rdbuf();
+  return summarize_torch_error(text.str());
+}
+
+void TorchErrorFiles::remove() {
+  if (dir_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+  dir_.clear();
 }
 
 }  // namespace dl::agent

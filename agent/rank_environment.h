@@ -1,8 +1,12 @@
 #pragma once
 // A rank's environment, composed by the agent. Pure: unit-tested without
-// spawning anything (tests/agent/rank_environment_test.cc).
+// spawning anything (tests/agent/rank_environment_test.cc). Also the agent's
+// side of torch's error files (TORCHELASTIC_ERROR_FILE): where each rank's
+// goes, and what a failed rank's file says, in one line.
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -11,11 +15,43 @@ namespace dl::agent {
 using EnvVars = std::map<std::string, std::string>;
 
 // A rank's complete environment: what the agent inherited less any outer
-// launcher's identity (env::is_foreign_identity_var, control/env_names.h),
-// then the launch's variables for every rank, then this rank's own, then the
-// PMIx server's (PMIX_RANK, PMIX_SERVER_URI*, ...), each layer winning over
-// the ones before it.
+// launcher's identity (env::is_foreign_identity_var, control/env_names.h) and
+// Slurm's task-only variables (env::is_slurm_task_only_var: SLURM_TASK_PID,
+// SLURM_GTIDS), then the launch's variables for every rank, then this rank's
+// own, then the PMIx server's (PMIX_RANK, PMIX_SERVER_URI*, ...), each layer
+// winning over the ones before it.
 EnvVars compose_rank_env(EnvVars inherited, const EnvVars& common, const EnvVars& own,
                          const std::vector<std::pair<std::string, std::string>>& server_vars);
+
+// What torch's @record (torch.distributed.elastic.multiprocessing.errors)
+// wrote to a rank's error file, as one line for the verdict:
+//   "ValueError: bad lr (at /work/train.py:12)"
+// The file is JSON: {"message": {"message": "Type: text", "extraInfo":
+// {"py_callstack": "<traceback>", "timestamp": "..."}}}, or a newer torch's
+// {"message": "text"}; the place is the innermost `File "F", line N` of the
+// traceback, where the exception was raised. Long messages are cut; nullopt
+// when the text is not such a file.
+std::optional<std::string> summarize_torch_error(std::string_view json_text);
+
+// One job's error files on this host: a private directory under $TMPDIR (or
+// /tmp) made at launch, one file per rank, removed when the agent leaves.
+class TorchErrorFiles {
+ public:
+  // Makes the directory; on failure (no writable temp dir) the ranks get no
+  // error file, which torch tolerates (it then only logs the exception).
+  explicit TorchErrorFiles(const std::string& job_id);
+  TorchErrorFiles(const TorchErrorFiles&) = delete;
+  TorchErrorFiles& operator=(const TorchErrorFiles&) = delete;
+  ~TorchErrorFiles() { remove(); }
+  // The rank's TORCHELASTIC_ERROR_FILE, "" when there is no directory.
+  std::string path(int rank) const;
+  // The summary of what `rank` left there, if anything.
+  std::optional<std::string> read(int rank) const;
+  // Removes the directory and its files (idempotent).
+  void remove();
+
+ private:
+  std::string dir_;
+};
 
 }  // namespace dl::agent

@@ -3,8 +3,11 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -39,6 +42,37 @@ Resolved resolve_program(const std::string& argv0, const std::string& path_var) 
   }
   if (!not_exec.message.empty()) return not_exec;
   return {"", 127, argv0 + ": command not found in PATH"};
+}
+
+PtyPair open_output_pty() {
+  PtyPair p;
+  // O_NOCTTY: the agent may be a session leader without a terminal, and
+  // opening a tty would then make it the agent's controlling terminal.
+  p.master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (p.master < 0) throw_errno("opening a pseudo-terminal (posix_openpt)");
+  auto fail = [&p](const char* what) {
+    const int e = errno;
+    ::close(p.master);
+    if (p.slave >= 0) ::close(p.slave);
+    throw_errno(what, e);
+  };
+  char name[128];
+  if (::grantpt(p.master) != 0 || ::unlockpt(p.master) != 0) fail("unlocking a pseudo-terminal");
+  if (::ptsname_r(p.master, name, sizeof name) != 0) fail("naming a pseudo-terminal (ptsname)");
+  p.slave = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (p.slave < 0) fail("opening a pseudo-terminal's slave");
+  // Raw: the bytes the rank writes arrive unchanged (no "\n" -> "\r\n", no
+  // echo, no line editing), as they would through a pipe.
+  termios t{};
+  if (::tcgetattr(p.slave, &t) != 0) fail("reading a pseudo-terminal's modes");
+  ::cfmakeraw(&t);
+  if (::tcsetattr(p.slave, TCSANOW, &t) != 0) fail("setting a pseudo-terminal raw");
+  // A size of 0x0 makes some programs (progress bars, column layouts) divide
+  // by zero or print nothing; 80x24 is what a terminal reports by default.
+  winsize ws{};
+  ws.ws_row = 24, ws.ws_col = 80;
+  ::ioctl(p.slave, TIOCSWINSZ, &ws);
+  return p;
 }
 
 namespace {
@@ -93,7 +127,17 @@ void make_pipe(int fds[2]) {
 
 Spawned spawn_rank(const SpawnSpec& s) {
   int out[2], err[2], in[2] = {-1, -1};
-  make_pipe(out);
+  bool out_pty = false;
+  std::string pty_error;
+  if (s.stdout_pty) {
+    try {
+      PtyPair p = open_output_pty();
+      out[0] = p.master, out[1] = p.slave, out_pty = true;
+    } catch (const Error& e) {
+      pty_error = e.what();
+    }
+  }
+  if (!out_pty) make_pipe(out);
   make_pipe(err);
   if (s.want_stdin) make_pipe(in);
   else if ((in[0] = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) throw_errno("opening /dev/null");
@@ -116,7 +160,11 @@ Spawned spawn_rank(const SpawnSpec& s) {
   ::fcntl(out[0], F_SETFL, O_NONBLOCK);
   ::fcntl(err[0], F_SETFL, O_NONBLOCK);
   if (in[1] >= 0) ::fcntl(in[1], F_SETFL, O_NONBLOCK);
-  return {pid, out[0], err[0], in[1]};
+  Spawned sp;
+  sp.pid = pid, sp.out_fd = out[0], sp.err_fd = err[0], sp.in_fd = in[1];
+  sp.out_is_pty = out_pty;
+  sp.pty_error = std::move(pty_error);
+  return sp;
 }
 
 }  // namespace dl::agent

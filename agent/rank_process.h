@@ -1,6 +1,7 @@
 #pragma once
-// Starting one rank: fork/exec with its own process group, stdout/stderr on
-// pipes, and PR_SET_PDEATHSIG so it dies with its agent.
+// Starting one rank: fork/exec with its own process group, stdout on a
+// pseudo-terminal (or a pipe), stderr on a pipe, and PR_SET_PDEATHSIG so it
+// dies with its agent.
 #include <sys/types.h>
 
 #include <string>
@@ -26,18 +27,35 @@ struct SpawnSpec {
   std::string wdir;                // "" = inherit
   bool want_stdin = false;         // a pipe for stdin, else /dev/null
   std::vector<int> cpus;           // --bind-to: the CPUs it may run on; empty = inherit
+  // stdout on a pseudo-terminal, so C and Python stdio line-buffer it
+  // (docs/design.md, "Each rank's stdout is a pseudo-terminal"); else a pipe.
+  bool stdout_pty = false;
 };
 
 struct Spawned {
   pid_t pid = -1;                  // also the process group id
   int out_fd = -1, err_fd = -1;    // read ends, non-blocking, close-on-exec
   int in_fd = -1;                  // write end when want_stdin, else -1
+  bool out_is_pty = false;         // out_fd is a pty master: EIO on it means the rank's side closed
+  std::string pty_error;           // stdout_pty was asked for but no pty could be had (then a pipe)
 };
 
 // Forks and execs. The child is a process-group leader, gets SIGKILL when
 // the agent dies, has default signal dispositions and an empty signal mask.
 // If exec fails after fork (rare: the file changed under us), the child
 // writes why to its stderr and exits 127/126. Throws IoError if fork fails.
+// With stdout_pty the rank's fd 1 is the slave of a new pty in raw mode (no
+// echo, no "\n" -> "\r\n"), never its controlling terminal; if no pty can be
+// opened (none left, no /dev/pts) stdout falls back to a pipe and pty_error
+// says why.
 Spawned spawn_rank(const SpawnSpec& spec);
+
+// A pty pair for a rank's stdout: the master (agent side, close-on-exec) and
+// the slave (close-on-exec too; the child dup2s it to fd 1), raw, 80x24.
+// Throws IoError naming the step that failed.
+struct PtyPair {
+  int master = -1, slave = -1;
+};
+PtyPair open_output_pty();
 
 }  // namespace dl::agent

@@ -3,6 +3,9 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <iostream>
+
 #include "control/messages.h"
 
 namespace dl::agent {
@@ -15,6 +18,8 @@ namespace {
 // After a rank exits, how long its pipes may stay open (a child holding
 // them) before its exit is reported anyway.
 constexpr milliseconds kDrainAfterExit{2000};
+// Said once per agent: the ranks still run, only their stdout is a pipe.
+bool pty_warned = false;
 }  // namespace
 
 struct RankSupervisor::Rank {
@@ -51,6 +56,12 @@ void RankSupervisor::refuse(int rank, int code, const std::string& message) {
 void RankSupervisor::spawn(int rank, const SpawnSpec& s) {
   auto r = std::make_unique<Rank>(io_, rank);
   Spawned sp = spawn_rank(s);
+  if (!sp.pty_error.empty() && !pty_warned) {
+    pty_warned = true;
+    std::cerr << "dlaunch-agent: warning: " << sp.pty_error
+              << "; the ranks' stdout is a pipe, so their stdio may hold output until they exit "
+                 "(set PYTHONUNBUFFERED=1, or flush)\n";
+  }
   r->pid = sp.pid;
   r->out.assign(sp.out_fd);
   r->err.assign(sp.err_fd);
@@ -73,6 +84,10 @@ void RankSupervisor::read_output(Rank& r, int stream) {
       auto s = stream == 0 ? control::kStdout : control::kStderr;
       hooks_.send(control::data_frame(r.rank, s, std::string_view(r.buf[stream].data(), n)));
     }
+    // Any error ends the stream. For a pty master that is EIO, which is how
+    // Linux says every holder of the slave closed it (the rank and its
+    // children exited): it comes only after the data they wrote was read,
+    // so the pty was drained.
     if (ec) {
       r.eof[stream] = true;
       (stream == 0 ? r.out : r.err).close();
@@ -134,14 +149,27 @@ void RankSupervisor::reap() {
       r->status = st;
       // Stragglers the rank left in its group go with it.
       ::kill(-pid, SIGKILL);
-      r->drain.expires_after(kDrainAfterExit);
-      r->drain.async_wait([this, rp = r.get()](boost::system::error_code ec) {
-        if (!ec) rp->eof[0] = rp->eof[1] = true, maybe_report(*rp);
-      });
+      arm_drain(*r);
       maybe_report(*r);
     }
   }
   sigchld_.async_wait([this](auto ec, int) { if (!ec) reap(); });
+}
+
+// Gives up waiting for the end of a rank's output kDrainAfterExit after it
+// exited: a child that left the process group may hold the pipe or pty for
+// ever. Not while its reads wait for the link to drain: then the output is
+// there, only held up by us, and reporting the exit first would put it after
+// the exit (or lose it when the job ends).
+void RankSupervisor::arm_drain(Rank& r) {
+  r.drain.expires_after(kDrainAfterExit);
+  r.drain.async_wait([this, rp = &r](boost::system::error_code ec) {
+    if (ec) return;
+    const bool paused = std::any_of(paused_.begin(), paused_.end(), [rp](auto& p) { return p.first == rp; });
+    if (paused) return arm_drain(*rp);
+    rp->eof[0] = rp->eof[1] = true;
+    maybe_report(*rp);
+  });
 }
 
 void RankSupervisor::maybe_report(Rank& r) {
@@ -157,6 +185,7 @@ void RankSupervisor::maybe_report(Rank& r) {
   // teardown or a forwarded signal)? The launcher names ranks that failed by
   // themselves even when another rank's failure reached it first.
   m.by_agent = WIFSIGNALED(st) ? (r.sent >> WTERMSIG(st)) & 1 : r.sent != 0;
+  if (hooks_.annotate_exit) hooks_.annotate_exit(m);
   hooks_.send(control::frame(m));
   hooks_.reported();
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "agent/rank_process.h"
+#include "control/messages.h"
 #include "control/protocol.h"
 
 namespace dl::agent {
@@ -27,6 +28,9 @@ class RankSupervisor {
     std::function<void(std::string frame)> send;  // a frame for the launcher
     std::function<bool()> congested;              // output reads pause while true
     std::function<void()> reported;               // a rank's end was reported
+    // Optional: adds what the supervisor cannot know to an exit report
+    // before it goes (the agent puts torch's recorded error there).
+    std::function<void(control::msg::Exited&)> annotate_exit;
   };
   RankSupervisor(boost::asio::io_context& io, Hooks hooks);
   ~RankSupervisor();
@@ -53,6 +57,7 @@ class RankSupervisor {
   void read_output(Rank& r, int stream);
   void write_stdin(Rank& r);
   void reap();
+  void arm_drain(Rank& r);
   void maybe_report(Rank& r);
 
   boost::asio::io_context& io_;

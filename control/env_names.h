@@ -42,11 +42,39 @@ inline constexpr const char* kHorovodLocalSize = "HOROVOD_LOCAL_SIZE";
 inline constexpr const char* kHorovodCrossRank = "HOROVOD_CROSS_RANK";
 inline constexpr const char* kHorovodCrossSize = "HOROVOD_CROSS_SIZE";
 
-// Slurm's per-task identity (read by the env:// bootstrap, never set).
+// Slurm's per-task identity: read by the env:// bootstrap and --rdzv env; when
+// dlaunch runs inside Slurm (kSlurmJobId set) each rank gets them rewritten
+// to agree with its RANK, since Lightning and ignite read SLURM_PROCID.
+inline constexpr const char* kSlurmJobId = "SLURM_JOB_ID";
 inline constexpr const char* kSlurmProcId = "SLURM_PROCID";
 inline constexpr const char* kSlurmNTasks = "SLURM_NTASKS";
 inline constexpr const char* kSlurmLocalId = "SLURM_LOCALID";
 inline constexpr const char* kSlurmNodeId = "SLURM_NODEID";
+inline constexpr const char* kSlurmNProcs = "SLURM_NPROCS";                      // old name of SLURM_NTASKS
+inline constexpr const char* kSlurmStepNumTasks = "SLURM_STEP_NUM_TASKS";
+inline constexpr const char* kSlurmNTasksPerNode = "SLURM_NTASKS_PER_NODE";      // Lightning insists on it
+inline constexpr const char* kSlurmStepTasksPerNode = "SLURM_STEP_TASKS_PER_NODE";
+inline constexpr const char* kSlurmTasksPerNode = "SLURM_TASKS_PER_NODE";
+
+// Per-task Slurm variables that have no counterpart in dlaunch's world (the
+// pid of srun's task, the task ids srun ran on this node): the agent removes
+// them from every rank's environment.
+inline bool is_slurm_task_only_var(std::string_view name) {
+  return name == "SLURM_TASK_PID" || name == "SLURM_GTIDS";
+}
+
+// torchelastic's variables (torchrun sets them for every worker). The run id
+// makes torch.distributed.is_torchelastic_launched() true; the error file is
+// where torch's @record writes a rank's uncaught exception (JSON), which the
+// agent reads after the rank fails. TORCHELASTIC_USE_AGENT_STORE is never
+// set: it would make torch expect a store on MASTER_PORT that dlaunch does not host.
+inline constexpr const char* kTorchelasticRunId = "TORCHELASTIC_RUN_ID";
+inline constexpr const char* kTorchelasticRestartCount = "TORCHELASTIC_RESTART_COUNT";
+inline constexpr const char* kTorchelasticMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
+inline constexpr const char* kTorchelasticErrorFile = "TORCHELASTIC_ERROR_FILE";
+
+// Set to 1 by the launch plan when several ranks share a host and the user chose nothing (as torchrun does).
+inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
 
 // dlaunch's own runtime.
 inline constexpr const char* kDlRank = "DLAUNCH_RANK";

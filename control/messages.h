@@ -53,12 +53,18 @@ struct Hello {
   std::string host;               // its gethostname()
   int pid = 0;
   int free_port = 0;              // a free TCP port there (node 0's is MASTER_PORT)
-  std::vector<std::string> gpus;  // the GPU ids it may hand out (CUDA_VISIBLE_DEVICES values)
+  std::vector<std::string> gpus;  // the GPU ids it may hand out (its vendor's visibility variable's values)
   bool pmix = false;              // it can serve PMIx (built with libpmix)
   std::optional<CpuReport> cpu;   // with --cpu-topology only
+  // The vendor of `gpus`: "nvidia", "amd" or "intel"; absent (an older agent): nvidia.
+  std::optional<std::string> gpu_vendor;
+  // A host with GPUs of two or more vendors: each vendor's ids, comma-joined
+  // ("amd" -> "0,1"), so --gpu-vendor can pick one (agent/gpu_binding.h).
+  std::optional<EnvVars> gpus_by_vendor;
   template <class S, class V> static void fields(S& s, V& v) {
     v("version", s.version), v("node", s.node), v("host", s.host), v("pid", s.pid), v("free_port", s.free_port);
-    v("gpus", s.gpus), v("pmix", s.pmix), v("cpu", s.cpu);
+    v("gpus", s.gpus), v("pmix", s.pmix), v("cpu", s.cpu), v("gpu_vendor", s.gpu_vendor);
+    v("gpus_by_vendor", s.gpus_by_vendor);
   }
 };
 
@@ -78,9 +84,12 @@ struct Exited {
   std::optional<int> signal;  // the signal that killed it
   std::optional<bool> core;   // with signal: it dumped core
   bool by_agent = false;      // it ended through a signal the agent sent (teardown, forwarding)
+  // A failed rank's exception as torch's @record wrote it to the rank's
+  // TORCHELASTIC_ERROR_FILE, summarized: "ValueError: bad lr (at train.py:12)".
+  std::optional<std::string> error;
   template <class S, class V> static void fields(S& s, V& v) {
     v("rank", s.rank), v("pid", s.pid), v("code", s.code), v("signal", s.signal), v("core", s.core);
-    v("by_agent", s.by_agent);
+    v("by_agent", s.by_agent), v("error", s.error);
   }
 };
 
@@ -144,9 +153,12 @@ struct Launch {
   int hb_ms = 1000;          // heartbeat interval
   int hb_timeout_ms = 10000; // silence after which the launcher counts as lost
   std::optional<MpiSection> mpi;
+  // Each rank's stdout is a pseudo-terminal (--output-pty, the default), so
+  // its stdio line-buffers; false or absent: a pipe, as before the field.
+  std::optional<bool> stdout_pty;
   template <class S, class V> static void fields(S& s, V& v) {
     v("env", s.env), v("wdir", s.wdir), v("ranks", s.ranks), v("hb_ms", s.hb_ms), v("hb_timeout_ms", s.hb_timeout_ms);
-    v("mpi", s.mpi);
+    v("mpi", s.mpi), v("stdout_pty", s.stdout_pty);
   }
 };
 

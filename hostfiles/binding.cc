@@ -78,14 +78,62 @@ std::vector<std::vector<int>> plan_cpus(const std::string& policy, const CpuTopo
   throw std::runtime_error("--bind-to takes none, core or numa, got '" + policy + "'");
 }
 
-std::optional<std::string> bind_gpus(const std::vector<std::string>& gpus, int local_rank, int per_rank) {
-  if (gpus.empty()) return std::nullopt;
-  const int n = static_cast<int>(gpus.size());
-  const int k = per_rank < 1 ? 1 : std::min(per_rank, n);
+const char* gpu_visibility_variable(const std::string& vendor) {
+  if (vendor == "nvidia") return "CUDA_VISIBLE_DEVICES";
+  if (vendor == "amd") return "ROCR_VISIBLE_DEVICES";  // below HIP: also hides the GPUs from OpenCL and HSA users
+  if (vendor == "intel") return "ZE_AFFINITY_MASK";
+  return nullptr;
+}
+
+namespace {
+std::string join(const std::vector<std::string>& v) {
   std::string out;
-  for (int i = 0; i < k; ++i) {
-    if (i) out += ',';
-    out += gpus[static_cast<size_t>((local_rank * k + i) % n)];
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+// Too many ranks for a host's GPUs: the counts, and every way out.
+std::string gpu_shortage(const std::string& mode, const std::string& host, int gpus, int local_world, int per_rank) {
+  const std::string s = local_world == 1 ? "" : "s";
+  std::string m = "--gpu-bind " + mode + ": host " + host + " has " + std::to_string(gpus) + " GPU" +
+                  (gpus == 1 ? "" : "s") + ", but its " + std::to_string(local_world) + " rank" + s + " x " +
+                  std::to_string(per_rank) + " GPU" + (per_rank == 1 ? "" : "s") + " each (--gpus-per-rank " +
+                  std::to_string(per_rank) + ") need " + std::to_string(local_world * per_rank) + "; ";
+  const int fit = gpus / per_rank;
+  if (fit == 0)
+    m += "lower --gpus-per-rank to at most " + std::to_string(gpus);
+  else
+    m += "run at most " + std::to_string(fit) + " rank" + (fit == 1 ? "" : "s") + " on " + host +
+         " (-n, --npernode)" + (per_rank > 1 ? " or lower --gpus-per-rank" : "");
+  return m + ", leave the GPUs alone with --gpu-bind none, or let ranks share them round-robin with "
+             "--oversubscribe-gpus";
+}
+}  // namespace
+
+std::vector<GpuAssignment> plan_gpus(const std::string& mode, const std::vector<std::string>& gpus, int local_world,
+                                     int per_rank, bool oversubscribe, const std::string& host) {
+  if (mode != "visible" && mode != "isolate" && mode != "none")
+    throw std::runtime_error("--gpu-bind takes visible, isolate or none, got '" + mode + "'");
+  std::vector<GpuAssignment> out;
+  if (mode == "none" || gpus.empty() || local_world <= 0) return out;
+  const int n = static_cast<int>(gpus.size());
+  const int want = std::max(per_rank, 1);
+  // Two ranks on one GPU is rarely meant: NCCL refuses it, and memory runs out.
+  if (static_cast<long>(local_world) * want > n && !oversubscribe)
+    throw std::runtime_error(gpu_shortage(mode, host, n, local_world, want));
+  const int k = std::min(want, n);  // shared round-robin, but never more GPUs than the host has
+  const std::string all = join(gpus);
+  for (int l = 0; l < local_world; ++l) {
+    GpuAssignment a;
+    std::vector<std::string> indices;
+    for (int i = 0; i < k; ++i) {
+      const int idx = (l * k + i) % n;
+      a.physical.push_back(gpus[static_cast<size_t>(idx)]);
+      indices.push_back(std::to_string(mode == "visible" ? idx : i));
+    }
+    a.visible = mode == "visible" ? all : join(a.physical);
+    a.devices = join(indices);
+    out.push_back(std::move(a));
   }
   return out;
 }

@@ -34,9 +34,35 @@ std::string format_cpu_list(const std::vector<int>& cpus);
 std::vector<std::vector<int>> plan_cpus(const std::string& policy, const CpuTopology& topo, int local_world,
                                         int cpus_per_rank, const std::string& host);
 
-// CUDA_VISIBLE_DEVICES for one rank: `per_rank` consecutive GPUs starting at
-// local_rank * per_rank, wrapping round the host's GPUs (round-robin when
-// ranks outnumber GPUs). nullopt when the host has no GPUs.
-std::optional<std::string> bind_gpus(const std::vector<std::string>& gpus, int local_rank, int per_rank);
+// ---- GPUs ------------------------------------------------------------------
+// Three vendors, each with its own visibility variable, which the runtime
+// reads once at start-up to decide which devices the process sees and in
+// which order (device 0 is the first entry).
+inline constexpr const char* kGpuVendors[] = {"nvidia", "amd", "intel"};  // detection and default order
+// CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or ZE_AFFINITY_MASK; nullptr for an unknown vendor.
+const char* gpu_visibility_variable(const std::string& vendor);
+// Every rank's devices as indices into what it sees ("0,1"): the variable
+// value alone cannot say which of the visible devices are the rank's own.
+inline constexpr const char* kDlaunchGpus = "DLAUNCH_GPUS";
+
+// One rank's GPUs.
+struct GpuAssignment {
+  std::string visible;                // the visibility variable's value
+  std::string devices;                // DLAUNCH_GPUS: its own devices as indices of `visible`
+  std::vector<std::string> physical;  // its own devices as the host names them
+};
+
+// Every local rank's GPUs on one host under `mode` (--gpu-bind):
+//   "visible": every rank sees all of `gpus` in the host's order and owns
+//              indices L*K .. L*K+K-1 of them (K = per_rank), so `cuda:LOCAL_RANK`
+//              names its device (as under torchrun);
+//   "isolate": every rank sees only its own K GPUs (`cuda:0` is its device);
+//   "none":    nothing (the caller leaves the variables alone).
+// A host without GPUs gets nothing in any mode. More local_world * K than
+// the host has GPUs throws std::runtime_error naming `host`, the counts and
+// the fixes, unless `oversubscribe` (then ranks share them round-robin, and
+// no rank gets more GPUs than the host has).
+std::vector<GpuAssignment> plan_gpus(const std::string& mode, const std::vector<std::string>& gpus, int local_world,
+                                     int per_rank, bool oversubscribe, const std::string& host);
 
 }  // namespace dl::hostfiles

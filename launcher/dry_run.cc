@@ -1,37 +1,132 @@
 #include "launcher/dry_run.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
+#include <optional>
 
 #include "agent/gpu_binding.h"
+#include "errors/error.h"
 #include "hostfiles/binding.h"
 #include "hostfiles/hostfile.h"
 #include "remote/agent_starter.h"
 
 namespace dl::launcher {
 
-std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
-  std::vector<std::vector<std::string>> gpus(p.nodes.size());
-  std::vector<bool> known(p.nodes.size(), true);
-  for (size_t n = 0; n < p.nodes.size(); ++n) {
-    if (o.gpus_per_node >= 0 || remote::is_local_host(p.nodes[n].host)) gpus[n] = agent::detect_gpus(o.gpus_per_node);
-    else known[n] = false;
+namespace {
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
   }
-  size_t w = 4;
-  for (const auto& n : p.nodes) w = std::max(w, hostfiles::describe(n).size());
+  return out;
+}
+
+std::string join_commas(const std::vector<std::string>& v) {
   std::string out;
-  char line[512];
-  std::snprintf(line, sizeof line, "%-6s %-*s %-6s %-6s %s\n", "rank", static_cast<int>(w), "host", "node", "local", "gpus");
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+// One rank's GPU columns.
+struct GpuCells {
+  std::string visible = "-", devices = "-", physical = "-";
+};
+}  // namespace
+
+std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
+  const bool bind = o.gpu_bind && o.gpu_bind_mode != "none";
+  // Detect once: every local host is this machine (and --gpus-per-node stands for every host).
+  std::optional<std::vector<agent::VendorGpus>> here;
+  std::map<std::string, std::string> variables;  // variable -> vendor, for the note under the table
+  std::vector<std::vector<GpuCells>> cells(p.nodes.size());  // by node, by local rank
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    const int local_world = n < p.local_size.size() ? p.local_size[n] : 0;
+    const std::string host = hostfiles::describe(p.nodes[n]);
+    auto& mine = cells[n];
+    mine.assign(static_cast<size_t>(local_world), GpuCells{});
+    if (!bind) {
+      for (auto& c : mine) c.visible = c.devices = c.physical = "unbound";
+      continue;
+    }
+    if (o.gpus_per_node < 0 && !remote::is_local_host(p.nodes[n].host)) {
+      for (auto& c : mine) c.visible = c.devices = c.physical = "?";
+      continue;
+    }
+    if (!here) here = agent::detect_gpus(o.gpus_per_node);
+    try {
+      const auto gpus = agent::pick_gpus(*here, o.gpu_vendor, host);
+      if (!gpus) continue;
+      const auto per_local =
+          hostfiles::plan_gpus(o.gpu_bind_mode, gpus->ids, local_world, o.gpus_per_rank, o.oversubscribe_gpus, host);
+      variables[hostfiles::gpu_visibility_variable(gpus->vendor)] = gpus->vendor;
+      for (size_t l = 0; l < per_local.size(); ++l)
+        mine[l] = GpuCells{per_local[l].visible, per_local[l].devices, join_commas(per_local[l].physical)};
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());  // the launch would refuse the same way: exit 2
+    }
+  }
+  size_t w = 4, vw = 7;
+  for (const auto& n : p.nodes) w = std::max(w, hostfiles::describe(n).size());
+  for (const auto& node : cells)
+    for (const auto& c : node) vw = std::max(vw, c.visible.size());
+  std::string out;
+  char line[1024];
+  std::snprintf(line, sizeof line, "%-6s %-*s %-6s %-6s %-*s %-12s %s\n", "rank", static_cast<int>(w), "host", "node",
+                "local", static_cast<int>(vw), "visible", "DLAUNCH_GPUS", "physical");
   out += line;
   for (const auto& r : p.ranks) {
     const auto n = static_cast<size_t>(r.node);
-    std::string g = "-";
-    if (!o.gpu_bind) g = "(no binding)";
-    else if (!known[n]) g = "?";
-    else if (auto b = hostfiles::bind_gpus(gpus[n], r.local_rank, o.gpus_per_rank)) g = *b;
-    std::snprintf(line, sizeof line, "%-6d %-*s %-6d %-6d %s\n", r.rank, static_cast<int>(w),
-                  hostfiles::describe(p.nodes[n]).c_str(), r.node, r.local_rank, g.c_str());
+    const GpuCells& c = cells[n].at(static_cast<size_t>(r.local_rank));
+    std::snprintf(line, sizeof line, "%-6d %-*s %-6d %-6d %-*s %-12s %s\n", r.rank, static_cast<int>(w),
+                  hostfiles::describe(p.nodes[n]).c_str(), r.node, r.local_rank, static_cast<int>(vw),
+                  c.visible.c_str(), c.devices.c_str(), c.physical.c_str());
     out += line;
   }
+  if (bind && o.gpus_per_node < 0 && std::any_of(p.nodes.begin(), p.nodes.end(), [](const hostfiles::HostEntry& h) {
+        return !remote::is_local_host(h.host);
+      }))
+    out += "GPUs: ? = a remote host's, known once its agent reports them (or give --gpus-per-node)\n";
+  if (!bind) out += "GPUs: not bound (--gpu-bind none): every rank inherits the visibility variables as they are\n";
+  for (const auto& [var, vendor] : variables)
+    out += "GPUs: visible is " + var + " (" + vendor + ", --gpu-bind " + o.gpu_bind_mode +
+           "); DLAUNCH_GPUS indexes it\n";
+  return out;
+}
+
+std::string binding_report(const LaunchPlan& plan, const std::vector<std::string>& hosts, const RunOptions& o) {
+  const bool bind = o.gpu_bind && o.gpu_bind_mode != "none";
+  std::map<int, std::string> lines;
+  for (size_t n = 0; n < plan.launches.size(); ++n) {
+    if (!plan.launches[n]) continue;
+    const std::string host = n < hosts.size() ? hosts[n] : "node " + std::to_string(n);
+    for (const auto& spec : plan.launches[n]->ranks) {
+      std::string gpus = bind ? "no GPUs" : "GPUs not bound (--gpu-bind none)";
+      const auto devices = spec.env.find(hostfiles::kDlaunchGpus);
+      for (const char* vendor : hostfiles::kGpuVendors) {
+        const auto var = spec.env.find(hostfiles::gpu_visibility_variable(vendor));
+        if (var == spec.env.end() || devices == spec.env.end()) continue;
+        // The physical ids are what the rank's indices name in what it sees.
+        const auto seen = split_commas(var->second);
+        std::vector<std::string> physical;
+        for (const auto& i : split_commas(devices->second)) {
+          const size_t idx = std::stoul(i);
+          physical.push_back(idx < seen.size() ? seen[idx] : "?");
+        }
+        gpus = "GPUs " + devices->second + " (physical " + join_commas(physical) + ") of " + var->first + "=" +
+               var->second;
+      }
+      std::string text = "dlaunch: rank " + std::to_string(spec.rank) + " on " + host + ": " + gpus;
+      if (spec.cpus) text += "; CPUs " + hostfiles::format_cpu_list(*spec.cpus);
+      lines[spec.rank] = text + "\n";
+    }
+  }
+  std::string out;
+  for (const auto& [rank, text] : lines) out += text;
   return out;
 }
 

@@ -32,6 +32,7 @@ bool Fate::on_exit(const RankExit& e) {
       also_exited_.push_back(who + " exited with code " + std::to_string(e.code));
     return false;
   }
+  const std::string raised = e.error.empty() ? "" : ": " + e.error;
   if (e.signal != 0) {
     // The user's signal, or the kill that a second one sends, ended it.
     if (user_signal_ != 0)
@@ -39,10 +40,10 @@ bool Fate::on_exit(const RankExit& e) {
                   "interrupted by " + std::string("SIG") + ::sigabbrev_np(user_signal_) + "; ranks stopped");
     return fail(exit_codes::kSignalBase + e.signal, who + " (pid " + std::to_string(e.pid) + ") was killed by signal " +
                                                         std::to_string(e.signal) + " (" + signal_name(e.signal) + ")" +
-                                                        (e.core ? ", core dumped" : ""));
+                                                        (e.core ? ", core dumped" : "") + raised);
   }
   if (e.code != 0)
-    return fail(e.code, who + " (pid " + std::to_string(e.pid) + ") exited with code " + std::to_string(e.code));
+    return fail(e.code, who + " (pid " + std::to_string(e.pid) + ") exited with code " + std::to_string(e.code) + raised);
   return false;
 }
 

@@ -27,6 +27,9 @@ struct RankExit {
   // The agent had sent the rank a signal (a teardown or a forwarded one)
   // before it ended: its end is a consequence, not a failure of its own.
   bool by_agent = true;
+  // The exception torch's @record wrote for this rank (msg::Exited::error),
+  // "" = none: the verdict carries it, so the cause is on the one line.
+  std::string error;
 };
 
 class Fate {

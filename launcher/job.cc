@@ -9,6 +9,7 @@
 #include "control/env_names.h"
 #include "errors/error.h"
 #include "errors/exit_codes.h"
+#include "launcher/dry_run.h"
 #include "launcher/launch_plan.h"
 #include "launcher/stdin_forwarder.h"
 #include "rendezvous/tcp_store_server.h"
@@ -231,6 +232,7 @@ void Job::launch_all() {
     const char* v = std::getenv(k.c_str());
     return v ? std::optional<std::string>(v) : std::nullopt;
   });
+  in.launcher_env = own_environment();
   LaunchPlan plan = plan_launch(in);
   if (plan.refusal == LaunchPlan::Refusal::kNoPmix) {
     write_fully(2, "dlaunch: error: " + plan.why + "\n");
@@ -245,7 +247,15 @@ void Job::launch_all() {
   phase_.to(Phase::kLaunched);
   progress_.stop();
   agent_timer_.cancel();
+  if (opts_.report_bindings) {
+    std::vector<std::string> hosts;
+    for (auto& n : nodes_) hosts.push_back(n.host);
+    write_fully(2, binding_report(plan, hosts, opts_));
+  }
   server_->start_heartbeats(milliseconds(kHeartbeatMs), secs(opts_.heartbeat_timeout_s));
+  // Said where someone watches (a terminal, or -v), so that a job that went
+  // well still says nothing to the logs and scripts reading dlaunch's stderr.
+  if (!plan.notice.empty() && (opts_.verbose || ::isatty(2) == 1)) write_fully(2, plan.notice);
   bool warned = false;
   for (auto& n : nodes_) {
     auto& m = plan.launches[static_cast<size_t>(n.index)];
@@ -280,6 +290,7 @@ void Job::on_message(int node, const control::FromAgent& m) {
                    RankExit e;
                    e.rank = x.rank, e.host = n.host, e.pid = x.pid, e.code = x.code.value_or(0);
                    e.signal = x.signal.value_or(0), e.core = x.core.value_or(false), e.by_agent = x.by_agent;
+                   e.error = x.error.value_or("");
                    on_rank_exit(n, std::move(e));
                  },
              },

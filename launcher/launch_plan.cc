@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/gpu_binding.h"
 #include "control/env_names.h"
 #include "hostfiles/binding.h"
 
@@ -53,12 +54,39 @@ bool plan_cpus(const PlanInput& in, LaunchPlan& plan, std::map<int, std::vector<
   return true;
 }
 
+// --gpu-bind: every rank's GPU variables (its vendor's visibility variable
+// and DLAUNCH_GPUS) from the GPUs its agent reported, by local rank.
+bool plan_gpus(const PlanInput& in, LaunchPlan& plan, std::map<int, EnvMap>& gpu_env) {
+  const RunOptions& o = *in.opts;
+  if (!o.gpu_bind || o.gpu_bind_mode == "none") return true;
+  for (const auto& n : in.nodes) {
+    if (n.external) continue;
+    try {
+      const auto gpus = agent::pick_gpus(agent::reported_gpus(*n.hello), o.gpu_vendor, n.host);
+      if (!gpus) continue;  // a host without GPUs: nothing to set, nothing wrong
+      const auto per_local = hostfiles::plan_gpus(o.gpu_bind_mode, gpus->ids, static_cast<int>(n.ranks.size()),
+                                                  o.gpus_per_rank, o.oversubscribe_gpus, n.host);
+      const std::string var = hostfiles::gpu_visibility_variable(gpus->vendor);
+      for (int r : n.ranks) {
+        const auto& a = per_local.at(static_cast<size_t>(in.placement->ranks.at(static_cast<size_t>(r)).local_rank));
+        gpu_env[r] = {{var, a.visible}, {hostfiles::kDlaunchGpus, a.devices}};
+      }
+    } catch (const std::exception& e) {
+      plan.refusal = LaunchPlan::Refusal::kBadRequest;
+      plan.why = e.what();
+      return false;
+    }
+  }
+  return true;
+}
+
 // Where the ranks meet: MASTER_ADDR/PORT on node 0, the job's store here.
 JobEnv job_env(const PlanInput& in) {
   JobEnv je;
   je.placement = in.placement;
   je.job_id = in.job_id;
   je.token = in.token;
+  je.slurm = in.launcher_env.count(env::kSlurmJobId) > 0;
   if (in.shared) {
     je.master_addr = in.shared->master_addr;
     je.master_port = in.shared->master_port;
@@ -78,10 +106,14 @@ LaunchPlan plan_launch(const PlanInput& in) {
   LaunchPlan plan;
   plan.launches.resize(in.nodes.size());
   std::map<int, std::vector<int>> cpus;
-  if (!decide_mpi(in, plan) || !plan_cpus(in, plan, cpus)) return plan;
+  std::map<int, EnvMap> gpu_env;
+  if (!decide_mpi(in, plan) || !plan_cpus(in, plan, cpus) || !plan_gpus(in, plan, gpu_env)) return plan;
   const RunOptions& o = *in.opts;
   const JobEnv je = job_env(in);
   const int stdin_rank = o.stdin_target == "none" ? -1 : std::stoi(o.stdin_target);
+  // As torchrun: ranks sharing a host would each start a thread per core
+  // and oversubscribe it, unless the user chose (here or with -x).
+  const bool omp_chosen = in.launcher_env.count(env::kOmpNumThreads) || in.exports.count(env::kOmpNumThreads);
   for (size_t i = 0; i < in.nodes.size(); ++i) {
     const PlanNode& n = in.nodes[i];
     if (n.external) continue;
@@ -90,15 +122,19 @@ LaunchPlan plan_launch(const PlanInput& in) {
     m.wdir = in.wdir;
     m.hb_ms = kHeartbeatMs;
     m.hb_timeout_ms = static_cast<int>(o.heartbeat_timeout_s * 1000);
+    m.stdout_pty = o.output_pty;
+    if (!omp_chosen && n.ranks.size() > 1) {
+      m.env[env::kOmpNumThreads] = "1";
+      plan.notice = "dlaunch: setting OMP_NUM_THREADS=1 for each rank, as torchrun does, since several ranks share a "
+                    "host; set OMP_NUM_THREADS (or -x OMP_NUM_THREADS=N) to choose another value\n";
+    }
     for (int r : n.ranks) {
       msg::RankSpec spec;
       spec.rank = r;
       spec.argv = o.command;
       spec.env = rank_env(je, r);
-      if (o.gpu_bind) {
-        const int local = in.placement->ranks.at(static_cast<size_t>(r)).local_rank;
-        if (auto g = hostfiles::bind_gpus(n.hello->gpus, local, o.gpus_per_rank)) spec.env[env::kCudaVisibleDevices] = *g;
-      }
+      if (auto g = gpu_env.find(r); g != gpu_env.end())
+        for (const auto& [k, v] : g->second) spec.env[k] = v;
       spec.stdin_open = r == stdin_rank;
       if (auto c = cpus.find(r); c != cpus.end()) spec.cpus = c->second;
       m.ranks.push_back(std::move(spec));
@@ -131,9 +167,11 @@ std::string inherited_identity_warning(const msg::Launch& launch, const EnvMap& 
   if (launch.ranks.empty()) return "";
   EnvMap ours = launch.env;
   for (const auto& [k, v] : launch.ranks[0].env) ours[k] = v;
-  ours.erase(env::kCudaVisibleDevices);  // binding a host's GPUs contradicts nothing
   EnvMap inherited = inherited_in;
-  inherited.erase(env::kCudaVisibleDevices);
+  // Binding a host's GPUs contradicts nothing: not even a GPU list the launcher inherited.
+  for (const char* vendor : hostfiles::kGpuVendors)
+    ours.erase(hostfiles::gpu_visibility_variable(vendor)), inherited.erase(hostfiles::gpu_visibility_variable(vendor));
+  ours.erase(hostfiles::kDlaunchGpus), inherited.erase(hostfiles::kDlaunchGpus);
   const auto names = contradicted_vars(inherited, ours);
   if (names.empty()) return "";
   return "dlaunch: warning: the ranks get dlaunch's own values instead of the inherited " + join(names) +

@@ -42,6 +42,7 @@ struct PlanInput {
   std::optional<SharedIdentity> shared;
   std::string wdir;                   // --wdir, else the launcher's cwd
   EnvMap exports;                     // -x, resolved (resolve_exports)
+  EnvMap launcher_env;                // dlaunch's own environment: SLURM_JOB_ID, a user's OMP_NUM_THREADS
 };
 
 struct LaunchPlan {
@@ -50,6 +51,7 @@ struct LaunchPlan {
   std::string why;            // the refusal, worded for the user
   std::string hosts;          // kNoPmix: the hosts without a PMIx server
   bool mpi = false;           // the agents serve PMIx to their ranks
+  std::string notice;         // lines for dlaunch's stderr before the launch, on a terminal or with -v ("" = none)
   std::vector<std::optional<control::msg::Launch>> launches;  // by node; none for external nodes
 };
 

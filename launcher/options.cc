@@ -1,5 +1,6 @@
 #include "launcher/options.h"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <sstream>
 
@@ -21,7 +22,7 @@ po::options_description describe(RunOptions& o) {
     ("map-by", po::value(&o.map_by), "slot (fill each host) or node (round-robin)")
     ("npernode", po::value(&o.per_node), "ranks per node")
     ("ppn", po::value(&o.per_node), "alias of --npernode")
-    ("nproc-per-node", po::value(&o.per_node), "alias of --npernode (torchrun's name)")
+    ("nproc-per-node", po::value<std::string>(), "ranks per node: N, or gpu, cpu or auto (torchrun's name)")
     ("oversubscribe", po::bool_switch(&o.oversubscribe), "allow more ranks than slots")
     ("dry-run", po::bool_switch(&o.dry_run), "print the rank map and exit")
     ("display-map", "alias of --dry-run")  // a second bool_switch on dry_run would reset it
@@ -29,7 +30,12 @@ po::options_description describe(RunOptions& o) {
     ("wdir", po::value(&o.wdir), "working directory of the ranks")
     ("gpus-per-node", po::value(&o.gpus_per_node), "GPUs per host (default: detect)")
     ("gpus-per-rank", po::value(&o.gpus_per_rank), "consecutive GPUs each rank gets")
-    ("no-gpu-bind", "do not set CUDA_VISIBLE_DEVICES")
+    ("gpu-bind", po::value(&o.gpu_bind_mode),
+     "visible (every rank sees the host's GPUs, LOCAL_RANK indexes them), isolate (each sees only its own), none")
+    ("no-gpu-bind", "alias of --gpu-bind none")
+    ("gpu-vendor", po::value(&o.gpu_vendor), "nvidia, amd or intel: whose GPUs to bind on a host with two vendors")
+    ("oversubscribe-gpus", po::bool_switch(&o.oversubscribe_gpus), "let more ranks than GPUs share them round-robin")
+    ("report-bindings", po::bool_switch(&o.report_bindings), "print each rank's GPUs and CPUs at start-up")
     ("bind-to", po::value(&o.bind_to), "pin ranks to CPUs: none, core or numa (by local rank)")
     ("cpus-per-rank", po::value(&o.cpus_per_rank), "cores each rank gets with --bind-to core")
     ("mpi", po::value(&o.mpi), "pmix, none or auto (pmix when the agents have libpmix)")
@@ -38,6 +44,8 @@ po::options_description describe(RunOptions& o) {
     ("timestamp-output", po::bool_switch(&o.timestamp_output), "prefix lines with the time")
     ("output-filename", po::value(&o.output_dir), "write DIR/rank.N/{stdout,stderr}")
     ("stdin", po::value(&o.stdin_target), "rank that reads dlaunch's stdin, or none")
+    ("output-pty", "each rank's stdout is a pseudo-terminal, so print/printf line-buffer (default)")
+    ("no-output-pty", "each rank's stdout is a pipe (its stdio may hold output until it exits)")
     ("verbose,v", po::bool_switch(&o.verbose), "say what dlaunch does")
     ("kill-grace", po::value(&o.kill_grace_s), "seconds between SIGTERM and SIGKILL on teardown")
     ("timeout", po::value(&o.timeout_s), "stop the job after this many seconds")
@@ -55,16 +63,59 @@ po::options_description describe(RunOptions& o) {
     ("rdzv-port", po::value(&o.rdzv_port), "the store's port with --rdzv env")
     ("rdzv-id", po::value(&o.rdzv_id), "job name at a shared store (default: SLURM_JOB_ID or 'default')")
     ("rdzv-timeout", po::value(&o.rdzv_timeout_s), "seconds to wait for every node to arrive")
-    ("token-file", po::value(&o.token_file), "file holding the job token shared by all nodes");
+    ("token-file", po::value(&o.token_file), "file holding the job token shared by all nodes")
+    ("master-addr", po::value(&o.master_addr), "torchrun's: with --nnodes > 1, node 0's host (--rdzv tcp://ADDR:PORT)")
+    ("master-port", po::value(&o.master_port), "torchrun's: the port of --master-addr (default 29500)")
+    ("rdzv-endpoint", po::value(&o.rdzv_endpoint), "torchrun's: HOST[:PORT] where the nodes meet (--rdzv tcp://...)")
+    ("rdzv-backend", po::value(&o.rdzv_backend), "torchrun's: c10d or static, both served by dlaunch's own store")
+    ("standalone", po::bool_switch(&o.standalone), "torchrun's: one node, this machine (the default)")
+    ("module,m", po::bool_switch(&o.module), "PROGRAM is a Python module: run python3 -m PROGRAM")
+    ("no-python", po::bool_switch(&o.no_python), "run PROGRAM as it is, even when it ends in .py")
+    ("version", "print the version");
   return d;
 }
 
-// mpirun spellings that Program_options would not take as they are.
+// mpirun spellings that Program_options would not take as they are, and
+// torchrun's underscores (--nproc_per_node=4): no dlaunch option has one.
 std::string normalize(const std::string& a) {
   if (a == "-np" || a == "-npernode" || a == "-ppn" || a == "-hostfile" || a == "-machinefile" || a == "-host" ||
       a == "-wdir" || a == "-oversubscribe")
     return "-" + a;
+  if (a.rfind("--", 0) == 0) {
+    std::string out = a;
+    for (size_t k = 2; k < out.size() && out[k] != '='; ++k)
+      if (out[k] == '_') out[k] = '-';
+    return out;
+  }
   return a;
+}
+
+// torchrun's ways of naming where the nodes meet, as --rdzv tcp://HOST:PORT:
+// --rdzv-endpoint HOST[:PORT] (c10d's port 29400 when none), else
+// --master-addr/--master-port (static's 127.0.0.1:29500). One node needs no
+// meeting: it runs as a plain local job.
+void torchrun_rendezvous(RunOptions& o, bool master_port_given) {
+  if (!o.rdzv_backend.empty() && o.rdzv_backend != "c10d" && o.rdzv_backend != "static")
+    throw UsageError("--rdzv-backend takes c10d or static (dlaunch's own store serves either), got '" +
+                     o.rdzv_backend + "'");
+  if (o.master_port < 0 || o.master_port > 65535) throw UsageError("--master-port takes a port number");
+  const bool named = !o.rdzv_endpoint.empty() || !o.master_addr.empty() || master_port_given;
+  if (!named || o.nnodes <= 1) return;
+  if (!o.rdzv.empty()) throw UsageError("give --rdzv or torchrun's --rdzv-endpoint/--master-addr, not both");
+  if (!o.rdzv_endpoint.empty()) {
+    std::string ep = o.rdzv_endpoint.rfind("tcp://", 0) == 0 ? o.rdzv_endpoint.substr(6) : o.rdzv_endpoint;
+    // [v6]:PORT or host:PORT; a bare IPv6 address needs its brackets, as with torchrun.
+    const bool has_port = ep.rfind('[', 0) == 0 ? ep.find("]:") != std::string::npos
+                                                : std::count(ep.begin(), ep.end(), ':') == 1;
+    o.rdzv = "tcp://" + ep + (has_port ? "" : ":29400");
+  } else {
+    o.rdzv = "tcp://" + (o.master_addr.empty() ? std::string("127.0.0.1") : o.master_addr) + ":" +
+             std::to_string(o.master_port > 0 ? o.master_port : 29500);
+  }
+  if (o.node_rank < 0)
+    throw UsageError("--nnodes " + std::to_string(o.nnodes) + " with " + o.rdzv.substr(6) +
+                     " needs --node-rank K on each node (torchrun's c10d hands node ranks out on arrival; dlaunch's "
+                     "nodes claim theirs)");
 }
 
 // Per-node mode: --rdzv names it; the hostfile options do not mix with it.
@@ -147,8 +198,18 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
     throw UsageError(e.what());
   }
   *help = vm.count("help") > 0;
-  if (vm.count("no-gpu-bind")) o.gpu_bind = false;
+  if (vm.count("no-gpu-bind")) {
+    if (vm.count("gpu-bind") && o.gpu_bind_mode != "none")
+      throw UsageError("--no-gpu-bind contradicts --gpu-bind " + o.gpu_bind_mode + "; give one of them");
+    o.gpu_bind_mode = "none";
+  }
+  o.gpu_bind = o.gpu_bind_mode != "none";
   if (vm.count("display-map")) o.dry_run = true;
+  o.version = vm.count("version") > 0;
+  if (o.version) return o;
+  if (vm.count("output-pty") && vm.count("no-output-pty"))
+    throw UsageError("give --output-pty or --no-output-pty, not both");
+  if (vm.count("no-output-pty")) o.output_pty = false;
   if (*help) return o;
   if (o.command.empty() && !o.dry_run) throw UsageError("no program given; try: dlaunch -n 4 ./app");
   if (vm.count("np") && o.np < 1) throw UsageError("-n needs a positive number of ranks, got " + std::to_string(o.np));
@@ -160,12 +221,49 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
       o.fence_timeout_s <= 0)
     throw UsageError("--kill-grace, --timeout, --heartbeat-timeout, --agent-timeout and --fence-timeout take positive seconds");
   if (o.gpus_per_rank < 1) throw UsageError("--gpus-per-rank needs at least 1");
+  if (o.gpu_bind_mode != "visible" && o.gpu_bind_mode != "isolate" && o.gpu_bind_mode != "none")
+    throw UsageError("--gpu-bind takes visible, isolate or none, got '" + o.gpu_bind_mode + "'");
+  if (!o.gpu_vendor.empty() && o.gpu_vendor != "nvidia" && o.gpu_vendor != "amd" && o.gpu_vendor != "intel")
+    throw UsageError("--gpu-vendor takes nvidia, amd or intel, got '" + o.gpu_vendor + "'");
   if (o.bind_to != "none" && o.bind_to != "core" && o.bind_to != "numa")
     throw UsageError("--bind-to takes none, core or numa, got '" + o.bind_to + "'");
   if (o.cpus_per_rank < 1) throw UsageError("--cpus-per-rank needs at least 1");
   if (o.cpus_per_rank != 1 && o.bind_to != "core") throw UsageError("--cpus-per-rank needs --bind-to core");
-  validate_per_node(o, vm.count("nnodes") > 0 || vm.count("node-rank") > 0);
+  if (vm.count("nproc-per-node")) {
+    const std::string v = vm["nproc-per-node"].as<std::string>();
+    if (v == "gpu" || v == "cpu" || v == "auto") o.nproc_per_node_kind = v;
+    else if (!v.empty() && v.size() < 7 && v.find_first_not_of("0123456789") == std::string::npos && std::stoi(v) > 0)
+      o.per_node = std::stoi(v);
+    else throw UsageError("--nproc-per-node takes a number of ranks, or gpu, cpu or auto, got '" + v + "'");
+  }
+  if (o.module && o.no_python) throw UsageError("give --module or --no-python, not both");
+  if (o.standalone && (!o.rdzv.empty() || !o.hostfile.empty() || !o.hosts.empty() || o.nnodes > 1))
+    throw UsageError("--standalone runs one node on this machine: drop --rdzv, --hostfile/-H and --nnodes");
+  torchrun_rendezvous(o, vm.count("master-port") > 0);
+  // --nnodes 1 (torchrun's default, often written out) needs no rendezvous.
+  validate_per_node(o, (vm.count("nnodes") > 0 && o.nnodes != 1) || (vm.count("node-rank") > 0 && o.node_rank != 0));
   return o;
+}
+
+std::vector<std::string> program_argv(const RunOptions& o, const std::string& python) {
+  std::vector<std::string> argv = o.command;
+  if (argv.empty() || o.no_python) return argv;
+  auto ends_py = [](const std::string& p) { return p.size() > 3 && p.compare(p.size() - 3, 3, ".py") == 0; };
+  if (o.module) argv.insert(argv.begin(), {python, "-m"});
+  else if (ends_py(argv[0])) argv.insert(argv.begin(), python);
+  return argv;
+}
+
+int resolve_nproc_per_node(const std::string& kind, int gpus, int cores) {
+  if (kind == "gpu") {
+    if (gpus < 1)
+      throw UsageError("--nproc-per-node gpu: this host has no GPUs (none in CUDA_VISIBLE_DEVICES nor from the "
+                       "driver); give a number, or cpu");
+    return gpus;
+  }
+  if (kind == "cpu") return cores > 0 ? cores : 1;
+  if (kind == "auto") return gpus > 0 ? gpus : 1;
+  throw UsageError("--nproc-per-node takes a number of ranks, or gpu, cpu or auto, got '" + kind + "'");
 }
 
 std::string run_options_help() {

@@ -22,7 +22,13 @@ struct RunOptions {
   int gpus_per_rank = 1;             // --gpus-per-rank
   std::string bind_to = "none";      // --bind-to none|core|numa
   int cpus_per_rank = 1;             // --cpus-per-rank (cores each rank gets with --bind-to core)
-  bool gpu_bind = true;              // --no-gpu-bind turns it off
+  // --gpu-bind visible|isolate|none (hostfiles/binding.h, plan_gpus). gpu_bind is false exactly when the mode is
+  // none (--gpu-bind none, --no-gpu-bind): the agents then do not even detect GPUs.
+  std::string gpu_bind_mode = "visible";
+  bool gpu_bind = true;
+  std::string gpu_vendor;            // --gpu-vendor nvidia|amd|intel; "" = the first a host has (nvidia, amd, intel)
+  bool oversubscribe_gpus = false;   // --oversubscribe-gpus: more ranks x --gpus-per-rank than GPUs share them
+  bool report_bindings = false;      // --report-bindings: each rank's GPUs and CPUs on stderr at start-up
   std::string mpi = "auto";          // --mpi pmix|none|auto; auto = pmix when every agent has libpmix
   double fence_timeout_s = 60;       // --fence-timeout: an MPI fence across hosts must complete within it
   // Output.
@@ -30,6 +36,7 @@ struct RunOptions {
   bool timestamp_output = false;  // --timestamp-output
   std::string output_dir;         // --output-filename DIR: DIR/rank.N/{stdout,stderr}
   std::string stdin_target = "0"; // --stdin 0|none: which rank gets dlaunch's stdin
+  bool output_pty = true;         // --output-pty (default) / --no-output-pty: each rank's stdout a pseudo-terminal
   bool verbose = false;           // -v/--verbose
   // Lifecycle.
   double kill_grace_s = 3.0;        // --kill-grace: SIGTERM -> SIGKILL delay on teardown
@@ -52,6 +59,17 @@ struct RunOptions {
   std::string rdzv_id;              // --rdzv-id: names this job at a shared store
   double rdzv_timeout_s = 300;      // --rdzv-timeout: wait for every node to arrive
   std::string token_file;           // --token-file: the shared job token (else DLAUNCH_TOKEN)
+  // torchrun's spellings (docs/dlaunch.md, "torchrun's command line"); its
+  // underscores (--nproc_per_node) are read as dashes.
+  std::string nproc_per_node_kind;  // --nproc-per-node gpu|cpu|auto, resolved on this host (run.cc); "" = a number
+  std::string master_addr;          // --master-addr: with --nnodes > 1, the nodes meet at tcp://ADDR:--master-port
+  int master_port = 0;              // --master-port; 0 = torchrun's 29500
+  std::string rdzv_endpoint;        // --rdzv-endpoint HOST[:PORT] (port 29400): --rdzv tcp://HOST:PORT
+  std::string rdzv_backend;         // --rdzv-backend c10d|static: accepted; dlaunch's own store serves both
+  bool standalone = false;          // --standalone: one node, this machine
+  bool module = false;              // -m/--module: the program is a Python module (python3 -m PROGRAM)
+  bool no_python = false;           // --no-python: run PROGRAM as it is, even a .py
+  bool version = false;             // --version
   // The program and its arguments.
   std::vector<std::string> command;
 };
@@ -62,6 +80,15 @@ struct RunOptions {
 RunOptions parse_run_options(const std::vector<std::string>& args, bool* help);
 // The option table as help text.
 std::string run_options_help();
+
+// The ranks' argv, as torchrun builds it: `python` (the interpreter, e.g.
+// "python3") in front of a PROGRAM ending in .py, and `python -m` with
+// --module; PROGRAM as it is with --no-python or anything else.
+std::vector<std::string> program_argv(const RunOptions& o, const std::string& python);
+
+// --nproc-per-node gpu|cpu|auto on a host with `gpus` GPUs and `cores` CPUs:
+// gpu the GPUs (UsageError with none), cpu the CPUs, auto the GPUs or else 1.
+int resolve_nproc_per_node(const std::string& kind, int gpus, int cores);
 
 // The closest of `candidates` to `word` within a small edit distance, or "".
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);

@@ -46,7 +46,35 @@ EnvMap rank_env(const JobEnv& job, int rank) {
       {env::kDlToken, job.token},
   };
   if (!job.store_addr.empty()) e[env::kDlStoreAddr] = job.store_addr;
+  // torchelastic's: the run id makes torch.distributed.is_torchelastic_launched()
+  // true (Lightning then picks its TorchElastic environment); dlaunch never
+  // restarts a job, so both counts are 0.
+  e[env::kTorchelasticRunId] = job.job_id;
+  e[env::kTorchelasticRestartCount] = "0";
+  e[env::kTorchelasticMaxRestarts] = "0";
+  if (job.slurm) {
+    // Under `srun ... dlaunch` every rank would inherit its dlaunch's task
+    // identity (SLURM_PROCID 0 on a whole node of ranks), and Lightning and
+    // ignite believe SLURM_PROCID over RANK. Say the same as RANK does.
+    std::vector<int> per_node(p.local_size.begin(), p.local_size.end());
+    e[env::kSlurmProcId] = r, e[env::kSlurmLocalId] = local, e[env::kSlurmNodeId] = node;
+    e[env::kSlurmNTasks] = world, e[env::kSlurmNProcs] = world, e[env::kSlurmStepNumTasks] = world;
+    e[env::kSlurmNTasksPerNode] = lsize;
+    e[env::kSlurmStepTasksPerNode] = e[env::kSlurmTasksPerNode] = slurm_tasks_per_node(per_node);
+  }
   return e;
+}
+
+std::string slurm_tasks_per_node(const std::vector<int>& per_node) {
+  std::string out;
+  for (size_t i = 0; i < per_node.size();) {
+    size_t j = i;
+    while (j < per_node.size() && per_node[j] == per_node[i]) ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(per_node[i]) +
+           (j - i > 1 ? "(x" + std::to_string(j - i) + ")" : "");
+    i = j;
+  }
+  return out;
 }
 
 std::vector<std::string> contradicted_vars(const EnvMap& inherited, const EnvMap& ours) {
@@ -55,7 +83,10 @@ std::vector<std::string> contradicted_vars(const EnvMap& inherited, const EnvMap
     auto it = ours.find(k);
     bool replaced = it != ours.end() && it->second != v;
     bool removed = it == ours.end() && env::is_foreign_identity_var(k);
-    if ((replaced || removed) && k != env::kDlToken) out.push_back(k);
+    // Slurm's task variables are rewritten on purpose (srun ... dlaunch --rdzv
+    // env is the documented shape): no warning for those.
+    const bool slurm = k.rfind("SLURM_", 0) == 0;
+    if ((replaced || removed) && k != env::kDlToken && !slurm) out.push_back(k);
   }
   return out;
 }

@@ -19,12 +19,19 @@ struct JobEnv {
   int master_port = 0;       // free on rank 0's host, not one of dlaunch's own
   std::string store_addr;    // host:port of the job's store, "" = none
   std::string token;         // the job token (DLAUNCH_TOKEN)
+  bool slurm = false;        // dlaunch runs inside a Slurm job: rewrite the per-task SLURM_* variables
 };
 
-// The variables dlaunch sets for `rank`: torchrun's, OpenMPI's, Intel
-// MPI/Hydra's, Horovod's and DLAUNCH_*. (CUDA_VISIBLE_DEVICES is added by the
-// caller, which knows each host's GPUs.) Listed in docs/dlaunch.md.
+// The variables dlaunch sets for `rank`: torchrun's (torchelastic's included,
+// but not TORCHELASTIC_ERROR_FILE, a path on the rank's host that its agent
+// sets), OpenMPI's, Intel MPI/Hydra's, Horovod's and DLAUNCH_*; inside Slurm
+// also Slurm's per-task ones, agreeing with RANK. (CUDA_VISIBLE_DEVICES is
+// added by the caller, which knows each host's GPUs.) Listed in docs/dlaunch.md.
 EnvMap rank_env(const JobEnv& job, int rank);
+
+// Slurm's spelling of the ranks per node, as in SLURM_STEP_TASKS_PER_NODE:
+// {2,2,3} -> "2(x2),3".
+std::string slurm_tasks_per_node(const std::vector<int>& per_node);
 
 
 // Names in `inherited` that dlaunch will replace with a different value or

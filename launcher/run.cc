@@ -1,7 +1,10 @@
 #include "launcher/run.h"
 
+#include <cstdlib>
 #include <iostream>
+#include <thread>
 
+#include "agent/gpu_binding.h"
 #include "errors/error.h"
 #include "hostfiles/hostfile.h"
 #include "hostfiles/placement.h"
@@ -27,6 +30,24 @@ hostfiles::Placement plan(const RunOptions& o) {
   po.oversubscribe = o.oversubscribe;
   return hostfiles::place(hosts, po);
 }
+
+// torchrun's --nproc-per-node gpu|cpu|auto, counted on this host: the GPUs
+// as an agent here would detect them (--gpus-per-node, CUDA_VISIBLE_DEVICES,
+// the driver), the CPUs as the OS counts them.
+void resolve_torchrun_words(RunOptions& o) {
+  if (!o.nproc_per_node_kind.empty()) {
+    int gpus = 0;
+    if (o.nproc_per_node_kind != "cpu") {
+      const auto found = agent::detect_gpus(o.gpus_per_node);
+      if (!found.empty()) gpus = static_cast<int>(found.front().ids.size());
+    }
+    o.per_node = resolve_nproc_per_node(o.nproc_per_node_kind, gpus, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  // A .py program runs under Python, as with torchrun; $PYTHON names another
+  // interpreter than the python3 on the ranks' PATH.
+  const char* py = std::getenv("PYTHON");
+  o.command = program_argv(o, py && *py ? py : "python3");
+}
 }  // namespace
 
 int run_command(const std::vector<std::string>& args) {
@@ -36,6 +57,11 @@ int run_command(const std::vector<std::string>& args) {
     std::cout << run_options_help();
     return 0;
   }
+  if (o.version) {
+    std::cout << "dlaunch " DLAUNCH_VERSION "\n";
+    return 0;
+  }
+  resolve_torchrun_words(o);
   if (!o.rdzv.empty()) return run_per_node(std::move(o));
   hostfiles::Placement p = plan(o);
   if (o.dry_run) {

@@ -37,6 +37,8 @@ for n in "${ns[@]}"; do
   measure dlaunch "$n" "$runs" "$bin/dlaunch" -n "$n" /bin/true
   [ -n "${DLAUNCH_BEFORE_BIN:-}" ] && measure dlaunch-before "$n" "$runs" "$DLAUNCH_BEFORE_BIN/dlaunch" -n "$n" /bin/true
   measure dlaunch--mpi-none "$n" "$runs" "$bin/dlaunch" --mpi none -n "$n" /bin/true
+  # Each rank's stdout is a pty by default; this row is the pipes it replaced.
+  measure dlaunch--no-output-pty "$n" "$runs" "$bin/dlaunch" --no-output-pty -n "$n" /bin/true
   measure mpiexec.hydra "$n" "$runs" mpiexec.hydra -n "$n" /bin/true
   measure mpirun "$n" "$runs" mpirun --oversubscribe -n "$n" /bin/true
   measure torchrun "$n" 5 /usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node "$n" -r 2 -t 2 --no_python /bin/true
@@ -51,11 +53,11 @@ for line in open(sys.argv[1]):
 ns = sorted({n for r in rows.values() for n in r})
 import os
 print("median wall time (ms) to start and finish N ranks of /bin/true; (x) = ratio to the fork/exec floor; load %s" % open("/proc/loadavg").read().split()[0])
-print(f"{'launcher':<18}" + "".join(f"{'N='+str(n):>20}" for n in ns))
+print(f"{'launcher':<24}" + "".join(f"{'N='+str(n):>20}" for n in ns))
 for name, r in rows.items():
     cells = []
     for n in ns:
         v, f = r.get(n), rows.get("floor", {}).get(n)
         cells.append("failed" if v is None else (f"{v:8.2f} ({v/f:6.2f}x)" if f else f"{v:8.2f}"))
-    print(f"{name:<18}" + "".join(f"{c:>20}" for c in cells))
+    print(f"{name:<24}" + "".join(f"{c:>20}" for c in cells))
 PY

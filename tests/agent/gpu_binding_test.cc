@@ -1,13 +1,89 @@
+// GPU detection (agent/gpu_binding.h) against fake /proc and /sys trees of
+// each vendor, the agent's inherited visibility variables, and the hello's
+// GPU fields both ways.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
 
 #include "agent/gpu_binding.h"
 
-using dl::agent::parse_nvidia_smi_list;
+using namespace dl::agent;
 using Gpus = std::vector<std::string>;
+namespace fs = std::filesystem;
+namespace msg = dl::control::msg;
 
-TEST_CASE("gpu: nvidia-smi -L output gives one index per GPU line", "[agent]") {
+namespace {
+// A fake host: a directory standing for / with whatever /proc and /sys
+// entries a test writes, and the agent's environment as a map.
+struct FakeHost {
+  std::string root;
+  std::map<std::string, std::string> env;
+  FakeHost() {
+    char tmpl[] = "/tmp/dl-gpu-test.XXXXXX";
+    root = ::mkdtemp(tmpl);
+  }
+  ~FakeHost() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  void write(const std::string& rel, const std::string& text) {
+    const fs::path p = fs::path(root) / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  // The NVIDIA driver: one directory per GPU, named by PCI address, holding `information`.
+  void nvidia(int n) {
+    for (int i = 0; i < n; ++i) {
+      char bus[32];
+      std::snprintf(bus, sizeof bus, "0000:%02x:00.0", 0x18 + 0x10 * i);
+      write(std::string("proc/driver/nvidia/gpus/") + bus + "/information", "Model: Fake H100\n");
+    }
+  }
+  // KFD topology: node 0 is the CPU (no SIMDs), then `n` GPU nodes; numbered
+  // past 9 so that ordering by name would be wrong.
+  void amd(int n) {
+    write("sys/class/kfd/kfd/topology/nodes/0/properties", "cpu_cores_count 64\nsimd_count 0\nmem_banks_count 1\n");
+    for (int i = 1; i <= n; ++i)
+      write("sys/class/kfd/kfd/topology/nodes/" + std::to_string(i) + "/properties",
+            "cpu_cores_count 0\nsimd_count 440\nmax_waves_per_simd 8\n");
+  }
+  // DRM render nodes of vendor 0x8086 on their own PCI buses, and a card0 beside them (not a render node).
+  void intel(int n, int first_minor = 128) {
+    write("sys/class/drm/card0/device/vendor", "0x8086\n");
+    for (int i = 0; i < n; ++i) {
+      const std::string node = "sys/class/drm/renderD" + std::to_string(first_minor + i) + "/device/";
+      write(node + "vendor", "0x8086\n");
+      char slot[64];
+      std::snprintf(slot, sizeof slot, "PCI_SLOT_NAME=0000:%02x:00.0\n", 0x29 + i);
+      write(node + "uevent", std::string("DRIVER=i915\n") + slot);
+    }
+  }
+  GpuSources sources() const {
+    GpuSources s;
+    s.root = root;
+    s.env = [this](const std::string& k) -> std::optional<std::string> {
+      auto it = env.find(k);
+      return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+    s.nvidia_smi = false;  // the test machine's own nvidia-smi, if any, must not count
+    return s;
+  }
+  std::vector<VendorGpus> detect(int gpus_per_node = -1) const { return detect_gpus(gpus_per_node, sources()); }
+};
+
+Gpus count(int n) {
+  Gpus g;
+  for (int i = 0; i < n; ++i) g.push_back(std::to_string(i));
+  return g;
+}
+}  // namespace
+
+TEST_CASE("gpu: nvidia-smi -L output gives one index per GPU line", "[agent][gpu]") {
   const std::string text =
       "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0a1b)\n"
       "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-2c3d)\n"
@@ -20,7 +96,161 @@ TEST_CASE("gpu: nvidia-smi -L output gives one index per GPU line", "[agent]") {
   CHECK(parse_nvidia_smi_list("see GPU 3: in the middle of a line\n").empty());
 }
 
-TEST_CASE("gpu: --gpus-per-node wins over detection", "[agent]") {
-  CHECK(dl::agent::detect_gpus(3) == Gpus{"0", "1", "2"});
-  CHECK(dl::agent::detect_gpus(0).empty());
+TEST_CASE("gpu detection: an empty host has none", "[agent][gpu]") {
+  FakeHost h;
+  CHECK(h.detect().empty());
+}
+
+TEST_CASE("gpu detection: NVIDIA from the driver's /proc directories, 4 and 8 GPUs", "[agent][gpu]") {
+  for (int n : {4, 8}) {
+    FakeHost h;
+    h.nvidia(n);
+    INFO(n << " GPUs");
+    CHECK(h.detect() == std::vector<VendorGpus>{{"nvidia", count(n)}});
+  }
+}
+
+TEST_CASE("gpu detection: AMD from the KFD topology, GPU nodes only, 4 and 8 GPUs", "[agent][gpu]") {
+  for (int n : {4, 8}) {
+    FakeHost h;
+    h.amd(n);
+    INFO(n << " GPUs");
+    CHECK(h.detect() == std::vector<VendorGpus>{{"amd", count(n)}});
+  }
+  FakeHost cpu_only;
+  cpu_only.amd(0);  // an APU-less CPU node alone is no GPU
+  CHECK(cpu_only.detect().empty());
+}
+
+TEST_CASE("gpu detection: Intel from DRM render nodes of vendor 0x8086, 4 and 8 GPUs", "[agent][gpu]") {
+  for (int n : {4, 8}) {
+    FakeHost h;
+    h.intel(n);
+    INFO(n << " GPUs");
+    CHECK(h.detect() == std::vector<VendorGpus>{{"intel", count(n)}});
+  }
+  SECTION("other vendors' render nodes and the integrated GPU at 00:02.0 do not count") {
+    FakeHost h;
+    h.intel(2);
+    h.write("sys/class/drm/renderD130/device/vendor", "0x1002\n");  // an AMD card's render node
+    h.write("sys/class/drm/renderD131/device/vendor", "0x10de\n");  // an NVIDIA card's
+    h.write("sys/class/drm/renderD132/device/vendor", "0x8086\n");
+    h.write("sys/class/drm/renderD132/device/uevent", "DRIVER=i915\nPCI_SLOT_NAME=0000:00:02.0\n");
+    CHECK(h.detect() == std::vector<VendorGpus>{{"intel", count(2)}});
+  }
+  SECTION("a desktop with only its integrated GPU has none to bind") {
+    FakeHost h;
+    h.write("sys/class/drm/renderD128/device/vendor", "0x8086\n");
+    h.write("sys/class/drm/renderD128/device/uevent", "PCI_SLOT_NAME=0000:00:02.0\n");
+    CHECK(h.detect().empty());
+  }
+}
+
+TEST_CASE("gpu detection: a mixed host lists every vendor, nvidia, amd, intel in that order", "[agent][gpu]") {
+  FakeHost h;
+  h.intel(2);
+  h.amd(8);
+  h.nvidia(4);
+  const std::vector<VendorGpus> want{{"nvidia", count(4)}, {"amd", count(8)}, {"intel", count(2)}};
+  CHECK(h.detect() == want);
+  // --gpus-per-node N keeps the vendors, with 0..N-1 each.
+  CHECK(h.detect(2) == std::vector<VendorGpus>{{"nvidia", count(2)}, {"amd", count(2)}, {"intel", count(2)}});
+}
+
+TEST_CASE("gpu detection: the agent's own visibility variable wins over the driver's tree", "[agent][gpu]") {
+  FakeHost h;
+  h.nvidia(8);
+  h.amd(4);
+  h.env["CUDA_VISIBLE_DEVICES"] = "6,4,GPU-abc";  // as Slurm or a container chose: kept as given, in order
+  h.env["ROCR_VISIBLE_DEVICES"] = "";            // set but empty: none of this vendor
+  CHECK(h.detect() == std::vector<VendorGpus>{{"nvidia", {"6", "4", "GPU-abc"}}});
+  // No driver tree at all: the variable alone counts (how the integration tests give an agent GPUs).
+  FakeHost bare;
+  bare.env["ZE_AFFINITY_MASK"] = "0.0,0.1,1";
+  CHECK(bare.detect() == std::vector<VendorGpus>{{"intel", {"0.0", "0.1", "1"}}});
+}
+
+TEST_CASE("gpu detection: --gpus-per-node wins over detection", "[agent][gpu]") {
+  FakeHost h;
+  CHECK(h.detect(3) == std::vector<VendorGpus>{{"nvidia", {"0", "1", "2"}}});  // nothing found: nvidia
+  CHECK(h.detect(0).empty());
+  h.amd(8);
+  CHECK(h.detect(2) == std::vector<VendorGpus>{{"amd", {"0", "1"}}});  // the vendor is still the host's
+  h.env["CUDA_VISIBLE_DEVICES"] = "5,7";
+  CHECK(h.detect(0).empty());
+}
+
+TEST_CASE("gpu detection: the roots come from DLAUNCH_SYSFS_ROOT", "[agent][gpu]") {
+  FakeHost h;
+  h.amd(4);
+  ::setenv("DLAUNCH_SYSFS_ROOT", h.root.c_str(), 1);
+  ::unsetenv("ROCR_VISIBLE_DEVICES");
+  const auto s = host_gpu_sources();
+  ::unsetenv("DLAUNCH_SYSFS_ROOT");
+  CHECK(s.root == h.root);
+  auto src = s;
+  src.nvidia_smi = false;
+  const auto found = detect_gpus(-1, src);
+  REQUIRE_FALSE(found.empty());
+  CHECK(std::find(found.begin(), found.end(), VendorGpus{"amd", count(4)}) != found.end());
+}
+
+TEST_CASE("gpu hello: vendor and every vendor's list survive the wire, and an old hello means nvidia", "[agent][gpu]") {
+  auto round_trip = [](const msg::Hello& h) {
+    return std::get<msg::Hello>(dl::control::decode_from_agent(dl::control::encode(h)));
+  };
+  SECTION("one vendor: gpus and gpu_vendor, no per-vendor map") {
+    msg::Hello h;
+    report_gpus({{"amd", count(4)}}, h);
+    CHECK(h.gpus == count(4));
+    CHECK(h.gpu_vendor == "amd");
+    CHECK_FALSE(h.gpus_by_vendor);
+    CHECK(reported_gpus(round_trip(h)) == std::vector<VendorGpus>{{"amd", count(4)}});
+  }
+  SECTION("a mixed host: the first vendor in gpus, all of them in gpus_by_vendor, in detection order") {
+    msg::Hello h;
+    const std::vector<VendorGpus> found{{"nvidia", {"3", "1"}}, {"intel", count(2)}};
+    report_gpus(found, h);
+    CHECK(h.gpus == Gpus{"3", "1"});
+    CHECK(h.gpu_vendor == "nvidia");
+    REQUIRE(h.gpus_by_vendor);
+    CHECK(h.gpus_by_vendor->at("intel") == "0,1");
+    CHECK(reported_gpus(round_trip(h)) == found);
+  }
+  SECTION("no GPUs: nothing reported") {
+    msg::Hello h;
+    h.gpus = {"stale"};
+    report_gpus({}, h);
+    CHECK(h.gpus.empty());
+    CHECK_FALSE(h.gpu_vendor);
+    CHECK(reported_gpus(round_trip(h)).empty());
+  }
+  SECTION("an older agent's hello has gpus without a vendor: nvidia") {
+    const auto h = std::get<msg::Hello>(dl::control::decode_from_agent(
+        R"({"t":"hello","version":"0.9","node":0,"host":"a","pid":1,"free_port":2,"gpus":["0","1"],"pmix":false})"));
+    CHECK(reported_gpus(h) == std::vector<VendorGpus>{{"nvidia", {"0", "1"}}});
+  }
+  SECTION("a vendor this launcher cannot bind counts as no GPUs") {
+    msg::Hello h;
+    h.gpus = {"0"};
+    h.gpu_vendor = "matrox";
+    CHECK(reported_gpus(h).empty());
+  }
+}
+
+TEST_CASE("gpu vendor choice: the first found by default, --gpu-vendor picks, a missing vendor names the host",
+          "[agent][gpu]") {
+  const std::vector<VendorGpus> mixed{{"nvidia", count(4)}, {"amd", count(8)}};
+  CHECK(pick_gpus(mixed, "", "h")->vendor == "nvidia");
+  CHECK(pick_gpus(mixed, "amd", "h") == VendorGpus{"amd", count(8)});
+  CHECK_FALSE(pick_gpus({}, "", "h"));
+  CHECK_FALSE(pick_gpus({}, "intel", "h"));  // no GPUs at all: nothing to bind, no error
+  try {
+    pick_gpus(mixed, "intel", "node3");
+    FAIL("expected an error");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()) ==
+          "--gpu-vendor intel: host node3 has no intel GPUs, only 4 nvidia and 8 amd; drop --gpu-vendor to bind the "
+          "GPUs it has, or --gpu-bind none to bind none");
+  }
 }

@@ -2,6 +2,10 @@
 // launcher's identity removed before dlaunch's own is added.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdio>
+
 #include "agent/rank_environment.h"
 #include "control/env_names.h"
 
@@ -39,4 +43,63 @@ TEST_CASE("rank environment: an outer launcher's identity is dropped, dlaunch's 
   CHECK(dl::env::is_foreign_identity_var("PMIX_NAMESPACE"));
   CHECK_FALSE(dl::env::is_foreign_identity_var("RANK"));
   CHECK_FALSE(dl::env::is_foreign_identity_var("PMI"));
+}
+
+TEST_CASE("rank environment: Slurm's task-only variables go, job-level ones stay", "[agent][slurm]") {
+  EnvVars inherited{{"SLURM_JOB_ID", "77"}, {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_TASK_PID", "4711"},
+                    {"SLURM_GTIDS", "0"},   {"SLURM_PROCID", "0"}};
+  auto env = compose_rank_env(inherited, {}, {{"SLURM_PROCID", "3"}}, {});
+  CHECK(env.count("SLURM_TASK_PID") == 0);
+  CHECK(env.count("SLURM_GTIDS") == 0);
+  CHECK(env.at("SLURM_PROCID") == "3");
+  CHECK(env.at("SLURM_JOB_ID") == "77");
+  CHECK(env.at("SLURM_JOB_NODELIST") == "n[1-2]");
+}
+
+TEST_CASE("torch error file: the exception, its message and where it was raised, in one line", "[agent][torchrun]") {
+  using dl::agent::summarize_torch_error;
+  // As torch 1.13's ErrorHandler.record_exception writes it.
+  const std::string torch113 = R"({"message": {"message": "ValueError: bad lr 3.0", "extraInfo": {"py_callstack":
+    "Traceback (most recent call last):\n  File \"/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py\", line 346, in wrapper\n    return f(*args, **kwargs)\n  File \"/work/train.py\", line 30, in main\n    step(lr)\n  File \"/work/train.py\", line 12, in step\n    raise ValueError(f\"bad lr {lr}\")\nValueError: bad lr 3.0\n",
+    "timestamp": "1700000000"}}})";
+  CHECK(summarize_torch_error(torch113) == "ValueError: bad lr 3.0 (at /work/train.py:12)");
+  // Newer torch, or a file without a traceback: the message alone.
+  CHECK(summarize_torch_error(R"({"message": "RuntimeError: oops"})") == "RuntimeError: oops");
+  CHECK(summarize_torch_error(R"({"message": {"message": "KeyError: 'x'", "extraInfo": {}}})") == "KeyError: 'x'");
+  // A multi-line, huge message keeps its first line, cut.
+  const std::string long_msg = R"({"message": {"message": "AssertionError: )" + std::string(1000, 'x') + R"(\nmore"}})";
+  auto cut = summarize_torch_error(long_msg);
+  REQUIRE(cut);
+  CHECK(cut->size() < 320);
+  CHECK(cut->find("more") == std::string::npos);
+  // Not torch's format: nothing.
+  CHECK_FALSE(summarize_torch_error("not json"));
+  CHECK_FALSE(summarize_torch_error("[1, 2]"));
+  CHECK_FALSE(summarize_torch_error(R"({"error": "x"})"));
+  CHECK_FALSE(summarize_torch_error(""));
+}
+
+TEST_CASE("torch error files: a private directory per job, one file per rank, removed", "[agent][torchrun]") {
+  std::string dir;
+  {
+    dl::agent::TorchErrorFiles files("dl-test1234");
+    const std::string p = files.path(3);
+    REQUIRE_FALSE(p.empty());
+    CHECK(p.find("dl-test1234") != std::string::npos);
+    CHECK(files.path(4) != p);
+    dir = p.substr(0, p.rfind('/'));
+    CHECK_FALSE(files.read(3));  // the rank wrote nothing
+    {
+      FILE* f = std::fopen(p.c_str(), "w");
+      REQUIRE(f);
+      std::fputs(R"({"message": {"message": "ZeroDivisionError: division by zero", "extraInfo": {"py_callstack":
+        "Traceback (most recent call last):\n  File \"/t/x.py\", line 5, in <module>\n    1/0\n"}}})", f);
+      std::fclose(f);
+    }
+    CHECK(files.read(3) == "ZeroDivisionError: division by zero (at /t/x.py:5)");
+    files.remove();
+    CHECK(::access(dir.c_str(), F_OK) != 0);
+    CHECK(files.path(3).empty());
+  }
+  CHECK(::access(dir.c_str(), F_OK) != 0);
 }

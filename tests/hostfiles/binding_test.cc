@@ -54,26 +54,139 @@ TEST_CASE("bind-to numa: local ranks in blocks over the nodes, and none binds no
   CHECK_THROWS_AS(plan_cpus("numa", CpuTopology{}, 2, 1, "h"), std::runtime_error);
 }
 
-TEST_CASE("gpu: one GPU per rank, round-robin by local rank", "[hostfiles]") {
-  const Gpus two{"0", "1"};
-  const char* want[] = {"0", "1", "0", "1"};
-  for (int lr = 0; lr < 4; ++lr) CHECK(bind_gpus(two, lr, 1) == std::optional<std::string>(want[lr]));
+namespace {
+// The three columns of every local rank's plan, for compact expectations.
+std::vector<std::string> visible_of(const std::vector<GpuAssignment>& a) {
+  std::vector<std::string> out;
+  for (const auto& x : a) out.push_back(x.visible);
+  return out;
 }
+std::vector<std::string> devices_of(const std::vector<GpuAssignment>& a) {
+  std::vector<std::string> out;
+  for (const auto& x : a) out.push_back(x.devices);
+  return out;
+}
+std::vector<Gpus> physical_of(const std::vector<GpuAssignment>& a) {
+  std::vector<Gpus> out;
+  for (const auto& x : a) out.push_back(x.physical);
+  return out;
+}
+std::string shortage(const std::string& mode, const Gpus& gpus, int local_world, int per_rank,
+                     const std::string& host) {
+  try {
+    plan_gpus(mode, gpus, local_world, per_rank, false, host);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+}  // namespace
 
-TEST_CASE("gpu: --gpus-per-rank K gives K consecutive GPUs", "[hostfiles]") {
+TEST_CASE("gpu visible: every rank sees all the host's GPUs in its order and owns index LOCAL_RANK",
+          "[hostfiles][gpu]") {
   const Gpus four{"0", "1", "2", "3"};
-  CHECK(bind_gpus(four, 0, 2) == "0,1");
-  CHECK(bind_gpus(four, 1, 2) == "2,3");
-  CHECK(bind_gpus(four, 2, 2) == "0,1");  // more ranks than fit: wrap round
-  CHECK(bind_gpus(four, 0, 4) == "0,1,2,3");
-  CHECK(bind_gpus(four, 1, 8) == "0,1,2,3");  // never more than the host has
+  const auto p = plan_gpus("visible", four, 4, 1, false, "h");
+  CHECK(visible_of(p) == Gpus{"0,1,2,3", "0,1,2,3", "0,1,2,3", "0,1,2,3"});
+  CHECK(devices_of(p) == Gpus{"0", "1", "2", "3"});  // cuda:LOCAL_RANK is the rank's own GPU
+  CHECK(physical_of(p) == std::vector<Gpus>{{"0"}, {"1"}, {"2"}, {"3"}});
+  // Fewer ranks than GPUs: they still see every GPU (as under torchrun), and own the first ones.
+  const auto two = plan_gpus("visible", four, 2, 1, false, "h");
+  CHECK(visible_of(two) == Gpus{"0,1,2,3", "0,1,2,3"});
+  CHECK(devices_of(two) == Gpus{"0", "1"});
 }
 
-TEST_CASE("gpu: binding keeps the host's own GPU names", "[hostfiles]") {
-  const Gpus given{"4", "5", "GPU-abc"};
-  CHECK(bind_gpus(given, 0, 1) == "4");
-  CHECK(bind_gpus(given, 2, 1) == "GPU-abc");
-  CHECK(bind_gpus(given, 3, 1) == "4");
+TEST_CASE("gpu visible: the host's own ids and order are kept, and the indices point into them", "[hostfiles][gpu]") {
+  // A scheduler gave the agent GPUs 6,4,7,5 (CUDA_VISIBLE_DEVICES): device 0 is physical 6.
+  const Gpus given{"6", "4", "7", "5"};
+  const auto p = plan_gpus("visible", given, 4, 1, false, "h");
+  CHECK(visible_of(p) == Gpus{"6,4,7,5", "6,4,7,5", "6,4,7,5", "6,4,7,5"});
+  CHECK(devices_of(p) == Gpus{"0", "1", "2", "3"});
+  CHECK(physical_of(p) == std::vector<Gpus>{{"6"}, {"4"}, {"7"}, {"5"}});
+  const auto u = plan_gpus("visible", {"GPU-aa", "GPU-bb"}, 2, 1, false, "h");
+  CHECK(u[1].visible == "GPU-aa,GPU-bb");
+  CHECK(u[1].physical == Gpus{"GPU-bb"});
 }
 
-TEST_CASE("gpu: no GPUs, no binding", "[hostfiles]") { CHECK_FALSE(bind_gpus({}, 0, 1).has_value()); }
+TEST_CASE("gpu visible: --gpus-per-rank K owns indices L*K .. L*K+K-1", "[hostfiles][gpu]") {
+  const Gpus eight{"0", "1", "2", "3", "4", "5", "6", "7"};
+  const auto p = plan_gpus("visible", eight, 4, 2, false, "h");
+  CHECK(devices_of(p) == Gpus{"0,1", "2,3", "4,5", "6,7"});
+  CHECK(visible_of(p)[3] == "0,1,2,3,4,5,6,7");
+  CHECK(physical_of(p)[2] == Gpus{"4", "5"});
+  const auto q = plan_gpus("visible", eight, 2, 4, false, "h");
+  CHECK(devices_of(q) == Gpus{"0,1,2,3", "4,5,6,7"});
+}
+
+TEST_CASE("gpu isolate: every rank sees only its own GPUs, as device 0..K-1", "[hostfiles][gpu]") {
+  const Gpus given{"4", "5", "6", "7"};
+  const auto p = plan_gpus("isolate", given, 4, 1, false, "h");
+  CHECK(visible_of(p) == Gpus{"4", "5", "6", "7"});
+  CHECK(devices_of(p) == Gpus{"0", "0", "0", "0"});  // cuda:0 is the rank's own GPU
+  CHECK(physical_of(p) == std::vector<Gpus>{{"4"}, {"5"}, {"6"}, {"7"}});
+  const auto k = plan_gpus("isolate", given, 2, 2, false, "h");
+  CHECK(visible_of(k) == Gpus{"4,5", "6,7"});
+  CHECK(devices_of(k) == Gpus{"0,1", "0,1"});
+}
+
+TEST_CASE("gpu none, and a host without GPUs: nothing to set in any mode", "[hostfiles][gpu]") {
+  CHECK(plan_gpus("none", {"0", "1"}, 2, 1, false, "h").empty());
+  CHECK(plan_gpus("none", {"0"}, 8, 1, false, "h").empty());  // never too many ranks when nothing is bound
+  for (const char* mode : {"visible", "isolate", "none"}) {
+    INFO(mode);
+    CHECK(plan_gpus(mode, {}, 4, 1, false, "h").empty());  // no GPUs is no error
+    CHECK(plan_gpus(mode, {}, 4, 2, true, "h").empty());
+  }
+  CHECK_THROWS_WITH(plan_gpus("spread", {"0"}, 1, 1, false, "h"), Catch::Contains("visible, isolate or none"));
+}
+
+TEST_CASE("gpu: more ranks than GPUs on a host that has some is an error naming the host, counts and fixes",
+          "[hostfiles][gpu]") {
+  const Gpus four{"0", "1", "2", "3"};
+  SECTION("visible, 5 ranks on 4 GPUs") {
+    const std::string m = shortage("visible", four, 5, 1, "gpu07");
+    CHECK(m == "--gpu-bind visible: host gpu07 has 4 GPUs, but its 5 ranks x 1 GPU each (--gpus-per-rank 1) need 5; "
+               "run at most 4 ranks on gpu07 (-n, --npernode), leave the GPUs alone with --gpu-bind none, or let "
+               "ranks share them round-robin with --oversubscribe-gpus");
+  }
+  SECTION("isolate, 3 ranks x 2 on 4 GPUs: lowering --gpus-per-rank is a fix too") {
+    const std::string m = shortage("isolate", four, 3, 2, "gpu07");
+    CHECK_THAT(m, Catch::StartsWith("--gpu-bind isolate: host gpu07 has 4 GPUs, but its 3 ranks x 2 GPUs each "
+                                    "(--gpus-per-rank 2) need 6; run at most 2 ranks on gpu07 (-n, --npernode) or "
+                                    "lower --gpus-per-rank,"));
+    CHECK_THAT(m, Catch::Contains("--gpu-bind none") && Catch::Contains("--oversubscribe-gpus"));
+  }
+  SECTION("one rank wanting more GPUs than the host has") {
+    const std::string m = shortage("visible", {"0"}, 1, 2, "box");
+    CHECK_THAT(m, Catch::Contains("host box has 1 GPU, but its 1 rank x 2 GPUs each") &&
+                      Catch::Contains("lower --gpus-per-rank to at most 1"));
+  }
+  SECTION("exactly as many as fit is fine") {
+    CHECK(plan_gpus("visible", four, 4, 1, false, "h").size() == 4);
+    CHECK(plan_gpus("isolate", four, 2, 2, false, "h").size() == 2);
+  }
+}
+
+TEST_CASE("gpu: --oversubscribe-gpus lets ranks share GPUs round-robin by local rank", "[hostfiles][gpu]") {
+  const Gpus two{"0", "1"};
+  const auto v = plan_gpus("visible", two, 4, 1, true, "h");
+  CHECK(visible_of(v) == Gpus{"0,1", "0,1", "0,1", "0,1"});
+  CHECK(devices_of(v) == Gpus{"0", "1", "0", "1"});
+  const auto i = plan_gpus("isolate", two, 4, 1, true, "h");
+  CHECK(visible_of(i) == Gpus{"0", "1", "0", "1"});
+  CHECK(devices_of(i) == Gpus{"0", "0", "0", "0"});
+  const Gpus four{"0", "1", "2", "3"};
+  const auto k = plan_gpus("isolate", four, 3, 2, true, "h");
+  CHECK(visible_of(k) == Gpus{"0,1", "2,3", "0,1"});  // K consecutive, wrapping round
+  // Never more GPUs per rank than the host has.
+  const auto big = plan_gpus("visible", four, 2, 8, true, "h");
+  CHECK(devices_of(big) == Gpus{"0,1,2,3", "0,1,2,3"});
+  CHECK(plan_gpus("isolate", four, 1, 8, true, "h")[0].visible == "0,1,2,3");
+}
+
+TEST_CASE("gpu: each vendor's visibility variable", "[hostfiles][gpu]") {
+  CHECK(std::string(gpu_visibility_variable("nvidia")) == "CUDA_VISIBLE_DEVICES");
+  CHECK(std::string(gpu_visibility_variable("amd")) == "ROCR_VISIBLE_DEVICES");
+  CHECK(std::string(gpu_visibility_variable("intel")) == "ZE_AFFINITY_MASK");
+  CHECK(gpu_visibility_variable("matrox") == nullptr);
+  CHECK(std::string(kDlaunchGpus) == "DLAUNCH_GPUS");
+}

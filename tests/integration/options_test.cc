@@ -58,7 +58,7 @@ TEST_CASE("dlaunch --dry-run prints the rank map for -H and starts nothing", "[i
   const std::string flag = tmp.path + "/started";
   RunSpec s;
   s.argv = {bin("dlaunch"), "--dry-run", "-n", "5", "-H", "nodeA:2,nodeB:3", "--gpus-per-node", "2",
-            "/bin/sh", "-c", "touch " + flag};
+            "--gpu-bind", "isolate", "--oversubscribe-gpus", "/bin/sh", "-c", "touch " + flag};
   RunResult r = run(s, 10);
   INFO(r.out << r.err);
   CHECK(r.code == 0);
@@ -131,7 +131,8 @@ TEST_CASE("dlaunch --wdir sets the ranks' working directory and the default is d
 TEST_CASE("dlaunch --gpus-per-node 2 on 4 ranks binds GPUs 0,1,0,1", "[integration]") {
   TempDir tmp;
   RunSpec s;
-  s.argv = {bin("dlaunch"), "-n", "4", "--gpus-per-node", "2", "--output-filename", tmp.path, "/usr/bin/env"};
+  s.argv = {bin("dlaunch"), "-n", "4", "--gpus-per-node", "2", "--gpu-bind", "isolate", "--oversubscribe-gpus",
+            "--output-filename", tmp.path, "/usr/bin/env"};
   s.unset_env = {"CUDA_VISIBLE_DEVICES"};
   REQUIRE(run(s, 10).code == 0);
   const char* want[] = {"0", "1", "0", "1"};
@@ -147,9 +148,11 @@ TEST_CASE("a fake nvidia-smi listing 4 GPUs and --gpus-per-rank 2", "[integratio
              "for i in 0 1 2 3; do echo \"GPU $i: Fake GPU (UUID: GPU-$i)\"; done\n",
              0755);
   RunSpec s;
-  s.argv = {bin("dlaunch"), "-n", "4", "--gpus-per-rank", "2", "--output-filename", out, "/usr/bin/env"};
+  s.argv = {bin("dlaunch"), "-n", "4", "--gpus-per-rank", "2", "--gpu-bind", "isolate", "--oversubscribe-gpus",
+            "--output-filename", out, "/usr/bin/env"};
   s.unset_env = {"CUDA_VISIBLE_DEVICES"};
-  s.set_env = {{"PATH", bindir + ":" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin")}};
+  s.set_env = {{"PATH", bindir + ":" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin")},
+               {"DLAUNCH_SYSFS_ROOT", tmp.path}};  // no driver tree: nvidia-smi it is, also on a GPU machine
   RunResult r = run(s, 10);
   INFO(r.err);
   REQUIRE(r.code == 0);
@@ -160,7 +163,7 @@ TEST_CASE("a fake nvidia-smi listing 4 GPUs and --gpus-per-rank 2", "[integratio
 TEST_CASE("CUDA_VISIBLE_DEVICES given to dlaunch is split among the ranks", "[integration]") {
   TempDir tmp;
   RunSpec s;
-  s.argv = {bin("dlaunch"), "-n", "3", "--output-filename", tmp.path, "/usr/bin/env"};
+  s.argv = {bin("dlaunch"), "-n", "3", "--gpu-bind", "isolate", "--output-filename", tmp.path, "/usr/bin/env"};
   s.set_env = {{"CUDA_VISIBLE_DEVICES", "4,5,6"}};
   REQUIRE(run(s, 10).code == 0);
   const char* want[] = {"4", "5", "6"};

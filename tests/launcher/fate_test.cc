@@ -169,3 +169,23 @@ TEST_CASE("fate: signal names", "[launcher]") {
   CHECK(dl::launcher::signal_name(SIGSEGV) == "Segmentation fault");
   CHECK(dl::launcher::signal_name(SIGKILL) == "Killed");
 }
+
+TEST_CASE("fate: the exception torch's @record wrote is on the verdict line", "[launcher][torchrun]") {
+  Fate f(3);
+  RankExit e = exited(2, 1, 4711);
+  e.error = "ValueError: bad lr 3.0 (at /work/train.py:12)";
+  CHECK(f.on_exit(e));
+  CHECK(f.exit_code() == 1);
+  CHECK(f.verdict() == "rank 2 on node1 (pid 4711) exited with code 1: ValueError: bad lr 3.0 (at /work/train.py:12)");
+  // A later failure's exception does not replace the first one's.
+  RankExit later = exited(0, 1, 5);
+  later.by_agent = false;
+  later.error = "RuntimeError: Connection closed by peer (at /usr/lib/x.py:1)";
+  CHECK_FALSE(f.on_exit(later));
+  CHECK(f.verdict().rfind("rank 2 on node1 (pid 4711) exited with code 1: ValueError: bad lr 3.0", 0) == 0);
+  CHECK(f.verdict().find("Connection closed") == std::string::npos);
+
+  Fate g(1);  // no error file: the line is as before
+  CHECK(g.on_exit(exited(0, 3, 9)));
+  CHECK(g.verdict() == "rank 0 on node0 (pid 9) exited with code 3");
+}

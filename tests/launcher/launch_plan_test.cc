@@ -3,6 +3,7 @@
 // section, or refuses the job. Tested here without any process or socket.
 #include <catch2/catch.hpp>
 
+#include "launcher/dry_run.h"
 #include "launcher/launch_plan.h"
 
 using namespace dl::launcher;
@@ -147,53 +148,175 @@ TEST_CASE("launch plan: a local node 0 with remote others is reached at the cont
   }
 }
 
-TEST_CASE("launch plan: GPUs from each node's hello, by local rank", "[launcher][plan][gpu]") {
+TEST_CASE("launch plan: --gpu-bind visible (the default): every rank sees its host's GPUs, LOCAL_RANK indexes them",
+          "[launcher][plan][gpu]") {
   const auto p = placement(2, 2);
   auto o = options();
   auto in = input(p, o);
   in.nodes[0].hello->gpus = {"4", "5", "6", "7"};
-  in.nodes[1].hello->gpus = {"0"};
+  in.nodes[1].hello->gpus = {"0", "1"};
 
-  SECTION("one GPU per rank; a host with fewer GPUs than ranks hands them round") {
+  SECTION("one GPU per rank: the whole list, in the host's order, and DLAUNCH_GPUS = the local rank") {
     const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(env_of(plan, 0, "CUDA_VISIBLE_DEVICES") == "4,5,6,7");
+    CHECK(env_of(plan, 1, "CUDA_VISIBLE_DEVICES") == "4,5,6,7");
+    CHECK(env_of(plan, 2, "CUDA_VISIBLE_DEVICES") == "0,1");
+    CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "0,1");
+    for (int r = 0; r < 4; ++r) CHECK(env_of(plan, r, "DLAUNCH_GPUS") == env_of(plan, r, "LOCAL_RANK"));
+  }
+  SECTION("--gpus-per-rank 2: local rank L owns indices 2L, 2L+1") {
+    o.gpus_per_rank = 2;
+    in.nodes[1].hello->gpus = {"0", "1", "2", "3"};
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(env_of(plan, 0, "DLAUNCH_GPUS") == "0,1");
+    CHECK(env_of(plan, 1, "DLAUNCH_GPUS") == "2,3");
+    CHECK(env_of(plan, 1, "CUDA_VISIBLE_DEVICES") == "4,5,6,7");
+    CHECK(env_of(plan, 3, "DLAUNCH_GPUS") == "2,3");
+  }
+  SECTION("more ranks than GPUs on one host: refused before anything starts, naming that host") {
+    in.nodes[1].hello->gpus = {"0"};
+    const auto plan = plan_launch(in);
+    CHECK(plan.refusal == LaunchPlan::Refusal::kBadRequest);
+    CHECK_THAT(plan.why, Catch::Contains("host n1 has 1 GPU, but its 2 ranks") &&
+                             Catch::Contains("--gpu-bind none") && Catch::Contains("--oversubscribe-gpus") &&
+                             Catch::Contains("--gpus-per-rank"));
+    for (const auto& l : plan.launches) CHECK_FALSE(l);
+  }
+  SECTION("--oversubscribe-gpus: the ranks of that host share its GPU") {
+    in.nodes[1].hello->gpus = {"0"};
+    o.oversubscribe_gpus = true;
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(env_of(plan, 2, "CUDA_VISIBLE_DEVICES") == "0");
+    CHECK(env_of(plan, 3, "DLAUNCH_GPUS") == "0");
+  }
+  SECTION("a host without GPUs sets none, and is no error") {
+    in.nodes[1].hello->gpus.clear();
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(env_of(plan, 0, "CUDA_VISIBLE_DEVICES") == "4,5,6,7");
+    for (int r : {2, 3}) {
+      CHECK(env_of(plan, r, "CUDA_VISIBLE_DEVICES") == "<unset>");
+      CHECK(env_of(plan, r, "DLAUNCH_GPUS") == "<unset>");
+    }
+  }
+}
+
+TEST_CASE("launch plan: --gpu-bind isolate gives each rank only its own GPUs, none touches nothing",
+          "[launcher][plan][gpu]") {
+  const auto p = placement(2, 2);
+  auto o = options();
+  auto in = input(p, o);
+  in.nodes[0].hello->gpus = {"4", "5", "6", "7"};
+  in.nodes[1].hello->gpus = {"0", "1"};
+
+  SECTION("isolate: one GPU per rank, device 0 is its own, LOCAL_RANK stays the true local rank") {
+    o.gpu_bind_mode = "isolate";
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
     CHECK(env_of(plan, 0, "CUDA_VISIBLE_DEVICES") == "4");
     CHECK(env_of(plan, 1, "CUDA_VISIBLE_DEVICES") == "5");
     CHECK(env_of(plan, 2, "CUDA_VISIBLE_DEVICES") == "0");
-    CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "0");
+    CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "1");
+    CHECK(env_of(plan, 3, "LOCAL_RANK") == "1");
+    for (int r = 0; r < 4; ++r) CHECK(env_of(plan, r, "DLAUNCH_GPUS") == "0");
   }
-  SECTION("--gpus-per-rank 2: consecutive pairs of the node's own GPU ids") {
+  SECTION("isolate --gpus-per-rank 2: consecutive pairs of the node's own GPU ids") {
+    o.gpu_bind_mode = "isolate";
     o.gpus_per_rank = 2;
+    in.nodes[1].hello->gpus = {"0", "1", "2", "3"};
     const auto plan = plan_launch(in);
     CHECK(env_of(plan, 0, "CUDA_VISIBLE_DEVICES") == "4,5");
     CHECK(env_of(plan, 1, "CUDA_VISIBLE_DEVICES") == "6,7");
-    CHECK(env_of(plan, 2, "CUDA_VISIBLE_DEVICES") == "0");  // never more GPUs than the host has
+    CHECK(env_of(plan, 1, "DLAUNCH_GPUS") == "0,1");
   }
-  SECTION("--no-gpu-bind: nobody's CUDA_VISIBLE_DEVICES is touched") {
-    o.gpu_bind = false;
-    const auto plan = plan_launch(in);
+  SECTION("none (--gpu-bind none, or --no-gpu-bind's gpu_bind = false): nobody's GPU variables are touched") {
+    o.gpu_bind_mode = "none";
+    auto plan = plan_launch(in);
     for (int r = 0; r < 4; ++r) CHECK(env_of(plan, r, "CUDA_VISIBLE_DEVICES") == "<unset>");
+    o.gpu_bind_mode = "visible";
+    o.gpu_bind = false;
+    in.nodes[1].hello->gpus = {"0"};  // not even too many ranks for the GPUs: nothing is bound
+    plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    for (int r = 0; r < 4; ++r) {
+      CHECK(env_of(plan, r, "CUDA_VISIBLE_DEVICES") == "<unset>");
+      CHECK(env_of(plan, r, "DLAUNCH_GPUS") == "<unset>");
+    }
   }
-  SECTION("a host without GPUs sets none") {
-    in.nodes[1].hello->gpus.clear();
+}
+
+TEST_CASE("launch plan: each vendor's GPUs go in its own variable, and --gpu-vendor picks on a mixed host",
+          "[launcher][plan][gpu]") {
+  const auto p = placement(3, 2);
+  auto o = options();
+  auto in = input(p, o);
+  in.nodes[0].hello->gpus = {"0", "1"}, in.nodes[0].hello->gpu_vendor = "nvidia";
+  in.nodes[1].hello->gpus = {"0", "1", "2", "3"}, in.nodes[1].hello->gpu_vendor = "amd";
+  in.nodes[2].hello->gpus = {"0", "1"}, in.nodes[2].hello->gpu_vendor = "intel";
+  const std::vector<std::string> vars{"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"};
+
+  SECTION("one vendor per host: only that vendor's variable is set") {
     const auto plan = plan_launch(in);
-    CHECK(env_of(plan, 0, "CUDA_VISIBLE_DEVICES") == "4");
-    CHECK(env_of(plan, 2, "CUDA_VISIBLE_DEVICES") == "<unset>");
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    const std::vector<std::string> want{"0,1", "0,1,2,3", "0,1"};
+    for (int node = 0; node < 3; ++node)
+      for (int v = 0; v < 3; ++v) {
+        INFO("node " << node << ", " << vars[static_cast<size_t>(v)]);
+        CHECK(env_of(plan, 2 * node + 1, vars[static_cast<size_t>(v)]) ==
+              (v == node ? want[static_cast<size_t>(node)] : "<unset>"));
+      }
+    CHECK(env_of(plan, 3, "DLAUNCH_GPUS") == "1");
+  }
+  SECTION("isolate on AMD: ROCR_VISIBLE_DEVICES is the rank's own GPU") {
+    o.gpu_bind_mode = "isolate";
+    const auto plan = plan_launch(in);
+    CHECK(env_of(plan, 3, "ROCR_VISIBLE_DEVICES") == "1");
+    CHECK(env_of(plan, 5, "ZE_AFFINITY_MASK") == "1");
+    CHECK(env_of(plan, 5, "DLAUNCH_GPUS") == "0");
+  }
+  SECTION("a host with two vendors: the first by default, the other with --gpu-vendor") {
+    in.nodes[1].hello->gpus = {"0", "1"}, in.nodes[1].hello->gpu_vendor = "nvidia";
+    in.nodes[1].hello->gpus_by_vendor = dl::control::EnvVars{{"nvidia", "0,1"}, {"amd", "0,1,2,3"}};
+    auto plan = plan_launch(in);
+    CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "0,1");
+    CHECK(env_of(plan, 3, "ROCR_VISIBLE_DEVICES") == "<unset>");
+    o.gpu_vendor = "amd";
+    in.nodes[0].hello->gpus.clear();  // a host without GPUs is fine whatever --gpu-vendor says
+    in.nodes[2].hello->gpus.clear();
+    plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(env_of(plan, 3, "ROCR_VISIBLE_DEVICES") == "0,1,2,3");
     CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "<unset>");
+  }
+  SECTION("--gpu-vendor naming a vendor a host lacks, where it has others: refused, naming the host") {
+    o.gpu_vendor = "amd";
+    const auto plan = plan_launch(in);
+    CHECK(plan.refusal == LaunchPlan::Refusal::kBadRequest);
+    CHECK_THAT(plan.why, Catch::Contains("--gpu-vendor amd: host n0 has no amd GPUs, only 2 nvidia"));
   }
 }
 
 TEST_CASE("launch plan: GPUs go by local rank, not by global rank, under --map-by node", "[launcher][plan][gpu]") {
   // Round robin: node 0 runs ranks 0 and 2, node 1 runs 1 and 3.
   const auto p = placement(2, 2, hf::MapBy::kNode);
-  const auto o = options();
+  auto o = options();
+  o.gpu_bind_mode = "isolate";
   auto in = input(p, o);
   in.nodes[0].hello->gpus = {"0", "1"};
   in.nodes[1].hello->gpus = {"0", "1"};
-  const auto plan = plan_launch(in);
+  auto plan = plan_launch(in);
   CHECK(env_of(plan, 2, "LOCAL_RANK") == "1");
   CHECK(env_of(plan, 2, "CUDA_VISIBLE_DEVICES") == "1");
   CHECK(env_of(plan, 1, "CUDA_VISIBLE_DEVICES") == "0");
   CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "1");
+  o.gpu_bind_mode = "visible";
+  plan = plan_launch(in);
+  CHECK(env_of(plan, 2, "DLAUNCH_GPUS") == "1");
+  CHECK(env_of(plan, 1, "DLAUNCH_GPUS") == "0");
+  CHECK(env_of(plan, 3, "DLAUNCH_GPUS") == "1");
 }
 
 TEST_CASE("resolve_exports: NAME=VALUE sets, NAME passes the launcher's value, a missing NAME is skipped",
@@ -404,10 +527,113 @@ TEST_CASE("inherited_identity_warning: names what the ranks get other values for
   CHECK(inherited_identity_warning(launch, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"HOME", "/root"}}).empty());
   CHECK(inherited_identity_warning(launch, {}).empty());
   // CUDA_VISIBLE_DEVICES never counts: binding a host's GPUs is not a contradiction.
-  CHECK(env_of(plan, 0, "CUDA_VISIBLE_DEVICES") == "0");
+  CHECK(env_of(plan, 0, "CUDA_VISIBLE_DEVICES") == "0,1");
   CHECK(inherited_identity_warning(launch, {{"CUDA_VISIBLE_DEVICES", "3,4"}}).empty());
+  CHECK(inherited_identity_warning(launch, {{"DLAUNCH_GPUS", "5"}, {"ROCR_VISIBLE_DEVICES", "1"}}).empty());
   // The token is a secret, never echoed, even when it differs.
   CHECK(inherited_identity_warning(launch, {{"DLAUNCH_TOKEN", "other"}}).empty());
   // A launch message without ranks has nothing to contradict.
   CHECK(inherited_identity_warning(msg::Launch{}, {{"RANK", "5"}}).empty());
+}
+
+TEST_CASE("launch plan: OMP_NUM_THREADS=1 where several ranks share a host, unless the user chose", "[launcher][plan]") {
+  // n0 runs 3 ranks, n1 one.
+  std::vector<hf::HostEntry> entries{hf::HostEntry{.host = "n0", .slots = 3}, hf::HostEntry{.host = "n1", .slots = 1}};
+  const auto p = hf::place(entries, hf::PlacementOptions{});
+  const auto o = options();
+  SECTION("nothing set: the shared host's ranks get 1 and dlaunch says so") {
+    auto in = input(p, o);
+    in.launcher_env = {{"HOME", "/root"}};
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.launches[0]);
+    REQUIRE(plan.launches[1]);
+    CHECK(plan.launches[0]->env.at("OMP_NUM_THREADS") == "1");
+    CHECK(plan.launches[1]->env.count("OMP_NUM_THREADS") == 0);  // alone on its host: all its cores
+    CHECK(plan.notice.find("OMP_NUM_THREADS=1") != std::string::npos);
+    CHECK(plan.notice.find('\n') == plan.notice.size() - 1);  // one line
+  }
+  SECTION("set in dlaunch's environment: untouched") {
+    auto in = input(p, o);
+    in.launcher_env = {{"OMP_NUM_THREADS", "4"}};
+    const auto plan = plan_launch(in);
+    CHECK(plan.launches[0]->env.count("OMP_NUM_THREADS") == 0);  // the ranks inherit the 4
+    CHECK(plan.notice.empty());
+  }
+  SECTION("given with -x: the user's value") {
+    auto in = input(p, o);
+    in.exports = {{"OMP_NUM_THREADS", "2"}};
+    const auto plan = plan_launch(in);
+    CHECK(plan.launches[0]->env.at("OMP_NUM_THREADS") == "2");
+    CHECK(plan.notice.empty());
+  }
+  SECTION("one rank per host: nothing to say") {
+    const auto p1 = placement(2, 1);
+    auto in = input(p1, o);
+    const auto plan = plan_launch(in);
+    for (const auto& l : plan.launches) CHECK(l->env.count("OMP_NUM_THREADS") == 0);
+    CHECK(plan.notice.empty());
+  }
+}
+
+TEST_CASE("launch plan: SLURM_JOB_ID in dlaunch's environment makes each rank's SLURM_PROCID its RANK",
+          "[launcher][plan][slurm]") {
+  const auto p = placement(2, 2);
+  const auto o = options();
+  auto in = input(p, o);
+  SECTION("inside Slurm") {
+    in.launcher_env = {{"SLURM_JOB_ID", "4242"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}};
+    const auto plan = plan_launch(in);
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank " << r);
+      CHECK(env_of(plan, r, "SLURM_PROCID") == std::to_string(r));
+      CHECK(env_of(plan, r, "SLURM_LOCALID") == env_of(plan, r, "LOCAL_RANK"));
+      CHECK(env_of(plan, r, "SLURM_NODEID") == env_of(plan, r, "NODE_RANK"));
+      CHECK(env_of(plan, r, "SLURM_NTASKS") == "4");
+      CHECK(env_of(plan, r, "SLURM_JOB_ID") == "<unset>");  // the job's own: inherited as it is
+    }
+  }
+  SECTION("outside") {
+    const auto plan = plan_launch(in);
+    CHECK(env_of(plan, 3, "SLURM_PROCID") == "<unset>");
+  }
+}
+
+TEST_CASE("binding_report: one line per rank, by rank, with what it sees, the physical ids and its CPUs",
+          "[launcher][plan][gpu]") {
+  const auto p = placement(2, 2, hf::MapBy::kNode);  // node 0: ranks 0, 2; node 1: ranks 1, 3
+  auto o = options();
+  auto in = input(p, o);
+  in.nodes[0].hello->gpus = {"6", "4"};
+  in.nodes[1].hello->gpus = {"0", "1"}, in.nodes[1].hello->gpu_vendor = "amd";
+  const std::vector<std::string> hosts{"n0", "n1"};
+
+  SECTION("visible: the index and the physical id it names") {
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(binding_report(plan, hosts, o) ==
+          "dlaunch: rank 0 on n0: GPUs 0 (physical 6) of CUDA_VISIBLE_DEVICES=6,4\n"
+          "dlaunch: rank 1 on n1: GPUs 0 (physical 0) of ROCR_VISIBLE_DEVICES=0,1\n"
+          "dlaunch: rank 2 on n0: GPUs 1 (physical 4) of CUDA_VISIBLE_DEVICES=6,4\n"
+          "dlaunch: rank 3 on n1: GPUs 1 (physical 1) of ROCR_VISIBLE_DEVICES=0,1\n");
+  }
+  SECTION("isolate with --bind-to core: CPUs too; a host without GPUs says so") {
+    o.gpu_bind_mode = "isolate";
+    o.bind_to = "core";
+    for (auto& n : in.nodes) n.hello->cpu = msg::CpuReport{{{0, 4}, {1, 5}}, {{0, 1, 4, 5}}};
+    in.nodes[1].hello->gpus.clear();
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(binding_report(plan, hosts, o) ==
+          "dlaunch: rank 0 on n0: GPUs 0 (physical 6) of CUDA_VISIBLE_DEVICES=6; CPUs 0,4\n"
+          "dlaunch: rank 1 on n1: no GPUs; CPUs 0,4\n"
+          "dlaunch: rank 2 on n0: GPUs 0 (physical 4) of CUDA_VISIBLE_DEVICES=4; CPUs 1,5\n"
+          "dlaunch: rank 3 on n1: no GPUs; CPUs 1,5\n");
+  }
+  SECTION("none: not bound") {
+    o.gpu_bind_mode = "none";
+    o.gpu_bind = false;
+    const auto plan = plan_launch(in);
+    CHECK_THAT(binding_report(plan, hosts, o),
+               Catch::StartsWith("dlaunch: rank 0 on n0: GPUs not bound (--gpu-bind none)\n"));
+  }
 }

@@ -127,3 +127,95 @@ TEST_CASE("options: --dry-run needs no program", "[launcher]") {
   CHECK(o.dry_run);
   CHECK(o.command.empty());
 }
+
+TEST_CASE("options: torchrun's spellings, underscores included", "[launcher][torchrun]") {
+  using dl::UsageError;
+  SECTION("--nproc_per_node N, or gpu, cpu, auto for run.cc to count") {
+    CHECK(parse({"--nproc_per_node", "4", "t.py"}).per_node == 4);
+    CHECK(parse({"--nproc-per-node=3", "t.py"}).per_node == 3);
+    CHECK(parse({"--nproc_per_node=2", "t.py"}).per_node == 2);
+    auto g = parse({"--nproc_per_node", "gpu", "t.py"});
+    CHECK(g.nproc_per_node_kind == "gpu");
+    CHECK(g.command == Args{"t.py"});
+    CHECK(parse({"--nproc-per-node", "cpu", "t.py"}).nproc_per_node_kind == "cpu");
+    CHECK(parse({"--nproc-per-node", "auto", "t.py"}).nproc_per_node_kind == "auto");
+    CHECK_THROWS_AS(parse({"--nproc-per-node", "many", "t.py"}), UsageError);
+    CHECK_THROWS_AS(parse({"--nproc-per-node", "0", "t.py"}), UsageError);
+  }
+  SECTION("the program's own underscores stay") {
+    auto o = parse({"--nproc_per_node", "2", "t.py", "--batch_size", "8"});
+    CHECK(o.command == Args{"t.py", "--batch_size", "8"});
+  }
+  SECTION("--standalone and --nnodes 1 are one local node") {
+    auto o = parse({"--standalone", "--nnodes", "1", "--nproc_per_node", "2", "t.py"});
+    CHECK(o.standalone);
+    CHECK(o.rdzv.empty());
+    CHECK(parse({"--nnodes=1", "--node_rank=0", "--master_addr", "127.0.0.1", "--master_port", "29500", "t.py"})
+              .rdzv.empty());
+    CHECK_THROWS_AS(parse({"--standalone", "--nnodes", "2", "t.py"}), UsageError);
+    CHECK_THROWS_AS(parse({"--standalone", "-H", "a,b", "t.py"}), UsageError);
+  }
+  SECTION("--master_addr/--master_port with --nnodes > 1: the nodes meet there") {
+    auto o = parse({"--nnodes", "2", "--node_rank", "1", "--master_addr", "head", "--master_port", "1234", "t.py"});
+    CHECK(o.rdzv == "tcp://head:1234");
+    CHECK(o.node_rank == 1);
+    CHECK(o.nnodes == 2);
+    CHECK(parse({"--nnodes=2", "--node_rank=0", "--master_addr=head", "t.py"}).rdzv == "tcp://head:29500");
+    CHECK(parse({"--nnodes=2", "--node-rank=0", "--master-port=7", "t.py"}).rdzv == "tcp://127.0.0.1:7");
+  }
+  SECTION("--rdzv_endpoint, --rdzv_backend, --rdzv_id") {
+    auto o = parse({"--nnodes", "2", "--node_rank", "0", "--rdzv_backend", "c10d", "--rdzv_endpoint", "head:29401",
+                    "--rdzv_id", "job7", "t.py"});
+    CHECK(o.rdzv == "tcp://head:29401");
+    CHECK(o.rdzv_id == "job7");
+    CHECK(o.rdzv_backend == "c10d");
+    CHECK(parse({"--nnodes=2", "--node_rank=1", "--rdzv_endpoint=head", "t.py"}).rdzv == "tcp://head:29400");
+    CHECK(parse({"--nnodes=2", "--node_rank=1", "--rdzv_endpoint=[::1]:5", "t.py"}).rdzv == "tcp://[::1]:5");
+    CHECK(parse({"--nnodes=2", "--node_rank=1", "--rdzv_backend=static", "--master_addr=h", "t.py"}).rdzv ==
+          "tcp://h:29500");
+    CHECK_THROWS_AS(parse({"--rdzv_backend", "etcd", "t.py"}), UsageError);
+    // c10d hands node ranks out on arrival; dlaunch's nodes must say theirs.
+    try {
+      parse({"--nnodes", "2", "--rdzv_endpoint", "head:29400", "t.py"});
+      FAIL("no usage error");
+    } catch (const UsageError& e) {
+      CHECK(std::string(e.what()).find("needs --node-rank K") != std::string::npos);
+    }
+    CHECK_THROWS_AS(parse({"--nnodes", "2", "--node-rank", "0", "--rdzv", "env", "--master_addr", "h", "t.py"}),
+                    UsageError);
+  }
+  SECTION("-m/--module, --no_python, --version") {
+    CHECK(parse({"-m", "pkg.train", "--lr", "1"}).module);
+    CHECK(parse({"--module", "pkg.train"}).module);
+    CHECK(parse({"--no_python", "t.py"}).no_python);
+    CHECK_THROWS_AS(parse({"-m", "--no-python", "pkg"}), UsageError);
+    CHECK(parse({"--version"}).version);  // no program needed
+  }
+}
+
+TEST_CASE("program_argv: .py and -m run under the interpreter, as torchrun does", "[launcher][torchrun]") {
+  using dl::launcher::program_argv;
+  RunOptions o;
+  o.command = {"train.py", "--lr", "3"};
+  CHECK(program_argv(o, "python3") == Args{"python3", "train.py", "--lr", "3"});
+  CHECK(program_argv(o, "/usr/bin/python3") == Args{"/usr/bin/python3", "train.py", "--lr", "3"});
+  o.no_python = true;
+  CHECK(program_argv(o, "python3") == Args{"train.py", "--lr", "3"});
+  o.no_python = false;
+  o.command = {"./app", "x.py"};
+  CHECK(program_argv(o, "python3") == Args{"./app", "x.py"});
+  o.command = {"python3", "t.py"};  // already under Python: as it is
+  CHECK(program_argv(o, "python3") == Args{"python3", "t.py"});
+  o.command = {"pkg.train", "--x"};
+  o.module = true;
+  CHECK(program_argv(o, "python3") == Args{"python3", "-m", "pkg.train", "--x"});
+}
+
+TEST_CASE("resolve_nproc_per_node: gpu, cpu and auto on a host", "[launcher][torchrun]") {
+  using dl::launcher::resolve_nproc_per_node;
+  CHECK(resolve_nproc_per_node("gpu", 8, 64) == 8);
+  CHECK_THROWS_AS(resolve_nproc_per_node("gpu", 0, 64), dl::UsageError);
+  CHECK(resolve_nproc_per_node("cpu", 8, 64) == 64);
+  CHECK(resolve_nproc_per_node("auto", 8, 64) == 8);
+  CHECK(resolve_nproc_per_node("auto", 0, 64) == 1);
+}

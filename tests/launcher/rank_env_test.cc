@@ -55,6 +55,7 @@ TEST_CASE("rank_env: every variable of every rank on 2 uneven nodes", "[launcher
         {"DLAUNCH_LOCAL_WORLD_SIZE", lsize}, {"DLAUNCH_NODE_RANK", node}, {"DLAUNCH_NNODES", "2"},
         {"DLAUNCH_JOB_ID", "dl-abcd"}, {"DLAUNCH_HOST_ID", "dl-abcd/" + node}, {"DLAUNCH_TOKEN", "secret-token"},
         {"DLAUNCH_STORE_ADDR", "10.0.0.9:4000"},
+        {"TORCHELASTIC_RUN_ID", "dl-abcd"}, {"TORCHELASTIC_RESTART_COUNT", "0"}, {"TORCHELASTIC_MAX_RESTARTS", "0"},
     };
     CHECK(rank_env(j, r) == expected);
   }
@@ -104,4 +105,69 @@ TEST_CASE("contradicted_vars: replaced and removed identity variables, never the
   std::sort(got.begin(), got.end());
   CHECK(got == std::vector<std::string>{"HYDRA_CONTROL_FD", "OMPI_COMM_WORLD_RANK", "PMIX_NAMESPACE", "PMI_FD", "RANK"});
   CHECK(dl::launcher::contradicted_vars({}, ours).empty());
+}
+
+TEST_CASE("rank_env: torchelastic's variables, never one that makes torch expect an agent store", "[launcher]") {
+  auto p = dl::hostfiles::place_local(2);
+  JobEnv j = job(&p);
+  for (int r = 0; r < 2; ++r) {
+    auto e = rank_env(j, r);
+    CHECK(e["TORCHELASTIC_RUN_ID"] == "dl-abcd");  // torch.distributed.is_torchelastic_launched()
+    CHECK(e["TORCHELASTIC_RESTART_COUNT"] == "0");
+    CHECK(e["TORCHELASTIC_MAX_RESTARTS"] == "0");
+    // With it, torch's env:// would connect to a store on MASTER_PORT as a client only.
+    CHECK(e.count("TORCHELASTIC_USE_AGENT_STORE") == 0);
+    // A path on the rank's host: its agent sets it.
+    CHECK(e.count("TORCHELASTIC_ERROR_FILE") == 0);
+  }
+}
+
+TEST_CASE("rank_env: inside Slurm the per-task SLURM_* variables agree with RANK", "[launcher][slurm]") {
+  auto p = two_nodes();  // node1 runs 0,1,2; node2 runs 3,4
+  JobEnv j = job(&p);
+  SECTION("outside Slurm none are set") {
+    for (int r = 0; r < 5; ++r) {
+      auto e = rank_env(j, r);
+      for (const auto& [k, v] : e) CHECK(k.rfind("SLURM_", 0) != 0);
+    }
+  }
+  SECTION("inside") {
+    j.slurm = true;
+    const int node[5] = {0, 0, 0, 1, 1}, local[5] = {0, 1, 2, 0, 1}, lsize[5] = {3, 3, 3, 2, 2};
+    for (int r = 0; r < 5; ++r) {
+      INFO("rank " << r);
+      auto e = rank_env(j, r);
+      CHECK(e["SLURM_PROCID"] == std::to_string(r));
+      CHECK(e["SLURM_PROCID"] == e["RANK"]);
+      CHECK(e["SLURM_LOCALID"] == std::to_string(local[r]));
+      CHECK(e["SLURM_NODEID"] == std::to_string(node[r]));
+      CHECK(e["SLURM_NTASKS"] == "5");
+      CHECK(e["SLURM_NPROCS"] == "5");
+      CHECK(e["SLURM_STEP_NUM_TASKS"] == "5");
+      CHECK(e["SLURM_NTASKS_PER_NODE"] == std::to_string(lsize[r]));
+      CHECK(e["SLURM_STEP_TASKS_PER_NODE"] == "3,2");
+      CHECK(e["SLURM_TASKS_PER_NODE"] == "3,2");
+      // Job-level ones are the job's, whatever the rank: not dlaunch's to set.
+      CHECK(e.count("SLURM_JOB_ID") == 0);
+      CHECK(e.count("SLURM_JOB_NODELIST") == 0);
+    }
+  }
+}
+
+TEST_CASE("slurm_tasks_per_node: Slurm's run-length spelling", "[launcher][slurm]") {
+  using dl::launcher::slurm_tasks_per_node;
+  CHECK(slurm_tasks_per_node({4}) == "4");
+  CHECK(slurm_tasks_per_node({2, 2}) == "2(x2)");
+  CHECK(slurm_tasks_per_node({2, 2, 3}) == "2(x2),3");
+  CHECK(slurm_tasks_per_node({3, 2, 2, 2, 1}) == "3,2(x3),1");
+  CHECK(slurm_tasks_per_node({}).empty());
+}
+
+TEST_CASE("contradicted_vars: Slurm's task variables are rewritten on purpose, without a warning", "[launcher][slurm]") {
+  auto p = dl::hostfiles::place_local(2);
+  JobEnv j = job(&p);
+  j.slurm = true;
+  auto ours = rank_env(j, 1);
+  EnvMap inherited = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_TASK_PID", "77"}, {"RANK", "0"}};
+  CHECK(dl::launcher::contradicted_vars(inherited, ours) == std::vector<std::string>{"RANK"});
 }

@@ -67,6 +67,9 @@ def main():
     faulthandler.dump_traceback_later(WATCHDOG_S, exit=True)
     torch.set_num_threads(1)  # deterministic CPU math, and W processes on few cores
     rank, world = init()
+    # What the launcher told torch about itself (the torchrun contract's tests read this line).
+    print("ENV rank=%d torchelastic=%d omp=%s" % (rank, dist.is_torchelastic_launched(),
+                                                   os.environ.get("OMP_NUM_THREADS", "unset")), flush=True)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(FEATURES, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
     ddp = DDP(model)

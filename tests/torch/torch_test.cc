@@ -16,6 +16,13 @@ namespace {
 // Each job: torch's import is 1-3 s per process here and 4 share 2 cores.
 constexpr double kJobTimeout = 180;
 
+// Lines of `out` that contain `what`.
+int count_lines(const std::string& out, const std::string& what) {
+  int n = 0;
+  for (const auto& l : lines(out)) n += l.find(what) != std::string::npos;
+  return n;
+}
+
 RunResult run_job(const RunSpec& s, const std::string& marker) {
   Child c = start(s);
   ChildGuard guard{c, marker};
@@ -28,14 +35,20 @@ RunResult run_job(const RunSpec& s, const std::string& marker) {
 }
 }  // namespace
 
-TEST_CASE("gloo DDP over env:// converges identically under dlaunch -n 4 and torchrun --nproc_per_node 4",
-          "[torch][slow]") {
+TEST_CASE("gloo DDP over env:// converges identically under dlaunch and torchrun, both as torchrun is spelled",
+          "[torch][slow][torchrun]") {
   const std::string m = new_marker();
   RunSpec d;
-  d.argv = {bin("dlaunch"), "-n", "4", kPython, script(), m};
+  // torchrun's command line as it is, the .py without an interpreter in
+  // front; $PYTHON names Debian's python3, which has torch (PATH's may not).
+  d.argv = {bin("dlaunch"), "--standalone", "--nproc_per_node", "4", script(), m};
+  d.set_env = {{"PYTHON", kPython}};
+  d.unset_env = {"OMP_NUM_THREADS"};
   RunResult rd = run_job(d, m);
   INFO("dlaunch:\n" << rd.out << rd.err);
   const std::string sha_dlaunch = check_converged(parse_ddp(rd.out), 4, "env");
+  // Each rank knows it was started the torchelastic way, with one OpenMP thread.
+  CHECK(count_lines(rd.out, "torchelastic=1 omp=1") == 4);
 
   TempDir logs;  // torchrun's --log_dir, else it leaves /tmp/torchelastic_* behind
   const std::string m2 = new_marker();
@@ -48,6 +61,7 @@ TEST_CASE("gloo DDP over env:// converges identically under dlaunch -n 4 and tor
   RunResult rt = run_job(t, m2);
   INFO("torchrun:\n" << rt.out << rt.err);
   const std::string sha_torchrun = check_converged(parse_ddp(rt.out), 4, "env");
+  CHECK(count_lines(rt.out, "torchelastic=1 omp=1") == 4);  // what dlaunch imitates
 
   CHECK_FALSE(sha_dlaunch.empty());
   CHECK(sha_dlaunch == sha_torchrun);
@@ -94,4 +108,35 @@ TEST_CASE("gloo DDP under --rdzv env with Slurm's variables: 2 nodes x 2 ranks, 
   const std::string sha_nodes = check_converged(parse_ddp(r0.out + r1.out), 4, "env");
   CHECK_FALSE(sha_nodes.empty());
   CHECK(sha_nodes == sha_one);
+}
+
+TEST_CASE("a rank that raises under torch's @record: the verdict names the exception and where it was raised",
+          "[torch][slow][torchrun]") {
+  const std::string m = new_marker();
+  const std::string py = std::string(DLAUNCH_SOURCE_DIR) + "/tests/torch/record_fail.py";
+  // The line the exception is raised on, as the script has it.
+  int raise_line = 0, n = 0;
+  for (const auto& l : lines(read_file(py))) {
+    ++n;
+    if (l.find("RAISED-HERE") != std::string::npos && l.find("raise ") != std::string::npos) raise_line = n;
+  }
+  REQUIRE(raise_line > 0);
+  RunSpec d;
+  d.argv = {bin("dlaunch"), "--nproc_per_node", "2", py, m};
+  d.set_env = {{"PYTHON", kPython}};
+  Child c = start(d);
+  ChildGuard guard{c, m};
+  RunResult r = wait(c, kJobTimeout);
+  INFO(r.out << r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.code == 1);
+  CHECK(count_lines(r.out, "torchelastic=1") == 2);  // torch.distributed.is_torchelastic_launched()
+  const std::string want = "exited with code 1: ValueError: learning rate must be positive, got -0.5 (at " + py + ":" +
+                           std::to_string(raise_line) + ")";
+  std::string verdict;
+  for (const auto& l : lines(r.err))
+    if (l.rfind("dlaunch: rank ", 0) == 0) verdict = l;
+  CHECK(verdict.rfind("dlaunch: rank 1 on ", 0) == 0);
+  CHECK(verdict.find(want) != std::string::npos);
+  CHECK(wait_marked_gone(m, 5).empty());
 }
