@@ -79,7 +79,7 @@ int Agent::run() {
   hello.pmix = MpiJob::available();
   if (a.cpu_topology) {
     CpuTopology topo = read_cpu_topology(own_allowed_cpus());
-    hello.cpu = msg::CpuReport{topo.cores, topo.numa};
+    hello.cpu = msg::CpuReport{topo.cores, topo.numa, topo.numa_ids};
   }
   link_->send_message(hello);
   link_->start();

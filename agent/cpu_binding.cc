@@ -72,9 +72,10 @@ CpuTopology read_cpu_topology(const std::vector<int>& allowed, const std::string
     }
     std::vector<int> usable;
     std::set_intersection(cpus.begin(), cpus.end(), allowed.begin(), allowed.end(), std::back_inserter(usable));
-    if (!usable.empty()) t.numa.push_back(usable);
+    if (!usable.empty()) t.numa.push_back(usable), t.numa_ids.push_back(node);
   }
-  if (t.numa.empty() && !allowed.empty()) t.numa.push_back(allowed);  // no NUMA information: one node
+  // No NUMA information: one node, of no id a GPU could name.
+  if (t.numa.empty() && !allowed.empty()) t.numa.push_back(allowed), t.numa_ids.push_back(-1);
   return t;
 }
 

@@ -17,6 +17,9 @@ namespace dl::agent {
 struct VendorGpus {
   std::string vendor;  // "nvidia", "amd" or "intel"
   std::vector<std::string> ids;
+  // The NUMA node of each of `ids` (parallel; -1 unknown), from its PCI
+  // device's numa_node; empty when none is known.
+  std::vector<int> numa = {};
   bool operator==(const VendorGpus&) const = default;
 };
 
@@ -49,15 +52,24 @@ GpuSources host_gpu_sources();
 //                (a laptop's iGPU is no compute device to bind ranks to).
 // `gpus_per_node` >= 0 (given on the command line) replaces each vendor's ids
 // with 0..N-1 (nvidia when none was found; no nvidia-smi), and 0 means none.
+// Each GPU's NUMA node (`numa`) comes from its PCI device, numa_node in
+// /sys/bus/pci/devices/<address>/ (NVIDIA: the /proc directory's name; AMD:
+// a numa_node line of the KFD properties, else domain and location_id
+// there; Intel: the render node's device/); ids from a visibility variable,
+// nvidia-smi or --gpus-per-node have none (which device an id names is
+// not known), nor has a vendor whose every node is unknown.
+// NVIDIA GPUs count in PCI address order, as nvidia-smi and
+// CUDA_DEVICE_ORDER=PCI_BUS_ID do.
 std::vector<VendorGpus> detect_gpus(int gpus_per_node, const GpuSources& src);
 std::vector<VendorGpus> detect_gpus(int gpus_per_node);
 
 // Parses `nvidia-smi -L` output into indices ("0", "1", ...).
 std::vector<std::string> parse_nvidia_smi_list(const std::string& text);
 
-// The hello's GPU fields from detect_gpus(): `gpus` and `gpu_vendor` are the
-// first vendor's; a host with two or more vendors also lists every vendor in
-// `gpus_by_vendor` (vendor -> ids joined by commas), so --gpu-vendor can pick.
+// The hello's GPU fields from detect_gpus(): `gpus`, `gpu_vendor` and
+// `gpu_numa` are the first vendor's; a host with two or more vendors also
+// lists every vendor in `gpus_by_vendor` (vendor -> ids joined by commas), so
+// --gpu-vendor can pick (the other vendors' NUMA nodes are not reported).
 void report_gpus(const std::vector<VendorGpus>& found, control::msg::Hello& hello);
 // The inverse, on the launcher's side. A hello without gpu_vendor (an older
 // agent) reports NVIDIA GPUs.

@@ -42,7 +42,13 @@ namespace msg {
 // hyperthreads of one core) and NUMA nodes, within the agent's affinity.
 struct CpuReport {
   std::vector<std::vector<int>> cores, numa;
-  template <class S, class V> static void fields(S& s, V& v) { v("cores", s.cores), v("numa", s.numa); }
+  // The kernel's id of each entry of `numa` (parallel; -1 unknown): nodes
+  // without usable CPUs are left out of `numa`, so its index is no node id.
+  // Absent from an older agent: --bind-to numa cannot follow the GPUs there.
+  std::optional<std::vector<int>> numa_ids = std::nullopt;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("cores", s.cores), v("numa", s.numa), v("numa_ids", s.numa_ids);
+  }
 };
 
 // The agent's first message, after the token handshake.
@@ -61,10 +67,14 @@ struct Hello {
   // A host with GPUs of two or more vendors: each vendor's ids, comma-joined
   // ("amd" -> "0,1"), so --gpu-vendor can pick one (agent/gpu_binding.h).
   std::optional<EnvVars> gpus_by_vendor;
+  // The NUMA node of each of `gpus` (parallel; -1 unknown), from the PCI
+  // device in sysfs, so --bind-to numa puts a rank next to its GPU; absent
+  // when no node is known (an older agent, GPUs given by a variable).
+  std::optional<std::vector<int>> gpu_numa;
   template <class S, class V> static void fields(S& s, V& v) {
     v("version", s.version), v("node", s.node), v("host", s.host), v("pid", s.pid), v("free_port", s.free_port);
     v("gpus", s.gpus), v("pmix", s.pmix), v("cpu", s.cpu), v("gpu_vendor", s.gpu_vendor);
-    v("gpus_by_vendor", s.gpus_by_vendor);
+    v("gpus_by_vendor", s.gpus_by_vendor), v("gpu_numa", s.gpu_numa);
   }
 };
 

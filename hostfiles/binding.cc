@@ -47,7 +47,7 @@ std::string format_cpu_list(const std::vector<int>& cpus) {
 }
 
 std::vector<std::vector<int>> plan_cpus(const std::string& policy, const CpuTopology& topo, int local_world,
-                                        int cpus_per_rank, const std::string& host) {
+                                        int cpus_per_rank, const std::string& host, const std::vector<int>& gpu_numa) {
   std::vector<std::vector<int>> out(static_cast<size_t>(std::max(local_world, 0)));
   if (policy == "none" || local_world <= 0) return out;
   if (policy == "core") {
@@ -71,8 +71,16 @@ std::vector<std::vector<int>> plan_cpus(const std::string& policy, const CpuTopo
   if (policy == "numa") {
     if (topo.numa.empty()) throw std::runtime_error("--bind-to numa: " + host + " reported no usable CPUs");
     const size_t nodes = topo.numa.size();
-    for (int l = 0; l < local_world; ++l)
-      out[static_cast<size_t>(l)] = topo.numa[static_cast<size_t>(l) * nodes / static_cast<size_t>(local_world)];
+    for (int l = 0; l < local_world; ++l) {
+      const size_t li = static_cast<size_t>(l);
+      size_t node = li * nodes / static_cast<size_t>(local_world);
+      // The GPU's node, when the host reported it and it has CPUs we may use.
+      const int want = li < gpu_numa.size() ? gpu_numa[li] : -1;
+      if (want >= 0 && topo.numa_ids.size() == nodes)
+        if (auto it = std::find(topo.numa_ids.begin(), topo.numa_ids.end(), want); it != topo.numa_ids.end())
+          node = static_cast<size_t>(it - topo.numa_ids.begin());
+      out[li] = topo.numa[node];
+    }
     return out;
   }
   throw std::runtime_error("--bind-to takes none, core or numa, got '" + policy + "'");
@@ -129,6 +137,7 @@ std::vector<GpuAssignment> plan_gpus(const std::string& mode, const std::vector<
     for (int i = 0; i < k; ++i) {
       const int idx = (l * k + i) % n;
       a.physical.push_back(gpus[static_cast<size_t>(idx)]);
+      a.positions.push_back(idx);
       indices.push_back(std::to_string(mode == "visible" ? idx : i));
     }
     a.visible = mode == "visible" ? all : join(a.physical);

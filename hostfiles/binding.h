@@ -16,6 +16,9 @@ struct CpuTopology {
   std::vector<std::vector<int>> cores;
   // NUMA nodes, each its usable CPUs; empty nodes are left out.
   std::vector<std::vector<int>> numa;
+  // The kernel's node id of each entry of `numa` (parallel; -1 unknown), the
+  // ids GPUs are reported by; empty when unknown (an older agent).
+  std::vector<int> numa_ids = {};
 };
 
 // "0-3,8,10-11" <-> {0,1,2,3,8,10,11}. parse throws std::invalid_argument.
@@ -27,12 +30,17 @@ std::string format_cpu_list(const std::vector<int>& cpus);
 //   "core": local rank L gets cores [L*c, L*c + c) with all their hardware
 //           threads (c = cpus_per_rank); fails when the host has fewer than
 //           local_world * c cores;
-//   "numa": local ranks are spread over the NUMA nodes in blocks (ranks
-//           0..k-1 on node 0, ...), so neighbouring local ranks, which get
-//           neighbouring GPUs, share a node; each gets the whole node.
+//   "numa": each local rank gets a whole NUMA node: the node of its GPU,
+//           when `gpu_numa` (by local rank, the node id of the rank's first
+//           GPU, -1 unknown) names a node of topo.numa_ids that has usable
+//           CPUs, as the PCI device sits on one socket and memory traffic to
+//           it should not cross to the other; else the ranks are spread over
+//           the nodes in blocks (ranks 0..k-1 on node 0, ...), the best guess
+//           without the GPU's node, since neighbouring ranks get neighbouring GPUs.
 // Throws std::runtime_error with a message naming `host` and the fix.
 std::vector<std::vector<int>> plan_cpus(const std::string& policy, const CpuTopology& topo, int local_world,
-                                        int cpus_per_rank, const std::string& host);
+                                        int cpus_per_rank, const std::string& host,
+                                        const std::vector<int>& gpu_numa = {});
 
 // ---- GPUs ------------------------------------------------------------------
 // Three vendors, each with its own visibility variable, which the runtime
@@ -50,6 +58,7 @@ struct GpuAssignment {
   std::string visible;                // the visibility variable's value
   std::string devices;                // DLAUNCH_GPUS: its own devices as indices of `visible`
   std::vector<std::string> physical;  // its own devices as the host names them
+  std::vector<int> positions;         // the same as positions in the host's list (`gpus` of plan_gpus)
 };
 
 // Every local rank's GPUs on one host under `mode` (--gpu-bind):

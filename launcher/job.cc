@@ -44,8 +44,14 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> vie
       progress_(io_), fate_(static_cast<int>(plan_.ranks.size())) {
   std::vector<std::string> rank_hosts;
   for (const auto& r : plan_.ranks) rank_hosts.push_back(plan_.nodes.at(static_cast<size_t>(r.node)).host);
-  sink_ = std::make_unique<OutputSink>(OutputOptions{opts_.tag_output, opts_.timestamp_output, opts_.output_dir},
-                                       std::move(rank_hosts));
+  OutputOptions out{opts_.tag_output, opts_.timestamp_output, opts_.output_dir};
+  // torchrun's -r/-t maps are keyed by local rank; parse_run_options has checked the text.
+  out.log_dir = opts_.log_dir;
+  out.redirects = parse_std_spec(opts_.redirects, "-r/--redirects");
+  out.tee = parse_std_spec(opts_.tee, "-t/--tee");
+  out.console_ranks = parse_rank_list(opts_.local_ranks_filter, "--local-ranks-filter");
+  for (const auto& r : plan_.ranks) out.local_ranks.push_back(r.local_rank);
+  sink_ = std::make_unique<OutputSink>(std::move(out), std::move(rank_hosts));
   nodes_.resize(plan_.nodes.size());
   for (size_t i = 0; i < plan_.nodes.size(); ++i) {
     Node& n = nodes_[i];

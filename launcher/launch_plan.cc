@@ -33,16 +33,25 @@ bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
   return false;
 }
 
-// --bind-to: every rank's CPUs, from what its agent reported, by local rank.
-bool plan_cpus(const PlanInput& in, LaunchPlan& plan, std::map<int, std::vector<int>>& cpus) {
+// --bind-to: every rank's CPUs, from what its agent reported, by local rank;
+// `gpu_numa` (rank -> the NUMA node of its first GPU) lets numa follow the GPU.
+bool plan_cpus(const PlanInput& in, LaunchPlan& plan, std::map<int, std::vector<int>>& cpus,
+               const std::map<int, int>& gpu_numa) {
   if (in.opts->bind_to == "none") return true;
   for (const auto& n : in.nodes) {
     if (n.external) continue;
     hostfiles::CpuTopology topo;
-    if (n.hello->cpu) topo.cores = n.hello->cpu->cores, topo.numa = n.hello->cpu->numa;
+    if (n.hello->cpu) {
+      topo.cores = n.hello->cpu->cores, topo.numa = n.hello->cpu->numa;
+      if (n.hello->cpu->numa_ids) topo.numa_ids = *n.hello->cpu->numa_ids;
+    }
+    std::vector<int> by_local(n.ranks.size(), -1);
+    for (int r : n.ranks)
+      if (auto g = gpu_numa.find(r); g != gpu_numa.end())
+        by_local.at(static_cast<size_t>(in.placement->ranks.at(static_cast<size_t>(r)).local_rank)) = g->second;
     try {
       auto per_local = hostfiles::plan_cpus(in.opts->bind_to, topo, static_cast<int>(n.ranks.size()),
-                                        in.opts->cpus_per_rank, n.host);
+                                            in.opts->cpus_per_rank, n.host, by_local);
       for (int r : n.ranks)
         cpus[r] = per_local.at(static_cast<size_t>(in.placement->ranks.at(static_cast<size_t>(r)).local_rank));
     } catch (const std::exception& e) {
@@ -55,8 +64,9 @@ bool plan_cpus(const PlanInput& in, LaunchPlan& plan, std::map<int, std::vector<
 }
 
 // --gpu-bind: every rank's GPU variables (its vendor's visibility variable
-// and DLAUNCH_GPUS) from the GPUs its agent reported, by local rank.
-bool plan_gpus(const PlanInput& in, LaunchPlan& plan, std::map<int, EnvMap>& gpu_env) {
+// and DLAUNCH_GPUS) from the GPUs its agent reported, by local rank, and the
+// NUMA node of each rank's first GPU where its agent knew it (for --bind-to numa).
+bool plan_gpus(const PlanInput& in, LaunchPlan& plan, std::map<int, EnvMap>& gpu_env, std::map<int, int>& gpu_numa) {
   const RunOptions& o = *in.opts;
   if (!o.gpu_bind || o.gpu_bind_mode == "none") return true;
   for (const auto& n : in.nodes) {
@@ -70,6 +80,8 @@ bool plan_gpus(const PlanInput& in, LaunchPlan& plan, std::map<int, EnvMap>& gpu
       for (int r : n.ranks) {
         const auto& a = per_local.at(static_cast<size_t>(in.placement->ranks.at(static_cast<size_t>(r)).local_rank));
         gpu_env[r] = {{var, a.visible}, {hostfiles::kDlaunchGpus, a.devices}};
+        if (!a.positions.empty() && static_cast<size_t>(a.positions[0]) < gpus->numa.size())
+          gpu_numa[r] = gpus->numa[static_cast<size_t>(a.positions[0])];
       }
     } catch (const std::exception& e) {
       plan.refusal = LaunchPlan::Refusal::kBadRequest;
@@ -107,7 +119,10 @@ LaunchPlan plan_launch(const PlanInput& in) {
   plan.launches.resize(in.nodes.size());
   std::map<int, std::vector<int>> cpus;
   std::map<int, EnvMap> gpu_env;
-  if (!decide_mpi(in, plan) || !plan_cpus(in, plan, cpus) || !plan_gpus(in, plan, gpu_env)) return plan;
+  std::map<int, int> gpu_numa;
+  // GPUs first: with --bind-to numa a rank's CPUs follow its GPU.
+  if (!decide_mpi(in, plan) || !plan_gpus(in, plan, gpu_env, gpu_numa) || !plan_cpus(in, plan, cpus, gpu_numa))
+    return plan;
   const RunOptions& o = *in.opts;
   const JobEnv je = job_env(in);
   const int stdin_rank = o.stdin_target == "none" ? -1 : std::stoi(o.stdin_target);

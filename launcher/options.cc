@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "errors/error.h"
+#include "launcher/output_sink.h"
 
 namespace po = boost::program_options;
 
@@ -71,6 +72,11 @@ po::options_description describe(RunOptions& o) {
     ("standalone", po::bool_switch(&o.standalone), "torchrun's: one node, this machine (the default)")
     ("module,m", po::bool_switch(&o.module), "PROGRAM is a Python module: run python3 -m PROGRAM")
     ("no-python", po::bool_switch(&o.no_python), "run PROGRAM as it is, even when it ends in .py")
+    ("log-dir", po::value(&o.log_dir), "torchrun's: where -r/-t write DIR/rank.N/{stdout,stderr}")
+    ("redirects,r", po::value(&o.redirects),
+     "torchrun's: streams to files only (needs --log-dir): 0 none, 1 stdout, 2 stderr, 3 both, or 0:3,1:2 by local rank")
+    ("tee,t", po::value(&o.tee), "torchrun's: streams to files and the console (needs --log-dir); values as -r")
+    ("local-ranks-filter", po::value(&o.local_ranks_filter), "torchrun's: only these ranks' output on the console: 0,2")
     ("version", "print the version");
   return d;
 }
@@ -141,6 +147,25 @@ void validate_per_node(RunOptions& o, bool per_node_flags) {
   }
   if (o.rdzv_timeout_s <= 0) throw UsageError("--rdzv-timeout takes positive seconds");
   if (o.rdzv_port <= 0 || o.rdzv_port > 65535) throw UsageError("--rdzv-port takes a port number");
+}
+
+// torchrun's -r/-t/--log-dir/--local-ranks-filter. torchrun without --log-dir
+// writes its files under a fresh mkdtemp directory that it names only in an
+// INFO log; dlaunch asks for the directory rather than hide the output there.
+void validate_torchrun_output(const RunOptions& o) {
+  const StdSpec r = parse_std_spec(o.redirects, "-r/--redirects"), t = parse_std_spec(o.tee, "-t/--tee");
+  parse_rank_list(o.local_ranks_filter, "--local-ranks-filter");
+  auto names_streams = [](const StdSpec& s) {
+    if (s.all != 0) return true;
+    for (const auto& [rank, mask] : s.by_local_rank)
+      if (mask != 0) return true;
+    return false;
+  };
+  if (o.log_dir.empty() && (names_streams(r) || names_streams(t)))
+    throw UsageError(std::string(names_streams(r) ? "-r/--redirects " + o.redirects : "-t/--tee " + o.tee) +
+                     " writes files: give --log-dir DIR (dlaunch writes DIR/rank.N/stdout and stderr)");
+  if (!o.log_dir.empty() && !o.output_dir.empty())
+    throw UsageError("give --output-filename or torchrun's --log-dir, not both");
 }
 
 std::vector<std::string> long_names(const po::options_description& d) {
@@ -237,6 +262,7 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
     else throw UsageError("--nproc-per-node takes a number of ranks, or gpu, cpu or auto, got '" + v + "'");
   }
   if (o.module && o.no_python) throw UsageError("give --module or --no-python, not both");
+  validate_torchrun_output(o);
   if (o.standalone && (!o.rdzv.empty() || !o.hostfile.empty() || !o.hosts.empty() || o.nnodes > 1))
     throw UsageError("--standalone runs one node on this machine: drop --rdzv, --hostfile/-H and --nnodes");
   torchrun_rendezvous(o, vm.count("master-port") > 0);

@@ -70,6 +70,11 @@ struct RunOptions {
   bool module = false;              // -m/--module: the program is a Python module (python3 -m PROGRAM)
   bool no_python = false;           // --no-python: run PROGRAM as it is, even a .py
   bool version = false;             // --version
+  // torchrun's output options (launcher/output_sink.h, route): the text as given, checked here.
+  std::string log_dir;              // --log-dir DIR: the files -r/-t write, DIR/rank.N/{stdout,stderr}
+  std::string redirects = "0";      // -r/--redirects 0-3 or LOCAL_RANK:0-3,..: those streams to files only
+  std::string tee = "0";            // -t/--tee, same values: those streams to files and the console
+  std::string local_ranks_filter;   // --local-ranks-filter 0,2: only these (global) ranks on the console
   // The program and its arguments.
   std::vector<std::string> command;
 };

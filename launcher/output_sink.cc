@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <ctime>
@@ -27,6 +28,90 @@ void write_fully(int fd, std::string_view b) {
     }
     b.remove_prefix(static_cast<size_t>(n));
   }
+}
+
+namespace {
+// A non-empty run of digits as an int (no sign, no spaces, at most 6 digits).
+bool small_number(std::string_view t, int* out) {
+  if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string_view::npos) return false;
+  *out = std::stoi(std::string(t));
+  return true;
+}
+
+std::vector<std::string_view> split_commas(std::string_view t) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  for (;;) {
+    size_t c = t.find(',', start);
+    parts.push_back(t.substr(start, c == std::string_view::npos ? std::string_view::npos : c - start));
+    if (c == std::string_view::npos) return parts;
+    start = c + 1;
+  }
+}
+}  // namespace
+
+int StdSpec::mask(int local_rank) const {
+  if (!mapped) return all;
+  auto it = by_local_rank.find(local_rank);
+  return it == by_local_rank.end() ? 0 : it->second;
+}
+
+StdSpec parse_std_spec(const std::string& text, const std::string& option) {
+  auto bad = [&] {
+    return UsageError(option + " takes 0 (none), 1 (stdout), 2 (stderr) or 3 (both), or LOCAL_RANK:VALUE pairs such "
+                      "as 0:3,1:2, got '" + text + "'");
+  };
+  StdSpec s;
+  int v = 0;
+  if (text.find(':') == std::string::npos) {
+    if (!small_number(text, &v) || v > 3) throw bad();
+    s.all = v;
+    return s;
+  }
+  s.mapped = true;
+  for (std::string_view pair : split_commas(text)) {
+    const size_t colon = pair.find(':');
+    int rank = 0;
+    if (colon == std::string_view::npos || !small_number(pair.substr(0, colon), &rank) ||
+        !small_number(pair.substr(colon + 1), &v) || v > 3)
+      throw bad();
+    s.by_local_rank[rank] = v;
+  }
+  return s;
+}
+
+std::vector<int> parse_rank_list(const std::string& text, const std::string& option) {
+  std::vector<int> ranks;
+  if (text.empty()) return ranks;
+  for (std::string_view r : split_commas(text)) {
+    int v = 0;
+    if (!small_number(r, &v))
+      throw UsageError(option + " takes a comma-separated list of ranks such as 0 or 0,2, got '" + text + "'");
+    ranks.push_back(v);
+  }
+  return ranks;
+}
+
+Route route(const OutputOptions& o, int rank, int stream) {
+  Route r;
+  const int bit = stream == 2 ? 2 : 1;
+  if (!o.dir.empty()) {
+    // --output-filename: the files replace the console (mpirun's meaning).
+    r.file = true;
+    r.console = false;
+  } else if (!o.log_dir.empty()) {
+    // torchrun: a tee'd stream is redirected too and then shown (its "tail -f"),
+    // a redirected one only written, any other only shown.
+    const size_t i = static_cast<size_t>(rank);
+    const int local = i < o.local_ranks.size() ? o.local_ranks[i] : rank;
+    const bool tee = (o.tee.mask(local) & bit) != 0;
+    r.file = tee || (o.redirects.mask(local) & bit) != 0;
+    r.console = tee || !r.file;
+  }
+  if (r.console && !o.console_ranks.empty() &&
+      std::find(o.console_ranks.begin(), o.console_ranks.end(), rank) == o.console_ranks.end())
+    r.console = false;
+  return r;
 }
 
 OutputSink::OutputSink(OutputOptions opts, std::vector<std::string> hosts, int out_fd, int err_fd)
@@ -53,13 +138,13 @@ std::string OutputSink::prefix(int rank) const {
   return p;
 }
 
-int OutputSink::fd_for(int rank, int stream) {
-  if (opts_.dir.empty()) return stream == 2 ? err_fd_ : out_fd_;
+int OutputSink::file_for(int rank, int stream) {
   auto key = std::make_pair(rank, stream);
   auto it = files_.find(key);
   if (it != files_.end()) return it->second;
-  std::string d = opts_.dir + "/rank." + std::to_string(rank);
-  ::mkdir(opts_.dir.c_str(), 0755);
+  const std::string& base = opts_.dir.empty() ? opts_.log_dir : opts_.dir;
+  std::string d = base + "/rank." + std::to_string(rank);
+  ::mkdir(base.c_str(), 0755);
   ::mkdir(d.c_str(), 0755);
   std::string path = d + (stream == 2 ? "/stderr" : "/stdout");
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -70,8 +155,12 @@ int OutputSink::fd_for(int rank, int stream) {
 
 void OutputSink::emit(int rank, int stream, std::string_view lines) {
   if (lines.empty()) return;
-  const int fd = fd_for(rank, stream);
-  if ((!opts_.tag && !opts_.timestamp) || !opts_.dir.empty()) return write_fully(fd, lines);
+  const Route r = route(opts_, rank, stream);
+  // Files are one rank's stream already: never tagged.
+  if (r.file) write_fully(file_for(rank, stream), lines);
+  if (!r.console) return;
+  const int fd = stream == 2 ? err_fd_ : out_fd_;
+  if (!opts_.tag && !opts_.timestamp) return write_fully(fd, lines);
   const std::string p = prefix(rank);
   std::string buf;
   buf.reserve(lines.size() + p.size() * 8);
@@ -85,6 +174,8 @@ void OutputSink::emit(int rank, int stream, std::string_view lines) {
 }
 
 void OutputSink::write(int rank, int stream, std::string_view bytes) {
+  const Route r = route(opts_, rank, stream);
+  if (!r.console && !r.file) return;  // filtered off the console and written to no file: nothing to hold back
   auto& part = partial_[{rank, stream}];
   size_t last_nl = bytes.rfind('\n');
   if (last_nl == std::string_view::npos) {

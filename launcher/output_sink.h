@@ -1,8 +1,8 @@
 #pragma once
 // Where the ranks' output goes: dlaunch's stdout/stderr, whole lines only,
-// optionally tagged "[rank@host] " and timestamped, or one file per rank.
-// Bytes arrive in arbitrary chunks; each (rank, stream) keeps its partial
-// last line until the newline comes or the rank ends.
+// optionally tagged "[rank@host] " and timestamped, and/or one file per rank
+// and stream. Bytes arrive in arbitrary chunks; each (rank, stream) keeps its
+// partial last line until the newline comes or the rank ends.
 #include <map>
 #include <string>
 #include <string_view>
@@ -10,11 +10,40 @@
 
 namespace dl::launcher {
 
+// torchrun's -r/--redirects and -t/--tee value: a mask of streams (torchrun's
+// Std: 0 none, 1 stdout, 2 stderr, 3 both) for every rank, or per local rank
+// ("0:1,1:2"; local ranks not named get 0), as torchrun keys its maps.
+struct StdSpec {
+  int all = 0;
+  std::map<int, int> by_local_rank;
+  bool mapped = false;  // by_local_rank is what counts
+  int mask(int local_rank) const;
+};
+// Parses a StdSpec; UsageError naming `option` on anything else.
+StdSpec parse_std_spec(const std::string& text, const std::string& option);
+// torchrun's --local-ranks-filter: "0" or "0,2"; "" = no filter (empty list).
+std::vector<int> parse_rank_list(const std::string& text, const std::string& option);
+
 struct OutputOptions {
   bool tag = false;
   bool timestamp = false;
-  std::string dir;  // non-empty: DIR/rank.N/stdout and DIR/rank.N/stderr
+  std::string dir;  // --output-filename DIR: every stream to DIR/rank.N/{stdout,stderr}, nothing to the console
+  // torchrun's spellings (docs/dlaunch.md): with log_dir, the streams that
+  // redirects or tee name go to log_dir/rank.N/{stdout,stderr} (same layout as
+  // dir); redirected ones leave the console, tee'd ones stay on it too.
+  std::string log_dir;
+  StdSpec redirects, tee;
+  std::vector<int> console_ranks;  // --local-ranks-filter: only these global ranks reach the console; empty = all
+  std::vector<int> local_ranks;    // local rank of each rank, for per-local-rank maps; missing = the rank itself
 };
+
+// Where one stream of one rank goes.
+struct Route {
+  bool console = true;
+  bool file = false;
+};
+// Pure routing: stream 1 = stdout, 2 = stderr.
+Route route(const OutputOptions& o, int rank, int stream);
 
 class OutputSink {
  public:
@@ -31,7 +60,7 @@ class OutputSink {
  private:
   std::string prefix(int rank) const;
   void emit(int rank, int stream, std::string_view whole_lines);
-  int fd_for(int rank, int stream);
+  int file_for(int rank, int stream);
 
   OutputOptions opts_;
   std::vector<std::string> hosts_;

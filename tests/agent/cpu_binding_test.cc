@@ -46,11 +46,13 @@ TEST_CASE("topology: hyperthread siblings form one core, NUMA nodes limited to t
   CHECK(t.cores[3] == V{3, 7});
   REQUIRE(t.numa.size() == 2);
   CHECK(t.numa[1] == V{2, 3, 6, 7});
+  CHECK(t.numa_ids == V{0, 2});  // the kernel's ids, which GPUs' numa_node name, not positions
   // A taskset/cgroup that leaves only some CPUs: only those count.
   CpuTopology u = read_cpu_topology({2, 3}, fs.root);
   CHECK(u.cores.size() == 2);
   REQUIRE(u.numa.size() == 1);
   CHECK(u.numa[0] == V{2, 3});
+  CHECK(u.numa_ids == V{2});  // node0 has no allowed CPU: left out, and node2 keeps its id
 }
 
 TEST_CASE("topology without sysfs information: every CPU a core, one node", "[agent]") {
@@ -59,6 +61,7 @@ TEST_CASE("topology without sysfs information: every CPU a core, one node", "[ag
   CHECK(t.cores.size() == 3);
   REQUIRE(t.numa.size() == 1);
   CHECK(t.numa[0] == V{0, 1, 2});
+  CHECK(t.numa_ids == V{-1});  // no node a GPU could name
 }
 
 TEST_CASE("this machine's own topology covers exactly the CPUs we may use", "[agent]") {

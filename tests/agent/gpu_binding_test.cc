@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 
+#include "agent/cpu_binding.h"
 #include "agent/gpu_binding.h"
 
 using namespace dl::agent;
@@ -43,6 +44,22 @@ struct FakeHost {
       std::snprintf(bus, sizeof bus, "0000:%02x:00.0", 0x18 + 0x10 * i);
       write(std::string("proc/driver/nvidia/gpus/") + bus + "/information", "Model: Fake H100\n");
     }
+  }
+  // NVIDIA GPUs at the PCI addresses given, each on NUMA node `numa` (-1: no numa_node file).
+  void nvidia_at(const std::vector<std::pair<std::string, int>>& gpus) {
+    for (const auto& [address, numa] : gpus) {
+      write("proc/driver/nvidia/gpus/" + address + "/information", "Model: Fake H100\n");
+      if (numa >= 0) write("sys/bus/pci/devices/" + address + "/numa_node", std::to_string(numa) + "\n");
+    }
+  }
+  // Two sockets of 4 CPUs each, node0 = CPUs 0-3, node1 = 4-7.
+  void two_sockets() {
+    for (int c = 0; c < 8; ++c) {
+      write("sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/physical_package_id", std::to_string(c / 4));
+      write("sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/core_id", std::to_string(c % 4));
+    }
+    write("sys/devices/system/node/node0/cpulist", "0-3\n");
+    write("sys/devices/system/node/node1/cpulist", "4-7\n");
   }
   // KFD topology: node 0 is the CPU (no SIMDs), then `n` GPU nodes; numbered
   // past 9 so that ordering by name would be wrong.
@@ -157,6 +174,72 @@ TEST_CASE("gpu detection: a mixed host lists every vendor, nvidia, amd, intel in
   CHECK(h.detect(2) == std::vector<VendorGpus>{{"nvidia", count(2)}, {"amd", count(2)}, {"intel", count(2)}});
 }
 
+TEST_CASE("gpu numa: each GPU's NUMA node from its PCI device, every vendor", "[agent][gpu][numa]") {
+  SECTION("nvidia: the /proc directory names the PCI device, GPUs count in PCI order") {
+    FakeHost h;
+    // GPUs 0,1 on node 1 and 2,3 on node 0 (written out of order: the listing's order must not matter).
+    h.nvidia_at({{"0000:c1:00.0", 0}, {"0000:18:00.0", 1}, {"0000:e1:00.0", 0}, {"0000:2a:00.0", 1}});
+    CHECK(h.detect() == std::vector<VendorGpus>{{"nvidia", count(4), {1, 1, 0, 0}}});
+  }
+  SECTION("nvidia: a device without numa_node is unknown, and none known at all reports none") {
+    FakeHost h;
+    h.nvidia_at({{"0000:18:00.0", 1}, {"0000:2a:00.0", -1}});
+    CHECK(h.detect() == std::vector<VendorGpus>{{"nvidia", count(2), {1, -1}}});
+    FakeHost none;
+    none.nvidia(2);
+    CHECK(none.detect() == std::vector<VendorGpus>{{"nvidia", count(2), {}}});
+  }
+  SECTION("amd: a numa_node property, else the PCI device from domain and location_id") {
+    FakeHost h;
+    h.amd(0);
+    h.write("sys/class/kfd/kfd/topology/nodes/1/properties", "simd_count 440\nnuma_node 1\n");
+    // location_id 0xc100 = bus c1, device 0, function 0 (bus << 8 | devfn).
+    h.write("sys/class/kfd/kfd/topology/nodes/2/properties", "simd_count 440\ndomain 0\nlocation_id 49408\n");
+    h.write("sys/bus/pci/devices/0000:c1:00.0/numa_node", "0\n");
+    h.write("sys/class/kfd/kfd/topology/nodes/3/properties", "simd_count 440\nlocation_id 4096\n");  // no numa_node
+    CHECK(h.detect() == std::vector<VendorGpus>{{"amd", count(3), {1, 0, -1}}});
+  }
+  SECTION("intel: the render node's device") {
+    FakeHost h;
+    h.intel(2);
+    h.write("sys/class/drm/renderD128/device/numa_node", "1\n");
+    h.write("sys/class/drm/renderD129/device/numa_node", "-1\n");  // the kernel's own "unknown"
+    CHECK(h.detect() == std::vector<VendorGpus>{{"intel", count(2), {1, -1}}});
+  }
+  SECTION("ids from a variable or --gpus-per-node name no known device: no nodes") {
+    FakeHost h;
+    h.nvidia_at({{"0000:18:00.0", 1}, {"0000:2a:00.0", 1}});
+    CHECK(h.detect(2) == std::vector<VendorGpus>{{"nvidia", count(2), {}}});
+    h.env["CUDA_VISIBLE_DEVICES"] = "1,0";
+    CHECK(h.detect() == std::vector<VendorGpus>{{"nvidia", {"1", "0"}, {}}});
+  }
+}
+
+TEST_CASE("gpu numa: --bind-to numa puts each rank on its GPU's node, from fake sysfs through the hello",
+          "[agent][gpu][numa]") {
+  // GPUs 0,1 on node 1 and 2,3 on node 0: spreading by GPU order would put ranks 0,1 on node 0.
+  FakeHost h;
+  h.two_sockets();
+  h.nvidia_at({{"0000:18:00.0", 1}, {"0000:2a:00.0", 1}, {"0000:c1:00.0", 0}, {"0000:e1:00.0", 0}});
+  msg::Hello hello;
+  report_gpus(h.detect(), hello);
+  const CpuTopology topo = read_cpu_topology({0, 1, 2, 3, 4, 5, 6, 7}, h.root + "/sys");
+  hello.cpu = msg::CpuReport{topo.cores, topo.numa, topo.numa_ids};
+  const auto got = std::get<msg::Hello>(dl::control::decode_from_agent(dl::control::encode(hello)));
+  REQUIRE(got.gpu_numa == std::vector<int>{1, 1, 0, 0});
+  REQUIRE(got.cpu->numa_ids == std::vector<int>{0, 1});
+  // What the launch plan does with it: GPUs by local rank, then each rank's first GPU's node.
+  const auto gpus = pick_gpus(reported_gpus(got), "", "h");
+  REQUIRE(gpus);
+  const auto assigned = dl::hostfiles::plan_gpus("visible", gpus->ids, 4, 1, false, "h");
+  std::vector<int> gpu_numa;
+  for (const auto& a : assigned) gpu_numa.push_back(gpus->numa.at(static_cast<size_t>(a.positions.at(0))));
+  CpuTopology reported{got.cpu->cores, got.cpu->numa, *got.cpu->numa_ids};
+  const auto cpus = dl::hostfiles::plan_cpus("numa", reported, 4, 1, "h", gpu_numa);
+  using V = std::vector<int>;
+  CHECK(cpus == std::vector<V>{{4, 5, 6, 7}, {4, 5, 6, 7}, {0, 1, 2, 3}, {0, 1, 2, 3}});
+}
+
 TEST_CASE("gpu detection: the agent's own visibility variable wins over the driver's tree", "[agent][gpu]") {
   FakeHost h;
   h.nvidia(8);
@@ -216,6 +299,22 @@ TEST_CASE("gpu hello: vendor and every vendor's list survive the wire, and an ol
     REQUIRE(h.gpus_by_vendor);
     CHECK(h.gpus_by_vendor->at("intel") == "0,1");
     CHECK(reported_gpus(round_trip(h)) == found);
+  }
+  SECTION("each GPU's NUMA node rides along with the first vendor's list; an older hello has none") {
+    msg::Hello h;
+    report_gpus({{"nvidia", count(2), {1, 0}}, {"amd", count(2), {0, 0}}}, h);
+    CHECK(h.gpu_numa == std::vector<int>{1, 0});
+    const auto back = reported_gpus(round_trip(h));
+    REQUIRE(back.size() == 2);
+    CHECK(back[0].numa == std::vector<int>{1, 0});
+    CHECK(back[1].numa.empty());  // not reported for the other vendors
+    msg::Hello old;
+    report_gpus({{"nvidia", count(2)}}, old);
+    CHECK_FALSE(old.gpu_numa);
+    CHECK(reported_gpus(round_trip(old)) == std::vector<VendorGpus>{{"nvidia", count(2)}});
+    h.gpu_numa = std::vector<int>{1};  // not one per GPU: ignored rather than misread
+    h.gpus_by_vendor.reset();
+    CHECK(reported_gpus(h)[0].numa.empty());
   }
   SECTION("no GPUs: nothing reported") {
     msg::Hello h;

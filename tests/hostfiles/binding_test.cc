@@ -54,6 +54,35 @@ TEST_CASE("bind-to numa: local ranks in blocks over the nodes, and none binds no
   CHECK_THROWS_AS(plan_cpus("numa", CpuTopology{}, 2, 1, "h"), std::runtime_error);
 }
 
+TEST_CASE("bind-to numa: a rank whose GPU's node is known gets that node, the others blocks", "[hostfiles][numa]") {
+  // Two sockets whose kernel ids are 0 and 1, GPUs 0,1 on node 1 and 2,3 on
+  // node 0: block spreading by GPU order would put ranks 0,1 on the wrong socket.
+  CpuTopology t;
+  t.cores = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+  t.numa = {{0, 1, 2, 3}, {4, 5, 6, 7}};
+  t.numa_ids = {0, 1};
+  const std::vector<V> follow{{4, 5, 6, 7}, {4, 5, 6, 7}, {0, 1, 2, 3}, {0, 1, 2, 3}};
+  CHECK(plan_cpus("numa", t, 4, 1, "h", {1, 1, 0, 0}) == follow);
+  const std::vector<V> blocks{{0, 1, 2, 3}, {0, 1, 2, 3}, {4, 5, 6, 7}, {4, 5, 6, 7}};
+  CHECK(plan_cpus("numa", t, 4, 1, "h") == blocks);                 // no GPU nodes: blocks, as before
+  CHECK(plan_cpus("numa", t, 4, 1, "h", {-1, -1, -1, -1}) == blocks);  // all unknown
+  // Unknown for some: those keep their block, the known ones follow their GPU.
+  CHECK(plan_cpus("numa", t, 4, 1, "h", {1, -1, -1, 0}) == std::vector<V>{{4, 5, 6, 7}, {0, 1, 2, 3}, {4, 5, 6, 7},
+                                                                          {0, 1, 2, 3}});
+  // A node with no usable CPUs (outside the agent's cgroup, or memory only) is not in numa_ids: blocks.
+  CHECK(plan_cpus("numa", t, 4, 1, "h", {3, 3, 3, 3}) == blocks);
+  // Sparse ids: the match is by the kernel's id, not by position.
+  t.numa_ids = {0, 2};
+  CHECK(plan_cpus("numa", t, 2, 1, "h", {2, 0}) == std::vector<V>{{4, 5, 6, 7}, {0, 1, 2, 3}});
+  CHECK(plan_cpus("numa", t, 2, 1, "h", {1, 1}) == std::vector<V>{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  // An older agent reported no ids: the GPU nodes cannot be matched.
+  t.numa_ids.clear();
+  CHECK(plan_cpus("numa", t, 4, 1, "h", {1, 1, 0, 0}) == blocks);
+  // core binding ignores the GPU nodes.
+  t.numa_ids = {0, 1};
+  CHECK(plan_cpus("core", t, 2, 1, "h", {1, 1}) == std::vector<V>{{0}, {1}});
+}
+
 namespace {
 // The three columns of every local rank's plan, for compact expectations.
 std::vector<std::string> visible_of(const std::vector<GpuAssignment>& a) {
@@ -102,6 +131,10 @@ TEST_CASE("gpu visible: the host's own ids and order are kept, and the indices p
   CHECK(visible_of(p) == Gpus{"6,4,7,5", "6,4,7,5", "6,4,7,5", "6,4,7,5"});
   CHECK(devices_of(p) == Gpus{"0", "1", "2", "3"});
   CHECK(physical_of(p) == std::vector<Gpus>{{"6"}, {"4"}, {"7"}, {"5"}});
+  // Positions in the host's list (what the GPU's NUMA node is looked up by), not the ids.
+  CHECK(p[1].positions == V{1});
+  CHECK(plan_gpus("isolate", given, 2, 2, false, "h")[1].positions == V{2, 3});
+  CHECK(plan_gpus("isolate", {"0", "1"}, 3, 1, true, "h")[2].positions == V{0});  // shared round-robin
   const auto u = plan_gpus("visible", {"GPU-aa", "GPU-bb"}, 2, 1, false, "h");
   CHECK(u[1].visible == "GPU-aa,GPU-bb");
   CHECK(u[1].physical == Gpus{"GPU-bb"});

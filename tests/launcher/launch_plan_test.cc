@@ -506,6 +506,48 @@ TEST_CASE("launch plan: --bind-to core gives each local rank its cores from the 
   }
 }
 
+TEST_CASE("launch plan: --bind-to numa puts each rank on the NUMA node of its GPU", "[launcher][plan][cpu][numa]") {
+  const auto p = placement(1, 4);
+  auto o = options();
+  o.bind_to = "numa";
+  auto in = input(p, o);
+  // Two sockets (kernel ids 0 and 1); GPUs 0,1 hang off node 1 and 2,3 off node 0.
+  in.nodes[0].hello->cpu = msg::CpuReport{{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}, {{0, 1, 2, 3}, {4, 5, 6, 7}},
+                                          std::vector<int>{0, 1}};
+  in.nodes[0].hello->gpus = {"0", "1", "2", "3"};
+  in.nodes[0].hello->gpu_numa = std::vector<int>{1, 1, 0, 0};
+  const std::vector<int> node0{0, 1, 2, 3}, node1{4, 5, 6, 7};
+
+  SECTION("known nodes: local ranks 0,1 on node 1, 2,3 on node 0") {
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(spec_of(plan, 0).cpus == node1);
+    CHECK(spec_of(plan, 1).cpus == node1);
+    CHECK(spec_of(plan, 2).cpus == node0);
+    CHECK(spec_of(plan, 3).cpus == node0);
+  }
+  SECTION("isolate follows the rank's own GPU too") {
+    o.gpu_bind_mode = "isolate";
+    in.nodes[0].hello->gpu_numa = std::vector<int>{0, 1, 0, 1};
+    const auto plan = plan_launch(in);
+    CHECK(spec_of(plan, 0).cpus == node0);
+    CHECK(spec_of(plan, 1).cpus == node1);
+  }
+  SECTION("unknown nodes (an older agent), or no GPU binding: blocks by local rank, as before") {
+    for (int pass = 0; pass < 3; ++pass) {
+      if (pass == 0) in.nodes[0].hello->gpu_numa.reset();
+      if (pass == 1) in.nodes[0].hello->cpu->numa_ids.reset();
+      if (pass == 2) o.gpu_bind = false, o.gpu_bind_mode = "none";
+      const auto plan = plan_launch(in);
+      INFO("pass " << pass);
+      CHECK(spec_of(plan, 0).cpus == node0);
+      CHECK(spec_of(plan, 1).cpus == node0);
+      CHECK(spec_of(plan, 2).cpus == node1);
+      CHECK(spec_of(plan, 3).cpus == node1);
+    }
+  }
+}
+
 TEST_CASE("inherited_identity_warning: names what the ranks get other values for", "[launcher][plan]") {
   const auto p = placement(1, 2);
   const auto o = options();

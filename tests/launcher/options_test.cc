@@ -219,3 +219,25 @@ TEST_CASE("resolve_nproc_per_node: gpu, cpu and auto on a host", "[launcher][tor
   CHECK(resolve_nproc_per_node("auto", 8, 64) == 8);
   CHECK(resolve_nproc_per_node("auto", 0, 64) == 1);
 }
+
+TEST_CASE("options: torchrun's --log_dir, -r/--redirects, -t/--tee and --local_ranks_filter", "[launcher][torchrun]") {
+  using dl::UsageError;
+  auto o = parse({"--log_dir", "/l", "-r", "1", "--tee=0:3,1:2", "--local_ranks_filter=0,2", "t.py", "-r", "9"});
+  CHECK(o.log_dir == "/l");
+  CHECK(o.redirects == "1");
+  CHECK(o.tee == "0:3,1:2");
+  CHECK(o.local_ranks_filter == "0,2");
+  CHECK(o.command == Args{"t.py", "-r", "9"});  // the program's -r is its own
+  CHECK(parse({"-t3", "--log-dir=/l", "t.py"}).tee == "3");
+  CHECK(parse({"-r", "0", "-t", "0", "t.py"}).log_dir.empty());  // torchrun's defaults need no directory
+  try {
+    parse({"--redirects", "3", "t.py"});
+    FAIL("no usage error");
+  } catch (const UsageError& e) {
+    CHECK(std::string(e.what()).find("--log-dir") != std::string::npos);
+  }
+  CHECK_THROWS_AS(parse({"--tee", "0:1", "t.py"}), UsageError);
+  CHECK_THROWS_AS(parse({"--log-dir", "/l", "-r", "7", "t.py"}), UsageError);
+  CHECK_THROWS_AS(parse({"--local-ranks-filter", "zero", "t.py"}), UsageError);
+  CHECK_THROWS_AS(parse({"--log-dir", "/l", "--output-filename", "/o", "t.py"}), UsageError);
+}

@@ -162,3 +162,145 @@ TEST_CASE("output: --output-filename writes DIR/rank.N/stdout and stderr, untagg
   CHECK(out.text().empty());
   CHECK(err.text().empty());
 }
+
+// torchrun's -r/-t/--log-dir/--local-ranks-filter as routing (launcher/output_sink.h, route).
+using dl::launcher::parse_rank_list;
+using dl::launcher::parse_std_spec;
+using dl::launcher::route;
+
+namespace {
+// "cf" = console and file, "c-" console only, "-f" file only, "--" nowhere.
+std::string where(const OutputOptions& o, int rank, int stream) {
+  auto r = route(o, rank, stream);
+  return std::string(r.console ? "c" : "-") + (r.file ? "f" : "-");
+}
+OutputOptions torchrun(const std::string& redirects, const std::string& tee, const std::string& filter = "") {
+  OutputOptions o;
+  o.log_dir = "/nonexistent";
+  o.redirects = parse_std_spec(redirects, "-r");
+  o.tee = parse_std_spec(tee, "-t");
+  o.console_ranks = parse_rank_list(filter, "--local-ranks-filter");
+  return o;
+}
+}  // namespace
+
+TEST_CASE("output routing: without torchrun's options every stream goes to the console only", "[launcher]") {
+  OutputOptions o;
+  CHECK(where(o, 0, 1) == "c-");
+  CHECK(where(o, 3, 2) == "c-");
+  o.dir = "/x";  // --output-filename: files instead
+  CHECK(where(o, 0, 1) == "-f");
+  CHECK(where(o, 3, 2) == "-f");
+}
+
+TEST_CASE("output routing: -r 3 sends both streams to files only, -t 3 to files and the console", "[launcher]") {
+  auto r = torchrun("3", "0");
+  CHECK(where(r, 0, 1) == "-f");
+  CHECK(where(r, 1, 2) == "-f");
+  auto t = torchrun("0", "3");
+  CHECK(where(t, 0, 1) == "cf");
+  CHECK(where(t, 1, 2) == "cf");
+  auto none = torchrun("0", "0");  // --log-dir alone writes no output files, as torchrun
+  CHECK(where(none, 0, 1) == "c-");
+  CHECK(where(none, 0, 2) == "c-");
+}
+
+TEST_CASE("output routing: -r 1 redirects stdout only, -t 2 tees stderr only, and tee wins over redirect", "[launcher]") {
+  auto r = torchrun("1", "0");
+  CHECK(where(r, 0, 1) == "-f");
+  CHECK(where(r, 0, 2) == "c-");
+  auto t = torchrun("0", "2");
+  CHECK(where(t, 0, 1) == "c-");
+  CHECK(where(t, 0, 2) == "cf");
+  auto both = torchrun("3", "1");  // torchrun: redirects |= tee, and the tee'd stream is shown
+  CHECK(where(both, 0, 1) == "cf");
+  CHECK(where(both, 0, 2) == "-f");
+}
+
+TEST_CASE("output routing: per-rank maps are keyed by local rank, unnamed local ranks get 0", "[launcher]") {
+  auto o = torchrun("0:1,1:2", "0");
+  o.local_ranks = {0, 1, 2, 0, 1, 2};  // two hosts, three ranks each
+  CHECK(where(o, 0, 1) == "-f");
+  CHECK(where(o, 0, 2) == "c-");
+  CHECK(where(o, 1, 1) == "c-");
+  CHECK(where(o, 1, 2) == "-f");
+  CHECK(where(o, 2, 1) == "c-");
+  CHECK(where(o, 2, 2) == "c-");
+  CHECK(where(o, 3, 1) == "-f");  // local rank 0 of the second host
+  CHECK(where(o, 4, 2) == "-f");
+}
+
+TEST_CASE("output routing: --local-ranks-filter keeps other ranks off the console, not out of their files",
+          "[launcher]") {
+  auto plain = torchrun("0", "0", "0,2");
+  plain.log_dir.clear();
+  CHECK(where(plain, 0, 1) == "c-");
+  CHECK(where(plain, 1, 1) == "--");
+  CHECK(where(plain, 1, 2) == "--");
+  CHECK(where(plain, 2, 2) == "c-");
+  auto tee = torchrun("0", "3", "0");
+  CHECK(where(tee, 0, 1) == "cf");
+  CHECK(where(tee, 1, 1) == "-f");
+  CHECK(where(tee, 1, 2) == "-f");
+  auto filtered_global = torchrun("0", "0", "3");  // global rank 3 (local rank 0 on the second host) only
+  filtered_global.local_ranks = {0, 1, 2, 0};
+  CHECK(where(filtered_global, 0, 1) == "--");
+  CHECK(where(filtered_global, 3, 1) == "c-");
+}
+
+TEST_CASE("output routing: bad -r/-t values and filters are usage errors naming the option", "[launcher]") {
+  for (const char* bad : {"4", "-1", "", "x", "1,2", "0:4", "0:", ":1", "0:1,", "a:1", "0:1;1:2", " 1"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse_std_spec(bad, "-r/--redirects"), Catch::Contains("-r/--redirects") && Catch::Contains("0:3"));
+  }
+  CHECK(parse_std_spec("2", "-t").all == 2);
+  auto m = parse_std_spec("0:3,12:1", "-t");
+  CHECK(m.mapped);
+  CHECK(m.mask(0) == 3);
+  CHECK(m.mask(12) == 1);
+  CHECK(m.mask(1) == 0);
+  CHECK(parse_rank_list("", "--local-ranks-filter").empty());
+  CHECK(parse_rank_list("0,2,10", "--local-ranks-filter") == std::vector<int>{0, 2, 10});
+  for (const char* bad : {"a", "0,", ",1", "-1", "0;1", "1 2"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse_rank_list(bad, "--local-ranks-filter"), Catch::Contains("--local-ranks-filter"));
+  }
+}
+
+TEST_CASE("output: -t 3 with a filter writes every rank's files, tags the console only, keeps lines whole",
+          "[launcher]") {
+  TempDir tmp;
+  TempFile out, err;
+  OutputOptions o = torchrun("1", "2", "1");
+  o.log_dir = tmp.path + "/logs";
+  o.tag = true;
+  {
+    OutputSink sink(o, {"h", "h"}, out.fd, err.fd);
+    sink.write(0, 1, "o0\n");
+    sink.write(0, 2, "e0\n");
+    sink.write(1, 1, "o1 he");
+    sink.write(1, 2, "e1 he");
+    sink.write(1, 1, "llo\n");
+    sink.write(1, 2, "llo\npart");
+    sink.finish(1);
+    sink.finish(0);
+  }
+  // stdout: redirected (files only); stderr: tee'd, but only rank 1 reaches the console.
+  CHECK(out.text().empty());
+  CHECK(err.text() == "[1@h] e1 hello\n[1@h] part\n");
+  CHECK(slurp(o.log_dir + "/rank.0/stdout") == "o0\n");
+  CHECK(slurp(o.log_dir + "/rank.0/stderr") == "e0\n");
+  CHECK(slurp(o.log_dir + "/rank.1/stdout") == "o1 hello\n");
+  CHECK(slurp(o.log_dir + "/rank.1/stderr") == "e1 hello\npart\n");
+}
+
+TEST_CASE("output: a filtered-out stream written nowhere is not held back", "[launcher]") {
+  TempFile out, err;
+  OutputOptions o;
+  o.console_ranks = {0};
+  OutputSink sink(o, {"h", "h"}, out.fd, err.fd);
+  sink.write(1, 1, "no newline yet");
+  CHECK(sink.pending() == 0);
+  sink.finish(1);
+  CHECK(out.text().empty());
+}
