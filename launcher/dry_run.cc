@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "agent/cpu_binding.h"
 #include "agent/gpu_binding.h"
 #include "errors/error.h"
 #include "hostfiles/binding.h"
@@ -32,10 +33,26 @@ std::string join_commas(const std::vector<std::string>& v) {
   return out;
 }
 
-// One rank's GPU columns.
+// One rank's GPU columns, and its CPUs with --bind-to.
 struct GpuCells {
-  std::string visible = "-", devices = "-", physical = "-";
+  std::string visible = "-", devices = "-", physical = "-", cpus = "-";
 };
+
+// --bind-to on a host that is this machine: the CPUs each local rank would
+// be pinned to, planned as at launch from this machine's topology (GPU NUMA
+// nodes included when the GPU columns were planned). A remote host's are
+// known once its agent reports its topology: "?".
+void plan_local_cpus(const RunOptions& o, const std::string& host, std::vector<GpuCells>& mine,
+                     const std::vector<int>& gpu_numa) {
+  static const hostfiles::CpuTopology topo = agent::read_cpu_topology(agent::own_allowed_cpus());
+  try {
+    const auto per_local =
+        hostfiles::plan_cpus(o.bind_to, topo, static_cast<int>(mine.size()), o.cpus_per_rank, host, gpu_numa);
+    for (size_t l = 0; l < per_local.size(); ++l) mine[l].cpus = hostfiles::format_cpu_list(per_local[l]);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(e.what());  // the launch refuses the same way: exit 2
+  }
+}
 }  // namespace
 
 std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
@@ -49,11 +66,16 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
     const std::string host = hostfiles::describe(p.nodes[n]);
     auto& mine = cells[n];
     mine.assign(static_cast<size_t>(local_world), GpuCells{});
+    const bool local = remote::is_local_host(p.nodes[n].host);
+    if (o.bind_to != "none") {
+      if (local) plan_local_cpus(o, host, mine, {});
+      else for (auto& c : mine) c.cpus = "?";
+    }
     if (!bind) {
       for (auto& c : mine) c.visible = c.devices = c.physical = "unbound";
       continue;
     }
-    if (o.gpus_per_node < 0 && !remote::is_local_host(p.nodes[n].host)) {
+    if (o.gpus_per_node < 0 && !local) {
       for (auto& c : mine) c.visible = c.devices = c.physical = "?";
       continue;
     }
@@ -64,8 +86,18 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
       const auto per_local =
           hostfiles::plan_gpus(o.gpu_bind_mode, gpus->ids, local_world, o.gpus_per_rank, o.oversubscribe_gpus, host);
       variables[hostfiles::gpu_visibility_variable(gpus->vendor)] = gpus->vendor;
-      for (size_t l = 0; l < per_local.size(); ++l)
-        mine[l] = GpuCells{per_local[l].visible, per_local[l].devices, join_commas(per_local[l].physical)};
+      std::vector<int> gpu_numa;  // by local rank: its first GPU's NUMA node, for --bind-to numa
+      for (size_t l = 0; l < per_local.size(); ++l) {
+        mine[l].visible = per_local[l].visible, mine[l].devices = per_local[l].devices;
+        mine[l].physical = join_commas(per_local[l].physical);
+        int node = -1;
+        if (!per_local[l].physical.empty() && !gpus->numa.empty()) {
+          auto it = std::find(gpus->ids.begin(), gpus->ids.end(), per_local[l].physical.front());
+          if (it != gpus->ids.end()) node = gpus->numa[static_cast<size_t>(it - gpus->ids.begin())];
+        }
+        gpu_numa.push_back(node);
+      }
+      if (o.bind_to == "numa" && local) plan_local_cpus(o, host, mine, gpu_numa);
     } catch (const std::runtime_error& e) {
       throw UsageError(e.what());  // the launch would refuse the same way: exit 2
     }
@@ -76,21 +108,30 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
     for (const auto& c : node) vw = std::max(vw, c.visible.size());
   std::string out;
   char line[1024];
-  std::snprintf(line, sizeof line, "%-6s %-*s %-6s %-6s %-*s %-12s %s\n", "rank", static_cast<int>(w), "host", "node",
-                "local", static_cast<int>(vw), "visible", "DLAUNCH_GPUS", "physical");
+  const bool cpus = o.bind_to != "none";
+  size_t pw = 8;
+  for (const auto& node : cells)
+    for (const auto& c : node) pw = std::max(pw, c.physical.size());
+  std::snprintf(line, sizeof line, "%-6s %-*s %-6s %-6s %-*s %-12s %-*s%s\n", "rank", static_cast<int>(w), "host",
+                "node", "local", static_cast<int>(vw), "visible", "DLAUNCH_GPUS", static_cast<int>(cpus ? pw : 0),
+                "physical", cpus ? " cpus" : "");
   out += line;
   for (const auto& r : p.ranks) {
     const auto n = static_cast<size_t>(r.node);
     const GpuCells& c = cells[n].at(static_cast<size_t>(r.local_rank));
-    std::snprintf(line, sizeof line, "%-6d %-*s %-6d %-6d %-*s %-12s %s\n", r.rank, static_cast<int>(w),
+    std::snprintf(line, sizeof line, "%-6d %-*s %-6d %-6d %-*s %-12s %-*s%s%s\n", r.rank, static_cast<int>(w),
                   hostfiles::describe(p.nodes[n]).c_str(), r.node, r.local_rank, static_cast<int>(vw),
-                  c.visible.c_str(), c.devices.c_str(), c.physical.c_str());
+                  c.visible.c_str(), c.devices.c_str(), static_cast<int>(cpus ? pw : 0), c.physical.c_str(),
+                  cpus ? " " : "", cpus ? c.cpus.c_str() : "");
     out += line;
   }
   if (bind && o.gpus_per_node < 0 && std::any_of(p.nodes.begin(), p.nodes.end(), [](const hostfiles::HostEntry& h) {
         return !remote::is_local_host(h.host);
       }))
     out += "GPUs: ? = a remote host's, known once its agent reports them (or give --gpus-per-node)\n";
+  if (cpus && std::any_of(p.nodes.begin(), p.nodes.end(),
+                          [](const hostfiles::HostEntry& h) { return !remote::is_local_host(h.host); }))
+    out += "CPUs: ? = a remote host's, planned once its agent reports its cores (--report-bindings shows them)\n";
   if (!bind) out += "GPUs: not bound (--gpu-bind none): every rank inherits the visibility variables as they are\n";
   for (const auto& [var, vendor] : variables)
     out += "GPUs: visible is " + var + " (" + vendor + ", --gpu-bind " + o.gpu_bind_mode +

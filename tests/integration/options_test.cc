@@ -2,6 +2,7 @@
 // CPU binding, inherited identity variables, bad hostfiles and bad command lines.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -358,4 +359,31 @@ TEST_CASE("dlaunch --bind-to numa gives each rank its NUMA node's CPUs, and with
   REQUIRE(p.code == 0);
   for (int rank = 0; rank < 2; ++rank)
     CHECK(allowed_in(read_file(tmp.path + "/plain/rank." + std::to_string(rank) + "/stdout")) == mine);
+}
+
+TEST_CASE("dlaunch --dry-run with --bind-to core shows each local rank's CPUs, and refuses too few cores", "[integration]") {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
+  const int cpus = CPU_COUNT(&set);
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--dry-run", "-n", "1", "--bind-to", "core", "true"};
+  RunResult r = run(s);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("cpus") != std::string::npos);
+  // Rank 0's row ends with its CPU list: the threads of this machine's first usable core.
+  std::istringstream rows(r.out);
+  std::string header, row;
+  std::getline(rows, header);
+  std::getline(rows, row);
+  const std::string last = row.substr(row.find_last_of(' ') + 1);
+  REQUIRE_FALSE(last.empty());
+  CHECK_NOTHROW(dl::hostfiles::parse_cpu_list(last));
+  CHECK_FALSE(dl::hostfiles::parse_cpu_list(last).empty());
+  // More ranks than cores is refused before anything starts, as the launch would.
+  s.argv = {bin("dlaunch"), "--dry-run", "-n", std::to_string(cpus + 1), "--bind-to", "core", "true"};
+  r = run(s);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--bind-to core: localhost has") != std::string::npos);
 }
