@@ -396,7 +396,16 @@ int run_per_node(RunOptions o) {
   auto group = NodeGroup::join(o, t, *token);
   hostfiles::Placement world = world_placement(group->nodes());
   if (o.dry_run) {
-    std::fputs(rank_map_table(world, o).c_str(), stdout);
+    std::string table;
+    try {
+      table = rank_map_table(world, o);
+    } catch (const Error& e) {
+      // What the launch would refuse (too few GPUs or cores): leave the
+      // group first, so the other nodes are not kept waiting for this one.
+      group->leave(exit_code_for(e.kind()));
+      throw;
+    }
+    std::fputs(table.c_str(), stdout);
     std::fflush(stdout);
     return group->leave(0);
   }
