@@ -46,7 +46,21 @@ class RemotePeer : public PeerLink {
   }
 
  private:
-  void send_line(const std::string& line) override { s_.process->write_stdin(line); }
+  void send_line(const std::string& line) override {
+    try {
+      s_.process->write_stdin(line);
+    } catch (const Error&) {
+      // A command that could not start (no dlaunch there) may end, and close
+      // the channel, before the first line is written: its exit says why.
+      int status = -1;
+      try {
+        status = s_.process->wait(Millis(3000));
+      } catch (const Error&) {
+        throw RemoteError(host() + ": the channel to the doctor's peer closed before it could be written to");
+      }
+      throw RemoteError(ended_why(host(), status, s_.process->err(), command_));
+    }
+  }
   std::string read_line(Millis timeout, const std::string& waiting_for) override {
     const auto end = Clock::now() + timeout;
     for (;;) {

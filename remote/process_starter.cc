@@ -105,7 +105,15 @@ class ProcessStarter : public AgentStarter {
         for (auto& x : control::to_argv(a)) argv.push_back(std::move(x));
         asio::post(io_, [this, node, back, reach = session.remote_address()] { ev_.reached(node, reach, back); });
         auto proc = session.exec(ssh::join_quoted(argv));
-        proc->write_stdin(token + "\n");
+        // A command that cannot start (no agent there) may end, and close the
+        // channel, before the token is written: its exit status and stderr
+        // then say why, not the failed write.
+        std::string write_error;
+        try {
+          proc->write_stdin(token + "\n");
+        } catch (const Error& e) {
+          write_error = e.what();
+        }
         size_t err_seen = 0;
         while (!w.stop && proc->poll_output(milliseconds(20))) {
           if (proc->err().size() > err_seen && w.connected) {
@@ -116,6 +124,7 @@ class ProcessStarter : public AgentStarter {
           }
         }
         if (w.stop) return;
+        if (!proc->exit_status() && !write_error.empty()) return fail(node, write_error);
         const int status = proc->exit_status().value_or(-1);
         std::string err = proc->err().substr(std::min(err_seen, proc->err().size()));
         while (!err.empty() && (err.back() == '\n' || err.back() == '\r')) err.pop_back();
