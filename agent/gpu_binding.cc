@@ -30,23 +30,6 @@ std::vector<std::string> parse_nvidia_smi_list(const std::string& text) {
 }
 
 namespace {
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find(',', start);
-    if (end == std::string::npos) end = s.size();
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
-std::string join_commas(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
-  return out;
-}
 
 std::vector<std::string> count_up(size_t n) {
   std::vector<std::string> ids;
@@ -189,7 +172,7 @@ std::vector<VendorGpus> detect_gpus(int gpus_per_node, const GpuSources& src) {
     std::optional<Counted> got;
     // Which physical device a variable's entry names is not known here: no NUMA node.
     if (auto v = src.env ? src.env(hostfiles::gpu_visibility_variable(vendor)) : std::nullopt)
-      got = Counted{split_commas(*v), {}};
+      got = Counted{hostfiles::split_id_list(*v), {}};
     else if (vendor == "nvidia") {
       GpuSources quick = src;
       quick.nvidia_smi = src.nvidia_smi && gpus_per_node < 0;  // --gpus-per-node: only the vendor matters
@@ -221,7 +204,7 @@ void report_gpus(const std::vector<VendorGpus>& found, control::msg::Hello& hell
   if (!found.front().numa.empty()) hello.gpu_numa = found.front().numa;
   if (found.size() < 2) return;
   hello.gpus_by_vendor.emplace();
-  for (const auto& f : found) (*hello.gpus_by_vendor)[f.vendor] = join_commas(f.ids);
+  for (const auto& f : found) (*hello.gpus_by_vendor)[f.vendor] = hostfiles::join_id_list(f.ids);
 }
 
 namespace {
@@ -238,7 +221,7 @@ std::vector<VendorGpus> reported_gpus(const control::msg::Hello& hello) {
     // The map is ordered by name; detection order is the vendors' own order.
     for (const std::string vendor : hostfiles::kGpuVendors)
       if (auto it = hello.gpus_by_vendor->find(vendor); it != hello.gpus_by_vendor->end())
-        out.push_back({vendor, split_commas(it->second), {}});
+        out.push_back({vendor, hostfiles::split_id_list(it->second), {}});
     if (!out.empty()) {
       // gpu_numa is the first vendor's, whose list is `gpus`.
       for (auto& f : out)

@@ -5,6 +5,24 @@
 
 namespace dl::hostfiles {
 
+std::vector<std::string> split_id_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string join_id_list(const std::vector<std::string>& ids) {
+  std::string out;
+  for (const auto& s : ids) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
 std::vector<int> parse_cpu_list(const std::string& text) {
   std::vector<int> out;
   const size_t first = text.find_first_not_of(" \t\n");
@@ -94,11 +112,6 @@ const char* gpu_visibility_variable(const std::string& vendor) {
 }
 
 namespace {
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
-  return out;
-}
 
 // Too many ranks for a host's GPUs: the counts, and every way out.
 std::string gpu_shortage(const std::string& mode, const std::string& host, int gpus, int local_world, int per_rank) {
@@ -130,7 +143,7 @@ std::vector<GpuAssignment> plan_gpus(const std::string& mode, const std::vector<
   if (static_cast<long>(local_world) * want > n && !oversubscribe)
     throw std::runtime_error(gpu_shortage(mode, host, n, local_world, want));
   const int k = std::min(want, n);  // shared round-robin, but never more GPUs than the host has
-  const std::string all = join(gpus);
+  const std::string all = join_id_list(gpus);
   for (int l = 0; l < local_world; ++l) {
     GpuAssignment a;
     std::vector<std::string> indices;
@@ -140,8 +153,8 @@ std::vector<GpuAssignment> plan_gpus(const std::string& mode, const std::vector<
       a.positions.push_back(idx);
       indices.push_back(std::to_string(mode == "visible" ? idx : i));
     }
-    a.visible = mode == "visible" ? all : join(a.physical);
-    a.devices = join(indices);
+    a.visible = mode == "visible" ? all : join_id_list(a.physical);
+    a.devices = join_id_list(indices);
     out.push_back(std::move(a));
   }
   return out;

@@ -21,6 +21,11 @@ struct CpuTopology {
   std::vector<int> numa_ids = {};
 };
 
+// "0,1,GPU-ab" <-> {"0","1","GPU-ab"}: the form of device lists in the
+// visibility variables and DLAUNCH_GPUS (empty entries are dropped).
+std::vector<std::string> split_id_list(const std::string& s);
+std::string join_id_list(const std::vector<std::string>& ids);
+
 // "0-3,8,10-11" <-> {0,1,2,3,8,10,11}. parse throws std::invalid_argument.
 std::vector<int> parse_cpu_list(const std::string& text);
 std::string format_cpu_list(const std::vector<int>& cpus);

@@ -15,23 +15,6 @@
 namespace dl::launcher {
 
 namespace {
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find(',', start);
-    if (end == std::string::npos) end = s.size();
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
-std::string join_commas(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
-  return out;
-}
 
 // One rank's GPU columns, and its CPUs with --bind-to.
 struct GpuCells {
@@ -89,7 +72,7 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
       std::vector<int> gpu_numa;  // by local rank: its first GPU's NUMA node, for --bind-to numa
       for (size_t l = 0; l < per_local.size(); ++l) {
         mine[l].visible = per_local[l].visible, mine[l].devices = per_local[l].devices;
-        mine[l].physical = join_commas(per_local[l].physical);
+        mine[l].physical = hostfiles::join_id_list(per_local[l].physical);
         int node = -1;
         if (!per_local[l].physical.empty() && !gpus->numa.empty()) {
           auto it = std::find(gpus->ids.begin(), gpus->ids.end(), per_local[l].physical.front());
@@ -152,13 +135,13 @@ std::string binding_report(const LaunchPlan& plan, const std::vector<std::string
         const auto var = spec.env.find(hostfiles::gpu_visibility_variable(vendor));
         if (var == spec.env.end() || devices == spec.env.end()) continue;
         // The physical ids are what the rank's indices name in what it sees.
-        const auto seen = split_commas(var->second);
+        const auto seen = hostfiles::split_id_list(var->second);
         std::vector<std::string> physical;
-        for (const auto& i : split_commas(devices->second)) {
+        for (const auto& i : hostfiles::split_id_list(devices->second)) {
           const size_t idx = std::stoul(i);
           physical.push_back(idx < seen.size() ? seen[idx] : "?");
         }
-        gpus = "GPUs " + devices->second + " (physical " + join_commas(physical) + ") of " + var->first + "=" +
+        gpus = "GPUs " + devices->second + " (physical " + hostfiles::join_id_list(physical) + ") of " + var->first + "=" +
                var->second;
       }
       std::string text = "dlaunch: rank " + std::to_string(spec.rank) + " on " + host + ": " + gpus;
