@@ -234,11 +234,8 @@ void Job::launch_all() {
   if (view_) in.shared = SharedIdentity{view_->master_addr, view_->store_addr, view_->master_port};
   char cwd[4096] = {};
   in.wdir = opts_.wdir.empty() ? (::getcwd(cwd, sizeof cwd) ? cwd : "") : opts_.wdir;
-  in.exports = resolve_exports(opts_.exports, [](const std::string& k) -> std::optional<std::string> {
-    const char* v = std::getenv(k.c_str());
-    return v ? std::optional<std::string>(v) : std::nullopt;
-  });
   in.launcher_env = own_environment();
+  in.exports = resolve_exports(opts_.exports, in.launcher_env);
   LaunchPlan plan = plan_launch(in);
   if (plan.refusal == LaunchPlan::Refusal::kNoPmix) {
     write_fully(2, "dlaunch: error: " + plan.why + "\n");

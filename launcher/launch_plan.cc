@@ -167,13 +167,20 @@ LaunchPlan plan_launch(const PlanInput& in) {
   return plan;
 }
 
-EnvMap resolve_exports(const std::vector<std::string>& exports,
-                       const std::function<std::optional<std::string>(const std::string&)>& lookup) {
+EnvMap resolve_exports(const std::vector<std::string>& exports, const EnvMap& env) {
   EnvMap out;
   for (const auto& x : exports) {
     const auto eq = x.find('=');
-    if (eq != std::string::npos) out[x.substr(0, eq)] = x.substr(eq + 1);
-    else if (auto v = lookup(x)) out[x] = *v;
+    if (eq != std::string::npos) {
+      out[x.substr(0, eq)] = x.substr(eq + 1);
+    } else if (!x.empty() && x.back() == '*') {
+      // -x 'NCCL_*': every variable of the launcher's that starts so.
+      const std::string prefix = x.substr(0, x.size() - 1);
+      for (auto it = env.lower_bound(prefix); it != env.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+        out[it->first] = it->second;
+    } else if (auto it = env.find(x); it != env.end()) {
+      out[x] = it->second;
+    }
   }
   return out;
 }

@@ -61,9 +61,10 @@ inline constexpr int kHeartbeatMs = 1000;
 // with an agent built without libpmix; --bind-to with too few cores).
 LaunchPlan plan_launch(const PlanInput& in);
 
-// -x NAME=VALUE sets it; -x NAME passes the launcher's value (`lookup`), if any.
-EnvMap resolve_exports(const std::vector<std::string>& exports,
-                       const std::function<std::optional<std::string>(const std::string&)>& lookup);
+// -x NAME=VALUE sets it; -x NAME passes the launcher's value (from `env`, its
+// environment), if it has one; -x 'PREFIX*' passes every variable of `env`
+// whose name starts with PREFIX (Hydra's and DeepSpeed's habit: 'NCCL_*').
+EnvMap resolve_exports(const std::vector<std::string>& exports, const EnvMap& env);
 
 // The identity variables the launcher inherited (from srun or mpirun) that
 // the ranks get other values for, as one warning line, or "" (launch is the

@@ -1,7 +1,9 @@
 #include "launcher/options.h"
 
 #include <algorithm>
+#include <cctype>
 #include <boost/program_options.hpp>
+#include <fstream>
 #include <sstream>
 
 #include "errors/error.h"
@@ -27,7 +29,8 @@ po::options_description describe(RunOptions& o) {
     ("oversubscribe", po::bool_switch(&o.oversubscribe), "allow more ranks than slots")
     ("dry-run", po::bool_switch(&o.dry_run), "print the rank map and exit")
     ("display-map", "alias of --dry-run")  // a second bool_switch on dry_run would reset it
-    ("x,x", po::value(&o.exports)->composing(), "export VAR (or VAR=value) to every rank (-x)")
+    ("x,x", po::value(&o.exports)->composing(), "export VAR, VAR=value or 'PREFIX*' to every rank (-x)")
+    ("env-file", po::value(&o.env_file), "NAME=value lines for every rank (DeepSpeed's .deepspeed_env); -x wins")
     ("wdir", po::value(&o.wdir), "working directory of the ranks")
     ("gpus-per-node", po::value(&o.gpus_per_node), "GPUs per host (default: detect)")
     ("gpus-per-rank", po::value(&o.gpus_per_rank), "consecutive GPUs each rank gets")
@@ -265,6 +268,12 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
   validate_torchrun_output(o);
   if (o.standalone && (!o.rdzv.empty() || !o.hostfile.empty() || !o.hosts.empty() || o.nnodes > 1))
     throw UsageError("--standalone runs one node on this machine: drop --rdzv, --hostfile/-H and --nnodes");
+  if (!o.env_file.empty()) {
+    // The file's lines first, so a -x on the command line wins over them.
+    auto lines = read_env_file(o.env_file);
+    lines.insert(lines.end(), o.exports.begin(), o.exports.end());
+    o.exports = std::move(lines);
+  }
   torchrun_rendezvous(o, vm.count("master-port") > 0);
   // --nnodes 1 (torchrun's default, often written out) needs no rendezvous.
   validate_per_node(o, (vm.count("nnodes") > 0 && o.nnodes != 1) || (vm.count("node-rank") > 0 && o.node_rank != 0));
@@ -290,6 +299,29 @@ int resolve_nproc_per_node(const std::string& kind, int gpus, int cores) {
   if (kind == "cpu") return cores > 0 ? cores : 1;
   if (kind == "auto") return gpus > 0 ? gpus : 1;
   throw UsageError("--nproc-per-node takes a number of ranks, or gpu, cpu or auto, got '" + kind + "'");
+}
+
+std::vector<std::string> read_env_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw UsageError("--env-file " + path + ": cannot read it (does it exist?)");
+  std::vector<std::string> out;
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    line = line.substr(first);
+    const size_t eq = line.find('=');
+    const std::string name = line.substr(0, eq);
+    const bool good_name = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                           std::all_of(name.begin(), name.end(),
+                                       [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (eq == std::string::npos || !good_name)
+      throw UsageError(path + ":" + std::to_string(n) + ": expected NAME=value (NAME of letters, digits and _), got '" +
+                       line.substr(0, 80) + "'");
+    out.push_back(line);
+  }
+  return out;
 }
 
 std::string run_options_help() {

@@ -16,7 +16,8 @@ struct RunOptions {
   bool oversubscribe = false;    // --oversubscribe
   bool dry_run = false;          // --dry-run/--display-map
   // Environment.
-  std::vector<std::string> exports;  // -x VAR or -x VAR=value
+  std::vector<std::string> exports;  // -x VAR, -x VAR=value or -x 'PREFIX*'; --env-file lines come first
+  std::string env_file;              // --env-file FILE: NAME=value lines for every rank
   std::string wdir;                  // --wdir; "" = the launcher's cwd
   int gpus_per_node = -1;            // --gpus-per-node; -1 = detect per host
   int gpus_per_rank = 1;             // --gpus-per-rank
@@ -85,6 +86,12 @@ struct RunOptions {
 RunOptions parse_run_options(const std::vector<std::string>& args, bool* help);
 // The option table as help text.
 std::string run_options_help();
+
+// --env-file FILE (DeepSpeed's .deepspeed_env): one NAME=value per line, the
+// value taken as it is (no quotes, no expansion); blank lines and lines
+// starting with '#' are skipped. Returns the lines as -x NAME=value entries.
+// Throws UsageError naming FILE:LINE and what was expected.
+std::vector<std::string> read_env_file(const std::string& path);
 
 // The ranks' argv, as torchrun builds it: `python` (the interpreter, e.g.
 // "python3") in front of a PROGRAM ending in .py, and `python -m` with

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <set>
 #include <tuple>
@@ -386,4 +387,33 @@ TEST_CASE("dlaunch --dry-run with --bind-to core shows each local rank's CPUs, a
   r = run(s);
   CHECK(r.code == 2);
   CHECK(r.err.find("--bind-to core: localhost has") != std::string::npos);
+}
+
+TEST_CASE("dlaunch -x with a PREFIX pattern and --env-file reach the ranks, a bad env file stops dlaunch first", "[integration]") {
+  TempDir d;
+  const std::string file = d.path + "/env";
+  {
+    std::ofstream f(file);
+    f << "# for every rank\nDLTEST_FROM_FILE=file value\nDLTEST_BOTH=file\n";
+  }
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--env-file", file, "-x", "DLTEST_PAT_*", "-x", "DLTEST_BOTH=cmdline",
+            "sh", "-c", "echo \"$RANK|$DLTEST_FROM_FILE|$DLTEST_BOTH|$DLTEST_PAT_A|$DLTEST_PAT_B|${DLTEST_OTHER-unset}\""};
+  s.set_env = {{"DLTEST_PAT_A", "a"}, {"DLTEST_PAT_B", "b"}};
+  s.unset_env = {"DLTEST_OTHER"};
+  RunResult r = run(s);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("0|file value|cmdline|a|b|unset") != std::string::npos);
+  CHECK(r.out.find("1|file value|cmdline|a|b|unset") != std::string::npos);
+  {
+    std::ofstream f(file);
+    f << "OK=1\nnot a variable\n";
+  }
+  const std::string mark = new_marker();
+  s.argv = {bin("dlaunch"), "-n", "1", "--env-file", file, "sleep", mark};
+  r = run(s);
+  CHECK(r.code == 2);
+  CHECK(r.err.find(file + ":2: expected NAME=value") != std::string::npos);
+  CHECK(marked(mark).empty());
 }

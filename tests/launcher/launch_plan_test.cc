@@ -321,11 +321,7 @@ TEST_CASE("launch plan: GPUs go by local rank, not by global rank, under --map-b
 
 TEST_CASE("resolve_exports: NAME=VALUE sets, NAME passes the launcher's value, a missing NAME is skipped",
           "[launcher][plan]") {
-  auto lookup = [](const std::string& k) -> std::optional<std::string> {
-    if (k == "HOME_DIR") return "/home/me";
-    if (k == "EMPTY_HERE") return "";
-    return std::nullopt;
-  };
+  const EnvMap lookup = {{"HOME_DIR", "/home/me"}, {"EMPTY_HERE", ""}};
   const auto got = resolve_exports({"OMP_NUM_THREADS=4", "HOME_DIR", "NOT_SET_ANYWHERE", "EQ=a=b", "BLANK=", "EMPTY_HERE"},
                                    lookup);
   // Only the first '=' separates; an empty value is a value; an unset NAME is not exported as "".
@@ -339,9 +335,7 @@ TEST_CASE("launch plan: -x exports land in every node's Launch::env", "[launcher
   const auto p = placement(2, 1);
   const auto o = options();
   auto in = input(p, o);
-  in.exports = resolve_exports({"NCCL_DEBUG=INFO", "FROM_SHELL", "UNSET"}, [](const std::string& k) {
-    return k == "FROM_SHELL" ? std::optional<std::string>("yes") : std::nullopt;
-  });
+  in.exports = resolve_exports({"NCCL_DEBUG=INFO", "FROM_SHELL", "UNSET"}, EnvMap{{"FROM_SHELL", "yes"}});
   const auto plan = plan_launch(in);
   const EnvMap want = {{"NCCL_DEBUG", "INFO"}, {"FROM_SHELL", "yes"}};
   for (const auto& l : plan.launches) {
@@ -678,4 +672,16 @@ TEST_CASE("binding_report: one line per rank, by rank, with what it sees, the ph
     CHECK_THAT(binding_report(plan, hosts, o),
                Catch::StartsWith("dlaunch: rank 0 on n0: GPUs not bound (--gpu-bind none)\n"));
   }
+}
+
+TEST_CASE("resolve_exports: a PREFIX pattern passes every launcher variable that starts so, and only those",
+          "[launcher][plan]") {
+  const EnvMap env = {{"NCCL_DEBUG", "INFO"}, {"NCCL_IB_HCA", "mlx5"}, {"NCCL", "bare"}, {"NCCLX_OTHER", "no"},
+                      {"MY_NCCL_X", "no"}, {"PATH", "/bin"}};
+  CHECK(resolve_exports({"NCCL_*"}, env) == EnvMap{{"NCCL_DEBUG", "INFO"}, {"NCCL_IB_HCA", "mlx5"}});
+  // A later NAME=VALUE wins over what a pattern brought; a pattern that matches nothing adds nothing.
+  CHECK(resolve_exports({"NCCL_*", "NCCL_DEBUG=WARN", "FI_*"}, env) ==
+        EnvMap{{"NCCL_DEBUG", "WARN"}, {"NCCL_IB_HCA", "mlx5"}});
+  // '*' alone is every variable.
+  CHECK(resolve_exports({"*"}, env) == env);
 }

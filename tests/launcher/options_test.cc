@@ -1,5 +1,11 @@
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
 #include "errors/error.h"
 #include "launcher/options.h"
 
@@ -240,4 +246,39 @@ TEST_CASE("options: torchrun's --log_dir, -r/--redirects, -t/--tee and --local_r
   CHECK_THROWS_AS(parse({"--log-dir", "/l", "-r", "7", "t.py"}), UsageError);
   CHECK_THROWS_AS(parse({"--local-ranks-filter", "zero", "t.py"}), UsageError);
   CHECK_THROWS_AS(parse({"--log-dir", "/l", "--output-filename", "/o", "t.py"}), UsageError);
+}
+
+TEST_CASE("env file: NAME=value lines come before -x, comments and blank lines are skipped, bad lines named",
+          "[launcher]") {
+  char dir[] = "/tmp/dl-envfile-XXXXXX";
+  REQUIRE(::mkdtemp(dir));
+  const std::string path = std::string(dir) + "/.deepspeed_env";
+  {
+    std::ofstream f(path);
+    f << "# DeepSpeed's format\n\nNCCL_DEBUG=INFO\n  PYTHONPATH=/opt/lib:/x=y\r\nEMPTY=\n";
+  }
+  CHECK(dl::launcher::read_env_file(path) ==
+        std::vector<std::string>{"NCCL_DEBUG=INFO", "PYTHONPATH=/opt/lib:/x=y", "EMPTY="});
+  bool help = false;
+  auto o = dl::launcher::parse_run_options({"--env-file", path, "-x", "NCCL_DEBUG=WARN", "-n", "1", "true"}, &help);
+  CHECK(o.exports == std::vector<std::string>{"NCCL_DEBUG=INFO", "PYTHONPATH=/opt/lib:/x=y", "EMPTY=",
+                                              "NCCL_DEBUG=WARN"});
+  {
+    std::ofstream f(path);
+    f << "GOOD=1\nexport BAD=2\n";
+  }
+  try {
+    dl::launcher::read_env_file(path);
+    FAIL("a bad line was accepted");
+  } catch (const dl::UsageError& e) {
+    CHECK(std::string(e.what()) == path + ":2: expected NAME=value (NAME of letters, digits and _), got 'export BAD=2'");
+  }
+  {
+    std::ofstream f(path);
+    f << "1ABC=x\n";
+  }
+  CHECK_THROWS_AS(dl::launcher::read_env_file(path), dl::UsageError);
+  CHECK_THROWS_AS(dl::launcher::read_env_file(std::string(dir) + "/missing"), dl::UsageError);
+  std::remove(path.c_str());
+  ::rmdir(dir);
 }
