@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "errors/error.h"
 #include "launcher/output_sink.h"
@@ -14,72 +15,89 @@ namespace po = boost::program_options;
 namespace dl::launcher {
 
 namespace {
-po::options_description describe(RunOptions& o) {
+// A bound option value; for the help text (help = true) it also shows the
+// default, where one means something: a positive number or a non-empty word
+// (0, -1 and "" mean "not set" or "detect" here, said in the description).
+// Never for parsing: a default_value would make vm.count() true for every
+// option, and several checks ask whether the user gave one.
+template <class T>
+po::typed_value<T>* val(T* field, bool help) {
+  auto* v = po::value(field);
+  if (!help) return v;
+  if constexpr (std::is_arithmetic_v<T>) {
+    if (*field > 0) v->default_value(*field);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!field->empty()) v->default_value(*field);
+  }
+  return v;
+}
+
+po::options_description describe(RunOptions& o, bool help = false) {
   po::options_description d("dlaunch [run] options");
   d.add_options()
     ("help,h", "show this help")
-    ("np,n", po::value(&o.np), "number of ranks (-np works too)")
-    ("hostfile", po::value(&o.hostfile), "hostfile (OpenMPI, MPICH or DeepSpeed format)")
-    ("machinefile", po::value(&o.hostfile), "alias of --hostfile")
-    ("host,H", po::value(&o.hosts), "host list: h1:2,h2:2,node[01-04]")
-    ("map-by", po::value(&o.map_by), "slot (fill each host) or node (round-robin)")
-    ("npernode", po::value(&o.per_node), "ranks per node")
-    ("ppn", po::value(&o.per_node), "alias of --npernode")
+    ("np,n", val(&o.np, help), "number of ranks (-np works too)")
+    ("hostfile", val(&o.hostfile, help), "hostfile (OpenMPI, MPICH or DeepSpeed format)")
+    ("machinefile", val(&o.hostfile, help), "alias of --hostfile")
+    ("host,H", val(&o.hosts, help), "host list: h1:2,h2:2,node[01-04]")
+    ("map-by", val(&o.map_by, help), "slot (fill each host) or node (round-robin)")
+    ("npernode", val(&o.per_node, help), "ranks per node")
+    ("ppn", val(&o.per_node, help), "alias of --npernode")
     ("nproc-per-node", po::value<std::string>(), "ranks per node: N, or gpu, cpu or auto (torchrun's name)")
     ("oversubscribe", po::bool_switch(&o.oversubscribe), "allow more ranks than slots")
     ("dry-run", po::bool_switch(&o.dry_run), "print the rank map and exit")
     ("display-map", "alias of --dry-run")  // a second bool_switch on dry_run would reset it
-    ("x,x", po::value(&o.exports)->composing(), "export VAR, VAR=value or 'PREFIX*' to every rank (-x)")
-    ("env-file", po::value(&o.env_file), "NAME=value lines for every rank (DeepSpeed's .deepspeed_env); -x wins")
-    ("wdir", po::value(&o.wdir), "working directory of the ranks")
-    ("gpus-per-node", po::value(&o.gpus_per_node), "GPUs per host (default: detect)")
-    ("gpus-per-rank", po::value(&o.gpus_per_rank), "consecutive GPUs each rank gets")
-    ("gpu-bind", po::value(&o.gpu_bind_mode),
+    ("x,x", val(&o.exports, help)->composing(), "export VAR, VAR=value or 'PREFIX*' to every rank (-x)")
+    ("env-file", val(&o.env_file, help), "NAME=value lines for every rank (DeepSpeed's .deepspeed_env); -x wins")
+    ("wdir", val(&o.wdir, help), "working directory of the ranks")
+    ("gpus-per-node", val(&o.gpus_per_node, help), "GPUs per host (default: detect)")
+    ("gpus-per-rank", val(&o.gpus_per_rank, help), "consecutive GPUs each rank gets")
+    ("gpu-bind", val(&o.gpu_bind_mode, help),
      "visible (every rank sees the host's GPUs, LOCAL_RANK indexes them), isolate (each sees only its own), none")
     ("no-gpu-bind", "alias of --gpu-bind none")
-    ("gpu-vendor", po::value(&o.gpu_vendor), "nvidia, amd or intel: whose GPUs to bind on a host with two vendors")
+    ("gpu-vendor", val(&o.gpu_vendor, help), "nvidia, amd or intel: whose GPUs to bind on a host with two vendors")
     ("oversubscribe-gpus", po::bool_switch(&o.oversubscribe_gpus), "let more ranks than GPUs share them round-robin")
     ("report-bindings", po::bool_switch(&o.report_bindings), "print each rank's GPUs and CPUs at start-up")
-    ("bind-to", po::value(&o.bind_to), "pin ranks to CPUs: none, core or numa (by local rank)")
-    ("cpus-per-rank", po::value(&o.cpus_per_rank), "cores each rank gets with --bind-to core")
-    ("mpi", po::value(&o.mpi), "pmix, none or auto (pmix when the agents have libpmix)")
-    ("fence-timeout", po::value(&o.fence_timeout_s), "seconds an MPI fence across hosts may take")
+    ("bind-to", val(&o.bind_to, help), "pin ranks to CPUs: none, core or numa (by local rank)")
+    ("cpus-per-rank", val(&o.cpus_per_rank, help), "cores each rank gets with --bind-to core")
+    ("mpi", val(&o.mpi, help), "pmix, none or auto (pmix when the agents have libpmix)")
+    ("fence-timeout", val(&o.fence_timeout_s, help), "seconds an MPI fence across hosts may take")
     ("tag-output", po::bool_switch(&o.tag_output), "prefix lines with [rank@host]")
     ("timestamp-output", po::bool_switch(&o.timestamp_output), "prefix lines with the time")
-    ("output-filename", po::value(&o.output_dir), "write DIR/rank.N/{stdout,stderr}")
-    ("stdin", po::value(&o.stdin_target), "rank that reads dlaunch's stdin, or none")
+    ("output-filename", val(&o.output_dir, help), "write DIR/rank.N/{stdout,stderr}")
+    ("stdin", val(&o.stdin_target, help), "rank that reads dlaunch's stdin, or none")
     ("output-pty", "each rank's stdout is a pseudo-terminal, so print/printf line-buffer (default)")
     ("no-output-pty", "each rank's stdout is a pipe (its stdio may hold output until it exits)")
     ("verbose,v", po::bool_switch(&o.verbose), "say what dlaunch does")
-    ("kill-grace", po::value(&o.kill_grace_s), "seconds between SIGTERM and SIGKILL on teardown")
-    ("timeout", po::value(&o.timeout_s), "stop the job after this many seconds")
-    ("heartbeat-timeout", po::value(&o.heartbeat_timeout_s), "seconds of silence before an agent counts as lost")
-    ("agent-timeout", po::value(&o.agent_timeout_s), "seconds to wait for agents to connect")
-    ("prefix", po::value(&o.prefix), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
-    ("control-addr", po::value(&o.control_addr), "address agents connect back to")
-    ("ssh-parallel", po::value(&o.ssh_parallel), "ssh sessions opened at once")
+    ("kill-grace", val(&o.kill_grace_s, help), "seconds between SIGTERM and SIGKILL on teardown")
+    ("timeout", val(&o.timeout_s, help), "stop the job after this many seconds")
+    ("heartbeat-timeout", val(&o.heartbeat_timeout_s, help), "seconds of silence before an agent counts as lost")
+    ("agent-timeout", val(&o.agent_timeout_s, help), "seconds to wait for agents to connect")
+    ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
+    ("control-addr", val(&o.control_addr, help), "address agents connect back to")
+    ("ssh-parallel", val(&o.ssh_parallel, help), "ssh sessions opened at once")
     ("ssh-accept-new", po::bool_switch(&o.ssh_accept_new), "accept unknown host keys (never changed ones)")
-    ("ssh-config", po::value(&o.ssh_config), "ssh client config file (like ssh -F)")
-    ("ssh-timeout", po::value(&o.ssh_timeout_s), "ssh connect timeout per host, seconds")
-    ("nnodes", po::value(&o.nnodes), "per-node mode: number of nodes that meet at --rdzv")
-    ("node-rank", po::value(&o.node_rank), "per-node mode: this node's rank (0..nnodes-1)")
-    ("rdzv", po::value(&o.rdzv), "per-node mode: tcp://HOST:PORT, or env (Slurm, mpirun, PMI)")
-    ("rdzv-port", po::value(&o.rdzv_port), "the store's port with --rdzv env")
-    ("rdzv-id", po::value(&o.rdzv_id), "job name at a shared store (default: SLURM_JOB_ID or 'default')")
-    ("rdzv-timeout", po::value(&o.rdzv_timeout_s), "seconds to wait for every node to arrive")
-    ("token-file", po::value(&o.token_file), "file holding the job token shared by all nodes")
-    ("master-addr", po::value(&o.master_addr), "torchrun's: with --nnodes > 1, node 0's host (--rdzv tcp://ADDR:PORT)")
-    ("master-port", po::value(&o.master_port), "torchrun's: the port of --master-addr (default 29500)")
-    ("rdzv-endpoint", po::value(&o.rdzv_endpoint), "torchrun's: HOST[:PORT] where the nodes meet (--rdzv tcp://...)")
-    ("rdzv-backend", po::value(&o.rdzv_backend), "torchrun's: c10d or static, both served by dlaunch's own store")
+    ("ssh-config", val(&o.ssh_config, help), "ssh client config file (like ssh -F)")
+    ("ssh-timeout", val(&o.ssh_timeout_s, help), "ssh connect timeout per host, seconds")
+    ("nnodes", val(&o.nnodes, help), "per-node mode: number of nodes that meet at --rdzv")
+    ("node-rank", val(&o.node_rank, help), "per-node mode: this node's rank (0..nnodes-1)")
+    ("rdzv", val(&o.rdzv, help), "per-node mode: tcp://HOST:PORT, or env (Slurm, mpirun, PMI)")
+    ("rdzv-port", val(&o.rdzv_port, help), "the store's port with --rdzv env")
+    ("rdzv-id", val(&o.rdzv_id, help), "job name at a shared store (default: SLURM_JOB_ID or 'default')")
+    ("rdzv-timeout", val(&o.rdzv_timeout_s, help), "seconds to wait for every node to arrive")
+    ("token-file", val(&o.token_file, help), "file holding the job token shared by all nodes")
+    ("master-addr", val(&o.master_addr, help), "torchrun's: with --nnodes > 1, node 0's host (--rdzv tcp://ADDR:PORT)")
+    ("master-port", val(&o.master_port, help), "torchrun's: the port of --master-addr (default 29500)")
+    ("rdzv-endpoint", val(&o.rdzv_endpoint, help), "torchrun's: HOST[:PORT] where the nodes meet (--rdzv tcp://...)")
+    ("rdzv-backend", val(&o.rdzv_backend, help), "torchrun's: c10d or static, both served by dlaunch's own store")
     ("standalone", po::bool_switch(&o.standalone), "torchrun's: one node, this machine (the default)")
     ("module,m", po::bool_switch(&o.module), "PROGRAM is a Python module: run python3 -m PROGRAM")
     ("no-python", po::bool_switch(&o.no_python), "run PROGRAM as it is, even when it ends in .py")
-    ("log-dir", po::value(&o.log_dir), "torchrun's: where -r/-t write DIR/rank.N/{stdout,stderr}")
-    ("redirects,r", po::value(&o.redirects),
+    ("log-dir", val(&o.log_dir, help), "torchrun's: where -r/-t write DIR/rank.N/{stdout,stderr}")
+    ("redirects,r", val(&o.redirects, help),
      "torchrun's: streams to files only (needs --log-dir): 0 none, 1 stdout, 2 stderr, 3 both, or 0:3,1:2 by local rank")
-    ("tee,t", po::value(&o.tee), "torchrun's: streams to files and the console (needs --log-dir); values as -r")
-    ("local-ranks-filter", po::value(&o.local_ranks_filter), "torchrun's: only these ranks' output on the console: 0,2")
+    ("tee,t", val(&o.tee, help), "torchrun's: streams to files and the console (needs --log-dir); values as -r")
+    ("local-ranks-filter", val(&o.local_ranks_filter, help), "torchrun's: only these ranks' output on the console: 0,2")
     ("version", "print the version");
   return d;
 }
@@ -327,7 +345,7 @@ std::vector<std::string> read_env_file(const std::string& path) {
 std::string run_options_help() {
   RunOptions o;
   std::ostringstream s;
-  s << "usage: dlaunch [run] [options] PROGRAM [ARGS...]\n\n" << describe(o);
+  s << "usage: dlaunch [run] [options] PROGRAM [ARGS...]\n\n" << describe(o, /*help=*/true);
   return s.str();
 }
 

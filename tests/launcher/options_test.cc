@@ -282,3 +282,19 @@ TEST_CASE("env file: NAME=value lines come before -x, comments and blank lines a
   std::remove(path.c_str());
   ::rmdir(dir);
 }
+
+TEST_CASE("help run shows each option's default where it has one, and parsing is not changed by it", "[launcher]") {
+  const std::string help = dl::launcher::run_options_help();
+  CHECK(help.find("--gpu-bind arg (=visible)") != std::string::npos);
+  CHECK(help.find("--kill-grace arg (=3)") != std::string::npos);
+  CHECK(help.find("--map-by arg (=slot)") != std::string::npos);
+  // "Not set" is no default: -n and --timeout show none.
+  CHECK(help.find("--np ] arg (=") == std::string::npos);
+  CHECK(help.find("--timeout arg (=") == std::string::npos);
+  // Defaults stay out of parsing: an option not given still counts as not given.
+  bool h = false;
+  auto o = parse_run_options({"-n", "2", "true"}, &h);
+  CHECK(o.map_by == "slot");
+  CHECK(o.rdzv.empty());
+  CHECK(o.nnodes == RunOptions{}.nnodes);
+}
