@@ -136,7 +136,10 @@ void Agent::launch(const msg::Launch& m) {
     const auto id = m.ranks[0].env.find(env::kDlJobId);
     error_files_ = std::make_unique<TorchErrorFiles>(id == m.ranks[0].env.end() ? "job" : id->second);
   }
-  for (const auto& spec : m.ranks) start_rank(spec, m);
+  // The agent's own environment, read once for all of this host's ranks.
+  EnvVars inherited = own_environment();
+  MpiJob::scrub_rank_env(inherited);  // what the agent set for its own hwloc
+  for (const auto& spec : m.ranks) start_rank(spec, m, inherited);
 }
 
 // A failed rank's exit report gains what torch's @record wrote to its error
@@ -168,9 +171,7 @@ bool Agent::start_mpi(const msg::Launch& m) {
   }
 }
 
-void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m) {
-  EnvVars inherited = own_environment();
-  MpiJob::scrub_rank_env(inherited);  // what the agent set for its own hwloc
+void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const EnvVars& inherited) {
   // The PMIx server's variables (PMIX_RANK, PMIX_SERVER_URI*, ...) come
   // last, after the filter removed any inherited ones.
   std::vector<std::pair<std::string, std::string>> server_vars;
@@ -180,7 +181,7 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m) {
   // uncaught exception there, and add_torch_error() reports it.
   if (error_files_ && !error_files_->path(spec.rank).empty())
     own[env::kTorchelasticErrorFile] = error_files_->path(spec.rank);
-  EnvVars env = compose_rank_env(std::move(inherited), m.env, own, server_vars);
+  EnvVars env = compose_rank_env(inherited, m.env, own, server_vars);
   SpawnSpec s;
   s.argv = spec.argv;
   if (s.argv.empty()) return ranks_.refuse(spec.rank, 127, "no program to run");

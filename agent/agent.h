@@ -45,7 +45,7 @@ class Agent {
   void on_message(const control::FromLauncher& m);
   void launch(const control::msg::Launch& m);
   bool start_mpi(const control::msg::Launch& m);
-  void start_rank(const control::msg::RankSpec& spec, const control::msg::Launch& m);
+  void start_rank(const control::msg::RankSpec& spec, const control::msg::Launch& m, const EnvVars& inherited);
   void watch_stdin();
   void lost_launcher(const std::string& why);
   void finish_if_done();

@@ -12,10 +12,10 @@
 #include "launcher/dry_run.h"
 #include "launcher/launch_plan.h"
 #include "launcher/stdin_forwarder.h"
+#include "rendezvous/bootstrap.h"
 #include "rendezvous/tcp_store_server.h"
 #include "wire/handshake.h"
 
-extern char** environ;
 
 namespace dl::launcher {
 
@@ -24,16 +24,6 @@ using std::chrono::milliseconds;
 
 namespace {
 milliseconds secs(double s) { return milliseconds(static_cast<long>(s * 1000)); }
-
-EnvMap own_environment() {
-  EnvMap out;
-  for (char** e = environ; *e; ++e) {
-    const std::string kv = *e;
-    const auto eq = kv.find('=');
-    if (eq != std::string::npos) out[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return out;
-}
 
 constexpr milliseconds kCloseWait{3000};
 }  // namespace
@@ -44,7 +34,8 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> vie
       progress_(io_), fate_(static_cast<int>(plan_.ranks.size())) {
   std::vector<std::string> rank_hosts;
   for (const auto& r : plan_.ranks) rank_hosts.push_back(plan_.nodes.at(static_cast<size_t>(r.node)).host);
-  OutputOptions out{opts_.tag_output, opts_.timestamp_output, opts_.output_dir};
+  OutputOptions out;
+  out.tag = opts_.tag_output, out.timestamp = opts_.timestamp_output, out.dir = opts_.output_dir;
   // torchrun's -r/-t maps are keyed by local rank; parse_run_options has checked the text.
   out.log_dir = opts_.log_dir;
   out.redirects = parse_std_spec(opts_.redirects, "-r/--redirects");
@@ -234,7 +225,7 @@ void Job::launch_all() {
   if (view_) in.shared = SharedIdentity{view_->master_addr, view_->store_addr, view_->master_port};
   char cwd[4096] = {};
   in.wdir = opts_.wdir.empty() ? (::getcwd(cwd, sizeof cwd) ? cwd : "") : opts_.wdir;
-  in.launcher_env = own_environment();
+  in.launcher_env = rdzv::process_environment();
   in.exports = resolve_exports(opts_.exports, in.launcher_env);
   LaunchPlan plan = plan_launch(in);
   if (plan.refusal == LaunchPlan::Refusal::kNoPmix) {
@@ -263,7 +254,7 @@ void Job::launch_all() {
   for (auto& n : nodes_) {
     auto& m = plan.launches[static_cast<size_t>(n.index)];
     if (!m) continue;
-    if (!warned) write_fully(2, inherited_identity_warning(*m, own_environment())), warned = true;
+    if (!warned) write_fully(2, inherited_identity_warning(*m, in.launcher_env)), warned = true;
     server_->send(n.index, *m);
   }
   start_stdin_reader();
@@ -286,7 +277,7 @@ void Job::on_message(int node, const control::FromAgent& m) {
                    own(f.rank);
                    RankExit e;
                    e.rank = f.rank, e.host = n.host, e.spawn_failed = true, e.code = f.code, e.message = f.message;
-                   on_rank_exit(n, std::move(e));
+                   on_rank_exit(std::move(e));
                  },
                  [&](const msg::Exited& x) {
                    own(x.rank);
@@ -294,13 +285,13 @@ void Job::on_message(int node, const control::FromAgent& m) {
                    e.rank = x.rank, e.host = n.host, e.pid = x.pid, e.code = x.code.value_or(0);
                    e.signal = x.signal.value_or(0), e.core = x.core.value_or(false), e.by_agent = x.by_agent;
                    e.error = x.error.value_or("");
-                   on_rank_exit(n, std::move(e));
+                   on_rank_exit(std::move(e));
                  },
              },
              m);
 }
 
-void Job::on_rank_exit(Node&, RankExit e) {
+void Job::on_rank_exit(RankExit e) {
   sink_->finish(e.rank);
   if (fate_.on_exit(e)) teardown(grace_ms());
   check_finished();

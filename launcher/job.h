@@ -83,7 +83,7 @@ class Job : public ControlServer::Handler {
   void on_closed(int node, const std::string& why) override;
   void log(const std::string& line) override;
 
-  void on_rank_exit(Node& n, RankExit e);
+  void on_rank_exit(RankExit e);
   void on_peer_failed(int code, const std::string& verdict);
   int own_nodes() const;
   void start_agents(uint16_t control_port);

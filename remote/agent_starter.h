@@ -5,6 +5,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -67,7 +68,7 @@ bool is_local_host(const std::string& host);
 struct AgentStartSpec {
   int node = 0;
   std::string host, user;  // as the hostfile names it; user "" = the default
-  int port = 0;            // ssh port, 0 = the default
+  uint16_t port = 0;       // ssh port, 0 = the default
   bool local = false;      // this machine: fork/exec, no ssh
   control::AgentArgs args; // --connect is filled in by the starter for remote hosts
   std::string control_port;   // the launcher's control port

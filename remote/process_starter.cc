@@ -68,7 +68,7 @@ class ProcessStarter : public AgentStarter {
     a.connect_host = "127.0.0.1";
     a.connect_port = static_cast<uint16_t>(std::stoi(spec.control_port));
     try {
-      w.local = start_local_agent(w.path, control::to_argv(a), token_of(spec));
+      w.local = start_local_agent(w.path, control::to_argv(a), spec.token);
     } catch (const Error& e) {
       return fail(spec.node, spec.host + ": " + e.what());
     }
@@ -93,7 +93,7 @@ class ProcessStarter : public AgentStarter {
     so.config_file = o_.ssh_config;
     so.accept_new = o_.ssh_accept_new;
     const std::string path = agent_path(o_.prefix, true);
-    threads_.emplace_back([this, &w, spec, target, so, path, token = token_of(spec)] {
+    threads_.emplace_back([this, &w, spec, target, so, path, token = spec.token] {
       const int node = spec.node;
       try {
         ssh::Session session(target, so);
@@ -139,8 +139,6 @@ class ProcessStarter : public AgentStarter {
       }
     });
   }
-
-  static std::string token_of(const AgentStartSpec& spec) { return spec.token; }
 
   asio::io_context& io_;
   StarterOptions o_;

@@ -40,7 +40,10 @@ using Clock = std::chrono::steady_clock;
 namespace {
 // Two hosts that are not this machine, so the Job treats both as remote.
 hf::Placement two_fake_hosts() {
-  return hf::place({hf::HostEntry{.host = "fake-a", .slots = 2}, hf::HostEntry{.host = "fake-b", .slots = 2}}, {});
+  hf::HostEntry a, b;
+  a.host = "fake-a", a.slots = 2;
+  b.host = "fake-b", b.slots = 2;
+  return hf::place({a, b}, {});
 }
 
 RunOptions fast_options() {
