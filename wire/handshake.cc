@@ -22,12 +22,6 @@ std::string_view view(const std::array<uint8_t, kMacSize>& m) {
   return {reinterpret_cast<const char*>(m.data()), m.size()};
 }
 
-std::string with_tag(std::string_view tag) {
-  std::string s(1, static_cast<char>(tag.size()));
-  s.append(tag);
-  return s;
-}
-
 // Reads "u8 len | tag" at offset `at`; nullopt when malformed.
 std::optional<std::string> read_tag(std::string_view p, size_t at) {
   if (p.size() <= at) return std::nullopt;
