@@ -120,6 +120,9 @@ void Agent::on_message(const control::FromLauncher& m) {
                    if (mpi_) mpi_->fence_failed(f.id);
                  },
                  [this](const msg::StdinEof& e) { ranks_.stdin_eof(e.rank); },
+                 [this](const msg::SpawnReply& r) {
+                   if (mpi_) mpi_->spawn_done(r.id, r.nspace.value_or(""), r.error.value_or(""));
+                 },
                  [this](const msg::Bye&) {
                    bye_ = true;
                    finish_if_done();
@@ -159,6 +162,9 @@ bool Agent::start_mpi(const msg::Launch& m) {
   hooks.abort = [this](int rank, int status, std::string text) {
     link_->send_message(msg::MpiAbort{rank, status, text});
   };
+  hooks.spawn = [this](uint64_t id, int rank, std::vector<msg::SpawnApp> apps) {
+    link_->send_message(msg::SpawnRequest{id, rank, std::move(apps)});
+  };
   try {
     if (!mpi_) mpi_ = MpiJob::prepare();  // --no-pmix, yet MPI was asked for: start it now
     if (!mpi_) throw UsageError("this dlaunch-agent was built without libpmix: run with --mpi none, or rebuild with libpmix-dev");
@@ -186,7 +192,7 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
   s.argv = spec.argv;
   if (s.argv.empty()) return ranks_.refuse(spec.rank, 127, "no program to run");
   for (auto& [k, v] : env) s.env.push_back(k + "=" + v);
-  s.wdir = m.wdir;
+  s.wdir = spec.wdir.value_or(m.wdir);
   s.want_stdin = spec.stdin_open;
   s.stdout_pty = m.stdout_pty.value_or(false);
   s.cpus = spec.cpus.value_or(std::vector<int>{});

@@ -256,6 +256,7 @@ void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
   map.node_hosts = mpi.node_hosts;
   map.node_ranks = mpi.node_ranks;
   map.universe_size = mpi.universe_size;
+  map.app_sizes = mpi.app_sizes.value_or(std::vector<int>{});
   {
     std::lock_guard<std::mutex> lock(prep_->mu);
     if (!prep_->error.empty()) throw IoError(prep_->error);
@@ -274,6 +275,12 @@ void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
   cb.post = std::move(hooks.post);
   cb.fence = std::move(hooks.fence);
   cb.abort = std::move(hooks.abort);
+  if (hooks.spawn)
+    cb.spawn = [spawn = std::move(hooks.spawn)](uint64_t id, int rank, std::vector<pmix::SpawnApp> apps) {
+      std::vector<control::msg::SpawnApp> wanted;
+      for (auto& a : apps) wanted.push_back(control::msg::SpawnApp{std::move(a.argv), a.np});
+      spawn(id, rank, std::move(wanted));
+    };
   {
     std::lock_guard<std::mutex> lock(prep_->mu);
     prep_->map = map;
@@ -346,6 +353,19 @@ void MpiJob::fence_done(uint64_t id, const std::string& all_blobs) {
   if (server) server->fence_done(id, all_blobs);
 #else
   (void)id, (void)all_blobs;
+#endif
+}
+
+void MpiJob::spawn_done(uint64_t id, const std::string& nspace, const std::string& error) {
+#if DLAUNCH_HAVE_PMIX
+  pmix::PmixServer* server = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(prep_->mu);
+    if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
+  }
+  if (server) server->spawn_done(id, nspace, error);
+#else
+  (void)id, (void)nspace, (void)error;
 #endif
 }
 

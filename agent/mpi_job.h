@@ -33,6 +33,8 @@ struct MpiHooks {
   std::function<void(std::function<void()>)> post;                 // run on the agent's thread
   std::function<void(uint64_t id, std::string blob)> fence;        // this host's fence contribution
   std::function<void(int rank, int status, std::string msg)> abort;  // a rank called MPI_Abort
+  // A rank called MPI_Comm_spawn; answer with spawn_done(id, ...). Empty: refused at once.
+  std::function<void(uint64_t id, int rank, std::vector<control::msg::SpawnApp> apps)> spawn;
 };
 
 class MpiJob {
@@ -76,6 +78,9 @@ class MpiJob {
   // The launcher's answer to fence `id`: all hosts' blobs, node order.
   void fence_done(uint64_t id, const std::string& all_blobs);
   void fence_failed(uint64_t id);
+  // The launcher's answer to spawn request `id` (MpiHooks::spawn): the
+  // children's namespace, or a non-empty error (the rank's call fails).
+  void spawn_done(uint64_t id, const std::string& nspace, const std::string& error);
   const std::string& tmpdir() const { return tmpdir_; }
 
  private:

@@ -33,6 +33,9 @@ inline constexpr const char* kPmiRank = "PMI_RANK";
 inline constexpr const char* kPmiSize = "PMI_SIZE";
 inline constexpr const char* kMpiLocalRankId = "MPI_LOCALRANKID";
 inline constexpr const char* kMpiLocalNRanks = "MPI_LOCALNRANKS";
+// MPMD: the rank's app context (0-based), as Hydra's and PMIx's names.
+inline constexpr const char* kMpiAppnum = "MPI_APPNUM";
+inline constexpr const char* kPmixAppnum = "PMIX_APPNUM";
 
 // Horovod's.
 inline constexpr const char* kHorovodRank = "HOROVOD_RANK";

@@ -221,6 +221,8 @@ DL_CONTROL_MESSAGE(Signal)
 DL_CONTROL_MESSAGE(Kill)
 DL_CONTROL_MESSAGE(StdinEof)
 DL_CONTROL_MESSAGE(Bye)
+DL_CONTROL_MESSAGE(SpawnRequest)
+DL_CONTROL_MESSAGE(SpawnReply)
 #undef DL_CONTROL_MESSAGE
 
 FromAgent decode_from_agent(std::string_view text) { return decode<FromAgent>(text, "agent"); }
@@ -235,6 +237,7 @@ std::string protocol_reference() {
   out += nested_line<msg::CpuReport>("cpu");
   out += nested_line<msg::RankSpec>("ranks[]");
   out += nested_line<msg::MpiSection>("mpi");
+  out += nested_line<msg::SpawnApp>("apps[]");
   return out;
 }
 

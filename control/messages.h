@@ -122,6 +122,23 @@ struct MpiAbort {
   }
 };
 
+// One program of an MPI_Comm_spawn request: its argv and how many processes.
+struct SpawnApp {
+  std::vector<std::string> argv;
+  int np = 0;
+  template <class S, class V> static void fields(S& s, V& v) { v("argv", s.argv), v("np", s.np); }
+};
+
+// A rank called MPI_Comm_spawn (PMIx_Spawn). The rank waits until the
+// launcher answers with a spawn_reply of the same id (ids count per agent).
+struct SpawnRequest {
+  static constexpr const char* kType = "spawn_request";
+  uint64_t id = 0;
+  int rank = 0;
+  std::vector<SpawnApp> apps;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("rank", s.rank), v("apps", s.apps); }
+};
+
 // Both directions: "I am alive", once a heartbeat interval after the launch.
 struct Heartbeat {
   static constexpr const char* kType = "hb";
@@ -137,8 +154,10 @@ struct RankSpec {
   EnvVars env;                     // this rank's own variables (identity, GPU binding)
   bool stdin_open = false;         // its stdin is fed by stdin data frames, else /dev/null
   std::optional<std::vector<int>> cpus;  // --bind-to: the CPUs to pin it to
+  std::optional<std::string> wdir;       // MPMD: its app context's --wdir (absent: the launch's wdir)
   template <class S, class V> static void fields(S& s, V& v) {
     v("rank", s.rank), v("argv", s.argv), v("env", s.env), v("stdin", s.stdin_open), v("cpus", s.cpus);
+    v("wdir", s.wdir);
   }
 };
 
@@ -148,9 +167,12 @@ struct MpiSection {
   int world_size = 0, node_rank = 0, universe_size = 0;
   std::vector<std::string> node_hosts;         // by node
   std::vector<std::vector<int>> node_ranks;    // by node: its ranks
+  // MPMD: the number of ranks of each app context, in rank order (absent: one app).
+  std::optional<std::vector<int>> app_sizes;
   template <class S, class V> static void fields(S& s, V& v) {
     v("nspace", s.nspace), v("world_size", s.world_size), v("node_rank", s.node_rank);
     v("node_hosts", s.node_hosts), v("node_ranks", s.node_ranks), v("universe_size", s.universe_size);
+    v("app_sizes", s.app_sizes);
   }
 };
 
@@ -194,6 +216,16 @@ struct Kill {
   template <class S, class V> static void fields(S& s, V& v) { v("grace_ms", s.grace_ms); }
 };
 
+// The answer to spawn_request `id`: the new namespace, or why there is none
+// (the rank's MPI_Comm_spawn then returns an error).
+struct SpawnReply {
+  static constexpr const char* kType = "spawn_reply";
+  uint64_t id = 0;
+  std::optional<std::string> nspace;
+  std::optional<std::string> error;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("nspace", s.nspace), v("error", s.error); }
+};
+
 // No more stdin for `rank`: close its pipe once the queued data is written.
 struct StdinEof {
   static constexpr const char* kType = "stdin_eof";
@@ -210,9 +242,10 @@ struct Bye {
 }  // namespace msg
 
 // What each side may receive. Decoding picks the alternative by "t".
-using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::SpawnFailed, msg::MpiAbort, msg::Heartbeat>;
-using FromLauncher =
-    std::variant<msg::Launch, msg::FenceFailed, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat, msg::Bye>;
+using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::SpawnFailed, msg::MpiAbort, msg::Heartbeat,
+                               msg::SpawnRequest>;
+using FromLauncher = std::variant<msg::Launch, msg::FenceFailed, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat,
+                                  msg::Bye, msg::SpawnReply>;
 
 // The JSON text of a message, "t" first.
 template <class M> std::string encode(const M& m);

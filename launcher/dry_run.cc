@@ -36,6 +36,21 @@ void plan_local_cpus(const RunOptions& o, const std::string& host, std::vector<G
     throw UsageError(e.what());  // the launch refuses the same way: exit 2
   }
 }
+// MPMD: the app column, "1 ./worker a b" (its number, program and arguments).
+std::string app_cell(const RunOptions& o, int rank) {
+  const int app = app_of_rank(o.apps, rank);
+  std::string cell = std::to_string(app);
+  for (const auto& w : o.apps.at(static_cast<size_t>(app)).command) cell += " " + w;
+  return cell;
+}
+
+// A table line (ending in '\n') with a last column `cell`, unless it is "".
+std::string with_app(std::string line, const std::string& cell) {
+  if (cell.empty()) return line;
+  line.pop_back();
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line + "  " + cell + "\n";
+}
 }  // namespace
 
 std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
@@ -92,13 +107,14 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
   std::string out;
   char line[1024];
   const bool cpus = o.bind_to != "none";
+  const bool mpmd = o.apps.size() > 1;
   size_t pw = 8;
   for (const auto& node : cells)
     for (const auto& c : node) pw = std::max(pw, c.physical.size());
   std::snprintf(line, sizeof line, "%-6s %-*s %-6s %-6s %-*s %-12s %-*s%s\n", "rank", static_cast<int>(w), "host",
                 "node", "local", static_cast<int>(vw), "visible", "DLAUNCH_GPUS", static_cast<int>(cpus ? pw : 0),
                 "physical", cpus ? " cpus" : "");
-  out += line;
+  out += with_app(line, mpmd ? "app" : "");
   for (const auto& r : p.ranks) {
     const auto n = static_cast<size_t>(r.node);
     const GpuCells& c = cells[n].at(static_cast<size_t>(r.local_rank));
@@ -106,7 +122,7 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
                   hostfiles::describe(p.nodes[n]).c_str(), r.node, r.local_rank, static_cast<int>(vw),
                   c.visible.c_str(), c.devices.c_str(), static_cast<int>(cpus ? pw : 0), c.physical.c_str(),
                   cpus ? " " : "", cpus ? c.cpus.c_str() : "");
-    out += line;
+    out += with_app(line, mpmd ? app_cell(o, r.rank) : "");
   }
   if (bind && o.gpus_per_node < 0 && std::any_of(p.nodes.begin(), p.nodes.end(), [](const hostfiles::HostEntry& h) {
         return !remote::is_local_host(h.host);

@@ -83,6 +83,8 @@ bool Fate::on_fence_timeout(uint64_t id, double seconds, const std::string& miss
 
 bool Fate::on_bad_request(std::string why) { return fail(exit_codes::kUsage, std::move(why)); }
 
+bool Fate::on_spawn_refused(std::string verdict) { return fail(exit_codes::kFailure, std::move(verdict)); }
+
 bool Fate::on_timeout(double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", seconds);

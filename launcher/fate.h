@@ -53,6 +53,9 @@ class Fate {
   void not_ours(const std::vector<int>& ranks);
   // A request no host can satisfy (--bind-to core on too few cores): usage, 2.
   bool on_bad_request(std::string why);
+  // A rank's MPI_Comm_spawn was refused (launcher/spawn_answer.h): the job
+  // fails with code 1 and `verdict`, since the rank cannot go on as it meant to.
+  bool on_spawn_refused(std::string verdict);
   // --timeout fired.
   bool on_timeout(double seconds);
   // Replaces the verdict of a failure already recorded (several hosts that

@@ -11,6 +11,7 @@
 #include "errors/exit_codes.h"
 #include "launcher/dry_run.h"
 #include "launcher/launch_plan.h"
+#include "launcher/spawn_answer.h"
 #include "launcher/stdin_forwarder.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/tcp_store_server.h"
@@ -272,6 +273,13 @@ void Job::on_message(int node, const control::FromAgent& m) {
                  [&](const msg::MpiAbort& a) {
                    own(a.rank);
                    if (fate_.on_mpi_abort(a.rank, n.host, a.status)) teardown(grace_ms());
+                 },
+                 [&](const msg::SpawnRequest& r) {
+                   own(r.rank);
+                   SpawnAnswer a = answer_spawn(r, n.host);
+                   write_fully(2, a.line);
+                   server_->send(node, a.reply);
+                   if (fate_.on_spawn_refused(a.verdict)) teardown(grace_ms());
                  },
                  [&](const msg::SpawnFailed& f) {
                    own(f.rank);

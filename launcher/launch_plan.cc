@@ -112,6 +112,21 @@ JobEnv job_env(const PlanInput& in) {
   je.store_addr = (all_local ? std::string("127.0.0.1") : in.control_host) + ":" + std::to_string(in.store_port);
   return je;
 }
+// A rank's app context (MPMD): its program and arguments, MPI_APPNUM and
+// PMIX_APPNUM, the context's own -x (over the global ones) and --wdir.
+void app_spec(const PlanInput& in, int rank, msg::RankSpec& spec) {
+  const RunOptions& o = *in.opts;
+  const int app = app_of_rank(o.apps, rank);
+  spec.env[env::kMpiAppnum] = spec.env[env::kPmixAppnum] = std::to_string(app);
+  if (o.apps.empty()) {
+    spec.argv = o.command;
+    return;
+  }
+  const AppContext& c = o.apps.at(static_cast<size_t>(app));
+  spec.argv = c.command;
+  for (const auto& [k, v] : resolve_exports(c.exports, in.launcher_env)) spec.env[k] = v;
+  if (!c.wdir.empty()) spec.wdir = c.wdir;
+}
 }  // namespace
 
 LaunchPlan plan_launch(const PlanInput& in) {
@@ -146,8 +161,8 @@ LaunchPlan plan_launch(const PlanInput& in) {
     for (int r : n.ranks) {
       msg::RankSpec spec;
       spec.rank = r;
-      spec.argv = o.command;
       spec.env = rank_env(je, r);
+      app_spec(in, r, spec);
       if (auto g = gpu_env.find(r); g != gpu_env.end())
         for (const auto& [k, v] : g->second) spec.env[k] = v;
       spec.stdin_open = r == stdin_rank;
@@ -160,6 +175,10 @@ LaunchPlan plan_launch(const PlanInput& in) {
       s.world_size = s.universe_size = static_cast<int>(in.placement->ranks.size());
       s.node_rank = static_cast<int>(i);
       for (const auto& x : in.nodes) s.node_hosts.push_back(x.host), s.node_ranks.push_back(x.ranks);
+      if (o.apps.size() > 1) {
+        s.app_sizes.emplace();
+        for (const auto& a : o.apps) s.app_sizes->push_back(a.np);
+      }
       m.mpi = std::move(s);
     }
     plan.launches[i] = std::move(m);

@@ -98,6 +98,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
      "torchrun's: streams to files only (needs --log-dir): 0 none, 1 stdout, 2 stderr, 3 both, or 0:3,1:2 by local rank")
     ("tee,t", val(&o.tee, help), "torchrun's: streams to files and the console (needs --log-dir); values as -r")
     ("local-ranks-filter", val(&o.local_ranks_filter, help), "torchrun's: only these ranks' output on the console: 0,2")
+    ("app", val(&o.app_file, help), "MPMD: one app context per line of FILE (-n N [-x V] [--wdir D] PROGRAM ARGS)")
     ("version", "print the version");
   return d;
 }
@@ -189,6 +190,27 @@ void validate_torchrun_output(const RunOptions& o) {
     throw UsageError("give --output-filename or torchrun's --log-dir, not both");
 }
 
+// MPMD: the contexts of the command line (the first is the options' -n and
+// program) or of --app FILE, checked; np becomes their sum.
+void gather_app_contexts(RunOptions& o, std::vector<AppContext> more, bool np_given) {
+  if (!o.app_file.empty()) {
+    if (!o.command.empty())
+      throw UsageError("--app " + o.app_file + " names the programs: drop '" + o.command[0] + "' from the command line");
+    if (np_given) throw UsageError("with --app FILE give -n on each line of FILE, not on the command line");
+    o.apps = read_app_file(o.app_file);
+  } else if (!more.empty()) {
+    o.apps.push_back(AppContext{o.np, o.command, {}, ""});
+    for (auto& c : more) o.apps.push_back(std::move(c));
+  }
+  if (o.apps.empty()) return;
+  check_app_contexts(o.apps);
+  if (!o.rdzv.empty() || o.nnodes > 1)
+    throw UsageError("several app contexts (':' or --app) need one dlaunch for the whole job: drop --rdzv/--nnodes");
+  o.command = o.apps[0].command;
+  o.np = 0;
+  for (const auto& c : o.apps) o.np += c.np;
+}
+
 std::vector<std::string> long_names(const po::options_description& d) {
   std::vector<std::string> out;
   for (const auto& opt : d.options()) out.push_back("--" + opt->long_name());
@@ -220,9 +242,10 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
   // an option's value: that word is the program, the rest are its arguments.
   std::vector<std::string> mine;
   size_t i = 0;
+  bool verbatim = false;  // a "--" ended the options: the rest is the program's, ':' included
   for (; i < raw.size(); ++i) {
     std::string a = normalize(raw[i]);
-    if (a == "--") { ++i; break; }
+    if (a == "--") { ++i, verbatim = true; break; }
     if (a.size() < 2 || a[0] != '-') break;
     mine.push_back(a);
     std::string name = a.substr(a.find_first_not_of('-'));
@@ -232,7 +255,19 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
     const po::option_description* od = desc.find_nothrow(a[1] == '-' ? name : a, false);
     if (od && od->semantic()->max_tokens() > 0 && i + 1 < raw.size()) mine.push_back(raw[++i]);
   }
-  o.command.assign(raw.begin() + static_cast<long>(i), raw.end());
+  // MPMD: an argument that is exactly ':' starts the next app context.
+  size_t end = i;
+  while (end < raw.size() && (verbatim || raw[end] != kAppSeparator)) ++end;
+  o.command.assign(raw.begin() + static_cast<long>(i), raw.begin() + static_cast<long>(end));
+  std::vector<AppContext> more;
+  if (end < raw.size()) {
+    if (o.command.empty())
+      throw UsageError("app context 1: expected a program before ':' (write: dlaunch -n 1 ./server : -n 4 ./worker)");
+    if (end + 1 == raw.size())
+      throw UsageError("expected an app context after the last ':' (write: ... : -n 2 ./worker ARGS), got the end of "
+                       "the command line");
+    more = parse_app_contexts(raw, end + 1, 2);
+  }
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(mine).options(desc).style(po::command_line_style::unix_style).run(), vm);
@@ -257,6 +292,7 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
     throw UsageError("give --output-pty or --no-output-pty, not both");
   if (vm.count("no-output-pty")) o.output_pty = false;
   if (*help) return o;
+  gather_app_contexts(o, std::move(more), vm.count("np") > 0);
   if (o.command.empty() && !o.dry_run) throw UsageError("no program given; try: dlaunch -n 4 ./app");
   if (vm.count("np") && o.np < 1) throw UsageError("-n needs a positive number of ranks, got " + std::to_string(o.np));
   if (o.map_by != "slot" && o.map_by != "node") throw UsageError("--map-by takes 'slot' or 'node', got '" + o.map_by + "'");
@@ -299,7 +335,12 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
 }
 
 std::vector<std::string> program_argv(const RunOptions& o, const std::string& python) {
-  std::vector<std::string> argv = o.command;
+  return program_argv(o, o.command, python);
+}
+
+std::vector<std::string> program_argv(const RunOptions& o, const std::vector<std::string>& command,
+                                      const std::string& python) {
+  std::vector<std::string> argv = command;
   if (argv.empty() || o.no_python) return argv;
   auto ends_py = [](const std::string& p) { return p.size() > 3 && p.compare(p.size() - 3, 3, ".py") == 0; };
   if (o.module) argv.insert(argv.begin(), {python, "-m"});

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/app_context.h"
+
 namespace dl::launcher {
 
 struct RunOptions {
@@ -76,8 +78,13 @@ struct RunOptions {
   std::string redirects = "0";      // -r/--redirects 0-3 or LOCAL_RANK:0-3,..: those streams to files only
   std::string tee = "0";            // -t/--tee, same values: those streams to files and the console
   std::string local_ranks_filter;   // --local-ranks-filter 0,2: only these (global) ranks on the console
-  // The program and its arguments.
+  // The program and its arguments (the first app context's, with MPMD).
   std::vector<std::string> command;
+  // MPMD (launcher/app_context.h): every app context, in rank order, when the
+  // command line has ':' or --app FILE; np is then their sum and command the
+  // first's. Empty for a job of one program.
+  std::vector<AppContext> apps;
+  std::string app_file;             // --app FILE: one app context per line
 };
 
 // Parses `args` (without the program name and subcommand). Throws
@@ -97,6 +104,9 @@ std::vector<std::string> read_env_file(const std::string& path);
 // "python3") in front of a PROGRAM ending in .py, and `python -m` with
 // --module; PROGRAM as it is with --no-python or anything else.
 std::vector<std::string> program_argv(const RunOptions& o, const std::string& python);
+// The same for one app context's command.
+std::vector<std::string> program_argv(const RunOptions& o, const std::vector<std::string>& command,
+                                      const std::string& python);
 
 // --nproc-per-node gpu|cpu|auto on a host with `gpus` GPUs and `cores` CPUs:
 // gpu the GPUs (UsageError with none), cpu the CPUs, auto the GPUs or else 1.

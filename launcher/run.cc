@@ -47,6 +47,7 @@ void resolve_torchrun_words(RunOptions& o) {
   // interpreter than the python3 on the ranks' PATH.
   const char* py = std::getenv("PYTHON");
   o.command = program_argv(o, py && *py ? py : "python3");
+  for (auto& app : o.apps) app.command = program_argv(o, app.command, py && *py ? py : "python3");
 }
 }  // namespace
 

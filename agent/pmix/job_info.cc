@@ -65,15 +65,33 @@ void add_proc_data(const JobMap& map, InfoList& out) {
     const RankPlace& p = places[r];
     InfoList proc;
     proc.add_rank(PMIX_RANK, r);
-    proc.add_u32(PMIX_APPNUM, 0);
+    const int app = app_of(map, r);
+    proc.add_u32(PMIX_APPNUM, static_cast<uint32_t>(app));
     proc.add_rank(PMIX_GLOBAL_RANK, r);
-    proc.add_rank(PMIX_APP_RANK, r);
+    proc.add_rank(PMIX_APP_RANK, static_cast<uint32_t>(r - app_leader(map, app)));
     proc.add_u16(PMIX_LOCAL_RANK, static_cast<uint16_t>(p.local_rank));
     proc.add_u16(PMIX_NODE_RANK, static_cast<uint16_t>(p.local_rank));
     proc.add_string(PMIX_HOSTNAME, map.node_hosts[p.node]);
     proc.add_u32(PMIX_NODEID, static_cast<uint32_t>(p.node));
     proc.add_bool(PMIX_SPAWNED, false);
     out.add_array(PMIX_PROC_DATA, proc);
+  }
+}
+
+// The apps: their number, and for each its number, size and leader (an
+// PMIX_APP_INFO_ARRAY, as PRRTE registers them). The job-level APP_SIZE and
+// APPLDR are app 0's, for clients that ask without naming an app.
+void add_app_info(const JobMap& map, InfoList& out) {
+  const std::vector<int> sizes = map.app_sizes.empty() ? std::vector<int>{map.world_size} : map.app_sizes;
+  out.add_u32(PMIX_JOB_NUM_APPS, static_cast<uint32_t>(sizes.size()));
+  out.add_u32(PMIX_APP_SIZE, static_cast<uint32_t>(sizes[0]));
+  out.add_rank(PMIX_APPLDR, 0);
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    InfoList app;
+    app.add_u32(PMIX_APPNUM, static_cast<uint32_t>(k));
+    app.add_u32(PMIX_APP_SIZE, static_cast<uint32_t>(sizes[k]));
+    app.add_rank(PMIX_APPLDR, static_cast<uint32_t>(app_leader(map, static_cast<int>(k))));
+    out.add_array(PMIX_APP_INFO_ARRAY, app);
   }
 }
 
@@ -87,9 +105,7 @@ void build_nspace_info(const JobMap& map, const std::string& nsdir, const std::s
   out.add_u32(PMIX_JOB_SIZE, world);
   out.add_u32(PMIX_UNIV_SIZE, static_cast<uint32_t>(universe_size(map)));
   out.add_u32(PMIX_MAX_PROCS, static_cast<uint32_t>(universe_size(map)));
-  out.add_u32(PMIX_JOB_NUM_APPS, 1);
-  out.add_u32(PMIX_APP_SIZE, world);
-  out.add_rank(PMIX_APPLDR, 0);
+  add_app_info(map, out);
   out.add_u32(PMIX_NUM_NODES, static_cast<uint32_t>(map.node_hosts.size()));
   out.add_string(PMIX_NODE_MAP, generate(PMIx_generate_regex, hosts_string(map), "PMIx_generate_regex"));
   out.add_string(PMIX_PROC_MAP, generate(PMIx_generate_ppn, ppn_string(map), "PMIx_generate_ppn"));

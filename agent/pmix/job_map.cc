@@ -41,6 +41,13 @@ void validate(const JobMap& map) {
   for (int r = 0; r < map.world_size; ++r)
     if (!seen[r]) fail("rank " + std::to_string(r) + " is on no node");
   if (map.node_ranks[map.node_rank].empty()) fail("this host has no ranks");
+  long apps_total = 0;
+  for (int n : map.app_sizes) {
+    if (n < 1) fail("an app context has no ranks");
+    apps_total += n;
+  }
+  if (!map.app_sizes.empty() && apps_total != map.world_size)
+    fail("app sizes add up to " + std::to_string(apps_total) + ", not world_size " + std::to_string(map.world_size));
 }
 
 std::vector<RankPlace> place_ranks(const JobMap& map) {
@@ -71,6 +78,21 @@ std::string hosts_string(const JobMap& map) {
 
 std::string local_peers_string(const JobMap& map) {
   return join_ints(map.node_ranks[map.node_rank]);
+}
+
+int app_of(const JobMap& map, int rank) {
+  int first = 0;
+  for (size_t k = 0; k < map.app_sizes.size(); ++k) {
+    first += map.app_sizes[k];
+    if (rank < first) return static_cast<int>(k);
+  }
+  return 0;
+}
+
+int app_leader(const JobMap& map, int app) {
+  int first = 0;
+  for (int k = 0; k < app && k < static_cast<int>(map.app_sizes.size()); ++k) first += map.app_sizes[static_cast<size_t>(k)];
+  return first;
 }
 
 int universe_size(const JobMap& map) {

@@ -14,6 +14,7 @@ struct JobMap {
   std::vector<std::string> node_hosts;        // hostnames, node order
   std::vector<std::vector<int>> node_ranks;   // global ranks per node, node order
   int universe_size = 0;         // 0 means world_size
+  std::vector<int> app_sizes;    // MPMD: ranks per app context, rank order; empty = one app
   std::string tmpdir;            // per-job directory; exists; the agent removes it
 };
 
@@ -40,6 +41,11 @@ std::string hosts_string(const JobMap& map);
 
 // This host's ranks, comma-separated ("2,3"): PMIX_LOCAL_PEERS.
 std::string local_peers_string(const JobMap& map);
+
+// The app context of global rank `rank` (0 with one app). REQUIRES: validate(map).
+int app_of(const JobMap& map, int rank);
+// The first rank of app `app`.
+int app_leader(const JobMap& map, int app);
 
 // The universe size, defaulted to world_size.
 int universe_size(const JobMap& map);

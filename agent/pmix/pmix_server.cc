@@ -305,13 +305,14 @@ std::vector<std::pair<std::string, std::string>> PmixServer::rank_env(int global
 namespace {
 
 // Removes and returns pending[id]; fn == nullptr when there is none.
-PendingModex take(ServerState* s, std::map<uint64_t, PendingModex> ServerState::*which, uint64_t id) {
+template <class Pending>
+Pending take(ServerState* s, std::map<uint64_t, Pending> ServerState::*which, uint64_t id) {
   if (s == nullptr) return {};
   std::lock_guard<std::mutex> lock(s->mu);
   auto& pending = s->*which;
   auto it = pending.find(id);
   if (it == pending.end()) return {};
-  PendingModex p = it->second;
+  Pending p = it->second;
   pending.erase(it);
   return p;
 }
@@ -338,6 +339,14 @@ void PmixServer::fence_done(uint64_t id, const std::string& all_blobs) {
 void PmixServer::fence_failed(uint64_t id) {
   PendingModex p = take(state_.get(), &ServerState::fences, id);
   if (p.fn) complete_modex(p, PMIX_ERROR, std::string());
+}
+
+void PmixServer::spawn_done(uint64_t id, const std::string& nspace, const std::string& error) {
+  PendingSpawn p = take(state_.get(), &ServerState::spawns, id);
+  if (!p.fn) return;
+  pmix_nspace_t ns;
+  PMIX_LOAD_NSPACE(ns, nspace.c_str());
+  p.fn(error.empty() ? PMIX_SUCCESS : PMIX_ERR_NOT_SUPPORTED, ns, p.cbdata);
 }
 
 void PmixServer::direct_modex_done(uint64_t id, bool ok, const std::string& blob) {

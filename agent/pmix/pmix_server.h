@@ -29,6 +29,12 @@ namespace dl::agent::pmix {
 struct ServerState;
 class LocalTopology;
 
+// One program a rank asked PMIx_Spawn (MPI_Comm_spawn) to start.
+struct SpawnApp {
+  std::vector<std::string> argv;  // the command first
+  int np = 0;                     // maxprocs
+};
+
 struct Callbacks {
   // REQUIRED. Runs a task on the agent's thread, e.g. asio::post(io, task).
   // Called from libpmix's thread; must not block.
@@ -54,6 +60,11 @@ struct Callbacks {
   // serve_direct_modex(rank, ...) there; then calls direct_modex_done(id, ...)
   // here. Left empty, such requests fail at once with "not found".
   std::function<void(uint64_t id, int rank)> direct_modex;
+
+  // OPTIONAL. Local rank `rank` called PMIx_Spawn (MPI_Comm_spawn) for
+  // `apps`; it waits until the agent calls spawn_done(id, ...). Left empty,
+  // the call fails at once with PMIX_ERR_NOT_SUPPORTED.
+  std::function<void(uint64_t id, int rank, std::vector<SpawnApp> apps)> spawn;
 
   // OPTIONAL. A local rank connected to / finalized with the server.
   std::function<void(int rank)> connected;
@@ -104,6 +115,11 @@ class PmixServer {
   void fence_done(uint64_t id, const std::string& all_blobs);
   // Fails fence `id`: the ranks' PMIx_Fence returns an error (MPI aborts).
   void fence_failed(uint64_t id);
+
+  // Answers spawn request `id` (Callbacks::spawn): an empty `error` with the
+  // children's namespace, else the rank's PMIx_Spawn fails (MPI_Comm_spawn
+  // returns an error). Unknown ids are ignored.
+  void spawn_done(uint64_t id, const std::string& nspace, const std::string& error);
 
   // Answers direct-modex request `id` (see Callbacks::direct_modex).
   void direct_modex_done(uint64_t id, bool ok, const std::string& blob);

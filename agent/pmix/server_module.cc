@@ -96,6 +96,33 @@ pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t[], size
   return rc;
 }
 
+// MPI_Comm_spawn: hand the request to the agent, which asks the launcher;
+// PmixServer::spawn_done answers. Without a spawn callback, refuse at once.
+pmix_status_t on_spawn(const pmix_proc_t* proc, const pmix_info_t[], size_t, const pmix_app_t apps[], size_t napps,
+                       pmix_spawn_cbfunc_t cbfunc, void* cbdata) {
+  std::vector<SpawnApp> wanted;
+  for (size_t a = 0; a < napps; ++a) {
+    SpawnApp app;
+    if (apps[a].cmd != nullptr) app.argv.emplace_back(apps[a].cmd);
+    // argv[0] repeats the command, as in exec's argv.
+    for (size_t k = 1; apps[a].argv != nullptr && apps[a].argv[0] != nullptr && apps[a].argv[k] != nullptr; ++k)
+      app.argv.emplace_back(apps[a].argv[k]);
+    app.np = apps[a].maxprocs;
+    wanted.push_back(std::move(app));
+  }
+  pmix_status_t rc = PMIX_ERR_NOT_SUPPORTED;
+  const int rank = static_cast<int>(proc->rank);
+  with_state(proc, [&](ServerState& s) {
+    if (!s.cb.spawn) return;
+    const uint64_t id = s.next_spawn++;
+    s.spawns[id] = PendingSpawn{cbfunc, cbdata};
+    auto fn = s.cb.spawn;
+    s.cb.post([fn, id, rank, wanted = std::move(wanted)]() mutable { fn(id, rank, std::move(wanted)); });
+    rc = PMIX_SUCCESS;
+  });
+  return rc;
+}
+
 void release_string(void* p) { delete static_cast<std::string*>(p); }
 
 }  // namespace
@@ -111,6 +138,7 @@ pmix_server_module_t make_server_module(bool with_direct_modex) {
   m.client_finalized = on_finalized;
   m.abort = on_abort;
   m.fence_nb = on_fence;
+  m.spawn = on_spawn;
   m.direct_modex = with_direct_modex ? on_direct_modex : nullptr;
   return m;
 }

@@ -19,6 +19,12 @@ struct PendingModex {
   void* cbdata = nullptr;
 };
 
+// A PMIx_Spawn we owe an answer.
+struct PendingSpawn {
+  pmix_spawn_cbfunc_t fn = nullptr;
+  void* cbdata = nullptr;
+};
+
 struct ServerState {
   std::mutex mu;  // guards everything below after start
   Callbacks cb;
@@ -26,6 +32,8 @@ struct ServerState {
   int world_size = 0;
   uint64_t next_fence = 0;
   uint64_t next_dmodex = 0;
+  uint64_t next_spawn = 0;
+  std::map<uint64_t, PendingSpawn> spawns;
   std::map<uint64_t, PendingModex> fences;
   std::map<uint64_t, PendingModex> dmodex;
 };

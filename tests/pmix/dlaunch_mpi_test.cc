@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -64,6 +65,67 @@ TEST_CASE("dlaunch: MPI_Abort ends the job with the rank's code and names it", "
     CHECK(count(r.out, "called MPI_Abort with code 13") == 1);
     CHECK_FALSE(leftover(mark));
   }
+}
+
+TEST_CASE("dlaunch MPMD: MPI_APPNUM differs per app context, one MPI_COMM_WORLD", "[pmix][slow]") {
+  const std::string mark = marker();
+  const std::string prog = kBin + "/mpi_appnum";
+  Result r = run(kDlaunch + " -n 1 " + prog + " server " + mark + " : -n 2 " + prog + " worker " + mark);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(count(r.out, "BAD") == 0);
+  CHECK(count(r.out, "appnum 0 of 3 app 0 server ok") == 1);
+  CHECK(count(r.out, "appnum 1 of 3 app 1 worker ok") == 1);
+  CHECK(count(r.out, "appnum 2 of 3 app 1 worker ok") == 1);
+  CHECK_FALSE(leftover(mark));
+}
+
+// dlaunch does not start processes for MPI_Comm_spawn (docs/mpi.md,
+// "Spawning"): the call must fail at once, with a line that says why and
+// what to do, and the job must end with a verdict naming the call, well
+// before the 60 s mpi4py's executor waits for workers that never come.
+TEST_CASE("dlaunch: MPI_Comm_spawn returns an error at once, dlaunch says why and ends the job", "[pmix][slow]") {
+  const std::string mark = marker();
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = run(kDlaunch + " -n 1 " + kBin + "/mpi_spawn " + mark);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out);
+  CHECK(r.code == 1);
+  const std::string call = "rank 0 on localhost called MPI_Comm_spawn (2 x " + kBin + "/mpi_spawn child " + mark + ")";
+  CHECK(count(r.out, "dlaunch: " + call + ": dlaunch does not start processes for MPI_Comm_spawn") == 1);
+  CHECK(count(r.out, "dlaunch: " + call + ", which dlaunch does not support") == 1);  // the verdict
+  // The call returned MPI_ERR_SPAWN to the program (MPI_ERRORS_RETURN): it
+  // says so, unless the teardown's SIGTERM came first.
+  CHECK(count(r.out, "spawn failed: MPI_ERR_SPAWN") <= 1);
+  CHECK(count(r.out, "spawn parent ok") == 0);
+  CHECK(secs < 30);
+  CHECK_FALSE(leftover(mark));
+}
+
+TEST_CASE("dlaunch: mpi4py's MPIPoolExecutor fails at once instead of waiting for workers", "[pmix][slow]") {
+  const std::string mark = marker();
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = run(kDlaunch + " -n 1 /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_pool.py " + mark);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(count(r.out, "dlaunch: rank 0 on localhost called MPI_Comm_spawn (3 x /usr/bin/python3 ") == 2);
+  CHECK(count(r.out, "-m mpi4py.futures.server), which dlaunch does not support") == 1);
+  CHECK(count(r.out, "pool ok") == 0);
+  CHECK(secs < 30);
+  CHECK_FALSE(leftover(mark));
+}
+
+// The way docs/mpi.md ("Spawning") gives instead: the workers start with the
+// job (python3 -m mpi4py.futures), and the pool uses them without spawning.
+TEST_CASE("dlaunch -n 4 python3 -m mpi4py.futures: the pool runs on the job's ranks", "[pmix][slow]") {
+  const std::string mark = marker();
+  Result r = run(kDlaunch + " -n 4 /usr/bin/python3 -m mpi4py.futures " + kSrc + "/tests/pmix/mpi4py_pool.py " + mark);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(count(r.out, "pool ok") == 1);
+  CHECK(count(r.out, "MPI_Comm_spawn") == 0);
+  CHECK_FALSE(leftover(mark));
 }
 
 TEST_CASE("dlaunch --mpi none: no PMIx server, each rank is an MPI singleton", "[pmix][slow]") {

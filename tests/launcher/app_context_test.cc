@@ -1,0 +1,170 @@
+// MPMD app contexts (launcher/app_context.h) and what the launch plan makes
+// of them: parsing `A : B` and --app files, ranks to contexts, and each rank's
+// program, MPI_APPNUM, -x, --wdir and the PMIx app sizes.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#include "errors/error.h"
+#include "launcher/app_context.h"
+#include "launcher/launch_plan.h"
+#include "launcher/options.h"
+#include "launcher/spawn_answer.h"
+
+using namespace dl::launcher;
+namespace msg = dl::control::msg;
+namespace hf = dl::hostfiles;
+
+namespace {
+RunOptions parse(std::vector<std::string> args) {
+  bool help = false;
+  return parse_run_options(args, &help);
+}
+
+std::string usage_error(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const dl::UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST_CASE("app contexts: ':' separates contexts, each with its own -n, -x, --wdir and program", "[launcher][mpmd]") {
+  RunOptions o = parse({"-x", "G=1", "-n", "1", "./server", "--port", "7", ":", "-n", "3", "-x", "W=2", "--wdir",
+                        "/w", "./worker", "a", ":", "-np", "2", "./third"});
+  REQUIRE(o.apps.size() == 3);
+  CHECK(o.np == 6);
+  CHECK(o.command == std::vector<std::string>{"./server", "--port", "7"});
+  CHECK(o.exports == std::vector<std::string>{"G=1"});  // global
+  CHECK(o.apps[0].np == 1);
+  CHECK(o.apps[0].exports.empty());
+  CHECK(o.apps[1].np == 3);
+  CHECK(o.apps[1].command == std::vector<std::string>{"./worker", "a"});
+  CHECK(o.apps[1].exports == std::vector<std::string>{"W=2"});
+  CHECK(o.apps[1].wdir == "/w");
+  CHECK(o.apps[2].np == 2);
+  CHECK(o.apps[2].command == std::vector<std::string>{"./third"});
+  std::vector<int> by_rank;
+  for (int r = 0; r < 6; ++r) by_rank.push_back(app_of_rank(o.apps, r));
+  CHECK(by_rank == std::vector<int>{0, 1, 1, 1, 2, 2});
+  CHECK(app_first_rank(o.apps, 2) == 4);
+}
+
+TEST_CASE("app contexts: one program stays one program; '--' keeps ':' as an argument", "[launcher][mpmd]") {
+  RunOptions o = parse({"-n", "2", "./app", "x"});
+  CHECK(o.apps.empty());
+  CHECK(o.np == 2);
+  o = parse({"-n", "2", "--", "./app", "a", ":", "-n", "1", "b"});
+  CHECK(o.apps.empty());
+  CHECK(o.command == std::vector<std::string>{"./app", "a", ":", "-n", "1", "b"});
+  // In a later context, '--' makes the rest its program's.
+  o = parse({"-n", "1", "./a", ":", "-n", "1", "--", "./b", ":", "c"});
+  REQUIRE(o.apps.size() == 2);
+  CHECK(o.apps[1].command == std::vector<std::string>{"./b", ":", "c"});
+}
+
+TEST_CASE("app contexts: each bad ':' says what was expected", "[launcher][mpmd]") {
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":"}), Catch::Contains("expected an app context after the last ':'"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-n", "2"}),
+             Catch::Contains("app context 2: expected a program after its options, got the end of the command line"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", ":", "./b"}),
+             Catch::Contains("app context 2: expected a program after its options, got ':'"));
+  CHECK_THAT(usage_error({"-n", "1", ":", "./b"}), Catch::Contains("app context 1: expected a program before ':'"));
+  CHECK_THAT(usage_error({"./a", ":", "-n", "2", "./b"}), Catch::Contains("app context 1 (./a) needs -n N"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-n", "x", "./b"}),
+             Catch::Contains("app context 2: -n needs a positive number of ranks, got 'x'"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-n", "1", "-H", "h", "./b"}),
+             Catch::Contains("app context 2: '-H' is not an app context option"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-n", "1", "./b", ":", "-x"}),
+             Catch::Contains("app context 3: -x needs a value"));
+  CHECK_THAT(usage_error({"--app", "/nonexistent/app", "-n", "2"}),
+             Catch::Contains("give -n on each line of FILE"));
+}
+
+TEST_CASE("app contexts: --app FILE, one context per line, errors at FILE:LINE", "[launcher][mpmd]") {
+  char path[] = "/tmp/dl_appfile_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  {
+    std::ofstream f(path);
+    f << "# comment\n\n-n 2 -x 'A=x y' ./a \"one arg\" ':'\r\n  -np 1 --wdir /tmp ./b\n";
+  }
+  auto apps = read_app_file(path);
+  REQUIRE(apps.size() == 2);
+  CHECK(apps[0].np == 2);
+  CHECK(apps[0].exports == std::vector<std::string>{"A=x y"});
+  CHECK(apps[0].command == std::vector<std::string>{"./a", "one arg", ":"});
+  CHECK(apps[1].wdir == "/tmp");
+  RunOptions o = parse({"--app", path});
+  CHECK(o.np == 3);
+  CHECK(o.command == std::vector<std::string>{"./a", "one arg", ":"});
+  {
+    std::ofstream f(path);
+    f << "-n 1 ./a\n-n 1 --oversubscribe ./b\n";
+  }
+  CHECK_THAT(usage_error({"--app", path}),
+             Catch::Contains(std::string(path) + ":2: app context 2: '--oversubscribe' is not an app context option"));
+  {
+    std::ofstream f(path);
+    f << "-n 1 ./a 'open\n";
+  }
+  CHECK_THAT(usage_error({"--app", path}), Catch::Contains(std::string(path) + ":1: unterminated ' quote"));
+  std::remove(path);
+}
+
+TEST_CASE("launch plan: MPMD ranks get their context's program, MPI_APPNUM, -x and --wdir", "[launcher][mpmd]") {
+  RunOptions o = parse({"-x", "G=1", "-n", "1", "./server", ":", "-n", "2", "-x", "W=2", "--wdir", "/w", "./worker"});
+  o.heartbeat_timeout_s = 7;
+  hf::Placement p = hf::place({hf::HostEntry{.host = "n0", .slots = 3}}, hf::PlacementOptions{});
+  PlanInput in;
+  in.placement = &p;
+  in.opts = &o;
+  msg::Hello h;
+  h.host = "n0";
+  h.pmix = true;
+  in.nodes.push_back(PlanNode{"n0", true, false, {0, 1, 2}, h, "127.0.0.1"});
+  in.job_id = "dl-test";
+  in.token = std::string(64, 't');
+  in.store_port = 1;
+  in.wdir = "/job";
+  in.exports = resolve_exports(o.exports, {});
+  LaunchPlan plan = plan_launch(in);
+  REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+  const msg::Launch& m = *plan.launches.at(0);
+  CHECK(m.env.at("G") == "1");
+  CHECK(m.wdir == "/job");
+  REQUIRE(m.ranks.size() == 3);
+  CHECK(m.ranks[0].argv == std::vector<std::string>{"./server"});
+  CHECK(m.ranks[0].env.at("MPI_APPNUM") == "0");
+  CHECK(m.ranks[0].env.at("PMIX_APPNUM") == "0");
+  CHECK(m.ranks[0].env.count("W") == 0);
+  CHECK_FALSE(m.ranks[0].wdir);
+  for (int r : {1, 2}) {
+    CHECK(m.ranks[r].argv == std::vector<std::string>{"./worker"});
+    CHECK(m.ranks[r].env.at("MPI_APPNUM") == "1");
+    CHECK(m.ranks[r].env.at("W") == "2");
+    CHECK(m.ranks[r].wdir == std::optional<std::string>("/w"));
+  }
+  REQUIRE(m.mpi);
+  CHECK(m.mpi->app_sizes == std::optional<std::vector<int>>(std::vector<int>{1, 2}));
+}
+
+TEST_CASE("spawn answer: refused at once, naming the rank, host and programs", "[launcher][spawn]") {
+  msg::SpawnRequest r;
+  r.id = 7;
+  r.rank = 2;
+  r.apps = {msg::SpawnApp{{"python3", "-m", "mpi4py.futures.server"}, 3}, msg::SpawnApp{{"./b"}, 1}};
+  SpawnAnswer a = answer_spawn(r, "node9");
+  CHECK(a.reply.id == 7);
+  REQUIRE(a.reply.error);
+  CHECK_FALSE(a.reply.nspace);
+  CHECK_THAT(a.line, Catch::StartsWith("dlaunch: rank 2 on node9 called MPI_Comm_spawn (3 x python3 -m "
+                                       "mpi4py.futures.server, 1 x ./b): dlaunch does not start processes"));
+  CHECK(a.line.back() == '\n');
+  CHECK(a.verdict == "rank 2 on node9 called MPI_Comm_spawn (3 x python3 -m mpi4py.futures.server, 1 x ./b), which "
+                     "dlaunch does not support (docs/mpi.md, \"Spawning\")");
+}
