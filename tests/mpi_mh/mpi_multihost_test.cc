@@ -88,6 +88,22 @@ TEST_CASE("dlaunch: mpi_hello and mpi_ring and mpi4py on 4 hosts x 2 ranks", "[m
   check_clean(c, mark);
 }
 
+// MPMD across hosts: the app numbers every host's PMIx server registers
+// agree with each rank's MPI_APPNUM, and one MPI_COMM_WORLD spans both apps.
+TEST_CASE("dlaunch MPMD: MPI_APPNUM per app context on 4 hosts x 2 ranks", "[mpi_mh][cluster][slow]") {
+  Cluster c(4);
+  const std::string mark = unique_marker();
+  const std::string prog = bin("mpi_appnum");
+  auto r = run_dlaunch(c, kRootEnv + "-n 3 " + prog + " server " + mark + " : -n 5 " + prog + " worker " + mark,
+                       std::chrono::seconds(90));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(count(r.output, "BAD") == 0);
+  for (int k = 0; k < 8; ++k)
+    CHECK(count(r.output, "appnum " + std::to_string(k) + " of 8 app " + (k < 3 ? "0 server" : "1 worker") + " ok") == 1);
+  check_clean(c, mark);
+}
+
 TEST_CASE("dlaunch: MPI_Abort on h3 ends the job on every host with the rank's code", "[mpi_mh][cluster][slow]") {
   Cluster c(4);
   const std::string mark = unique_marker();

@@ -70,4 +70,21 @@ TEST_CASE("job map rejects inconsistent plans with a named reason", "[pmix]") {
   m = two_hosts(0);
   m.universe_size = 3;
   rejects(m, "universe_size");
+  m = two_hosts(0);
+  m.app_sizes = {1, 2};
+  rejects(m, "app sizes add up to 3, not world_size 4");
+  m.app_sizes = {4, 0};
+  rejects(m, "an app context has no ranks");
+}
+
+TEST_CASE("job map: MPMD ranks belong to their app context, in rank order", "[pmix]") {
+  JobMap m = two_hosts(0);
+  CHECK(app_of(m, 3) == 0);  // one app: every rank is app 0
+  m.app_sizes = {1, 3};
+  REQUIRE_NOTHROW(validate(m));
+  CHECK(app_of(m, 0) == 0);
+  CHECK(app_of(m, 1) == 1);
+  CHECK(app_of(m, 3) == 1);
+  CHECK(app_leader(m, 0) == 0);
+  CHECK(app_leader(m, 1) == 1);
 }
