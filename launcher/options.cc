@@ -386,7 +386,9 @@ std::vector<std::string> read_env_file(const std::string& path) {
 std::string run_options_help() {
   RunOptions o;
   std::ostringstream s;
-  s << "usage: dlaunch [run] [options] PROGRAM [ARGS...]\n\n" << describe(o, /*help=*/true);
+  s << "usage: dlaunch [run] [options] PROGRAM [ARGS...]\n"
+       "       dlaunch [run] [options] -n N PROGRAM [ARGS...] : -n N [-x VAR] [--wdir DIR] PROGRAM [ARGS...]  (MPMD)\n\n"
+    << describe(o, /*help=*/true);
   return s.str();
 }
 

@@ -81,7 +81,7 @@ TEST_CASE("control messages: the launcher's messages survive encode and decode",
   r.rank = 6, r.argv = {"python3", "train.py", "--lr", "0.1"}, r.env = {{"RANK", "6"}, {"CUDA_VISIBLE_DEVICES", "0,1"}};
   r.stdin_open = true, r.cpus = std::vector<int>{2, 3};
   l.ranks = {r};
-  l.mpi = msg::MpiSection{"dl-ab", 8, 1, 8, {"a", "b"}, {{0, 1, 2, 3}, {4, 5, 6, 7}}};
+  l.mpi = msg::MpiSection{"dl-ab", 8, 1, 8, {"a", "b"}, {{0, 1, 2, 3}, {4, 5, 6, 7}}, std::vector<int>{3, 5}};
   auto l2 = as<msg::Launch>(control::decode_from_launcher(control::encode(l)));
   CHECK(l2.env == l.env);
   CHECK(l2.wdir == "/work");
@@ -97,6 +97,8 @@ TEST_CASE("control messages: the launcher's messages survive encode and decode",
   CHECK(l2.mpi->nspace == "dl-ab");
   CHECK(l2.mpi->node_ranks == l.mpi->node_ranks);
   CHECK(l2.mpi->node_hosts == l.mpi->node_hosts);
+  CHECK(l2.mpi->app_sizes == std::optional<std::vector<int>>(std::vector<int>{3, 5}));
+  CHECK_FALSE(l2.ranks[0].wdir);
 
   // A fence id is a full u64.
   auto ff = as<msg::FenceFailed>(control::decode_from_launcher(control::encode(msg::FenceFailed{~0ull, "b (ranks 4)"})));
@@ -158,4 +160,23 @@ TEST_CASE("control messages: docs/wire-protocol.md lists exactly the messages an
   const std::string listed = doc.substr(b + begin.size(), e - b - begin.size());
   INFO("paste this between the markers in docs/wire-protocol.md:\n" << control::protocol_reference());
   CHECK(listed == control::protocol_reference());
+}
+
+TEST_CASE("control messages: spawn_request and spawn_reply round-trip", "[control]") {
+  msg::SpawnRequest q;
+  q.id = 3, q.rank = 1, q.apps = {msg::SpawnApp{{"python3", "-m", "mpi4py.futures.server"}, 3}};
+  auto q2 = as<msg::SpawnRequest>(control::decode_from_agent(control::encode(q)));
+  CHECK(q2.id == 3);
+  CHECK(q2.rank == 1);
+  REQUIRE(q2.apps.size() == 1);
+  CHECK(q2.apps[0].argv == q.apps[0].argv);
+  CHECK(q2.apps[0].np == 3);
+  msg::SpawnReply a;
+  a.id = 3, a.error = "no";
+  auto a2 = as<msg::SpawnReply>(control::decode_from_launcher(control::encode(a)));
+  CHECK(a2.id == 3);
+  CHECK(a2.error == std::optional<std::string>("no"));
+  CHECK_FALSE(a2.nspace);
+  CHECK_THROWS_WITH(control::decode_from_agent(R"({"t":"spawn_request","id":1,"rank":0})"),
+                    Catch::Contains("'spawn_request' message: field 'apps' is missing"));
 }

@@ -38,7 +38,7 @@ std::vector<std::string> launcher_seeds() {
   msg::RankSpec r;
   r.rank = 0, r.argv = {"python3", "-c", "print(1)"}, r.env = {{"RANK", "0"}}, r.stdin_open = true, r.cpus = {{0, 1}};
   l.ranks = {r, r};
-  l.mpi = msg::MpiSection{"dl-1", 2, 0, 2, {"a", "b"}, {{0}, {1}}};
+  l.mpi = msg::MpiSection{"dl-1", 2, 0, 2, {"a", "b"}, {{0}, {1}}, std::nullopt};
   return {control::encode(l), control::encode(msg::FenceFailed{18446744073709551615ull, "b (ranks 1)"}),
           control::encode(msg::Signal{15}), control::encode(msg::Kill{3000}), control::encode(msg::StdinEof{0}),
           control::encode(msg::Bye{}), control::encode(msg::Heartbeat{})};

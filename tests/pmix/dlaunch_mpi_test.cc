@@ -41,6 +41,14 @@ void check_program(int n, const std::string& program, const std::string& ok_pref
 
 const std::string kPy = "/usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_coll.py";
 
+// run(cmd), and how long it took in *secs.
+Result run_timed(const std::string& cmd, double* secs) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = run(cmd);
+  *secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("dlaunch -n N mpi_hello: MPI size, rank, allreduce, node-local size", "[pmix][slow]") {
@@ -86,9 +94,8 @@ TEST_CASE("dlaunch MPMD: MPI_APPNUM differs per app context, one MPI_COMM_WORLD"
 // before the 60 s mpi4py's executor waits for workers that never come.
 TEST_CASE("dlaunch: MPI_Comm_spawn returns an error at once, dlaunch says why and ends the job", "[pmix][slow]") {
   const std::string mark = marker();
-  const auto t0 = std::chrono::steady_clock::now();
-  Result r = run(kDlaunch + " -n 1 " + kBin + "/mpi_spawn " + mark);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double secs = 0;
+  Result r = run_timed(kDlaunch + " -n 1 " + kBin + "/mpi_spawn " + mark, &secs);
   INFO(r.out);
   CHECK(r.code == 1);
   const std::string call = "rank 0 on localhost called MPI_Comm_spawn (2 x " + kBin + "/mpi_spawn child " + mark + ")";
@@ -104,9 +111,8 @@ TEST_CASE("dlaunch: MPI_Comm_spawn returns an error at once, dlaunch says why an
 
 TEST_CASE("dlaunch: mpi4py's MPIPoolExecutor fails at once instead of waiting for workers", "[pmix][slow]") {
   const std::string mark = marker();
-  const auto t0 = std::chrono::steady_clock::now();
-  Result r = run(kDlaunch + " -n 1 /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_pool.py " + mark);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double secs = 0;
+  Result r = run_timed(kDlaunch + " -n 1 /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_pool.py " + mark, &secs);
   INFO(r.out);
   CHECK(r.code == 1);
   CHECK(count(r.out, "dlaunch: rank 0 on localhost called MPI_Comm_spawn (3 x /usr/bin/python3 ") == 2);
