@@ -53,7 +53,7 @@ TEST_CASE("app contexts: ':' separates contexts, each with its own -n, -x, --wdi
   CHECK(app_first_rank(o.apps, 2) == 4);
 }
 
-TEST_CASE("app contexts: one program stays one program; '--' keeps ':' as an argument", "[launcher][mpmd]") {
+TEST_CASE("app contexts: one program stays one program, and '--' keeps ':' as an argument", "[launcher][mpmd]") {
   RunOptions o = parse({"-n", "2", "./app", "x"});
   CHECK(o.apps.empty());
   CHECK(o.np == 2);
