@@ -89,6 +89,10 @@ TEST_CASE("app contexts: --app FILE, one context per line, errors at FILE:LINE",
   const int fd = mkstemp(path);
   REQUIRE(fd >= 0);
   close(fd);
+  struct Remove {  // also when a REQUIRE or an exception leaves the test early
+    const char* p;
+    ~Remove() { std::remove(p); }
+  } remove_file{path};
   {
     std::ofstream f(path);
     f << "# comment\n\n-n 2 -x 'A=x y' ./a \"one arg\" ':'\r\n  -np 1 --wdir /tmp ./b\n";
@@ -113,7 +117,6 @@ TEST_CASE("app contexts: --app FILE, one context per line, errors at FILE:LINE",
     f << "-n 1 ./a 'open\n";
   }
   CHECK_THAT(usage_error({"--app", path}), Catch::Contains(std::string(path) + ":1: unterminated ' quote"));
-  std::remove(path);
 }
 
 TEST_CASE("launch plan: MPMD ranks get their context's program, MPI_APPNUM, -x and --wdir", "[launcher][mpmd]") {
