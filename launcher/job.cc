@@ -153,7 +153,9 @@ void Job::start_agents(uint16_t control_port) {
     so.ssh_config = opts_.ssh_config;
     so.ssh_accept_new = opts_.ssh_accept_new;
     so.prefix = opts_.prefix;
-    starter_ = remote::make_process_starter(io_, std::move(so), std::move(ev));
+    so.ssh_parallel = opts_.ssh_parallel;
+    starter_ = opts_.launcher == "ssh" ? remote::make_openssh_starter(io_, std::move(so), std::move(ev))
+                                       : remote::make_process_starter(io_, std::move(so), std::move(ev));
   }
   for (auto& n : nodes_) {
     if (n.external) continue;

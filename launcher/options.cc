@@ -75,6 +75,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("agent-timeout", val(&o.agent_timeout_s, help), "seconds to wait for agents to connect")
     ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
     ("control-addr", val(&o.control_addr, help), "address agents connect back to")
+    ("launcher", val(&o.launcher, help), "how remote agents start: libssh (built in) or ssh (the system's OpenSSH client)")
     ("ssh-parallel", val(&o.ssh_parallel, help), "ssh sessions opened at once")
     ("ssh-accept-new", po::bool_switch(&o.ssh_accept_new), "accept unknown host keys (never changed ones)")
     ("ssh-config", val(&o.ssh_config, help), "ssh client config file (like ssh -F)")
@@ -310,6 +311,9 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
   if (o.bind_to != "none" && o.bind_to != "core" && o.bind_to != "numa")
     throw UsageError("--bind-to takes none, core or numa, got '" + o.bind_to + "'");
   if (o.cpus_per_rank < 1) throw UsageError("--cpus-per-rank needs at least 1");
+  if (o.launcher != "libssh" && o.launcher != "ssh")
+    throw UsageError("--launcher takes libssh or ssh, got '" + o.launcher + "'");
+  if (o.ssh_parallel < 1) throw UsageError("--ssh-parallel needs at least 1");
   if (o.cpus_per_rank != 1 && o.bind_to != "core") throw UsageError("--cpus-per-rank needs --bind-to core");
   if (vm.count("nproc-per-node")) {
     const std::string v = vm["nproc-per-node"].as<std::string>();

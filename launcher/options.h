@@ -49,6 +49,7 @@ struct RunOptions {
   // Remote hosts.
   std::string prefix;               // --prefix DIR holding bin/dlaunch-agent
   std::string control_addr;         // --control-addr: address agents connect back to
+  std::string launcher = "libssh";   // --launcher libssh|ssh: how remote agents start (docs/ssh.md)
   int ssh_parallel = 32;            // --ssh-parallel
   bool ssh_accept_new = false;      // --ssh-accept-new
   std::string ssh_config;           // --ssh-config FILE (like ssh -F)

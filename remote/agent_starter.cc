@@ -92,7 +92,8 @@ std::string local_agent_exit_error(const std::string& path, int wait_status) {
          " before it connected (its own message, if any, is above); run it by hand to see why";
 }
 
-LocalAgent start_local_agent(const std::string& path, const std::vector<std::string>& args, const std::string& token) {
+LocalAgent start_local_agent(const std::string& path, const std::vector<std::string>& args, const std::string& token,
+                             int stderr_fd, int stdout_fd) {
   int in[2], exec_status[2];
   if (::pipe2(in, O_CLOEXEC) != 0) throw_errno("creating the agent's stdin pipe");
   // Closed by a successful exec (O_CLOEXEC), or carrying exec's errno.
@@ -123,6 +124,8 @@ LocalAgent start_local_agent(const std::string& path, const std::vector<std::str
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::dup2(in[0], 0);
+    if (stderr_fd >= 0) ::dup2(stderr_fd, 2);
+    if (stdout_fd >= 0) ::dup2(stdout_fd, 1);
     if (path.find('/') != std::string::npos) ::execv(path.c_str(), argv.data());
     else ::execvp(path.c_str(), argv.data());
     const int e = errno;

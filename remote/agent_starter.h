@@ -32,7 +32,11 @@ struct LocalAgent {
 // never raises SIGPIPE, even when the agent is already gone.
 // Throws RemoteError when `path` cannot be executed, with the message of
 // local_agent_exec_error (the child is reaped, nothing is left).
-LocalAgent start_local_agent(const std::string& path, const std::vector<std::string>& args, const std::string& token);
+// `stderr_fd` >= 0 becomes the child's stderr, `stdout_fd` >= 0 its stdout
+// (the caller keeps and closes its copies); -1 leaves dlaunch's. The ssh
+// starter runs `ssh` through this.
+LocalAgent start_local_agent(const std::string& path, const std::vector<std::string>& args, const std::string& token,
+                             int stderr_fd = -1, int stdout_fd = -1);
 
 // Why the local agent `path` (as agent_path returned it) could not be
 // executed (errno `err` of exec): the path tried, where dlaunch looked for it
@@ -102,14 +106,24 @@ class AgentStarter {
 };
 
 struct StarterOptions {
+  int ssh_parallel = 32;  // hosts in their ssh handshake at once (--ssh-parallel)
   std::chrono::milliseconds ssh_timeout{30000};
   std::string ssh_config, prefix;
   bool ssh_accept_new = false;
 };
 
-// Local agents by fork/exec, remote ones over libssh (a thread per host for
-// now), the token on each agent's stdin.
+// Local agents by fork/exec, remote ones over libssh, every ssh session
+// driven by the io_context's thread (no thread per host), the token on each
+// agent's stdin (--launcher libssh).
 std::unique_ptr<AgentStarter> make_process_starter(boost::asio::io_context& io, StarterOptions o,
+                                                   AgentStarter::Events ev);
+
+// Local agents by fork/exec, remote ones through the system's OpenSSH client
+// (`ssh`, so ProxyJump, GSSAPI, ControlMaster, certificates and all of
+// ssh_config apply), one child process per remote host watched by the
+// io_context, the token on each agent's stdin (--launcher ssh;
+// openssh_starter.h).
+std::unique_ptr<AgentStarter> make_openssh_starter(boost::asio::io_context& io, StarterOptions o,
                                                    AgentStarter::Events ev);
 
 }  // namespace dl::remote

@@ -1,156 +1,131 @@
-// The agent starter that starts real processes: the local host's agent by
-// fork/exec (agent_starter.h's helpers), remote hosts' over ssh.
-#include <atomic>
+// The agent starter of --launcher libssh: the local host's agent by
+// fork/exec (local_starter.h), remote hosts' over libssh, every session
+// driven from the io_context's thread by an ssh::AsyncExec, at most
+// --ssh-parallel of them in their handshake at once.
 #include <map>
-#include <mutex>
-#include <thread>
 
 #include <boost/asio.hpp>
 
-#include "errors/error.h"
 #include "remote/agent_starter.h"
+#include "remote/local_starter.h"
+#include "remote/ssh/async_exec.h"
 #include "remote/ssh/quote.h"
-#include "remote/ssh/remote_process.h"
-#include "remote/ssh/session.h"
+#include "remote/start_gate.h"
 
 namespace dl::remote {
 
 namespace asio = boost::asio;
-using std::chrono::milliseconds;
 
 namespace {
 
-class ProcessStarter : public AgentStarter {
+class LibsshStarter : public AgentStarter {
  public:
-  ProcessStarter(asio::io_context& io, StarterOptions o, Events ev) : io_(io), o_(std::move(o)), ev_(std::move(ev)) {}
-  ~ProcessStarter() override { stop(0); }
+  LibsshStarter(asio::io_context& io, StarterOptions o, Events ev)
+      : io_(io), o_(std::move(o)), ev_(std::move(ev)), gate_(o_.ssh_parallel) {}
+  ~LibsshStarter() override { stop(0); }
 
   void start(const AgentStartSpec& spec) override {
-    auto& w = watch_[spec.node];
-    w = std::make_unique<Watch>();
-    if (spec.local) start_local(spec, *w);
-    else start_remote(spec, *w);
+    Host& h = hosts_[spec.node];
+    h.target = ssh::Target{spec.host, spec.user, spec.port};
+    gate_.enter(spec.node, [this, spec] { begin(spec); });
   }
 
   void connected(int node) override {
-    if (auto it = watch_.find(node); it != watch_.end()) it->second->connected = true;
+    if (auto it = hosts_.find(node); it != hosts_.end()) it->second.connected = true;
   }
 
-  void stop(int ms) override {
-    for (auto& [node, w] : watch_) w->stop = true;
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-    threads_.clear();
-    for (auto& [node, w] : watch_) {
-      if (w->exit_watch) {
-        boost::system::error_code ec;
-        w->exit_watch->cancel(ec);
-      }
-      reap_local_agent(w->local, ms);
-    }
+  void stop(int) override {
+    stopped_ = true;
+    gate_.clear();
+    for (auto& [node, h] : hosts_)
+      if (h.exec) h.exec->close();
   }
 
  private:
-  struct Watch {
-    std::atomic<bool> stop{false}, connected{false};
-    LocalAgent local;
-    std::string path;
-    std::unique_ptr<asio::posix::stream_descriptor> exit_watch;  // the local agent's pidfd
+  struct Host {
+    ssh::Target target;
+    std::shared_ptr<ssh::AsyncExec> exec;
+    bool connected = false;
+    size_t forwarded = 0;  // bytes of its stderr passed on as the agent's
   };
 
-  void fail(int node, std::string why) {
-    asio::post(io_, [this, node, why = std::move(why)] { ev_.failed(node, why); });
+  void post_failed(int node, std::string why) {
+    asio::post(io_, [this, node, why = std::move(why)] {
+      if (!stopped_) ev_.failed(node, why);
+    });
   }
 
-  void start_local(const AgentStartSpec& spec, Watch& w) {
-    w.path = agent_path("", false);
-    control::AgentArgs a = spec.args;
-    a.connect_host = "127.0.0.1";
-    a.connect_port = static_cast<uint16_t>(std::stoi(spec.control_port));
-    try {
-      w.local = start_local_agent(w.path, control::to_argv(a), spec.token);
-    } catch (const Error& e) {
-      return fail(spec.node, spec.host + ": " + e.what());
-    }
-    // One that exits before it connects fails its node at once, not when
-    // --agent-timeout runs out. Without pidfds (Linux < 5.3) the agent timer
-    // still bounds the wait.
-    const int fd = open_agent_pidfd(w.local);
-    if (fd < 0) return;
-    w.exit_watch = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
-    w.exit_watch->async_wait(asio::posix::stream_descriptor::wait_read,
-                             [this, &w, node = spec.node, host = spec.host](boost::system::error_code ec) {
-                               if (ec || w.connected || w.stop) return;
-                               if (auto status = peek_agent_exit(w.local))
-                                 ev_.failed(node, host + ": " + local_agent_exit_error(w.path, *status));
-                             });
-  }
-
-  void start_remote(const AgentStartSpec& spec, Watch& w) {
-    ssh::Target target{spec.host, spec.user, spec.port};
+  void begin(const AgentStartSpec& spec) {
     ssh::Options so;
     so.connect_timeout = o_.ssh_timeout;
     so.config_file = o_.ssh_config;
     so.accept_new = o_.ssh_accept_new;
-    const std::string path = agent_path(o_.prefix, true);
-    threads_.emplace_back([this, &w, spec, target, so, path, token = spec.token] {
-      const int node = spec.node;
-      try {
-        ssh::Session session(target, so);
-        const std::string back = spec.control_addr.empty() ? session.local_address() : spec.control_addr;
-        control::AgentArgs a = spec.args;
-        a.connect_host = back;
-        a.connect_port = static_cast<uint16_t>(std::stoi(spec.control_port));
-        std::vector<std::string> argv{path};
-        for (auto& x : control::to_argv(a)) argv.push_back(std::move(x));
-        asio::post(io_, [this, node, back, reach = session.remote_address()] { ev_.reached(node, reach, back); });
-        auto proc = session.exec(ssh::join_quoted(argv));
-        // A command that cannot start (no agent there) may end, and close the
-        // channel, before the token is written: its exit status and stderr
-        // then say why, not the failed write.
-        std::string write_error;
-        try {
-          proc->write_stdin(token + "\n");
-        } catch (const Error& e) {
-          write_error = e.what();
-        }
-        size_t err_seen = 0;
-        while (!w.stop && proc->poll_output(milliseconds(20))) {
-          if (proc->err().size() > err_seen && w.connected) {
-            // The agent's own complaints after start-up, tagged with its host by the Job.
-            std::string tail = proc->err().substr(err_seen);
-            err_seen = proc->err().size();
-            asio::post(io_, [this, node, tail] { ev_.agent_stderr(node, tail); });
-          }
-        }
-        if (w.stop) return;
-        if (!proc->exit_status() && !write_error.empty()) return fail(node, write_error);
-        const int status = proc->exit_status().value_or(-1);
-        std::string err = proc->err().substr(std::min(err_seen, proc->err().size()));
-        while (!err.empty() && (err.back() == '\n' || err.back() == '\r')) err.pop_back();
-        std::string why = target.str() + ": dlaunch-agent exited with status " + std::to_string(status);
-        if (status == 127)
-          why = target.str() + ": dlaunch-agent was not found (" + path +
-                "); install dlaunch at the same path there or pass --prefix DIR";
-        if (!err.empty()) why += " (" + err + ")";
-        fail(node, why);
-      } catch (const std::exception& e) {
-        fail(node, e.what());
-      }
+    const int node = spec.node;
+    ssh::AsyncExec::Hooks hooks;
+    hooks.command = [this, spec](const ssh::Session& s, std::string* payload) {
+      gate_.leave(spec.node);
+      const std::string back = spec.control_addr.empty() ? s.local_address() : spec.control_addr;
+      asio::post(io_, [this, node = spec.node, back, reach = s.remote_address()] {
+        if (!stopped_) ev_.reached(node, reach, back);
+      });
+      control::AgentArgs a = spec.args;
+      a.connect_host = back;
+      a.connect_port = static_cast<uint16_t>(std::stoi(spec.control_port));
+      std::vector<std::string> argv{agent_path(o_.prefix, true)};
+      for (auto& x : control::to_argv(a)) argv.push_back(std::move(x));
+      *payload = spec.token + "\n";
+      return ssh::join_quoted(argv);
+    };
+    hooks.failed = [this, node](const std::string& why, ErrorKind) {
+      gate_.leave(node);
+      post_failed(node, why);
+    };
+    hooks.err = [this, node](std::string_view) { forward_stderr(node); };
+    hooks.ended = [this, node](int status) { ended(node, status); };
+    Host& h = hosts_[node];
+    h.exec = ssh::AsyncExec::create(io_, h.target, so, std::move(hooks));
+    h.exec->start();
+  }
+
+  // The agent's own complaints after start-up, tagged with its host by the Job.
+  void forward_stderr(int node) {
+    Host& h = hosts_[node];
+    if (!h.connected || h.exec->err().size() <= h.forwarded) return;
+    std::string tail = h.exec->err().substr(h.forwarded);
+    h.forwarded = h.exec->err().size();
+    asio::post(io_, [this, node, tail = std::move(tail)] {
+      if (!stopped_) ev_.agent_stderr(node, tail);
     });
+  }
+
+  // Before it connected this is why it could not start; after, the Job
+  // hears of it from the control connection and ignores this.
+  void ended(int node, int status) {
+    Host& h = hosts_[node];
+    std::string err = h.exec->err().substr(std::min(h.forwarded, h.exec->err().size()));
+    while (!err.empty() && (err.back() == '\n' || err.back() == '\r')) err.pop_back();
+    const std::string path = agent_path(o_.prefix, true);
+    std::string why = h.target.str() + ": dlaunch-agent exited with status " + std::to_string(status);
+    if (status == 127)
+      why = h.target.str() + ": dlaunch-agent was not found (" + path +
+            "); install dlaunch at the same path there or pass --prefix DIR";
+    if (!err.empty()) why += " (" + err + ")";
+    post_failed(node, why);
   }
 
   asio::io_context& io_;
   StarterOptions o_;
   Events ev_;
-  std::map<int, std::unique_ptr<Watch>> watch_;
-  std::vector<std::thread> threads_;
+  StartGate gate_;
+  bool stopped_ = false;
+  std::map<int, Host> hosts_;
 };
 
 }  // namespace
 
 std::unique_ptr<AgentStarter> make_process_starter(asio::io_context& io, StarterOptions o, AgentStarter::Events ev) {
-  return std::make_unique<ProcessStarter>(io, std::move(o), std::move(ev));
+  auto local = make_local_starter(io, ev);
+  return make_split_starter(std::move(local), std::make_unique<LibsshStarter>(io, std::move(o), std::move(ev)));
 }
 
 }  // namespace dl::remote

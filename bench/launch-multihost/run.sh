@@ -1,21 +1,51 @@
 #!/usr/bin/env bash
-# bench/launch-multihost: start `true` on 4 namespace hosts (tests/cluster) with
-# each launcher, medians of RUNS runs each, measured in one run, ratios against
-# the parallel-ssh floor (4 plain `ssh host true` at once). Needs root.
+# bench/launch-multihost: start `true` on K namespace hosts (tests/cluster) x 2
+# slots with each launcher, for each K in HOSTS; medians of RUNS runs, ratios
+# against pdsh (one `true` per host). For dlaunch's rows also the launcher's
+# CPU time for that start (user+sys), and, while a job of the same shape
+# sleeps, its thread count and the share of a core it spends. Needs root.
 #
-#   bench/launch-multihost/run.sh                      # BUILD=build-ssh RUNS=10
-#   DLAUNCH_CMD='build/bin/dlaunch -n 8 --hostfile {hostfile} true' bench/launch-multihost/run.sh
-# In DLAUNCH_CMD, {hostfile} is "<addr> slots=2" per host and {ssh_config} the
-# cluster's ssh config; dlaunch runs inside h0 like the other launchers. The
-# dlaunch row is skipped when DLAUNCH_CMD is unset.
+#   bench/launch-multihost/run.sh                          # BUILD=build HOSTS="4 16" RUNS=5
+#   HOSTS="4 16 64 128" RUNS=3 bench/launch-multihost/run.sh
+#   BASE_BIN=/tmp/old/bin bench/launch-multihost/run.sh    # adds a dlaunch-base row (another build)
+# Rows: ssh (K plain `ssh host true` at once: the floor), pdsh, hydra
+# (mpiexec.hydra -launcher ssh), mpirun (OpenMPI), dl_ssh (remote/ssh
+# run_all), dlaunch (--launcher libssh), dlaunch-ssh (--launcher ssh),
+# dlaunch-base. dlaunch runs inside h0 like the others; h0's own ranks start
+# without ssh.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 CLUSTER="$SRC/tests/cluster/cluster.sh"
 
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+# While `dlaunch ... sleep MARK` runs: "threads idle_cpu_percent" of the launcher.
+idle_sample() {  # $1 = dlaunch command prefix (without program), $2 = ranks
+  local mark="9$RANDOM.$RANDOM" pid="" i t0 t1 c0 c1 th hz
+  hz=$(getconf CLK_TCK)
+  eval "$1 --timeout 60 sleep $mark" >/dev/null 2>&1 &
+  local job=$!
+  for ((i = 0; i < 600; i++)); do  # until every rank runs (60 s at most)
+    [ "$(pgrep -fc "^sleep $mark")" -ge "$2" ] && break
+    sleep 0.1
+  done
+  pid=$(pgrep -f "dlaunch .*sleep $mark" | head -1)
+  if [ -z "$pid" ] || [ "$(pgrep -fc "^sleep $mark")" -lt "$2" ]; then
+    kill -INT "$job" 2>/dev/null; wait "$job" 2>/dev/null; echo "- -"; return
+  fi
+  sleep 1
+  th=$(ls "/proc/$pid/task" | wc -l)
+  c0=$(awk '{print $14 + $15}' "/proc/$pid/stat"); t0=$(date +%s%N)
+  sleep 3
+  c1=$(awk '{print $14 + $15}' "/proc/$pid/stat"); t1=$(date +%s%N)
+  kill -INT "$pid"; wait "$job" 2>/dev/null
+  awk -v th="$th" -v c="$((c1 - c0))" -v hz="$hz" -v ns="$((t1 - t0))" 'BEGIN {printf "%d %.2f\n", th, 100 * c / hz / (ns / 1e9)}'
+}
+
 if [ "${1:-}" = "--inside" ]; then  # runs inside h0's namespace
-  DIR=$2; RUNS=$3; BIN=$4
-  cfg="$DIR/ssh_config"
+  DIR=$2; RUNS=$3; BIN=$4; K=$5
+  cfg="$DIR/ssh_config"; np=$((2 * K))
   mapfile -t addrs < <(awk '{print $1}' "$DIR/hostfile")
   hosts=$(IFS=,; echo "${addrs[*]}")
   for a in "${addrs[@]}"; do echo "$a:2"; done >"$DIR/hosts.mpich"
@@ -23,52 +53,64 @@ if [ "${1:-}" = "--inside" ]; then  # runs inside h0's namespace
   ssh_floor() { for a in "${addrs[@]}"; do ssh -F "$cfg" "$a" true & done; wait; }
   declare -A cmd=(
     [ssh]="ssh_floor"
-    [pdsh]="PDSH_SSH_ARGS_APPEND='-F $cfg' pdsh -R ssh -w $hosts true"
-    [hydra]="mpiexec.hydra -launcher ssh -launcher-exec $DIR/ssh-wrapper -f $DIR/hosts.mpich -n 8 true"
-    [mpirun]="mpirun --allow-run-as-root --hostfile $DIR/hostfile -n 8 --mca plm_rsh_args '-F $cfg' true"
-    [dl_ssh]="$BIN/dl_ssh_run -F $cfg ${addrs[*]} -- true"
+    [pdsh]="PDSH_SSH_ARGS_APPEND='-F $cfg' pdsh -R ssh -f $K -w $hosts true"
+    [hydra]="mpiexec.hydra -launcher ssh -launcher-exec $DIR/ssh-wrapper -f $DIR/hosts.mpich -n $np true"
+    [mpirun]="mpirun --allow-run-as-root --hostfile $DIR/hostfile -n $np --mca plm_rsh_args '-F $cfg' true"
+    [dl_ssh]="$BIN/dl_ssh_run -F $cfg -p 32 ${addrs[*]} -- true"
+    [dlaunch]="$BIN/dlaunch --launcher libssh -n $np --hostfile $DIR/hostfile --ssh-config $cfg"
+    [dlaunch-ssh]="$BIN/dlaunch --launcher ssh -n $np --hostfile $DIR/hostfile --ssh-config $cfg"
   )
-  order=(ssh pdsh hydra mpirun dl_ssh)
-  if [ -n "${DLAUNCH_CMD:-}" ]; then
-    c=${DLAUNCH_CMD//\{hostfile\}/$DIR/hostfile}; cmd[dlaunch]=${c//\{ssh_config\}/$cfg}; order+=(dlaunch)
+  order=(ssh pdsh hydra mpirun dl_ssh dlaunch dlaunch-ssh)
+  if [ -n "${BASE_BIN:-}" ]; then
+    cmd[dlaunch-base]="$BASE_BIN/dlaunch -n $np --hostfile $DIR/hostfile --ssh-config $cfg"; order+=(dlaunch-base)
   fi
-  declare -A median
+  declare -A med cpu
   for name in "${order[@]}"; do
-    if ! out=$(eval "${cmd[$name]}" 2>&1); then  # warm-up, and a check that it works
-      echo "bench: $name failed: ${cmd[$name]}: $out" >&2; median[$name]=FAIL; continue
+    c=${cmd[$name]}; [[ $name == dlaunch* ]] && c="$c true"
+    if ! out=$(eval "$c" 2>&1 </dev/null); then  # warm-up, and a check that it works
+      echo "bench: $name failed: $c: $(echo "$out" | tail -3)" >&2; med[$name]=FAIL; continue
     fi
-    times=()
+    times=(); cpus=()
     for ((r = 0; r < RUNS; r++)); do
-      t0=$(date +%s%N); eval "${cmd[$name]}" >/dev/null 2>&1; t1=$(date +%s%N)
+      t0=$(date +%s%N)
+      if [[ $name == dlaunch* ]]; then
+        /usr/bin/time -f '%U %S' -o "$DIR/time.out" bash -c "$c" >/dev/null 2>&1 </dev/null
+        cpus+=($(awk '{printf "%d", ($1 + $2) * 1000}' "$DIR/time.out"))
+      else
+        eval "$c" >/dev/null 2>&1 </dev/null
+      fi
+      t1=$(date +%s%N)
       times+=($(( (t1 - t0) / 1000 )))
     done
-    median[$name]=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
+    med[$name]=$(printf '%s\n' "${times[@]}" | median)
+    [ ${#cpus[@]} -gt 0 ] && cpu[$name]=$(printf '%s\n' "${cpus[@]}" | median)
   done
-  floor=${median[ssh]}
-  printf '%-10s %-62s %12s %10s\n' launcher command "median_ms" "x_ssh"
-  for name in ssh pdsh hydra mpirun dl_ssh dlaunch; do
-    case $name in
-      ssh) what="4 x ssh -F cfg ADDR true, in parallel" ;;
-      pdsh) what="pdsh -R ssh -w 4 hosts true" ;;
-      hydra) what="mpiexec.hydra -launcher ssh -f hosts -n 8 true" ;;
-      mpirun) what="mpirun --hostfile hosts -n 8 true (OpenMPI, plm_rsh_args -F)" ;;
-      dl_ssh) what="dl_ssh_run (remote/ssh run_all) 4 hosts true" ;;
-      dlaunch) what="${DLAUNCH_CMD:-DLAUNCH_CMD unset: lead fills this row}" ;;
-    esac
-    m=${median[$name]:-}
-    if [ -z "$m" ]; then printf '%-10s %-62s %12s %10s\n' "$name" "$what" "-" "-"; continue; fi
-    if [ "$m" = FAIL ] || [ "$floor" = FAIL ]; then printf '%-10s %-62s %12s %10s\n' "$name" "$what" FAIL -; continue; fi
-    awk -v n="$name" -v w="$what" -v m="$m" -v f="$floor" 'BEGIN {printf "%-10s %-62s %12.1f %10.2f\n", n, w, m/1000, m/f}'
+  printf '%5s %-12s %10s %8s %8s %8s %8s\n' hosts launcher median_s x_pdsh cpu_s threads idle_%
+  for name in "${order[@]}"; do
+    m=${med[$name]:-FAIL}; p=${med[pdsh]:-FAIL}
+    idle="- -"; [[ $name == dlaunch* ]] && [ "$m" != FAIL ] && idle=$(idle_sample "${cmd[$name]}" "$np")
+    awk -v k="$K" -v n="$name" -v m="$m" -v p="$p" -v c="${cpu[$name]:--}" -v idle="$idle" 'BEGIN {
+      split(idle, i, " ")
+      ms = (m == "FAIL") ? "FAIL" : sprintf("%.3f", m / 1e6)
+      x = (m == "FAIL" || p == "FAIL") ? "-" : sprintf("%.2f", m / p)
+      cs = (c == "-") ? "-" : sprintf("%.2f", c / 1000)
+      printf "%5d %-12s %10s %8s %8s %8s %8s\n", k, n, ms, x, cs, i[1], i[2] }'
   done
   exit 0
 fi
 
 [ "$(id -u)" = 0 ] || { echo "bench: needs root (it builds a namespace cluster)" >&2; exit 3; }
-BUILD=${BUILD:-$SRC/build-ssh}
-RUNS=${RUNS:-10}
-[ -x "$BUILD/bin/dl_ssh_run" ] || { echo "bench: $BUILD/bin/dl_ssh_run missing: ninja -C $BUILD dl_ssh_run" >&2; exit 1; }
-up=$("$CLUSTER" up --hosts 4 --owner $$) || { echo "$up" >&2; exit 1; }
-eval "$up"
-trap '"$CLUSTER" down "$DL_CLUSTER_ID" >/dev/null' EXIT
-echo "# launch-multihost: 4 namespace hosts x 2 slots, /bin/true, median of $RUNS runs (ms); $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
-"$CLUSTER" exec "$DL_CLUSTER_ID" h0 -- env DLAUNCH_CMD="${DLAUNCH_CMD:-}" bash "$HERE/run.sh" --inside "$DL_CLUSTER_DIR" "$RUNS" "$BUILD/bin"
+BUILD=${BUILD:-$SRC/build}
+RUNS=${RUNS:-5}
+HOSTS=${HOSTS:-"4 16"}
+for b in dl_ssh_run dlaunch dlaunch-agent; do
+  [ -x "$BUILD/bin/$b" ] || { echo "bench: $BUILD/bin/$b missing: cmake --build $BUILD --target $b" >&2; exit 1; }
+done
+for K in $HOSTS; do
+  up=$("$CLUSTER" up --hosts "$K" --owner $$) || { echo "$up" >&2; exit 1; }
+  eval "$up"
+  trap '"$CLUSTER" down "$DL_CLUSTER_ID" >/dev/null' EXIT
+  echo "# launch-multihost: $K namespace hosts x 2 slots, /bin/true, median of $RUNS runs; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+  "$CLUSTER" exec "$DL_CLUSTER_ID" h0 -- env BASE_BIN="${BASE_BIN:-}" bash "$HERE/run.sh" --inside "$DL_CLUSTER_DIR" "$RUNS" "$BUILD/bin" "$K"
+  "$CLUSTER" down "$DL_CLUSTER_ID" >/dev/null; trap - EXIT
+done

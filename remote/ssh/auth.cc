@@ -1,4 +1,4 @@
-// Session::authenticate: public-key authentication in the order OpenSSH users
+// Session::authenticate_step: public-key authentication in the order OpenSSH users
 // expect (ssh-agent, then key files), and the one-line error when it fails.
 #include <libssh/libssh.h>
 #include <pwd.h>
@@ -60,20 +60,29 @@ std::string methods_text(int methods) {
 
 }  // namespace
 
-void Session::authenticate(const Options& o) {
-  int rc = ssh_userauth_none(s_, nullptr);
-  if (rc == SSH_AUTH_SUCCESS) return;
-  if (rc == SSH_AUTH_ERROR)
-    throw IoError(name_ + ": the connection broke during authentication: " + ssh_get_error(s_));
-  int methods = ssh_userauth_list(s_, nullptr);
-  if (methods & SSH_AUTH_METHOD_PUBLICKEY) {
-    // Agent first (unless disabled), then every identity file; keys with a
-    // passphrase are skipped here (no prompt: load them into ssh-agent).
-    rc = ssh_userauth_publickey_auto(s_, nullptr, nullptr);
-    if (rc == SSH_AUTH_SUCCESS) return;
+bool Session::authenticate_step() {
+  if (step_ == Step::kAuthNone) {
+    const int rc = ssh_userauth_none(s_, nullptr);
+    if (rc == SSH_AUTH_AGAIN) return false;
+    if (rc == SSH_AUTH_SUCCESS) return true;
     if (rc == SSH_AUTH_ERROR)
       throw IoError(name_ + ": the connection broke during authentication: " + ssh_get_error(s_));
+    methods_ = ssh_userauth_list(s_, nullptr);
+    if (!(methods_ & SSH_AUTH_METHOD_PUBLICKEY)) auth_failed(methods_);
+    step_ = Step::kAuthKeys;
   }
+  // Agent first (unless disabled), then every identity file; keys with a
+  // passphrase are skipped here (no prompt: load them into ssh-agent).
+  const int rc = ssh_userauth_publickey_auto(s_, nullptr, nullptr);
+  if (rc == SSH_AUTH_AGAIN) return false;
+  if (rc == SSH_AUTH_SUCCESS) return true;
+  if (rc == SSH_AUTH_ERROR)
+    throw IoError(name_ + ": the connection broke during authentication: " + ssh_get_error(s_));
+  auth_failed(methods_);
+}
+
+void Session::auth_failed(int methods) {
+  const Options& o = options_;
   const char* sock = std::getenv("SSH_AUTH_SOCK");
   std::string agent = !o.use_agent       ? "no ssh-agent (disabled)"
                       : sock && *sock    ? std::string("the keys of ssh-agent at ") + sock

@@ -31,8 +31,8 @@ struct RemoteProcess::Hooks {
   int signal = 0;
 };
 
-RemoteProcess::RemoteProcess(ssh_channel_struct* channel, std::string host)
-    : ch_(channel), hooks_(std::make_unique<Hooks>()), host_(std::move(host)) {
+RemoteProcess::RemoteProcess(ssh_channel_struct* channel, std::string host, std::string command)
+    : ch_(channel), hooks_(std::make_unique<Hooks>()), host_(std::move(host)), command_(std::move(command)) {
   ssh_callbacks_init(&hooks_->cb);
   hooks_->cb.userdata = hooks_.get();
   hooks_->cb.channel_exit_signal_function = [](ssh_session, ssh_channel, const char* sig, int,
@@ -45,6 +45,50 @@ RemoteProcess::RemoteProcess(ssh_channel_struct* channel, std::string host)
 RemoteProcess::~RemoteProcess() {
   if (ssh_channel_is_open(ch_)) ssh_channel_close(ch_);
   ssh_channel_free(ch_);
+}
+
+bool RemoteProcess::advance_open() {
+  int rc = SSH_OK;
+  if (open_ == Open::kChannel) {
+    rc = ssh_channel_open_session(ch_);
+    if (rc == SSH_OK) open_ = Open::kExec;
+  }
+  if (open_ == Open::kExec) {
+    rc = ssh_channel_request_exec(ch_, command_.c_str());
+    if (rc == SSH_OK) open_ = Open::kRunning;
+  }
+  if (rc == SSH_AGAIN) return false;
+  if (rc != SSH_OK)
+    throw RemoteError(host_ + ": the server refused to run a command: " + ssh_get_error(ssh_channel_get_session(ch_)) +
+                      " (MaxSessions or ForceCommand in its sshd_config?)");
+  return true;
+}
+
+// Reads what libssh holds or the socket has, without waiting; false when the
+// connection broke.
+bool RemoteProcess::read_available() {
+  std::array<char, 16384> buf;
+  for (int is_err = 0; is_err < 2; ++is_err) {
+    int n;
+    while ((n = ssh_channel_read_nonblocking(ch_, buf.data(), buf.size(), is_err)) > 0)
+      (is_err ? err_ : out_).append(buf.data(), static_cast<size_t>(n));
+    if (n == SSH_ERROR) return false;
+  }
+  return true;
+}
+
+bool RemoteProcess::drain() {
+  if (status_) return false;
+  if (!read_available() || ssh_channel_is_closed(ch_)) {
+    collect_status();
+    return false;
+  }
+  if (!ssh_channel_is_eof(ch_)) return true;
+  // After EOF the exit status (or exit-signal, then the channel's close) is
+  // still on its way: this call takes in what arrived, without waiting.
+  if (ssh_channel_get_exit_status(ch_) < 0 && hooks_->signal == 0 && !ssh_channel_is_closed(ch_)) return true;
+  collect_status();
+  return false;
 }
 
 void RemoteProcess::write_stdin(std::string_view bytes) {

@@ -4,7 +4,9 @@
 // open until close_stdin() (dlaunch-agent reads EOF on stdin as "launcher
 // gone"); its stdout and stderr come back separately; its exit status when it
 // ends. Used by one thread at a time, like the Session that made it, which must
-// outlive it.
+// outlive it. Blocking sessions use poll_output/wait; an event loop driving a
+// non-blocking session calls advance_open() and then drain() whenever the
+// session's socket is ready.
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -17,10 +19,16 @@ namespace dl::ssh {
 
 class RemoteProcess {
  public:
-  RemoteProcess(ssh_channel_struct* channel, std::string host);
+  // `channel` is new (not opened); advance_open() opens it and runs `command`.
+  RemoteProcess(ssh_channel_struct* channel, std::string host, std::string command);
   ~RemoteProcess();  // closes the channel; the remote sshd hangs up the command
   RemoteProcess(const RemoteProcess&) = delete;
   RemoteProcess& operator=(const RemoteProcess&) = delete;
+
+  // One step of opening the channel and starting the command: true once it
+  // runs, false to be called again when the socket is ready. Throws
+  // RemoteError naming the host when the server refuses.
+  bool advance_open();
 
   // Writes all of `bytes` to the command's stdin. Throws RemoteError naming
   // the host if the channel is closed.
@@ -32,6 +40,11 @@ class RemoteProcess {
   // Returns false once both streams reached EOF (the command ended); then
   // exit_status() is set.
   bool poll_output(std::chrono::milliseconds timeout);
+
+  // Non-blocking: moves what has arrived into out()/err(). Returns false once
+  // the command ended (both streams at EOF and its status in, or the
+  // connection lost: status 255); then exit_status() is set.
+  bool drain();
 
   // Reads all output until the command ends, then returns its exit status
   // (128+N for a signal N, as a shell reports it). Throws TimeoutError naming
@@ -45,10 +58,13 @@ class RemoteProcess {
 
  private:
   void collect_status();
+  bool read_available();
   struct Hooks;  // libssh channel callbacks (they catch exit-signal)
+  enum class Open { kChannel, kExec, kRunning };  // only moves forward
   ssh_channel_struct* ch_;
   std::unique_ptr<Hooks> hooks_;
-  std::string host_, out_, err_;
+  Open open_ = Open::kChannel;
+  std::string host_, command_, out_, err_;
   std::optional<int> status_;
 };
 

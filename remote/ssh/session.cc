@@ -42,24 +42,84 @@ std::string fingerprint(ssh_session s) {
 
 }  // namespace
 
-Session::Session(const Target& target, const Options& options) : name_(target.str()) {
+Session::Session(Configured, const Target& target, const Options& options)
+    : options_(options), name_(target.str()) {
   s_ = ssh_new();
   if (s_ == nullptr) throw IoError(name_ + ": libssh could not allocate a session (out of memory?)");
   try {
     apply_options(target, options);
-    connect(options);
-    check_host_key(options);
-    authenticate(options);
   } catch (...) {
-    ssh_disconnect(s_);
     ssh_free(s_);
     throw;
   }
 }
 
+std::unique_ptr<Session> Session::configure(const Target& target, const Options& options) {
+  auto s = std::unique_ptr<Session>(new Session(Configured{}, target, options));
+  ssh_set_blocking(s->s_, 0);
+  return s;
+}
+
+// Delegating: if the body throws, the destructor frees the session.
+Session::Session(const Target& target, const Options& options) : Session(Configured{}, target, options) {
+  // Our own connect tells refused from unreachable from timed out exactly.
+  if (!proxied()) attach(tcp_connect(host_, port_, options.connect_timeout, name_));
+  while (!advance()) {
+  }  // blocking: every step completes at once
+}
+
 Session::~Session() {
   ssh_disconnect(s_);
   ssh_free(s_);
+}
+
+bool Session::proxied() const { return !get_string_option(s_, SSH_OPTIONS_PROXYCOMMAND).empty(); }
+
+void Session::attach(const TcpConnection& c) {
+  remote_address_ = c.remote_address;
+  local_address_ = c.local_address;
+  socket_t fd = c.fd;
+  if (ssh_options_set(s_, SSH_OPTIONS_FD, &fd) != SSH_OK) {
+    ::close(fd);
+    throw IoError(name_ + ": libssh refused the socket: " + ssh_get_error(s_));
+  }
+  // From here libssh owns fd and closes it in ssh_disconnect/ssh_free.
+}
+
+int Session::fd() const {
+  socket_t fd = ssh_get_fd(s_);
+  return fd == SSH_INVALID_SOCKET ? -1 : static_cast<int>(fd);
+}
+
+bool Session::wants_write() const { return (ssh_get_poll_flags(s_) & SSH_WRITE_PENDING) != 0; }
+
+bool Session::advance() {
+  switch (step_) {
+    case Step::kConnect:
+      if (!connect_step()) return false;
+      step_ = Step::kHostKey;
+      [[fallthrough]];
+    case Step::kHostKey:
+      check_host_key();
+      step_ = Step::kAuthNone;
+      [[fallthrough]];
+    case Step::kAuthNone:
+    case Step::kAuthKeys:
+      if (!authenticate_step()) return false;
+      step_ = Step::kDone;
+      [[fallthrough]];
+    case Step::kDone:
+      return true;
+  }
+  return true;
+}
+
+std::string Session::handshake_timeout_message(Millis timeout) const {
+  if (step_ == Step::kConnect && remote_address_.empty() && !proxied())
+    return name_ + ": unreachable: no answer within " + std::to_string(timeout.count()) +
+           " ms (host down, wrong address, or a firewall dropping port " + std::to_string(port_) + "?)";
+  return name_ + ": the ssh handshake did not finish within " + std::to_string(timeout.count()) +
+         " ms: is it an ssh server, and is the host overloaded?";
 }
 
 void Session::apply_options(const Target& target, const Options& o) {
@@ -108,38 +168,28 @@ void Session::apply_options(const Target& target, const Options& o) {
   if (real != name_) name_ += " (" + real + ")";
 }
 
-void Session::connect(const Options& o) {
-  bool proxied = !get_string_option(s_, SSH_OPTIONS_PROXYCOMMAND).empty();
-  if (!proxied) {
-    // Our own connect tells refused from unreachable from timed out exactly.
-    TcpConnection c = tcp_connect(host_, port_, o.connect_timeout, name_);
-    remote_address_ = c.remote_address;
-    local_address_ = c.local_address;
-    socket_t fd = c.fd;
-    if (ssh_options_set(s_, SSH_OPTIONS_FD, &fd) != SSH_OK) {
-      ::close(fd);
-      throw IoError(name_ + ": libssh refused the socket: " + ssh_get_error(s_));
-    }
-    // From here libssh owns fd and closes it in ssh_disconnect/ssh_free.
-  }
-  if (ssh_connect(s_) != SSH_OK) {
+bool Session::connect_step() {
+  const int rc = ssh_connect(s_);
+  if (rc == SSH_AGAIN) return false;
+  if (rc != SSH_OK) {
     std::string err = ssh_get_error(s_);
     if (err.find("imeout") != std::string::npos || err.find("timed out") != std::string::npos)
       throw TimeoutError(name_ + ": the ssh handshake did not finish within " +
-                         std::to_string(o.connect_timeout.count()) + " ms (" + err +
+                         std::to_string(options_.connect_timeout.count()) + " ms (" + err +
                          "): is it an ssh server, and is the host overloaded?");
     throw IoError(name_ + ": ssh handshake failed: " + err +
-                  (proxied ? " (through the ProxyCommand of your ssh config)" : ""));
+                  (proxied() ? " (through the ProxyCommand of your ssh config)" : ""));
   }
-  if (proxied) {
-    socket_t fd = ssh_get_fd(s_);
-    TcpConnection c = describe_socket(fd);
+  if (remote_address_.empty()) {  // a ProxyCommand's socket
+    TcpConnection c = describe_socket(ssh_get_fd(s_));
     remote_address_ = c.remote_address;
     local_address_ = c.local_address;
   }
+  return true;
 }
 
-void Session::check_host_key(const Options& o) {
+void Session::check_host_key() {
+  const Options& o = options_;
   std::string kh = o.known_hosts_file.empty() ? get_string_option(s_, SSH_OPTIONS_KNOWNHOSTS)
                                               : o.known_hosts_file;
   std::string hostspec = port_ == 22 ? host_ : "[" + host_ + "]:" + std::to_string(port_);
@@ -169,16 +219,17 @@ void Session::check_host_key(const Options& o) {
   }
 }
 
-std::unique_ptr<RemoteProcess> Session::exec(const std::string& command) {
+std::unique_ptr<RemoteProcess> Session::open(const std::string& command) {
   ssh_channel ch = ssh_channel_new(s_);
   if (ch == nullptr) throw RemoteError(name_ + ": cannot create an ssh channel: " + ssh_get_error(s_));
-  if (ssh_channel_open_session(ch) != SSH_OK || ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) {
-    std::string err = ssh_get_error(s_);
-    ssh_channel_free(ch);
-    throw RemoteError(name_ + ": the server refused to run a command: " + err +
-                      " (MaxSessions or ForceCommand in its sshd_config?)");
-  }
-  return std::make_unique<RemoteProcess>(ch, name_);
+  return std::make_unique<RemoteProcess>(ch, name_, command);
+}
+
+std::unique_ptr<RemoteProcess> Session::exec(const std::string& command) {
+  auto p = open(command);
+  while (!p->advance_open()) {
+  }  // blocking: completes at once
+  return p;
 }
 
 }  // namespace dl::ssh

@@ -3,9 +3,16 @@
 // against known_hosts, authenticate as OpenSSH users expect, exec commands.
 // This folder is the only place that includes libssh (STYLE.md point 3).
 //
+// Two ways to use it. Blocking: the constructor connects and authenticates,
+// exec() runs a command (fan_out.h, the doctor). Non-blocking, driven by an
+// event loop (async_exec.h, the launcher): configure(), attach() a socket,
+// advance() whenever fd() is ready until it returns true, then open() a
+// command and advance its RemoteProcess the same way. Both run the same steps
+// and throw the same one-line errors.
+//
 // Threading: a Session and the RemoteProcesses it made are used by one thread
 // at a time (libssh sessions are not thread-safe). Different Sessions may be
-// used from different threads at once; fan_out.h does exactly that.
+// used from different threads at once.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -14,6 +21,7 @@
 #include <vector>
 
 #include "remote/ssh/remote_process.h"
+#include "remote/ssh/tcp_connect.h"
 
 struct ssh_session_struct;
 
@@ -71,6 +79,31 @@ class Session {
   //                host key unknown or changed
   Session(const Target& target, const Options& options);
   ~Session();
+
+  // Non-blocking use: the options and config applied, nothing connected.
+  // Throws UsageError on a bad option or config file.
+  static std::unique_ptr<Session> configure(const Target& target, const Options& options);
+  // Where to connect after the config (HostName, Port); proxied() when the
+  // config names a ProxyCommand, which libssh runs itself (no attach()).
+  const std::string& host() const { return host_; }
+  uint16_t port() const { return port_; }
+  bool proxied() const;
+  // Hands our own connected socket to libssh, which owns c.fd from now on.
+  void attach(const TcpConnection& c);
+  // One non-blocking step of the handshake (key exchange, host key check,
+  // authentication): true when it is done, false to be called again when
+  // fd() is ready (readable, or writable when wants_write()). Throws as the
+  // constructor does.
+  bool advance();
+  // The session's socket once connecting started, else -1.
+  int fd() const;
+  // libssh has bytes queued for the socket: wait for it to be writable too.
+  bool wants_write() const;
+  // Starts `command` on a new channel without blocking: advance the returned
+  // process (RemoteProcess::advance_open) until it runs.
+  std::unique_ptr<RemoteProcess> open(const std::string& command);
+  // Why the handshake has not finished by the deadline (a TimeoutError's text).
+  std::string handshake_timeout_message(Millis timeout) const;
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -87,12 +120,20 @@ class Session {
   std::unique_ptr<RemoteProcess> exec(const std::string& command);
 
  private:
+  struct Configured {};
+  Session(Configured, const Target& target, const Options& options);
   void apply_options(const Target& target, const Options& options);
-  void connect(const Options& options);
-  void check_host_key(const Options& options);
-  void authenticate(const Options& options);
+  bool connect_step();
+  void check_host_key();
+  bool authenticate_step();
+  [[noreturn]] void auth_failed(int methods);
 
+  // The handshake's steps, in order; it only moves forward.
+  enum class Step { kConnect, kHostKey, kAuthNone, kAuthKeys, kDone };
   ssh_session_struct* s_ = nullptr;
+  Options options_;
+  Step step_ = Step::kConnect;
+  int methods_ = 0;  // what the server accepts, once it said
   std::string name_, host_, user_, remote_address_, local_address_;
   uint16_t port_ = 22;
 };

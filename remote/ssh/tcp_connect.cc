@@ -45,14 +45,16 @@ int try_connect(int fd, const addrinfo* ai, Clock::time_point deadline) {
   }
 }
 
-[[noreturn]] void fail(int err, const std::string& who, std::chrono::milliseconds timeout) {
+}  // namespace
+
+void throw_connect_error(int err, const std::string& who, uint16_t port, std::chrono::milliseconds timeout) {
   switch (err) {
     case ECONNREFUSED:
       throw IoError(who + ": connection refused: is sshd running there, and on this port? "
                           "(check the host's sshd, or Port in ~/.ssh/config / host:port in the hostfile)");
     case ETIMEDOUT:
       throw TimeoutError(who + ": unreachable: no answer within " + std::to_string(timeout.count()) +
-                         " ms (host down, wrong address, or a firewall dropping port 22?)");
+                         " ms (host down, wrong address, or a firewall dropping port " + std::to_string(port) + "?)");
     case ENETUNREACH:
     case EHOSTUNREACH:
     case EHOSTDOWN:
@@ -62,7 +64,11 @@ int try_connect(int fd, const addrinfo* ai, Clock::time_point deadline) {
       throw IoError(who + ": cannot connect: " + strerror(err));
   }
 }
-}  // namespace
+
+void throw_resolve_error(const std::string& host, const std::string& why, const std::string& who) {
+  throw IoError(who + ": cannot resolve host name '" + host + "': " + why +
+                " (check the hostfile, /etc/hosts or HostName in ~/.ssh/config)");
+}
 
 TcpConnection tcp_connect(const std::string& host, uint16_t port, std::chrono::milliseconds timeout,
                           const std::string& who) {
@@ -71,9 +77,7 @@ TcpConnection tcp_connect(const std::string& host, uint16_t port, std::chrono::m
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-  if (rc != 0)
-    throw IoError(who + ": cannot resolve host name '" + host + "': " + gai_strerror(rc) +
-                  " (check the hostfile, /etc/hosts or HostName in ~/.ssh/config)");
+  if (rc != 0) throw_resolve_error(host, gai_strerror(rc), who);
   auto deadline = Clock::now() + timeout;
   int last = ETIMEDOUT;
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
@@ -92,7 +96,7 @@ TcpConnection tcp_connect(const std::string& host, uint16_t port, std::chrono::m
     if (last == ETIMEDOUT) break;  // the deadline is shared: no time left for others
   }
   freeaddrinfo(res);
-  fail(last, who, timeout);
+  throw_connect_error(last, who, port, timeout);
 }
 
 TcpConnection describe_socket(int fd) {

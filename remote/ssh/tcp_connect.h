@@ -21,6 +21,13 @@ struct TcpConnection {
 TcpConnection tcp_connect(const std::string& host, uint16_t port, std::chrono::milliseconds timeout,
                           const std::string& who);
 
+// The errors tcp_connect throws, for connects made elsewhere (async_exec.h):
+// errno `err` of a connect to `port` (ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH...),
+// and a name that did not resolve (`why`: the resolver's message).
+[[noreturn]] void throw_connect_error(int err, const std::string& who, uint16_t port,
+                                      std::chrono::milliseconds timeout);
+[[noreturn]] void throw_resolve_error(const std::string& host, const std::string& why, const std::string& who);
+
 // The local and remote numeric addresses of a connected socket (fd not owned).
 TcpConnection describe_socket(int fd);
 

@@ -1,0 +1,105 @@
+#include "remote/local_starter.h"
+
+#include <map>
+
+#include <boost/asio.hpp>
+
+#include "errors/error.h"
+
+namespace dl::remote {
+
+namespace asio = boost::asio;
+
+namespace {
+
+class LocalStarter : public AgentStarter {
+ public:
+  LocalStarter(asio::io_context& io, Events ev) : io_(io), ev_(std::move(ev)) {}
+  ~LocalStarter() override { stop(0); }
+
+  void start(const AgentStartSpec& spec) override {
+    auto& w = watch_[spec.node];
+    w = std::make_unique<Watch>();
+    w->path = agent_path("", false);
+    control::AgentArgs a = spec.args;
+    a.connect_host = "127.0.0.1";
+    a.connect_port = static_cast<uint16_t>(std::stoi(spec.control_port));
+    try {
+      w->agent = start_local_agent(w->path, control::to_argv(a), spec.token);
+    } catch (const Error& e) {
+      const std::string why = spec.host + ": " + e.what();
+      asio::post(io_, [this, node = spec.node, why] { ev_.failed(node, why); });
+      return;
+    }
+    // One that exits before it connects fails its node at once, not when
+    // --agent-timeout runs out. Without pidfds (Linux < 5.3) the agent timer
+    // still bounds the wait.
+    const int fd = open_agent_pidfd(w->agent);
+    if (fd < 0) return;
+    w->exit_watch = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+    w->exit_watch->async_wait(asio::posix::stream_descriptor::wait_read,
+                              [this, w = w.get(), node = spec.node, host = spec.host](boost::system::error_code ec) {
+                                if (ec || w->connected || stopped_) return;
+                                if (auto status = peek_agent_exit(w->agent))
+                                  ev_.failed(node, host + ": " + local_agent_exit_error(w->path, *status));
+                              });
+  }
+
+  void connected(int node) override {
+    if (auto it = watch_.find(node); it != watch_.end()) it->second->connected = true;
+  }
+
+  void stop(int ms) override {
+    stopped_ = true;
+    for (auto& [node, w] : watch_) {
+      if (w->exit_watch) {
+        boost::system::error_code ec;
+        w->exit_watch->cancel(ec);
+      }
+      reap_local_agent(w->agent, ms);
+    }
+  }
+
+ private:
+  struct Watch {
+    bool connected = false;
+    LocalAgent agent;
+    std::string path;
+    std::unique_ptr<asio::posix::stream_descriptor> exit_watch;  // the agent's pidfd
+  };
+  asio::io_context& io_;
+  Events ev_;
+  bool stopped_ = false;
+  std::map<int, std::unique_ptr<Watch>> watch_;
+};
+
+class SplitStarter : public AgentStarter {
+ public:
+  SplitStarter(std::unique_ptr<AgentStarter> local, std::unique_ptr<AgentStarter> remote)
+      : local_(std::move(local)), remote_(std::move(remote)) {}
+  void start(const AgentStartSpec& spec) override { (spec.local ? local_ : remote_)->start(spec); }
+  void connected(int node) override {
+    local_->connected(node);
+    remote_->connected(node);
+  }
+  void stop(int ms) override {
+    remote_->stop(ms);
+    local_->stop(ms);
+  }
+
+ private:
+  std::unique_ptr<AgentStarter> local_, remote_;
+};
+
+}  // namespace
+
+std::unique_ptr<AgentStarter> make_local_starter(asio::io_context& io, AgentStarter::Events ev) {
+  return std::make_unique<LocalStarter>(io, std::move(ev));
+}
+
+std::unique_ptr<AgentStarter> make_split_starter(std::unique_ptr<AgentStarter> local,
+                                                 std::unique_ptr<AgentStarter> remote) {
+  return std::make_unique<SplitStarter>(std::move(local), std::move(remote));
+}
+
+}  // namespace dl::remote
