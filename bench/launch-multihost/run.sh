@@ -3,11 +3,12 @@
 # slots with each launcher, for each K in HOSTS; medians of RUNS runs, ratios
 # against pdsh (one `true` per host). For dlaunch's rows also the launcher's
 # CPU time for that start (user+sys), and, while a job of the same shape
-# sleeps, its thread count and the share of a core it spends. Needs root.
+# sleeps, its thread count and the share of a core it spends (over IDLE_S s). Needs root.
 #
 #   bench/launch-multihost/run.sh                          # BUILD=build HOSTS="4 16" RUNS=5
 #   HOSTS="4 16 64 128" RUNS=3 bench/launch-multihost/run.sh
 #   BASE_BIN=/tmp/old/bin bench/launch-multihost/run.sh    # adds a dlaunch-base row (another build)
+#   ROWS="dlaunch dlaunch-ssh" IDLE_S=10 bench/launch-multihost/run.sh   # only these rows; idle sampled 10 s
 # Rows: ssh (K plain `ssh host true` at once: the floor), pdsh, hydra
 # (mpiexec.hydra -launcher ssh), mpirun (OpenMPI), dl_ssh (remote/ssh
 # run_all), dlaunch (--launcher libssh), dlaunch-ssh (--launcher ssh),
@@ -37,7 +38,7 @@ idle_sample() {  # $1 = dlaunch command prefix (without program), $2 = ranks
   sleep 1
   th=$(ls "/proc/$pid/task" | wc -l)
   c0=$(awk '{print $14 + $15}' "/proc/$pid/stat"); t0=$(date +%s%N)
-  sleep 3
+  sleep "${IDLE_S:-3}"
   c1=$(awk '{print $14 + $15}' "/proc/$pid/stat"); t1=$(date +%s%N)
   kill -INT "$pid"; wait "$job" 2>/dev/null
   awk -v th="$th" -v c="$((c1 - c0))" -v hz="$hz" -v ns="$((t1 - t0))" 'BEGIN {printf "%d %.2f\n", th, 100 * c / hz / (ns / 1e9)}'
@@ -57,14 +58,17 @@ if [ "${1:-}" = "--inside" ]; then  # runs inside h0's namespace
     [hydra]="mpiexec.hydra -launcher ssh -launcher-exec $DIR/ssh-wrapper -f $DIR/hosts.mpich -n $np true"
     [mpirun]="mpirun --allow-run-as-root --hostfile $DIR/hostfile -n $np --mca plm_rsh_args '-F $cfg' true"
     [dl_ssh]="$BIN/dl_ssh_run -F $cfg -p 32 ${addrs[*]} -- true"
-    [dlaunch]="$BIN/dlaunch --launcher libssh -n $np --hostfile $DIR/hostfile --ssh-config $cfg"
-    [dlaunch-ssh]="$BIN/dlaunch --launcher ssh -n $np --hostfile $DIR/hostfile --ssh-config $cfg"
+    [dlaunch]="$BIN/dlaunch --launcher libssh -n $np --hostfile $DIR/hostfile --ssh-config $cfg --agent-timeout 120"
+    [dlaunch-ssh]="$BIN/dlaunch --launcher ssh -n $np --hostfile $DIR/hostfile --ssh-config $cfg --agent-timeout 120"
   )
   order=(ssh pdsh hydra mpirun dl_ssh dlaunch dlaunch-ssh)
-  if [ -n "${BASE_BIN:-}" ]; then
-    cmd[dlaunch-base]="$BASE_BIN/dlaunch -n $np --hostfile $DIR/hostfile --ssh-config $cfg"; order+=(dlaunch-base)
-  fi
   declare -A med cpu
+  if [ -n "${BASE_BIN:-}" ]; then
+    cmd[dlaunch-base]="$BASE_BIN/dlaunch -n $np --hostfile $DIR/hostfile --ssh-config $cfg --agent-timeout 120"
+    order+=(dlaunch-base)
+  fi
+  # shellcheck disable=SC2206
+  [ -n "${ROWS:-}" ] && order=($ROWS) && [[ " $ROWS " != *" pdsh "* ]] && med[pdsh]=FAIL
   for name in "${order[@]}"; do
     c=${cmd[$name]}; [[ $name == dlaunch* ]] && c="$c true"
     if ! out=$(eval "$c" 2>&1 </dev/null); then  # warm-up, and a check that it works
@@ -111,6 +115,6 @@ for K in $HOSTS; do
   eval "$up"
   trap '"$CLUSTER" down "$DL_CLUSTER_ID" >/dev/null' EXIT
   echo "# launch-multihost: $K namespace hosts x 2 slots, /bin/true, median of $RUNS runs; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
-  "$CLUSTER" exec "$DL_CLUSTER_ID" h0 -- env BASE_BIN="${BASE_BIN:-}" bash "$HERE/run.sh" --inside "$DL_CLUSTER_DIR" "$RUNS" "$BUILD/bin" "$K"
+  "$CLUSTER" exec "$DL_CLUSTER_ID" h0 -- env BASE_BIN="${BASE_BIN:-}" ROWS="${ROWS:-}" IDLE_S="${IDLE_S:-3}" bash "$HERE/run.sh" --inside "$DL_CLUSTER_DIR" "$RUNS" "$BUILD/bin" "$K"
   "$CLUSTER" down "$DL_CLUSTER_ID" >/dev/null; trap - EXIT
 done
