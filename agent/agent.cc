@@ -45,7 +45,8 @@ Agent::Agent(asio::io_context& io, AgentOptions opts)
       ranks_(io, RankSupervisor::Hooks{[this](std::string f) { if (link_) link_->send(std::move(f)); },
                                        [this] { return link_ && link_->congested(); },
                                        [this] { finish_if_done(); },
-                                       [this](msg::Exited& x) { add_torch_error(x); }}),
+                                       [this](msg::Exited& x) { add_torch_error(x); },
+                                       [this](pid_t pid) { if (stacks_) stacks_->child_reaped(pid); }}),
       term_signals_(io, SIGTERM, SIGINT, SIGHUP), stdin_(io) {}
 
 Agent::~Agent() { mpi_.reset(); }
@@ -123,6 +124,7 @@ void Agent::on_message(const control::FromLauncher& m) {
                  [this](const msg::SpawnReply& r) {
                    if (mpi_) mpi_->spawn_done(r.id, r.nspace.value_or(""), r.error.value_or(""));
                  },
+                 [this](const msg::DumpStacks& d) { dump_stacks(d); },
                  [this](const msg::Bye&) {
                    bye_ = true;
                    finish_if_done();
@@ -138,6 +140,7 @@ void Agent::launch(const msg::Launch& m) {
   if (!m.ranks.empty() && !error_files_) {
     const auto id = m.ranks[0].env.find(env::kDlJobId);
     error_files_ = std::make_unique<TorchErrorFiles>(id == m.ranks[0].env.end() ? "job" : id->second);
+    stacks_ = std::make_unique<StackDumper>(io_, id == m.ranks[0].env.end() ? "job" : id->second);
   }
   // The agent's own environment, read once for all of this host's ranks.
   EnvVars inherited = own_environment();
@@ -151,6 +154,15 @@ void Agent::launch(const msg::Launch& m) {
 void Agent::add_torch_error(msg::Exited& x) const {
   if (!error_files_ || (x.code.value_or(0) == 0 && !x.signal) || x.error) return;
   x.error = error_files_->read(x.rank);
+}
+
+// Answers at once when no rank was launched here; the ranks keep running.
+void Agent::dump_stacks(const msg::DumpStacks& d) {
+  auto answer = [this, id = d.id](std::vector<msg::RankStack> ranks) {
+    if (link_ && !done_) link_->send_message(msg::Stacks{id, std::move(ranks)});
+  };
+  if (!stacks_) return answer({});
+  stacks_->collect(ranks_.targets(), milliseconds(d.timeout_ms), std::move(answer));
 }
 
 // Starts this host's PMIx server. On failure every rank is reported as not
@@ -188,6 +200,7 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
   if (error_files_ && !error_files_->path(spec.rank).empty())
     own[env::kTorchelasticErrorFile] = error_files_->path(spec.rank);
   EnvVars env = compose_rank_env(inherited, m.env, own, server_vars);
+  if (stacks_) stacks_->add_rank_env(env);
   SpawnSpec s;
   s.argv = spec.argv;
   if (s.argv.empty()) return ranks_.refuse(spec.rank, 127, "no program to run");
@@ -225,6 +238,7 @@ void Agent::lost_launcher(const std::string& why) {
     std::cerr << "dlaunch-agent: " << why << (any ? "; killed this host's ranks" : "") << "\n";
   if (mpi_) mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
   if (error_files_) error_files_->remove();  // main() _exits: no destructor does it
+  if (stacks_) stacks_->remove();
   done_ = true;
   exit_code_ = 1;
   io_.stop();
@@ -235,6 +249,7 @@ void Agent::finish_if_done() {
   ranks_.kill_all();
   if (mpi_) mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
   if (error_files_) error_files_->remove();  // every exit was reported: nothing left to read
+  if (stacks_) stacks_->remove();
   done_ = true;
   exit_code_ = 0;
   link_->stop_heartbeats();

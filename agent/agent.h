@@ -18,6 +18,7 @@
 #include "agent/mpi_job.h"
 #include "agent/rank_environment.h"
 #include "agent/rank_supervisor.h"
+#include "agent/stack_dump.h"
 #include "control/agent_args.h"
 #include "control/connection.h"
 #include "control/messages.h"
@@ -50,6 +51,7 @@ class Agent {
   void lost_launcher(const std::string& why);
   void finish_if_done();
   void add_torch_error(control::msg::Exited& x) const;
+  void dump_stacks(const control::msg::DumpStacks& d);
 
   asio::io_context& io_;
   AgentOptions opts_;
@@ -57,6 +59,7 @@ class Agent {
   RankSupervisor ranks_;
   std::unique_ptr<MpiJob> mpi_;  // PMIx server of an MPI job, else null
   std::unique_ptr<TorchErrorFiles> error_files_;  // the ranks' TORCHELASTIC_ERROR_FILEs, from the launch on
+  std::unique_ptr<StackDumper> stacks_;           // the ranks' stacks on request, from the launch on
   asio::signal_set term_signals_;
   asio::posix::stream_descriptor stdin_;
   std::array<char, 256> stdin_buf_{};

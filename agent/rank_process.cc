@@ -94,6 +94,10 @@ void make_pipe(int fds[2]) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != agent) ::_exit(137);  // the agent died before prctl took effect
+  // Under Yama's ptrace_scope 1 only a process's ancestors may attach: this
+  // lets the agent's own children (eu-stack, gdb: agent/stack_dump.h) read
+  // the rank's stacks too. Without Yama it fails harmlessly (EINVAL).
+  ::prctl(PR_SET_PTRACER, agent, 0, 0, 0);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);

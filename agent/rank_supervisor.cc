@@ -144,14 +144,17 @@ void RankSupervisor::reap() {
   int st = 0;
   pid_t pid;
   while ((pid = ::waitpid(-1, &st, WNOHANG)) > 0) {
+    bool rank_pid = false;
     for (auto& [rank, r] : ranks_) {
       if (r->pid != pid) continue;
+      rank_pid = true;
       r->status = st;
       // Stragglers the rank left in its group go with it.
       ::kill(-pid, SIGKILL);
       arm_drain(*r);
       maybe_report(*r);
     }
+    if (!rank_pid && hooks_.other_child) hooks_.other_child(pid);
   }
   sigchld_.async_wait([this](auto ec, int) { if (!ec) reap(); });
 }
@@ -215,6 +218,13 @@ bool RankSupervisor::all_reported() const {
   for (auto& [rank, r] : ranks_)
     if (!r->reported) return false;
   return true;
+}
+
+std::vector<StackTarget> RankSupervisor::targets() const {
+  std::vector<StackTarget> out;
+  for (auto& [rank, r] : ranks_)
+    if (r->pid > 0) out.push_back({rank, r->pid, !r->status});
+  return out;
 }
 
 bool RankSupervisor::any_running() const {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "agent/rank_process.h"
+#include "agent/stack_dump.h"
 #include "control/messages.h"
 #include "control/protocol.h"
 
@@ -31,6 +32,8 @@ class RankSupervisor {
     // Optional: adds what the supervisor cannot know to an exit report
     // before it goes (the agent puts torch's recorded error there).
     std::function<void(control::msg::Exited&)> annotate_exit;
+    // Optional: a child that is no rank was reaped (the stack tools).
+    std::function<void(pid_t)> other_child;
   };
   RankSupervisor(boost::asio::io_context& io, Hooks hooks);
   ~RankSupervisor();
@@ -50,6 +53,8 @@ class RankSupervisor {
   // The link drained: resume the output reads it paused.
   void resume_output();
   bool all_reported() const;
+  // Every rank spawned, by rank: its pid and whether it still runs.
+  std::vector<StackTarget> targets() const;
   bool any_running() const;
 
  private:

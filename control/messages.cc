@@ -223,6 +223,8 @@ DL_CONTROL_MESSAGE(StdinEof)
 DL_CONTROL_MESSAGE(Bye)
 DL_CONTROL_MESSAGE(SpawnRequest)
 DL_CONTROL_MESSAGE(SpawnReply)
+DL_CONTROL_MESSAGE(Stacks)
+DL_CONTROL_MESSAGE(DumpStacks)
 #undef DL_CONTROL_MESSAGE
 
 FromAgent decode_from_agent(std::string_view text) { return decode<FromAgent>(text, "agent"); }
@@ -238,6 +240,7 @@ std::string protocol_reference() {
   out += nested_line<msg::RankSpec>("ranks[]");
   out += nested_line<msg::MpiSection>("mpi");
   out += nested_line<msg::SpawnApp>("apps[]");
+  out += nested_line<msg::RankStack>("stacks.ranks[]");
   return out;
 }
 

@@ -139,6 +139,26 @@ struct SpawnRequest {
   template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("rank", s.rank), v("apps", s.apps); }
 };
 
+// One rank's stack, for the launcher's report of where every rank is
+// (agent/stack_dump.h, docs/hangs.md).
+struct RankStack {
+  int rank = 0, pid = 0;
+  std::string how;                   // "python" (its fault handler), "eu-stack", "gdb"; "" when there is none
+  std::string text;                  // every thread's stack as that tool printed it
+  std::optional<std::string> error;  // why there is no stack ("did not answer within 10 s", no tool, ptrace refused)
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("rank", s.rank), v("pid", s.pid), v("how", s.how), v("text", s.text), v("error", s.error);
+  }
+};
+
+// The answer to dump_stacks `id`: each of the host's ranks, running or not.
+struct Stacks {
+  static constexpr const char* kType = "stacks";
+  uint64_t id = 0;
+  std::vector<RankStack> ranks;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("ranks", s.ranks); }
+};
+
 // Both directions: "I am alive", once a heartbeat interval after the launch.
 struct Heartbeat {
   static constexpr const char* kType = "hb";
@@ -233,6 +253,15 @@ struct StdinEof {
   template <class S, class V> static void fields(S& s, V& v) { v("rank", s.rank); }
 };
 
+// Collect a stack of each of this host's ranks, within timeout_ms, and
+// answer with `stacks` carrying the same id. The ranks keep running.
+struct DumpStacks {
+  static constexpr const char* kType = "dump_stacks";
+  uint64_t id = 0;
+  int timeout_ms = 0;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("timeout_ms", s.timeout_ms); }
+};
+
 // The job is over: exit once every rank is reaped and reported.
 struct Bye {
   static constexpr const char* kType = "bye";
@@ -243,9 +272,9 @@ struct Bye {
 
 // What each side may receive. Decoding picks the alternative by "t".
 using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::SpawnFailed, msg::MpiAbort, msg::Heartbeat,
-                               msg::SpawnRequest>;
+                               msg::SpawnRequest, msg::Stacks>;
 using FromLauncher = std::variant<msg::Launch, msg::FenceFailed, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat,
-                                  msg::Bye, msg::SpawnReply>;
+                                  msg::Bye, msg::SpawnReply, msg::DumpStacks>;
 
 // The JSON text of a message, "t" first.
 template <class M> std::string encode(const M& m);

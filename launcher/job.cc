@@ -101,6 +101,7 @@ int Job::run() {
       asio::post(io_, [this, code, verdict] { on_peer_failed(code, verdict); });
     });
   signals_.async_wait([this](auto ec, int sig) { if (!ec) on_signal(sig); });
+  start_stack_collector();
   agent_timer_.expires_after(secs(opts_.agent_timeout_s) + (any_remote ? secs(opts_.ssh_timeout_s) : milliseconds(0)));
   agent_timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || !phase_.is(Phase::kStarting)) return;
@@ -120,7 +121,9 @@ int Job::run() {
   if (opts_.timeout_s > 0) {
     job_timer_.expires_after(secs(opts_.timeout_s));
     job_timer_.async_wait([this](boost::system::error_code ec) {
-      if (!ec && fate_.on_timeout(opts_.timeout_s)) teardown(grace_ms());
+      // Where every rank is, then the teardown (docs/hangs.md).
+      if (!ec && fate_.on_timeout(opts_.timeout_s))
+        stacks_->on_timeout(opts_.timeout_s, [this] { teardown(grace_ms()); });
     });
   }
   start_agents(port);
@@ -272,6 +275,7 @@ void Job::on_message(int node, const control::FromAgent& m) {
                  [](const msg::Hello&) { throw RemoteError("a second hello"); },
                  [](const msg::Heartbeat&) {},
                  [](const msg::Started&) {},
+                 [&](const msg::Stacks& s) { stacks_->on_stacks(node, s); },
                  [&](const msg::MpiAbort& a) {
                    own(a.rank);
                    if (fate_.on_mpi_abort(a.rank, n.host, a.status)) teardown(grace_ms());
@@ -327,6 +331,7 @@ void Job::on_peer_failed(int code, const std::string& verdict) {
 
 void Job::on_closed(int node, const std::string& why) {
   Node& n = nodes_.at(static_cast<size_t>(node));
+  stacks_->on_closed(node);
   if (!phase_.ending()) {
     if (fate_.on_host_lost(n.host, why, n.ranks)) teardown(grace_ms());
     check_finished();
@@ -385,6 +390,21 @@ void Job::on_signal(int sig) {
   } else {
     teardown(0);
   }
+}
+
+// SIGQUIT (Ctrl-\ on a terminal) from now on reports where every rank is; the job goes on.
+void Job::start_stack_collector() {
+  StackOptions so{opts_.stack_timeout_s, opts_.report_dir, opts_.report_json, job_id_};
+  StackCollector::Hooks hooks;
+  hooks.sources = [this] {
+    std::vector<StackSource> out;
+    if (!phase_.launched() || phase_.is(Phase::kClosing)) return out;
+    for (auto& n : nodes_)
+      if (!n.external && server_->connected(n.index)) out.push_back({n.index, n.host, n.ranks});
+    return out;
+  };
+  hooks.send = [this](int node, const msg::DumpStacks& m) { server_->send(node, m); };
+  stacks_ = std::make_unique<StackCollector>(io_, std::move(so), std::move(hooks));
 }
 
 void Job::start_stdin_reader() {

@@ -28,6 +28,7 @@
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
 #include "launcher/progress_line.h"
+#include "launcher/stack_collector.h"
 
 namespace dl::rdzv { class TcpStoreServer; }
 
@@ -94,6 +95,7 @@ class Job : public ControlServer::Handler {
   void abort_before_launch();
   void on_signal(int sig);
   void start_stdin_reader();
+  void start_stack_collector();
   void check_finished();
   void finish();
   void stop();
@@ -118,6 +120,7 @@ class Job : public ControlServer::Handler {
   std::vector<std::string> start_failures_;  // hosts whose agent could not be started
   bool mpi_ = false;                         // the agents serve PMIx (--mpi), decided at launch
   std::unique_ptr<OutputSink> sink_;
+  std::unique_ptr<StackCollector> stacks_;  // where every rank is, on --timeout and SIGQUIT
   Fate fate_;
   int hellos_ = 0, signals_seen_ = 0;
 };

@@ -71,6 +71,10 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("verbose,v", po::bool_switch(&o.verbose), "say what dlaunch does")
     ("kill-grace", val(&o.kill_grace_s, help), "seconds between SIGTERM and SIGKILL on teardown")
     ("timeout", val(&o.timeout_s, help), "stop the job after this many seconds")
+    ("stack-timeout", val(&o.stack_timeout_s, help),
+     "seconds to collect every rank's stack on --timeout and SIGQUIT (0: collect none)")
+    ("report-dir", val(&o.report_dir, help), "where the stack report goes (default: a new temp dir, named and kept)")
+    ("report-json", val(&o.report_json, help), "also write the stack report as JSON to this file (for tools)")
     ("heartbeat-timeout", val(&o.heartbeat_timeout_s, help), "seconds of silence before an agent counts as lost")
     ("agent-timeout", val(&o.agent_timeout_s, help), "seconds to wait for agents to connect")
     ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
@@ -303,6 +307,7 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
   if (o.kill_grace_s < 0 || o.timeout_s < 0 || o.heartbeat_timeout_s <= 0 || o.agent_timeout_s <= 0 ||
       o.fence_timeout_s <= 0)
     throw UsageError("--kill-grace, --timeout, --heartbeat-timeout, --agent-timeout and --fence-timeout take positive seconds");
+  if (o.stack_timeout_s < 0) throw UsageError("--stack-timeout takes seconds (0: collect no stacks)");
   if (o.gpus_per_rank < 1) throw UsageError("--gpus-per-rank needs at least 1");
   if (o.gpu_bind_mode != "visible" && o.gpu_bind_mode != "isolate" && o.gpu_bind_mode != "none")
     throw UsageError("--gpu-bind takes visible, isolate or none, got '" + o.gpu_bind_mode + "'");

@@ -44,6 +44,10 @@ struct RunOptions {
   // Lifecycle.
   double kill_grace_s = 3.0;        // --kill-grace: SIGTERM -> SIGKILL delay on teardown
   double timeout_s = 0;             // --timeout: whole-job bound, 0 = none
+  // Where every rank is stuck (docs/hangs.md): collected on --timeout and SIGQUIT.
+  double stack_timeout_s = 10;      // --stack-timeout: bound of each collection; 0 = collect none
+  std::string report_dir;           // --report-dir: the full stacks; "" = a new temp dir, named and kept
+  std::string report_json;          // --report-json FILE: the latest report as JSON there too
   double heartbeat_timeout_s = 10;  // --heartbeat-timeout
   double agent_timeout_s = 30;      // --agent-timeout: wait for agents to connect
   // Remote hosts.

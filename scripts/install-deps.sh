@@ -8,7 +8,7 @@ build=(build-essential cmake ninja-build ccache pkg-config git
        libssh-dev nlohmann-json3-dev libpmix-dev)
 test=(catch2 libssl-dev openssh-server openssh-client iproute2 procps psmisc iputils-ping
       openmpi-bin libopenmpi-dev python3-mpi4py mpich pdsh nftables iptables
-      python3-torch python3-numpy hyperfine)
+      python3-torch python3-numpy hyperfine gdb elfutils)
 pkgs=("${build[@]}")
 [ "${1:-}" = "--build" ] || pkgs+=("${test[@]}")
 

@@ -68,14 +68,17 @@ TEST_CASE("fail-fast: ranks that obey SIGTERM end without waiting out the grace"
 
 TEST_CASE("dlaunch --timeout stops the job with 124 and says so", "[integration]") {
   const std::string m = new_marker();
+  TempDir report;  // where the stack report goes (docs/hangs.md), rather than a temp dir left behind
   RunSpec s;
-  s.argv = {bin("dlaunch"), "-n", "3", "--timeout", "1", "--kill-grace", "1", "/bin/sleep", m};
+  s.argv = {bin("dlaunch"), "-n", "3", "--timeout", "1", "--kill-grace", "1", "--report-dir", report.path, "/bin/sleep", m};
   RunResult r = run(s, 20);
   INFO(r.err);
   CHECK(r.code == 124);
   CHECK(r.err.find("--timeout 1") != std::string::npos);
+  CHECK(r.err.find("ranks 0-2 (3): ") != std::string::npos);  // the sleepers' stacks, grouped
   CHECK(r.seconds >= 1.0);
-  CHECK(r.seconds < 1 + 1 + 1);
+  // The timeout, the stacks (eu-stack on three sleepers: well under 1 s), the grace.
+  CHECK(r.seconds < 1 + 1 + 1 + 1);
   CHECK(wait_marked_gone(m, 0.5).empty());
   kill_marked(m);
 }

@@ -1,0 +1,101 @@
+#pragma once
+// The agent's side of "where is everything stuck" (docs/hangs.md): a stack
+// of each of this host's ranks, on the launcher's dump_stacks request.
+//
+// Python ranks dump their own threads: each rank's PYTHONPATH starts with a
+// private directory holding a sitecustomize.py that registers the
+// interpreter's fault handler (faulthandler.register, all threads) on SIGQUIT,
+// writing to a file of that directory, and then runs the sitecustomize it
+// shadows. A rank is taken for Python only while it holds that file open
+// (seen in /proc/PID/fd), so SIGQUIT never reaches a program that would die
+// of it. Every other rank is read from outside with eu-stack or, failing
+// that, gdb -batch, found in the agent's PATH; a host with neither says so.
+//
+// Every collection is bounded: what has not answered by the deadline is
+// reported as such, its tool killed, and the rank sent SIGCONT in case a
+// killed tracer left it stopped.
+//
+// Threading: everything on the io_context's thread.
+#include <sys/types.h>
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "control/messages.h"
+
+namespace dl::agent {
+
+// What the stack collection needs to know of a rank.
+struct StackTarget {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;  // false: it has ended; reported without a stack
+};
+
+// The tool that reads a native process's stacks, and how it is run.
+struct StackTool {
+  std::string name;               // "eu-stack" or "gdb"; "" = none on this host
+  std::string path;               // its file
+  std::vector<std::string> argv;  // for `pid`, see tool_argv()
+};
+
+// The first of eu-stack and gdb found in `path_var` (a PATH value).
+StackTool find_stack_tool(const std::string& path_var);
+// The tool's command line for `pid`: every thread's backtrace, no prompts,
+// no debuginfod downloads.
+std::vector<std::string> tool_argv(const StackTool& tool, pid_t pid);
+// Why the tool's `output` failed to give a stack of `pid`, in a line that
+// says what to do; "" when it did give one. Names ptrace and
+// kernel.yama.ptrace_scope (`ptrace_scope`, -1 unknown) when the attach was refused.
+std::string tool_failure(const StackTool& tool, pid_t pid, const std::string& output, int ptrace_scope);
+// The Python ranks' sitecustomize.py (see the file comment).
+std::string python_dump_hook();
+
+class StackDumper {
+ public:
+  // Makes the private directory (under $TMPDIR or /tmp, named for job_id)
+  // and writes the hook there. Without a writable temp dir Python ranks are
+  // read as native ones.
+  StackDumper(boost::asio::io_context& io, const std::string& job_id);
+  StackDumper(const StackDumper&) = delete;
+  StackDumper& operator=(const StackDumper&) = delete;
+  ~StackDumper();
+
+  // Puts the hook's directory first in the rank's PYTHONPATH.
+  void add_rank_env(std::map<std::string, std::string>& env) const;
+  // Collects a stack of each target within `timeout` and calls `done` once
+  // with one entry per target, in order. One collection at a time: a second
+  // request while one runs waits for it.
+  void collect(std::vector<StackTarget> targets, std::chrono::milliseconds timeout,
+               std::function<void(std::vector<control::msg::RankStack>)> done);
+  // A child that is no rank was reaped (RankSupervisor's hook): if it was
+  // one of our tools, it is not killed later.
+  void child_reaped(pid_t pid);
+  // Kills running tools and removes the directory (idempotent).
+  void remove();
+
+ private:
+  struct Collection;
+  struct ToolRun;
+  void start_next();
+  void start_python(Collection& c, size_t i);
+  void poll_python(Collection& c, size_t i);
+  void start_tool(Collection& c, size_t i);
+  void read_tool(Collection& c, ToolRun& t);
+  void finish_entry(Collection& c, size_t i);
+  void finish(Collection& c);
+  bool holds_dump_file(pid_t pid) const;
+  std::string dump_file(pid_t pid) const;
+
+  boost::asio::io_context& io_;
+  std::string dir_;
+  std::vector<std::shared_ptr<Collection>> queue_;  // front() runs; handlers hold theirs
+  std::map<pid_t, std::shared_ptr<ToolRun>> tools_; // tool processes not yet reaped
+};
+
+}  // namespace dl::agent

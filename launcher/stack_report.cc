@@ -1,0 +1,204 @@
+#include "launcher/stack_report.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace dl::launcher {
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+std::string trim_left(const std::string& s) {
+  const size_t i = s.find_first_not_of(" \t");
+  return i == std::string::npos ? "" : s.substr(i);
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    out.push_back(line);
+  }
+  return out;
+}
+
+// One thread of a tool's output: its header line and its frame lines.
+struct Thread {
+  std::string header;
+  std::vector<std::string> frames;
+};
+
+// Splits `lines` into threads at each line for which is_header() holds;
+// frame lines before the first header form a thread of their own.
+template <class IsHeader, class IsFrame>
+std::vector<Thread> threads_of(const std::vector<std::string>& lines, IsHeader is_header, IsFrame is_frame) {
+  std::vector<Thread> out;
+  for (const auto& line : lines) {
+    if (is_header(line)) out.push_back({line, {}});
+    else if (is_frame(line)) {
+      if (out.empty()) out.push_back({"", {}});
+      out.back().frames.push_back(line);
+    }
+  }
+  return out;
+}
+
+// `  File "train.py", line 12 in step` -> "step".
+std::string python_function(const std::string& line) {
+  const size_t in = line.rfind(" in ");
+  return in == std::string::npos ? "??" : line.substr(in + 4);
+}
+
+std::vector<std::string> python_frames(const std::vector<std::string>& lines) {
+  auto threads = threads_of(
+      lines, [](const std::string& l) { return starts_with(l, "Thread 0x") || starts_with(l, "Current thread 0x"); },
+      [](const std::string& l) { return starts_with(trim_left(l), "File \""); });
+  // faulthandler lists the newest thread first: the main thread comes last.
+  std::vector<std::string> out;
+  if (threads.empty()) return out;
+  for (const auto& f : threads.back().frames) out.push_back(python_function(f));
+  return out;
+}
+
+std::vector<std::string> native_frames(const std::string& how, const std::vector<std::string>& lines, int pid) {
+  const std::string p = std::to_string(pid);
+  auto is_frame = [](const std::string& l) { return starts_with(l, "#"); };
+  std::vector<Thread> threads;
+  const Thread* main = nullptr;
+  if (how == "eu-stack") {
+    threads = threads_of(lines, [](const std::string& l) { return starts_with(l, "TID "); }, is_frame);
+    for (const auto& t : threads)
+      if (t.header == "TID " + p + ":") main = &t;
+  } else {
+    threads = threads_of(lines, [](const std::string& l) { return starts_with(l, "Thread "); }, is_frame);
+    for (const auto& t : threads)
+      if (t.header.find("(LWP " + p + ")") != std::string::npos) main = &t;
+  }
+  if (!main && !threads.empty()) main = how == "eu-stack" ? &threads.front() : &threads.back();
+  std::vector<std::string> out;
+  if (!main) return out;
+  for (const auto& f : main->frames) {
+    out.push_back(frame_function(f));
+    if (out.back() == "main") break;  // what is outside main is the C runtime's
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+}  // namespace
+
+std::string frame_function(const std::string& line) {
+  if (line.find("<signal handler called>") != std::string::npos) return "<signal handler>";
+  std::istringstream in(line);
+  std::string word;
+  in >> word;  // "#3"
+  if (!(in >> word)) return "??";
+  if (starts_with(word, "0x")) {
+    if (!(in >> word)) return "??";
+    if (word == "in" && !(in >> word)) return "??";
+  }
+  word = word.substr(0, word.find('('));  // gdb's "name(args)" when no space
+  word = word.substr(0, word.find('@'));  // eu-stack's symbol versions: read@GLIBC_2.2.5
+  if (starts_with(word, "__GI_")) word = word.substr(5);  // glibc's internal aliases under gdb
+  return word.empty() ? "??" : word;
+}
+
+std::vector<std::string> main_thread_frames(const std::string& how, const std::string& text, int pid) {
+  const auto lines = split_lines(text);
+  return how == "python" ? python_frames(lines) : native_frames(how, lines, pid);
+}
+
+std::vector<StackGroup> group_stacks(const std::vector<RankStackEntry>& stacks) {
+  std::map<std::pair<std::string, std::vector<std::string>>, size_t> index;  // (error, frames) -> group
+  std::vector<StackGroup> groups;
+  std::vector<RankStackEntry> sorted = stacks;
+  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+  for (const auto& s : sorted) {
+    std::vector<std::string> frames;
+    if (s.error.empty()) frames = main_thread_frames(s.how, s.text, s.pid);
+    auto [it, fresh] = index.try_emplace({s.error, frames}, groups.size());
+    if (fresh) groups.push_back({{}, {}, frames, s.error});
+    StackGroup& g = groups[it->second];
+    g.ranks.push_back(s.rank);
+    if (std::find(g.hosts.begin(), g.hosts.end(), s.host) == g.hosts.end()) g.hosts.push_back(s.host);
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](const StackGroup& a, const StackGroup& b) {
+    return a.ranks.size() != b.ranks.size() ? a.ranks.size() < b.ranks.size() : a.ranks.front() < b.ranks.front();
+  });
+  return groups;
+}
+
+std::string rank_ranges(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string summary_line(const StackGroup& g) {
+  std::string who = g.ranks.size() == 1
+                        ? "rank " + std::to_string(g.ranks[0])
+                        : "ranks " + rank_ranges(g.ranks) + " (" + std::to_string(g.ranks.size()) + ")";
+  if (g.ranks.size() == 1 || !g.error.empty())
+    who += g.hosts.size() <= 3 ? " on " + join(g.hosts, ", ") : " on " + std::to_string(g.hosts.size()) + " hosts";
+  if (!g.error.empty()) return who + ": " + g.error;
+  if (g.frames.empty()) return who + ": (no frames)";
+  std::vector<std::string> shown(g.frames.begin(), g.frames.begin() + static_cast<long>(std::min(g.frames.size(), kSummaryFrames)));
+  std::string line = who + ": " + join(shown, " <- ");
+  if (g.frames.size() > shown.size()) line += " <- ... (" + std::to_string(g.frames.size() - shown.size()) + " more)";
+  return line;
+}
+
+std::string full_report(const std::string& title, const std::vector<StackGroup>& groups,
+                        const std::vector<RankStackEntry>& stacks) {
+  std::string out = title + "\n\n";
+  for (const auto& g : groups) out += "  " + summary_line(g) + "\n";
+  std::vector<RankStackEntry> sorted = stacks;
+  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+  for (const auto& s : sorted) {
+    out += "\n=== rank " + std::to_string(s.rank) + " on " + s.host + " (pid " + std::to_string(s.pid) +
+           (s.how.empty() ? "" : ", " + s.how) + ") ===\n";
+    if (!s.error.empty()) out += s.error + "\n";
+    out += s.text;
+    if (!s.text.empty() && s.text.back() != '\n') out += "\n";
+  }
+  return out;
+}
+
+std::string json_report(const std::string& reason, const std::vector<StackGroup>& groups,
+                        const std::vector<RankStackEntry>& stacks) {
+  using nlohmann::json;
+  json j = {{"reason", reason}, {"groups", json::array()}, {"ranks", json::array()}};
+  for (const auto& g : groups) {
+    json o = {{"ranks", g.ranks}, {"hosts", g.hosts}, {"frames", g.frames}};
+    if (!g.error.empty()) o["error"] = g.error;
+    j["groups"].push_back(std::move(o));
+  }
+  for (const auto& s : stacks) {
+    json o = {{"rank", s.rank}, {"host", s.host}, {"pid", s.pid}, {"how", s.how}, {"text", s.text}};
+    o["frames"] = s.error.empty() ? main_thread_frames(s.how, s.text, s.pid) : std::vector<std::string>{};
+    if (!s.error.empty()) o["error"] = s.error;
+    j["ranks"].push_back(std::move(o));
+  }
+  // Invalid UTF-8 (a tool's raw bytes) is replaced, not thrown on.
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace dl::launcher
