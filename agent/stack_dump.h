@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/stack_tools.h"
 #include "control/messages.h"
 
 namespace dl::agent {
@@ -36,25 +37,6 @@ struct StackTarget {
   pid_t pid = -1;
   bool running = false;  // false: it has ended; reported without a stack
 };
-
-// The tool that reads a native process's stacks, and how it is run.
-struct StackTool {
-  std::string name;               // "eu-stack" or "gdb"; "" = none on this host
-  std::string path;               // its file
-  std::vector<std::string> argv;  // for `pid`, see tool_argv()
-};
-
-// The first of eu-stack and gdb found in `path_var` (a PATH value).
-StackTool find_stack_tool(const std::string& path_var);
-// The tool's command line for `pid`: every thread's backtrace, no prompts,
-// no debuginfod downloads.
-std::vector<std::string> tool_argv(const StackTool& tool, pid_t pid);
-// Why the tool's `output` failed to give a stack of `pid`, in a line that
-// says what to do; "" when it did give one. Names ptrace and
-// kernel.yama.ptrace_scope (`ptrace_scope`, -1 unknown) when the attach was refused.
-std::string tool_failure(const StackTool& tool, pid_t pid, const std::string& output, int ptrace_scope);
-// The Python ranks' sitecustomize.py (see the file comment).
-std::string python_dump_hook();
 
 class StackDumper {
  public:

@@ -65,18 +65,7 @@ std::string build_printf_program(const std::string& dir) {
 // Reads the child's stdout into `out` until it holds `needle` or `seconds`
 // pass; true when it arrived. The child keeps running.
 bool read_until(Child& c, std::string& out, const std::string& needle, double seconds) {
-  const double deadline = now_s() + seconds;
-  char buf[65536];
-  while (out.find(needle) == std::string::npos) {
-    const double left = deadline - now_s();
-    if (left <= 0) return false;
-    pollfd p{c.out_fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left * 1000) + 1) <= 0) continue;
-    ssize_t n = ::read(c.out_fd, buf, sizeof buf);
-    if (n > 0) out.append(buf, static_cast<size_t>(n));
-    else if (n == 0 || errno != EINTR) return false;
-  }
-  return true;
+  return read_fd_until(c.out_fd, out, needle, seconds);
 }
 
 // `--timeout 2` with a rank that printed and then sleeps: the job is killed

@@ -147,6 +147,21 @@ RunResult run(const RunSpec& spec, double timeout_s) {
   return wait(c, timeout_s);
 }
 
+bool read_fd_until(int fd, std::string& out, const std::string& needle, double seconds) {
+  const double deadline = now_s() + seconds;
+  char buf[65536];
+  while (out.find(needle) == std::string::npos) {
+    const double left = deadline - now_s();
+    if (left <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left * 1000) + 1) <= 0) continue;
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+    else if (n == 0 || errno != EINTR) return false;
+  }
+  return true;
+}
+
 std::string bin(const std::string& name) { return std::string(DLAUNCH_BIN_DIR) + "/" + name; }
 
 std::string new_marker() {

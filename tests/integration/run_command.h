@@ -52,6 +52,10 @@ RunResult wait(Child& c, double timeout_s);
 // start + wait.
 RunResult run(const RunSpec& spec, double timeout_s = 30);
 
+// Reads `fd` (a started child's out_fd or err_fd) into `out` until it holds
+// `needle` or `seconds` pass; true when it arrived. The child keeps running.
+bool read_fd_until(int fd, std::string& out, const std::string& needle, double seconds);
+
 // build/bin/<name>.
 std::string bin(const std::string& name);
 // A fresh marker for one test: "1000.<16 digits>", unique across processes,

@@ -5,7 +5,6 @@
 // on; a host without a stack tool says so; a rank that cannot answer is named.
 #include <catch2/catch.hpp>
 
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,22 +63,6 @@ bool all_ready(const TempDir& tmp, int n, double seconds) {
     if (now_s() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-}
-
-// Reads the child's stderr into `err` until it holds `needle` or `seconds` pass.
-bool read_err_until(Child& c, std::string& err, const std::string& needle, double seconds) {
-  const double deadline = now_s() + seconds;
-  char buf[65536];
-  while (err.find(needle) == std::string::npos) {
-    const double left = deadline - now_s();
-    if (left <= 0) return false;
-    pollfd p{c.err_fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left * 1000) + 1) <= 0) continue;
-    ssize_t n = ::read(c.err_fd, buf, sizeof buf);
-    if (n <= 0) return false;
-    err.append(buf, static_cast<size_t>(n));
-  }
-  return true;
 }
 
 // The summary line that starts with `prefix`, or "".
@@ -157,7 +140,7 @@ TEST_CASE("stacks: SIGQUIT prints the report and the job goes on", "[integration
   REQUIRE(all_ready(tmp, 8, 30));
   std::string err;
   ::kill(c.pid, SIGQUIT);
-  REQUIRE(read_err_until(c, err, "stacks-1.json", 30));
+  REQUIRE(read_fd_until(c.err_fd, err, "stacks-1.json", 30));
   INFO(err);
   CHECK(line_starting(err, "dlaunch:   rank 5 on ").find("elsewhere <- main") != std::string::npos);
   CHECK(line_starting(err, "dlaunch:   ranks 0-4, 6-7 (7): spin_here") != "");
@@ -166,7 +149,7 @@ TEST_CASE("stacks: SIGQUIT prints the report and the job goes on", "[integration
   CHECK(alive(c.pid));
   CHECK(marked(m, c.pid).size() == 8);
   ::kill(c.pid, SIGQUIT);
-  REQUIRE(read_err_until(c, err, "stacks-2.json", 30));
+  REQUIRE(read_fd_until(c.err_fd, err, "stacks-2.json", 30));
   CHECK(fs::exists(report.path + "/stacks-2.txt"));
   CHECK(marked(m, c.pid).size() == 8);
   ::kill(c.pid, SIGTERM);

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "agent/stack_dump.h"
+#include "agent/stack_tools.h"
 
 using namespace dl::agent;
 namespace fs = std::filesystem;
@@ -59,8 +59,8 @@ TEST_CASE("stack tools: eu-stack first, then gdb, none in an empty PATH", "[agen
 }
 
 TEST_CASE("stack tools: a refused attach names ptrace and ptrace_scope, with the fix", "[agent]") {
-  StackTool eu{"eu-stack", "/usr/bin/eu-stack", {}};
-  StackTool gdb{"gdb", "/usr/bin/gdb", {}};
+  StackTool eu{"eu-stack", "/usr/bin/eu-stack"};
+  StackTool gdb{"gdb", "/usr/bin/gdb"};
   const std::string denied = tool_failure(eu, 12, "eu-stack: dwfl_linux_proc_report pid 12: Permission denied\n", 2);
   CHECK(denied.find("eu-stack could not read pid 12") != std::string::npos);
   CHECK(denied.find("kernel.yama.ptrace_scope = 2") != std::string::npos);
