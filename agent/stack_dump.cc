@@ -12,7 +12,6 @@
 #include <fstream>
 #include <sstream>
 
-
 extern char** environ;
 
 namespace dl::agent {
@@ -31,7 +30,6 @@ constexpr milliseconds kPythonPoll{20};
 constexpr int kMaxTools = 8;
 // A rank's stack text beyond this is cut (a process with thousands of threads).
 constexpr size_t kMaxStackText = 1u << 20;
-
 
 int read_ptrace_scope() {
   std::ifstream f("/proc/sys/kernel/yama/ptrace_scope");
@@ -89,7 +87,6 @@ struct StackDumper::Collection : std::enable_shared_from_this<Collection> {
   std::vector<std::shared_ptr<ToolRun>> runs;
   std::vector<size_t> waiting;  // native ranks whose tool has not started
   size_t remaining = 0;
-  int active = 0;
   milliseconds timeout{0};
   StackTool tool;
   int ptrace_scope = -1;
@@ -253,7 +250,6 @@ void StackDumper::start_tool(Collection& c, size_t i) {
   run->out.assign(fds[0]);
   c.runs[i] = run;
   tools_[pid] = run;
-  ++c.active;
   read_tool(c, *run);
 }
 
@@ -267,7 +263,6 @@ void StackDumper::read_tool(Collection& c, ToolRun& t) {
     if (!ec) return read_tool(c, t);
     // EOF: the tool has finished (or closed its output, which it does only by exiting).
     t.out.close();
-    --c.active;
     const size_t i = t.index;
     if (std::string why = tool_failure(c.tool, c.targets[i].pid, t.text, c.ptrace_scope); !why.empty())
       c.out[i].error = why;
