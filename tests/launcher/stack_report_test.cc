@@ -68,7 +68,7 @@ TEST_CASE("stack report: eu-stack's main thread is TID == pid, cut at main", "[l
   CHECK(main_thread_frames("eu-stack", kEuStack, 1).front() == "pause");
 }
 
-TEST_CASE("stack report: gdb's main thread is (LWP pid); arguments and files dropped", "[launcher]") {
+TEST_CASE("stack report: gdb's main thread is (LWP pid), arguments and files dropped", "[launcher]") {
   CHECK(main_thread_frames("gdb", kGdb, 5150) == std::vector<std::string>{"__clock_nanosleep", "read_batch", "main"});
   CHECK(main_thread_frames("gdb", kGdb, 5151) == std::vector<std::string>{"pause", "bg"});
 }
