@@ -5,6 +5,7 @@
 // line; stdin then stays open, and its EOF means the launcher is gone.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <iostream>
 
@@ -13,15 +14,20 @@
 #include "errors/error.h"
 
 namespace {
+// The first line of stdin. Read in chunks (the launcher writes the line in
+// one write, so one read): nothing follows it on stdin but EOF, so reading
+// past the newline takes nothing the agent needs later.
 std::string read_token_line() {
   std::string tok;
-  char c;
+  char buf[257];
   while (tok.size() < 256) {
-    ssize_t n = ::read(0, &c, 1);
-    if (n <= 0 || c == '\n') break;
-    tok.push_back(c);
+    ssize_t n = ::read(0, buf, sizeof buf - 1 - tok.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    tok.append(buf, static_cast<size_t>(n));
+    if (auto nl = tok.find('\n'); nl != std::string::npos) return tok.substr(0, nl);
   }
-  return tok;
+  return tok.substr(0, 256);
 }
 
 int usage(const std::string& why) {
