@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-TRACED = "execve,clone,clone3,vfork,connect,sendto,recvfrom,exit_group,getrandom,read"
+TRACED = "execve,clone,clone3,vfork,connect,sendto,sendmsg,writev,recvfrom,exit_group,getrandom,read"
 LINE = re.compile(r"^(\d+)\s+(\d+\.\d+)\s+(.*)$")
 
 
@@ -48,7 +48,7 @@ def parse(path):
             # the time a call returned is what matters for recv/connect
         elif rest.endswith("<unfinished ...>"):
             unfinished[pid] = rest[: -len("<unfinished ...>")]
-            if not rest.startswith(("clone", "execve", "exit_group", "sendto")):
+            if not rest.startswith(("clone", "execve", "exit_group", "sendto", "sendmsg", "writev")):
                 continue
         call = rest.split("(", 1)[0]
         events.append((pid, t, call, rest))
@@ -82,13 +82,13 @@ def phases(events, n):
     forked = first(lambda e: e[0] == launcher and e[2] in ("clone", "clone3", "vfork") and "= " in e[3])
     a_conn = first(lambda e: e[0] == agent and e[2] in ("connect", "recvfrom"), agent_exec[1])
     hello = first(lambda e: e[0] == launcher and e[2] == "recvfrom" and "free_port" in e[3])
-    launch_sent = first(lambda e: e[0] == launcher and e[2] == "sendto" and '\\"env\\"' in e[3])
+    launch_sent = first(lambda e: e[0] == launcher and e[2] in ("sendto", "sendmsg", "writev") and '\\"env\\"' in e[3])
     launch_got = first(lambda e: e[0] == agent and e[2] == "recvfrom" and '\\"env\\"' in e[3])
     rank_forks = [e for e in events if e[0] == agent and e[2] in ("clone", "clone3", "vfork") and
                   "CLONE_THREAD" not in e[3] and re.search(r"= \d+$", e[3]) and e[1] >= launch_got[1]]
     rank_pids = {int(re.search(r"= (\d+)$", e[3]).group(1)) for e in rank_forks}
     rank_exits = [e for e in events if e[0] in rank_pids and e[2] == "exit_group"]
-    bye = first(lambda e: e[0] == launcher and e[2] == "sendto" and '\\"bye\\"' in e[3])
+    bye = first(lambda e: e[0] == launcher and e[2] in ("sendto", "sendmsg", "writev") and '\\"bye\\"' in e[3])
     end = last(lambda e: e[0] == launcher and e[2] == "exit_group")
     if not all([loaded, forked, a_conn, hello, launch_sent, launch_got, bye, end]) or len(rank_forks) < n or not rank_exits:
         return None
