@@ -1,12 +1,16 @@
 // dlaunch-agent: started by the launcher (locally, or over ssh) with the
 // command line of control/agent_args.h:
 //   dlaunch-agent --connect HOST:PORT --node K [--gpus-per-node N] [--no-gpu-bind] [--no-pmix] [--cpu-topology]
+// or, when one srun starts every node's agent, --node-names H1,H2,.. in place
+// of --node: the agent's node is where this host's name is in the list.
 // The job token arrives as the first line of stdin, never on the command
 // line; stdin then stays open, and its EOF means the launcher is gone.
+#include <limits.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "agent/agent.h"
@@ -30,6 +34,15 @@ std::string read_token_line() {
   return tok.substr(0, 256);
 }
 
+// --node-names: this host's names, the scheduler's first (Slurm's task
+// environment names the node as slurm.conf does), then the kernel's.
+std::vector<std::string> own_names() {
+  const char* slurm = std::getenv("SLURMD_NODENAME");
+  char host[HOST_NAME_MAX + 1] = {};
+  ::gethostname(host, sizeof host - 1);
+  return {slurm ? slurm : "", host};
+}
+
 int usage(const std::string& why) {
   std::cerr << "dlaunch-agent: error: " << why << "\n" << dl::control::agent_usage();
   return 2;
@@ -51,6 +64,12 @@ int main(int argc, char** argv) {
     o.args = parsed.args;
   } catch (const std::exception& e) {
     return usage(e.what());
+  }
+  try {
+    if (!o.args.node_names.empty()) o.args.node = dl::control::find_own_node(o.args.node_names, own_names());
+  } catch (const std::exception& e) {
+    std::cerr << "dlaunch-agent: error: " << e.what() << "\n";
+    return 1;
   }
   o.token = read_token_line();
   if (o.token.empty()) return usage("no job token on stdin");
