@@ -59,7 +59,10 @@ bool names_host(const std::string& line, const std::string& host) {
 std::map<std::string, std::string> srun_errors_by_host(const std::vector<std::string>& lines,
                                                        const std::vector<std::string>& hosts) {
   std::map<std::string, std::string> out;
-  for (const auto& line : lines) {
+  for (const auto& raw : lines) {
+    // slurmstepd names its node as "slurmstepd-n3: error: execve(): ...".
+    std::string line = raw;
+    if (line.rfind("slurmstepd-", 0) == 0) line[10] = ' ';
     // srun folds hosts into ranges ("srun: error: h[2-4]: tasks 1-3: ..."): unfold them.
     std::set<std::string> ranged;
     std::istringstream words(line);
@@ -74,7 +77,7 @@ std::map<std::string, std::string> srun_errors_by_host(const std::vector<std::st
     for (const auto& h : hosts)
       if (ranged.count(h) || names_host(line, h)) {
         auto& text = out[h];
-        text += (text.empty() ? "" : "; ") + line;
+        text += (text.empty() ? "" : "; ") + raw;
       }
   }
   return out;
@@ -120,6 +123,8 @@ class SlurmStarter : public AgentStarter {
   ~SlurmStarter() override { stop(0); }
 
   void start(const AgentStartSpec& spec) override {
+    if (names_.size() <= static_cast<size_t>(spec.node)) names_.resize(static_cast<size_t>(spec.node) + 1, "-");
+    names_[static_cast<size_t>(spec.node)] = spec.host;
     if (spec.local) return local_->start(spec);
     // Every start() of the job comes before its io_context runs: one srun
     // for them all, once they are known.
@@ -174,7 +179,9 @@ class SlurmStarter : public AgentStarter {
     control::AgentArgs a = first.args;
     a.connect_host = back;
     a.connect_port = static_cast<uint16_t>(std::stoi(first.control_port));
-    a.node_names = hosts;
+    // Every node's name at its index, this host's too: an agent's index in
+    // the list is its node number.
+    a.node_names = names_;
     std::vector<std::string> agent{agent_path(o_.prefix, true)};
     for (auto& x : control::to_argv(a)) agent.push_back(std::move(x));
     argv_ = srun_argv(o_.launcher_exec, hosts, agent);
@@ -245,6 +252,8 @@ class SlurmStarter : public AgentStarter {
       auto it = by_host.find(s.host);
       std::string why = s.host + ": srun " + how + " before its agent connected";
       if (it != by_host.end()) why += " (" + it->second + ")";
+      if (it != by_host.end() && it->second.find("execve()") != std::string::npos)
+        why += "; install dlaunch-agent at the same path there (" + agent_path(o_.prefix, true) + ") or pass --prefix DIR";
       else if (!general.empty()) why += " (" + general + ")";
       else why += " (run '" + argv_[0] + " --overlap -N1 -w " + s.host + " hostname' to see why)";
       ev_.failed(s.node, why);
@@ -260,6 +269,7 @@ class SlurmStarter : public AgentStarter {
   Events ev_;
   std::unique_ptr<AgentStarter> local_;  // this host's agent, by fork/exec
   std::vector<AgentStartSpec> remote_;   // in node order
+  std::vector<std::string> names_;       // every started node's host, by node index
   std::set<int> connected_;
   std::vector<std::string> argv_;
   LocalAgent srun_;                      // srun itself; its stdin reaches every agent

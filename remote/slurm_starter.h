@@ -9,11 +9,12 @@
 // The step is
 //   srun --nodes=K --ntasks=K --ntasks-per-node=1 --nodelist=H1,..,HK --overlap
 //        --kill-on-bad-exit=1 --cpu-bind=none --mpi=none --input=all
-//        dlaunch-agent --connect ADDR:PORT --node-names H1,..,HK [options]
+//        dlaunch-agent --connect ADDR:PORT --node-names N0,..,NM [options]
 // srun broadcasts its stdin to every task (--input=all): the token is its
 // first line, never on a command line, and its EOF (dlaunch gone) ends every
-// agent. Each agent finds its node by its own name in --node-names
-// (SLURMD_NODENAME), since srun numbers tasks in Slurm's node order, not ours.
+// agent. Each agent finds its node by its own name in --node-names, which
+// names every node of the job at its index (SLURMD_NODENAME), since srun
+// numbers tasks in Slurm's node order, not ours.
 #include <boost/asio/io_context.hpp>
 #include <map>
 #include <memory>

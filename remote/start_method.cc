@@ -51,10 +51,12 @@ std::string resolve_start_method(const std::string& asked, const std::string& sl
   const std::string method = asked == "auto" ? (slurm_job_id.empty() ? "libssh" : "slurm") : asked;
   const Method* m = find(method);
   if (!m) {
+    // What people call these methods elsewhere (Hydra's, PRRTE's names).
+    static const std::pair<const char*, const char*> kAliases[] = {
+        {"srun", "slurm"}, {"openssh", "ssh"}, {"rsh", "ssh"}, {"ssh2", "libssh"}};
     std::string hint;
-    for (const auto& n : start_method_names())
-      if (n.size() >= 3 && (asked.find(n) != std::string::npos || n.find(asked) != std::string::npos) && !asked.empty())
-        hint = " (did you mean " + n + "?)";
+    for (const auto& [alias, name] : kAliases)
+      if (asked == alias) hint = std::string(" (did you mean ") + name + "?)";
     throw UsageError("--launcher takes " + known_list() + ", got '" + asked + "'" + hint);
   }
   if (!m->make)

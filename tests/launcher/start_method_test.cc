@@ -46,14 +46,15 @@ TEST_CASE("slurm starter: srun's complaints are given to the node they name", "[
   const auto by = remote::srun_errors_by_host(
       {"srun: error: n1: task 0: Exited with exit code 127", "srun: error: Node failure on n10.",
        "dlaunch-agent: error: this host (n2) is none", "srun: error: n[3-4,10]: tasks 1-3: Exited with exit code 2",
-       "srun: Job step aborted"},
+       "srun: Job step aborted", "slurmstepd-n5: error: execve(): /x/dlaunch-agent: No such file or directory"},
       {"n1", "n10", "n2", "n3", "n4", "n5"});
   CHECK(by.at("n1") == "srun: error: n1: task 0: Exited with exit code 127");  // not n10's lines
   CHECK(by.at("n10") == "srun: error: Node failure on n10.; srun: error: n[3-4,10]: tasks 1-3: Exited with exit code 2");
   CHECK(by.at("n2") == "dlaunch-agent: error: this host (n2) is none");
   CHECK(by.at("n3") == "srun: error: n[3-4,10]: tasks 1-3: Exited with exit code 2");
   CHECK(by.at("n4") == by.at("n3"));
-  CHECK(by.count("n5") == 0);
+  CHECK(by.at("n5") == "slurmstepd-n5: error: execve(): /x/dlaunch-agent: No such file or directory");
+  CHECK(by.size() == 6);  // "Job step aborted" names no host
 }
 
 TEST_CASE("slurm starter: the address that reaches a host", "[launcher][slurm]") {

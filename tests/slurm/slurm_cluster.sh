@@ -8,7 +8,8 @@
 #   slurm_cluster.sh up ID [CPUS]   start munge and Slurm on cluster ID (CPUS per node, default 2);
 #                                   prints SLURM_CONF=...; returns once every node is idle
 #   slurm_cluster.sh down ID        stop them (cluster.sh down also kills them with the namespaces)
-#   slurm_cluster.sh kill-node ID HOST   SIGKILL HOST's slurmd and every process in HOST (a node that dies)
+#   slurm_cluster.sh kill-node ID HOST   unplug HOST's cable, then SIGKILL every process in it, slurmd
+#                                   included (a node that dies)
 #
 # Facts that matter (each cost a failed start to learn):
 #  - slurmd -N hN in hN's own UTS namespace: task hostnames equal NodeNames
@@ -24,7 +25,7 @@ set -uo pipefail
 
 ROOT="${DL_CLUSTER_ROOT:-/tmp/dlaunch-clusters}"
 die() { local code=$1; shift; echo "slurm_cluster.sh: $*" >&2; exit "$code"; }
-usage() { sed -n '7,11s/^#//p' "$0" >&2; exit 2; }
+usage() { sed -n '7,12s/^#//p' "$0" >&2; exit 2; }
 
 load() {
   DIR="$ROOT/$1"
@@ -132,10 +133,11 @@ cmd_kill_node() {
   [ $# -eq 2 ] || usage
   load "$1"
   local pids
+  # The cable first, as a power cut: no FIN or RST from the dying processes reaches anyone.
+  ip -n "dl${ID}-sw" link set "$2" down
   pids=$(ip netns pids "$(ns_of "$2")" 2>/dev/null)
   # shellcheck disable=SC2086
   [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
-  ip -n "dl${ID}-sw" link set "$2" down
   return 0
 }
 

@@ -31,7 +31,7 @@ dl::cluster::RunResult SlurmCluster::script(const std::string& sub, const std::s
 }
 
 std::string SlurmCluster::active_jobs() const {
-  auto r = run_login("squeue -h -o '%i %T'", std::chrono::seconds(20));
+  auto r = run_login("squeue -h -t PENDING,RUNNING -o '%i %T'", std::chrono::seconds(20));
   return r.status == 0 ? r.output : "squeue failed: " + r.output;
 }
 

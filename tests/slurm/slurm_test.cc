@@ -4,6 +4,7 @@
 // every namespace that nothing of its job is left.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -19,24 +20,26 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Prints one "id RANK host SLURM_PROCID LOCAL_RANK grandparent" line per rank:
+// Prints one "id RANK host SLURM_PROCID LOCAL_RANK SLURM_LOCALID grandparent" line per rank:
 // the grandparent is what started the rank's agent (slurmstepd under srun).
 const std::string kShow =
-    "sh -c 'echo id $RANK $(hostname) $SLURM_PROCID $LOCAL_RANK $(cat /proc/$(cut -d\" \" -f4 /proc/$PPID/stat)/comm)'";
+    "sh -c 'echo id $RANK $(hostname) $SLURM_PROCID $LOCAL_RANK $SLURM_LOCALID $(cat /proc/$(cut -d\" \" -f4 /proc/$PPID/stat)/comm)'";
 
 struct Row {
   int rank;
-  std::string host, procid, grandparent;
+  std::string host, procid, local, slurm_local, grandparent;
 };
 
 std::vector<Row> rows_of(const std::string& out) {
   std::vector<Row> rows;
   std::istringstream in(out);
   for (std::string line; std::getline(in, line);) {
-    std::istringstream w(line);
-    std::string tag, local;
+    const auto at = line.find("id ");  // after --tag-output's "[rank@host] "
+    if (at == std::string::npos) continue;
+    std::istringstream w(line.substr(at));
+    std::string tag;
     Row r;
-    if (w >> tag >> r.rank >> r.host >> r.procid >> local >> r.grandparent && tag == "id") rows.push_back(r);
+    if (w >> tag >> r.rank >> r.host >> r.procid >> r.local >> r.slurm_local >> r.grandparent && tag == "id") rows.push_back(r);
   }
   return rows;
 }
@@ -53,6 +56,7 @@ void check_two_per_node(const std::string& out, const std::string& forked_on = "
     ++per_host[r.host];
     ranks.insert(r.rank);
     CHECK(r.procid == std::to_string(r.rank));
+    CHECK(r.slurm_local == r.local);
     if (r.host != forked_on) CHECK(r.grandparent == "slurmstepd");
   }
   CHECK(ranks.size() == 8);
@@ -98,9 +102,9 @@ TEST_CASE("slurm: sbatch of dlaunch -n 8 runs 2 ranks per node, the batch node's
   SlurmCluster s(4);
   const std::string mark = unique_marker();
   const std::string out = s.cluster().dir() + "/sbatch-" + mark + ".out";
-  auto r = s.run_login("sbatch -N4 --wait -o " + out + " --wrap \"" + dlaunch() + " -n 8 " + kShow + " " + mark +
-                           "\"; echo sbatch=$?; cat " + out,
-                       90s);
+  const std::string script = s.cluster().dir() + "/sbatch-" + mark + ".sh";
+  std::ofstream(script) << "#!/bin/sh\nexec " << dlaunch() << " -n 8 " << kShow << " " << mark << "\n";
+  auto r = s.run_login("sbatch -N4 --wait -o " + out + " " + script + "; echo sbatch=$?; cat " + out, 90s);
   INFO(r.output);
   CHECK(r.output.find("sbatch=0") != std::string::npos);
   // The batch script runs on the first node, h1: its agent is forked there.
@@ -147,7 +151,8 @@ TEST_CASE("slurm: a node that dies mid-job ends the job, naming it; nothing is l
   auto r = job.get();
   INFO(r.output);
   CHECK(r.status != 0);
-  CHECK(r.output.find("h3") != std::string::npos);
+  // Its agent went silent (the cable went first): the heartbeat names it.
+  CHECK(r.output.find("dlaunch: lost the agent on h3") != std::string::npos);
   check_clean(s, mark);
 }
 
@@ -157,7 +162,11 @@ TEST_CASE("slurm: a host whose agent cannot start names itself", "[slurm][cluste
   auto r = s.run_login("salloc -N4 -K " + dlaunch() + " -n 8 --prefix /nonexistent-" + mark + " true", 60s);
   INFO(r.output);
   CHECK(r.status != 0);
-  for (const char* h : {"h1", "h2", "h3", "h4"}) CHECK(r.output.find(std::string("error: ") + h + ": srun ") != std::string::npos);
+  for (const char* h : {"h1", "h2", "h3", "h4"}) {
+    CHECK(r.output.find(std::string("error: ") + h + ": srun ") != std::string::npos);
+    CHECK(r.output.find(std::string("slurmstepd-") + h + ": error: execve(): /nonexistent-" + mark) != std::string::npos);
+  }
+  CHECK(r.output.find("pass --prefix DIR") != std::string::npos);
   check_clean(s, mark);
 }
 
@@ -173,7 +182,8 @@ TEST_CASE("slurm: a hostfile naming a host outside the allocation is refused", "
 TEST_CASE("slurm: per-node mode under real srun, ranks' SLURM_PROCID agrees with RANK", "[slurm][cluster]") {
   SlurmCluster s(4);
   const std::string mark = unique_marker();
-  auto r = s.run_login("salloc -N4 -K srun -N4 --ntasks-per-node=1 " + dlaunch() +
+  // Every node's dlaunch needs the job's one token, from the environment srun passes on.
+  auto r = s.run_login("export DLAUNCH_TOKEN=$(" + dlaunch() + " token); salloc -N4 -K srun -N4 --ntasks-per-node=1 " + dlaunch() +
                            " --rdzv env --nproc-per-node 2 --tag-output " + kShow + " " + mark,
                        60s);
   INFO(r.output);
@@ -184,6 +194,7 @@ TEST_CASE("slurm: per-node mode under real srun, ranks' SLURM_PROCID agrees with
   for (const auto& row : rows) {
     ++per_host[row.host];
     CHECK(row.procid == std::to_string(row.rank));
+    CHECK(row.slurm_local == row.local);
   }
   CHECK(per_host == std::map<std::string, int>{{"h1", 2}, {"h2", 2}, {"h3", 2}, {"h4", 2}});
   check_clean(s, mark);
