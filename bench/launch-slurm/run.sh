@@ -60,5 +60,5 @@ conf=$("$SRC/tests/slurm/slurm_cluster.sh" up "$ID" | sed -n 's/^SLURM_CONF=//p'
 DIR=$(echo "$out" | sed -n 's/^DL_CLUSTER_DIR=//p')
 NET=$(. "$DIR/cluster.env"; echo "$NET.0/24")
 echo "# launch-slurm: 8 ranks inside salloc -N4 (4 namespace nodes x 2 CPUs), median of $REPS runs;"
-echo "# $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg) at start, $(srun --version)"
+echo "# $(nproc) cores, load $(cut -d" " -f1 /proc/loadavg) at start, $(SLURM_CONF=$conf srun --version)"
 "$CLUSTER" exec "$ID" h0 -- env SLURM_CONF="$conf" REPS="$REPS" salloc -Q -N4 -K "$0" --inside "$BIN" "$NET" </dev/null
