@@ -6,10 +6,11 @@
 
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
+
+#include <signal.h>
 
 #include "tests/multihost/multihost_util.h"
 #include "tests/slurm/slurm_fixture.h"
@@ -131,6 +132,27 @@ TEST_CASE("slurm: scancel of a running dlaunch job leaves nothing on any node", 
   auto r = job.get();
   INFO(r.output);
   CHECK(r.status != 0);
+  check_clean(s, mark);
+}
+
+TEST_CASE("slurm: a SIGKILLed dlaunch leaves no agent, rank or srun behind", "[slurm][cluster]") {
+  SlurmCluster s(4);
+  const std::string mark = unique_marker();
+  auto job = std::async(std::launch::async, [&] {
+    return s.run_login("salloc -N4 -K " + dlaunch() + " -n 8 sleep " + mark, 60s);
+  });
+  bool running = false;
+  for (int i = 0; i < 200 && !running; ++i) {
+    running = true;
+    for (int k = 1; k <= 4; ++k) running = running && pids_matching(s.cluster(), "h" + std::to_string(k), "sleep " + mark).size() == 2;
+    if (!running) std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE(running);
+  const int launcher = launcher_pid(mark);
+  REQUIRE(launcher > 0);
+  ::kill(launcher, SIGKILL);
+  auto r = job.get();
+  INFO(r.output);
   check_clean(s, mark);
 }
 
