@@ -88,8 +88,15 @@ int run_command(const std::vector<std::string>& args) {
   }
   resolve_torchrun_words(o);
   const char* slurm_job = std::getenv("SLURM_JOB_ID");
+  const std::string asked = o.launcher;
   o.launcher = remote::resolve_start_method(o.launcher, slurm_job ? slurm_job : "",
                                             remote::split_launcher_exec(o.launcher_exec));
+  if (o.verbose)
+    write_fully(2, "dlaunch: agents on other hosts start by --launcher " + o.launcher +
+                       (asked == "auto" ? std::string(slurm_job ? " (auto: inside Slurm job " + std::string(slurm_job) + ")"
+                                                                : " (auto: not inside a Slurm job)")
+                                        : "") +
+                       "\n");
   if (!o.rdzv.empty()) return run_per_node(std::move(o));
   hostfiles::Placement p = plan(o);
   if (o.dry_run) {

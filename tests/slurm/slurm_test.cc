@@ -95,6 +95,8 @@ TEST_CASE("slurm: salloc -N4 dlaunch -n 8 reads the allocation and starts the ag
   REQUIRE(r.status == 0);
   CHECK(r.output.find("dlaunch: hosts from the allocation of Slurm job ") != std::string::npos);
   CHECK(r.output.find("SLURM_JOB_NODELIST=h[1-4], SLURM_JOB_CPUS_PER_NODE=2(x4)") != std::string::npos);
+  CHECK(r.output.find("dlaunch: agents on other hosts start by --launcher slurm (auto: inside Slurm job ") !=
+        std::string::npos);
   check_two_per_node(r.output);
   check_clean(s, mark);
 }
@@ -156,7 +158,7 @@ TEST_CASE("slurm: a SIGKILLed dlaunch leaves no agent, rank or srun behind", "[s
   check_clean(s, mark);
 }
 
-TEST_CASE("slurm: a node that dies mid-job ends the job, naming it; nothing is left on the others", "[slurm][cluster]") {
+TEST_CASE("slurm: a node that dies mid-job ends the job, naming it, and nothing is left on the others", "[slurm][cluster]") {
   SlurmCluster s(4);
   const std::string mark = unique_marker();
   auto job = std::async(std::launch::async, [&] {
