@@ -218,7 +218,9 @@ class SlurmStarter : public AgentStarter {
     const AgentStartSpec* about = nullptr;
     for (const auto& s : remote_)
       if (by_host.count(s.host)) about = &s;
-    const bool before = about ? !connected_.count(about->node) : connected_.size() < remote_.size();
+    bool all = true;
+    for (const auto& s : remote_) all = all && connected_.count(s.node);
+    const bool before = about ? !connected_.count(about->node) : !all;
     if (before) {
       // Kept for the failure message of the node(s) it concerns.
       lines_.push_back(text);
