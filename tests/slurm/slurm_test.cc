@@ -11,6 +11,7 @@
 #include <thread>
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include "tests/multihost/multihost_util.h"
 #include "tests/slurm/slurm_fixture.h"
@@ -98,6 +99,37 @@ TEST_CASE("slurm: salloc -N4 dlaunch -n 8 reads the allocation and starts the ag
   CHECK(r.output.find("dlaunch: agents on other hosts start by --launcher slurm (auto: inside Slurm job ") !=
         std::string::npos);
   check_two_per_node(r.output);
+  check_clean(s, mark);
+}
+
+TEST_CASE("slurm: --launcher-exec wraps srun, and the job token is on no command line", "[slurm][cluster]") {
+  SlurmCluster s(4);
+  const std::string mark = unique_marker();
+  // A wrapper that records the command line it was given, then runs srun with it.
+  const std::string wrapper = s.cluster().dir() + "/srun-wrapper-" + mark;
+  const std::string argv_file = wrapper + ".argv";
+  std::ofstream(wrapper) << "#!/bin/sh\necho \"$@\" >" << argv_file << "\nexec srun \"$@\"\n";
+  ::chmod(wrapper.c_str(), 0755);
+  auto r = s.run_login("salloc -N4 -K " + dlaunch() + " -n 8 --launcher slurm --launcher-exec '" + wrapper +
+                           " --job-name=agents-" + mark + "' sh -c 'echo tok $DLAUNCH_TOKEN'",
+                       60s);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  std::ifstream in(argv_file);
+  const std::string argv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO("srun's command line: " << argv);
+  CHECK(argv.find("--job-name=agents-" + mark + " --nodes=4 --ntasks=4 --ntasks-per-node=1") == 0);
+  CHECK(argv.find("dlaunch-agent --connect ") != std::string::npos);
+  CHECK(argv.find("--node-names h1,h2,h3,h4") != std::string::npos);
+  // Every rank saw the one token, and srun's command line did not.
+  std::set<std::string> tokens;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("tok ", 0) == 0) tokens.insert(line.substr(4));
+  REQUIRE(tokens.size() == 1);
+  const std::string token = *tokens.begin();
+  CHECK(token.size() >= 32);
+  CHECK(argv.find(token) == std::string::npos);
   check_clean(s, mark);
 }
 
