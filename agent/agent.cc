@@ -136,10 +136,7 @@ void Agent::launch(const msg::Launch& m) {
   link_->start_heartbeats(milliseconds(m.hb_ms), milliseconds(m.hb_timeout_ms),
                           "no heartbeat from the launcher for " + std::to_string(m.hb_timeout_ms) + " ms");
   if (m.mpi && !start_mpi(m)) return finish_if_done();
-  if (!m.ranks.empty() && !error_files_) {
-    const auto id = m.ranks[0].env.find(env::kDlJobId);
-    error_files_ = std::make_unique<TorchErrorFiles>(id == m.ranks[0].env.end() ? "job" : id->second);
-  }
+  if (!m.ranks.empty() && !error_files_) error_files_ = std::make_unique<TorchErrorFiles>();
   // The agent's own environment, read once for all of this host's ranks.
   EnvVars inherited = own_environment();
   MpiJob::scrub_rank_env(inherited);  // what the agent set for its own hwloc
