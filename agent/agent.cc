@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -138,13 +139,14 @@ void Agent::launch(const msg::Launch& m) {
                           "no heartbeat from the launcher for " + std::to_string(m.hb_timeout_ms) + " ms");
   if (m.mpi && !start_mpi(m)) return finish_if_done();
   if (!m.ranks.empty() && !error_files_) {
-    const auto id = m.ranks[0].env.find(env::kDlJobId);
-    error_files_ = std::make_unique<TorchErrorFiles>(id == m.ranks[0].env.end() ? "job" : id->second);
-    stacks_ = std::make_unique<StackDumper>(io_, id == m.ranks[0].env.end() ? "job" : id->second);
+    error_files_ = std::make_unique<TorchErrorFiles>();
+    stacks_ = std::make_unique<StackDumper>(io_);
   }
   // The agent's own environment, read once for all of this host's ranks.
   EnvVars inherited = own_environment();
   MpiJob::scrub_rank_env(inherited);  // what the agent set for its own hwloc
+  // Which signals each child must reset: asked once here, not by each child.
+  reset_signals_ = non_default_signals();
   for (const auto& spec : m.ranks) start_rank(spec, m, inherited);
 }
 
@@ -209,6 +211,7 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
   s.want_stdin = spec.stdin_open;
   s.stdout_pty = m.stdout_pty.value_or(false);
   s.cpus = spec.cpus.value_or(std::vector<int>{});
+  s.reset_signals = &reset_signals_;
   Resolved res = resolve_program(s.argv.at(0), env.count("PATH") ? env["PATH"] : "/usr/bin:/bin");
   if (res.code != 0) return ranks_.refuse(spec.rank, res.code, res.message);
   s.exe = res.path;
@@ -216,7 +219,7 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
 }
 
 void Agent::watch_stdin() {
-  int fd = ::dup(0);
+  int fd = ::fcntl(0, F_DUPFD_CLOEXEC, 0);  // a rank must not hold the launcher's pipe
   if (fd < 0) return;
   boost::system::error_code ec;
   stdin_.assign(fd, ec);

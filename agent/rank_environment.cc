@@ -74,9 +74,12 @@ std::optional<std::string> summarize_torch_error(std::string_view json_text) {
   return out;
 }
 
-TorchErrorFiles::TorchErrorFiles(const std::string& job_id) {
+TorchErrorFiles::TorchErrorFiles() {
+  // Named as the PMIx job dir is (agent/mpi_job.cc): dlaunch-<agent pid>-XXXXXX,
+  // so that when this agent is killed outright the next agent on the host
+  // finds the dir's owner gone and removes it.
   const char* tmp = ::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-" + job_id + "-XXXXXX";
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-" + std::to_string(::getpid()) + "-XXXXXX";
   if (::mkdtemp(tmpl.data())) dir_ = tmpl;  // mode 0700: only this user's ranks write there
 }
 

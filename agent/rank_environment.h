@@ -39,7 +39,7 @@ class TorchErrorFiles {
  public:
   // Makes the directory; on failure (no writable temp dir) the ranks get no
   // error file, which torch tolerates (it then only logs the exception).
-  explicit TorchErrorFiles(const std::string& job_id);
+  TorchErrorFiles();
   TorchErrorFiles(const TorchErrorFiles&) = delete;
   TorchErrorFiles& operator=(const TorchErrorFiles&) = delete;
   ~TorchErrorFiles() { remove(); }

@@ -95,9 +95,11 @@ struct StackDumper::Collection : std::enable_shared_from_this<Collection> {
   bool finished = false;
 };
 
-StackDumper::StackDumper(asio::io_context& io, const std::string& job_id) : io_(io) {
+StackDumper::StackDumper(asio::io_context& io) : io_(io) {
+  // dlaunch-<agent pid>-: the next agent on the host removes it when this one
+  // was killed outright (agent/mpi_job.cc, remove_dirs_of_dead_agents).
   const char* tmp = ::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-" + job_id + "-stacks-XXXXXX";
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-" + std::to_string(::getpid()) + "-stacks-XXXXXX";
   if (!::mkdtemp(tmpl.data())) return;  // mode 0700: only this user's ranks write there
   std::ofstream f(tmpl + "/sitecustomize.py");
   f << python_dump_hook();

@@ -43,7 +43,7 @@ class StackDumper {
   // Makes the private directory (under $TMPDIR or /tmp, named for job_id)
   // and writes the hook there. Without a writable temp dir Python ranks are
   // read as native ones.
-  StackDumper(boost::asio::io_context& io, const std::string& job_id);
+  explicit StackDumper(boost::asio::io_context& io);
   StackDumper(const StackDumper&) = delete;
   StackDumper& operator=(const StackDumper&) = delete;
   ~StackDumper();

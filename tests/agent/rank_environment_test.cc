@@ -82,10 +82,11 @@ TEST_CASE("torch error file: the exception, its message and where it was raised,
 TEST_CASE("torch error files: a private directory per job, one file per rank, removed", "[agent][torchrun]") {
   std::string dir;
   {
-    dl::agent::TorchErrorFiles files("dl-test1234");
+    dl::agent::TorchErrorFiles files;
     const std::string p = files.path(3);
     REQUIRE_FALSE(p.empty());
-    CHECK(p.find("dl-test1234") != std::string::npos);
+    // dlaunch-<pid>-: the name the next agent's sweep of dead agents' dirs knows.
+    CHECK(p.find("/dlaunch-" + std::to_string(::getpid()) + "-") != std::string::npos);
     CHECK(files.path(4) != p);
     dir = p.substr(0, p.rfind('/'));
     CHECK_FALSE(files.read(3));  // the rank wrote nothing

@@ -50,13 +50,20 @@ std::vector<std::vector<std::string>> id_lines(const std::string& out) {
   }
   return rows;
 }
+// What the guards look for in /proc/PID/cmdline, which separates arguments
+// with NULs: the port argument of this test's dlaunch processes, unique to
+// the test. (A marker with a space, "--node-rank 0", never matched an argv:
+// it matched only processes whose one argument holds a test's name, such as
+// a ctest -R or a concurrent test, and killed those.)
+std::string port_marker(int port) { return ":" + std::to_string(port) + '\0'; }         // --rdzv tcp://HOST:PORT
+std::string env_port_marker(int port) { return std::string("--rdzv-port") + '\0' + std::to_string(port) + '\0'; }
 }  // namespace
 
 TEST_CASE("per-node: two nodes meet and their ranks get one world's identity", "[integration][per-node]") {
   const int port = some_free_port();
   Child c1 = start(node(1, 2, port, {"--nproc-per-node", "3", "/bin/sh", "-c", kShowIdentity}));
   Child c0 = start(node(0, 2, port, {"--nproc-per-node", "2", "/bin/sh", "-c", kShowIdentity}));
-  ChildGuard g0{c0, "--node-rank 0"}, g1{c1, "--node-rank 1"};
+  ChildGuard g0{c0, port_marker(port)}, g1{c1, port_marker(port)};
   RunResult r0 = wait(c0, 30), r1 = wait(c1, 30);
   INFO(r0.err << r1.err);
   REQUIRE(r0.code == 0);
@@ -107,7 +114,7 @@ TEST_CASE("per-node: a node that never arrives fails the others with its node ra
   const int port = some_free_port();
   Child c0 = start(node(0, 3, port, {"--rdzv-timeout", "2", "true"}));
   Child c2 = start(node(2, 3, port, {"--rdzv-timeout", "30", "true"}));
-  ChildGuard g0{c0, "--rdzv-timeout 2"}, g2{c2, "--rdzv-timeout 30"};
+  ChildGuard g0{c0, port_marker(port)}, g2{c2, port_marker(port)};
   RunResult r0 = wait(c0, 20), r2 = wait(c2, 40);
   INFO(r0.err << "---\n" << r2.err);
   CHECK(r0.code == 124);
@@ -151,7 +158,7 @@ TEST_CASE("per-node: --rdzv env under Slurm's variables", "[integration][per-nod
   };
   Child c1 = start(slurm(1));
   Child c0 = start(slurm(0));
-  ChildGuard g0{c0, "--rdzv env"}, g1{c1, "--rdzv env"};
+  ChildGuard g0{c0, env_port_marker(port)}, g1{c1, env_port_marker(port)};
   RunResult r0 = wait(c0, 30), r1 = wait(c1, 30);
   INFO(r0.err << r1.err);
   REQUIRE(r0.code == 0);

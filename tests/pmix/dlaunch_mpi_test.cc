@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/pmix/mpi_test_util.h"
 
@@ -184,5 +185,34 @@ TEST_CASE("dlaunch: an agent removes the temp dirs that killed agents left behin
   while (dirent* e = readdir(d)) entries += e->d_name[0] != '.';
   closedir(d);
   CHECK(entries == 2);
+  std::filesystem::remove_all(base);
+}
+
+TEST_CASE("dlaunch: what an agent killed outright left in TMPDIR goes with the next job's agent", "[pmix]") {
+  // The rank SIGKILLs its agent: the agent's PMIx dir and its ranks' torch
+  // error-file dir stay behind; the next job on the host must remove both.
+  char base[] = "/tmp/dl_mpi_killed.XXXXXX";
+  REQUIRE(mkdtemp(base) != nullptr);
+  const std::string env = "env TMPDIR=" + std::string(base) + " ";
+  Result first = run(env + kDlaunch + " -n 1 /bin/sh -c 'kill -9 $PPID; sleep 2'");
+  INFO(first.out);
+  CHECK(first.code != 0);
+  auto entries = [&] {
+    std::vector<std::string> names;
+    DIR* d = opendir(base);
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    closedir(d);
+    return names;
+  };
+  CHECK(entries().size() >= 2);  // left behind: else this test proves nothing
+  Result second = run(env + kDlaunch + " -n 1 /bin/true");
+  INFO(second.out);
+  CHECK(second.code == 0);
+  const auto left = entries();
+  std::string names;
+  for (const auto& n : left) names += n + " ";
+  INFO("left in TMPDIR: " << names);
+  CHECK(left.empty());
   std::filesystem::remove_all(base);
 }
