@@ -101,6 +101,7 @@ void make_pipe(int fds[2]) {
   ::dup2(in, 0);
   ::dup2(out, 1);
   ::dup2(err, 2);
+  if (s.inherit_fd >= 3) ::fcntl(s.inherit_fd, F_SETFD, 0);
   if (cpus && ::sched_setaffinity(0, sizeof *cpus, cpus) != 0) {
     const char* why = std::strerror(errno);
     const char* m = "dlaunch-agent: cannot bind the rank to its CPUs (--bind-to): ";

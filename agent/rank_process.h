@@ -30,6 +30,9 @@ struct SpawnSpec {
   // stdout on a pseudo-terminal, so C and Python stdio line-buffer it
   // (docs/design.md, "Each rank's stdout is a pseudo-terminal"); else a pipe.
   bool stdout_pty = false;
+  // An fd (>= 3, close-on-exec) the rank inherits as it is: its PMI socket
+  // (PMI_FD). -1: none.
+  int inherit_fd = -1;
 };
 
 struct Spawned {
