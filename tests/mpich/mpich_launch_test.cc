@@ -49,7 +49,7 @@ TEST_CASE("dlaunch --mpi pmi serves MPICH without PMIx", "[mpich][slow]") {
 }
 
 TEST_CASE("the same MPICH programs are right under mpiexec.hydra", "[mpich][slow]") {
-  if (access("/usr/bin/mpiexec.hydra", X_OK) != 0) SKIP("no mpiexec.hydra");
+  REQUIRE(access("/usr/bin/mpiexec.hydra", X_OK) == 0);  // Debian's mpich package, beside mpicc.mpich
   // Hydra does not set LOCAL_WORLD_SIZE: mpi_hello then checks size and rank only.
   check_program("/usr/bin/mpiexec.hydra", 4, "mpich_hello", "hello rank");
   check_program("/usr/bin/mpiexec.hydra", 4, "mpich_big_ring", "ring rank");
@@ -62,7 +62,9 @@ TEST_CASE("dlaunch: MPI_Abort in an MPICH program is the job's verdict", "[mpich
     INFO(r.out);
     CHECK(r.code == 13);
     CHECK(count(r.out, "dlaunch: rank " + std::to_string(n - 1) + " on ") == 1);
-    CHECK(count(r.out, "called MPI_Abort with code 13") == 1);
+    // A job of one rank: MPICH exits with the code itself, without telling
+    // its process manager (the verdict is then the rank's exit code 13).
+    if (n > 1) CHECK(count(r.out, "called MPI_Abort with code 13") == 1);
     CHECK_FALSE(leftover(mark));
   }
 }
