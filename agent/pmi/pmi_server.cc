@@ -256,7 +256,14 @@ void PmiServer::fence_done(uint64_t id, std::string_view all_blobs) {
     hooks_.warn("dlaunch-agent: PMI fence result for an unexpected fence " + std::to_string(id & ~kFenceIdBit));
     return;
   }
-  for (auto& [k, v] : decode_puts(all_blobs)) kvs_[std::move(k)] = std::move(v);
+  std::vector<std::pair<std::string, std::string>> puts;
+  try {
+    puts = decode_puts(all_blobs);
+  } catch (const Error& e) {
+    hooks_.warn(std::string("dlaunch-agent: PMI fence ") + std::to_string(fence_seq_) + ": " + e.what());
+    return fence_failed(id, e.what());
+  }
+  for (auto& [k, v] : puts) kvs_[std::move(k)] = std::move(v);
   ++fence_seq_;
   fence_sent_ = false;
   in_fence_ = 0;

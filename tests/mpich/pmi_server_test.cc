@@ -198,7 +198,14 @@ TEST_CASE("pmi server: garbage is answered with an error, never a crash", "[mpic
   // A fence result for no fence, or a truncated one, is named, not trusted.
   h.server.fence_done(kFenceIdBit | 7, "");
   CHECK_THAT(h.warnings.back(), Catch::Contains("unexpected fence 7"));
-  REQUIRE_FALSE(h.warnings.empty());
+  h.ask(1, "");  // (rank 1's socket is closed)
+  REQUIRE(h.fences.size() == 0);  // rank 1 never joined: this host has not contributed
+  Host g({0}, 0, {{0}});
+  g.ask(0, "cmd=barrier_in\n");
+  REQUIRE(g.fences.size() == 1);
+  g.server.fence_done(g.fences[0].first, std::string("\0\0\0\x09" "ab", 6));
+  CHECK_THAT(g.out[0], Catch::StartsWith("cmd=barrier_failed rc=-1"));
+  CHECK_THAT(g.warnings.back(), Catch::Contains("truncated"));
 }
 
 TEST_CASE("pmi server: --mpi pmix refuses a PMI client with a message, not a singleton", "[mpich][pmi]") {
