@@ -28,6 +28,11 @@ int abort_code_from(const std::string& msg) {
   const long v = std::strtol(msg.c_str() + comma + 1, &end, 10);
   return (end && *end == ')' && v > 0 && v < 256) ? static_cast<int>(v) : 1;
 }
+// The value of `key` in `c`, "" when absent.
+std::string value_of(const Command& c, const char* key) {
+  const std::string* v = c.get(key);
+  return v ? *v : std::string();
+}
 }  // namespace
 
 PmiServer::PmiServer(PmiJob job, Hooks hooks) : job_(std::move(job)), hooks_(std::move(hooks)) {}
@@ -109,10 +114,7 @@ const std::string* PmiServer::lookup(const std::string& key) const {
 
 void PmiServer::handle_v1(int rank, const Command& c) {
   const std::string& n = c.name;
-  auto arg = [&](const char* k) {
-    const std::string* v = c.get(k);
-    return v ? *v : std::string();
-  };
+  auto arg = [&](const char* k) { return value_of(c, k); };
   if (n == "init") {
     const std::string v = arg("pmi_version");
     if (v == "1" || v == "2")
@@ -159,10 +161,7 @@ void PmiServer::handle_v1(int rank, const Command& c) {
 
 void PmiServer::handle_v2(int rank, const Command& c) {
   const std::string& n = c.name;
-  auto arg = [&](const char* k) {
-    const std::string* v = c.get(k);
-    return v ? *v : std::string();
-  };
+  auto arg = [&](const char* k) { return value_of(c, k); };
   if (n == "fullinit") {
     const std::string* id = c.get("pmirank");
     if (id && *id != "-1" && *id != std::to_string(rank))

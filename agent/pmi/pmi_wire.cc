@@ -19,6 +19,26 @@ Parsed error(std::string why, size_t consumed, bool fatal) {
   return p;
 }
 
+Parsed accepted(Command c, size_t consumed) {
+  Parsed p;
+  p.kind = Parsed::kCommand;
+  p.command = std::move(c);
+  p.consumed = consumed;
+  return p;
+}
+
+// Adds one key=value to `c`: the first must be `first`=NAME (cmd, or mcmd
+// for PMI-1's spawn), the rest are arguments. False when the first is not.
+bool add_pair(Command& c, const char* first, std::string key, std::string val) {
+  if (c.name.empty() && c.args.empty()) {
+    if (key != first) return false;
+    c.name = std::move(val);
+  } else {
+    c.args.emplace_back(std::move(key), std::move(val));
+  }
+  return true;
+}
+
 // "cmd=put kvsname=a key=b value=c": space-separated key=value tokens.
 Parsed parse_v1_line(std::string_view line, size_t consumed) {
   Command c;
@@ -33,20 +53,12 @@ Parsed parse_v1_line(std::string_view line, size_t consumed) {
       return error("expected key=value, got '" + std::string(tok.substr(0, 64)) + "'", consumed, false);
     std::string key(tok.substr(0, eq)), val(tok.substr(eq + 1));
     if (!val.empty() && val.back() == '\r') val.pop_back();
-    if (c.name.empty() && c.args.empty()) {
-      if (key != "cmd") return error("expected cmd= first, got '" + key + "='", consumed, false);
-      c.name = std::move(val);
-    } else {
-      c.args.emplace_back(std::move(key), std::move(val));
-    }
+    if (!add_pair(c, "cmd", key, std::move(val)))
+      return error("expected cmd= first, got '" + key + "='", consumed, false);
     i = end;
   }
   if (c.name.empty()) return error("expected cmd=NAME, got an empty command", consumed, false);
-  Parsed p;
-  p.kind = Parsed::kCommand;
-  p.command = std::move(c);
-  p.consumed = consumed;
-  return p;
+  return accepted(std::move(c), consumed);
 }
 
 // "mcmd=spawn\nnprocs=2\n...endcmd\n": one key=value per line.
@@ -68,14 +80,10 @@ Parsed parse_v1_multi(std::string_view buf) {
     if (l.empty()) continue;
     if (eq == std::string_view::npos || eq == 0)
       return error("expected key=value, got '" + std::string(l.substr(0, 64)) + "'", consumed, false);
-    if (l.substr(0, eq) == "mcmd") c.name = std::string(l.substr(eq + 1));
-    else c.args.emplace_back(std::string(l.substr(0, eq)), std::string(l.substr(eq + 1)));
+    if (!add_pair(c, "mcmd", std::string(l.substr(0, eq)), std::string(l.substr(eq + 1))))
+      return error("expected mcmd= first", consumed, false);
   }
-  Parsed p;
-  p.kind = Parsed::kCommand;
-  p.command = std::move(c);
-  p.consumed = consumed;
-  return p;
+  return accepted(std::move(c), consumed);
 }
 
 // The body of a PMI-2 command: "cmd=x;k=v;...;", ";;" an escaped ';'.
@@ -101,19 +109,11 @@ Parsed parse_v2_body(std::string_view body, size_t consumed) {
       val += body[j++];
     }
     i = j + 1;
-    if (c.name.empty() && c.args.empty()) {
-      if (key != "cmd") return error("expected cmd= first in a PMI-2 command, got '" + key + "='", consumed, false);
-      c.name = std::move(val);
-    } else {
-      c.args.emplace_back(std::move(key), std::move(val));
-    }
+    if (!add_pair(c, "cmd", key, std::move(val)))
+      return error("expected cmd= first in a PMI-2 command, got '" + key + "='", consumed, false);
   }
   if (c.name.empty()) return error("expected cmd=NAME; in a PMI-2 command", consumed, false);
-  Parsed p;
-  p.kind = Parsed::kCommand;
-  p.command = std::move(c);
-  p.consumed = consumed;
-  return p;
+  return accepted(std::move(c), consumed);
 }
 
 Parsed parse_v2(std::string_view buf) {
