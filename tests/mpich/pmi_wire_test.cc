@@ -44,7 +44,7 @@ TEST_CASE("pmi wire: partial input waits, whatever the split", "[mpich][pmi]") {
   CHECK(next_command(v2).kind == Parsed::kCommand);
 }
 
-TEST_CASE("pmi wire: PMI-2 frames, both length styles and ;; escapes", "[mpich][pmi]") {
+TEST_CASE("pmi wire: PMI-2 frames, both length styles and doubled-semicolon escapes", "[mpich][pmi]") {
   // MPICH 4.1+: "%6u" (right-aligned); MPICH 3.x/4.0 simple2pmi: "%d" then spaces.
   for (std::string len : {"    53", "53    "}) {
     const std::string body = "cmd=fullinit;pmijobid=kvs_7;pmirank=3;threaded=FALSE;";
