@@ -170,15 +170,15 @@ bool Agent::start_mpi(const msg::Launch& m) {
   auto abort = [this](int rank, int status, std::string text) {
     link_->send_message(msg::MpiAbort{rank, status, text});
   };
-  hooks.spawn = [this](uint64_t id, int rank, std::vector<msg::SpawnApp> apps) {
-    link_->send_message(msg::SpawnRequest{id, rank, std::move(apps)});
-  };
   try {
     if (m.mpi->serves("pmix")) {
       MpiHooks hooks;
       hooks.post = [this](std::function<void()> task) { asio::post(io_, std::move(task)); };
       hooks.fence = fence;
       hooks.abort = abort;
+      hooks.spawn = [this](uint64_t id, int rank, std::vector<msg::SpawnApp> apps) {
+        link_->send_message(msg::SpawnRequest{id, rank, std::move(apps)});
+      };
       if (!mpi_) mpi_ = MpiJob::prepare();  // --no-pmix, yet MPI was asked for: start it now
       if (!mpi_) throw UsageError("this dlaunch-agent was built without libpmix: run with --mpi pmi or --mpi none, or rebuild with libpmix-dev");
       mpi_->start(*m.mpi, std::move(hooks));

@@ -19,7 +19,17 @@ PmiJob job_from(const control::msg::MpiSection& mpi, bool serve) {
     throw UsageError("mpi: node " + std::to_string(mpi.node_rank) + " has no ranks in the launch message");
   j.local_ranks = mpi.node_ranks[static_cast<size_t>(mpi.node_rank)];
   j.process_mapping = process_mapping(mpi.node_ranks);
+  j.app_sizes = mpi.app_sizes.value_or(std::vector<int>{});
   return j;
+}
+
+int appnum(const PmiJob& job, int rank) {
+  int first = 0;
+  for (size_t a = 0; a < job.app_sizes.size(); ++a) {
+    first += job.app_sizes[a];
+    if (rank < first) return static_cast<int>(a);
+  }
+  return 0;
 }
 
 std::string process_mapping(const std::vector<std::vector<int>>& node_ranks, size_t max_len) {

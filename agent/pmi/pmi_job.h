@@ -19,10 +19,14 @@ struct PmiJob {
   int node = 0;                  // this host's index among the job's nodes
   std::vector<int> local_ranks;  // this host's ranks
   std::string process_mapping;   // "(vector,(0,2,4),...)", "" if too long
+  std::vector<int> app_sizes;    // MPMD: ranks of each app context, in rank order (empty: one app)
   // False when the job serves only PMIx (--mpi pmix): a rank that speaks PMI
   // is told so and refused, rather than coming up as a singleton.
   bool serve = true;
 };
+
+// The app context (MPMD, MPI_APPNUM) of `rank`: 0 for a job of one app.
+int appnum(const PmiJob& job, int rank);
 
 // The job as the launch message's mpi section describes it. Throws
 // UsageError when the section is inconsistent (no ranks for this node).

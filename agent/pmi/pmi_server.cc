@@ -126,7 +126,7 @@ void PmiServer::handle_v1(int rank, const Command& c) {
     return send(rank, c, "maxes",
                 {{"kvsname_max", std::to_string(kKvsNameMax)}, {"keylen_max", std::to_string(kKeyMax)},
                  {"vallen_max", std::to_string(kValMax)}});
-  if (n == "get_appnum") return send(rank, c, "appnum", {{"appnum", "0"}});
+  if (n == "get_appnum") return send(rank, c, "appnum", {{"appnum", std::to_string(appnum(job_, rank))}});
   if (n == "get_my_kvsname") return send(rank, c, "my_kvsname", {{"kvsname", job_.kvsname}});
   if (n == "get_universe_size") return send(rank, c, "universe_size", {{"size", std::to_string(job_.universe_size)}});
   if (n == "put") {
@@ -168,7 +168,7 @@ void PmiServer::handle_v2(int rank, const Command& c) {
       return send(rank, c, "fullinit-response", {{"rc", "-1"}, {"errmsg", "pmirank " + *id + " is not this rank"}});
     return send(rank, c, "fullinit-response",
                 {{"pmi-version", "2"}, {"pmi-subversion", "0"}, {"rank", std::to_string(rank)},
-                 {"size", std::to_string(job_.world_size)}, {"appnum", "0"}, {"debugged", "FALSE"},
+                 {"size", std::to_string(job_.world_size)}, {"appnum", std::to_string(appnum(job_, rank))}, {"debugged", "FALSE"},
                  {"pmiverbose", "FALSE"}, {"rc", "0"}});
   }
   if (n == "job-getid") return send(rank, c, "job-getid-response", {{"jobid", job_.kvsname}, {"rc", "0"}});

@@ -158,6 +158,22 @@ TEST_CASE("pmi server: MPICH's PMI-2 start-up and node attributes", "[mpich][pmi
   CHECK(h.ask(5, encode(2, "finalize", {})) == encode(2, "finalize-response", {{"rc", "0"}}));
 }
 
+TEST_CASE("pmi server: MPMD app numbers (dlaunch -n 1 a : -n 2 b)", "[mpich][pmi]") {
+  Host h({0, 1, 2}, 0, {{0, 1, 2}});
+  // (Host builds its job without apps: give it two, as the launch message would.)
+  PmiJob j = Host::make_job({0, 1, 2}, 0, {{0, 1, 2}}, true);
+  j.app_sizes = {1, 2};
+  CHECK(appnum(j, 0) == 0);
+  CHECK(appnum(j, 1) == 1);
+  CHECK(appnum(j, 2) == 1);
+  std::string out;
+  PmiServer s(j, PmiServer::Hooks{[&](int, std::string b) { out += b; }, [](int) {}, [](uint64_t, std::string) {},
+                                  [](int, int, std::string) {}, [](const std::string&) {}});
+  s.on_bytes(2, "cmd=get_appnum\n");
+  CHECK(out == "cmd=appnum appnum=1\n");
+  CHECK(h.ask(2, "cmd=get_appnum\n") == "cmd=appnum appnum=0\n");  // one app
+}
+
 TEST_CASE("pmi server: MPI_Abort through PMI-1 and PMI-2 reaches the hook with its code", "[mpich][pmi]") {
   Host h({0, 1}, 0, {{0, 1}});
   h.ask(1, "cmd=abort exitcode=13\n");
