@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -150,6 +151,8 @@ void Agent::launch(const msg::Launch& m) {
   // The agent's own environment, read once for all of this host's ranks.
   EnvVars inherited = own_environment();
   MpiJob::scrub_rank_env(inherited);  // what the agent set for its own hwloc
+  // Which signals each child must reset: asked once here, not by each child.
+  reset_signals_ = non_default_signals();
   for (const auto& spec : m.ranks) start_rank(spec, m, inherited);
 }
 
@@ -229,6 +232,7 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
   s.stdout_pty = m.stdout_pty.value_or(false);
   s.cpus = spec.cpus.value_or(std::vector<int>{});
   s.inherit_fd = pmi_end.child_fd;
+  s.reset_signals = &reset_signals_;
   Resolved res = resolve_program(s.argv.at(0), env.count("PATH") ? env["PATH"] : "/usr/bin:/bin");
   if (res.code != 0) return ranks_.refuse(spec.rank, res.code, res.message);
   s.exe = res.path;
@@ -236,7 +240,7 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
 }
 
 void Agent::watch_stdin() {
-  int fd = ::dup(0);
+  int fd = ::fcntl(0, F_DUPFD_CLOEXEC, 0);  // a rank must not hold the launcher's pipe
   if (fd < 0) return;
   boost::system::error_code ec;
   stdin_.assign(fd, ec);

@@ -62,6 +62,7 @@ class Agent {
   asio::signal_set term_signals_;
   asio::posix::stream_descriptor stdin_;
   std::array<char, 256> stdin_buf_{};
+  sigset_t reset_signals_{};  // what a rank resets before exec (non_default_signals, per launch)
   bool bye_ = false, done_ = false;
   int exit_code_ = 0;
 };

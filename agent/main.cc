@@ -1,11 +1,16 @@
 // dlaunch-agent: started by the launcher (locally, or over ssh) with the
 // command line of control/agent_args.h:
 //   dlaunch-agent --connect HOST:PORT --node K [--gpus-per-node N] [--no-gpu-bind] [--no-pmix] [--cpu-topology]
+// or, when one srun starts every node's agent, --node-names H1,H2,.. in place
+// of --node: the agent's node is where this host's name is in the list.
 // The job token arrives as the first line of stdin, never on the command
 // line; stdin then stays open, and its EOF means the launcher is gone.
+#include <limits.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "agent/agent.h"
@@ -13,15 +18,29 @@
 #include "errors/error.h"
 
 namespace {
+// The first line of stdin. Read in chunks (the launcher writes the line in
+// one write, so one read): nothing follows it on stdin but EOF, so reading
+// past the newline takes nothing the agent needs later.
 std::string read_token_line() {
   std::string tok;
-  char c;
+  char buf[257];
   while (tok.size() < 256) {
-    ssize_t n = ::read(0, &c, 1);
-    if (n <= 0 || c == '\n') break;
-    tok.push_back(c);
+    ssize_t n = ::read(0, buf, sizeof buf - 1 - tok.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    tok.append(buf, static_cast<size_t>(n));
+    if (auto nl = tok.find('\n'); nl != std::string::npos) return tok.substr(0, nl);
   }
-  return tok;
+  return tok.substr(0, 256);
+}
+
+// --node-names: this host's names, the scheduler's first (Slurm's task
+// environment names the node as slurm.conf does), then the kernel's.
+std::vector<std::string> own_names() {
+  const char* slurm = std::getenv("SLURMD_NODENAME");
+  char host[HOST_NAME_MAX + 1] = {};
+  ::gethostname(host, sizeof host - 1);
+  return {slurm ? slurm : "", host};
 }
 
 int usage(const std::string& why) {
@@ -45,6 +64,12 @@ int main(int argc, char** argv) {
     o.args = parsed.args;
   } catch (const std::exception& e) {
     return usage(e.what());
+  }
+  try {
+    if (!o.args.node_names.empty()) o.args.node = dl::control::find_own_node(o.args.node_names, own_names());
+  } catch (const std::exception& e) {
+    std::cerr << "dlaunch-agent: error: " << e.what() << "\n";
+    return 1;
   }
   o.token = read_token_line();
   if (o.token.empty()) return usage("no job token on stdin");

@@ -1,6 +1,7 @@
 #include "agent/rank_process.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -11,7 +12,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <memory>
+#include <optional>
 
 #include "errors/error.h"
 
@@ -44,6 +48,24 @@ Resolved resolve_program(const std::string& argv0, const std::string& path_var) 
   return {"", 127, argv0 + ": command not found in PATH"};
 }
 
+namespace {
+// The raw modes every new pty gets, read from the first one: a new pty
+// starts with the driver's default modes, so the rest need only the set.
+thread_local std::optional<termios> t_raw;
+
+// The slave of an unlocked master: by TIOCGPTPEER (Linux 4.13+, no path
+// lookup), else by its name in /dev/pts. -1 with errno on failure.
+int open_slave(int master) {
+#ifdef TIOCGPTPEER
+  const int fd = ::ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (fd >= 0 || (errno != EINVAL && errno != ENOTTY)) return fd;
+#endif
+  char name[128];
+  if (::grantpt(master) != 0 || ::ptsname_r(master, name, sizeof name) != 0) return -1;
+  return ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+}
+}  // namespace
+
 PtyPair open_output_pty() {
   PtyPair p;
   // O_NOCTTY: the agent may be a session leader without a terminal, and
@@ -56,23 +78,34 @@ PtyPair open_output_pty() {
     if (p.slave >= 0) ::close(p.slave);
     throw_errno(what, e);
   };
-  char name[128];
-  if (::grantpt(p.master) != 0 || ::unlockpt(p.master) != 0) fail("unlocking a pseudo-terminal");
-  if (::ptsname_r(p.master, name, sizeof name) != 0) fail("naming a pseudo-terminal (ptsname)");
-  p.slave = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (::unlockpt(p.master) != 0) fail("unlocking a pseudo-terminal");
+  p.slave = open_slave(p.master);
   if (p.slave < 0) fail("opening a pseudo-terminal's slave");
   // Raw: the bytes the rank writes arrive unchanged (no "\n" -> "\r\n", no
   // echo, no line editing), as they would through a pipe.
-  termios t{};
-  if (::tcgetattr(p.slave, &t) != 0) fail("reading a pseudo-terminal's modes");
-  ::cfmakeraw(&t);
-  if (::tcsetattr(p.slave, TCSANOW, &t) != 0) fail("setting a pseudo-terminal raw");
+  if (!t_raw) {
+    termios t{};
+    if (::tcgetattr(p.slave, &t) != 0) fail("reading a pseudo-terminal's modes");
+    ::cfmakeraw(&t);
+    t_raw = t;
+  }
+  if (::tcsetattr(p.slave, TCSANOW, &*t_raw) != 0) fail("setting a pseudo-terminal raw");
   // A size of 0x0 makes some programs (progress bars, column layouts) divide
   // by zero or print nothing; 80x24 is what a terminal reports by default.
   winsize ws{};
   ws.ws_row = 24, ws.ws_col = 80;
   ::ioctl(p.slave, TIOCSWINSZ, &ws);
   return p;
+}
+
+sigset_t non_default_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_DFL) sigaddset(&set, sig);
+  }
+  return set;
 }
 
 namespace {
@@ -88,42 +121,69 @@ void make_pipe(int fds[2]) {
   if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno("creating a pipe for a rank");
 }
 
-// Runs in the child between fork and exec: async-signal-safe calls only.
-[[noreturn]] void child(const SpawnSpec& s, char** argv, char** envp, int in, int out, int err, pid_t agent,
-                        const cpu_set_t* cpus) {
+// /dev/null for the ranks' stdin, opened once per agent (close-on-exec; the
+// child's dup2 to fd 0 clears that on its copy).
+int dev_null() {
+  static const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_errno("opening /dev/null");
+  return fd;
+}
+
+// What the child reads from the agent's memory, which it shares until exec.
+struct ChildArgs {
+  const SpawnSpec* s;
+  char** argv;
+  char** envp;
+  int in, out, err;
+  pid_t agent;
+  const cpu_set_t* cpus;
+};
+
+void say(const char* m) { (void)!::write(2, m, std::strlen(m)); }
+
+// Runs in the child between clone and exec, on its own stack but in the
+// agent's memory: async-signal-safe calls only, and no write to memory but
+// its own stack. Every signal is blocked on entry (spawn_rank blocked them
+// before the clone), so no handler of the agent can run here; the
+// dispositions are reset before the mask is cleared.
+int child(void* p) {
+  const ChildArgs& a = *static_cast<const ChildArgs*>(p);
+  const SpawnSpec& s = *a.s;
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != agent) ::_exit(137);  // the agent died before prctl took effect
+  if (::getppid() != a.agent) ::_exit(137);  // the agent died before prctl took effect
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (s.reset_signals == nullptr || sigismember(s.reset_signals, sig) == 1) ::signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
-  ::dup2(in, 0);
-  ::dup2(out, 1);
-  ::dup2(err, 2);
-  if (s.inherit_fd >= 3) ::fcntl(s.inherit_fd, F_SETFD, 0);
-  if (cpus && ::sched_setaffinity(0, sizeof *cpus, cpus) != 0) {
+  ::dup2(a.in, 0);
+  ::dup2(a.out, 1);
+  ::dup2(a.err, 2);
+  if (s.inherit_fd >= 3) ::fcntl(s.inherit_fd, F_SETFD, 0);  // its PMI socket: this child's fd table only
+  if (a.cpus && ::sched_setaffinity(0, sizeof *a.cpus, a.cpus) != 0) {
     const char* why = std::strerror(errno);
-    const char* m = "dlaunch-agent: cannot bind the rank to its CPUs (--bind-to): ";
-    (void)!::write(2, m, std::strlen(m));
-    (void)!::write(2, why, std::strlen(why));
-    const char* fix = "; run with --bind-to none, or free those CPUs (taskset, cgroup cpuset)\n";
-    (void)!::write(2, fix, std::strlen(fix));
+    say("dlaunch-agent: cannot bind the rank to its CPUs (--bind-to): ");
+    say(why);
+    say("; run with --bind-to none, or free those CPUs (taskset, cgroup cpuset)\n");
     ::_exit(126);
   }
   if (!s.wdir.empty() && ::chdir(s.wdir.c_str()) != 0) {
-    const char* m = "dlaunch-agent: cannot change to the working directory\n";
-    (void)!::write(2, m, std::strlen(m));
+    say("dlaunch-agent: cannot change to the working directory\n");
     ::_exit(126);
   }
-  ::execve(s.exe.c_str(), argv, envp);
-  int e = errno;
-  const char* m = "dlaunch-agent: exec failed: ";
-  (void)!::write(2, m, std::strlen(m));
-  (void)!::write(2, std::strerror(e), std::strlen(std::strerror(e)));
-  (void)!::write(2, "\n", 1);
+  ::execve(s.exe.c_str(), a.argv, a.envp);
+  const int e = errno;
+  say("dlaunch-agent: exec failed: ");
+  say(std::strerror(e));
+  say("\n");
   ::_exit(e == ENOENT ? 127 : 126);
 }
+
+// The child's stack: used by one child at a time, since the agent's thread
+// is suspended until that child has exec'd or exited (CLONE_VFORK).
+constexpr size_t kChildStack = 256 * 1024;
+thread_local std::unique_ptr<char[]> t_stack;
 }  // namespace
 
 Spawned spawn_rank(const SpawnSpec& s) {
@@ -141,26 +201,34 @@ Spawned spawn_rank(const SpawnSpec& s) {
   if (!out_pty) make_pipe(out);
   make_pipe(err);
   if (s.want_stdin) make_pipe(in);
-  else if ((in[0] = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) throw_errno("opening /dev/null");
+  else in[0] = dev_null();
   auto argv = c_strings(s.argv);
   auto envp = c_strings(s.env);
-  const pid_t agent = ::getpid();
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   for (int c : s.cpus)
     if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpus);
-  pid_t pid = ::fork();
-  if (pid < 0) throw_errno("fork");
-  if (pid == 0) child(s, argv.data(), envp.data(), in[0], out[1], err[1], agent, s.cpus.empty() ? nullptr : &cpus);
-  // Also set the group from the parent, so a signal sent right after
-  // fork returns reaches the group (no race with the child's setpgid).
-  ::setpgid(pid, pid);
+  ChildArgs args{&s, argv.data(), envp.data(), in[0], out[1], err[1], ::getpid(), s.cpus.empty() ? nullptr : &cpus};
+  if (!t_stack) t_stack = std::make_unique<char[]>(kChildStack);
+  // 16-byte aligned top of the stack, which grows down.
+  void* top = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(t_stack.get() + kChildStack) & ~uintptr_t{15});
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = ::clone(child, top, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  const int clone_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) {
+    for (int fd : {out[0], out[1], err[0], err[1], in[1]})
+      if (fd >= 0) ::close(fd);
+    if (s.want_stdin) ::close(in[0]);
+    throw_errno("starting a rank (clone)", clone_errno);
+  }
+  // The child has exec'd (or exited) by now, a process-group leader already:
+  // a signal sent to its group from here on reaches it.
   ::close(out[1]);
   ::close(err[1]);
-  ::close(in[0]);
-  ::fcntl(out[0], F_SETFL, O_NONBLOCK);
-  ::fcntl(err[0], F_SETFL, O_NONBLOCK);
-  if (in[1] >= 0) ::fcntl(in[1], F_SETFL, O_NONBLOCK);
+  if (s.want_stdin) ::close(in[0]);
   Spawned sp;
   sp.pid = pid, sp.out_fd = out[0], sp.err_fd = err[0], sp.in_fd = in[1];
   sp.out_is_pty = out_pty;

@@ -2,6 +2,7 @@
 // Starting one rank: fork/exec with its own process group, stdout on a
 // pseudo-terminal (or a pipe), stderr on a pipe, and PR_SET_PDEATHSIG so it
 // dies with its agent.
+#include <signal.h>
 #include <sys/types.h>
 
 #include <string>
@@ -33,20 +34,33 @@ struct SpawnSpec {
   // An fd (>= 3, close-on-exec) the rank inherits as it is: its PMI socket
   // (PMI_FD). -1: none.
   int inherit_fd = -1;
+  // The signals whose disposition in the agent is not SIG_DFL
+  // (non_default_signals(), taken once per launch): the only ones the child
+  // has to reset. Null: every signal is reset (one system call each).
+  const sigset_t* reset_signals = nullptr;
 };
+
+// The signals whose disposition in this process is a handler or SIG_IGN:
+// what a child must set back to SIG_DFL before it execs. NSIG-1 system
+// calls: take it once for many spawns.
+sigset_t non_default_signals();
 
 struct Spawned {
   pid_t pid = -1;                  // also the process group id
-  int out_fd = -1, err_fd = -1;    // read ends, non-blocking, close-on-exec
+  int out_fd = -1, err_fd = -1;    // read ends, close-on-exec (blocking: an Asio descriptor makes them non-blocking)
   int in_fd = -1;                  // write end when want_stdin, else -1
   bool out_is_pty = false;         // out_fd is a pty master: EIO on it means the rank's side closed
   std::string pty_error;           // stdout_pty was asked for but no pty could be had (then a pipe)
 };
 
-// Forks and execs. The child is a process-group leader, gets SIGKILL when
-// the agent dies, has default signal dispositions and an empty signal mask.
-// If exec fails after fork (rare: the file changed under us), the child
-// writes why to its stderr and exits 127/126. Throws IoError if fork fails.
+// Starts the rank with clone(CLONE_VM | CLONE_VFORK), as posix_spawn does:
+// the child borrows the agent's memory until it execs, so no page table is
+// copied and no page is copied on write (fork's cost grows with the agent's
+// mappings, libpmix's included), and the agent's thread resumes only after
+// the exec. The child is a process-group leader, gets SIGKILL when the agent
+// dies, has default signal dispositions and an empty signal mask.
+// If exec fails (rare: the file changed under us), the child writes why to
+// its stderr and exits 127/126. Throws IoError if the clone fails.
 // With stdout_pty the rank's fd 1 is the slave of a new pty in raw mode (no
 // echo, no "\n" -> "\r\n"), never its controlling terminal; if no pty can be
 // opened (none left, no /dev/pts) stdout falls back to a pipe and pty_error

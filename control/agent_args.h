@@ -14,6 +14,9 @@ struct AgentArgs {
   std::string connect_host;    // the launcher's control server
   uint16_t connect_port = 0;
   int node = 0;                // the node index this agent runs
+  // --node-names h1,h2,..: instead of --node, for one command that starts
+  // every agent (srun): each agent's node is where its own name is in the list.
+  std::vector<std::string> node_names;
   int gpus_per_node = -1;      // --gpus-per-node N; -1: detect
   bool detect_gpus = true;     // false: --no-gpu-bind
   bool prepare_pmix = true;    // false: --no-pmix (no PMIx server warming up beside the ranks)
@@ -32,5 +35,11 @@ struct ParsedAgentArgs {
 ParsedAgentArgs parse_agent_args(const std::vector<std::string>& argv);
 // The usage text (from the same table).
 std::string agent_usage();
+
+// With --node-names: the index of this host in `names`, found by the first of
+// `self` (SLURMD_NODENAME, then the host name) that is in it; a short name
+// matches a qualified one. Throws UsageError naming `self` and `names` when
+// none is.
+int find_own_node(const std::vector<std::string>& names, const std::vector<std::string>& self);
 
 }  // namespace dl::control

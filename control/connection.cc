@@ -1,5 +1,8 @@
 #include "control/connection.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "errors/error.h"
 
 namespace dl::control {
@@ -63,6 +66,12 @@ void Connection::on_handshake_frame(const wire::Frame& f) {
   hs_deadline_.cancel();
 }
 
+namespace {
+// Frames gathered into one write at most (Asio hands a socket at most 64
+// buffers per system call).
+constexpr size_t kMaxFramesPerWrite = 64;
+}  // namespace
+
 void Connection::send(std::string frame) {
   if (closed_) return;
   queued_ += frame.size();
@@ -78,14 +87,23 @@ void Connection::write_next() {
     return;
   }
   writing_ = true;
-  asio::async_write(sock_, asio::buffer(txq_.front()), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+  // Every frame queued so far goes out in one gathered write (one sendmsg):
+  // an agent reporting 64 ranks started, or their exits, queues 64 frames
+  // while the first write is out, and they leave together.
+  std::vector<asio::const_buffer> bufs;
+  const size_t n = std::min(txq_.size(), kMaxFramesPerWrite);
+  bufs.reserve(n);
+  for (size_t i = 0; i < n; ++i) bufs.push_back(asio::buffer(txq_[i]));
+  asio::async_write(sock_, bufs, [self = shared_from_this(), n](boost::system::error_code ec, size_t) {
     if (self->closed_) return;
     if (ec) {
       self->writing_ = false;
       return self->close("writing failed: " + ec.message());
     }
-    self->queued_ -= self->txq_.front().size();
-    self->txq_.pop_front();
+    for (size_t i = 0; i < n; ++i) {
+      self->queued_ -= self->txq_.front().size();
+      self->txq_.pop_front();
+    }
     if (self->paused_ && self->queued_ < kResumeBelow) {
       self->paused_ = false;
       if (self->cb_.drained) self->cb_.drained();

@@ -1,5 +1,7 @@
 #include "launcher/control_server.h"
 
+#include <fcntl.h>
+
 #include "errors/error.h"
 
 namespace dl::launcher {
@@ -13,6 +15,8 @@ ControlServer::ControlServer(boost::asio::io_context& io, std::string token, siz
 uint16_t ControlServer::listen(const std::string& bind_addr) {
   ip::tcp::endpoint ep(ip::make_address(bind_addr), 0);
   acceptor_.open(ep.protocol());
+  // Not inherited by the local agent and, through it, by every rank.
+  ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
   acceptor_.set_option(ip::tcp::acceptor::reuse_address(true));
   acceptor_.bind(ep);
   acceptor_.listen(1024);

@@ -14,6 +14,7 @@
 #include "launcher/launch_plan.h"
 #include "launcher/spawn_answer.h"
 #include "launcher/stdin_forwarder.h"
+#include "remote/start_method.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/tcp_store_server.h"
 #include "wire/handshake.h"
@@ -155,8 +156,8 @@ void Job::start_agents(uint16_t control_port) {
     so.ssh_accept_new = opts_.ssh_accept_new;
     so.prefix = opts_.prefix;
     so.ssh_parallel = opts_.ssh_parallel;
-    starter_ = opts_.launcher == "ssh" ? remote::make_openssh_starter(io_, std::move(so), std::move(ev))
-                                       : remote::make_process_starter(io_, std::move(so), std::move(ev));
+    so.launcher_exec = remote::split_launcher_exec(opts_.launcher_exec);
+    starter_ = remote::make_agent_starter(opts_.launcher, io_, std::move(so), std::move(ev));
   }
   for (auto& n : nodes_) {
     if (n.external) continue;

@@ -9,6 +9,7 @@
 
 #include "errors/error.h"
 #include "launcher/output_sink.h"
+#include "remote/start_method.h"
 
 namespace po = boost::program_options;
 
@@ -75,11 +76,12 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("agent-timeout", val(&o.agent_timeout_s, help), "seconds to wait for agents to connect")
     ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
     ("control-addr", val(&o.control_addr, help), "address agents connect back to")
-    ("launcher", val(&o.launcher, help), "how remote agents start: libssh (built in) or ssh (the system's OpenSSH client)")
     ("ssh-parallel", val(&o.ssh_parallel, help), "ssh sessions opened at once")
     ("ssh-accept-new", po::bool_switch(&o.ssh_accept_new), "accept unknown host keys (never changed ones)")
     ("ssh-config", val(&o.ssh_config, help), "ssh client config file (like ssh -F)")
     ("ssh-timeout", val(&o.ssh_timeout_s, help), "ssh connect timeout per host, seconds")
+    ("launcher", val(&o.launcher, help), "how agents start: libssh, ssh, slurm (one srun step) or auto (slurm in a Slurm job)")
+    ("launcher-exec", val(&o.launcher_exec, help), "the program that starts agents in place of srun or ssh")
     ("nnodes", val(&o.nnodes, help), "per-node mode: number of nodes that meet at --rdzv")
     ("node-rank", val(&o.node_rank, help), "per-node mode: this node's rank (0..nnodes-1)")
     ("rdzv", val(&o.rdzv, help), "per-node mode: tcp://HOST:PORT, or env (Slurm, mpirun, PMI)")
@@ -312,8 +314,9 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
   if (o.bind_to != "none" && o.bind_to != "core" && o.bind_to != "numa")
     throw UsageError("--bind-to takes none, core or numa, got '" + o.bind_to + "'");
   if (o.cpus_per_rank < 1) throw UsageError("--cpus-per-rank needs at least 1");
-  if (o.launcher != "libssh" && o.launcher != "ssh")
-    throw UsageError("--launcher takes libssh or ssh, got '" + o.launcher + "'");
+  // The method itself (auto, slurm) is resolved where the environment is read (run.cc).
+  if (const auto names = remote::start_method_names(); std::find(names.begin(), names.end(), o.launcher) == names.end())
+    remote::resolve_start_method(o.launcher, "");  // throws, naming every method
   if (o.ssh_parallel < 1) throw UsageError("--ssh-parallel needs at least 1");
   if (o.cpus_per_rank != 1 && o.bind_to != "core") throw UsageError("--cpus-per-rank needs --bind-to core");
   if (vm.count("nproc-per-node")) {

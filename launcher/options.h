@@ -49,11 +49,12 @@ struct RunOptions {
   // Remote hosts.
   std::string prefix;               // --prefix DIR holding bin/dlaunch-agent
   std::string control_addr;         // --control-addr: address agents connect back to
-  std::string launcher = "libssh";   // --launcher libssh|ssh: how remote agents start (docs/ssh.md)
   int ssh_parallel = 32;            // --ssh-parallel
   bool ssh_accept_new = false;      // --ssh-accept-new
   std::string ssh_config;           // --ssh-config FILE (like ssh -F)
   double ssh_timeout_s = 10;        // --ssh-timeout: connect timeout per host
+  std::string launcher = "auto";    // --launcher libssh|ssh|slurm|auto (remote/start_method.h)
+  std::string launcher_exec;        // --launcher-exec: the program in place of srun/ssh, e.g. /opt/slurm/bin/srun
   // Per-node mode (torchrun's shape, for batch systems): this dlaunch is one
   // of nnodes, meeting the others at a store (docs/dlaunch.md, "Per-node launch").
   int nnodes = 0;                   // --nnodes; 0 = not per-node mode

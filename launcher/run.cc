@@ -6,22 +6,46 @@
 
 #include "agent/gpu_binding.h"
 #include "errors/error.h"
+#include "hostfiles/allocation.h"
 #include "hostfiles/hostfile.h"
 #include "hostfiles/placement.h"
 #include "launcher/dry_run.h"
 #include "launcher/job.h"
 #include "launcher/node_group.h"
 #include "launcher/options.h"
+#include "launcher/output_sink.h"
+#include "remote/start_method.h"
 
 namespace dl::launcher {
 
 namespace {
-hostfiles::Placement plan(const RunOptions& o) {
+// The job's hosts: --hostfile or -H (inside an allocation, only its hosts),
+// else the allocation dlaunch runs in, else none (this machine). -v and
+// --dry-run say which.
+std::vector<hostfiles::HostEntry> job_hosts(const RunOptions& o) {
   if (!o.hostfile.empty() && !o.hosts.empty())
     throw UsageError("give either --hostfile or -H, not both");
+  const auto alloc = hostfiles::detect_allocation();
+  const bool say = o.verbose || o.dry_run;
+  const std::string inside = alloc ? " inside " + alloc->scheduler + " job " + alloc->job_id : "";
   std::vector<hostfiles::HostEntry> hosts;
-  if (!o.hostfile.empty()) hosts = hostfiles::parse_hostfile(o.hostfile);
-  else if (!o.hosts.empty()) hosts = hostfiles::parse_host_list(o.hosts);
+  if (!o.hostfile.empty() || !o.hosts.empty()) {
+    const std::string origin = o.hostfile.empty() ? "-H" : "hostfile '" + o.hostfile + "'";
+    hosts = o.hostfile.empty() ? hostfiles::parse_host_list(o.hosts) : hostfiles::parse_hostfile(o.hostfile);
+    if (alloc) hostfiles::check_within_allocation(hosts, origin, *alloc);
+    if (say) write_fully(2, "dlaunch: hosts from " + origin + inside + "\n");
+  } else if (alloc) {
+    hosts = alloc->hosts;
+    if (say) write_fully(2, "dlaunch: hosts from the allocation of " + alloc->scheduler + " job " + alloc->job_id +
+                                ": " + alloc->source + "\n");
+  } else if (say) {
+    write_fully(2, "dlaunch: hosts: this machine only (no --hostfile, -H or scheduler allocation)\n");
+  }
+  return hosts;
+}
+
+hostfiles::Placement plan(const RunOptions& o) {
+  std::vector<hostfiles::HostEntry> hosts = job_hosts(o);
   if (hosts.empty()) return hostfiles::place_local(o.np > 0 ? o.np : (o.per_node > 0 ? o.per_node : 1));
   hostfiles::PlacementOptions po;
   po.np = o.np;
@@ -63,6 +87,16 @@ int run_command(const std::vector<std::string>& args) {
     return 0;
   }
   resolve_torchrun_words(o);
+  const char* slurm_job = std::getenv("SLURM_JOB_ID");
+  const std::string asked = o.launcher;
+  o.launcher = remote::resolve_start_method(o.launcher, slurm_job ? slurm_job : "",
+                                            remote::split_launcher_exec(o.launcher_exec));
+  if (o.verbose)
+    write_fully(2, "dlaunch: agents on other hosts start by --launcher " + o.launcher +
+                       (asked == "auto" ? std::string(slurm_job ? " (auto: inside Slurm job " + std::string(slurm_job) + ")"
+                                                                : " (auto: not inside a Slurm job)")
+                                        : "") +
+                       "\n");
   if (!o.rdzv.empty()) return run_per_node(std::move(o));
   hostfiles::Placement p = plan(o);
   if (o.dry_run) {

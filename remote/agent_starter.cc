@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 #include <limits.h>
 #include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -167,7 +168,16 @@ std::optional<int> peek_agent_exit(const LocalAgent& a) {
 void reap_local_agent(LocalAgent& a, int ms) {
   if (a.pid <= 0) return;
   if (a.stdin_fd >= 0) ::close(a.stdin_fd), a.stdin_fd = -1;
-  for (int waited = 0;; waited += 5) {
+  // Woken the moment it exits (its pidfd turns readable), not at the next
+  // 5 ms tick: the agent usually exits right after the launcher's last read.
+  int waited = 0;
+  if (const int fd = open_agent_pidfd(a); fd >= 0) {
+    pollfd p{fd, POLLIN, 0};
+    while (::poll(&p, 1, ms) < 0 && errno == EINTR) {}
+    ::close(fd);
+    waited = ms;  // it has exited, or the wait is over
+  }
+  for (;; waited += 5) {
     int st;
     pid_t r = ::waitpid(a.pid, &st, WNOHANG);
     if (r == a.pid || (r < 0 && errno == ECHILD)) break;

@@ -34,7 +34,7 @@ struct LocalAgent {
 // local_agent_exec_error (the child is reaped, nothing is left).
 // `stderr_fd` >= 0 becomes the child's stderr, `stdout_fd` >= 0 its stdout
 // (the caller keeps and closes its copies); -1 leaves dlaunch's. The ssh
-// starter runs `ssh` through this.
+// starter runs `ssh` through this, the slurm starter srun.
 LocalAgent start_local_agent(const std::string& path, const std::vector<std::string>& args, const std::string& token,
                              int stderr_fd = -1, int stdout_fd = -1);
 
@@ -110,6 +110,9 @@ struct StarterOptions {
   std::chrono::milliseconds ssh_timeout{30000};
   std::string ssh_config, prefix;
   bool ssh_accept_new = false;
+  // --launcher-exec: the program (and its first arguments) that starts
+  // agents in place of the method's own (srun, ssh); empty = the method's.
+  std::vector<std::string> launcher_exec;
 };
 
 // Local agents by fork/exec, remote ones over libssh, every ssh session

@@ -62,8 +62,10 @@ std::string openssh_name(const AgentStartSpec& spec) {
 
 std::vector<std::string> openssh_argv(const StarterOptions& o, const AgentStartSpec& spec, const std::string& agent) {
   const long secs = std::max(1L, static_cast<long>(std::ceil(o.ssh_timeout.count() / 1000.0)));
-  std::vector<std::string> v{"ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=" + std::to_string(secs),
-                             "-o", "RemoteCommand=none"};
+  // --launcher-exec names another ssh (with its first arguments).
+  std::vector<std::string> v = o.launcher_exec.empty() ? std::vector<std::string>{"ssh"} : o.launcher_exec;
+  v.insert(v.end(), {"-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=" + std::to_string(secs), "-o",
+                     "RemoteCommand=none"});
   if (!o.ssh_config.empty()) v.insert(v.end(), {"-F", o.ssh_config});
   if (o.ssh_accept_new) v.insert(v.end(), {"-o", "StrictHostKeyChecking=accept-new"});
   if (!spec.user.empty()) v.insert(v.end(), {"-l", spec.user});
@@ -115,7 +117,7 @@ namespace {
 class OpensshStarter : public AgentStarter {
  public:
   OpensshStarter(asio::io_context& io, StarterOptions o, Events ev)
-      : io_(io), o_(std::move(o)), ev_(std::move(ev)), gate_(o_.ssh_parallel), have_ssh_(on_path("ssh")) {}
+      : io_(io), o_(std::move(o)), ev_(std::move(ev)), gate_(o_.ssh_parallel), have_ssh_(!o_.launcher_exec.empty() || on_path("ssh")) {}
   ~OpensshStarter() override { stop(0); }
 
   void start(const AgentStartSpec& spec) override {

@@ -17,6 +17,7 @@ class PrefixStore : public Store {
       : prefix_(std::move(prefix) + "/"), owned_(std::move(inner)), inner_(owned_.get()) {}
 
   void set(const std::string& key, const Bytes& value) override { inner_->set(k(key), value); }
+  void flush() override { inner_->flush(); }
   // Waits up to this view's timeout() (then reads: two operations).
   Bytes get(const std::string& key) override {
     inner_->wait({k(key)}, timeout());

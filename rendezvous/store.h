@@ -28,8 +28,15 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Sets key to value, waking every waiter on key.
+  // Sets key to value, waking every waiter on key. The TCP store pipelines
+  // sets: it returns once the request is sent, and a refusal is raised by the
+  // next call on the same store, or by flush() (docs/rendezvous.md,
+  // "Pipelined sets").
   virtual void set(const std::string& key, const Bytes& value) = 0;
+  // Returns once every earlier set has been answered; throws the first
+  // refusal among them (naming its key). A no-op for stores whose sets are
+  // synchronous.
+  virtual void flush() {}
   // Waits (up to timeout()) until key exists, then returns its value.
   virtual Bytes get(const std::string& key) = 0;
   // Atomically adds delta to the integer at key (decimal text; a missing key

@@ -27,7 +27,15 @@ TcpStore::TcpStore(std::string host, uint16_t port, std::string token, Millis co
   connect();
 }
 
-TcpStore::~TcpStore() { sock_.close(); }
+TcpStore::~TcpStore() {
+  std::lock_guard lk(mu_);
+  try {
+    // Outstanding answers are read so that the server has handled every set
+    // before this client goes; a refusal here has no caller left to tell.
+    if (!pending_.empty() && sock_.valid()) collect_pending(kCloseFlushTimeout);
+  } catch (const Error&) {}
+  sock_.close();
+}
 
 void TcpStore::own_server(std::shared_ptr<void> server) { hosted_ = std::move(server); }
 
@@ -39,6 +47,18 @@ constexpr Millis kRecvSlice{5000};
 
 timeval to_timeval(Millis t) {
   return {static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>((t.count() % 1000) * 1000)};
+}
+
+// `e` again, of the same kind, with `more` after its message.
+[[noreturn]] void rethrow_with(const Error& e, const std::string& more) {
+  throw Error(e.kind(), std::string(e.what()) + more);
+}
+
+std::string quoted_keys(const std::deque<std::string>& keys, size_t most) {
+  std::string out;
+  for (size_t i = 0; i < keys.size() && i < most; ++i) out += (i ? ", '" : "'") + keys[i].substr(0, 200) + "'";
+  if (keys.size() > most) out += " and " + std::to_string(keys.size() - most) + " more";
+  return out;
 }
 
 }  // namespace
@@ -124,9 +144,48 @@ wire::Frame TcpStore::read_frame(Millis timeout, size_t max_payload, bool spin) 
   }
 }
 
+std::string TcpStore::drop_connection() {
+  sock_.close();
+  if (pending_.empty()) return "";
+  std::string lost = " (the sets of " + quoted_keys(pending_, 3) + " were sent but not answered: they may be lost)";
+  pending_.clear();
+  return lost;
+}
+
+// Reads one answer per pending set, in order, all of them even after a
+// refusal so that the stream stays in step; then throws the first refusal.
+void TcpStore::collect_pending(Millis timeout) {
+  std::string refused;
+  size_t refusals = 0;
+  while (!pending_.empty()) {
+    proto::Reply r;
+    try {
+      wire::Frame f = read_frame(timeout, proto::kMaxFramePayload);
+      if (f.type == wire::kErrorText) throw RemoteError(peer_ + " closed the connection: " + f.payload);
+      if (f.type != proto::kReply) throw RemoteError(peer_ + " sent a malformed reply to a set");
+      r = proto::decode_reply(f.payload, Op::kSet);
+    } catch (const Error& e) {
+      rethrow_with(e, drop_connection());
+    }
+    if (r.status == proto::Status::kError && refusals++ == 0)
+      refused = peer_ + " refused the set of key '" + pending_.front().substr(0, 200) + "': " + r.value;
+    pending_.pop_front();
+  }
+  if (refusals > 1) refused += " (and " + std::to_string(refusals - 1) + " later sets were refused too)";
+  if (refusals > 0) throw RemoteError(refused);
+}
+
+void TcpStore::flush() {
+  std::lock_guard lk(mu_);
+  if (!pending_.empty()) collect_pending(timeout());
+}
+
 proto::Reply TcpStore::call(const proto::Request& req, Millis reply_timeout) {
   std::lock_guard lk(mu_);
   if (!sock_.valid()) connect();
+  // A request is sent only once the sets before it were answered: their
+  // refusal is this call's error, and the request is not made.
+  if (!pending_.empty()) collect_pending(timeout());
   proto::Reply r;
   try {
     // Requests that are answered at once spin for their reply while round
@@ -160,7 +219,17 @@ proto::Reply TcpStore::call(const proto::Request& req, Millis reply_timeout) {
 }
 
 void TcpStore::set(const std::string& key, const Bytes& value) {
-  call({Op::kSet, {key}, value, {}, 0}, timeout());
+  std::lock_guard lk(mu_);
+  if (!sock_.valid()) connect();
+  outbuf_.clear();
+  wire::append_frame(outbuf_, proto::kRequest, proto::encode(proto::Request{Op::kSet, {key}, value, {}, 0}));
+  try {
+    wire::send_all(sock_, outbuf_, peer_);
+  } catch (const Error& e) {
+    rethrow_with(e, " (the set of key '" + key.substr(0, 200) + "' was not sent)" + drop_connection());
+  }
+  pending_.push_back(key);
+  if (pending_.size() >= kMaxPendingSets) collect_pending(timeout());
 }
 
 Bytes TcpStore::get(const std::string& key) {

@@ -4,6 +4,17 @@
 // one send and one recv (SO_RCVTIMEO bounds the recv, in slices of at most
 // 5 s); connecting is wire::connect_tcp (retries while the server starts).
 //
+// Pipelined sets: set() sends its request and returns without waiting for
+// the answer (as torch's TCPStore, whose set has none). The answers are read,
+// in order, before the next request of any other kind is sent, by flush(), and
+// every kMaxPendingSets sets; a refused set (a key or value over the server's
+// limits) makes that call throw RemoteError naming the key, and the request
+// it was about to make is not sent. The connection stays usable. If the
+// connection breaks while answers are outstanding, the error names the keys
+// whose sets may be lost. The destructor reads outstanding answers for at
+// most kCloseFlushTimeout and cannot report them: call flush() first when a
+// refusal must not go unnoticed (docs/rendezvous.md, "Pipelined sets").
+//
 // Thread-safety: every operation holds one mutex for its round trip, so one
 // TcpStore may be shared by threads (their operations are serialized; a
 // thread parked in wait() or get() delays the others: give each waiting
@@ -14,6 +25,7 @@
 // the server refuses a request (key or value over the limits) or closes;
 // IoError/TimeoutError naming host:port when the server cannot be reached.
 // After a broken connection the next call reconnects.
+#include <deque>
 #include <memory>
 #include <mutex>
 
@@ -29,6 +41,11 @@ inline constexpr Millis kDefaultConnectTimeout{60000};
 // Extra time a client allows the server past a wait's own timeout.
 inline constexpr Millis kReplyGrace{10000};
 // Brief busy-polling for replies: spin_policy.h.
+// Sets sent before their answers are collected (see "Pipelined sets" above):
+// small enough that the answers (6 bytes each) always fit the socket buffers.
+inline constexpr size_t kMaxPendingSets = 256;
+// How long the destructor waits for the answers of outstanding sets.
+inline constexpr Millis kCloseFlushTimeout{1000};
 
 class TcpStore : public Store {
  public:
@@ -36,7 +53,11 @@ class TcpStore : public Store {
   TcpStore(std::string host, uint16_t port, std::string token, Millis connect_timeout = kDefaultConnectTimeout);
   ~TcpStore() override;
 
+  // Sends the set and returns; see "Pipelined sets" above.
   void set(const std::string& key, const Bytes& value) override;
+  // Reads the answers of every outstanding set; throws RemoteError naming the
+  // first refused key, or naming the keys whose answers a broken connection lost.
+  void flush() override;
   Bytes get(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override;
   Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override;
@@ -59,6 +80,11 @@ class TcpStore : public Store {
  private:
   void connect();
   proto::Reply call(const proto::Request& req, Millis reply_timeout);
+  // REQUIRES mu_ held. Reads the answers of pending_ (see flush()).
+  void collect_pending(Millis timeout);
+  // REQUIRES mu_ held. Closes the connection; returns " (the sets of keys
+  // ... may be lost)" when answers were outstanding, else "".
+  std::string drop_connection();
   // With `spin`, polls without sleeping for up to store_spin() first.
   wire::Frame read_frame(Millis timeout, size_t max_payload, bool spin = false);
   void set_recv_timeout(Millis t);
@@ -71,6 +97,7 @@ class TcpStore : public Store {
   wire::Socket sock_;
   std::string inbuf_;
   std::string outbuf_;  // the frame being sent, kept to reuse its allocation
+  std::deque<std::string> pending_;  // keys of the sets sent whose answers are not read yet
   Millis recv_timeout_{-1};  // SO_RCVTIMEO last set on sock_, -1 for none
   bool fast_ = false;        // the last immediate request's round trip was under kSpinWhenFaster
   SpinBackoff spin_backoff_;  // requests not to spin for after a spin that found nothing

@@ -1,5 +1,7 @@
 #include "rendezvous/tcp_store_server.h"
 
+#include <fcntl.h>
+
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -460,6 +462,8 @@ TcpStoreServer::TcpStoreServer(asio::io_context& io, const std::string& bind_hos
     auto addr = asio::ip::make_address(bind_host.empty() ? "0.0.0.0" : bind_host);
     tcp::endpoint ep(addr, port);
     impl_->acceptor.open(ep.protocol());
+    // Not inherited by the processes the server's host starts (the launcher's agent and ranks).
+    ::fcntl(impl_->acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
     impl_->protocol = ep.protocol();
     impl_->acceptor.set_option(tcp::acceptor::reuse_address(true));
     // Inherited by every accepted socket: replies are small and must not wait.

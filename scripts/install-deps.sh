@@ -8,7 +8,8 @@ build=(build-essential cmake ninja-build ccache pkg-config git
        libssh-dev nlohmann-json3-dev libpmix-dev)
 test=(catch2 libssl-dev openssh-server openssh-client iproute2 procps psmisc iputils-ping
       openmpi-bin libopenmpi-dev python3-mpi4py mpich libmpich-dev pdsh nftables iptables
-      python3-torch python3-numpy hyperfine)
+      python3-torch python3-numpy hyperfine
+      slurm-wlm munge)  # tests/slurm: a real Slurm cluster in the namespaces (PMIx plugin in slurm-wlm-basic-plugins)
 pkgs=("${build[@]}")
 [ "${1:-}" = "--build" ] || pkgs+=("${test[@]}")
 

@@ -55,3 +55,27 @@ TEST_CASE("agent args: bad command lines are usage errors that name the option",
   CHECK(why({"--connect", "nohostport", "--node", "1"}).find("--connect") != std::string::npos);
   CHECK(control::parse_agent_args({"--version"}).version);
 }
+
+TEST_CASE("agent args: --node-names in place of --node (one srun for every agent)", "[control][slurm]") {
+  control::AgentArgs a;
+  a.connect_host = "10.0.0.1", a.connect_port = 9, a.node_names = {"n3", "n1", "gpu7"};
+  const auto argv = control::to_argv(a);
+  CHECK(argv == std::vector<std::string>{"--connect", "10.0.0.1:9", "--node-names", "n3,n1,gpu7"});
+  CHECK(control::parse_agent_args(argv).args.node_names == a.node_names);
+  // Exactly one of the two; no empty names.
+  CHECK_THROWS_WITH(control::parse_agent_args({"--connect", "h:1"}), Catch::Contains("--node K or --node-names"));
+  CHECK_THROWS_WITH(control::parse_agent_args({"--connect", "h:1", "--node", "0", "--node-names", "a"}),
+                    Catch::Contains("one of them"));
+  CHECK_THROWS_WITH(control::parse_agent_args({"--connect", "h:1", "--node-names", "a,,b"}),
+                    Catch::Contains("empty name"));
+}
+
+TEST_CASE("agent args: an agent finds its node by its own name", "[control][slurm]") {
+  const std::vector<std::string> names{"n3", "n1", "gpu7.site"};
+  CHECK(control::find_own_node(names, {"n1", "other"}) == 1);      // SLURMD_NODENAME first
+  CHECK(control::find_own_node(names, {"", "n3.cluster"}) == 0);   // no SLURMD_NODENAME: the host name, short
+  CHECK(control::find_own_node(names, {"gpu7", "x"}) == 2);
+  CHECK_THROWS_WITH(control::find_own_node(names, {"n9", "n9.cluster"}),
+                    "this host (n9 or n9.cluster) is none of the job's nodes (n3,n1,gpu7.site): the launcher's host "
+                    "names must be the scheduler's node names");
+}

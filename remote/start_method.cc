@@ -1,0 +1,92 @@
+#include "remote/start_method.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "errors/error.h"
+#include "remote/slurm_starter.h"
+
+namespace dl::remote {
+
+namespace {
+
+using Factory = std::unique_ptr<AgentStarter> (*)(boost::asio::io_context&, StarterOptions, AgentStarter::Events);
+
+struct Method {
+  const char* name;
+  Factory make;          // nullptr: a known name this build has not got
+  bool runs_program;     // --launcher-exec replaces its program
+};
+
+// The start methods; a known name with a null factory would be one this build
+// has not got.
+const Method kMethods[] = {
+    {"libssh", make_process_starter, false},
+    {"ssh", make_openssh_starter, true},
+    {"slurm", make_slurm_starter, true},
+};
+
+const Method* find(const std::string& name) {
+  for (const auto& m : kMethods)
+    if (name == m.name) return &m;
+  return nullptr;
+}
+
+std::string known_list() {
+  std::string s;
+  for (const auto& n : start_method_names()) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+}  // namespace
+
+std::vector<std::string> start_method_names() {
+  std::vector<std::string> out;
+  for (const auto& m : kMethods) out.push_back(m.name);
+  out.push_back("auto");
+  return out;
+}
+
+std::string resolve_start_method(const std::string& asked, const std::string& slurm_job_id,
+                                 const std::vector<std::string>& launcher_exec) {
+  const std::string method = asked == "auto" ? (slurm_job_id.empty() ? "libssh" : "slurm") : asked;
+  const Method* m = find(method);
+  if (!m) {
+    // What people call these methods elsewhere (Hydra's, PRRTE's names).
+    static const std::pair<const char*, const char*> kAliases[] = {
+        {"srun", "slurm"}, {"openssh", "ssh"}, {"rsh", "ssh"}, {"ssh2", "libssh"}};
+    std::string hint;
+    for (const auto& [alias, name] : kAliases)
+      if (asked == alias) hint = std::string(" (did you mean ") + name + "?)";
+    throw UsageError("--launcher takes " + known_list() + ", got '" + asked + "'" + hint);
+  }
+  if (!m->make)
+    throw UsageError("--launcher " + method + " is not built into this dlaunch; use --launcher libssh" +
+                     std::string(slurm_job_id.empty() ? "" : " or slurm"));
+  if (method == "slurm" && slurm_job_id.empty())
+    throw UsageError("--launcher slurm starts agents with srun inside a Slurm job, but SLURM_JOB_ID is unset: run "
+                     "dlaunch inside salloc or sbatch, or use --launcher libssh");
+  if (!launcher_exec.empty() && !m->runs_program)
+    throw UsageError("--launcher-exec names the program that starts agents (srun, ssh); --launcher " + method +
+                     " runs none: drop --launcher-exec or pick --launcher slurm");
+  return method;
+}
+
+std::unique_ptr<AgentStarter> make_agent_starter(const std::string& method, boost::asio::io_context& io,
+                                                 StarterOptions o, AgentStarter::Events ev) {
+  if (method == "auto") {
+    const char* job = std::getenv("SLURM_JOB_ID");
+    return make_agent_starter(resolve_start_method(method, job ? job : ""), io, std::move(o), std::move(ev));
+  }
+  const Method* m = find(method);
+  if (!m || !m->make) throw UsageError("no agent starter '" + method + "' in this dlaunch (" + known_list() + ")");
+  return m->make(io, std::move(o), std::move(ev));
+}
+
+std::vector<std::string> split_launcher_exec(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+}  // namespace dl::remote

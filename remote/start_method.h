@@ -1,0 +1,35 @@
+#pragma once
+// --launcher: how a job's agents are started (docs/slurm.md, docs/ssh.md).
+//   libssh  the local host's agent by fork/exec, the others over libssh (process_starter.cc)
+//   slurm   the local host's by fork/exec, the others by one srun step (slurm_starter.h)
+//   auto    slurm inside a Slurm job, else libssh
+// One table in start_method.cc maps each name to its starter's factory, so a
+// new method is one line there.
+#include <boost/asio/io_context.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "remote/agent_starter.h"
+
+namespace dl::remote {
+
+// Every value --launcher takes, in the order help lists them.
+std::vector<std::string> start_method_names();
+
+// The method `asked` (a --launcher value) stands for: auto becomes slurm when
+// `slurm_job_id` is set (dlaunch runs inside a Slurm job), else libssh.
+// Throws UsageError for a name that is not a method ("did you mean"), for a
+// method this build has not got, for slurm outside a Slurm job, and for
+// `launcher_exec` given to a method that runs no program (libssh).
+std::string resolve_start_method(const std::string& asked, const std::string& slurm_job_id,
+                                 const std::vector<std::string>& launcher_exec = {});
+
+// The starter of `method` (a resolved one: not auto). Throws UsageError for an unknown one.
+std::unique_ptr<AgentStarter> make_agent_starter(const std::string& method, boost::asio::io_context& io,
+                                                 StarterOptions o, AgentStarter::Events ev);
+
+// --launcher-exec's text split at blanks: "/opt/slurm/bin/srun --reservation=r" -> two words.
+std::vector<std::string> split_launcher_exec(const std::string& text);
+
+}  // namespace dl::remote

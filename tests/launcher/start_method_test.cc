@@ -1,0 +1,63 @@
+// --launcher and the srun command that starts every remote agent
+// (remote/start_method.h, remote/slurm_starter.h): the pure parts. The real
+// srun runs in tests/slurm.
+#include <catch2/catch.hpp>
+
+#include "errors/error.h"
+#include "remote/slurm_starter.h"
+#include "remote/start_method.h"
+
+namespace remote = dl::remote;
+
+TEST_CASE("start method: auto is slurm inside a Slurm job, else libssh", "[launcher][slurm]") {
+  CHECK(remote::resolve_start_method("auto", "") == "libssh");
+  CHECK(remote::resolve_start_method("auto", "4242") == "slurm");
+  CHECK(remote::resolve_start_method("libssh", "4242") == "libssh");
+  CHECK(remote::resolve_start_method("slurm", "4242", {"/opt/slurm/bin/srun"}) == "slurm");
+}
+
+TEST_CASE("start method: bad choices say what to do", "[launcher][slurm]") {
+  CHECK_THROWS_WITH(remote::resolve_start_method("slurm", ""), Catch::Contains("SLURM_JOB_ID is unset"));
+  CHECK_THROWS_WITH(remote::resolve_start_method("srun", ""),
+                    "--launcher takes libssh, ssh, slurm, auto, got 'srun' (did you mean slurm?)");
+  CHECK_THROWS_WITH(remote::resolve_start_method("libssh", "", {"/usr/bin/ssh"}), Catch::Contains("drop --launcher-exec"));
+  CHECK_THROWS_AS(remote::resolve_start_method("", ""), dl::UsageError);
+}
+
+TEST_CASE("start method: --launcher-exec splits at blanks", "[launcher][slurm]") {
+  CHECK(remote::split_launcher_exec("  /opt/srun   --reservation=r ") ==
+        std::vector<std::string>{"/opt/srun", "--reservation=r"});
+  CHECK(remote::split_launcher_exec("").empty());
+}
+
+TEST_CASE("slurm starter: one srun step, one task per node, the agent's argv after it", "[launcher][slurm]") {
+  const auto v = remote::srun_argv({}, {"n2", "n1"}, {"/p/dlaunch-agent", "--connect", "10.0.0.1:5", "--node-names", "n2,n1"});
+  CHECK(v == std::vector<std::string>{"srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=n2,n1",
+                                      "--overlap", "--kill-on-bad-exit=1", "--cpu-bind=none", "--mpi=none",
+                                      "--input=all", "/p/dlaunch-agent", "--connect", "10.0.0.1:5", "--node-names",
+                                      "n2,n1"});
+  const auto w = remote::srun_argv({"/opt/slurm/bin/srun", "--reservation=r"}, {"a"}, {"x"});
+  CHECK(w[0] == "/opt/slurm/bin/srun");
+  CHECK(w[1] == "--reservation=r");
+  CHECK(w.back() == "x");
+}
+
+TEST_CASE("slurm starter: srun's complaints are given to the node they name", "[launcher][slurm]") {
+  const auto by = remote::srun_errors_by_host(
+      {"srun: error: n1: task 0: Exited with exit code 127", "srun: error: Node failure on n10.",
+       "dlaunch-agent: error: this host (n2) is none", "srun: error: n[3-4,10]: tasks 1-3: Exited with exit code 2",
+       "srun: Job step aborted", "slurmstepd-n5: error: execve(): /x/dlaunch-agent: No such file or directory"},
+      {"n1", "n10", "n2", "n3", "n4", "n5"});
+  CHECK(by.at("n1") == "srun: error: n1: task 0: Exited with exit code 127");  // not n10's lines
+  CHECK(by.at("n10") == "srun: error: Node failure on n10.; srun: error: n[3-4,10]: tasks 1-3: Exited with exit code 2");
+  CHECK(by.at("n2") == "dlaunch-agent: error: this host (n2) is none");
+  CHECK(by.at("n3") == "srun: error: n[3-4,10]: tasks 1-3: Exited with exit code 2");
+  CHECK(by.at("n4") == by.at("n3"));
+  CHECK(by.at("n5") == "slurmstepd-n5: error: execve(): /x/dlaunch-agent: No such file or directory");
+  CHECK(by.size() == 6);  // "Job step aborted" names no host
+}
+
+TEST_CASE("slurm starter: the address that reaches a host", "[launcher][slurm]") {
+  CHECK(remote::source_address_towards("127.0.0.1") == "127.0.0.1");
+  CHECK(remote::source_address_towards("no-such-host.invalid").empty());
+}
