@@ -104,7 +104,11 @@ void Agent::on_frame(wire::Frame& f) {
   }
   if (f.type == control::kFence) {
     auto fence = control::parse_fence(f.payload);
-    if (mpi_) mpi_->fence_done(fence.id, std::string(fence.blob));
+    if (pmi::is_pmi_fence(fence.id)) {
+      if (pmi_) pmi_->fence_done(fence.id, fence.blob);
+    } else if (mpi_) {
+      mpi_->fence_done(fence.id, std::string(fence.blob));
+    }
     return;
   }
   if (f.type != wire::kData) return;
@@ -119,7 +123,11 @@ void Agent::on_message(const control::FromLauncher& m) {
                  [this](const msg::Signal& s) { ranks_.signal_all(s.signal); },
                  [this](const msg::Kill& k) { ranks_.teardown(milliseconds(k.grace_ms)); },
                  [this](const msg::FenceFailed& f) {
-                   if (mpi_) mpi_->fence_failed(f.id);
+                   if (pmi::is_pmi_fence(f.id)) {
+                     if (pmi_) pmi_->fence_failed(f.id, f.message);
+                   } else if (mpi_) {
+                     mpi_->fence_failed(f.id);
+                   }
                  },
                  [this](const msg::StdinEof& e) { ranks_.stdin_eof(e.rank); },
                  [this](const msg::SpawnReply& r) {
@@ -167,26 +175,34 @@ void Agent::dump_stacks(const msg::DumpStacks& d) {
   stacks_->collect(ranks_.targets(), milliseconds(d.timeout_ms), std::move(answer));
 }
 
-// Starts this host's PMIx server. On failure every rank is reported as not
-// started (code 1, the reason) and false is returned.
+// Starts this host's PMIx server (when the job serves PMIx) and its PMI
+// server (always with MPI: with --mpi pmix it tells a PMI client that it is
+// not served). On failure every rank is reported as not started (code 1,
+// the reason) and false is returned.
 bool Agent::start_mpi(const msg::Launch& m) {
-  MpiHooks hooks;
-  hooks.post = [this](std::function<void()> task) { asio::post(io_, std::move(task)); };
-  hooks.fence = [this](uint64_t id, std::string blob) { link_->send(control::fence_frame(id, blob)); };
-  hooks.abort = [this](int rank, int status, std::string text) {
+  auto fence = [this](uint64_t id, std::string blob) { link_->send(control::fence_frame(id, blob)); };
+  auto abort = [this](int rank, int status, std::string text) {
     link_->send_message(msg::MpiAbort{rank, status, text});
   };
-  hooks.spawn = [this](uint64_t id, int rank, std::vector<msg::SpawnApp> apps) {
-    link_->send_message(msg::SpawnRequest{id, rank, std::move(apps)});
-  };
   try {
-    if (!mpi_) mpi_ = MpiJob::prepare();  // --no-pmix, yet MPI was asked for: start it now
-    if (!mpi_) throw UsageError("this dlaunch-agent was built without libpmix: run with --mpi none, or rebuild with libpmix-dev");
-    mpi_->start(*m.mpi, std::move(hooks));
+    if (m.mpi->serves("pmix")) {
+      MpiHooks hooks;
+      hooks.post = [this](std::function<void()> task) { asio::post(io_, std::move(task)); };
+      hooks.fence = fence;
+      hooks.abort = abort;
+      hooks.spawn = [this](uint64_t id, int rank, std::vector<msg::SpawnApp> apps) {
+        link_->send_message(msg::SpawnRequest{id, rank, std::move(apps)});
+      };
+      if (!mpi_) mpi_ = MpiJob::prepare();  // --no-pmix, yet MPI was asked for: start it now
+      if (!mpi_) throw UsageError("this dlaunch-agent was built without libpmix: run with --mpi pmi or --mpi none, or rebuild with libpmix-dev");
+      mpi_->start(*m.mpi, std::move(hooks));
+    }
+    pmi_ = std::make_unique<pmi::PmiService>(io_, pmi::job_from(*m.mpi, m.mpi->serves("pmi")),
+                                             pmi::PmiService::Hooks{fence, abort});
     return true;
   } catch (const Error& e) {
     for (const auto& spec : m.ranks)
-      ranks_.refuse(spec.rank, 1, std::string("cannot start the PMIx server: ") + e.what());
+      ranks_.refuse(spec.rank, 1, std::string("cannot start the MPI server: ") + e.what());
     return false;
   }
 }
@@ -196,6 +212,22 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
   // last, after the filter removed any inherited ones.
   std::vector<std::pair<std::string, std::string>> server_vars;
   if (mpi_ && mpi_->started()) server_vars = mpi_->rank_env(spec.rank);
+  // The rank's PMI socket (PMI_FD); the agent's copy of its end is closed
+  // once the rank has it, or was refused.
+  pmi::PmiService::RankEnd pmi_end;
+  if (pmi_) {
+    try {
+      pmi_end = pmi_->open_rank(spec.rank);
+    } catch (const Error& e) {
+      return ranks_.refuse(spec.rank, 1, e.what());
+    }
+    server_vars.insert(server_vars.end(), pmi_end.env.begin(), pmi_end.env.end());
+  }
+  struct CloseChildEnd {
+    pmi::PmiService* pmi;
+    int rank;
+    ~CloseChildEnd() { if (pmi) pmi->rank_spawned(rank); }
+  } close_child_end{pmi_.get(), spec.rank};
   EnvVars own = spec.env;
   // torchrun's per-worker error file: torch's @record writes the rank's
   // uncaught exception there, and add_torch_error() reports it.
@@ -211,6 +243,7 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
   s.want_stdin = spec.stdin_open;
   s.stdout_pty = m.stdout_pty.value_or(false);
   s.cpus = spec.cpus.value_or(std::vector<int>{});
+  s.inherit_fd = pmi_end.child_fd;
   s.reset_signals = &reset_signals_;
   Resolved res = resolve_program(s.argv.at(0), env.count("PATH") ? env["PATH"] : "/usr/bin:/bin");
   if (res.code != 0) return ranks_.refuse(spec.rank, res.code, res.message);

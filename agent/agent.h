@@ -16,6 +16,7 @@
 #include <string>
 
 #include "agent/mpi_job.h"
+#include "agent/pmi/pmi_service.h"
 #include "agent/rank_environment.h"
 #include "agent/rank_supervisor.h"
 #include "agent/stack_dump.h"
@@ -58,6 +59,7 @@ class Agent {
   std::shared_ptr<control::Connection> link_;
   RankSupervisor ranks_;
   std::unique_ptr<MpiJob> mpi_;  // PMIx server of an MPI job, else null
+  std::unique_ptr<pmi::PmiService> pmi_;  // PMI server of an MPI job (agent/pmi/), else null
   std::unique_ptr<TorchErrorFiles> error_files_;  // the ranks' TORCHELASTIC_ERROR_FILEs, from the launch on
   std::unique_ptr<StackDumper> stacks_;           // the ranks' stacks on request, from the launch on
   asio::signal_set term_signals_;

@@ -164,6 +164,7 @@ int child(void* p) {
   ::dup2(a.in, 0);
   ::dup2(a.out, 1);
   ::dup2(a.err, 2);
+  if (s.inherit_fd >= 3) ::fcntl(s.inherit_fd, F_SETFD, 0);  // its PMI socket: this child's fd table only
   if (a.cpus && ::sched_setaffinity(0, sizeof *a.cpus, a.cpus) != 0) {
     const char* why = std::strerror(errno);
     say("dlaunch-agent: cannot bind the rank to its CPUs (--bind-to): ");

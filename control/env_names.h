@@ -31,6 +31,7 @@ inline constexpr const char* kOmpiNodeRank = "OMPI_COMM_WORLD_NODE_RANK";
 // Intel MPI / MPICH Hydra's (oneCCL reads these).
 inline constexpr const char* kPmiRank = "PMI_RANK";
 inline constexpr const char* kPmiSize = "PMI_SIZE";
+inline constexpr const char* kPmiFd = "PMI_FD";  // the inherited socket of the agent's PMI server
 inline constexpr const char* kMpiLocalRankId = "MPI_LOCALRANKID";
 inline constexpr const char* kMpiLocalNRanks = "MPI_LOCALNRANKS";
 // MPMD: the rank's app context (0-based), as Hydra's and PMIx's names.

@@ -189,10 +189,22 @@ struct MpiSection {
   std::vector<std::vector<int>> node_ranks;    // by node: its ranks
   // MPMD: the number of ranks of each app context, in rank order (absent: one app).
   std::optional<std::vector<int>> app_sizes;
+  // The wire-up the agents serve (--mpi): "pmix", "pmi" or "pmix,pmi";
+  // absent: "pmix", as before PMI was served.
+  std::optional<std::string> serve;
   template <class S, class V> static void fields(S& s, V& v) {
     v("nspace", s.nspace), v("world_size", s.world_size), v("node_rank", s.node_rank);
     v("node_hosts", s.node_hosts), v("node_ranks", s.node_ranks), v("universe_size", s.universe_size);
-    v("app_sizes", s.app_sizes);
+    v("app_sizes", s.app_sizes), v("serve", s.serve);
+  }
+  bool serves(std::string_view what) const {
+    const std::string all = serve.value_or("pmix");
+    for (size_t i = 0; i <= all.size();) {
+      const size_t end = std::min(all.find(',', i), all.size());
+      if (std::string_view(all).substr(i, end - i) == what) return true;
+      i = end + 1;
+    }
+    return false;
   }
 };
 

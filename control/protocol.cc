@@ -23,6 +23,11 @@ DataChunk parse_data(std::string_view p) {
   return {static_cast<int>(r), static_cast<Stream>(stream), p.substr(5)};
 }
 
+std::string fence_name(uint64_t id) {
+  if (id & kPmiFenceBit) return "PMI fence " + std::to_string(id & ~kPmiFenceBit);
+  return "fence " + std::to_string(id);
+}
+
 std::string fence_frame(uint64_t id, std::string_view blob) {
   std::string payload;
   payload.reserve(8 + blob.size());

@@ -49,6 +49,11 @@ struct DataChunk {
 // Parses a kData payload; throws RemoteError when it is too short.
 DataChunk parse_data(std::string_view payload);
 
+// Fence ids: the PMIx server's count 0, 1, 2, ...; the PMI server's
+// (agent/pmi/) have this bit set, so that both count on in one job.
+inline constexpr uint64_t kPmiFenceBit = uint64_t{1} << 63;
+// "fence 3" (PMIx) or "PMI fence 3", for logs and verdicts.
+std::string fence_name(uint64_t id);
 // A kFence frame: fence `id` with `blob` (contribution or result).
 std::string fence_frame(uint64_t id, std::string_view blob);
 struct FenceChunk {

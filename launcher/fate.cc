@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "control/protocol.h"
 #include "errors/exit_codes.h"
 
 namespace dl::launcher {
@@ -77,7 +78,8 @@ bool Fate::on_mpi_abort(int rank, const std::string& host, int status) {
 bool Fate::on_fence_timeout(uint64_t id, double seconds, const std::string& missing) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", seconds);
-  return fail(exit_codes::kFailure, "MPI fence " + std::to_string(id) + " did not complete within " + buf +
+  const std::string name = control::fence_name(id);
+  return fail(exit_codes::kFailure, (name.rfind("PMI", 0) == 0 ? name : "MPI " + name) + " did not complete within " + buf +
                                         " s (--fence-timeout): no data from " + missing);
 }
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "control/env_names.h"
+#include "control/protocol.h"
 #include "errors/error.h"
 #include "errors/exit_codes.h"
 #include "launcher/dry_run.h"
@@ -88,7 +89,7 @@ int Job::run() {
   fences_ = std::make_unique<FenceRelay>(
       io_, std::move(hosts), std::move(ranks), secs(opts_.fence_timeout_s),
       FenceRelay::Hooks{[this](uint64_t id, const std::string& all) {
-                          log("fence " + std::to_string(id) + " complete (" + std::to_string(all.size()) + " bytes)");
+                          log(control::fence_name(id) + " complete (" + std::to_string(all.size()) + " bytes)");
                           server_->broadcast_frame(control::fence_frame(id, all));
                         },
                         [this](uint64_t id, const std::string& missing) {
@@ -176,7 +177,7 @@ void Job::start_agents(uint16_t control_port) {
     spec.args.detect_gpus = opts_.gpu_bind;
     spec.args.cpu_topology = opts_.bind_to != "none";
     // No PMIx server warming up beside ranks that will not use it.
-    spec.args.prepare_pmix = !(opts_.mpi == "none" || (n.local && view_));
+    spec.args.prepare_pmix = !(opts_.mpi == "none" || opts_.mpi == "pmi" || (n.local && view_));
     if (n.local) n.reach_addr = "127.0.0.1";
     starter_->start(spec);
   }

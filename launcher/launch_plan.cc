@@ -17,20 +17,27 @@ std::string join(const std::vector<std::string>& v) {
   return out;
 }
 
-// --mpi: pmix needs every agent to serve PMIx; auto uses it when they all
-// can; per-node mode never does (no fences between nodes, docs/mpi.md).
+// --mpi: which wire-ups the agents serve. pmix needs every agent to serve
+// PMIx; pmi needs nothing of them; auto serves PMI always and PMIx too when
+// every agent can, so that one command line runs OpenMPI and MPICH programs
+// alike (docs/mpi.md). Per-node mode never does (no fences between nodes).
 bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
-  if (in.opts->mpi == "none" || in.shared) return true;
+  const std::string& mode = in.opts->mpi;
+  if (mode == "none" || in.shared) return true;
   std::vector<std::string> without;
   for (const auto& n : in.nodes)
     if (!n.external && !n.hello->pmix) without.push_back(n.host);
-  plan.mpi = without.empty();
-  if (plan.mpi || in.opts->mpi == "auto") return true;
-  plan.refusal = LaunchPlan::Refusal::kNoPmix;
-  plan.hosts = join(without);
-  plan.why = "--mpi pmix: the dlaunch-agent on " + plan.hosts +
-             " was built without libpmix; install libpmix-dev and rebuild, or use --mpi none";
-  return false;
+  if (mode == "pmix" && !without.empty()) {
+    plan.refusal = LaunchPlan::Refusal::kNoPmix;
+    plan.hosts = join(without);
+    plan.why = "--mpi pmix: the dlaunch-agent on " + plan.hosts +
+               " was built without libpmix; install libpmix-dev and rebuild, or use --mpi pmi (MPICH, Intel MPI) "
+               "or --mpi none";
+    return false;
+  }
+  plan.mpi = true;
+  plan.serve = mode == "pmix" ? "pmix" : mode == "pmi" || !without.empty() ? "pmi" : "pmix,pmi";
+  return true;
 }
 
 // --bind-to: every rank's CPUs, from what its agent reported, by local rank;
@@ -179,6 +186,7 @@ LaunchPlan plan_launch(const PlanInput& in) {
         s.app_sizes.emplace();
         for (const auto& a : o.apps) s.app_sizes->push_back(a.np);
       }
+      s.serve = plan.serve;
       m.mpi = std::move(s);
     }
     plan.launches[i] = std::move(m);

@@ -61,7 +61,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("report-bindings", po::bool_switch(&o.report_bindings), "print each rank's GPUs and CPUs at start-up")
     ("bind-to", val(&o.bind_to, help), "pin ranks to CPUs: none, core or numa (by local rank)")
     ("cpus-per-rank", val(&o.cpus_per_rank, help), "cores each rank gets with --bind-to core")
-    ("mpi", val(&o.mpi, help), "pmix, none or auto (pmix when the agents have libpmix)")
+    ("mpi", val(&o.mpi, help), "pmix, pmi, none or auto (PMI, and PMIx when the agents have libpmix)")
     ("fence-timeout", val(&o.fence_timeout_s, help), "seconds an MPI fence across hosts may take")
     ("tag-output", po::bool_switch(&o.tag_output), "prefix lines with [rank@host]")
     ("timestamp-output", po::bool_switch(&o.timestamp_output), "prefix lines with the time")
@@ -303,7 +303,8 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
   if (o.command.empty() && !o.dry_run) throw UsageError("no program given; try: dlaunch -n 4 ./app");
   if (vm.count("np") && o.np < 1) throw UsageError("-n needs a positive number of ranks, got " + std::to_string(o.np));
   if (o.map_by != "slot" && o.map_by != "node") throw UsageError("--map-by takes 'slot' or 'node', got '" + o.map_by + "'");
-  if (o.mpi != "auto" && o.mpi != "pmix" && o.mpi != "none") throw UsageError("--mpi takes pmix, none or auto, got '" + o.mpi + "'");
+  if (o.mpi != "auto" && o.mpi != "pmix" && o.mpi != "pmi" && o.mpi != "none")
+    throw UsageError("--mpi takes pmix, pmi, none or auto, got '" + o.mpi + "'");
   if (o.stdin_target != "none" && o.stdin_target.find_first_not_of("0123456789") != std::string::npos)
     throw UsageError("--stdin takes a rank number or 'none', got '" + o.stdin_target + "'");
   if (o.kill_grace_s < 0 || o.timeout_s < 0 || o.heartbeat_timeout_s <= 0 || o.agent_timeout_s <= 0 ||

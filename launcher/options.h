@@ -32,7 +32,7 @@ struct RunOptions {
   std::string gpu_vendor;            // --gpu-vendor nvidia|amd|intel; "" = the first a host has (nvidia, amd, intel)
   bool oversubscribe_gpus = false;   // --oversubscribe-gpus: more ranks x --gpus-per-rank than GPUs share them
   bool report_bindings = false;      // --report-bindings: each rank's GPUs and CPUs on stderr at start-up
-  std::string mpi = "auto";          // --mpi pmix|none|auto; auto = pmix when every agent has libpmix
+  std::string mpi = "auto";          // --mpi pmix|pmi|none|auto; auto = PMI, and PMIx when every agent has libpmix
   double fence_timeout_s = 60;       // --fence-timeout: an MPI fence across hosts must complete within it
   // Output.
   bool tag_output = false;        // --tag-output: "[rank@host] " before each line

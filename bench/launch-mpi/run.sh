@@ -2,11 +2,14 @@
 # Launch time of an OpenMPI hello (MPI_Init, Allreduce, Barrier, Finalize):
 # dlaunch (the agents' PMIx servers) vs Debian's mpirun, N = 1, 4, 16 ranks on
 # this host, then 4 x 2 ranks across 4 namespace hosts (tests/cluster, needs
-# root; both launchers inside h0, over ssh). Prints medians of REPS runs and
-# the ratio against mpirun (< 1: we are faster), all measured in one run.
+# root; both launchers inside h0, over ssh). Then the same hello built with
+# MPICH (bin/mpich_hello, tests/mpich): dlaunch (the agents' PMI servers) vs
+# MPICH's mpiexec.hydra, on this host and on the 4 x 2 hosts. Prints medians
+# of REPS runs and the ratio against the anchor (< 1: we are faster), all
+# measured in one run.
 #
 #   bench/launch-mpi/run.sh [BUILD_DIR]       (default: build)
-#   REPS=10 NS="1 4 16" MULTIHOST=0 bench/launch-mpi/run.sh build
+#   REPS=10 NS="1 4 16" MULTIHOST=0 MPICH=0 bench/launch-mpi/run.sh build
 #   DLAUNCH_CMD="build/bin/dl_pmix_run" bench/launch-mpi/run.sh   # the standalone driver instead
 #
 # DLAUNCH_CMD is the command that takes "N program args" (default: dlaunch -n).
@@ -48,6 +51,17 @@ if [ "${1:-}" = "--inside" ]; then  # inside h0 of the cluster: one 4 x 2 row
   row "4x2 hosts" "$ours" "$theirs"
   exit 0
 fi
+if [ "${1:-}" = "--inside-mpich" ]; then  # inside h0: the 4 x 2 MPICH row
+  DIR=$2; BIN=$3
+  printf '#!/bin/sh\nexec ssh -F %s "$@"\n' "$DIR/ssh_config" > "$DIR/hydra_ssh"
+  chmod +x "$DIR/hydra_ssh"
+  hosts=$(awk '{printf "%s%s:2", (NR > 1 ? "," : ""), $1}' "$DIR/hostfile")
+  ours=$(median_ms "$BIN/dlaunch" -n 8 --hostfile "$DIR/hostfile" --ssh-config "$DIR/ssh_config" "$BIN/mpich_hello" 8)
+  theirs=$(median_ms mpiexec.hydra -launcher ssh -launcher-exec "$DIR/hydra_ssh" -hosts "$hosts" -n 8 \
+           "$BIN/mpich_hello" 8)
+  row "4x2 hosts" "$ours" "$theirs"
+  exit 0
+fi
 
 BUILD=${1:-build}
 BIN=$(cd "$BUILD/bin" && pwd)
@@ -66,14 +80,36 @@ for n in $NS; do
   theirs=$(median_ms $MPIRUN_CMD "$n" "$HELLO" "$n")
   row "$n" "$ours" "$theirs"
 done
-if [ "${MULTIHOST:-1}" != 0 ]; then
-  if [ "$(id -u)" != 0 ]; then
-    echo "(4x2 hosts skipped: the namespace cluster needs root)"
-  else
-    up=$("$CLUSTER" up --hosts 4 --owner $$) || { echo "$up" >&2; exit 1; }
-    eval "$up"
-    trap '"$CLUSTER" down "$DL_CLUSTER_ID" >/dev/null' EXIT
-    REPS=$REPS "$CLUSTER" exec "$DL_CLUSTER_ID" h0 -- bash "$HERE/run.sh" --inside "$DL_CLUSTER_DIR" "$BIN"
-  fi
+cluster_up() {  # once, for both tables
+  [ -n "${DL_CLUSTER_ID:-}" ] && return 0
+  up=$("$CLUSTER" up --hosts 4 --owner $$) || { echo "$up" >&2; exit 1; }
+  eval "$up"
+  trap '"$CLUSTER" down "$DL_CLUSTER_ID" >/dev/null' EXIT
+}
+multihost() { [ "${MULTIHOST:-1}" != 0 ] && [ "$(id -u)" = 0 ]; }
+if multihost; then
+  cluster_up
+  REPS=$REPS "$CLUSTER" exec "$DL_CLUSTER_ID" h0 -- bash "$HERE/run.sh" --inside "$DL_CLUSTER_DIR" "$BIN"
+elif [ "${MULTIHOST:-1}" != 0 ]; then
+  echo "(4x2 hosts skipped: the namespace cluster needs root)"
 fi
-echo "ratio = dlaunch / mpirun (below 1.00: dlaunch is faster); load $(cut -d' ' -f1 /proc/loadavg) at end"
+echo "ratio = dlaunch / mpirun (below 1.00: dlaunch is faster)"
+MPICH_HELLO="$BIN/mpich_hello"
+if [ "${MPICH:-1}" != 0 ] && [ -x "$MPICH_HELLO" ] && command -v mpiexec.hydra >/dev/null; then
+  echo
+  echo "# launch-mpi: mpich_hello (MPICH $(mpichversion 2>/dev/null | awk '/Version/ {print $3}'), PMI-1), median of $REPS runs (ms)"
+  printf '%-14s %12s %12s %8s\n' "ranks" "dlaunch ms" "hydra ms" "ratio"
+  for n in $NS; do
+    ours=$(median_ms "$BIN/dlaunch" -n "$n" "$MPICH_HELLO" "$n")
+    theirs=$(median_ms mpiexec.hydra -n "$n" "$MPICH_HELLO" "$n")
+    row "$n" "$ours" "$theirs"
+  done
+  if multihost; then
+    cluster_up
+    REPS=$REPS "$CLUSTER" exec "$DL_CLUSTER_ID" h0 -- bash "$HERE/run.sh" --inside-mpich "$DL_CLUSTER_DIR" "$BIN"
+  fi
+  echo "ratio = dlaunch / mpiexec.hydra (below 1.00: dlaunch is faster)"
+elif [ "${MPICH:-1}" != 0 ]; then
+  echo "(MPICH rows skipped: build dl_mpich_programs (needs libmpich-dev) and install mpich)"
+fi
+echo "load $(cut -d' ' -f1 /proc/loadavg) at end"

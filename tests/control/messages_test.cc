@@ -81,7 +81,8 @@ TEST_CASE("control messages: the launcher's messages survive encode and decode",
   r.rank = 6, r.argv = {"python3", "train.py", "--lr", "0.1"}, r.env = {{"RANK", "6"}, {"CUDA_VISIBLE_DEVICES", "0,1"}};
   r.stdin_open = true, r.cpus = std::vector<int>{2, 3};
   l.ranks = {r};
-  l.mpi = msg::MpiSection{"dl-ab", 8, 1, 8, {"a", "b"}, {{0, 1, 2, 3}, {4, 5, 6, 7}}, std::vector<int>{3, 5}};
+  l.mpi = msg::MpiSection{"dl-ab", 8, 1, 8, {"a", "b"}, {{0, 1, 2, 3}, {4, 5, 6, 7}}, std::vector<int>{3, 5}, "pmix,pmi"};
+  CHECK(l.mpi->serves("pmi"));
   auto l2 = as<msg::Launch>(control::decode_from_launcher(control::encode(l)));
   CHECK(l2.env == l.env);
   CHECK(l2.wdir == "/work");
@@ -99,6 +100,7 @@ TEST_CASE("control messages: the launcher's messages survive encode and decode",
   CHECK(l2.mpi->node_hosts == l.mpi->node_hosts);
   CHECK(l2.mpi->app_sizes == std::optional<std::vector<int>>(std::vector<int>{3, 5}));
   CHECK_FALSE(l2.ranks[0].wdir);
+  CHECK(l2.mpi->serve == l.mpi->serve);
 
   // A fence id is a full u64.
   auto ff = as<msg::FenceFailed>(control::decode_from_launcher(control::encode(msg::FenceFailed{~0ull, "b (ranks 4)"})));

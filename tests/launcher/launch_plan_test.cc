@@ -364,15 +364,16 @@ TEST_CASE("launch plan: only the --stdin rank gets stdin", "[launcher][plan]") {
   CHECK(open_ranks().empty());
 }
 
-TEST_CASE("launch plan: --mpi auto, pmix, none and per-node mode", "[launcher][plan][mpi]") {
+TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launcher][plan][mpi]") {
   const auto p = placement(3, 1);
   auto o = options();
   auto in = input(p, o);
 
-  SECTION("auto with every agent serving PMIx: an MPI section on every node") {
+  SECTION("auto with every agent serving PMIx: an MPI section on every node, PMIx and PMI") {
     const auto plan = plan_launch(in);
     REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
     CHECK(plan.mpi);
+    CHECK(plan.serve == "pmix,pmi");
     for (size_t i = 0; i < 3; ++i) {
       REQUIRE(plan.launches[i]);
       REQUIRE(plan.launches[i]->mpi);
@@ -383,17 +384,29 @@ TEST_CASE("launch plan: --mpi auto, pmix, none and per-node mode", "[launcher][p
       CHECK(m.node_rank == static_cast<int>(i));
       CHECK(m.node_hosts == std::vector<std::string>{"n0", "n1", "n2"});
       CHECK(m.node_ranks == std::vector<std::vector<int>>{{0}, {1}, {2}});
+      CHECK(m.serve == "pmix,pmi");
+      CHECK(m.serves("pmix"));
+      CHECK(m.serves("pmi"));
     }
   }
-  SECTION("auto with one agent without PMIx: no MPI, and no refusal") {
+  SECTION("auto with one agent without PMIx: PMI only, and no refusal") {
     in.nodes[1].hello->pmix = false;
     const auto plan = plan_launch(in);
     CHECK(plan.refusal == LaunchPlan::Refusal::kNone);
-    CHECK_FALSE(plan.mpi);
+    CHECK(plan.mpi);
     for (const auto& l : plan.launches) {
       REQUIRE(l);
-      CHECK_FALSE(l->mpi);
+      REQUIRE(l->mpi);
+      CHECK(l->mpi->serve == "pmi");
+      CHECK_FALSE(l->mpi->serves("pmix"));
     }
+  }
+  SECTION("pmi: PMI only, even where every agent could serve PMIx") {
+    o.mpi = "pmi";
+    const auto plan = plan_launch(in);
+    CHECK(plan.refusal == LaunchPlan::Refusal::kNone);
+    REQUIRE(plan.launches[0]->mpi);
+    CHECK(plan.launches[0]->mpi->serve == "pmi");
   }
   SECTION("pmix with one agent without PMIx: refused, naming that host") {
     o.mpi = "pmix";
@@ -413,11 +426,14 @@ TEST_CASE("launch plan: --mpi auto, pmix, none and per-node mode", "[launcher][p
     CHECK(plan.refusal == LaunchPlan::Refusal::kNoPmix);
     CHECK(plan.hosts == "n0, n2");
   }
-  SECTION("pmix with every agent serving PMIx: MPI") {
+  SECTION("pmix with every agent serving PMIx: MPI, PMIx only (PMI clients are refused)") {
     o.mpi = "pmix";
     const auto plan = plan_launch(in);
     CHECK(plan.refusal == LaunchPlan::Refusal::kNone);
     CHECK(plan.mpi);
+    REQUIRE(plan.launches[0]->mpi);
+    CHECK(plan.launches[0]->mpi->serve == "pmix");
+    CHECK_FALSE(plan.launches[0]->mpi->serves("pmi"));
   }
   SECTION("none: no MPI even where every agent could") {
     o.mpi = "none";

@@ -1,0 +1,66 @@
+#pragma once
+// The ranks' side of the PMI server: one socketpair per local rank, whose
+// other end the rank inherits as PMI_FD (as Hydra's proxy does), read and
+// written on the agent's io_context and handed to the PmiServer.
+//
+// Cost for a job that never calls MPI_Init: one socketpair per rank and one
+// pending read; no thread, no listening port.
+//
+// Threading: everything on the agent's io_context thread.
+#include <boost/asio.hpp>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/pmi/pmi_server.h"
+
+namespace dl::agent::pmi {
+
+class PmiService {
+ public:
+  struct Hooks {
+    std::function<void(uint64_t id, std::string blob)> fence;          // this host's contribution
+    std::function<void(int rank, int status, std::string msg)> abort;  // a rank called MPI_Abort
+  };
+  PmiService(boost::asio::io_context& io, PmiJob job, Hooks hooks);
+  ~PmiService();
+
+  // Opens local rank `rank`'s socketpair and returns the variables to add to
+  // its environment (PMI_FD, PMI_RANK, PMI_SIZE) and the fd the child must
+  // inherit (close-on-exec: the spawn clears that flag in the child only).
+  // Throws IoError when no socketpair can be had.
+  struct RankEnd {
+    int child_fd = -1;
+    std::vector<std::pair<std::string, std::string>> env;
+  };
+  RankEnd open_rank(int rank);
+  // After the spawn (or when it failed): closes the agent's copy of the
+  // child's end, so that the rank's exit is seen as end of stream.
+  void rank_spawned(int rank);
+
+  void fence_done(uint64_t id, std::string_view all_blobs) { server_.fence_done(id, all_blobs); }
+  void fence_failed(uint64_t id, const std::string& why) { server_.fence_failed(id, why); }
+
+ private:
+  struct Link {
+    explicit Link(boost::asio::io_context& io) : sock(io) {}
+    boost::asio::local::stream_protocol::socket sock;
+    int child_fd = -1;
+    std::array<char, 4096> rbuf{};
+    std::deque<std::string> out;
+    bool writing = false, close_after_write = false;
+  };
+  void read(int rank);
+  void write(int rank, std::string bytes);
+  void flush(int rank);
+  void close(int rank);
+
+  boost::asio::io_context& io_;
+  PmiServer server_;
+  std::map<int, std::shared_ptr<Link>> links_;
+};
+
+}  // namespace dl::agent::pmi
