@@ -211,6 +211,18 @@ void RankSupervisor::kill_all() {
     if (r->pid > 0) ::kill(-r->pid, SIGKILL);
 }
 
+void RankSupervisor::forget_reported() {
+  for (auto& [rank, r] : ranks_) {
+    boost::system::error_code ec;
+    r->out.close(ec), r->err.close(ec), r->in.close(ec);
+    r->drain.cancel();
+    r->stdin_q.clear();
+    retired_.push_back(std::move(r));
+  }
+  ranks_.clear();
+  paused_.clear();  // reported ranks have no paused reads (arm_drain waits for them)
+}
+
 bool RankSupervisor::all_reported() const {
   for (auto& [rank, r] : ranks_)
     if (!r->reported) return false;

@@ -46,6 +46,7 @@ struct RunOptions {
   double timeout_s = 0;             // --timeout: whole-job bound, 0 = none
   double heartbeat_timeout_s = 10;  // --heartbeat-timeout
   double agent_timeout_s = 30;      // --agent-timeout: wait for agents to connect
+  int max_restarts = 0;             // --max-restarts (torchrun's --max_restarts): failed attempts retried (docs/failures.md)
   // Remote hosts.
   std::string prefix;               // --prefix DIR holding bin/dlaunch-agent
   std::string control_addr;         // --control-addr: address agents connect back to
