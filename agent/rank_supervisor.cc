@@ -212,6 +212,8 @@ void RankSupervisor::kill_all() {
 }
 
 void RankSupervisor::forget_reported() {
+  // The last teardown's SIGKILL must not reach the next attempt's ranks.
+  kill_timer_.cancel();
   for (auto& [rank, r] : ranks_) {
     boost::system::error_code ec;
     r->out.close(ec), r->err.close(ec), r->in.close(ec);

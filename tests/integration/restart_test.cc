@@ -66,6 +66,9 @@ TEST_CASE("restart: a rank fails on the first attempt; the second runs every ran
   }
   auto now = marked(m, c.pid);
   CHECK(std::set<pid_t>(now.begin(), now.end()) == second);
+  // Longer than --kill-grace: the SIGKILL that the last attempt's teardown
+  // had scheduled must not reach this attempt's ranks.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   write_file(d.path + "/go", "");
   RunResult res = wait(c, 30);
   INFO(res.out << res.err);
@@ -207,7 +210,9 @@ TEST_CASE("SIGUSR1 and SIGUSR2 to dlaunch reach every rank, which trap them; the
   INFO(r.out << r.err);
   CHECK_FALSE(r.timed_out);
   CHECK(r.code == 0);
-  CHECK(r.err.empty());
+  // dlaunch says nothing (the shells may: the signal reached their whole
+  // process group, and a `sleep` of theirs died of it).
+  for (const auto& l : lines(r.err)) CHECK_THAT(l, !Catch::StartsWith("dlaunch"));
   for (int k = 0; k < 3; ++k) {
     CHECK_THAT(r.out, Catch::Contains("rank " + std::to_string(k) + " got USR1"));
     CHECK_THAT(r.out, Catch::Contains("rank " + std::to_string(k) + " got USR2"));
