@@ -130,29 +130,19 @@ TEST_CASE("restart: never after SIGINT, SIGTERM or --timeout, nor for a program 
   const std::vector<std::string> sleeper = {"/bin/sh", "-c", std::string(kRecord) + "exec sleep \"$0\"", m};
   s.set_env = {{"DIR", d.path}};
   int want = 0;
-  SECTION("SIGINT") {
+  SECTION("SIGINT or SIGTERM to dlaunch") {
+    const auto [sig, code] = GENERATE(table<int, int>({{SIGINT, 130}, {SIGTERM, 143}}));
+    INFO("signal " << sig);
     s.argv.insert(s.argv.end(), sleeper.begin(), sleeper.end());
     Child c = start(s);
     ChildGuard guard{c, m};
     REQUIRE(wait_marked(m, 2, 10, c.pid).size() >= 2);
     REQUIRE(wait_file(d.path + "/runs.1", 5));
-    ::kill(c.pid, SIGINT);
+    ::kill(c.pid, sig);
     RunResult r = wait(c, 20);
     INFO(r.err);
-    CHECK(r.code == 130);
+    CHECK(r.code == code);
     CHECK_THAT(r.err, Catch::Contains("not restarted: dlaunch was stopped"));
-    want = 1;
-  }
-  SECTION("SIGTERM") {
-    s.argv.insert(s.argv.end(), sleeper.begin(), sleeper.end());
-    Child c = start(s);
-    ChildGuard guard{c, m};
-    REQUIRE(wait_marked(m, 2, 10, c.pid).size() >= 2);
-    REQUIRE(wait_file(d.path + "/runs.1", 5));
-    ::kill(c.pid, SIGTERM);
-    RunResult r = wait(c, 20);
-    INFO(r.err);
-    CHECK(r.code == 143);
     want = 1;
   }
   SECTION("--timeout") {

@@ -7,7 +7,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <sstream>
 #include <thread>
 
 #include "tests/multihost/multihost_util.h"
@@ -15,16 +14,6 @@
 using dl::cluster::Cluster;
 using namespace dl::multihost;
 using namespace std::chrono_literals;
-
-namespace {
-int count_lines_with(const std::string& text, const std::string& needle) {
-  std::istringstream in(text);
-  std::string l;
-  int n = 0;
-  while (std::getline(in, l)) n += contains(l, needle) ? 1 : 0;
-  return n;
-}
-}  // namespace
 
 TEST_CASE("restart: h2's agent is killed mid-job; a new one is started there and the second attempt succeeds",
           "[multihost][cluster][slow][restart]") {

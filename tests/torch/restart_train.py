@@ -16,7 +16,9 @@ job, which then resumes at step S + 1. At the end every rank prints
   FINAL rank=R restart=N resumed_from=K sha256=HEX
 
 where sha256 covers the final parameters' bytes: a run that was interrupted
-and resumed must print the same hash as one that never was. Extra argv
+and resumed must print the same hash as one that never was (with two
+ranks, whose gradient sum does not depend on the order gloo adds them in;
+see restart_test.cc). Extra argv
 words are ignored (the tests put a marker there to find us in ps).
 """
 import datetime
