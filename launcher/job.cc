@@ -371,7 +371,8 @@ void Job::teardown(int grace_ms) {
     view_->publish_failure(fate_.exit_code(), fate_.verdict());
   }
   if (phase_.is(Phase::kStarting)) return abort_before_launch();
-  if (phase_.is(Phase::kRestarting)) return finish();  // nothing runs between two attempts
+  // Nothing runs between two attempts: --timeout ends the job there.
+  if (phase_.is(Phase::kRestarting)) return restart_failed("dlaunch was stopped (--timeout)");
   if (!phase_.launched() || phase_.is(Phase::kClosing)) return;
   const bool again = phase_.is(Phase::kTearingDown);
   if (!again) phase_.to(Phase::kTearingDown);
@@ -406,7 +407,7 @@ void Job::on_signal(int sig) {
   }
   if (phase_.is(Phase::kRestarting)) {
     fate_.on_signal(sig);  // ends the job: the failed attempt's verdict stands, not restarted
-    return finish();
+    return restart_failed(std::string("dlaunch was stopped (SIG") + ::sigabbrev_np(sig) + ")");
   }
   if (!phase_.launched()) {
     fate_.on_host_lost("(startup)", std::string("interrupted by SIG") + ::sigabbrev_np(sig), {});
