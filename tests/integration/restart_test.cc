@@ -37,7 +37,7 @@ const char* kRecord =
     "echo \"$DLAUNCH_RESTART_COUNT $TORCHELASTIC_RESTART_COUNT $MASTER_PORT $PPID $$\" >> \"$DIR/runs.$RANK\"; ";
 }  // namespace
 
-TEST_CASE("restart: a rank fails on the first attempt; the second runs every rank once more, on the same agent",
+TEST_CASE("restart: a rank fails on the first attempt - the second runs every rank once more, on the same agent",
           "[integration][restart]") {
   const std::string m = new_marker();
   TempDir d;
@@ -175,7 +175,7 @@ TEST_CASE("restart: --max-restarts with --mpi pmix is refused as a usage error",
   CHECK_THAT(r.err, Catch::Contains("--max-restarts with --mpi pmix"));
 }
 
-TEST_CASE("SIGUSR1 and SIGUSR2 to dlaunch reach every rank, which trap them; the job goes on and exits 0",
+TEST_CASE("SIGUSR1 and SIGUSR2 to dlaunch reach every rank, which trap them - the job goes on and exits 0",
           "[integration][signals]") {
   const std::string m = new_marker();
   TempDir d;
@@ -223,7 +223,7 @@ RunSpec per_node(int k, int port, const std::vector<std::string>& rest) {
 }
 }  // namespace
 
-TEST_CASE("restart, per-node mode: a rank on node 1 fails; both nodes restart together and succeed",
+TEST_CASE("restart, per-node mode: a rank on node 1 fails - both nodes restart together and succeed",
           "[integration][restart][per-node]") {
   const std::string m = new_marker();
   TempDir d;

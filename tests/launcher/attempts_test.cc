@@ -53,7 +53,7 @@ TEST_CASE("attempts: no retry for a rank that could not start, a signal to dlaun
   CHECK_THAT(a.final_line(spawn), Catch::EndsWith("not restarted (only a rank's own failure or a lost host is)"));
 }
 
-TEST_CASE("attempts: ready answers: every node once, for the right attempt; node 0's port is the next MASTER_PORT",
+TEST_CASE("attempts: ready answers: every node once, for the right attempt - node 0's port is the next MASTER_PORT",
           "[launcher][restart]") {
   Attempts a(3);
   a.begin_restart({0, 1, 2});

@@ -299,7 +299,7 @@ TEST_CASE("help run shows each option's default where it has one, and parsing is
   CHECK(o.nnodes == RunOptions{}.nnodes);
 }
 
-TEST_CASE("options: --max-restarts, torchrun's --max_restarts; PMIx is off with restarts, --mpi pmix refused",
+TEST_CASE("options: --max-restarts, torchrun's --max_restarts - PMIx is off with restarts, --mpi pmix refused",
           "[launcher][restart]") {
   CHECK(parse({"./app"}).max_restarts == 0);
   CHECK(parse({"./app"}).mpi == "auto");

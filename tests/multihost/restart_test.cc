@@ -15,7 +15,7 @@ using dl::cluster::Cluster;
 using namespace dl::multihost;
 using namespace std::chrono_literals;
 
-TEST_CASE("restart: h2's agent is killed mid-job; a new one is started there and the second attempt succeeds",
+TEST_CASE("restart: h2's agent is killed mid-job - a new one is started there and the second attempt succeeds",
           "[multihost][cluster][slow][restart]") {
   Cluster c(4);
   const std::string mark = unique_marker();
@@ -63,7 +63,7 @@ TEST_CASE("restart: h2's agent is killed mid-job; a new one is started there and
   CHECK(wait_clean(c, mark) == "");
 }
 
-TEST_CASE("SIGUSR1 to the launcher reaches the ranks on every host; the job goes on and exits 0",
+TEST_CASE("SIGUSR1 to the launcher reaches the ranks on every host - the job goes on and exits 0",
           "[multihost][cluster][slow][signals]") {
   Cluster c(4);
   const std::string mark = unique_marker();

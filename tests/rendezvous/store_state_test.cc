@@ -236,7 +236,7 @@ TEST_CASE("store state: a cancelled request is never answered", "[rendezvous]") 
   CHECK(h.answers.size() == 1);
 }
 
-TEST_CASE("store state: a restart keeps only the keys under a prefix; a wait parked meanwhile still answers",
+TEST_CASE("store state: a restart keeps only the keys under a prefix - a wait parked meanwhile still answers",
           "[rendezvous][restart]") {
   Harness h;
   h.now({Op::kSet, {"dlcoll/0/token"}, "old", {}, 0});

@@ -59,7 +59,7 @@ RunResult run_train(const std::vector<std::string>& dlaunch_args, const std::str
 }
 }  // namespace
 
-TEST_CASE("torch: a rank dies half way; --max-restarts resumes from the checkpoint to an uninterrupted run's result",
+TEST_CASE("torch: a rank dies half way - --max-restarts resumes from the checkpoint to an uninterrupted run's result",
           "[torch][slow][restart]") {
   TempDir plain, failing;
   RunResult ref = run_train({"-n", "2"}, plain.path, {});
