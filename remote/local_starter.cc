@@ -1,6 +1,7 @@
 #include "remote/local_starter.h"
 
 #include <map>
+#include <vector>
 
 #include <boost/asio.hpp>
 
