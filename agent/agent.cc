@@ -45,7 +45,7 @@ Agent::Agent(asio::io_context& io, AgentOptions opts)
     : io_(io), opts_(std::move(opts)),
       ranks_(io, RankSupervisor::Hooks{[this](std::string f) { if (link_) link_->send(std::move(f)); },
                                        [this] { return link_ && link_->congested(); },
-                                       [this] { finish_if_done(); },
+                                       [this] { ready_if_done(), finish_if_done(); },
                                        [this](msg::Exited& x) { add_torch_error(x); },
                                        [this](pid_t pid) { if (stacks_) stacks_->child_reaped(pid); }}),
       term_signals_(io, SIGTERM, SIGINT, SIGHUP), stdin_(io) {}
@@ -134,6 +134,10 @@ void Agent::on_message(const control::FromLauncher& m) {
                    if (mpi_) mpi_->spawn_done(r.id, r.nspace.value_or(""), r.error.value_or(""));
                  },
                  [this](const msg::DumpStacks& d) { dump_stacks(d); },
+                 [this](const msg::Restart& r) {
+                   restart_ = r.attempt;
+                   ready_if_done();
+                 },
                  [this](const msg::Bye&) {
                    bye_ = true;
                    finish_if_done();
@@ -278,6 +282,18 @@ void Agent::lost_launcher(const std::string& why) {
   done_ = true;
   exit_code_ = 1;
   io_.stop();
+}
+
+// --max-restarts: the last attempt's ranks are all reported; forget them
+// (their torch error files too, so that the next attempt's verdicts read
+// only its own) and tell the launcher we can launch again.
+void Agent::ready_if_done() {
+  if (!restart_ || done_ || !ranks_.all_reported()) return;
+  ranks_.forget_reported();
+  if (error_files_) error_files_->remove();
+  error_files_.reset();
+  link_->send_message(msg::Ready{*restart_, wire::free_tcp_port()});
+  restart_.reset();
 }
 
 void Agent::finish_if_done() {

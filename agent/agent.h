@@ -13,6 +13,7 @@
 #include <boost/asio.hpp>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "agent/mpi_job.h"
@@ -51,6 +52,7 @@ class Agent {
   void watch_stdin();
   void lost_launcher(const std::string& why);
   void finish_if_done();
+  void ready_if_done();
   void add_torch_error(control::msg::Exited& x) const;
   void dump_stacks(const control::msg::DumpStacks& d);
 
@@ -66,6 +68,7 @@ class Agent {
   asio::posix::stream_descriptor stdin_;
   std::array<char, 256> stdin_buf_{};
   sigset_t reset_signals_{};  // what a rank resets before exec (non_default_signals, per launch)
+  std::optional<int> restart_;  // --max-restarts: the attempt to answer `ready` for, once every rank is reported
   bool bye_ = false, done_ = false;
   int exit_code_ = 0;
 };

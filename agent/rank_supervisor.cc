@@ -214,6 +214,20 @@ void RankSupervisor::kill_all() {
     if (r->pid > 0) ::kill(-r->pid, SIGKILL);
 }
 
+void RankSupervisor::forget_reported() {
+  // The last teardown's SIGKILL must not reach the next attempt's ranks.
+  kill_timer_.cancel();
+  for (auto& [rank, r] : ranks_) {
+    boost::system::error_code ec;
+    r->out.close(ec), r->err.close(ec), r->in.close(ec);
+    r->drain.cancel();
+    r->stdin_q.clear();
+    retired_.push_back(std::move(r));
+  }
+  ranks_.clear();
+  paused_.clear();  // reported ranks have no paused reads (arm_drain waits for them)
+}
+
 bool RankSupervisor::all_reported() const {
   for (auto& [rank, r] : ranks_)
     if (!r->reported) return false;

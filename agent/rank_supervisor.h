@@ -52,6 +52,9 @@ class RankSupervisor {
   void kill_all();
   // The link drained: resume the output reads it paused.
   void resume_output();
+  // --max-restarts: every rank was reported; forget them so that the next
+  // launch starts afresh (the same rank numbers). REQUIRES all_reported().
+  void forget_reported();
   bool all_reported() const;
   // Every rank spawned, by rank: its pid and whether it still runs.
   std::vector<StackTarget> targets() const;
@@ -68,6 +71,9 @@ class RankSupervisor {
   boost::asio::io_context& io_;
   Hooks hooks_;
   std::map<int, std::unique_ptr<Rank>> ranks_;  // by global rank
+  // Ranks of earlier attempts: closed, kept until the supervisor goes, for
+  // the cancelled handlers that may still name them.
+  std::vector<std::unique_ptr<Rank>> retired_;
   std::vector<std::pair<Rank*, int>> paused_;   // output reads waiting for the link to drain
   boost::asio::signal_set sigchld_;
   boost::asio::steady_timer kill_timer_;

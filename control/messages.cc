@@ -225,6 +225,8 @@ DL_CONTROL_MESSAGE(SpawnRequest)
 DL_CONTROL_MESSAGE(SpawnReply)
 DL_CONTROL_MESSAGE(Stacks)
 DL_CONTROL_MESSAGE(DumpStacks)
+DL_CONTROL_MESSAGE(Ready)
+DL_CONTROL_MESSAGE(Restart)
 #undef DL_CONTROL_MESSAGE
 
 FromAgent decode_from_agent(std::string_view text) { return decode<FromAgent>(text, "agent"); }

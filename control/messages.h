@@ -159,6 +159,16 @@ struct Stacks {
   template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("ranks", s.ranks); }
 };
 
+// After a `restart`: every rank of the ended attempt was reported, and the
+// agent is ready for the next launch; free_port is a free TCP port there
+// now (node 0's becomes the next attempt's MASTER_PORT).
+struct Ready {
+  static constexpr const char* kType = "ready";
+  int attempt = 0;  // the attempt the next launch will be (the restart's)
+  int free_port = 0;
+  template <class S, class V> static void fields(S& s, V& v) { v("attempt", s.attempt), v("free_port", s.free_port); }
+};
+
 // Both directions: "I am alive", once a heartbeat interval after the launch.
 struct Heartbeat {
   static constexpr const char* kType = "hb";
@@ -274,6 +284,15 @@ struct DumpStacks {
   template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("timeout_ms", s.timeout_ms); }
 };
 
+// --max-restarts: the attempt failed and every rank of it ended; the job
+// goes on. Forget this attempt's ranks once each is reported, then answer
+// `ready` for `attempt` (the restart count of the launch that follows).
+struct Restart {
+  static constexpr const char* kType = "restart";
+  int attempt = 0;
+  template <class S, class V> static void fields(S& s, V& v) { v("attempt", s.attempt); }
+};
+
 // The job is over: exit once every rank is reaped and reported.
 struct Bye {
   static constexpr const char* kType = "bye";
@@ -284,9 +303,9 @@ struct Bye {
 
 // What each side may receive. Decoding picks the alternative by "t".
 using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::SpawnFailed, msg::MpiAbort, msg::Heartbeat,
-                               msg::SpawnRequest, msg::Stacks>;
+                               msg::SpawnRequest, msg::Stacks, msg::Ready>;
 using FromLauncher = std::variant<msg::Launch, msg::FenceFailed, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat,
-                                  msg::Bye, msg::SpawnReply, msg::DumpStacks>;
+                                  msg::Bye, msg::SpawnReply, msg::DumpStacks, msg::Restart>;
 
 // The JSON text of a message, "t" first.
 template <class M> std::string encode(const M& m);

@@ -1,6 +1,7 @@
 #include "launcher/control_server.h"
 
 #include <fcntl.h>
+#include <utility>
 
 #include "errors/error.h"
 
@@ -59,14 +60,16 @@ void ControlServer::on_frame(const std::shared_ptr<Connection>& c, int& node, wi
     auto* hello = std::get_if<control::msg::Hello>(&m);
     if (!hello) throw RemoteError("expected hello");
     const int n = hello->node;
-    if (n < 0 || static_cast<size_t>(n) >= conns_.size() || conns_[static_cast<size_t>(n)])
+    // A node whose connection closed may be greeted again (an agent started
+    // anew for a restart), if the handler takes it.
+    if (n < 0 || static_cast<size_t>(n) >= conns_.size() || connected(n))
       throw RemoteError("agent claims node " + std::to_string(n) + ", which is not expected");
     // Bound before the handler hears of it: its answer may be to send (the launch).
     node = n;
-    conns_[static_cast<size_t>(n)] = c;
+    auto before = std::exchange(conns_[static_cast<size_t>(n)], c);
     if (auto why = h_.on_hello(*hello); !why.empty()) {
       node = -1;
-      conns_[static_cast<size_t>(n)] = nullptr;
+      conns_[static_cast<size_t>(n)] = std::move(before);
       throw RemoteError(why);
     }
     return;

@@ -20,7 +20,8 @@ class ControlServer {
   struct Handler {
     virtual ~Handler() = default;
     // An authenticated agent says hello. Return "" to take it as node
-    // m.node, else why it is refused (the connection is closed).
+    // m.node, else why it is refused (the connection is closed). A node
+    // already greeted whose connection closed may say hello again.
     virtual std::string on_hello(const control::msg::Hello& m) = 0;
     // Anything after the hello, from node `node`. Throwing RemoteError
     // closes that connection (and on_closed reports it).

@@ -14,9 +14,10 @@ std::string signal_name(int sig) {
   return d ? d : "signal " + std::to_string(sig);
 }
 
-bool Fate::fail(int code, std::string verdict) {
+bool Fate::fail(int code, std::string verdict, bool retryable) {
   if (code_ != 0) return false;
   code_ = code;
+  retryable_ = retryable;
   verdict_ = std::move(verdict);
   return true;
 }
@@ -39,12 +40,14 @@ bool Fate::on_exit(const RankExit& e) {
     if (user_signal_ != 0)
       return fail(exit_codes::kSignalBase + user_signal_,
                   "interrupted by " + std::string("SIG") + ::sigabbrev_np(user_signal_) + "; ranks stopped");
-    return fail(exit_codes::kSignalBase + e.signal, who + " (pid " + std::to_string(e.pid) + ") was killed by signal " +
-                                                        std::to_string(e.signal) + " (" + signal_name(e.signal) + ")" +
-                                                        (e.core ? ", core dumped" : "") + raised);
+    return fail(exit_codes::kSignalBase + e.signal,
+                who + " (pid " + std::to_string(e.pid) + ") was killed by signal " + std::to_string(e.signal) + " (" +
+                    signal_name(e.signal) + ")" + (e.core ? ", core dumped" : "") + raised,
+                true);
   }
   if (e.code != 0)
-    return fail(e.code, who + " (pid " + std::to_string(e.pid) + ") exited with code " + std::to_string(e.code) + raised);
+    return fail(e.code, who + " (pid " + std::to_string(e.pid) + ") exited with code " + std::to_string(e.code) + raised,
+                true);
   return false;
 }
 
@@ -67,12 +70,13 @@ bool Fate::on_host_lost(const std::string& host, const std::string& why, const s
     done_.at(static_cast<size_t>(r)) = true;
   }
   if (!had_unfinished) return false;
-  return fail(exit_codes::kFailure, "lost the agent on " + host + " (" + why + "); its ranks count as failed");
+  return fail(exit_codes::kFailure, "lost the agent on " + host + " (" + why + "); its ranks count as failed", true);
 }
 
 bool Fate::on_mpi_abort(int rank, const std::string& host, int status) {
   return fail(status != 0 ? status : exit_codes::kFailure, "rank " + std::to_string(rank) + " on " + host +
-                                                               " called MPI_Abort with code " + std::to_string(status));
+                                                               " called MPI_Abort with code " + std::to_string(status),
+              true);
 }
 
 bool Fate::on_fence_timeout(uint64_t id, double seconds, const std::string& missing) {
@@ -88,13 +92,16 @@ bool Fate::on_bad_request(std::string why) { return fail(exit_codes::kUsage, std
 bool Fate::on_spawn_refused(std::string verdict) { return fail(exit_codes::kFailure, std::move(verdict)); }
 
 bool Fate::on_timeout(double seconds) {
+  final_ = true;
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", seconds);
   return fail(exit_codes::kTimeout, std::string("the job ran past --timeout ") + buf + " s; all ranks were stopped");
 }
 
 bool Fate::on_peer_failure(int code, const std::string& verdict) {
-  return fail(code != 0 ? code : exit_codes::kFailure, verdict);
+  // Retryable: a node whose own failure is not (or that was told to stop)
+  // abandons the restart, and the others stop then (launcher/node_group.h).
+  return fail(code != 0 ? code : exit_codes::kFailure, verdict, true);
 }
 
 void Fate::not_ours(const std::vector<int>& ranks) {
@@ -102,6 +109,7 @@ void Fate::not_ours(const std::vector<int>& ranks) {
 }
 
 void Fate::on_signal(int sig) {
+  final_ = true;
   if (user_signal_ == 0) user_signal_ = sig;
 }
 

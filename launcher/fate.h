@@ -67,6 +67,16 @@ class Fate {
   void on_signal(int sig);
 
   bool failed() const { return code_ != 0; }
+  // --max-restarts: the failure is one a new attempt may cure: a rank's own
+  // exit code or signal, MPI_Abort, a lost host, another node's failure
+  // (per-node mode: that node abandons the restart if its failure was not
+  // one a restart cures). Never a rank that could not
+  // be started, a bad request, and never once
+  // --timeout fired or dlaunch got SIGINT/SIGTERM/SIGHUP (even after the
+  // first failure): those end the job.
+  bool retryable() const { return failed() && retryable_ && !final_; }
+  // dlaunch was told to stop: a signal (SIGINT, SIGTERM, SIGHUP) or --timeout.
+  bool stopped() const { return final_; }
   bool all_done() const;
   int remaining() const;
   int exit_code() const { return code_; }
@@ -74,10 +84,11 @@ class Fate {
   std::string verdict() const;
 
  private:
-  bool fail(int code, std::string verdict);
+  bool fail(int code, std::string verdict, bool retryable = false);
   std::vector<bool> done_;
   int code_ = 0;
   int user_signal_ = 0;
+  bool retryable_ = false, final_ = false;
   std::string verdict_;
   std::vector<std::string> also_signaled_, also_exited_;  // failed by themselves later
 };

@@ -34,7 +34,10 @@ constexpr milliseconds kCloseWait{3000};
 Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> view, StarterFactory make_starter)
     : opts_(std::move(opts)), plan_(std::move(plan)), view_(std::move(view)), make_starter_(std::move(make_starter)),
       signals_(io_, SIGINT, SIGTERM, SIGHUP), agent_timer_(io_), job_timer_(io_), kill_timer_(io_), close_timer_(io_),
-      progress_(io_), fate_(static_cast<int>(plan_.ranks.size())) {
+      restart_timer_(io_), attempts_(opts_.max_restarts), progress_(io_), fate_(static_cast<int>(plan_.ranks.size())) {
+  // The scheduler's warnings (Slurm's --signal=USR1@90): forwarded, never fatal.
+  signals_.add(SIGUSR1);
+  signals_.add(SIGUSR2);
   std::vector<std::string> rank_hosts;
   for (const auto& r : plan_.ranks) rank_hosts.push_back(plan_.nodes.at(static_cast<size_t>(r.node)).host);
   OutputOptions out;
@@ -123,9 +126,11 @@ int Job::run() {
   if (opts_.timeout_s > 0) {
     job_timer_.expires_after(secs(opts_.timeout_s));
     job_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      // Between two attempts nothing runs: the timeout is the verdict (teardown finishes).
+      if (phase_.is(Phase::kRestarting)) fate_ = Fate(static_cast<int>(plan_.ranks.size()));
       // Where every rank is, then the teardown (docs/hangs.md).
-      if (!ec && fate_.on_timeout(opts_.timeout_s))
-        stacks_->on_timeout(opts_.timeout_s, [this] { teardown(grace_ms()); });
+      if (fate_.on_timeout(opts_.timeout_s)) stacks_->on_timeout(opts_.timeout_s, [this] { teardown(grace_ms()); });
     });
   }
   start_agents(port);
@@ -136,7 +141,7 @@ int Job::run() {
     });
   io_.run();
   starter_->stop(2000);
-  if (fate_.failed()) write_fully(2, "dlaunch: " + fate_.verdict() + "\n");
+  if (const std::string last = attempts_.final_line(fate_); !last.empty()) write_fully(2, last + "\n");
   return fate_.exit_code();
 }
 
@@ -162,25 +167,30 @@ void Job::start_agents(uint16_t control_port) {
     so.launcher_exec = remote::split_launcher_exec(opts_.launcher_exec);
     starter_ = remote::make_agent_starter(opts_.launcher, io_, std::move(so), std::move(ev));
   }
+  control_port_ = control_port;
   for (auto& n : nodes_) {
     if (n.external) continue;
-    const auto& entry = plan_.nodes[static_cast<size_t>(n.index)];
-    remote::AgentStartSpec spec;
-    spec.node = n.index;
-    spec.host = n.host, spec.user = entry.user, spec.port = entry.port;
-    spec.local = n.local;
-    spec.control_port = std::to_string(control_port);
-    spec.control_addr = opts_.control_addr;
-    spec.token = token_;
-    spec.args.node = n.index;
-    spec.args.gpus_per_node = opts_.gpus_per_node;
-    spec.args.detect_gpus = opts_.gpu_bind;
-    spec.args.cpu_topology = opts_.bind_to != "none";
-    // No PMIx server warming up beside ranks that will not use it.
-    spec.args.prepare_pmix = !(opts_.mpi == "none" || opts_.mpi == "pmi" || (n.local && view_));
     if (n.local) n.reach_addr = "127.0.0.1";
-    starter_->start(spec);
+    starter_->start(agent_spec(n));
   }
+}
+
+AgentStartSpec Job::agent_spec(const Node& n) const {
+  const auto& entry = plan_.nodes[static_cast<size_t>(n.index)];
+  remote::AgentStartSpec spec;
+  spec.node = n.index;
+  spec.host = n.host, spec.user = entry.user, spec.port = entry.port;
+  spec.local = n.local;
+  spec.control_port = std::to_string(control_port_);
+  spec.control_addr = opts_.control_addr;
+  spec.token = token_;
+  spec.args.node = n.index;
+  spec.args.gpus_per_node = opts_.gpus_per_node;
+  spec.args.detect_gpus = opts_.gpu_bind;
+  spec.args.cpu_topology = opts_.bind_to != "none";
+  // No PMIx server warming up beside ranks that will not use it.
+  spec.args.prepare_pmix = !(opts_.mpi == "none" || opts_.mpi == "pmi" || (n.local && view_));
+  return spec;
 }
 
 void Job::node_failed_to_start(int node, const std::string& why) {
@@ -189,6 +199,10 @@ void Job::node_failed_to_start(int node, const std::string& why) {
   // is expected, not a start failure: every host had connected or failed by then.
   if (n.start_failed || phase_.ending()) return;
   if (server_->connected(node)) return;  // it ran: its connection reports
+  if (phase_.is(Phase::kRestarting)) {
+    if (attempts_.anew(node)) restart_failed(why);  // (else an old agent's watch, too late to matter)
+    return;
+  }
   n.start_failed = true;
   start_failures_.push_back(n.host);
   progress_.print_over("dlaunch: error: " + why + "\n");
@@ -212,6 +226,7 @@ bool Job::all_agents_settled() const {
 std::string Job::on_hello(const msg::Hello& m) {
   Node& n = nodes_.at(static_cast<size_t>(m.node));
   if (n.external) return "agent claims node " + std::to_string(m.node) + ", which is not expected";
+  if (n.hello) return hello_again(n, m);
   n.hello = m;
   starter_->connected(n.index);
   log("agent on " + n.host + " connected (pid " + std::to_string(m.pid) + ")");
@@ -220,8 +235,7 @@ std::string Job::on_hello(const msg::Hello& m) {
   return "";
 }
 
-void Job::launch_all() {
-  if (!phase_.is(Phase::kStarting)) return;
+PlanInput Job::plan_input() const {
   PlanInput in;
   in.placement = &plan_;
   in.opts = &opts_;
@@ -235,6 +249,13 @@ void Job::launch_all() {
   in.wdir = opts_.wdir.empty() ? (::getcwd(cwd, sizeof cwd) ? cwd : "") : opts_.wdir;
   in.launcher_env = rdzv::process_environment();
   in.exports = resolve_exports(opts_.exports, in.launcher_env);
+  in.restart_count = attempts_.restarts();
+  return in;
+}
+
+void Job::launch_all() {
+  if (!phase_.is(Phase::kStarting)) return;
+  const PlanInput in = plan_input();
   LaunchPlan plan = plan_launch(in);
   if (plan.refusal == LaunchPlan::Refusal::kNoPmix) {
     write_fully(2, "dlaunch: error: " + plan.why + "\n");
@@ -278,6 +299,7 @@ void Job::on_message(int node, const control::FromAgent& m) {
                  [](const msg::Heartbeat&) {},
                  [](const msg::Started&) {},
                  [&](const msg::Stacks& s) { stacks_->on_stacks(node, s); },
+                 [&](const msg::Ready& r) { on_ready(node, r); },
                  [&](const msg::MpiAbort& a) {
                    own(a.rank);
                    if (fate_.on_mpi_abort(a.rank, n.host, a.status)) teardown(grace_ms());
@@ -334,6 +356,7 @@ void Job::on_peer_failed(int code, const std::string& verdict) {
 void Job::on_closed(int node, const std::string& why) {
   Node& n = nodes_.at(static_cast<size_t>(node));
   stacks_->on_closed(node);
+  if (phase_.is(Phase::kRestarting)) restart_failed("lost the agent on " + n.host + " (" + why + ")");
   if (!phase_.ending()) {
     if (fate_.on_host_lost(n.host, why, n.ranks)) teardown(grace_ms());
     check_finished();
@@ -354,6 +377,8 @@ void Job::teardown(int grace_ms) {
     view_->publish_failure(fate_.exit_code(), fate_.verdict());
   }
   if (phase_.is(Phase::kStarting)) return abort_before_launch();
+  // Nothing runs between two attempts: --timeout ends the job there.
+  if (phase_.is(Phase::kRestarting)) return restart_failed("dlaunch was stopped (--timeout)");
   if (!phase_.launched() || phase_.is(Phase::kClosing)) return;
   const bool again = phase_.is(Phase::kTearingDown);
   if (!again) phase_.to(Phase::kTearingDown);
@@ -380,6 +405,16 @@ void Job::abort_before_launch() {
 
 void Job::on_signal(int sig) {
   signals_.async_wait([this](auto ec, int s) { if (!ec) on_signal(s); });
+  if (sig == SIGUSR1 || sig == SIGUSR2) {
+    // To every rank's process group, on every host; the job goes on.
+    if (phase_.is(Phase::kLaunched) || phase_.is(Phase::kTearingDown)) server_->broadcast(msg::Signal{sig});
+    log(std::string("SIG") + ::sigabbrev_np(sig) + (phase_.is(Phase::kLaunched) ? " forwarded to every rank" : " ignored: no ranks run now"));
+    return;
+  }
+  if (phase_.is(Phase::kRestarting)) {
+    fate_.on_signal(sig);  // ends the job: the failed attempt's verdict stands, not restarted
+    return restart_failed(std::string("dlaunch was stopped (SIG") + ::sigabbrev_np(sig) + ")");
+  }
   if (!phase_.launched()) {
     fate_.on_host_lost("(startup)", std::string("interrupted by SIG") + ::sigabbrev_np(sig), {});
     return teardown(0);
@@ -421,7 +456,11 @@ void Job::start_stdin_reader() {
 }
 
 void Job::check_finished() {
-  if (!phase_.launched() || phase_.is(Phase::kClosing) || !fate_.all_done()) return;
+  if (!phase_.launched() || phase_.is(Phase::kClosing) || phase_.is(Phase::kRestarting) || !fate_.all_done()) return;
+  if (attempts_.retry(fate_) && restartable()) return restart();
+  // Per-node mode: the other nodes may be waiting to restart with us.
+  if (view_ && view_->abandon && opts_.max_restarts > 0 && fate_.failed())
+    view_->abandon(attempts_.restarts(), fate_.verdict());
   finish();
 }
 
@@ -430,6 +469,7 @@ void Job::finish() {
   server_->stop_heartbeats();
   kill_timer_.cancel();
   job_timer_.cancel();
+  restart_timer_.cancel();
   server_->broadcast(msg::Bye{});
   close_timer_.expires_after(kCloseWait);
   close_timer_.async_wait([this](boost::system::error_code ec) { if (!ec) stop(); });

@@ -21,10 +21,12 @@
 
 #include "hostfiles/placement.h"
 #include "remote/agent_starter.h"
+#include "launcher/attempts.h"
 #include "launcher/control_server.h"
 #include "launcher/fate.h"
 #include "launcher/fence_relay.h"
 #include "launcher/job_phase.h"
+#include "launcher/launch_plan.h"
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
 #include "launcher/progress_line.h"
@@ -47,6 +49,11 @@ struct NodeView {
   std::function<void(int code, const std::string& verdict)> publish_failure;
   // Starts watching the other nodes; `failed` may be called on any thread.
   std::function<void(std::function<void(int, std::string)> failed)> watch;
+  // --max-restarts (NodeGroup's restart, abandon, next_attempt); without
+  // `restart` this node cannot restart. `done` may be called on any thread.
+  std::function<void(int attempt, int port, double wait_s, std::function<void(int port, std::string why)> done)> restart;
+  std::function<void(int attempt, const std::string& why)> abandon;
+  std::function<void(int attempt)> next_attempt;
 };
 
 // Makes the Job's agent starter (the real one by default; tests pass a fake).
@@ -94,6 +101,16 @@ class Job : public ControlServer::Handler {
   void teardown(int grace_ms);
   void abort_before_launch();
   void on_signal(int sig);
+  PlanInput plan_input() const;
+  // --max-restarts (launcher/job_restart.cc).
+  bool restartable();
+  void restart();
+  void on_ready(int node, const control::msg::Ready& r);
+  void relaunch(int master_port);
+  void all_ready();
+  void restart_failed(const std::string& why);
+  std::string hello_again(Node& n, const control::msg::Hello& m);
+  AgentStartSpec agent_spec(const Node& n) const;
   void start_stdin_reader();
   void start_stack_collector();
   void check_finished();
@@ -109,13 +126,15 @@ class Job : public ControlServer::Handler {
   bool peer_failed_ = false, published_ = false;  // per-node mode: who reported the failure
   asio::io_context io_;
   std::string token_, job_id_, control_host_;
+  uint16_t control_port_ = 0;
   std::vector<Node> nodes_;
   std::unique_ptr<ControlServer> server_;
   std::unique_ptr<rdzv::TcpStoreServer> store_;
   std::unique_ptr<FenceRelay> fences_;
   std::unique_ptr<AgentStarter> starter_;
   asio::signal_set signals_;
-  asio::steady_timer agent_timer_, job_timer_, kill_timer_, close_timer_;
+  asio::steady_timer agent_timer_, job_timer_, kill_timer_, close_timer_, restart_timer_;
+  Attempts attempts_;
   ProgressLine progress_;                    // agents connected, on a terminal
   std::vector<std::string> start_failures_;  // hosts whose agent could not be started
   bool mpi_ = false;                         // the agents serve PMIx (--mpi), decided at launch

@@ -106,6 +106,8 @@ JobEnv job_env(const PlanInput& in) {
   je.job_id = in.job_id;
   je.token = in.token;
   je.slurm = in.launcher_env.count(env::kSlurmJobId) > 0;
+  je.restart_count = in.restart_count;
+  je.max_restarts = in.opts->max_restarts;
   if (in.shared) {
     je.master_addr = in.shared->master_addr;
     je.master_port = in.shared->master_port;
@@ -115,7 +117,7 @@ JobEnv job_env(const PlanInput& in) {
   const bool all_local = std::all_of(in.nodes.begin(), in.nodes.end(), [](const PlanNode& n) { return n.local; });
   const PlanNode& n0 = in.nodes.at(0);
   je.master_addr = all_local ? "127.0.0.1" : (n0.local ? in.control_host : n0.reach_addr);
-  je.master_port = n0.hello ? n0.hello->free_port : 29500;
+  je.master_port = in.master_port ? in.master_port : n0.hello ? n0.hello->free_port : 29500;
   je.store_addr = (all_local ? std::string("127.0.0.1") : in.control_host) + ":" + std::to_string(in.store_port);
   return je;
 }

@@ -255,7 +255,9 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
 
 NodeGroup::~NodeGroup() {
   stop_ = true;
+  restart_stop_ = true;
   if (watcher_.joinable()) watcher_.join();
+  if (restarter_.joinable()) restarter_.join();
 }
 
 std::string NodeGroup::store_addr() const {
@@ -273,8 +275,65 @@ void NodeGroup::watch(std::function<void(int, std::string)> on_failure) {
 
 void NodeGroup::publish_failure(int code, const std::string& verdict) {
   std::lock_guard<std::mutex> l(mu_);
-  if (!to_publish_) to_publish_.emplace(code, "node " + std::to_string(target_.node_rank) + " (" +
-                                                  nodes_.at(static_cast<size_t>(target_.node_rank)).host + "): " + verdict);
+  if (!to_publish_) {
+    to_publish_.emplace(code, "node " + std::to_string(target_.node_rank) + " (" +
+                                  nodes_.at(static_cast<size_t>(target_.node_rank)).host + "): " + verdict);
+    to_publish_attempt_ = attempt_;
+  }
+}
+
+void NodeGroup::abandon(int attempt, const std::string& why) {
+  std::lock_guard<std::mutex> l(mu_);
+  to_abandon_.emplace(attempt, "node " + std::to_string(target_.node_rank) + " (" +
+                                   nodes_.at(static_cast<size_t>(target_.node_rank)).host + ") did not restart: " + why);
+}
+
+void NodeGroup::next_attempt(int attempt) {
+  std::lock_guard<std::mutex> l(mu_);
+  attempt_ = attempt;
+  to_publish_.reset();
+  failure_seen_ = false;
+}
+
+void NodeGroup::restart(int attempt, int port, double wait_s, std::function<void(int, std::string)> done) {
+  if (restarter_.joinable()) restarter_.join();  // the last restart's thread has called its done()
+  restarter_ = std::thread([this, attempt, port, wait_s, done = std::move(done)] {
+    try {
+      wait_for_restart(attempt, port, wait_s, done);
+    } catch (const std::exception& e) {
+      done(0, std::string("lost the rendezvous store at ") + store_addr() + " while restarting: " + e.what());
+    }
+  });
+}
+
+// Runs on restarter_, with a store connection of its own (the watcher's is
+// the watcher's).
+void NodeGroup::wait_for_restart(int attempt, int port, double wait_s, const std::function<void(int, std::string)>& done) {
+  rdzv::TcpStore store(target_.host, target_.port, token_, secs(hb_timeout_s_));
+  store.set_timeout(secs(hb_timeout_s_));
+  store.set(restart_key(attempt, "ready/" + std::to_string(target_.node_rank)), std::to_string(port));
+  const auto deadline = Clock::now() + secs(wait_s);
+  std::vector<std::string> ready;
+  for (int n = 0; n < target_.nnodes; ++n) ready.push_back(restart_key(attempt, "ready/" + std::to_string(n)));
+  while (!restart_stop_) {
+    if (store.check({restart_key(attempt, "abandon")})) return done(0, store.get(restart_key(attempt, "abandon")));
+    if (target_.node_rank == 0 && store.check(ready)) {
+      store.set(restart_key(attempt, "port"), std::to_string(port));
+      return done(port, "");
+    }
+    if (target_.node_rank != 0 && store.check({restart_key(attempt, "port")}))
+      return done(std::stoi(store.get(restart_key(attempt, "port"))), "");
+    if (Clock::now() > deadline) {
+      std::vector<int> absent;
+      for (int n = 0; n < target_.nnodes; ++n)
+        if (!store.check({ready[static_cast<size_t>(n)]})) absent.push_back(n);
+      const std::string why = "node rank" + std::string(absent.size() > 1 ? "s " : " ") + list_ranks(absent) +
+                              " did not get ready to restart within " + std::to_string(static_cast<int>(wait_s)) + " s";
+      store.compare_set(restart_key(attempt, "abandon"), "", why);
+      return done(0, why);
+    }
+    std::this_thread::sleep_for(kTick);
+  }
 }
 
 void NodeGroup::failed(int code, const std::string& verdict) {
@@ -290,12 +349,16 @@ void NodeGroup::failed(int code, const std::string& verdict) {
 
 // Sends this node's failure, if one waits; the first failure of the job wins.
 void NodeGroup::publish_pending() {
-  std::optional<std::pair<int, std::string>> pub;
+  std::optional<std::pair<int, std::string>> pub, quit;
+  int pub_attempt = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
     pub.swap(to_publish_);
+    quit.swap(to_abandon_);
+    pub_attempt = to_publish_attempt_;
   }
-  if (pub) store_->compare_set(key("failed"), "", json{{"code", pub->first}, {"verdict", pub->second}}.dump());
+  if (pub) store_->compare_set(failed_key(pub_attempt), "", json{{"code", pub->first}, {"verdict", pub->second}}.dump());
+  if (quit) store_->compare_set(restart_key(quit->first, "abandon"), "", quit->second);
 }
 
 void NodeGroup::watcher_loop() {
@@ -307,8 +370,9 @@ void NodeGroup::watcher_loop() {
     while (!stop_) {
       publish_pending();
       if (!leaving_) store_->set(key("hb/" + me), std::to_string(++beat));
-      if (!failure_seen_ && store_->check({key("failed")})) {
-        json f = json::parse(store_->get(key("failed")));
+      const int attempt = attempt_;
+      if (!failure_seen_ && store_->check({failed_key(attempt)})) {
+        json f = json::parse(store_->get(failed_key(attempt)));
         failed(f.value("code", 1), f.value("verdict", std::string("another node failed")));
       }
       if (server_ && !failure_seen_) {
@@ -326,7 +390,9 @@ void NodeGroup::watcher_loop() {
                                         std::to_string(n.pid) + ") sent no heartbeat for " +
                                         std::to_string(static_cast<int>(hb_timeout_s_)) +
                                         " s: its dlaunch was killed or its host is down; its ranks count as failed";
-            store_->compare_set(key("failed"), "", json{{"code", exit_codes::kFailure}, {"verdict", verdict}}.dump());
+            store_->compare_set(failed_key(attempt), "", json{{"code", exit_codes::kFailure}, {"verdict", verdict}}.dump());
+            // Its dlaunch is gone: no restart can have it back (docs/failures.md).
+            store_->compare_set(restart_key(attempt, "abandon"), "", verdict);
             ++dead_;
             failed(exit_codes::kFailure, verdict);
             break;
@@ -350,7 +416,9 @@ int NodeGroup::leave(int code) {
   }
   leaving_ = true;
   stop_ = true;  // the watcher's connection is ours from here on
+  restart_stop_ = true;
   if (watcher_.joinable()) watcher_.join();
+  if (restarter_.joinable()) restarter_.join();
   stop_ = false;
   try {
     if (store_lost_) throw IoError("the store stopped answering earlier");
@@ -418,6 +486,11 @@ int run_per_node(RunOptions o) {
   v.master_port = group->nodes().at(0).master_port;
   v.publish_failure = [g = group.get()](int code, const std::string& verdict) { g->publish_failure(code, verdict); };
   v.watch = [g = group.get()](std::function<void(int, std::string)> failed) { g->watch(std::move(failed)); };
+  v.restart = [g = group.get()](int attempt, int port, double wait_s, std::function<void(int, std::string)> done) {
+    g->restart(attempt, port, wait_s, std::move(done));
+  };
+  v.abandon = [g = group.get()](int attempt, const std::string& why) { g->abandon(attempt, why); };
+  v.next_attempt = [g = group.get()](int attempt) { g->next_attempt(attempt); };
   int code = 0;
   {
     Job job(std::move(o), std::move(world), std::move(v));

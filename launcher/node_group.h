@@ -10,6 +10,10 @@
 //   arrived    a counter, for the progress line
 //   job_id     the first proposal wins (compare_set)
 //   failed     the first failure, {"code", "verdict"}: every node tears down
+//              (failed/K: attempt K's, with --max-restarts)
+//   restart/K/ready/R  node R's attempt K ended and it is ready for the next
+//   restart/K/port     node 0, once every node is ready: the next MASTER_PORT
+//   restart/K/abandon  a node that will not restart says why: the others stop
 //   hb/K       node K's heartbeat counter, "left" once it has finished
 //   done       how many nodes have finished; the store's host waits for all
 // Every connection passes the job-token handshake; the token comes from
@@ -84,6 +88,17 @@ class NodeGroup {
   // Records this node's failure for the others (sent by the watcher; the
   // first failure of the whole job wins).
   void publish_failure(int code, const std::string& verdict);
+  // --max-restarts: this node's attempt `attempt` ended and it can run the
+  // next; `port` is free on this host (node 0's becomes MASTER_PORT).
+  // Returns at once; on a thread of its own, waits until every node is ready
+  // (node 0 then publishes the port), and calls done(port, "") or, when a
+  // node abandoned or did not come within `wait_s`, done(0, why).
+  void restart(int attempt, int port, double wait_s, std::function<void(int port, std::string why)> done);
+  // --max-restarts: this node will not run attempt+1 (told to stop, or no
+  // restarts left): the nodes waiting in restart() stop with `why`.
+  void abandon(int attempt, const std::string& why);
+  // The next attempt runs: failures are read and written under failed/K now.
+  void next_attempt(int attempt);
   // After the local job ended with `code`: tells the others; the store's host
   // then serves until every node has finished or failed. Returns the code to
   // exit with (a failure seen elsewhere counts when this node succeeded).
@@ -95,6 +110,13 @@ class NodeGroup {
   void publish_pending();
   std::string key(const std::string& k) const { return prefix_ + k; }
   void failed(int code, const std::string& verdict);
+  std::string failed_key(int attempt) const {
+    return attempt == 0 ? key("failed") : key("failed/" + std::to_string(attempt));
+  }
+  std::string restart_key(int attempt, const std::string& k) const {
+    return key("restart/" + std::to_string(attempt) + "/" + k);
+  }
+  void wait_for_restart(int attempt, int port, double wait_s, const std::function<void(int, std::string)>& done);
 
   RdzvTarget target_;
   std::string token_, prefix_, job_id_;
@@ -106,6 +128,11 @@ class NodeGroup {
   std::atomic<bool> stop_{false}, leaving_{false};
   std::mutex mu_;
   std::optional<std::pair<int, std::string>> to_publish_;  // under mu_
+  int to_publish_attempt_ = 0;                             // under mu_
+  std::optional<std::pair<int, std::string>> to_abandon_;  // under mu_: attempt, why
+  std::atomic<int> attempt_{0};
+  std::thread restarter_;
+  std::atomic<bool> restart_stop_{false};
   std::function<void(int, std::string)> on_failure_;
   std::atomic<bool> failure_seen_{false}, store_lost_{false};
   std::atomic<int> dead_{0};  // nodes the store's host found silent

@@ -78,6 +78,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("report-json", val(&o.report_json, help), "also write the stack report as JSON to this file (for tools)")
     ("heartbeat-timeout", val(&o.heartbeat_timeout_s, help), "seconds of silence before an agent counts as lost")
     ("agent-timeout", val(&o.agent_timeout_s, help), "seconds to wait for agents to connect")
+    ("max-restarts", val(&o.max_restarts, help), "restart the whole job up to N times when a rank fails (torchrun's)")
     ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
     ("control-addr", val(&o.control_addr, help), "address agents connect back to")
     ("ssh-parallel", val(&o.ssh_parallel, help), "ssh sessions opened at once")
@@ -305,6 +306,13 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
   if (o.map_by != "slot" && o.map_by != "node") throw UsageError("--map-by takes 'slot' or 'node', got '" + o.map_by + "'");
   if (o.mpi != "auto" && o.mpi != "pmix" && o.mpi != "pmi" && o.mpi != "none")
     throw UsageError("--mpi takes pmix, pmi, none or auto, got '" + o.mpi + "'");
+  if (o.max_restarts < 0) throw UsageError("--max-restarts takes a number of restarts, 0 or more");
+  // A PMIx or PMI server cannot be restarted under its ranks' namespace
+  // (docs/failures.md): restarts are for torch-style jobs, which meet
+  // through MASTER_ADDR/PORT and the store.
+  if (o.max_restarts > 0 && (o.mpi == "pmix" || o.mpi == "pmi"))
+    throw UsageError("--max-restarts with --mpi " + o.mpi + ": an MPI job cannot be restarted in place; use --mpi none");
+  if (o.max_restarts > 0) o.mpi = "none";
   if (o.stdin_target != "none" && o.stdin_target.find_first_not_of("0123456789") != std::string::npos)
     throw UsageError("--stdin takes a rank number or 'none', got '" + o.stdin_target + "'");
   if (o.kill_grace_s < 0 || o.timeout_s < 0 || o.heartbeat_timeout_s <= 0 || o.agent_timeout_s <= 0 ||

@@ -50,6 +50,7 @@ struct RunOptions {
   std::string report_json;          // --report-json FILE: the latest report as JSON there too
   double heartbeat_timeout_s = 10;  // --heartbeat-timeout
   double agent_timeout_s = 30;      // --agent-timeout: wait for agents to connect
+  int max_restarts = 0;             // --max-restarts (torchrun's --max_restarts): failed attempts retried (docs/failures.md)
   // Remote hosts.
   std::string prefix;               // --prefix DIR holding bin/dlaunch-agent
   std::string control_addr;         // --control-addr: address agents connect back to

@@ -47,11 +47,12 @@ EnvMap rank_env(const JobEnv& job, int rank) {
   };
   if (!job.store_addr.empty()) e[env::kDlStoreAddr] = job.store_addr;
   // torchelastic's: the run id makes torch.distributed.is_torchelastic_launched()
-  // true (Lightning then picks its TorchElastic environment); dlaunch never
-  // restarts a job, so both counts are 0.
+  // true (Lightning then picks its TorchElastic environment); the run id stays
+  // across restarts, the count says which attempt this is (docs/failures.md).
   e[env::kTorchelasticRunId] = job.job_id;
-  e[env::kTorchelasticRestartCount] = "0";
-  e[env::kTorchelasticMaxRestarts] = "0";
+  e[env::kTorchelasticRestartCount] = std::to_string(job.restart_count);
+  e[env::kTorchelasticMaxRestarts] = std::to_string(job.max_restarts);
+  e[env::kDlRestartCount] = std::to_string(job.restart_count);
   if (job.slurm) {
     // Under `srun ... dlaunch` every rank would inherit its dlaunch's task
     // identity (SLURM_PROCID 0 on a whole node of ranks), and Lightning and

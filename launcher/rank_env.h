@@ -20,6 +20,8 @@ struct JobEnv {
   std::string store_addr;    // host:port of the job's store, "" = none
   std::string token;         // the job token (DLAUNCH_TOKEN)
   bool slurm = false;        // dlaunch runs inside a Slurm job: rewrite the per-task SLURM_* variables
+  int restart_count = 0;     // --max-restarts: which attempt this is (0 = the first)
+  int max_restarts = 0;      // --max-restarts
 };
 
 // The variables dlaunch sets for `rank`: torchrun's (torchelastic's included,

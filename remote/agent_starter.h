@@ -96,6 +96,8 @@ class AgentStarter {
     std::function<void(int node, std::string text)> agent_stderr;
   };
   virtual ~AgentStarter() = default;
+  // May be called again for a node whose agent was lost (a restart): the
+  // earlier start's watch then ends without reporting.
   virtual void start(const AgentStartSpec& spec) = 0;
   // The agent of `node` said hello: from now on its exit is the control
   // connection's business, and its stderr is forwarded.

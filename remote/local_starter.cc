@@ -1,6 +1,7 @@
 #include "remote/local_starter.h"
 
 #include <map>
+#include <vector>
 
 #include <boost/asio.hpp>
 
@@ -19,6 +20,12 @@ class LocalStarter : public AgentStarter {
 
   void start(const AgentStartSpec& spec) override {
     auto& w = watch_[spec.node];
+    // Started again (--max-restarts after its agent was lost): the old watch
+    // is kept (its handler may still name it) and stays quiet.
+    if (w) {
+      w->connected = true;
+      retired_.push_back(std::move(w));
+    }
     w = std::make_unique<Watch>();
     w->path = agent_path("", false);
     control::AgentArgs a = spec.args;
@@ -51,6 +58,7 @@ class LocalStarter : public AgentStarter {
 
   void stop(int ms) override {
     stopped_ = true;
+    for (auto& w : retired_) reap_local_agent(w->agent, 0);
     for (auto& [node, w] : watch_) {
       if (w->exit_watch) {
         boost::system::error_code ec;
@@ -71,6 +79,7 @@ class LocalStarter : public AgentStarter {
   Events ev_;
   bool stopped_ = false;
   std::map<int, std::unique_ptr<Watch>> watch_;
+  std::vector<std::unique_ptr<Watch>> retired_;  // watches of nodes started again
 };
 
 class SplitStarter : public AgentStarter {

@@ -26,6 +26,9 @@ class LibsshStarter : public AgentStarter {
 
   void start(const AgentStartSpec& spec) override {
     Host& h = hosts_[spec.node];
+    // Started again (--max-restarts after its agent was lost): the last
+    // session's hooks see a newer generation and stay quiet.
+    ++h.gen, h.connected = false, h.forwarded = 0;
     h.target = ssh::Target{spec.host, spec.user, spec.port};
     gate_.enter(spec.node, [this, spec] { begin(spec); });
   }
@@ -47,6 +50,7 @@ class LibsshStarter : public AgentStarter {
     std::shared_ptr<ssh::AsyncExec> exec;
     bool connected = false;
     size_t forwarded = 0;  // bytes of its stderr passed on as the agent's
+    int gen = 0;           // starts of this node, the current one's number
   };
 
   void post_failed(int node, std::string why) {
@@ -61,6 +65,8 @@ class LibsshStarter : public AgentStarter {
     so.config_file = o_.ssh_config;
     so.accept_new = o_.ssh_accept_new;
     const int node = spec.node;
+    const int gen = hosts_[node].gen;
+    auto current = [this, node, gen] { return !stopped_ && hosts_[node].gen == gen; };
     ssh::AsyncExec::Hooks hooks;
     hooks.command = [this, spec](const ssh::Session& s, std::string* payload) {
       gate_.leave(spec.node);
@@ -76,12 +82,16 @@ class LibsshStarter : public AgentStarter {
       *payload = spec.token + "\n";
       return ssh::join_quoted(argv);
     };
-    hooks.failed = [this, node](const std::string& why, ErrorKind) {
+    hooks.failed = [this, node, current](const std::string& why, ErrorKind) {
       gate_.leave(node);
-      post_failed(node, why);
+      if (current()) post_failed(node, why);
     };
-    hooks.err = [this, node](std::string_view) { forward_stderr(node); };
-    hooks.ended = [this, node](int status) { ended(node, status); };
+    hooks.err = [this, node, current](std::string_view) {
+      if (current()) forward_stderr(node);
+    };
+    hooks.ended = [this, node, current](int status) {
+      if (current()) ended(node, status);
+    };
     Host& h = hosts_[node];
     h.exec = ssh::AsyncExec::create(io_, h.target, so, std::move(hooks));
     h.exec->start();

@@ -51,6 +51,10 @@ class KeyValueMap final : public KeyValue {
   void put(const std::string& key, Bytes value) override { map_.insert_or_assign(key, std::move(value)); }
   bool erase(const std::string& key) override { return map_.erase(key) > 0; }
   size_t size() const override { return map_.size(); }
+  // Removes every key that does not start with `keep`; returns how many.
+  size_t erase_all_but(const std::string& keep) {
+    return std::erase_if(map_, [&](const auto& kv) { return kv.first.rfind(keep, 0) != 0; });
+  }
 
  private:
   std::unordered_map<std::string, Bytes> map_;

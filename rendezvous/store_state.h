@@ -82,6 +82,9 @@ class StoreState {
   // How many requests are parked.
   size_t parked() const { return deadlines_.size(); }
   const KeyValue& data() const { return data_; }
+  // Removes every key that does not start with `keep` (a job's restart,
+  // launcher/attempts.h); parked requests stay parked. Returns how many.
+  size_t erase_all_but(const std::string& keep) { return data_.erase_all_but(keep); }
 
  private:
   Result run(const proto::Request& r, const Clock::time_point* now);

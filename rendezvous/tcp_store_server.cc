@@ -481,6 +481,8 @@ TcpStoreServer::TcpStoreServer(asio::io_context& io, const std::string& bind_hos
 
 TcpStoreServer::~TcpStoreServer() { stop(); }
 
+size_t TcpStoreServer::erase_all_but(const std::string& keep) { return impl_->state.erase_all_but(keep); }
+
 void TcpStoreServer::stop() {
   asio::dispatch(impl_->io, [impl = impl_] { impl->shutdown(); });
 }

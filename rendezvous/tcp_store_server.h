@@ -43,6 +43,9 @@ class TcpStoreServer {
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
 
   uint16_t port() const { return port_; }
+  // Removes every key that does not start with `keep` (launcher/attempts.h:
+  // a restarted job's store). On the server's thread. Returns how many.
+  size_t erase_all_but(const std::string& keep);
   // Stops accepting and closes every client. Thread-safe, idempotent.
   void stop();
   // Called (on the server's thread) with one line per refused or failed

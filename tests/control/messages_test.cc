@@ -72,6 +72,9 @@ TEST_CASE("control messages: an agent's messages survive encode and decode", "[c
   CHECK(a.status == 9);
   CHECK(as<msg::Started>(control::decode_from_agent(control::encode(msg::Started{4, 8}))).pid == 8);
   as<msg::Heartbeat>(control::decode_from_agent(control::encode(msg::Heartbeat{})));
+  auto ready = as<msg::Ready>(control::decode_from_agent(control::encode(msg::Ready{2, 31337})));
+  CHECK(ready.attempt == 2);
+  CHECK(ready.free_port == 31337);
 }
 
 TEST_CASE("control messages: the launcher's messages survive encode and decode", "[control]") {
@@ -109,6 +112,7 @@ TEST_CASE("control messages: the launcher's messages survive encode and decode",
   CHECK(as<msg::Kill>(control::decode_from_launcher(control::encode(msg::Kill{3000}))).grace_ms == 3000);
   CHECK(as<msg::StdinEof>(control::decode_from_launcher(control::encode(msg::StdinEof{2}))).rank == 2);
   as<msg::Bye>(control::decode_from_launcher(control::encode(msg::Bye{})));
+  CHECK(as<msg::Restart>(control::decode_from_launcher(control::encode(msg::Restart{3}))).attempt == 3);
 }
 
 TEST_CASE("control messages: a missing field is refused with the message and the field named", "[control]") {

@@ -29,7 +29,7 @@ std::vector<std::string> agent_seeds() {
   y.rank = 1, y.pid = 2, y.code = 3;
   return {control::encode(h), control::encode(x), control::encode(y), control::encode(msg::Started{1, 2}),
           control::encode(msg::SpawnFailed{4, 127, "nope: not found"}), control::encode(msg::MpiAbort{0, 5, "bye"}),
-          control::encode(msg::Heartbeat{})};
+          control::encode(msg::Heartbeat{}), control::encode(msg::Ready{1, 29501})};
 }
 
 std::vector<std::string> launcher_seeds() {
@@ -41,7 +41,7 @@ std::vector<std::string> launcher_seeds() {
   l.mpi = msg::MpiSection{"dl-1", 2, 0, 2, {"a", "b"}, {{0}, {1}}, std::nullopt};
   return {control::encode(l), control::encode(msg::FenceFailed{18446744073709551615ull, "b (ranks 1)"}),
           control::encode(msg::Signal{15}), control::encode(msg::Kill{3000}), control::encode(msg::StdinEof{0}),
-          control::encode(msg::Bye{}), control::encode(msg::Heartbeat{})};
+          control::encode(msg::Bye{}), control::encode(msg::Heartbeat{}), control::encode(msg::Restart{2})};
 }
 
 FuzzOptions options(uint64_t seed) {

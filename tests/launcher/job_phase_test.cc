@@ -15,7 +15,7 @@ using dl::launcher::phase_step_allowed;
 
 namespace {
 const Phase kAll[] = {Phase::kStarting, Phase::kAborting, Phase::kLaunched,
-                      Phase::kTearingDown, Phase::kClosing, Phase::kDone};
+                      Phase::kTearingDown, Phase::kRestarting, Phase::kClosing, Phase::kDone};
 
 // The diagram's arrows, written out independently of phase_step_allowed.
 const std::set<std::pair<Phase, Phase>> kArrows = {
@@ -24,6 +24,8 @@ const std::set<std::pair<Phase, Phase>> kArrows = {
     {Phase::kLaunched, Phase::kTearingDown}, {Phase::kLaunched, Phase::kClosing},
     {Phase::kLaunched, Phase::kDone},        {Phase::kTearingDown, Phase::kClosing},
     {Phase::kTearingDown, Phase::kDone},     {Phase::kClosing, Phase::kDone},
+    {Phase::kTearingDown, Phase::kRestarting}, {Phase::kRestarting, Phase::kLaunched},
+    {Phase::kRestarting, Phase::kClosing},
 };
 
 // A JobPhase standing at `p`, reached along the diagram's arrows.
@@ -34,6 +36,7 @@ JobPhase at(Phase p) {
     case Phase::kAborting: j.to(Phase::kAborting); break;
     case Phase::kLaunched: j.to(Phase::kLaunched); break;
     case Phase::kTearingDown: j.to(Phase::kLaunched), j.to(Phase::kTearingDown); break;
+    case Phase::kRestarting: j.to(Phase::kLaunched), j.to(Phase::kTearingDown), j.to(Phase::kRestarting); break;
     case Phase::kClosing: j.to(Phase::kLaunched), j.to(Phase::kClosing); break;
     case Phase::kDone: j.to(Phase::kDone); break;
   }
@@ -49,7 +52,7 @@ TEST_CASE("job phase: starts at starting", "[launcher][phase]") {
   CHECK_FALSE(j.is(Phase::kLaunched));
 }
 
-TEST_CASE("job phase: every arrow of the diagram is allowed, all 36 pairs checked", "[launcher][phase]") {
+TEST_CASE("job phase: every arrow of the diagram is allowed, all 49 pairs checked", "[launcher][phase]") {
   int pairs = 0, allowed = 0;
   for (Phase from : kAll) {
     for (Phase to : kAll) {
@@ -71,8 +74,8 @@ TEST_CASE("job phase: every arrow of the diagram is allowed, all 36 pairs checke
       }
     }
   }
-  CHECK(pairs == 36);
-  CHECK(allowed == 10);
+  CHECK(pairs == 49);
+  CHECK(allowed == 13);
 }
 
 TEST_CASE("job phase: staying put is not a step, and done is final", "[launcher][phase]") {
@@ -91,6 +94,7 @@ TEST_CASE("job phase: launched() and ending() per phase", "[launcher][phase]") {
   CHECK_FALSE(at(Phase::kAborting).launched());
   CHECK(at(Phase::kLaunched).launched());
   CHECK(at(Phase::kTearingDown).launched());
+  CHECK(at(Phase::kRestarting).launched());
   CHECK(at(Phase::kClosing).launched());
   CHECK_FALSE(at(Phase::kDone).launched());
   // ending: the agents were told to leave.
@@ -98,6 +102,7 @@ TEST_CASE("job phase: launched() and ending() per phase", "[launcher][phase]") {
   CHECK(at(Phase::kAborting).ending());
   CHECK_FALSE(at(Phase::kLaunched).ending());
   CHECK_FALSE(at(Phase::kTearingDown).ending());
+  CHECK_FALSE(at(Phase::kRestarting).ending());
   CHECK(at(Phase::kClosing).ending());
   CHECK(at(Phase::kDone).ending());
 }
@@ -107,6 +112,7 @@ TEST_CASE("job phase: names", "[launcher][phase]") {
   CHECK(std::string(phase_name(Phase::kAborting)) == "aborting");
   CHECK(std::string(phase_name(Phase::kLaunched)) == "launched");
   CHECK(std::string(phase_name(Phase::kTearingDown)) == "tearing down");
+  CHECK(std::string(phase_name(Phase::kRestarting)) == "restarting");
   CHECK(std::string(phase_name(Phase::kClosing)) == "closing");
   CHECK(std::string(phase_name(Phase::kDone)) == "done");
 }

@@ -121,12 +121,17 @@ struct Script {
                                        // the node's other ranks run until a kill, then end by SIGTERM
   std::string raw_after_hello;         // a JSON text sent right after the hello (a broken agent)
   std::string raw_after_launch;        // a JSON text sent right after the launch
+  // --max-restarts: launch k (0 = the first) uses by_launch[k] instead of
+  // exit_codes while there is one
+  std::vector<std::map<int, int>> by_launch;
+  bool ready = true;                   // false: it never answers a restart
 };
 
 // What the fake agent of one node saw. Written by its thread, read after the join.
 struct Seen {
   bool greeted = false;                // the handshake and hello went out
-  std::optional<msg::Launch> launch;
+  std::optional<msg::Launch> launch;   // the last
+  std::vector<msg::Launch> launches;   // all, in order
   int kills = 0, byes = 0;
   std::vector<std::string> order;      // message types received, heartbeats left out
   std::string ended;                   // why its loop ended: "bye" or the error
@@ -223,8 +228,10 @@ class ScriptedStarter : public AgentStarter {
         if (auto* l = std::get_if<msg::Launch>(&m)) {
           seen.order.push_back("launch");
           seen.launch = *l;
+          seen.launches.push_back(*l);
           for (const auto& r : l->ranks) running.insert(r.rank);
-          for (const auto& [rank, code] : script.exit_codes)
+          const size_t k = seen.launches.size() - 1;
+          for (const auto& [rank, code] : k < script.by_launch.size() ? script.by_launch[k] : script.exit_codes)
             if (running.erase(rank)) exited(rank, code, std::nullopt);
           if (!script.raw_after_launch.empty()) wire::write_frame(sock, wire::kJson, script.raw_after_launch, peer);
         } else if (std::holds_alternative<msg::Kill>(m)) {
@@ -232,6 +239,11 @@ class ScriptedStarter : public AgentStarter {
           ++seen.kills;
           for (int r : running) exited(r, std::nullopt, SIGTERM);
           running.clear();
+        } else if (auto* r = std::get_if<msg::Restart>(&m)) {
+          seen.order.push_back("restart");
+          // Node i offers port 31000 + 10 * attempt + i: node 0's must become MASTER_PORT.
+          if (script.ready)
+            wire::send_all(sock, control::frame(msg::Ready{r->attempt, 31000 + 10 * r->attempt + spec.node}), peer);
         } else if (std::holds_alternative<msg::Bye>(m)) {
           seen.order.push_back("bye");
           ++seen.byes;
@@ -476,4 +488,69 @@ TEST_CASE("job: per-node mode, this node's agent never connects: the job fails",
   CHECK(code == 1);
   CHECK(published_code == 1);  // the other nodes are told
   CHECK_THAT(err, Catch::Contains("fake-b") && Catch::Contains("did not connect"));
+}
+
+// ---- --max-restarts -----------------------------------------------------------
+
+TEST_CASE("job: --max-restarts, a rank fails once: the same agents launch again with a new port and count",
+          "[launcher][job][restart]") {
+  auto o = fast_options();
+  o.max_restarts = 2;
+  // Launch 0: rank 3 exits 1 (the others run until the kill). Launch 1: every rank exits 0.
+  auto out = run_scripted({{0, {.by_launch = {{}, {{0, 0}, {1, 0}}}}},
+                           {1, {.by_launch = {{{3, 1}}, {{2, 0}, {3, 0}}}}}},
+                          o);
+  INFO("stderr: " << out.err);
+  CHECK(out.code == 0);
+  CHECK(out.phase == Phase::kDone);
+  CHECK_THAT(out.err, Catch::Contains("dlaunch: attempt 1 of 3 failed: rank 3 on fake-b (pid 5003) exited with code 1; "
+                                      "restarting (1 more restart left)"));
+  CHECK_THAT(out.err, Catch::Contains("dlaunch: attempt 2 of 3 succeeded"));
+  CHECK(out.specs.size() == 2);  // no agent was started twice
+  for (int i = 0; i < 2; ++i) {
+    const Seen& seen = out.seen[i];
+    INFO("node " << i << " ended: " << seen.ended);
+    CHECK(seen.order == std::vector<std::string>{"launch", "kill", "restart", "launch", "bye"});
+    REQUIRE(seen.launches.size() == 2);
+    for (size_t k = 0; k < 2; ++k)
+      for (const auto& r : seen.launches[k].ranks) {
+        CHECK(r.env.at("TORCHELASTIC_RESTART_COUNT") == std::to_string(k));
+        CHECK(r.env.at("DLAUNCH_RESTART_COUNT") == std::to_string(k));
+        CHECK(r.env.at("TORCHELASTIC_MAX_RESTARTS") == "2");
+        CHECK(r.env.at("MASTER_PORT") == (k == 0 ? "29500" : "31010"));  // node 0's ready port for attempt 1
+      }
+  }
+}
+
+TEST_CASE("job: --max-restarts exhausted: every attempt ran, the last failure is the verdict and exit code",
+          "[launcher][job][restart]") {
+  auto o = fast_options();
+  o.max_restarts = 2;
+  // Rank 3 fails on every launch, with the launch's number + 5 as its code.
+  auto out = run_scripted({{0, {}}, {1, {.by_launch = {{{3, 5}}, {{3, 6}}, {{3, 7}}}}}}, o);
+  INFO("stderr: " << out.err);
+  CHECK(out.code == 7);
+  CHECK_THAT(out.err, Catch::Contains("attempt 1 of 3 failed: rank 3 on fake-b (pid 5003) exited with code 5; "
+                                      "restarting (1 more restart left)"));
+  CHECK_THAT(out.err, Catch::Contains("attempt 2 of 3 failed: rank 3 on fake-b (pid 5003) exited with code 6; "
+                                      "restarting (the last restart)"));
+  CHECK_THAT(out.err, Catch::EndsWith("dlaunch: attempt 3 of 3 failed: rank 3 on fake-b (pid 5003) exited with code 7; "
+                                      "no restarts left\n"));
+  CHECK(out.seen[0].launches.size() == 3);
+  CHECK(out.seen[1].launches.size() == 3);
+}
+
+TEST_CASE("job: --max-restarts, an agent that never says ready: the restart fails at the heartbeat timeout",
+          "[launcher][job][restart]") {
+  auto o = fast_options();
+  o.max_restarts = 1;
+  o.heartbeat_timeout_s = 2;
+  auto out = run_scripted({{0, {.ready = false}}, {1, {.exit_codes = {{3, 4}}}}}, o);
+  INFO("stderr: " << out.err);
+  CHECK(out.code == 4);
+  CHECK(out.seconds < 5.0);
+  CHECK_THAT(out.err, Catch::Contains("attempt 1 of 2 failed: rank 3 on fake-b (pid 5003) exited with code 4; cannot "
+                                      "restart: no word from the agent on fake-a within 2 s"));
+  CHECK(out.seen[0].launches.size() == 1);
+  CHECK(out.seen[0].ended == "bye");
 }

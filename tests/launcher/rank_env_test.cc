@@ -54,7 +54,7 @@ TEST_CASE("rank_env: every variable of every rank on 2 uneven nodes", "[launcher
         {"DLAUNCH_RANK", R}, {"DLAUNCH_WORLD_SIZE", "5"}, {"DLAUNCH_LOCAL_RANK", local},
         {"DLAUNCH_LOCAL_WORLD_SIZE", lsize}, {"DLAUNCH_NODE_RANK", node}, {"DLAUNCH_NNODES", "2"},
         {"DLAUNCH_JOB_ID", "dl-abcd"}, {"DLAUNCH_HOST_ID", "dl-abcd/" + node}, {"DLAUNCH_TOKEN", "secret-token"},
-        {"DLAUNCH_STORE_ADDR", "10.0.0.9:4000"},
+        {"DLAUNCH_STORE_ADDR", "10.0.0.9:4000"}, {"DLAUNCH_RESTART_COUNT", "0"},
         {"TORCHELASTIC_RUN_ID", "dl-abcd"}, {"TORCHELASTIC_RESTART_COUNT", "0"}, {"TORCHELASTIC_MAX_RESTARTS", "0"},
     };
     CHECK(rank_env(j, r) == expected);
@@ -107,6 +107,17 @@ TEST_CASE("contradicted_vars: replaced and removed identity variables, never the
   CHECK(dl::launcher::contradicted_vars({}, ours).empty());
 }
 
+TEST_CASE("rank_env: a restarted attempt's count and the maximum (--max-restarts)", "[launcher][restart]") {
+  auto p = dl::hostfiles::place_local(2);
+  JobEnv j = job(&p);
+  j.restart_count = 2, j.max_restarts = 5;
+  auto e = rank_env(j, 1);
+  CHECK(e["TORCHELASTIC_RESTART_COUNT"] == "2");
+  CHECK(e["DLAUNCH_RESTART_COUNT"] == "2");
+  CHECK(e["TORCHELASTIC_MAX_RESTARTS"] == "5");
+  CHECK(e["TORCHELASTIC_RUN_ID"] == "dl-abcd");  // the run id stays
+}
+
 TEST_CASE("rank_env: torchelastic's variables, never one that makes torch expect an agent store", "[launcher]") {
   auto p = dl::hostfiles::place_local(2);
   JobEnv j = job(&p);
@@ -115,6 +126,7 @@ TEST_CASE("rank_env: torchelastic's variables, never one that makes torch expect
     CHECK(e["TORCHELASTIC_RUN_ID"] == "dl-abcd");  // torch.distributed.is_torchelastic_launched()
     CHECK(e["TORCHELASTIC_RESTART_COUNT"] == "0");
     CHECK(e["TORCHELASTIC_MAX_RESTARTS"] == "0");
+    CHECK(e["DLAUNCH_RESTART_COUNT"] == "0");
     // With it, torch's env:// would connect to a store on MASTER_PORT as a client only.
     CHECK(e.count("TORCHELASTIC_USE_AGENT_STORE") == 0);
     // A path on the rank's host: its agent sets it.

@@ -27,13 +27,6 @@ std::future<dl::cluster::RunResult> start_sleepers(const Cluster& c, const std::
   return f;
 }
 
-int count_lines_with(const std::string& text, const std::string& needle) {
-  std::istringstream in(text);
-  std::string l;
-  int n = 0;
-  while (std::getline(in, l)) n += contains(l, needle) ? 1 : 0;
-  return n;
-}
 }  // namespace
 
 TEST_CASE("launcher SIGKILLed: agents everywhere kill their ranks within the heartbeat timeout",

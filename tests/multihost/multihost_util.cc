@@ -91,4 +91,12 @@ std::string wait_clean(const dl::cluster::Cluster& c, const std::string& marker,
 
 bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
 
+int count_lines_with(const std::string& text, const std::string& needle) {
+  std::istringstream in(text);
+  std::string l;
+  int n = 0;
+  while (std::getline(in, l)) n += contains(l, needle) ? 1 : 0;
+  return n;
+}
+
 }  // namespace dl::multihost

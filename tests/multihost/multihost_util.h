@@ -44,4 +44,7 @@ std::string wait_clean(const dl::cluster::Cluster& c, const std::string& marker,
 
 bool contains(const std::string& hay, const std::string& needle);
 
+// How many lines of `text` contain `needle`.
+int count_lines_with(const std::string& text, const std::string& needle);
+
 }  // namespace dl::multihost

@@ -23,12 +23,6 @@ std::string sh_quote(const std::string& s) {
   return out + "'";
 }
 
-int count_lines_with(const std::string& text, const std::string& needle) {
-  std::istringstream in(text);
-  int n = 0;
-  for (std::string l; std::getline(in, l);) n += contains(l, needle) ? 1 : 0;
-  return n;
-}
 }  // namespace
 
 TEST_CASE("launcher ssh: every rank on 4 hosts gets its identity", "[multihost][cluster][slow]") {

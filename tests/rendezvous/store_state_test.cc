@@ -235,3 +235,23 @@ TEST_CASE("store state: a cancelled request is never answered", "[rendezvous]") 
   h.state.expire(StoreState::Clock::time_point::max());
   CHECK(h.answers.size() == 1);
 }
+
+TEST_CASE("store state: a restart keeps only the keys under a prefix - a wait parked meanwhile still answers",
+          "[rendezvous][restart]") {
+  Harness h;
+  h.now({Op::kSet, {"dlcoll/0/token"}, "old", {}, 0});
+  h.now({Op::kAdd, {"barrier/1"}, {}, {}, 3});
+  h.now({Op::kSet, {"keep/best"}, "0.25", {}, 0});
+  h.now({Op::kSet, {"keepsake"}, "x", {}, 0});  // "keep" without the slash is not kept
+  auto w = h.parks({Op::kWait, {"dlcoll/1/token"}, {}, {}, 1000});  // a rank of the next attempt, early
+  CHECK(h.state.erase_all_but("keep/") == 3);
+  CHECK(h.now({Op::kNumKeys, {}, {}, {}, 0}).number == 1);
+  CHECK(h.now({Op::kGet, {"keep/best"}, {}, {}, 0}).value == "0.25");
+  CHECK(h.now({Op::kCheck, {"barrier/1"}, {}, {}, 0}).number == 0);
+  CHECK(h.now({Op::kAdd, {"barrier/1"}, {}, {}, 1}).number == 1);  // counts start again
+  CHECK(h.now({Op::kCheck, {"dlcoll/0/token"}, {}, {}, 0}).number == 0);
+  CHECK(h.answers.empty());
+  h.now({Op::kSet, {"dlcoll/1/token"}, "new", {}, 0});
+  REQUIRE(h.answers.size() == 1);
+  CHECK(h.answers[0].first == w);
+}

@@ -1,0 +1,41 @@
+#include "launcher/attempts.h"
+
+namespace dl::launcher {
+
+void Attempts::begin_restart(std::vector<int> nodes, std::vector<int> anew) {
+  waiting_ = {nodes.begin(), nodes.end()};
+  anew_ = {anew.begin(), anew.end()};
+  first_node_ = waiting_.empty() ? -1 : *waiting_.begin();
+  port_ = 0;
+}
+
+bool Attempts::ready(int node, int attempt, int free_port) {
+  if (attempt != next() || waiting_.erase(node) == 0) return false;
+  if (node == first_node_) port_ = free_port;
+  return waiting_.empty();
+}
+
+std::string Attempts::name() const {
+  if (max_ == 0) return "";
+  return "attempt " + std::to_string(restart_ + 1) + " of " + std::to_string(max_ + 1);
+}
+
+std::string Attempts::restarting_line(const std::string& verdict) const {
+  const int left = max_ - restart_ - 1;
+  return "dlaunch: " + name() + " failed: " + verdict + "; restarting (" +
+         (left == 0 ? "the last restart" : std::to_string(left) + " more restart" + (left == 1 ? "" : "s") + " left") +
+         ")";
+}
+
+std::string Attempts::final_line(const Fate& fate) const {
+  if (!fate.failed()) return restart_ > 0 ? "dlaunch: " + name() + " succeeded" : "";
+  if (max_ == 0) return "dlaunch: " + fate.verdict();
+  std::string why;
+  if (!refused_.empty()) why = "; cannot restart: " + refused_;
+  else if (fate.retryable()) why = "; no restarts left";
+  else if (fate.stopped()) why = "; not restarted: dlaunch was stopped (a signal or --timeout)";
+  else if (restart_ < max_) why = "; not restarted (only a rank's own failure or a lost host is)";
+  return "dlaunch: " + name() + " failed: " + fate.verdict() + why;
+}
+
+}  // namespace dl::launcher

@@ -1,0 +1,75 @@
+#pragma once
+// --max-restarts: the job's attempts. A failed attempt whose failure a new
+// attempt may cure (Fate::retryable: a rank's exit code or signal,
+// MPI_Abort, a lost host) is torn down as any failure is, and, while
+// restarts are left, the same ranks are launched again on the same agents
+// (no new ssh) with a fresh MASTER_PORT and the restart count in their
+// environment. Ctrl-C, SIGTERM, --timeout, a rank that could not be started
+// and a failure before the launch end the job. The design and what the job's
+// store keeps across attempts: docs/failures.md.
+//
+// Pure state and wording, unit-tested (tests/launcher/attempts_test.cc); the
+// Job (launcher/job_restart.cc) does the sending.
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "launcher/fate.h"
+
+namespace dl::launcher {
+
+// Keys of the job's store under this prefix survive a restart; every other
+// key is removed before the next attempt starts.
+inline constexpr const char* kStoreKeepPrefix = "keep/";
+
+class Attempts {
+ public:
+  explicit Attempts(int max_restarts) : max_(max_restarts) {}
+
+  // The current attempt's restart count: 0 for the first attempt.
+  int restarts() const { return restart_; }
+  int max_restarts() const { return max_; }
+  // Whether the attempt that ended with `fate` is to be retried.
+  bool retry(const Fate& fate) const { return fate.retryable() && restart_ < max_ && refused_.empty(); }
+  // The job cannot be restarted although its failure could be: `why` ends
+  // the final line ("the agent on node2 is gone").
+  void refuse(std::string why) { refused_ = std::move(why); }
+
+  // Prepares the next attempt (numbered next()): from now on ready()
+  // collects `nodes`' answers; those of `anew` (among them) get a new agent,
+  // whose hello is their answer.
+  void begin_restart(std::vector<int> nodes, std::vector<int> anew = {});
+  // Whether `node`'s agent is being started anew for the prepared attempt.
+  bool anew(int node) const { return anew_.count(node) > 0; }
+  // The restart count of the attempt begin_restart() prepares.
+  int next() const { return restart_ + 1; }
+  // The prepared attempt is being launched: it is the current one now.
+  void relaunched() { ++restart_; }
+  // Node `node` said it is ready for attempt `attempt` (next()) with `free_port` free there.
+  // Returns true when that was the last node the restart waited for. An
+  // answer for another attempt, or from a node not waited for, is ignored.
+  bool ready(int node, int attempt, int free_port);
+  // The next attempt's MASTER_PORT: the port the lowest waited-for node
+  // offered (node 0 hosts rank 0). REQUIRES ready() returned true.
+  int master_port() const { return port_; }
+  // The nodes that have not answered yet (for a timeout's message).
+  std::vector<int> waiting() const { return {waiting_.begin(), waiting_.end()}; }
+
+  // "attempt 2 of 4" (or "" without --max-restarts: the lines stay as they were).
+  std::string name() const;
+  // The line for a failed attempt that is being retried.
+  std::string restarting_line(const std::string& verdict) const;
+  // The job's last line: the final verdict, prefixed with the attempt when
+  // there were restarts to give; says why it was not restarted. "" when the
+  // job succeeded on its first attempt.
+  std::string final_line(const Fate& fate) const;
+
+ private:
+  int max_ = 0, restart_ = 0;
+  std::set<int> waiting_, anew_;
+  int first_node_ = -1, port_ = 0;
+  std::string refused_;
+};
+
+}  // namespace dl::launcher

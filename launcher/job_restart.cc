@@ -1,0 +1,133 @@
+// The Job's restarts (--max-restarts): a failed attempt whose every rank
+// ended is launched again on the same agents. The decisions are
+// launcher/attempts.h's; the phases launcher/job_phase.h's (tearing down ->
+// restarting -> launched); docs/failures.md says what the user sees.
+#include "launcher/job.h"
+
+#include <algorithm>
+
+#include "launcher/output_sink.h"
+#include "rendezvous/tcp_store_server.h"
+
+namespace dl::launcher {
+
+namespace msg = control::msg;
+
+bool Job::restartable() {
+  if (view_ && !view_->restart) {
+    attempts_.refuse("this node cannot meet the others for a restart");
+    return false;
+  }
+  return true;
+}
+
+// All ranks of the failed attempt ended: say so, and ask every agent to get
+// ready for the next one. A restart keeps the placement, so a host whose
+// agent was lost gets a new agent (ssh again, for that host only); one that
+// cannot be reached ends the job (restart_failed).
+void Job::restart() {
+  write_fully(2, attempts_.restarting_line(fate_.verdict()) + "\n");
+  phase_.to(Phase::kRestarting);
+  kill_timer_.cancel();
+  std::vector<int> own, anew;
+  for (const auto& n : nodes_) {
+    if (n.external) continue;
+    own.push_back(n.index);
+    if (!server_->connected(n.index)) anew.push_back(n.index);
+  }
+  attempts_.begin_restart(own, anew);
+  log("restart " + std::to_string(attempts_.next()) + ": waiting for every agent to be ready");
+  server_->broadcast(msg::Restart{attempts_.next()});
+  for (int k : anew) {
+    Node& n = nodes_.at(static_cast<size_t>(k));
+    log("starting a new agent on " + n.host + " for the restart");
+    starter_->start(agent_spec(n));
+  }
+  // Agents answer as soon as their last rank was reported (it already was:
+  // we saw every exit); the bound is for an agent that hangs without
+  // closing, or one started anew that does not connect.
+  double wait_s = opts_.heartbeat_timeout_s;
+  if (!anew.empty()) wait_s = std::max(wait_s, opts_.agent_timeout_s + opts_.ssh_timeout_s);
+  restart_timer_.expires_after(std::chrono::milliseconds(static_cast<long>(wait_s * 1000)));
+  restart_timer_.async_wait([this, wait_s](boost::system::error_code ec) {
+    if (ec || !phase_.is(Phase::kRestarting)) return;
+    std::string hosts;
+    for (int n : attempts_.waiting()) hosts += (hosts.empty() ? "" : ", ") + nodes_.at(static_cast<size_t>(n)).host;
+    restart_failed("no word from the agent on " + hosts + " within " + std::to_string(static_cast<int>(wait_s)) +
+                   " s");
+  });
+}
+
+// An agent started anew for the restart connected: its hello is its `ready`.
+std::string Job::hello_again(Node& n, const msg::Hello& m) {
+  if (!phase_.is(Phase::kRestarting) || !attempts_.anew(n.index))
+    return "agent claims node " + std::to_string(m.node) + ", which already has one";
+  n.hello = m;
+  starter_->connected(n.index);
+  log("new agent on " + n.host + " connected (pid " + std::to_string(m.pid) + ")");
+  if (attempts_.ready(n.index, attempts_.next(), m.free_port)) all_ready();
+  return "";
+}
+
+void Job::on_ready(int node, const msg::Ready& r) {
+  if (!phase_.is(Phase::kRestarting)) return;  // a stale answer: the job moved on
+  if (attempts_.ready(node, r.attempt, r.free_port)) all_ready();
+}
+
+// Every agent of ours is ready. Per-node mode: every node restarts together,
+// through the store (NodeGroup::restart): once all are ready, node 0's port
+// is the next MASTER_PORT; a node that will not restart stops the others.
+void Job::all_ready() {
+  restart_timer_.cancel();  // (the group's wait has a bound of its own)
+  if (!view_) return relaunch(attempts_.master_port());
+  const double wait_s = opts_.kill_grace_s + opts_.heartbeat_timeout_s + 10;
+  log("restart " + std::to_string(attempts_.next()) + ": waiting for the other nodes at the store");
+  view_->restart(attempts_.restarts(), attempts_.master_port(), wait_s, [this](int port, std::string why) {
+    asio::post(io_, [this, port, why] {
+      if (!phase_.is(Phase::kRestarting)) return;
+      if (!why.empty()) return restart_failed(why);
+      relaunch(port);
+    });
+  });
+}
+
+// The next attempt: a fresh fate, the store emptied but for the keys kept
+// across attempts, a new MASTER_PORT, the same ranks on the same agents.
+void Job::relaunch(int master_port) {
+  restart_timer_.cancel();
+  fate_ = Fate(static_cast<int>(plan_.ranks.size()));
+  for (const auto& n : nodes_)
+    if (n.external) fate_.not_ours(n.ranks);
+  signals_seen_ = 0;
+  peer_failed_ = published_ = false;
+  attempts_.relaunched();
+  if (view_) view_->next_attempt(attempts_.restarts());
+  if (store_) store_->erase_all_but(kStoreKeepPrefix);
+  PlanInput in = plan_input();
+  in.master_port = master_port;
+  if (in.shared) in.shared->master_port = master_port;
+  LaunchPlan plan = plan_launch(in);
+  if (plan.refusal != LaunchPlan::Refusal::kNone) return restart_failed(plan.why);
+  phase_.to(Phase::kLaunched);
+  // Again, for the connections of agents started anew.
+  server_->start_heartbeats(std::chrono::milliseconds(kHeartbeatMs),
+                            std::chrono::milliseconds(static_cast<long>(opts_.heartbeat_timeout_s * 1000)));
+  log(attempts_.name() + ": launching again, MASTER_PORT " + std::to_string(master_port));
+  for (auto& n : nodes_) {
+    auto& m = plan.launches[static_cast<size_t>(n.index)];
+    if (!m) continue;
+    // dlaunch's stdin went to the first attempt (its reader may be at EOF):
+    // later attempts read /dev/null rather than wait for input that never comes.
+    for (auto& r : m->ranks) r.stdin_open = false;
+    server_->send(n.index, *m);
+  }
+}
+
+// The restart cannot go on: the failed attempt's verdict ends the job.
+void Job::restart_failed(const std::string& why) {
+  attempts_.refuse(why);
+  if (view_ && view_->abandon) view_->abandon(attempts_.restarts(), why);
+  if (phase_.is(Phase::kRestarting)) finish();
+}
+
+}  // namespace dl::launcher

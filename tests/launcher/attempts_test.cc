@@ -1,0 +1,95 @@
+// --max-restarts decisions and wording (launcher/attempts.h) over a real
+// Fate: which failures are retried, how the ready answers are collected,
+// and the lines the user reads.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include "launcher/attempts.h"
+
+using namespace dl::launcher;
+
+namespace {
+RankExit exit_of(int rank, int code, int sig = 0, bool by_agent = false) {
+  RankExit e;
+  e.rank = rank, e.host = "n1", e.pid = 100 + rank, e.code = code, e.signal = sig, e.by_agent = by_agent;
+  return e;
+}
+}  // namespace
+
+TEST_CASE("attempts: a rank's own failure, MPI_Abort and a lost host are retried while restarts are left",
+          "[launcher][restart]") {
+  Attempts a(1);
+  Fate code(2), sig(2), host(2), abort(2);
+  code.on_exit(exit_of(1, 3));
+  sig.on_exit(exit_of(1, 0, SIGSEGV));
+  host.on_host_lost("n1", "connection reset", {0, 1});
+  abort.on_mpi_abort(0, "n1", 2);
+  for (Fate* f : {&code, &sig, &host, &abort}) CHECK(a.retry(*f));
+  a.begin_restart({0});
+  CHECK(a.ready(0, a.next(), 4000));
+  a.relaunched();
+  CHECK(a.restarts() == 1);
+  CHECK_FALSE(a.retry(code));  // none left
+  CHECK_FALSE(Attempts(0).retry(code));
+}
+
+TEST_CASE("attempts: no retry for a rank that could not start, a signal to dlaunch, --timeout, success",
+          "[launcher][restart]") {
+  Attempts a(5);
+  Fate spawn(2), interrupted(2), timeout(2), late_timeout(2), ok(1);
+  RankExit bad = exit_of(0, 127);
+  bad.spawn_failed = true, bad.message = "no such program";
+  spawn.on_exit(bad);
+  interrupted.on_signal(SIGINT);
+  interrupted.on_exit(exit_of(0, 0, SIGINT, true));
+  timeout.on_timeout(10);
+  late_timeout.on_exit(exit_of(1, 1));  // a retryable failure first,
+  late_timeout.on_timeout(10);          // then --timeout while tearing down: the job ends
+  ok.on_exit(exit_of(0, 0));
+  for (Fate* f : {&spawn, &interrupted, &timeout, &late_timeout, &ok}) CHECK_FALSE(a.retry(*f));
+  CHECK(late_timeout.exit_code() == 1);
+  CHECK_THAT(a.final_line(late_timeout), Catch::EndsWith("not restarted: dlaunch was stopped (a signal or --timeout)"));
+  CHECK_THAT(a.final_line(spawn), Catch::EndsWith("not restarted (only a rank's own failure or a lost host is)"));
+}
+
+TEST_CASE("attempts: ready answers: every node once, for the right attempt - node 0's port is the next MASTER_PORT",
+          "[launcher][restart]") {
+  Attempts a(3);
+  a.begin_restart({0, 1, 2});
+  CHECK(a.next() == 1);
+  CHECK_FALSE(a.ready(1, 1, 5001));
+  CHECK_FALSE(a.ready(1, 1, 5001));  // twice counts once
+  CHECK_FALSE(a.ready(0, 2, 5000));  // another attempt's answer is ignored
+  CHECK_FALSE(a.ready(7, 1, 5007));  // so is a node not waited for
+  CHECK(a.waiting() == std::vector<int>{0, 2});
+  CHECK_FALSE(a.ready(0, 1, 5000));
+  CHECK(a.ready(2, 1, 5002));
+  CHECK(a.master_port() == 5000);
+  a.relaunched();
+  CHECK(a.restarts() == 1);
+  CHECK(a.next() == 2);
+}
+
+TEST_CASE("attempts: the lines", "[launcher][restart]") {
+  Fate f(2);
+  f.on_exit(exit_of(1, 3));
+  // Without --max-restarts the verdict is as it always was.
+  CHECK(Attempts(0).final_line(f) == "dlaunch: rank 1 on n1 (pid 101) exited with code 3");
+  CHECK(Attempts(0).final_line(Fate(0)).empty());
+  Attempts a(2);
+  CHECK(a.restarting_line(f.verdict()) ==
+        "dlaunch: attempt 1 of 3 failed: rank 1 on n1 (pid 101) exited with code 3; restarting (1 more restart left)");
+  CHECK(a.final_line(Fate(0)).empty());  // success on the first attempt says nothing
+  a.begin_restart({0});
+  a.relaunched();
+  CHECK_THAT(a.restarting_line(f.verdict()), Catch::EndsWith("restarting (the last restart)"));
+  CHECK(a.final_line(Fate(0)) == "dlaunch: attempt 2 of 3 succeeded");
+  a.begin_restart({0});
+  a.relaunched();
+  CHECK(a.final_line(f) == "dlaunch: attempt 3 of 3 failed: rank 1 on n1 (pid 101) exited with code 3; no restarts left");
+  Attempts b(2);
+  b.refuse("the agent on n1 is gone");
+  CHECK_FALSE(b.retry(f));
+  CHECK_THAT(b.final_line(f), Catch::EndsWith("; cannot restart: the agent on n1 is gone"));
+}
