@@ -132,7 +132,8 @@ std::string bash_completion_script(const std::vector<std::string>& commands) {
   std::string cmds, opts, valued;
   for (const auto& c : commands) cmds += (cmds.empty() ? "" : " ") + c;
   for (const auto& o : launcher::run_option_table()) {
-    for (const std::string& spelled : {o.short_name, "--" + o.name}) {
+    // -x's long name is "x" too (Program_options' "x,x"): "--x" is nobody's spelling.
+    for (const std::string& spelled : {o.short_name, o.name.size() > 1 ? "--" + o.name : std::string()}) {
       if (spelled.empty()) continue;
       opts += (opts.empty() ? "" : " ") + spelled;
       if (o.takes_value) valued += (valued.empty() ? "" : " ") + spelled;

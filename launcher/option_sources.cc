@@ -18,6 +18,8 @@ namespace dl::launcher {
 
 namespace {
 // Options that cannot be defaults, and why (docs/dlaunch.md says the same).
+// Every other option of the run table can be one: an option added to
+// options.cc that describes one job rather than a habit belongs here.
 const std::map<std::string, std::string>& refused() {
   static const std::map<std::string, std::string> m = {
       {"help", "it is an action, not a setting"},

@@ -100,7 +100,8 @@ void check_program_runs(const Root& root, const std::string& program, const std:
 // _dlaunch's answers for a line whose words, as bash splits them (':' and
 // '=' apart), are `comp_words`, the last one being completed.
 std::vector<std::string> complete(const Root& root, const std::string& line, std::vector<std::string> comp_words,
-                                  const std::string& cwd) {
+                                  const std::string& cwd, std::map<std::string, std::string> env = {}) {
+  env.insert(root.env.begin(), root.env.end());  // the root's isolation, where env does not say otherwise
   std::vector<std::string> argv = {
       "/bin/bash", "--norc", "--noprofile", "-c",
       "source \"$1\" && complete -p dlaunch >/dev/null || exit 3\n"
@@ -109,7 +110,7 @@ std::vector<std::string> complete(const Root& root, const std::string& line, std
       "bash", root.dir + "/usr/share/bash-completion/completions/dlaunch", line,
       std::to_string(comp_words.size() - 1)};
   argv.insert(argv.end(), comp_words.begin(), comp_words.end());
-  RunResult r = must_run(spec(argv, root.env, cwd), 30, "completing '" + line + "'");
+  RunResult r = must_run(spec(argv, env, cwd), 30, "completing '" + line + "'");
   auto out = lines(r.out);
   out.erase(std::remove(out.begin(), out.end(), ""), out.end());
   std::sort(out.begin(), out.end());
@@ -217,6 +218,11 @@ TEST_CASE("the .deb installs into a scratch root: demo, man page, completion, pk
                    {root.dlaunch, "--hostfile", "=", hosts, "-H", "alpha", ":", "2,n"}, work) ==
           std::vector<std::string>{"2,node01", "2,node02"});
     CHECK(complete(root, root.dlaunch + " -H ", {root.dlaunch, "-H", ""}, work).empty());  // no hostfile: no guess
+    // ... but the hostfile a config file gives every job.
+    const std::string config = work + "/config";
+    std::ofstream(config) << "hostfile = " << hosts << "\n";
+    CHECK(complete(root, root.dlaunch + " -n 2 -H b", {root.dlaunch, "-n", "2", "-H", "b"}, work,
+                   {{"DLAUNCH_CONFIG", config}}) == std::vector<std::string>{"beta"});
     CHECK(has(complete(root, "dlaunch doc", {"dlaunch", "doc"}, work), "doctor"));
     CHECK(complete(root, "dlaunch -n 2 --map-by ", {"dlaunch", "-n", "2", "--map-by", ""}, work) ==
           std::vector<std::string>{"node", "slot"});
