@@ -87,7 +87,7 @@ TEST_CASE("option defaults: command line > env > user config > system config > b
   CHECK(o.timeout_s == 9);
 }
 
-TEST_CASE("option defaults: switches take true/false; false hides a lower source", "[launcher]") {
+TEST_CASE("option defaults: switches take true or false, and false hides a lower source", "[launcher]") {
   Scratch s;
   const auto sys = s.write("system", "tag-output = true\nno-output-pty = yes\n");
   const auto user = s.write("user", "output-pty = false\n");
