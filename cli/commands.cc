@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "cli/completion.h"
 #include "errors/error.h"
 #include "errors/exit_codes.h"
 #include "launcher/options.h"
@@ -44,6 +45,7 @@ const std::vector<Command>& commands() {
       {"doctor", "check the hosts of a hostfile and name what is wrong: dlaunch doctor --hostfile H", doctor::run_doctor_command},
 #endif
       {"token", "print a new random job token (export DLAUNCH_TOKEN=$(dlaunch token))", token_command},
+      {"completion", "print the bash completion script: source <(dlaunch completion bash)", completion_command},
       {"help", "show this list, or `dlaunch help COMMAND`", help_command},
       {"version", "print the version", version_command},
   };

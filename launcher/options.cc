@@ -10,6 +10,7 @@
 #include "errors/error.h"
 #include "launcher/output_sink.h"
 #include "remote/start_method.h"
+#include "rendezvous/bootstrap.h"
 
 namespace po = boost::program_options;
 
@@ -219,6 +220,31 @@ void gather_app_contexts(RunOptions& o, std::vector<AppContext> more, bool np_gi
   for (const auto& c : o.apps) o.np += c.np;
 }
 
+// Stores the defaults below what the command line gave: a group of options
+// the command line touched takes none of them (option_group). Returns those
+// stored; a bad value names where it came from.
+std::vector<const OptionSetting*> store_defaults(const po::options_description& desc, po::variables_map& vm,
+                                                 const OptionDefaults& defaults) {
+  std::vector<const OptionSetting*> stored;
+  std::vector<std::string> given;  // on the command line
+  for (const auto& [name, value] : vm)
+    if (!value.defaulted()) given.push_back(name);
+  for (const auto& s : defaults.settings) {
+    const auto group = option_group(s.name);
+    if (std::find_first_of(group.begin(), group.end(), given.begin(), given.end()) != group.end()) continue;
+    po::parsed_options one(&desc);
+    const bool takes_value = desc.find(s.name, false).semantic()->max_tokens() > 0;
+    one.options.emplace_back(s.name, takes_value ? std::vector<std::string>{s.value} : std::vector<std::string>{});
+    try {
+      po::store(one, vm);
+    } catch (const po::error& e) {
+      throw UsageError(s.origin + ": " + s.name + " = " + s.value + ": " + e.what());
+    }
+    stored.push_back(&s);
+  }
+  return stored;
+}
+
 std::vector<std::string> long_names(const po::options_description& d) {
   std::vector<std::string> out;
   for (const auto& opt : d.options()) out.push_back("--" + opt->long_name());
@@ -244,6 +270,12 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 }
 
 RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
+  return parse_run_options(raw, help, load_option_defaults(run_option_table(), rdzv::process_environment()));
+}
+
+namespace {
+RunOptions parse_over(const std::vector<std::string>& raw, bool* help, const OptionDefaults& defaults,
+                      std::vector<const OptionSetting*>& stored) {
   RunOptions o;
   auto desc = describe(o);
   // Options end at "--" or at the first word that is neither an option nor
@@ -279,6 +311,7 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(mine).options(desc).style(po::command_line_style::unix_style).run(), vm);
+    stored = store_defaults(desc, vm, defaults);
     po::notify(vm);
   } catch (const po::unknown_option& e) {
     std::string hint = did_you_mean(e.get_option_name(), long_names(desc));
@@ -354,6 +387,20 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
   validate_per_node(o, (vm.count("nnodes") > 0 && o.nnodes != 1) || (vm.count("node-rank") > 0 && o.node_rank != 0));
   return o;
 }
+}  // namespace
+
+RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help, const OptionDefaults& defaults) {
+  std::vector<const OptionSetting*> stored;
+  try {
+    return parse_over(raw, help, defaults, stored);
+  } catch (const UsageError& e) {
+    if (stored.empty()) throw;
+    std::string note = " (option defaults in effect:";
+    for (const auto* s : stored) note += " " + s->name + " = " + s->value + " from " + s->origin + ";";
+    note.back() = ')';
+    throw UsageError(e.what() + note);
+  }
+}
 
 std::vector<std::string> program_argv(const RunOptions& o, const std::string& python) {
   return program_argv(o, o.command, python);
@@ -405,12 +452,43 @@ std::vector<std::string> read_env_file(const std::string& path) {
 }
 
 std::string run_options_help() {
+  try {
+    return run_options_help(load_option_defaults(run_option_table(), rdzv::process_environment()));
+  } catch (const Error& e) {
+    return run_options_help(OptionDefaults{}) + "  error: " + e.what() + "\n";
+  }
+}
+
+std::string run_options_help(const OptionDefaults& defaults) {
   RunOptions o;
+  std::string bad;
+  try {  // the defaults into o, so that each option shows its value
+    auto desc = describe(o);
+    po::variables_map vm;
+    store_defaults(desc, vm, defaults);
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    o = RunOptions{};
+    bad = std::string("  error: ") + e.what() + "\n";
+  }
   std::ostringstream s;
   s << "usage: dlaunch [run] [options] PROGRAM [ARGS...]\n"
        "       dlaunch [run] [options] -n N PROGRAM [ARGS...] : -n N [-x VAR] [--wdir DIR] PROGRAM [ARGS...]  (MPMD)\n\n"
-    << describe(o, /*help=*/true);
+    << describe(o, /*help=*/true)
+    << describe_defaults(defaults) << bad;
   return s.str();
+}
+
+std::vector<OptionSpec> run_option_table() {
+  RunOptions o;
+  std::vector<OptionSpec> out;
+  const auto desc = describe(o);
+  for (const auto& od : desc.options()) {
+    std::string shortname = od->canonical_display_name(po::command_line_style::allow_dash_for_short);
+    if (shortname.size() != 2 || shortname[0] != '-') shortname.clear();
+    out.push_back({od->long_name(), shortname, od->semantic()->max_tokens() > 0});
+  }
+  return out;
 }
 
 }  // namespace dl::launcher

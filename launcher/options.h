@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "launcher/app_context.h"
+#include "launcher/option_sources.h"
 
 namespace dl::launcher {
 
@@ -94,12 +95,21 @@ struct RunOptions {
   std::string app_file;             // --app FILE: one app context per line
 };
 
-// Parses `args` (without the program name and subcommand). Throws
-// UsageError with a "did you mean" for near-miss options. Sets *help when
-// --help was given (then nothing else is validated).
+// Parses `args` (without the program name and subcommand) over the option
+// defaults of the config files and DLAUNCH_<OPTION> variables
+// (launcher/option_sources.h; the 3-argument form takes them given). Throws
+// UsageError with a "did you mean" for near-miss options, and what
+// load_option_defaults throws; an error after defaults were applied names
+// them. Sets *help when --help was given (then nothing else is validated).
 RunOptions parse_run_options(const std::vector<std::string>& args, bool* help);
-// The option table as help text.
+RunOptions parse_run_options(const std::vector<std::string>& args, bool* help, const OptionDefaults& defaults);
+// The option table as help text, each option showing its value (built in or
+// a default's) and, at the end, where the defaults came from. A bad config
+// file or variable is shown there, not thrown.
 std::string run_options_help();
+std::string run_options_help(const OptionDefaults& defaults);
+// Every option of the run table (for config files and shell completion).
+std::vector<OptionSpec> run_option_table();
 
 // --env-file FILE (DeepSpeed's .deepspeed_env): one NAME=value per line, the
 // value taken as it is (no quotes, no expansion); blank lines and lines

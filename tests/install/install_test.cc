@@ -3,8 +3,6 @@
 // outside the build tree, with a PATH that reaches nothing (so a dlaunch that
 // found its agent in build/bin or on PATH would fail). Every case installs
 // into its own temp dir, removed at its end, so cases run in parallel.
-#include <dirent.h>
-#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/install/installed_tree.h"
 #include "tests/integration/run_command.h"
 
 using namespace dl::it;
@@ -44,43 +43,6 @@ struct Outside {
   std::string empty_bin, cwd;
 };
 
-// Pids of live processes started from a file under prefix: by their argv (a
-// rank's or agent's argv[0] is its path) or by /proc/PID/exe.
-std::vector<pid_t> from_prefix(const std::string& prefix) {
-  std::set<pid_t> out;
-  for (pid_t p : marked(prefix + "/")) out.insert(p);
-  DIR* d = ::opendir("/proc");
-  if (!d) return {out.begin(), out.end()};
-  while (dirent* e = ::readdir(d)) {
-    char* end = nullptr;
-    long pid = std::strtol(e->d_name, &end, 10);
-    if (!end || *end || pid <= 0 || pid == ::getpid()) continue;
-    char exe[PATH_MAX] = {};
-    ssize_t n = ::readlink((std::string("/proc/") + e->d_name + "/exe").c_str(), exe, sizeof exe - 1);
-    if (n > 0 && std::string(exe, static_cast<size_t>(n)).rfind(prefix + "/", 0) == 0 && alive(static_cast<pid_t>(pid)))
-      out.insert(static_cast<pid_t>(pid));
-  }
-  ::closedir(d);
-  return {out.begin(), out.end()};
-}
-
-// Polls until nothing from prefix runs, up to timeout_s; returns what is left.
-std::vector<pid_t> wait_gone(const std::string& prefix, double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  auto left = from_prefix(prefix);
-  while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    left = from_prefix(prefix);
-  }
-  return left;
-}
-
-std::string describe(const std::vector<pid_t>& pids) {
-  std::string s;
-  for (pid_t p : pids) s += std::to_string(p) + ": " + read_file("/proc/" + std::to_string(p) + "/cmdline") + "\n";
-  return s;
-}
-
 // The installed `bin/dlaunch --tag-output -n 2 [options] bin/dlaunch-hello`,
 // run from outside.cwd with PATH = an empty dir.
 RunResult run_hello(const std::string& prefix, const Outside& outside, const std::vector<std::string>& options = {}) {
@@ -101,20 +63,7 @@ void check_hello_output(const RunResult& r) {
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK_FALSE(r.timed_out);
   CHECK(r.code == 0);
-  for (int rank = 0; rank < 2; ++rank) {
-    const std::string tag = "[" + std::to_string(rank) + "@";
-    const std::string who = "] rank " + std::to_string(rank) + " of 2 on ";
-    const std::string passed = "] rank " + std::to_string(rank) + " passed the barrier with all 2 ranks";
-    int identity = 0, barrier = 0;
-    for (const auto& l : lines(r.out)) {
-      if (l.rfind(tag, 0) != 0) continue;
-      if (l.find(who) != std::string::npos && l.find("(identity from dlaunch)") != std::string::npos) ++identity;
-      if (l.size() >= passed.size() && l.compare(l.size() - passed.size(), passed.size(), passed) == 0) ++barrier;
-    }
-    INFO("rank " << rank);
-    CHECK(identity == 1);
-    CHECK(barrier == 1);
-  }
+  CHECK(hello_ranks_ok(r.out, 2) == 2);
 }
 
 // Runs the installed demo from outside the build tree, checks its output,
