@@ -33,6 +33,14 @@ FEATURES = 8
 WATCHDOG_S = float(os.environ.get("DDP_TRAIN_WATCHDOG_S", "150"))
 
 
+def say(line):
+    # One write per line: under torchrun every rank shares one stdout, and
+    # print() with an unbuffered stdout writes the text and its newline in
+    # two writes, between which another rank's line can land.
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def init():
     timeout = datetime.timedelta(seconds=60)
     if "--pmi" in sys.argv:
@@ -68,8 +76,8 @@ def main():
     torch.set_num_threads(1)  # deterministic CPU math, and W processes on few cores
     rank, world = init()
     # What the launcher told torch about itself (the torchrun contract's tests read this line).
-    print("ENV rank=%d torchelastic=%d omp=%s" % (rank, dist.is_torchelastic_launched(),
-                                                   os.environ.get("OMP_NUM_THREADS", "unset")), flush=True)
+    say("ENV rank=%d torchelastic=%d omp=%s" % (rank, dist.is_torchelastic_launched(),
+                                                 os.environ.get("OMP_NUM_THREADS", "unset")))
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(FEATURES, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
     ddp = DDP(model)
@@ -89,12 +97,12 @@ def main():
         h.update(p.detach().numpy().tobytes())
         total += p.detach().double().sum().item()
     source = "pmi" if "--pmi" in sys.argv else "env"
-    print("DDP rank=%d world=%d host=%s source=%s first_loss=%.6f last_loss=%.6f sha256=%s sum=%.9f"
-          % (rank, world, socket.gethostname(), source, first, last, h.hexdigest(), total), flush=True)
+    say("DDP rank=%d world=%d host=%s source=%s first_loss=%.6f last_loss=%.6f sha256=%s sum=%.9f"
+        % (rank, world, socket.gethostname(), source, first, last, h.hexdigest(), total))
     dist.barrier()
-    print("DDP rank=%d barrier passed" % rank, flush=True)
+    say("DDP rank=%d barrier passed" % rank)
     dist.destroy_process_group()
-    print("DDP rank=%d done" % rank, flush=True)
+    say("DDP rank=%d done" % rank)
     # torch 1.13 (Debian's) sometimes hangs here, after the group is gone, in
     # the C++ destructors of DDP's reducer and gloo's threads while the
     # interpreter unwinds (a stack dump shows only the module frame and a
