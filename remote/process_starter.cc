@@ -53,9 +53,14 @@ class LibsshStarter : public AgentStarter {
     int gen = 0;           // starts of this node, the current one's number
   };
 
+  // Called on the loop's thread for the node's current session. The event
+  // is delivered later: by then the node may have been started again (a
+  // restart after its agent was lost, whose old session ended just before),
+  // and the old session's failure must not count against the new one.
   void post_failed(int node, std::string why) {
-    asio::post(io_, [this, node, why = std::move(why)] {
-      if (!stopped_) ev_.failed(node, why);
+    const int gen = hosts_[node].gen;
+    asio::post(io_, [this, node, gen, why = std::move(why)] {
+      if (!stopped_ && hosts_[node].gen == gen) ev_.failed(node, why);
     });
   }
 
