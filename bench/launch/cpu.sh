@@ -7,12 +7,8 @@
 #   bench/launch/cpu.sh [N...]          (default: 1 4 16 64)
 #   DLAUNCH_BIN=build/bin DLAUNCH_BEFORE_BIN=other/bin RUNS=20
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-bin=${DLAUNCH_BIN:-$here/../../build/bin}
-ns=("${@:-1 4 16 64}"); ns=(${ns[*]})
-runs=${RUNS:-20}
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-cc -O2 -o "$work/floor" "$here/floor.c"
+source "$(cd "$(dirname "$0")" && pwd)/common.sh"
+command -v perf >/dev/null || { echo "bench/launch/cpu.sh needs perf (apt-get install linux-perf)"; exit 1; }
 cpu() {  # command... -> mean ms of task-clock over $runs runs
   perf stat -x, -e task-clock -r "$runs" "$@" </dev/null 2>&1 >/dev/null | awk -F, '/task-clock/ {printf "%.2f", $1}'
 }

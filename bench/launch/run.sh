@@ -7,12 +7,7 @@
 #   DLAUNCH_BEFORE_BIN=other/bin      also measure another build's dlaunch (row "dlaunch-before")
 #   LAUNCHERS="dlaunch mpirun"        only the rows whose name starts with one of these (default: all)
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-bin=${DLAUNCH_BIN:-$here/../../build/bin}
-ns=("${@:-1 4 16 64}"); ns=(${ns[*]})
-runs=${RUNS:-20}
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-cc -O2 -o "$work/floor" "$here/floor.c"
+source "$(cd "$(dirname "$0")" && pwd)/common.sh"
 command -v hyperfine >/dev/null || { echo "bench/launch needs hyperfine (apt-get install hyperfine)"; exit 1; }
 
 measure() {  # name N runs command...
