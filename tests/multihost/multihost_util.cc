@@ -12,7 +12,12 @@ namespace dl::multihost {
 namespace {
 std::string cmdline_of(int pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string s;
+  try {
+    s.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    return "";  // it exited while we read (ESRCH): gone, so it matches nothing
+  }
   for (auto& ch : s)
     if (ch == '\0') ch = ' ';
   return s;
