@@ -151,8 +151,9 @@ void Agent::launch(const msg::Launch& m) {
                           "no heartbeat from the launcher for " + std::to_string(m.hb_timeout_ms) + " ms");
   if (m.mpi && !start_mpi(m)) return finish_if_done();
   if (!m.ranks.empty() && !error_files_) {
-    error_files_ = std::make_unique<TorchErrorFiles>();
-    stacks_ = std::make_unique<StackDumper>(io_);
+    if (!py_dir_) py_dir_ = std::make_unique<PythonDir>();
+    error_files_ = std::make_unique<TorchErrorFiles>(*py_dir_);
+    if (!stacks_) stacks_ = std::make_unique<StackDumper>(io_, *py_dir_);
   }
   // The agent's own environment, read once for all of this host's ranks.
   EnvVars inherited = own_environment();
@@ -252,6 +253,7 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
   Resolved res = resolve_program(s.argv.at(0), env.count("PATH") ? env["PATH"] : "/usr/bin:/bin");
   if (res.code != 0) return ranks_.refuse(spec.rank, res.code, res.message);
   s.exe = res.path;
+  if (py_dir_ && PythonDir::is_python(s.exe)) py_dir_->ensure();  // before it starts: python -S runs no hook
   ranks_.spawn(spec.rank, s);
 }
 
@@ -279,6 +281,7 @@ void Agent::lost_launcher(const std::string& why) {
   if (mpi_) mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
   if (error_files_) error_files_->remove();  // main() _exits: no destructor does it
   if (stacks_) stacks_->remove();
+  if (py_dir_) py_dir_->remove();
   done_ = true;
   exit_code_ = 1;
   io_.stop();
@@ -302,6 +305,7 @@ void Agent::finish_if_done() {
   if (mpi_) mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
   if (error_files_) error_files_->remove();  // every exit was reported: nothing left to read
   if (stacks_) stacks_->remove();
+  if (py_dir_) py_dir_->remove();
   done_ = true;
   exit_code_ = 0;
   link_->stop_heartbeats();

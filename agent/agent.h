@@ -62,6 +62,7 @@ class Agent {
   RankSupervisor ranks_;
   std::unique_ptr<MpiJob> mpi_;  // PMIx server of an MPI job, else null
   std::unique_ptr<pmi::PmiService> pmi_;  // PMI server of an MPI job (agent/pmi/), else null
+  std::unique_ptr<PythonDir> py_dir_;  // the Python ranks' files, named at the first launch (agent/python_dir.h)
   std::unique_ptr<TorchErrorFiles> error_files_;  // the ranks' TORCHELASTIC_ERROR_FILEs, from the launch on
   std::unique_ptr<StackDumper> stacks_;           // the ranks' stacks on request, from the launch on
   asio::signal_set term_signals_;

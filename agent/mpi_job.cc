@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "errors/error.h"
+#include "wire/handshake.h"
 
 #if DLAUNCH_HAVE_PMIX
 #include "agent/pmix/front_door.h"
@@ -82,10 +83,12 @@ std::string tmp_base() {
   return base && *base ? base : "/tmp";
 }
 
-std::string make_tmpdir() {
-  std::string tmpl = tmp_base() + "/dlaunch-" + std::to_string(::getpid()) + "-XXXXXX";
-  if (!::mkdtemp(tmpl.data())) throw_errno("cannot create the job's temp dir " + tmpl);
-  return tmpl;
+// The job's temp dir is named here and made only when a rank connects
+// (serve): a job that never calls MPI_Init makes and removes no directory
+// (on ext4 with online discard each rmdir took 4 ms). The name is
+// unguessable and its mkdir fails if it exists, as mkdtemp's would.
+std::string tmpdir_name() {
+  return tmp_base() + "/dlaunch-" + std::to_string(::getpid()) + "-" + wire::to_hex(wire::random_bytes(6));
 }
 
 // An agent killed outright (SIGKILL) cannot remove its temp dir
@@ -145,9 +148,7 @@ std::unique_ptr<MpiJob> MpiJob::prepare() {
   std::unique_ptr<MpiJob> job(new MpiJob);
   Prep& p = *job->prep_;
   try {
-    job->tmpdir_ = make_tmpdir();
-    const std::string pmix_dir = job->tmpdir_ + "/pmix";
-    if (::mkdir(pmix_dir.c_str(), 0700) != 0) throw_errno("cannot create " + pmix_dir);
+    job->tmpdir_ = tmpdir_name();
     p.door = std::make_unique<pmix::FrontDoor>();
     if (::pipe2(p.wake, O_CLOEXEC) != 0) throw_errno("pipe");
   } catch (const Error& e) {
@@ -192,6 +193,9 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
   if (!advance(Prep::kStarting)) return finish(Prep::kIdle);
   uint16_t upstream = 0;
   try {
+    // Made now, by the first rank's connection (tmpdir_name); PmixServer
+    // makes pmix/ in it, and pmix/<nspace> and the /dev/shm dir at register_job.
+    if (::mkdir(tmpdir.c_str(), 0700) != 0) throw_errno("cannot create the job's temp dir " + tmpdir);
     auto topology = std::make_unique<pmix::LocalTopology>();
     auto server = pmix::PmixServer::init(tmpdir, "", false, std::move(topology));
     pmix::JobMap map;
@@ -263,14 +267,9 @@ void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
   }
   map.tmpdir = tmpdir_;
   pmix::validate(map);
-  // Made here, not by the server thread, so that release_for_exit removes
-  // them whether or not a server ever started.
-  if (std::filesystem::is_directory("/dev/shm")) {
-    shm_dir_ = pmix::shm_dir(map);
-    ::mkdir(shm_dir_.c_str(), 0700);
-  }
-  const std::string nsdir = tmpdir_ + "/pmix/" + map.nspace;
-  if (::mkdir(nsdir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("cannot create " + nsdir);
+  // The server thread makes them when a rank connects (tmpdir_name);
+  // release_for_exit removes whatever exists of them.
+  shm_dir_ = pmix::shm_dir(map);
   pmix::Callbacks cb;
   cb.post = std::move(hooks.post);
   cb.fence = std::move(hooks.fence);

@@ -41,10 +41,11 @@ class MpiJob {
  public:
   // True when this binary can serve PMIx.
   static bool available();
-  // Makes the temp dir (mkdtemp $TMPDIR/dlaunch-<pid>-XXXXXX, or /tmp) and
-  // the ranks' PMIx port, and starts the server thread: it removes the temp
-  // and shared-memory dirs that agents killed outright left (their pid is
-  // gone), then waits for a rank to connect.
+  // Names the temp dir ($TMPDIR/dlaunch-<pid>-<random hex>, or /tmp; made
+  // with the PMIx server when a rank connects, so a job that never calls
+  // MPI_Init makes no directory), opens the ranks' PMIx port, and starts the
+  // server thread: it removes the temp and shared-memory dirs that agents
+  // killed outright left (their pid is gone), then waits for a rank to connect.
   // Null when !available(). Sets HWLOC_PLUGINS_BLACKLIST in this process
   // (unless set) so that hwloc does not load its OpenCL, GL and libxml2
   // plugins (most of its start-up time); scrub_rank_env removes it again from

@@ -74,14 +74,7 @@ std::optional<std::string> summarize_torch_error(std::string_view json_text) {
   return out;
 }
 
-TorchErrorFiles::TorchErrorFiles() {
-  // Named as the PMIx job dir is (agent/mpi_job.cc): dlaunch-<agent pid>-XXXXXX,
-  // so that when this agent is killed outright the next agent on the host
-  // finds the dir's owner gone and removes it.
-  const char* tmp = ::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-" + std::to_string(::getpid()) + "-XXXXXX";
-  if (::mkdtemp(tmpl.data())) dir_ = tmpl;  // mode 0700: only this user's ranks write there
-}
+TorchErrorFiles::TorchErrorFiles(const PythonDir& dir) : dir_(dir.path()) {}
 
 std::string TorchErrorFiles::path(int rank) const {
   return dir_.empty() ? "" : dir_ + "/rank." + std::to_string(rank) + ".error.json";
@@ -97,10 +90,13 @@ std::optional<std::string> TorchErrorFiles::read(int rank) const {
 }
 
 void TorchErrorFiles::remove() {
-  if (dir_.empty()) return;
+  // Only the error files: the directory holds the stack dumps too (PythonDir).
   std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
-  dir_.clear();
+  for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("rank.", 0) == 0 && name.size() > 11 && name.compare(name.size() - 11, 11, ".error.json") == 0)
+      std::filesystem::remove(it->path(), ec);
+  }
 }
 
 }  // namespace dl::agent

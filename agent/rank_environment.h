@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "agent/python_dir.h"
+
 namespace dl::agent {
 
 using EnvVars = std::map<std::string, std::string>;
@@ -33,13 +35,13 @@ EnvVars compose_rank_env(EnvVars inherited, const EnvVars& common, const EnvVars
 // when the text is not such a file.
 std::optional<std::string> summarize_torch_error(std::string_view json_text);
 
-// One job's error files on this host: a private directory under $TMPDIR (or
-// /tmp) made at launch, one file per rank, removed when the agent leaves.
+// One job's error files on this host: one file per rank in the job's
+// PythonDir (agent/python_dir.h: made by the agent for a Python program or by
+// the rank's hook; where it cannot be made the rank's torch only logs the
+// exception), removed when the agent leaves or the job restarts.
 class TorchErrorFiles {
  public:
-  // Makes the directory; on failure (no writable temp dir) the ranks get no
-  // error file, which torch tolerates (it then only logs the exception).
-  TorchErrorFiles();
+  explicit TorchErrorFiles(const PythonDir& dir);
   TorchErrorFiles(const TorchErrorFiles&) = delete;
   TorchErrorFiles& operator=(const TorchErrorFiles&) = delete;
   ~TorchErrorFiles() { remove(); }
@@ -47,7 +49,7 @@ class TorchErrorFiles {
   std::string path(int rank) const;
   // The summary of what `rank` left there, if anything.
   std::optional<std::string> read(int rank) const;
-  // Removes the directory and its files (idempotent).
+  // Removes the ranks' error files, not the directory (idempotent).
   void remove();
 
  private:

@@ -95,18 +95,16 @@ struct StackDumper::Collection : std::enable_shared_from_this<Collection> {
   bool finished = false;
 };
 
-StackDumper::StackDumper(asio::io_context& io) : io_(io) {
-  // dlaunch-<agent pid>-: the next agent on the host removes it when this one
-  // was killed outright (agent/mpi_job.cc, remove_dirs_of_dead_agents).
-  const char* tmp = ::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-" + std::to_string(::getpid()) + "-stacks-XXXXXX";
-  if (!::mkdtemp(tmpl.data())) return;  // mode 0700: only this user's ranks write there
-  std::ofstream f(tmpl + "/sitecustomize.py");
-  f << python_dump_hook();
-  std::error_code ec;
-  // The path a rank's /proc/PID/fd shows (holds_dump_file), even under a symlinked TMPDIR.
-  if (f.flush()) dir_ = fs::canonical(tmpl, ec).string();
-  if (dir_.empty()) fs::remove_all(tmpl, ec);
+StackDumper::StackDumper(asio::io_context& io, PythonDir& dir) : io_(io), hook_dir_(PythonDir::installed_hook_dir()) {
+  if (hook_dir_.empty()) {
+    // No installed hook beside this binary: this job's directory gets a copy.
+    if (!dir.ensure()) return;  // mode 0700: only this user's ranks write there
+    std::ofstream f(dir.path() + "/sitecustomize.py");
+    f << python_dump_hook();
+    if (!f.flush()) return;
+    hook_dir_ = dir.path();
+  }
+  dir_ = dir.path();
 }
 
 StackDumper::~StackDumper() { remove(); }
@@ -114,7 +112,8 @@ StackDumper::~StackDumper() { remove(); }
 void StackDumper::add_rank_env(std::map<std::string, std::string>& env) const {
   if (dir_.empty()) return;
   auto it = env.find("PYTHONPATH");
-  env["PYTHONPATH"] = it == env.end() || it->second.empty() ? dir_ : dir_ + ":" + it->second;
+  env["PYTHONPATH"] = it == env.end() || it->second.empty() ? hook_dir_ : hook_dir_ + ":" + it->second;
+  env[PythonDir::kEnvVar] = dir_;
 }
 
 std::string StackDumper::dump_file(pid_t pid) const { return dir_ + "/py." + std::to_string(pid) + ".stack"; }
@@ -327,10 +326,6 @@ void StackDumper::finish(Collection& c) {
 void StackDumper::remove() {
   for (auto& [pid, run] : tools_)
     if (!run->reaped) ::kill(pid, SIGKILL);
-  if (dir_.empty()) return;
-  std::error_code ec;
-  fs::remove_all(dir_, ec);
-  dir_.clear();
 }
 
 }  // namespace dl::agent

@@ -2,11 +2,11 @@
 // The agent's side of "where is everything stuck" (docs/hangs.md): a stack
 // of each of this host's ranks, on the launcher's dump_stacks request.
 //
-// Python ranks dump their own threads: each rank's PYTHONPATH starts with a
-// private directory holding a sitecustomize.py that registers the
-// interpreter's fault handler (faulthandler.register, all threads) on SIGQUIT,
-// writing to a file of that directory, and then runs the sitecustomize it
-// shadows. A rank is taken for Python only while it holds that file open
+// Python ranks dump their own threads: each rank's PYTHONPATH starts with the
+// directory of dlaunch's sitecustomize.py (installed once, agent/python_dir.h)
+// that registers the interpreter's fault handler (faulthandler.register, all
+// threads) on SIGQUIT, writing to a file of the job's PythonDir, and then runs
+// the sitecustomize it shadows. A rank is taken for Python only while it holds that file open
 // (seen in /proc/PID/fd), so SIGQUIT never reaches a program that would die
 // of it. Every other rank is read from outside with eu-stack or, failing
 // that, gdb -batch, found in the agent's PATH; a host with neither says so.
@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/python_dir.h"
 #include "agent/stack_tools.h"
 #include "control/messages.h"
 
@@ -40,15 +41,16 @@ struct StackTarget {
 
 class StackDumper {
  public:
-  // Makes the private directory (under $TMPDIR or /tmp, named for job_id)
-  // and writes the hook there. Without a writable temp dir Python ranks are
-  // read as native ones.
-  explicit StackDumper(boost::asio::io_context& io);
+  // Dumps go to `dir` (made by the hook of the first Python rank). Without an
+  // installed hook, makes `dir` and writes the hook there; without a
+  // writable temp dir Python ranks are then read as native ones.
+  StackDumper(boost::asio::io_context& io, PythonDir& dir);
   StackDumper(const StackDumper&) = delete;
   StackDumper& operator=(const StackDumper&) = delete;
   ~StackDumper();
 
-  // Puts the hook's directory first in the rank's PYTHONPATH.
+  // Puts the hook's directory first in the rank's PYTHONPATH and names the
+  // job's directory (PythonDir::kEnvVar).
   void add_rank_env(std::map<std::string, std::string>& env) const;
   // Collects a stack of each target within `timeout` and calls `done` once
   // with one entry per target, in order. One collection at a time: a second
@@ -58,7 +60,7 @@ class StackDumper {
   // A child that is no rank was reaped (RankSupervisor's hook): if it was
   // one of our tools, it is not killed later.
   void child_reaped(pid_t pid);
-  // Kills running tools and removes the directory (idempotent).
+  // Kills running tools (idempotent); the PythonDir's owner removes the dumps.
   void remove();
 
  private:
@@ -75,7 +77,8 @@ class StackDumper {
   std::string dump_file(pid_t pid) const;
 
   boost::asio::io_context& io_;
-  std::string dir_;
+  std::string dir_;       // the job's PythonDir: the dumps; "" = no Python hook
+  std::string hook_dir_;  // where sitecustomize.py is
   std::vector<std::shared_ptr<Collection>> queue_;  // front() runs; handlers hold theirs
   std::map<pid_t, std::shared_ptr<ToolRun>> tools_; // tool processes not yet reaped
 };

@@ -7,30 +7,9 @@
 namespace dl::agent {
 
 namespace {
-const char* const kHook = R"PY(# Written by dlaunch-agent for this job's Python ranks (docs/hangs.md): on
-# SIGQUIT the interpreter's fault handler writes every thread's stack to a file
-# beside this one, which the agent reads; the rank goes on running. Then the
-# sitecustomize module this one shadows (if any) runs as it would have.
-def _dlaunch_stack_hook():
-    import os, sys
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        import faulthandler, signal
-        f = open(os.path.join(here, "py.%d.stack" % os.getpid()), "w")
-        faulthandler.register(signal.SIGQUIT, file=f, all_threads=True, chain=False)
-        faulthandler._dlaunch_stack_file = f
-    except Exception:
-        pass
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
-    import importlib.machinery, importlib.util
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
-    if spec is not None and spec.loader is not None:
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["sitecustomize"] = mod
-        spec.loader.exec_module(mod)
-_dlaunch_stack_hook()
-del _dlaunch_stack_hook
-)PY";
+const char* const kHook =
+#include "agent/python_hook.inc"
+    ;
 }  // namespace
 
 std::string python_dump_hook() { return kHook; }

@@ -24,9 +24,11 @@ std::vector<std::string> tool_argv(const StackTool& tool, pid_t pid);
 // says what to do; "" when it did give one. Names ptrace and
 // kernel.yama.ptrace_scope (`ptrace_scope`, -1 unknown) when the attach was refused.
 std::string tool_failure(const StackTool& tool, pid_t pid, const std::string& output, int ptrace_scope);
-// The Python ranks' sitecustomize.py: on SIGQUIT faulthandler writes every
-// thread's stack to py.<pid>.stack beside it; then it takes its directory
-// off sys.path and runs the sitecustomize it shadows.
+// The Python ranks' sitecustomize.py (agent/python/sitecustomize.py): on
+// SIGQUIT faulthandler writes every thread's stack to py.<pid>.stack in
+// $DLAUNCH_PYTHON_DIR (made by the hook if missing), or beside the hook when
+// that is unset; then it takes its directory off sys.path and runs the
+// sitecustomize it shadows.
 std::string python_dump_hook();
 
 }  // namespace dl::agent

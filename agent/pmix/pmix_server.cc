@@ -80,7 +80,9 @@ std::string shm_dir(const JobMap& map) {
 std::vector<std::pair<std::string, std::string>> ompi_env(const JobMap& map) {
   std::vector<std::pair<std::string, std::string>> env = {
       {"OMPI_MCA_schizo", "^orte"}, {"OMPI_MCA_orte_tmpdir_base", map.tmpdir}};
-  if (std::filesystem::is_directory(shm_dir(map)))
+  // register_job makes it when /dev/shm exists; a rank's environment is
+  // written before that (predicted_rank_env), so the same test decides here.
+  if (std::filesystem::is_directory("/dev/shm"))
     env.emplace_back("OMPI_MCA_btl_vader_backing_directory", shm_dir(map));
   // mpirun does the same when it oversubscribes: busy-polling ranks that
   // outnumber the cpus starve each other.

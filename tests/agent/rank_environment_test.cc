@@ -79,16 +79,24 @@ TEST_CASE("torch error file: the exception, its message and where it was raised,
   CHECK_FALSE(summarize_torch_error(""));
 }
 
-TEST_CASE("torch error files: a private directory per job, one file per rank, removed", "[agent][torchrun]") {
+TEST_CASE("torch error files: one file per rank in the job's Python dir, made on demand, removed", "[agent][torchrun]") {
   std::string dir;
   {
-    dl::agent::TorchErrorFiles files;
+    dl::agent::PythonDir py;
+    dl::agent::TorchErrorFiles files(py);
     const std::string p = files.path(3);
     REQUIRE_FALSE(p.empty());
     // dlaunch-<pid>-: the name the next agent's sweep of dead agents' dirs knows.
-    CHECK(p.find("/dlaunch-" + std::to_string(::getpid()) + "-") != std::string::npos);
+    CHECK(p.find("/dlaunch-" + std::to_string(::getpid()) + "-py-") != std::string::npos);
     CHECK(files.path(4) != p);
     dir = p.substr(0, p.rfind('/'));
+    CHECK(dir == py.path());
+    // Named, not made: a job of non-Python programs makes no directory.
+    CHECK(::access(dir.c_str(), F_OK) != 0);
+    CHECK_FALSE(files.read(3));
+    files.remove();  // nothing to remove: no error
+    REQUIRE(py.ensure());
+    REQUIRE(py.ensure());  // made already: still fine
     CHECK_FALSE(files.read(3));  // the rank wrote nothing
     {
       FILE* f = std::fopen(p.c_str(), "w");
@@ -97,10 +105,26 @@ TEST_CASE("torch error files: a private directory per job, one file per rank, re
         "Traceback (most recent call last):\n  File \"/t/x.py\", line 5, in <module>\n    1/0\n"}}})", f);
       std::fclose(f);
     }
+    { FILE* f = std::fopen((dir + "/py.77.stack").c_str(), "w"); REQUIRE(f); std::fclose(f); }
     CHECK(files.read(3) == "ZeroDivisionError: division by zero (at /t/x.py:5)");
+    // A restart: the error files go, the directory (and the stack dumps) stay.
     files.remove();
-    CHECK(::access(dir.c_str(), F_OK) != 0);
-    CHECK(files.path(3).empty());
+    CHECK(::access(p.c_str(), F_OK) != 0);
+    CHECK(::access((dir + "/py.77.stack").c_str(), F_OK) == 0);
+    CHECK_FALSE(files.read(3));
   }
+  // The PythonDir's end removes the directory and everything in it.
   CHECK(::access(dir.c_str(), F_OK) != 0);
+}
+
+TEST_CASE("python dir: which programs are Python, and the installed hook beside the binary", "[agent]") {
+  using dl::agent::PythonDir;
+  CHECK(PythonDir::is_python("/usr/bin/python3"));
+  CHECK(PythonDir::is_python("/opt/venv/bin/python3.11"));
+  CHECK_FALSE(PythonDir::is_python("/bin/true"));
+  CHECK_FALSE(PythonDir::is_python("/usr/bin/mypython"));
+  // The test binary is in build/bin: build/share/dlaunch/python holds the hook.
+  const std::string hook = PythonDir::installed_hook_dir();
+  REQUIRE_FALSE(hook.empty());
+  CHECK(::access((hook + "/sitecustomize.py").c_str(), R_OK) == 0);
 }

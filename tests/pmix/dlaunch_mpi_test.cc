@@ -189,12 +189,21 @@ TEST_CASE("dlaunch: an agent removes the temp dirs that killed agents left behin
 }
 
 TEST_CASE("dlaunch: what an agent killed outright left in TMPDIR goes with the next job's agent", "[pmix]") {
-  // The rank SIGKILLs its agent: the agent's PMIx dir and its ranks' torch
-  // error-file dir stay behind; the next job on the host must remove both.
+  // A Python rank connects to its PMIx port (the agent makes the PMIx dir)
+  // and runs dlaunch's hook (it makes the Python ranks' dir), then SIGKILLs
+  // its agent: both dirs stay behind; the next job on the host must remove both.
   char base[] = "/tmp/dl_mpi_killed.XXXXXX";
   REQUIRE(mkdtemp(base) != nullptr);
   const std::string env = "env TMPDIR=" + std::string(base) + " ";
-  Result first = run(env + kDlaunch + " -n 1 /bin/sh -c 'kill -9 $PPID; sleep 2'");
+  const std::string rank =
+      "import os, socket, time\n"
+      "uri = os.environ['PMIX_SERVER_URI41']\n"
+      "socket.create_connection(('127.0.0.1', int(uri.rsplit(':', 1)[1])))\n"
+      "d = os.environ['TMPDIR']\n"
+      "while len([n for n in os.listdir(d) if n.startswith('dlaunch-')]) < 2: time.sleep(0.01)\n"
+      "os.kill(os.getppid(), 9)\n"
+      "time.sleep(2)\n";
+  Result first = run(env + kDlaunch + " -n 1 /usr/bin/python3 -c \"" + rank + "\"");
   INFO(first.out);
   CHECK(first.code != 0);
   auto entries = [&] {
