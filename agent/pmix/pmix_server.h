@@ -190,8 +190,7 @@ uint16_t uri_port(const std::string& uri);
 // this process may use (as mpirun does when it oversubscribes) unless the
 // environment already sets it, and OMPI_MCA_btl_vader_backing_directory=
 // shm_dir(map) whenever /dev/shm exists (created by register_job, removed by
-// stop) so that shared-memory
-// segments of killed ranks do not stay in /dev/shm.
+// stop) so that shared-memory segments of killed ranks do not stay in /dev/shm.
 std::string shm_dir(const JobMap& map);
 std::vector<std::pair<std::string, std::string>> ompi_env(const JobMap& map);
 
