@@ -57,12 +57,7 @@ int Agent::run() {
   // The PMIx server's slow half runs while we connect and wait for the
   // launch message; a launch that asks for MPI waits for it (mpi_job.h).
   if (a.prepare_pmix) mpi_ = MpiJob::prepare();
-  const std::string peer = "the launcher at " + a.connect_host + ":" + std::to_string(a.connect_port);
-  wire::Socket s = wire::connect_tcp(a.connect_host, a.connect_port, opts_.connect_timeout);
-  wire::client_handshake(s, opts_.token, control::kControlTag, peer);
-  asio::ip::tcp::socket sock(io_);
-  sock.assign(asio::ip::tcp::v4(), s.release());
-  link_ = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame);
+  link_ = std::make_shared<control::Connection>(control_socket(), control::kMaxControlFrame);
   control::Connection::Callbacks cb;
   cb.frame = [this](wire::Frame& f) { on_frame(f); };
   cb.closed = [this](const std::string& why, bool) {
@@ -91,6 +86,24 @@ int Agent::run() {
   });
   io_.run();
   return exit_code_;
+}
+
+// The connection to the launcher: the inherited socketpair of a local agent
+// (--control-fd, authenticated by construction), else TCP and the token handshake.
+asio::generic::stream_protocol::socket Agent::control_socket() {
+  const auto& a = opts_.args;
+  if (a.control_fd >= 0) {
+    ::fcntl(a.control_fd, F_SETFD, FD_CLOEXEC);  // the ranks must not hold it
+    asio::generic::stream_protocol::socket sock(io_);
+    sock.assign(asio::generic::stream_protocol(AF_UNIX, 0), a.control_fd);
+    return sock;
+  }
+  const std::string peer = "the launcher at " + a.connect_host + ":" + std::to_string(a.connect_port);
+  wire::Socket s = wire::connect_tcp(a.connect_host, a.connect_port, opts_.connect_timeout);
+  wire::client_handshake(s, opts_.token, control::kControlTag, peer);
+  asio::ip::tcp::socket sock(io_);
+  sock.assign(asio::ip::tcp::v4(), s.release());
+  return asio::generic::stream_protocol::socket(std::move(sock));
 }
 
 void Agent::on_frame(wire::Frame& f) {

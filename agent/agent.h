@@ -44,6 +44,7 @@ class Agent {
   int run();
 
  private:
+  asio::generic::stream_protocol::socket control_socket();
   void on_frame(wire::Frame& f);
   void on_message(const control::FromLauncher& m);
   void launch(const control::msg::Launch& m);

@@ -15,6 +15,7 @@ namespace po = boost::program_options;
 namespace {
 // The one table: option names, and how each maps to AgentArgs.
 constexpr const char* kConnect = "connect";
+constexpr const char* kControlFd = "control-fd";
 constexpr const char* kNode = "node";
 constexpr const char* kNodeNames = "node-names";
 constexpr const char* kGpusPerNode = "gpus-per-node";
@@ -25,7 +26,8 @@ constexpr const char* kCpuTopology = "cpu-topology";
 po::options_description table() {
   po::options_description d("dlaunch-agent options");
   d.add_options()
-      (kConnect, po::value<std::string>()->required(), "HOST:PORT of the launcher's control server")
+      (kConnect, po::value<std::string>(), "HOST:PORT of the launcher's control server")
+      (kControlFd, po::value<int>(), "instead of --connect: the inherited control socket of a local agent")
       (kNode, po::value<int>(), "the node index this agent runs")
       (kNodeNames, po::value<std::string>(), "H1,H2,..: instead of --node, the node is this host's place in the list")
       (kGpusPerNode, po::value<int>(), "hand out GPUs 0..N-1 instead of detecting them")
@@ -44,7 +46,9 @@ std::string host_port(const std::string& h, uint16_t p) {
 }  // namespace
 
 std::vector<std::string> to_argv(const AgentArgs& a) {
-  std::vector<std::string> v{flag(kConnect), host_port(a.connect_host, a.connect_port)};
+  std::vector<std::string> v = a.control_fd >= 0
+                                   ? std::vector<std::string>{flag(kControlFd), std::to_string(a.control_fd)}
+                                   : std::vector<std::string>{flag(kConnect), host_port(a.connect_host, a.connect_port)};
   if (a.node_names.empty()) v.insert(v.end(), {flag(kNode), std::to_string(a.node)});
   else {
     std::string names;
@@ -74,8 +78,15 @@ ParsedAgentArgs parse_agent_args(const std::vector<std::string>& argv) {
     throw UsageError(e.what());
   }
   AgentArgs& a = out.args;
-  auto [h, p] = wire::split_host_port(vm[kConnect].as<std::string>(), "--connect");
-  a.connect_host = h, a.connect_port = p;
+  if (vm.count(kConnect) == vm.count(kControlFd))
+    throw UsageError("give --connect HOST:PORT or --control-fd N (one of them)");
+  if (vm.count(kConnect)) {
+    auto [h, p] = wire::split_host_port(vm[kConnect].as<std::string>(), "--connect");
+    a.connect_host = h, a.connect_port = p;
+  } else {
+    a.control_fd = vm[kControlFd].as<int>();
+    if (a.control_fd < 3) throw UsageError("--control-fd must be 3 or more (0-2 are stdin, stdout, stderr)");
+  }
   if (vm.count(kNode) == vm.count(kNodeNames)) throw UsageError("give --node K or --node-names H1,H2,.. (one of them)");
   if (vm.count(kNode)) a.node = vm[kNode].as<int>();
   if (a.node < 0) throw UsageError("--node must not be negative");
@@ -97,7 +108,7 @@ ParsedAgentArgs parse_agent_args(const std::vector<std::string>& argv) {
 
 std::string agent_usage() {
   std::ostringstream s;
-  s << "usage: dlaunch-agent --connect HOST:PORT (--node K | --node-names H1,H2,..) [options]\n"
+  s << "usage: dlaunch-agent (--connect HOST:PORT | --control-fd N) (--node K | --node-names H1,H2,..) [options]\n"
        "(dlaunch starts this program, you do not; the job token is read from stdin)\n"
     << table();
   return s.str();

@@ -13,6 +13,10 @@ namespace dl::control {
 struct AgentArgs {
   std::string connect_host;    // the launcher's control server
   uint16_t connect_port = 0;
+  // --control-fd N, in place of --connect: the local agent's end of a
+  // socketpair its launcher made, inherited as fd N; authenticated by
+  // construction (only the launcher and its child hold it), so no handshake.
+  int control_fd = -1;
   int node = 0;                // the node index this agent runs
   // --node-names h1,h2,..: instead of --node, for one command that starts
   // every agent (srun): each agent's node is where its own name is in the list.
@@ -23,7 +27,8 @@ struct AgentArgs {
   bool cpu_topology = false;   // --cpu-topology: report cores and NUMA nodes in the hello
 };
 
-// The arguments after the program name, e.g. {"--connect", "10.0.0.1:4000", "--node", "2", "--no-pmix"}.
+// The arguments after the program name, e.g. {"--connect", "10.0.0.1:4000", "--node", "2", "--no-pmix"}
+// ({"--control-fd", "3", ...} when control_fd >= 0).
 std::vector<std::string> to_argv(const AgentArgs& a);
 
 struct ParsedAgentArgs {

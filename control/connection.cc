@@ -9,7 +9,7 @@ namespace dl::control {
 
 using std::chrono::milliseconds;
 
-Connection::Connection(asio::ip::tcp::socket sock, size_t max_frame, Callbacks cb)
+Connection::Connection(asio::generic::stream_protocol::socket sock, size_t max_frame, Callbacks cb)
     : sock_(std::move(sock)), parser_(max_frame), cb_(std::move(cb)), hs_deadline_(sock_.get_executor()),
       hb_timer_(sock_.get_executor()) {}
 
@@ -143,7 +143,7 @@ void Connection::beat() {
 void Connection::shutdown_receive() {
   reading_stopped_ = true;
   boost::system::error_code ec;
-  sock_.shutdown(asio::ip::tcp::socket::shutdown_receive, ec);
+  sock_.shutdown(asio::socket_base::shutdown_receive, ec);
 }
 
 void Connection::close(const std::string& why) {

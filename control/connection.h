@@ -39,14 +39,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::function<void()> drained;  // the queue fell below kResumeBelow
   };
 
-  Connection(asio::ip::tcp::socket sock, size_t max_frame, Callbacks cb = {});
+  // `sock` is a TCP connection, or a local agent's socketpair (AF_UNIX).
+  Connection(asio::generic::stream_protocol::socket sock, size_t max_frame, Callbacks cb = {});
   // Before start: the callbacks (they may capture a weak pointer to this).
   void set_callbacks(Callbacks cb) { cb_ = std::move(cb); }
 
   // Server side: the peer must pass the token handshake (it speaks first)
   // within `deadline`, else the connection closes with "no handshake within N s".
   void start_server(const std::string& token, std::string_view tag, std::chrono::milliseconds deadline);
-  // The socket is already authenticated (the agent's blocking client handshake).
+  // The socket is already authenticated (the agent's blocking client
+  // handshake, or a socketpair between the launcher and its local agent).
   void start();
 
   void send(std::string frame);
@@ -75,7 +77,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void write_next();
   void beat();
 
-  asio::ip::tcp::socket sock_;
+  asio::generic::stream_protocol::socket sock_;
   wire::FrameParser parser_;
   Callbacks cb_;
   std::optional<wire::ServerHandshake> hs_;

@@ -1,6 +1,8 @@
 #include "launcher/control_server.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <utility>
 
 #include "errors/error.h"
@@ -35,22 +37,38 @@ void ControlServer::accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, ip::tcp::socket sock) {
     if (ec || !accepting_) return;
     sock.set_option(ip::tcp::no_delay(true));
-    // The node this connection speaks for, once its hello was taken.
-    auto node = std::make_shared<int>(-1);
-    auto conn = std::make_shared<Connection>(std::move(sock), control::kMaxControlFrame);
-    std::weak_ptr<Connection> w = conn;
-    Connection::Callbacks cb;
-    cb.frame = [this, w, node](wire::Frame& f) {
-      if (auto c = w.lock()) on_frame(c, *node, f);
-    };
-    cb.closed = [this, node](const std::string& why, bool authenticated) {
-      if (*node >= 0) return h_.on_closed(*node, why);
-      if (!authenticated && why != "connection closed") h_.log("refused a control connection: " + why);
-    };
-    conn->set_callbacks(std::move(cb));
-    conn->start_server(token_, control::kControlTag, wire::kDefaultHandshakeTimeout);
+    serve(std::move(sock), false);
     if (accepting_) accept();
   });
+}
+
+void ControlServer::adopt(int fd) {
+  boost::asio::generic::stream_protocol::socket sock(io_);
+  boost::system::error_code ec;
+  sock.assign(boost::asio::generic::stream_protocol(AF_UNIX, 0), fd, ec);
+  if (ec) {
+    ::close(fd);
+    return h_.log("cannot use the local agent's control socket: " + ec.message());
+  }
+  serve(std::move(sock), true);
+}
+
+void ControlServer::serve(boost::asio::generic::stream_protocol::socket sock, bool authenticated) {
+  // The node this connection speaks for, once its hello was taken.
+  auto node = std::make_shared<int>(-1);
+  auto conn = std::make_shared<Connection>(std::move(sock), control::kMaxControlFrame);
+  std::weak_ptr<Connection> w = conn;
+  Connection::Callbacks cb;
+  cb.frame = [this, w, node](wire::Frame& f) {
+    if (auto c = w.lock()) on_frame(c, *node, f);
+  };
+  cb.closed = [this, node](const std::string& why, bool authenticated) {
+    if (*node >= 0) return h_.on_closed(*node, why);
+    if (!authenticated && why != "connection closed") h_.log("refused a control connection: " + why);
+  };
+  conn->set_callbacks(std::move(cb));
+  if (authenticated) conn->start();
+  else conn->start_server(token_, control::kControlTag, wire::kDefaultHandshakeTimeout);
 }
 
 void ControlServer::on_frame(const std::shared_ptr<Connection>& c, int& node, wire::Frame& f) {

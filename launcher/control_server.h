@@ -37,6 +37,11 @@ class ControlServer {
   // Listens on `bind_addr`, port 0; returns the port.
   uint16_t listen(const std::string& bind_addr);
   void stop_accepting();
+  // Takes `fd`, the launcher's end of a socketpair whose other end its own
+  // child, the local agent, inherited: authenticated by construction (no
+  // other process holds either end), so no handshake; the agent's hello
+  // binds it to its node as on an accepted connection.
+  void adopt(int fd);
 
   void send(int node, std::string frame);
   template <class M> void send(int node, const M& m) { send(node, control::frame(m)); }
@@ -54,6 +59,7 @@ class ControlServer {
 
  private:
   void accept();
+  void serve(boost::asio::generic::stream_protocol::socket sock, bool authenticated);
   void on_frame(const std::shared_ptr<control::Connection>& c, int& node, wire::Frame& f);
 
   boost::asio::io_context& io_;

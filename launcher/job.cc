@@ -155,6 +155,7 @@ void Job::start_agents(uint16_t control_port) {
   ev.agent_stderr = [this](int node, std::string text) {
     write_fully(2, "dlaunch: [agent@" + nodes_.at(static_cast<size_t>(node)).host + "] " + text);
   };
+  ev.local_control = [this](int, int fd) { server_->adopt(fd); };
   if (make_starter_) {
     starter_ = make_starter_(io_, std::move(ev));
   } else {

@@ -94,7 +94,7 @@ std::string local_agent_exit_error(const std::string& path, int wait_status) {
 }
 
 LocalAgent start_local_agent(const std::string& path, const std::vector<std::string>& args, const std::string& token,
-                             int stderr_fd, int stdout_fd) {
+                             int stderr_fd, int stdout_fd, int control_fd) {
   int in[2], exec_status[2];
   if (::pipe2(in, O_CLOEXEC) != 0) throw_errno("creating the agent's stdin pipe");
   // Closed by a successful exec (O_CLOEXEC), or carrying exec's errno.
@@ -127,10 +127,15 @@ LocalAgent start_local_agent(const std::string& path, const std::vector<std::str
     ::dup2(in[0], 0);
     if (stderr_fd >= 0) ::dup2(stderr_fd, 2);
     if (stdout_fd >= 0) ::dup2(stdout_fd, 1);
+    int status_fd = exec_status[1];  // kept clear of the control socket's number
+    if (control_fd >= 0 && status_fd == kAgentControlFd) status_fd = ::fcntl(status_fd, F_DUPFD_CLOEXEC, kAgentControlFd + 1);
+    // dup2 clears close-on-exec on the copy; a socket already at that number keeps its flag.
+    if (control_fd == kAgentControlFd) ::fcntl(control_fd, F_SETFD, 0);
+    else if (control_fd >= 0) ::dup2(control_fd, kAgentControlFd);
     if (path.find('/') != std::string::npos) ::execv(path.c_str(), argv.data());
     else ::execvp(path.c_str(), argv.data());
     const int e = errno;
-    (void)!::write(exec_status[1], &e, sizeof e);
+    (void)!::write(status_fd, &e, sizeof e);
     ::_exit(127);
   }
   ::setpgid(pid, pid);

@@ -35,8 +35,12 @@ struct LocalAgent {
 // `stderr_fd` >= 0 becomes the child's stderr, `stdout_fd` >= 0 its stdout
 // (the caller keeps and closes its copies); -1 leaves dlaunch's. The ssh
 // starter runs `ssh` through this, the slurm starter srun.
+// `control_fd` >= 0 is inherited by the child as fd kAgentControlFd (the
+// caller keeps and closes its copy).
 LocalAgent start_local_agent(const std::string& path, const std::vector<std::string>& args, const std::string& token,
-                             int stderr_fd = -1, int stdout_fd = -1);
+                             int stderr_fd = -1, int stdout_fd = -1, int control_fd = -1);
+// Where a local agent finds its end of the control socketpair (--control-fd).
+constexpr int kAgentControlFd = 3;
 
 // Why the local agent `path` (as agent_path returned it) could not be
 // executed (errno `err` of exec): the path tried, where dlaunch looked for it
@@ -94,6 +98,12 @@ class AgentStarter {
     std::function<void(int node, std::string reach, std::string back)> reached;
     // The agent's own stderr after it connected (remote agents).
     std::function<void(int node, std::string text)> agent_stderr;
+    // A local agent's control connection: the launcher's end of a socketpair
+    // whose other end the agent inherited (--control-fd), authenticated by
+    // construction; called during start(), the receiver owns `fd`. Unset: the
+    // local agent connects to the control port and runs the token handshake
+    // as a remote one does.
+    std::function<void(int node, int fd)> local_control;
   };
   virtual ~AgentStarter() = default;
   // May be called again for a node whose agent was lost (a restart): the

@@ -1,5 +1,8 @@
 #include "remote/local_starter.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <map>
 #include <vector>
 
@@ -31,13 +34,22 @@ class LocalStarter : public AgentStarter {
     control::AgentArgs a = spec.args;
     a.connect_host = "127.0.0.1";
     a.connect_port = static_cast<uint16_t>(std::stoi(spec.control_port));
+    // The control connection as a socketpair the agent inherits: no connect,
+    // no handshake round trip (its hello is the first thing it sends).
+    int pair[2] = {-1, -1};
+    if (ev_.local_control && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0)
+      a.control_fd = kAgentControlFd;
     try {
-      w->agent = start_local_agent(w->path, control::to_argv(a), spec.token);
+      w->agent = start_local_agent(w->path, control::to_argv(a), spec.token, -1, -1, pair[1]);
     } catch (const Error& e) {
+      for (int fd : pair)
+        if (fd >= 0) ::close(fd);
       const std::string why = spec.host + ": " + e.what();
       asio::post(io_, [this, node = spec.node, why] { ev_.failed(node, why); });
       return;
     }
+    if (pair[1] >= 0) ::close(pair[1]);
+    if (pair[0] >= 0) ev_.local_control(spec.node, pair[0]);
     // One that exits before it connects fails its node at once, not when
     // --agent-timeout runs out. Without pidfds (Linux < 5.3) the agent timer
     // still bounds the wait.

@@ -53,7 +53,22 @@ TEST_CASE("agent args: bad command lines are usage errors that name the option",
   CHECK(why({"--connect", "h:1", "--node", "x"}).find("node") != std::string::npos);
   CHECK(why({"--connect", "h:1", "--node", "-2"}).find("--node") != std::string::npos);
   CHECK(why({"--connect", "nohostport", "--node", "1"}).find("--connect") != std::string::npos);
+  CHECK(why({"--connect", "h:1", "--control-fd", "3", "--node", "1"}).find("one of them") != std::string::npos);
+  CHECK(why({"--control-fd", "1", "--node", "1"}).find("--control-fd") != std::string::npos);
   CHECK(control::parse_agent_args({"--version"}).version);
+}
+
+TEST_CASE("agent args: a local agent's inherited control socket in place of --connect", "[control]") {
+  control::AgentArgs a;
+  a.control_fd = 3;
+  a.node = 0;
+  a.connect_host = "127.0.0.1", a.connect_port = 9;  // not used with a control fd
+  const auto argv = control::to_argv(a);
+  CHECK(argv == std::vector<std::string>{"--control-fd", "3", "--node", "0"});
+  const auto back = control::parse_agent_args(argv).args;
+  CHECK(back.control_fd == 3);
+  CHECK(back.connect_host.empty());
+  CHECK(control::parse_agent_args({"--connect", "h:1", "--node", "0"}).args.control_fd == -1);
 }
 
 TEST_CASE("agent args: --node-names in place of --node (one srun for every agent)", "[control][slurm]") {

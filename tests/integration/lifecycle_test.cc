@@ -175,31 +175,14 @@ TEST_CASE("dlaunch killed by SIGKILL leaves no agent and no rank behind", "[inte
 }
 
 namespace {
-// The port of the launcher's control listener, from the local agent's
-// command line (`--connect 127.0.0.1:PORT`, a child of dlaunch).
-int control_port(pid_t dlaunch) {
-  for (int tries = 0; tries < 100; ++tries) {
-    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-      const std::string name = e.path().filename();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream stat(e.path() / "stat");
-      std::string line;
-      if (!std::getline(stat, line)) continue;
-      auto close_paren = line.rfind(')');
-      if (close_paren == std::string::npos) continue;
-      std::istringstream rest(line.substr(close_paren + 2));
-      std::string state;
-      pid_t ppid = 0;
-      rest >> state >> ppid;
-      if (ppid != dlaunch) continue;
-      std::ifstream cmd(e.path() / "cmdline");
-      std::string argv((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
-      auto at = argv.find(std::string("--connect") + '\0' + "127.0.0.1:");
-      if (at != std::string::npos) return std::stoi(argv.substr(at + 20));
-    }
-    pause_s(0.1);
-  }
-  return -1;
+// The port of the launcher's control listener, from its --verbose line
+// ("control server on 127.0.0.1:PORT, store ..."). The local agent does not
+// use it (it inherits a socketpair); remote agents would.
+int control_port(Child& c) {
+  std::string err;
+  const std::string tag = "control server on 127.0.0.1:";
+  if (!read_fd_until(c.err_fd, err, ", store", 20) || err.find(tag) == std::string::npos) return -1;
+  return std::stoi(err.substr(err.find(tag) + tag.size()));
 }
 }  // namespace
 
@@ -209,7 +192,7 @@ TEST_CASE("an idle connection to the control port is closed once the handshake t
   s.argv = {bin("dlaunch"), "--verbose", "-n", "1", "/bin/sh", "-c", "sleep 25", m};
   Child c = start(s);
   ChildGuard guard{c, m};
-  const int port = control_port(c.pid);
+  const int port = control_port(c);
   REQUIRE(port > 0);
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   REQUIRE(fd >= 0);
