@@ -25,6 +25,7 @@
 #if DLAUNCH_HAVE_PMIX
 #include "agent/pmix/front_door.h"
 #include "agent/pmix/local_topology.h"
+#include "agent/pmix/pmix_loader.h"
 #include "agent/pmix/pmix_server.h"
 #endif
 
@@ -182,6 +183,12 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
     prep->cv.notify_all();
     return true;
   };
+  // libpmix and hwloc, beside the agent's connect and hello (pmix_loader.h).
+  try {
+    pmix::preload();
+  } catch (const Error& e) {
+    std::cerr << "dlaunch-agent: error: " << e.what() << "\n";
+  }
   reap_dead_agents(*prep);
   if (!advance(Prep::kIdle)) return finish(Prep::kIdle);
   // Until a rank connects (MPI_Init) or the agent leaves. Nothing of hwloc or

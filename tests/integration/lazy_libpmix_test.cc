@@ -1,0 +1,54 @@
+// dlaunch-agent loads libpmix and hwloc (and libevent, munge, udev with
+// them) in its PMIx server thread, not at exec (agent/pmix/pmix_loader.h):
+// `dlaunch-agent --version` and the agent of a `--mpi none` job never map
+// them, and the agent of an MPI job does, before its ranks can need them.
+// These fail as soon as anything links libpmix into dlaunch-agent again.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "tests/integration/run_command.h"
+
+using namespace dl::it;
+
+namespace {
+const char* const kPmixLibs[] = {"libpmix.so", "libhwloc.so", "libevent_core", "libmunge.so"};
+
+// A job of 1 rank that prints its agent's (its parent's) /proc/PID/maps,
+// once `want` is mapped there or after 5 s.
+RunResult agent_maps(const std::string& mpi, const std::string& want) {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--mpi", mpi, "-n", "1", "/bin/sh", "-c",
+            "for i in $(seq 50); do grep -q '" + want + "' /proc/$PPID/maps && break; sleep 0.1; done; "
+            "echo \"agent $(readlink /proc/$PPID/exe)\"; cat /proc/$PPID/maps"};
+  return run(s, 30);
+}
+}  // namespace
+
+TEST_CASE("dlaunch-agent --version loads no libpmix nor hwloc (LD_DEBUG=libs)", "[integration]") {
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch-agent"), "--version"};
+  s.set_env = {{"LD_DEBUG", "libs"}, {"LD_DEBUG_OUTPUT", tmp.path + "/ld"}};
+  RunResult r = run(s, 30);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.rfind("dlaunch-agent ", 0) == 0);
+  std::string log;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path)) log += read_file(e.path().string());
+  INFO(log);
+  REQUIRE_THAT(log, Catch::Contains("find library=libc.so.6"));  // the log is real
+  for (const char* lib : kPmixLibs) CHECK_THAT(log, !Catch::Contains(lib));
+}
+
+TEST_CASE("the agent of a --mpi none job never maps libpmix, an MPI job agent does", "[integration]") {
+  RunResult none = agent_maps("none", "libpmix.so");  // waits the full 5 s: it must not come
+  INFO(none.err);
+  REQUIRE(none.code == 0);
+  REQUIRE_THAT(none.out, Catch::Contains("/dlaunch-agent\n") && Catch::Contains("/libc.so.6"));
+  for (const char* lib : kPmixLibs) CHECK_THAT(none.out, !Catch::Contains(lib));
+
+  RunResult mpi = agent_maps("pmix", "libpmix.so");
+  INFO(mpi.err);
+  REQUIRE(mpi.code == 0);
+  CHECK_THAT(mpi.out, Catch::Contains("/libpmix.so") && Catch::Contains("/libhwloc.so"));
+}
