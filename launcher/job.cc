@@ -12,6 +12,7 @@
 #include "errors/exit_codes.h"
 #include "launcher/dry_run.h"
 #include "launcher/launch_plan.h"
+#include "launcher/shared_env.h"
 #include "launcher/spawn_answer.h"
 #include "launcher/stdin_forwarder.h"
 #include "remote/start_method.h"
@@ -285,6 +286,7 @@ void Job::launch_all() {
     auto& m = plan.launches[static_cast<size_t>(n.index)];
     if (!m) continue;
     if (!warned) write_fully(2, inherited_identity_warning(*m, in.launcher_env)), warned = true;
+    hoist_shared_env(*m);  // sent once per host, not per rank (launcher/shared_env.h)
     server_->send(n.index, *m);
   }
   start_stdin_reader();

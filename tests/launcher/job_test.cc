@@ -38,6 +38,15 @@ using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+// A rank's variable as the agent applies it: its own, else the host's
+// (shared ones are sent once per host, launcher/shared_env.h).
+std::string rank_var(const control::msg::Launch& l, const control::msg::RankSpec& r, const std::string& k) {
+  auto it = r.env.find(k);
+  return it != r.env.end() ? it->second : l.env.at(k);
+}
+}  // namespace
+
+namespace {
 // Two hosts that are not this machine, so the Job treats both as remote.
 hf::Placement two_fake_hosts() {
   hf::HostEntry a, b;
@@ -370,8 +379,8 @@ TEST_CASE("job: every rank exits 0, the job exits 0", "[launcher][job]") {
     CHECK(seen.launch->ranks[1].rank == 2 * i + 1);
     CHECK(seen.launch->ranks[0].argv == std::vector<std::string>{"/bin/true"});
     // Node 0 is remote: the ranks meet at its address as ssh reached it; the store is this launcher's.
-    CHECK(seen.launch->ranks[0].env.at("MASTER_ADDR") == "10.1.0.1");
-    CHECK_THAT(seen.launch->ranks[0].env.at("DLAUNCH_STORE_ADDR"), Catch::StartsWith("127.0.0.1:"));
+    CHECK(rank_var(*seen.launch, seen.launch->ranks[0], "MASTER_ADDR") == "10.1.0.1");
+    CHECK_THAT(rank_var(*seen.launch, seen.launch->ranks[0], "DLAUNCH_STORE_ADDR"), Catch::StartsWith("127.0.0.1:"));
   }
 }
 
@@ -514,10 +523,11 @@ TEST_CASE("job: --max-restarts, a rank fails once: the same agents launch again 
     REQUIRE(seen.launches.size() == 2);
     for (size_t k = 0; k < 2; ++k)
       for (const auto& r : seen.launches[k].ranks) {
-        CHECK(r.env.at("TORCHELASTIC_RESTART_COUNT") == std::to_string(k));
-        CHECK(r.env.at("DLAUNCH_RESTART_COUNT") == std::to_string(k));
-        CHECK(r.env.at("TORCHELASTIC_MAX_RESTARTS") == "2");
-        CHECK(r.env.at("MASTER_PORT") == (k == 0 ? "29500" : "31010"));  // node 0's ready port for attempt 1
+        const auto& l = seen.launches[k];
+        CHECK(rank_var(l, r, "TORCHELASTIC_RESTART_COUNT") == std::to_string(k));
+        CHECK(rank_var(l, r, "DLAUNCH_RESTART_COUNT") == std::to_string(k));
+        CHECK(rank_var(l, r, "TORCHELASTIC_MAX_RESTARTS") == "2");
+        CHECK(rank_var(l, r, "MASTER_PORT") == (k == 0 ? "29500" : "31010"));  // node 0's ready port for attempt 1
       }
   }
 }
