@@ -7,10 +7,12 @@ run at full speed) and cuts each run at the syscalls that mark its phases:
                  relocated the libraries, static constructors ran)
   setup          -> the agent's fork (options, token, control and store
                  servers)
-  agent start    agent execve -> its first connect, or its first recv when it
-                 has no connect (exec, ld.so, PMIx port)
-  hello          -> the launcher receives the agent's hello (handshake, GPU
-                 and CPU probes)
+  agent start    agent execve -> its first connect (a remote-style agent), or
+                 its hello when it inherited its control socket (the local
+                 agent since session 7: exec, ld.so, PMIx port, GPU and CPU
+                 probes)
+  hello          -> the launcher receives the agent's hello (with a connect:
+                 handshake, probes)
   launch msg     -> the agent has the launch message
   fork ranks     -> the last rank's fork returned in the agent
   ranks run      -> the last rank's exit_group (exec of PROGRAM, its run)
@@ -80,7 +82,9 @@ def phases(events, n):
     agent = agent_exec[0]
     loaded = first(lambda e: e[0] == launcher and e[2] == "getrandom")
     forked = first(lambda e: e[0] == launcher and e[2] in ("clone", "clone3", "vfork") and "= " in e[3])
-    a_conn = first(lambda e: e[0] == agent and e[2] in ("connect", "recvfrom"), agent_exec[1])
+    a_conn = first(lambda e: e[0] == agent and (e[2] in ("connect", "recvfrom") or
+                                                (e[2] in ("sendto", "sendmsg") and "free_port" in e[3])),
+                   agent_exec[1])
     hello = first(lambda e: e[0] == launcher and e[2] == "recvfrom" and "free_port" in e[3])
     launch_sent = first(lambda e: e[0] == launcher and e[2] in ("sendto", "sendmsg", "writev") and '\\"env\\"' in e[3])
     launch_got = first(lambda e: e[0] == agent and e[2] == "recvfrom" and '\\"env\\"' in e[3])
