@@ -5,8 +5,6 @@
 // These fail as soon as anything links libpmix into dlaunch-agent again.
 #include <catch2/catch.hpp>
 
-#include <filesystem>
-
 #include "tests/integration/run_command.h"
 
 using namespace dl::it;
@@ -26,15 +24,8 @@ RunResult agent_maps(const std::string& mpi, const std::string& want) {
 }  // namespace
 
 TEST_CASE("dlaunch-agent --version loads no libpmix nor hwloc (LD_DEBUG=libs)", "[integration]") {
-  TempDir tmp;
-  RunSpec s;
-  s.argv = {bin("dlaunch-agent"), "--version"};
-  s.set_env = {{"LD_DEBUG", "libs"}, {"LD_DEBUG_OUTPUT", tmp.path + "/ld"}};
-  RunResult r = run(s, 30);
-  REQUIRE(r.code == 0);
-  CHECK(r.out.rfind("dlaunch-agent ", 0) == 0);
-  std::string log;
-  for (const auto& e : std::filesystem::directory_iterator(tmp.path)) log += read_file(e.path().string());
+  auto [code, log] = run_ld_debug_libs({bin("dlaunch-agent"), "--version"});
+  REQUIRE(code == 0);
   INFO(log);
   REQUIRE_THAT(log, Catch::Contains("find library=libc.so.6"));  // the log is real
   for (const char* lib : kPmixLibs) CHECK_THAT(log, !Catch::Contains(lib));

@@ -18,16 +18,8 @@ const char* const kRemoteOnly[] = {"libssh.so", "libcrypto.so", "libgssapi_krb5.
 }
 
 TEST_CASE("dlaunch --version loads no libssh (LD_DEBUG=libs)", "[integration]") {
-  TempDir tmp;
-  RunSpec s;
-  s.argv = {bin("dlaunch"), "--version"};
-  // ld.so writes what it loads to <prefix>.<pid>, one file per process.
-  s.set_env = {{"LD_DEBUG", "libs"}, {"LD_DEBUG_OUTPUT", tmp.path + "/ld"}};
-  RunResult r = run(s, 30);
-  REQUIRE(r.code == 0);
-  CHECK(r.out.rfind("dlaunch ", 0) == 0);
-  std::string log;
-  for (const auto& e : std::filesystem::directory_iterator(tmp.path)) log += read_file(e.path().string());
+  auto [code, log] = run_ld_debug_libs({bin("dlaunch"), "--version"});
+  REQUIRE(code == 0);
   INFO(log);
   // The log is real: it names what dlaunch does load.
   REQUIRE_THAT(log, Catch::Contains("find library=libc.so.6"));

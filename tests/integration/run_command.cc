@@ -259,6 +259,18 @@ std::string read_file(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
+std::pair<int, std::string> run_ld_debug_libs(const std::vector<std::string>& argv) {
+  TempDir tmp;
+  RunSpec s;
+  s.argv = argv;
+  // ld.so writes what it loads to <prefix>.<pid>, one file per process.
+  s.set_env = {{"LD_DEBUG", "libs"}, {"LD_DEBUG_OUTPUT", tmp.path + "/ld"}};
+  RunResult r = run(s, 30);
+  std::string log;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path)) log += read_file(e.path().string());
+  return {r.code, log};
+}
+
 void write_file(const std::string& path, const std::string& text, int mode) {
   {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);

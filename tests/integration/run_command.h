@@ -83,6 +83,9 @@ struct TempDir {
   std::string path;
 };
 std::string read_file(const std::string& path);
+// Runs `argv` with LD_DEBUG=libs and returns its exit code and ld.so's log of
+// what it loaded (every process's, concatenated).
+std::pair<int, std::string> run_ld_debug_libs(const std::vector<std::string>& argv);
 void write_file(const std::string& path, const std::string& text, int mode = 0644);
 // Lines of text (without '\n').
 std::vector<std::string> lines(const std::string& text);
