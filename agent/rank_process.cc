@@ -141,9 +141,9 @@ struct ChildArgs {
 
 void say(const char* m) { (void)!::write(2, m, std::strlen(m)); }
 
-// Runs in the child between clone and exec, on its own stack in a copy of
-// the agent's memory (a fork of a process with threads): async-signal-safe
-// calls only. Every signal is blocked on entry (spawn_rank blocked them
+// Runs in the child between clone and exec, on its own stack but in the
+// agent's memory: async-signal-safe calls only, and no write to memory but
+// its own stack. Every signal is blocked on entry (spawn_rank blocked them
 // before the clone), so no handler of the agent can run here; the
 // dispositions are reset before the mask is cleared.
 int child(void* p) {
@@ -184,7 +184,8 @@ int child(void* p) {
   ::_exit(e == ENOENT ? 127 : 126);
 }
 
-// The child's stack: each child runs on its own copy of it (a fork).
+// The child's stack: used by one child at a time, since the agent's thread
+// is suspended until that child has exec'd or exited (CLONE_VFORK).
 constexpr size_t kChildStack = 256 * 1024;
 thread_local std::unique_ptr<char[]> t_stack;
 }  // namespace
@@ -218,15 +219,8 @@ Spawned spawn_rank(const SpawnSpec& s) {
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  // Not CLONE_VM | CLONE_VFORK (session 6): the agent's thread waited for
-  // each child's exec, one rank after another; as a fork the agent goes on
-  // to the next rank while this one execs on another core (docs/design.md).
-  const pid_t pid = ::clone(child, top, SIGCHLD, &args);
+  const pid_t pid = ::clone(child, top, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
   const int clone_errno = errno;
-  // The child makes itself a group leader too; whichever runs first, a
-  // signal to the group reaches it once spawn_rank returns. (EACCES after
-  // its exec is harmless: it did so already.)
-  if (pid > 0) ::setpgid(pid, pid);
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) {
     for (int fd : {out[0], out[1], err[0], err[1], in[1]})
@@ -234,8 +228,8 @@ Spawned spawn_rank(const SpawnSpec& s) {
     if (s.want_stdin) ::close(in[0]);
     throw_errno("starting a rank (clone)", clone_errno);
   }
-  // The child is a process-group leader (it or we made it one above): a
-  // signal sent to its group from here on reaches it, exec'd or not yet.
+  // The child has exec'd (or exited) by now, a process-group leader already:
+  // a signal sent to its group from here on reaches it.
   ::close(out[1]);
   ::close(err[1]);
   if (s.want_stdin) ::close(in[0]);

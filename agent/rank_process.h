@@ -53,11 +53,11 @@ struct Spawned {
   std::string pty_error;           // stdout_pty was asked for but no pty could be had (then a pipe)
 };
 
-// Starts the rank as a fork (clone without CLONE_VM) and returns without
-// waiting for its exec, so the agent prepares the next rank while this one
-// execs on another core; the agent's page tables are copied (more CPU than
-// session 6's CLONE_VFORK, less wall time: docs/design.md). The child is a
-// process-group leader when this returns, gets SIGKILL when the agent
+// Starts the rank with clone(CLONE_VM | CLONE_VFORK), as posix_spawn does:
+// the child borrows the agent's memory until it execs, so no page table is
+// copied and no page is copied on write (fork's cost grows with the agent's
+// mappings, libpmix's included), and the agent's thread resumes only after
+// the exec. The child is a process-group leader, gets SIGKILL when the agent
 // dies, has default signal dispositions and an empty signal mask.
 // If exec fails (rare: the file changed under us), the child writes why to
 // its stderr and exits 127/126. Throws IoError if the clone fails.
