@@ -278,8 +278,32 @@ void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
   if (hooks.spawn)
     cb.spawn = [spawn = std::move(hooks.spawn)](uint64_t id, int rank, std::vector<pmix::SpawnApp> apps) {
       std::vector<control::msg::SpawnApp> wanted;
-      for (auto& a : apps) wanted.push_back(control::msg::SpawnApp{std::move(a.argv), a.np});
+      for (auto& a : apps) {
+        control::msg::SpawnApp app{std::move(a.argv), a.np};
+        if (!a.env.empty()) app.env = control::EnvVars(a.env.begin(), a.env.end());
+        if (!a.wdir.empty()) app.wdir = std::move(a.wdir);
+        wanted.push_back(std::move(app));
+      }
       spawn(id, rank, std::move(wanted));
+    };
+  if (hooks.publish)
+    cb.publish = [fn = std::move(hooks.publish)](std::vector<pmix::Name> names, bool first_read) {
+      control::msg::MpiPublish m;
+      for (auto& n : names) {
+        m.names.push_back(control::msg::PublishedName{n.key, n.value, n.nspace, n.rank});
+        if (n.bytes) m.names.back().bytes = true;
+      }
+      m.first_read = first_read;
+      fn(std::move(m));
+    };
+  if (hooks.unpublish)
+    cb.unpublish = [fn = std::move(hooks.unpublish)](std::vector<std::string> keys) {
+      fn(control::msg::MpiUnpublish{std::move(keys)});
+    };
+  if (hooks.lookup)
+    cb.lookup = [fn = std::move(hooks.lookup)](uint64_t id, int rank, std::vector<std::string> keys, bool wait,
+                                               int timeout_ms) {
+      fn(control::msg::MpiLookup{id, rank, std::move(keys), wait, timeout_ms});
     };
   {
     std::lock_guard<std::mutex> lock(prep_->mu);
@@ -366,6 +390,53 @@ void MpiJob::spawn_done(uint64_t id, const std::string& nspace, const std::strin
   if (server) server->spawn_done(id, nspace, error);
 #else
   (void)id, (void)nspace, (void)error;
+#endif
+}
+
+void MpiJob::lookup_done(const control::msg::MpiLookupReply& r) {
+#if DLAUNCH_HAVE_PMIX
+  pmix::PmixServer* server = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(prep_->mu);
+    if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
+  }
+  std::vector<pmix::Name> names;
+  for (const auto& n : r.names) names.push_back(pmix::Name{n.key, n.value, n.nspace, n.rank, n.bytes.value_or(false)});
+  if (server) server->lookup_done(r.id, names, r.error.value_or(""));
+#else
+  (void)r;
+#endif
+}
+
+std::vector<std::vector<std::pair<std::string, std::string>>> MpiJob::start_spawn(const control::msg::SpawnLaunch& m) {
+#if DLAUNCH_HAVE_PMIX
+  pmix::PmixServer* server = nullptr;
+  pmix::JobMap children;
+  {
+    std::lock_guard<std::mutex> lock(prep_->mu);
+    if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
+    if (!server || !prep_->map) throw UsageError("this host's PMIx server is not running");
+    children.node_hosts = {prep_->map->node_hosts[prep_->map->node_rank]};
+    children.universe_size = prep_->map->universe_size;
+  }
+  children.nspace = m.nspace;
+  children.world_size = static_cast<int>(m.children.size());
+  children.node_rank = 0;
+  children.node_ranks.resize(1);
+  for (int k = 0; k < children.world_size; ++k) children.node_ranks[0].push_back(k);
+  if (children.universe_size < children.world_size) children.universe_size = children.world_size;
+  children.app_sizes = m.app_sizes.size() > 1 ? m.app_sizes : std::vector<int>{};
+  children.tmpdir = tmpdir_;
+  children.parent_nspace = m.parent_nspace;
+  children.parent_rank = m.parent_rank;
+  if (m.children.empty()) throw UsageError("a spawn without processes");
+  server->register_spawn(children, m.children.front().rank);
+  std::vector<std::vector<std::pair<std::string, std::string>>> envs;
+  for (int k = 0; k < children.world_size; ++k) envs.push_back(server->spawn_env(children, k));
+  return envs;
+#else
+  (void)m;
+  throw UsageError("this dlaunch-agent was built without libpmix");
 #endif
 }
 

@@ -35,6 +35,10 @@ struct MpiHooks {
   std::function<void(int rank, int status, std::string msg)> abort;  // a rank called MPI_Abort
   // A rank called MPI_Comm_spawn; answer with spawn_done(id, ...). Empty: refused at once.
   std::function<void(uint64_t id, int rank, std::vector<control::msg::SpawnApp> apps)> spawn;
+  // PMIx_Publish / PMIx_Unpublish / PMIx_Lookup (answer: lookup_done). Empty: "not supported".
+  std::function<void(control::msg::MpiPublish m)> publish;
+  std::function<void(control::msg::MpiUnpublish m)> unpublish;
+  std::function<void(control::msg::MpiLookup m)> lookup;
 };
 
 class MpiJob {
@@ -81,6 +85,13 @@ class MpiJob {
   // The launcher's answer to spawn request `id` (MpiHooks::spawn): the
   // children's namespace, or a non-empty error (the rank's call fails).
   void spawn_done(uint64_t id, const std::string& nspace, const std::string& error);
+  // The launcher's answer to lookup `id` (MpiHooks::lookup).
+  void lookup_done(const control::msg::MpiLookupReply& r);
+  // MPI_Comm_spawn's children (all on this host): registers their namespace
+  // with the PMIx server and returns, child by child (m.children's order),
+  // the variables to add to its environment. Throws Error when the server
+  // does not run or libpmix refuses (the spawn then fails).
+  std::vector<std::vector<std::pair<std::string, std::string>>> start_spawn(const control::msg::SpawnLaunch& m);
   const std::string& tmpdir() const { return tmpdir_; }
 
  private:

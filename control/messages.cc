@@ -227,6 +227,11 @@ DL_CONTROL_MESSAGE(Stacks)
 DL_CONTROL_MESSAGE(DumpStacks)
 DL_CONTROL_MESSAGE(Ready)
 DL_CONTROL_MESSAGE(Restart)
+DL_CONTROL_MESSAGE(MpiPublish)
+DL_CONTROL_MESSAGE(MpiLookup)
+DL_CONTROL_MESSAGE(MpiUnpublish)
+DL_CONTROL_MESSAGE(SpawnLaunch)
+DL_CONTROL_MESSAGE(MpiLookupReply)
 #undef DL_CONTROL_MESSAGE
 
 FromAgent decode_from_agent(std::string_view text) { return decode<FromAgent>(text, "agent"); }
@@ -242,6 +247,7 @@ std::string protocol_reference() {
   out += nested_line<msg::RankSpec>("ranks[]");
   out += nested_line<msg::MpiSection>("mpi");
   out += nested_line<msg::SpawnApp>("apps[]");
+  out += nested_line<msg::PublishedName>("names[]");
   out += nested_line<msg::RankStack>("stacks.ranks[]");
   return out;
 }

@@ -12,7 +12,6 @@
 #include "errors/exit_codes.h"
 #include "launcher/dry_run.h"
 #include "launcher/launch_plan.h"
-#include "launcher/spawn_answer.h"
 #include "launcher/stdin_forwarder.h"
 #include "remote/start_method.h"
 #include "rendezvous/bootstrap.h"
@@ -86,6 +85,8 @@ int Job::run() {
   server_ = std::make_unique<ControlServer>(io_, token_, nodes_.size(), *this);
   const uint16_t port = server_->listen(bind);
   if (!view_) store_ = std::make_unique<rdzv::TcpStoreServer>(io_, bind, 0, token_);
+  spawns_ = std::make_unique<SpawnBook>(job_id_, static_cast<int>(plan_.ranks.size()));
+  names_ = std::make_unique<NameService>(io_, secs(opts_.fence_timeout_s));
   std::vector<std::string> hosts;
   std::vector<std::vector<int>> ranks;
   for (auto& n : nodes_) hosts.push_back(n.host), ranks.push_back(n.ranks);
@@ -302,19 +303,20 @@ void Job::on_message(int node, const control::FromAgent& m) {
                  [&](const msg::Ready& r) { on_ready(node, r); },
                  [&](const msg::MpiAbort& a) {
                    own(a.rank);
-                   if (fate_.on_mpi_abort(a.rank, n.host, a.status)) teardown(grace_ms());
+                   if (fate_.on_mpi_abort(a.rank, n.host, a.status, spawns_->describe(a.rank))) teardown(grace_ms());
                  },
                  [&](const msg::SpawnRequest& r) {
                    own(r.rank);
-                   SpawnAnswer a = answer_spawn(r, n.host);
-                   write_fully(2, a.line);
-                   server_->send(node, a.reply);
-                   if (fate_.on_spawn_refused(a.verdict)) teardown(grace_ms());
+                   on_spawn_request(node, r);
                  },
+                 [&](const msg::MpiPublish&) { on_mpi_names(node, m); },
+                 [&](const msg::MpiLookup&) { on_mpi_names(node, m); },
+                 [&](const msg::MpiUnpublish&) { on_mpi_names(node, m); },
                  [&](const msg::SpawnFailed& f) {
                    own(f.rank);
                    RankExit e;
                    e.rank = f.rank, e.host = n.host, e.spawn_failed = true, e.code = f.code, e.message = f.message;
+                   e.name = spawns_->describe(f.rank);
                    on_rank_exit(std::move(e));
                  },
                  [&](const msg::Exited& x) {
@@ -323,6 +325,7 @@ void Job::on_message(int node, const control::FromAgent& m) {
                    e.rank = x.rank, e.host = n.host, e.pid = x.pid, e.code = x.code.value_or(0);
                    e.signal = x.signal.value_or(0), e.core = x.core.value_or(false), e.by_agent = x.by_agent;
                    e.error = x.error.value_or("");
+                   e.name = spawns_->describe(x.rank);
                    on_rank_exit(std::move(e));
                  },
              },

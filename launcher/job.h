@@ -27,9 +27,11 @@
 #include "launcher/fence_relay.h"
 #include "launcher/job_phase.h"
 #include "launcher/launch_plan.h"
+#include "launcher/name_service.h"
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
 #include "launcher/progress_line.h"
+#include "launcher/spawn_answer.h"
 #include "launcher/stack_collector.h"
 
 namespace dl::rdzv { class TcpStoreServer; }
@@ -111,6 +113,9 @@ class Job : public ControlServer::Handler {
   void restart_failed(const std::string& why);
   std::string hello_again(Node& n, const control::msg::Hello& m);
   AgentStartSpec agent_spec(const Node& n) const;
+  // MPI_Comm_spawn and publish/lookup (launcher/job_spawn.cc).
+  void on_spawn_request(int node, const control::msg::SpawnRequest& r);
+  void on_mpi_names(int node, const control::FromAgent& m);
   void start_stdin_reader();
   void start_stack_collector();
   void check_finished();
@@ -141,6 +146,8 @@ class Job : public ControlServer::Handler {
   std::unique_ptr<OutputSink> sink_;
   std::unique_ptr<StackCollector> stacks_;  // where every rank is, on --timeout and SIGQUIT
   Fate fate_;
+  std::unique_ptr<SpawnBook> spawns_;   // MPI_Comm_spawn's children, from run() on
+  std::unique_ptr<NameService> names_;  // PMIx_Publish/PMIx_Lookup, from run() on
   int hellos_ = 0, signals_seen_ = 0;
 };
 

@@ -33,6 +33,15 @@ class LocalTopology;
 struct SpawnApp {
   std::vector<std::string> argv;  // the command first
   int np = 0;                     // maxprocs
+  std::vector<std::pair<std::string, std::string>> env;  // the app's variables (OMPI_PARENT_PORT, ...)
+  std::string wdir;                                      // "" = the job's
+};
+
+// A published name (PMIx_Publish) and who published it.
+struct Name {
+  std::string key, value, nspace;  // value: a string, or with `bytes` a byte object in hex
+  int rank = 0;
+  bool bytes = false;
 };
 
 struct Callbacks {
@@ -65,6 +74,14 @@ struct Callbacks {
   // `apps`; it waits until the agent calls spawn_done(id, ...). Left empty,
   // the call fails at once with PMIX_ERR_NOT_SUPPORTED.
   std::function<void(uint64_t id, int rank, std::vector<SpawnApp> apps)> spawn;
+
+  // OPTIONAL. PMIx_Publish / PMIx_Unpublish / PMIx_Lookup (string and byte
+  // object values; others fail "not supported"): the agent keeps the names in the job's name service (the
+  // launcher's); a lookup waits until lookup_done(id, ...). `rank` is the
+  // dlaunch rank id of the caller. Left empty, they fail "not supported".
+  std::function<void(std::vector<Name> names, bool first_read)> publish;
+  std::function<void(std::vector<std::string> keys)> unpublish;
+  std::function<void(uint64_t id, int rank, std::vector<std::string> keys, bool wait, int timeout_ms)> lookup;
 
   // OPTIONAL. A local rank connected to / finalized with the server.
   std::function<void(int rank)> connected;
@@ -121,6 +138,19 @@ class PmixServer {
   // returns an error). Unknown ids are ignored.
   void spawn_done(uint64_t id, const std::string& nspace, const std::string& error);
 
+  // Answers lookup `id` (Callbacks::lookup): the names found, else `error`.
+  void lookup_done(uint64_t id, const std::vector<Name>& names, const std::string& error);
+
+  // MPI_Comm_spawn's children on this host: registers `children` (a map of
+  // this host alone, its ranks 0..n-1) as a namespace spawned by rank
+  // `parent_rank` of `parent_nspace`, and each child as a client. Their
+  // events (abort, spawn, lookup) reach the Callbacks as dlaunch rank ids
+  // first_id + k. Throws UsageError/IoError as register_job does.
+  void register_spawn(const JobMap& children, int first_id);
+  // The variables to add to child `rank` (of register_spawn's `children`)
+  // before exec, as rank_env does for the job's ranks.
+  std::vector<std::pair<std::string, std::string>> spawn_env(const JobMap& children, int rank);
+
   // Answers direct-modex request `id` (see Callbacks::direct_modex).
   void direct_modex_done(uint64_t id, bool ok, const std::string& blob);
   // Serves another host's request for the data of local rank `rank`; `reply`
@@ -141,7 +171,10 @@ class PmixServer {
 
  private:
   PmixServer() = default;
+  // Registers map's namespace and its ranks on this host with libpmix.
+  void register_nspace(const JobMap& map);
   JobMap map_;
+  int spawned_local_ = 0;  // children of MPI_Comm_spawn on this host, all spawns
   std::string tmpdir_, pmix_dir_;
   std::unique_ptr<ServerState> state_;
   std::unique_ptr<LocalTopology> topology_;

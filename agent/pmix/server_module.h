@@ -25,14 +25,25 @@ struct PendingSpawn {
   void* cbdata = nullptr;
 };
 
+// A PMIx_Lookup we owe an answer.
+struct PendingLookup {
+  pmix_lookup_cbfunc_t fn = nullptr;
+  void* cbdata = nullptr;
+};
+
 struct ServerState {
   std::mutex mu;  // guards everything below after start
   Callbacks cb;
   std::string nspace;
+  // Every namespace served here and the dlaunch rank id of its rank 0: the
+  // job's (0) and MPI_Comm_spawn's children's.
+  std::map<std::string, int> id_base;
   int world_size = 0;
   uint64_t next_fence = 0;
   uint64_t next_dmodex = 0;
   uint64_t next_spawn = 0;
+  uint64_t next_lookup = 0;
+  std::map<uint64_t, PendingLookup> lookups;
   std::map<uint64_t, PendingSpawn> spawns;
   std::map<uint64_t, PendingModex> fences;
   std::map<uint64_t, PendingModex> dmodex;
@@ -45,6 +56,10 @@ void set_current_state(ServerState* state);
 // The upcall table; direct_modex is left null when the agent gave no
 // direct_modex callback (libpmix then answers such requests "not found").
 pmix_server_module_t make_server_module(bool with_direct_modex);
+
+// A published byte object as hex text, and back ("" for bad text).
+std::string to_hex(const char* bytes, size_t size);
+std::string from_hex(const std::string& hex);
 
 // Hands `bytes` to a libpmix modex callback; libpmix releases the copy.
 void complete_modex(const PendingModex& p, pmix_status_t status, const std::string& bytes);
