@@ -138,6 +138,13 @@ void Agent::on_message(const control::FromLauncher& m) {
                  [this](const msg::MpiLookupReply& r) {
                    if (mpi_) mpi_->lookup_done(r);
                  },
+                 [this](const msg::MpiConnectDone& d) {
+                   if (mpi_) mpi_->connect_done(d);
+                 },
+                 [this](const msg::MpiDmodexReply& r) {
+                   if (mpi_) mpi_->dmodex_done(r);
+                 },
+                 [this](const msg::MpiDmodexServe& d) { serve_dmodex(d); },
                  [this](const msg::DumpStacks& d) { dump_stacks(d); },
                  [this](const msg::Restart& r) {
                    restart_ = r.attempt;
@@ -207,6 +214,8 @@ bool Agent::start_mpi(const msg::Launch& m) {
       hooks.publish = [this](msg::MpiPublish p) { link_->send_message(p); };
       hooks.unpublish = [this](msg::MpiUnpublish u) { link_->send_message(u); };
       hooks.lookup = [this](msg::MpiLookup l) { link_->send_message(l); };
+      hooks.connect = [this](msg::MpiConnect c) { link_->send_message(c); };
+      hooks.dmodex = [this](msg::MpiDmodex d) { link_->send_message(d); };
       if (!mpi_) mpi_ = MpiJob::prepare();  // --no-pmix, yet MPI was asked for: start it now
       if (!mpi_) throw UsageError("this dlaunch-agent was built without libpmix: run with --mpi pmi or --mpi none, or rebuild with libpmix-dev");
       mpi_->start(*m.mpi, std::move(hooks));

@@ -57,6 +57,7 @@ class Agent {
                   const std::vector<std::pair<std::string, std::string>>* spawned = nullptr);
   // MPI_Comm_spawn's children on this host (agent/agent_spawn.cc).
   void start_spawn(const control::msg::SpawnLaunch& m);
+  void serve_dmodex(const control::msg::MpiDmodexServe& m);
   void watch_stdin();
   void lost_launcher(const std::string& why);
   void finish_if_done();

@@ -4,6 +4,8 @@
 // rank), then complete the rank's PMIx_Spawn. docs/mpi.md, "Spawning".
 #include "agent/agent.h"
 
+#include <iostream>
+
 #include "errors/error.h"
 
 namespace dl::agent {
@@ -20,6 +22,13 @@ void Agent::start_spawn(const msg::SpawnLaunch& m) {
   } catch (const Error& e) {
     error = e.what();
   }
+  if (m.elsewhere) {
+    // Only made known here, for the spawning rank's peers.
+    if (!error.empty())
+      std::cerr << "dlaunch-agent: warning: cannot register " << m.nspace << " (spawned on " << *m.elsewhere
+                << "): " << error << "; this host's ranks cannot reach it\n";
+    return;
+  }
   if (!error.empty()) {
     for (const auto& c : m.children) ranks_.refuse(c.rank, 1, "cannot start a spawned process: " + error);
     if (mpi_) mpi_->spawn_done(m.id, "", error);
@@ -31,6 +40,15 @@ void Agent::start_spawn(const msg::SpawnLaunch& m) {
   // The children exist and their namespace is known here: the rank's
   // MPI_Comm_spawn goes on to connect with them.
   mpi_->spawn_done(m.id, m.nspace, "");
+}
+
+// Another host's process asked for the data of a spawned rank here.
+void Agent::serve_dmodex(const msg::MpiDmodexServe& m) {
+  auto reply = [this](msg::MpiDmodexData d) {
+    if (link_ && !done_) link_->send_message(d);
+  };
+  if (!mpi_) return reply(msg::MpiDmodexData{m.id, false, ""});
+  mpi_->serve_dmodex(m, reply);
 }
 
 }  // namespace dl::agent

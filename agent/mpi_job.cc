@@ -193,7 +193,9 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
   uint16_t upstream = 0;
   try {
     auto topology = std::make_unique<pmix::LocalTopology>();
-    auto server = pmix::PmixServer::init(tmpdir, "", false, std::move(topology));
+    // Direct modex: for MPI_Comm_spawn's children on another host (the
+    // job's own ranks' data comes with the MPI_Init fence).
+    auto server = pmix::PmixServer::init(tmpdir, "", true, std::move(topology));
     pmix::JobMap map;
     pmix::Callbacks cb;
     {
@@ -285,6 +287,16 @@ void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
         wanted.push_back(std::move(app));
       }
       spawn(id, rank, std::move(wanted));
+    };
+  cb.direct_modex = [fn = hooks.dmodex](uint64_t id, int rank) {
+    if (fn) fn(control::msg::MpiDmodex{id, rank});
+  };
+  if (hooks.connect)
+    cb.connect = [fn = std::move(hooks.connect)](uint64_t id, std::string op, std::vector<std::string> procs,
+                                                 std::string blob) {
+      control::msg::MpiConnect m{id, std::move(op), std::move(procs), std::nullopt};
+      if (!blob.empty()) m.blob = std::move(blob);
+      fn(std::move(m));
     };
   if (hooks.publish)
     cb.publish = [fn = std::move(hooks.publish)](std::vector<pmix::Name> names, bool first_read) {
@@ -424,6 +436,12 @@ std::vector<std::vector<std::pair<std::string, std::string>>> MpiJob::start_spaw
   children.node_rank = 0;
   children.node_ranks.resize(1);
   for (int k = 0; k < children.world_size; ++k) children.node_ranks[0].push_back(k);
+  if (m.elsewhere) {
+    // Their host first, then this one, where none of them runs.
+    children.node_hosts.insert(children.node_hosts.begin(), *m.elsewhere);
+    children.node_ranks.emplace_back();
+    children.node_rank = 1;
+  }
   if (children.universe_size < children.world_size) children.universe_size = children.world_size;
   children.app_sizes = m.app_sizes.size() > 1 ? m.app_sizes : std::vector<int>{};
   children.tmpdir = tmpdir_;
@@ -432,11 +450,47 @@ std::vector<std::vector<std::pair<std::string, std::string>>> MpiJob::start_spaw
   if (m.children.empty()) throw UsageError("a spawn without processes");
   server->register_spawn(children, m.children.front().rank);
   std::vector<std::vector<std::pair<std::string, std::string>>> envs;
+  if (m.elsewhere) return envs;
   for (int k = 0; k < children.world_size; ++k) envs.push_back(server->spawn_env(children, k));
   return envs;
 #else
   (void)m;
   throw UsageError("this dlaunch-agent was built without libpmix");
+#endif
+}
+
+#if DLAUNCH_HAVE_PMIX
+pmix::PmixServer* MpiJob::serving() const {
+  std::lock_guard<std::mutex> lock(prep_->mu);
+  return prep_->state == Prep::kServing && !released_ ? prep_->server.get() : nullptr;
+}
+#endif
+
+void MpiJob::connect_done(const control::msg::MpiConnectDone& d) {
+#if DLAUNCH_HAVE_PMIX
+  if (auto* server = serving()) server->connect_done(d.id, !d.error, pmix::from_hex(d.blob.value_or("")));
+#else
+  (void)d;
+#endif
+}
+
+void MpiJob::dmodex_done(const control::msg::MpiDmodexReply& r) {
+#if DLAUNCH_HAVE_PMIX
+  if (auto* server = serving()) server->direct_modex_done(r.id, r.ok, pmix::from_hex(r.blob));
+#else
+  (void)r;
+#endif
+}
+
+void MpiJob::serve_dmodex(const control::msg::MpiDmodexServe& s, std::function<void(control::msg::MpiDmodexData)> reply) {
+#if DLAUNCH_HAVE_PMIX
+  auto* server = serving();
+  if (!server) return reply(control::msg::MpiDmodexData{s.id, false, ""});
+  server->serve_direct_modex(s.rank, [reply = std::move(reply), id = s.id](bool ok, std::string blob) {
+    reply(control::msg::MpiDmodexData{id, ok, pmix::to_hex(blob.data(), blob.size())});
+  });
+#else
+  reply(control::msg::MpiDmodexData{s.id, false, ""});
 #endif
 }
 

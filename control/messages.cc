@@ -232,6 +232,12 @@ DL_CONTROL_MESSAGE(MpiLookup)
 DL_CONTROL_MESSAGE(MpiUnpublish)
 DL_CONTROL_MESSAGE(SpawnLaunch)
 DL_CONTROL_MESSAGE(MpiLookupReply)
+DL_CONTROL_MESSAGE(MpiConnect)
+DL_CONTROL_MESSAGE(MpiDmodex)
+DL_CONTROL_MESSAGE(MpiDmodexData)
+DL_CONTROL_MESSAGE(MpiConnectDone)
+DL_CONTROL_MESSAGE(MpiDmodexServe)
+DL_CONTROL_MESSAGE(MpiDmodexReply)
 #undef DL_CONTROL_MESSAGE
 
 FromAgent decode_from_agent(std::string_view text) { return decode<FromAgent>(text, "agent"); }

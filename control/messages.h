@@ -189,6 +189,42 @@ struct MpiUnpublish {
   template <class S, class V> static void fields(S& s, V& v) { v("keys", s.keys); }
 };
 
+// A collective of this host's processes among `procs` ("nspace:rank",
+// "nspace:*" for all of it), which span hosts: op "connect" (PMIx_Connect),
+// "disconnect" or "fence" (a fence over some of the job's processes, or over
+// several namespaces: OpenMPI's MPI_Comm_disconnect), with this host's data
+// `blob` (hex). Answer mpi_connect_done with the same id once every host
+// holding one of them asked for the same op and set.
+struct MpiConnect {
+  static constexpr const char* kType = "mpi_connect";
+  uint64_t id = 0;
+  std::string op;
+  std::vector<std::string> procs;
+  std::optional<std::string> blob;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("id", s.id), v("op", s.op), v("procs", s.procs), v("blob", s.blob);
+  }
+};
+
+// A process here asked for the data (modex) of dlaunch rank `rank`, on
+// another host, that no fence delivered: answer mpi_dmodex_reply.
+struct MpiDmodex {
+  static constexpr const char* kType = "mpi_dmodex";
+  uint64_t id = 0;
+  int rank = 0;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("rank", s.rank); }
+};
+
+// The answer to mpi_dmodex_serve `id`: the PMIx server's blob of the rank's
+// data in hex, or ok false.
+struct MpiDmodexData {
+  static constexpr const char* kType = "mpi_dmodex_data";
+  uint64_t id = 0;
+  bool ok = false;
+  std::string blob;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("ok", s.ok), v("blob", s.blob); }
+};
+
 // One rank's stack, for the launcher's report of where every rank is
 // (agent/stack_dump.h, docs/hangs.md).
 struct RankStack {
@@ -329,10 +365,41 @@ struct SpawnLaunch {
   int parent_rank = 0;
   std::vector<int> app_sizes;  // the children of each app, in order
   std::vector<RankSpec> children;
+  // Present: the children run on that host, not here; only register their
+  // namespace (this host has the spawning rank's peers) and answer nothing.
+  std::optional<std::string> elsewhere;
   template <class S, class V> static void fields(S& s, V& v) {
     v("id", s.id), v("nspace", s.nspace), v("parent_nspace", s.parent_nspace), v("parent_rank", s.parent_rank);
-    v("app_sizes", s.app_sizes), v("children", s.children);
+    v("app_sizes", s.app_sizes), v("children", s.children), v("elsewhere", s.elsewhere);
   }
+};
+
+// mpi_connect `id` completed on every host, with every host's blob
+// concatenated in node order (hex; fences), or `error`: it failed.
+struct MpiConnectDone {
+  static constexpr const char* kType = "mpi_connect_done";
+  uint64_t id = 0;
+  std::optional<std::string> blob;
+  std::optional<std::string> error;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("blob", s.blob), v("error", s.error); }
+};
+
+// Serve the data of local dlaunch rank `rank` for another host: answer
+// mpi_dmodex_data with the same id.
+struct MpiDmodexServe {
+  static constexpr const char* kType = "mpi_dmodex_serve";
+  uint64_t id = 0;
+  int rank = 0;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("rank", s.rank); }
+};
+
+// The answer to mpi_dmodex `id`: the rank's data blob (hex) or ok false.
+struct MpiDmodexReply {
+  static constexpr const char* kType = "mpi_dmodex_reply";
+  uint64_t id = 0;
+  bool ok = false;
+  std::string blob;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("ok", s.ok), v("blob", s.blob); }
 };
 
 // The answer to mpi_lookup `id`: the names found, or why not (the rank's
@@ -381,10 +448,10 @@ struct Bye {
 // What each side may receive. Decoding picks the alternative by "t".
 using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::SpawnFailed, msg::MpiAbort, msg::Heartbeat,
                                msg::SpawnRequest, msg::Stacks, msg::Ready, msg::MpiPublish, msg::MpiLookup,
-                               msg::MpiUnpublish>;
+                               msg::MpiUnpublish, msg::MpiConnect, msg::MpiDmodex, msg::MpiDmodexData>;
 using FromLauncher = std::variant<msg::Launch, msg::FenceFailed, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat,
                                   msg::Bye, msg::SpawnReply, msg::DumpStacks, msg::Restart, msg::SpawnLaunch,
-                                  msg::MpiLookupReply>;
+                                  msg::MpiLookupReply, msg::MpiConnectDone, msg::MpiDmodexServe, msg::MpiDmodexReply>;
 
 // The JSON text of a message, "t" first.
 template <class M> std::string encode(const M& m);

@@ -87,6 +87,7 @@ int Job::run() {
   if (!view_) store_ = std::make_unique<rdzv::TcpStoreServer>(io_, bind, 0, token_);
   spawns_ = std::make_unique<SpawnBook>(job_id_, static_cast<int>(plan_.ranks.size()));
   names_ = std::make_unique<NameService>(io_, secs(opts_.fence_timeout_s));
+  connects_ = make_connect_relay();
   std::vector<std::string> hosts;
   std::vector<std::vector<int>> ranks;
   for (auto& n : nodes_) hosts.push_back(n.host), ranks.push_back(n.ranks);
@@ -312,6 +313,9 @@ void Job::on_message(int node, const control::FromAgent& m) {
                  [&](const msg::MpiPublish&) { on_mpi_names(node, m); },
                  [&](const msg::MpiLookup&) { on_mpi_names(node, m); },
                  [&](const msg::MpiUnpublish&) { on_mpi_names(node, m); },
+                 [&](const msg::MpiConnect&) { on_mpi_names(node, m); },
+                 [&](const msg::MpiDmodex&) { on_mpi_names(node, m); },
+                 [&](const msg::MpiDmodexData&) { on_mpi_names(node, m); },
                  [&](const msg::SpawnFailed& f) {
                    own(f.rank);
                    RankExit e;

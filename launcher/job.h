@@ -22,6 +22,7 @@
 #include "hostfiles/placement.h"
 #include "remote/agent_starter.h"
 #include "launcher/attempts.h"
+#include "launcher/connect_relay.h"
 #include "launcher/control_server.h"
 #include "launcher/fate.h"
 #include "launcher/fence_relay.h"
@@ -116,6 +117,8 @@ class Job : public ControlServer::Handler {
   // MPI_Comm_spawn and publish/lookup (launcher/job_spawn.cc).
   void on_spawn_request(int node, const control::msg::SpawnRequest& r);
   void on_mpi_names(int node, const control::FromAgent& m);
+  int node_of(int rank) const;
+  std::unique_ptr<ConnectRelay> make_connect_relay();
   void start_stdin_reader();
   void start_stack_collector();
   void check_finished();
@@ -148,6 +151,9 @@ class Job : public ControlServer::Handler {
   Fate fate_;
   std::unique_ptr<SpawnBook> spawns_;   // MPI_Comm_spawn's children, from run() on
   std::unique_ptr<NameService> names_;  // PMIx_Publish/PMIx_Lookup, from run() on
+  std::unique_ptr<ConnectRelay> connects_;  // PMIx_Connect across hosts, from run() on
+  std::map<uint64_t, std::pair<int, uint64_t>> dmodex_;  // our request id -> (asking node, its id)
+  uint64_t next_dmodex_ = 0;
   int hellos_ = 0, signals_seen_ = 0;
 };
 

@@ -92,6 +92,18 @@ std::string SpawnBook::tag(int id) const {
   return "spawn" + std::to_string(it->second.spawn) + ":" + std::to_string(it->second.rank);
 }
 
+std::vector<int> SpawnBook::ids_of(const std::string& nspace, int rank) const {
+  std::vector<int> out;
+  if (nspace == job_nspace_) {
+    for (int r = 0; r < world_size_; ++r)
+      if (rank < 0 || rank == r) out.push_back(r);
+    return out;
+  }
+  for (const auto& [id, c] : children_)
+    if (c.nspace == nspace && (rank < 0 || rank == c.rank)) out.push_back(id);
+  return out;
+}
+
 std::pair<std::string, int> SpawnBook::pmix_name(int id) const {
   auto it = children_.find(id);
   if (it == children_.end()) return {job_nspace_, id};

@@ -55,6 +55,9 @@ class SpawnBook {
   std::string tag(int id) const;
   // The PMIx namespace and rank there of dlaunch rank `id`.
   std::pair<std::string, int> pmix_name(int id) const;
+  // The dlaunch rank ids of rank `rank` (-1: every rank) of `nspace`; none
+  // for a namespace or rank this job does not have.
+  std::vector<int> ids_of(const std::string& nspace, int rank) const;
   // Ids given out so far (world_size + every child placed).
   int ids() const { return next_id_; }
 

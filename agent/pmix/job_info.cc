@@ -125,7 +125,7 @@ void build_nspace_info(const JobMap& map, const std::string& nsdir, const std::s
   out.add_u32(PMIX_LOCAL_SIZE, static_cast<uint32_t>(local.size()));
   out.add_u32(PMIX_NODE_SIZE, static_cast<uint32_t>(local.size()));
   out.add_string(PMIX_LOCAL_PEERS, local_peers_string(map));
-  out.add_rank(PMIX_LOCALLDR, static_cast<uint32_t>(*std::min_element(local.begin(), local.end())));
+  if (!local.empty()) out.add_rank(PMIX_LOCALLDR, static_cast<uint32_t>(*std::min_element(local.begin(), local.end())));
   if (!topo_xml.empty()) out.add_string(PMIX_LOCAL_TOPO, topo_xml);
   // Process level.
   add_proc_data(map, out);

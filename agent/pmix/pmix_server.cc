@@ -252,6 +252,8 @@ void PmixServer::register_job(const JobMap& map, Callbacks callbacks) {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->nspace = map_.nspace;
     state_->id_base[map_.nspace] = 0;
+    state_->ns_size[map_.nspace] = map_.world_size;
+    state_->ns_local[map_.nspace] = true;
     state_->world_size = map_.world_size;
     state_->cb = std::move(callbacks);
   }
@@ -288,6 +290,8 @@ void PmixServer::register_spawn(const JobMap& children, int first_id) {
     std::lock_guard<std::mutex> lock(state_->mu);
     if (state_->id_base.count(children.nspace)) throw UsageError("pmix: namespace " + children.nspace + " is served already");
     state_->id_base[children.nspace] = first_id;
+    state_->ns_size[children.nspace] = children.world_size;
+    state_->ns_local[children.nspace] = !children.node_ranks[children.node_rank].empty();
   }
   spawned_local_ += static_cast<int>(children.node_ranks[children.node_rank].size());
   register_nspace(children);
@@ -416,12 +420,27 @@ void PmixServer::direct_modex_done(uint64_t id, bool ok, const std::string& blob
   if (p.fn) complete_modex(p, ok ? PMIX_SUCCESS : PMIX_ERR_NOT_FOUND, blob);
 }
 
+void PmixServer::connect_done(uint64_t id, bool ok, const std::string& all_blobs) {
+  PendingOp p = take(state_.get(), &ServerState::connects, id);
+  if (p.fn) return p.fn(ok ? PMIX_SUCCESS : PMIX_ERROR, p.cbdata);
+  PendingModex f = take(state_.get(), &ServerState::group_fences, id);
+  if (f.fn) complete_modex(f, ok ? PMIX_SUCCESS : PMIX_ERROR, ok ? all_blobs : std::string());
+}
+
 void PmixServer::serve_direct_modex(int rank, std::function<void(bool ok, std::string blob)> reply) {
-  if (!running_ || !registered_ || !is_local(map_, rank)) {
+  std::string nspace;
+  int in_ns = -1;
+  bool local = false;
+  if (running_ && registered_) {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    local = proc_of(*state_, rank, &nspace, &in_ns) && state_->ns_local[nspace] &&
+            (nspace != map_.nspace || is_local(map_, in_ns));
+  }
+  if (!local) {
     state_->cb.post([reply] { reply(false, std::string()); });
     return;
   }
-  pmix_proc_t proc = make_proc(map_.nspace, rank);
+  pmix_proc_t proc = make_proc(nspace, in_ns);
   auto* holder = new std::function<void(bool, std::string)>(std::move(reply));
   pmix_status_t rc = PMIx_server_dmodex_request(&proc, dmodex_reply, holder);
   if (rc != PMIX_SUCCESS) {

@@ -64,10 +64,12 @@ struct Callbacks {
   // right after; the agent should tear the job down with that status.
   std::function<void(int rank, int status, std::string message)> abort;
 
-  // OPTIONAL. A local rank asked for data of `rank` on another host that no
-  // fence delivered. The agent asks that host's agent, which calls
-  // serve_direct_modex(rank, ...) there; then calls direct_modex_done(id, ...)
-  // here. Left empty, such requests fail at once with "not found".
+  // OPTIONAL. A local rank asked for data of dlaunch rank `rank`, of an
+  // MPI_Comm_spawn namespace, on another host (the job's own ranks' data
+  // comes with the MPI_Init fence: those requests fail "not found" at once).
+  // The agent asks that host's agent, which calls serve_direct_modex(rank,
+  // ...) there; then calls direct_modex_done(id, ...) here. Left empty, such
+  // requests fail at once with "not found".
   std::function<void(uint64_t id, int rank)> direct_modex;
 
   // OPTIONAL. Local rank `rank` called PMIx_Spawn (MPI_Comm_spawn) for
@@ -82,6 +84,13 @@ struct Callbacks {
   std::function<void(std::vector<Name> names, bool first_read)> publish;
   std::function<void(std::vector<std::string> keys)> unpublish;
   std::function<void(uint64_t id, int rank, std::vector<std::string> keys, bool wait, int timeout_ms)> lookup;
+
+  // OPTIONAL. PMIx_Connect / PMIx_Disconnect (op "connect", "disconnect")
+  // or a fence that is not over the whole job (op "fence", with this host's
+  // blob: OpenMPI's MPI_Comm_disconnect) over `procs` ("nspace:rank",
+  // "nspace:*"), which are not all on this host; answer connect_done(id,
+  // ...) once every host joined. Left empty: "not supported".
+  std::function<void(uint64_t id, std::string op, std::vector<std::string> procs, std::string blob)> connect;
 
   // OPTIONAL. A local rank connected to / finalized with the server.
   std::function<void(int rank)> connected;
@@ -141,10 +150,11 @@ class PmixServer {
   // Answers lookup `id` (Callbacks::lookup): the names found, else `error`.
   void lookup_done(uint64_t id, const std::vector<Name>& names, const std::string& error);
 
-  // MPI_Comm_spawn's children on this host: registers `children` (a map of
-  // this host alone, its ranks 0..n-1) as a namespace spawned by rank
-  // `parent_rank` of `parent_nspace`, and each child as a client. Their
-  // events (abort, spawn, lookup) reach the Callbacks as dlaunch rank ids
+  // MPI_Comm_spawn's children: registers `children` (their map; this host's
+  // ranks of it may be none: then the namespace is only made known, for a
+  // spawning rank's peers here) as a namespace spawned by rank `parent_rank`
+  // of `parent_nspace`, and each local child as a client. Their events
+  // (abort, spawn, lookup) reach the Callbacks as dlaunch rank ids
   // first_id + k. Throws UsageError/IoError as register_job does.
   void register_spawn(const JobMap& children, int first_id);
   // The variables to add to child `rank` (of register_spawn's `children`)
@@ -153,7 +163,10 @@ class PmixServer {
 
   // Answers direct-modex request `id` (see Callbacks::direct_modex).
   void direct_modex_done(uint64_t id, bool ok, const std::string& blob);
-  // Serves another host's request for the data of local rank `rank`; `reply`
+  // Completes connect `id` (Callbacks::connect); ok false fails it; a
+  // fence's result is `all_blobs`.
+  void connect_done(uint64_t id, bool ok, const std::string& all_blobs);
+  // Serves another host's request for the data of local dlaunch rank `rank`; `reply`
   // is delivered through post once libpmix has it (it waits until the rank
   // has committed its data).
   void serve_direct_modex(int rank, std::function<void(bool ok, std::string blob)> reply);
@@ -180,6 +193,11 @@ class PmixServer {
   std::unique_ptr<LocalTopology> topology_;
   bool running_ = false, registered_ = false, with_dmodex_ = false, abandoned_ = false;
 };
+
+// Bytes as hex text and back, for byte objects and modex blobs carried in
+// JSON control messages (from_hex of bad text: undefined bytes, no throw).
+std::string to_hex(const char* bytes, size_t size);
+std::string from_hex(const std::string& hex);
 
 // Sets PMIX_MCA_gds=hash in this process's environment, so that a server
 // started afterwards keeps its job data in libpmix's "hash" store: its

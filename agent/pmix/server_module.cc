@@ -74,12 +74,39 @@ bool is_whole_job(const ServerState& s, const pmix_proc_t procs[], size_t nprocs
   return true;
 }
 
+// "nspace:rank" / "nspace:*" for the launcher.
+std::vector<std::string> proc_names(const pmix_proc_t procs[], size_t nprocs) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < nprocs; ++i)
+    names.push_back(std::string(procs[i].nspace) + ":" +
+                    (procs[i].rank == PMIX_RANK_WILDCARD ? std::string("*") : std::to_string(procs[i].rank)));
+  return names;
+}
+
+// A fence over part of the job, or over several namespaces, with processes
+// on other hosts: the launcher completes it like a connect.
+pmix_status_t group_fence(ServerState& s, const pmix_proc_t procs[], size_t nprocs, std::string blob,
+                          pmix_modex_cbfunc_t cbfunc, void* cbdata) {
+  if (!s.cb.connect) return PMIX_ERR_NOT_SUPPORTED;
+  const uint64_t id = s.next_connect++;
+  s.group_fences[id] = PendingModex{cbfunc, cbdata};
+  auto fn = s.cb.connect;
+  s.cb.post([fn, id, names = proc_names(procs, nprocs), blob = to_hex(blob.data(), blob.size())]() mutable {
+    fn(id, "fence", std::move(names), std::move(blob));
+  });
+  return PMIX_SUCCESS;
+}
+
 pmix_status_t on_fence(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t[], size_t,
                        char* data, size_t ndata, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
   pmix_status_t rc = PMIX_ERR_NOT_SUPPORTED;
   std::string blob(data ? data : "", data ? ndata : 0);
   with_state(nullptr, [&](ServerState& s, int) {
-    if (!s.cb.fence || !is_whole_job(s, procs, nprocs)) return;
+    if (!is_whole_job(s, procs, nprocs)) {
+      rc = group_fence(s, procs, nprocs, std::move(blob), cbfunc, cbdata);
+      return;
+    }
+    if (!s.cb.fence) return;
     uint64_t id = s.next_fence++;
     s.fences[id] = PendingModex{cbfunc, cbdata};
     auto fn = s.cb.fence;
@@ -89,12 +116,14 @@ pmix_status_t on_fence(const pmix_proc_t procs[], size_t nprocs, const pmix_info
   return rc;
 }
 
+// Only for MPI_Comm_spawn's namespaces: the job's own ranks' data comes with
+// its MPI_Init fence (docs/mpi.md, "Direct modex"), so a request for one of
+// them is answered "not found" at once, as without this upcall.
 pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t[], size_t,
                               pmix_modex_cbfunc_t cbfunc, void* cbdata) {
   pmix_status_t rc = PMIX_ERR_NOT_FOUND;
-  int rank = static_cast<int>(proc->rank);
-  with_state(proc, [&](ServerState& s, int) {
-    if (!s.cb.direct_modex || s.nspace != proc->nspace || rank < 0 || rank >= s.world_size) return;
+  with_state(proc, [&](ServerState& s, int rank) {
+    if (!s.cb.direct_modex || s.nspace == proc->nspace) return;
     uint64_t id = s.next_dmodex++;
     s.dmodex[id] = PendingModex{cbfunc, cbdata};
     auto fn = s.cb.direct_modex;
@@ -228,11 +257,51 @@ pmix_status_t on_lookup(const pmix_proc_t* proc, char** keys, const pmix_info_t 
   return rc;
 }
 
+// PMIx_Connect/Disconnect whose processes are not all on this host (libpmix
+// completes the others itself): the launcher completes it across hosts.
+pmix_status_t connect_across(const pmix_proc_t procs[], size_t nprocs, pmix_op_cbfunc_t cbfunc, void* cbdata,
+                             bool disconnect) {
+  std::vector<std::string> names = proc_names(procs, nprocs);
+  pmix_status_t rc = PMIX_ERR_NOT_SUPPORTED;
+  with_state(nullptr, [&](ServerState& s, int) {
+    if (!s.cb.connect) return;
+    const uint64_t id = s.next_connect++;
+    s.connects[id] = PendingOp{cbfunc, cbdata};
+    auto fn = s.cb.connect;
+    s.cb.post([fn, id, names = std::move(names), disconnect]() mutable {
+      fn(id, disconnect ? "disconnect" : "connect", std::move(names), "");
+    });
+    rc = PMIX_SUCCESS;
+  });
+  return rc;
+}
+
+pmix_status_t on_connect(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t[], size_t,
+                         pmix_op_cbfunc_t cbfunc, void* cbdata) {
+  return connect_across(procs, nprocs, cbfunc, cbdata, false);
+}
+
+pmix_status_t on_disconnect(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t[], size_t,
+                            pmix_op_cbfunc_t cbfunc, void* cbdata) {
+  return connect_across(procs, nprocs, cbfunc, cbdata, true);
+}
+
 void release_string(void* p) { delete static_cast<std::string*>(p); }
 
 }  // namespace
 
 ServerState* current_state() { return g_state.load(); }
+
+bool proc_of(const ServerState& s, int id, std::string* nspace, int* rank) {
+  for (const auto& [ns, base] : s.id_base) {
+    auto size = s.ns_size.find(ns);
+    if (size != s.ns_size.end() && id >= base && id < base + size->second) {
+      *nspace = ns, *rank = id - base;
+      return true;
+    }
+  }
+  return false;
+}
 void set_current_state(ServerState* state) { g_state.store(state); }
 
 pmix_server_module_t make_server_module(bool with_direct_modex) {
@@ -247,6 +316,8 @@ pmix_server_module_t make_server_module(bool with_direct_modex) {
   m.publish = on_publish;
   m.unpublish = on_unpublish;
   m.lookup = on_lookup;
+  m.connect = on_connect;
+  m.disconnect = on_disconnect;
   m.direct_modex = with_direct_modex ? on_direct_modex : nullptr;
   return m;
 }
