@@ -427,6 +427,9 @@ std::vector<std::vector<std::pair<std::string, std::string>>> MpiJob::start_spaw
   {
     std::lock_guard<std::mutex> lock(prep_->mu);
     if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
+    // No rank here called MPI_Init: none of them can take part in the
+    // children's connect, so there is nothing to make known.
+    if (m.elsewhere && !server) return {};
     if (!server || !prep_->map) throw UsageError("this host's PMIx server is not running");
     children.node_hosts = {prep_->map->node_hosts[prep_->map->node_rank]};
     children.universe_size = prep_->map->universe_size;
