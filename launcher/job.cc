@@ -304,7 +304,8 @@ void Job::on_message(int node, const control::FromAgent& m) {
                  [&](const msg::Ready& r) { on_ready(node, r); },
                  [&](const msg::MpiAbort& a) {
                    own(a.rank);
-                   if (fate_.on_mpi_abort(a.rank, n.host, a.status, spawns_->describe(a.rank))) teardown(grace_ms());
+                   if (fate_.on_mpi_abort(a.rank, n.host, a.status, a.message, spawns_->describe(a.rank)))
+                     teardown(grace_ms());
                  },
                  [&](const msg::SpawnRequest& r) {
                    own(r.rank);

@@ -71,6 +71,24 @@ void free_env(char** env) {
   std::free(env);
 }
 
+// libpmix's variables for `rank` of `nspace` (PMIx_server_setup_fork).
+// Throws IoError naming the rank when libpmix fails.
+std::vector<std::pair<std::string, std::string>> setup_fork(const std::string& nspace, int rank) {
+  pmix_proc_t proc = make_proc(nspace, rank);
+  char** env = nullptr;
+  pmix_status_t rc = PMIx_server_setup_fork(&proc, &env);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (char** p = env; p && *p; ++p) {
+    const char* eq = std::strchr(*p, '=');
+    if (eq) out.emplace_back(std::string(*p, static_cast<size_t>(eq - *p)), std::string(eq + 1));
+  }
+  free_env(env);
+  if (rc != PMIX_SUCCESS)
+    throw IoError("pmix: PMIx_server_setup_fork failed for rank " + std::to_string(rank) + " of " + nspace + ": " +
+                  PMIx_Error_string(rc));
+  return out;
+}
+
 }  // namespace
 
 std::string shm_dir(const JobMap& map) {
@@ -299,18 +317,7 @@ void PmixServer::register_spawn(const JobMap& children, int first_id) {
 
 std::vector<std::pair<std::string, std::string>> PmixServer::spawn_env(const JobMap& children, int rank) {
   if (!running_ || !registered_) throw UsageError("pmix: spawn_env needs a running server with a job");
-  pmix_proc_t proc = make_proc(children.nspace, rank);
-  char** env = nullptr;
-  pmix_status_t rc = PMIx_server_setup_fork(&proc, &env);
-  std::vector<std::pair<std::string, std::string>> out;
-  for (char** p = env; p && *p; ++p) {
-    const char* eq = std::strchr(*p, '=');
-    if (eq) out.emplace_back(std::string(*p, static_cast<size_t>(eq - *p)), std::string(eq + 1));
-  }
-  free_env(env);
-  if (rc != PMIX_SUCCESS)
-    throw IoError("pmix: PMIx_server_setup_fork failed for rank " + std::to_string(rank) + " of " + children.nspace +
-                  ": " + PMIx_Error_string(rc));
+  auto out = setup_fork(children.nspace, rank);
   out.emplace_back("PMIX_HOSTNAME", children.node_hosts[children.node_rank]);
   // The job's OpenMPI settings; the children count towards oversubscription.
   JobMap all = map_;
@@ -324,18 +331,7 @@ std::vector<std::pair<std::string, std::string>> PmixServer::rank_env(int global
   if (global_rank < 0 || global_rank >= map_.world_size || !is_local(map_, global_rank))
     throw UsageError("pmix: rank " + std::to_string(global_rank) + " is not on host " +
                      map_.node_hosts[map_.node_rank]);
-  pmix_proc_t proc = make_proc(map_.nspace, global_rank);
-  char** env = nullptr;
-  pmix_status_t rc = PMIx_server_setup_fork(&proc, &env);
-  std::vector<std::pair<std::string, std::string>> out;
-  for (char** p = env; p && *p; ++p) {
-    const char* eq = std::strchr(*p, '=');
-    if (eq) out.emplace_back(std::string(*p, static_cast<size_t>(eq - *p)), std::string(eq + 1));
-  }
-  free_env(env);
-  if (rc != PMIX_SUCCESS)
-    throw IoError("pmix: PMIx_server_setup_fork failed for rank " + std::to_string(global_rank) +
-                  ": " + PMIx_Error_string(rc));
+  auto out = setup_fork(map_.nspace, global_rank);
   // The plan's name for this host, also when libpmix was started before the
   // plan was known (init with no hostname).
   bool named = false;
