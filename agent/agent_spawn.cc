@@ -27,6 +27,9 @@ void Agent::start_spawn(const msg::SpawnLaunch& m) {
     if (!error.empty())
       std::cerr << "dlaunch-agent: warning: cannot register " << m.nspace << " (spawned on " << *m.elsewhere
                 << "): " << error << "; this host's ranks cannot reach it\n";
+    msg::SpawnKnown known{m.nspace, std::nullopt};
+    if (!error.empty()) known.error = error;
+    link_->send_message(known);
     return;
   }
   if (!error.empty()) {

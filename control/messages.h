@@ -206,6 +206,15 @@ struct MpiConnect {
   }
 };
 
+// The answer to a spawn_launch with `elsewhere`: namespace `nspace` is
+// registered here (or could not be: `error`), so its children may start.
+struct SpawnKnown {
+  static constexpr const char* kType = "spawn_known";
+  std::string nspace;
+  std::optional<std::string> error;
+  template <class S, class V> static void fields(S& s, V& v) { v("nspace", s.nspace), v("error", s.error); }
+};
+
 // A process here asked for the data (modex) of dlaunch rank `rank`, on
 // another host, that no fence delivered: answer mpi_dmodex_reply.
 struct MpiDmodex {
@@ -366,7 +375,9 @@ struct SpawnLaunch {
   std::vector<int> app_sizes;  // the children of each app, in order
   std::vector<RankSpec> children;
   // Present: the children run on that host, not here; only register their
-  // namespace (this host has the spawning rank's peers) and answer nothing.
+  // namespace (this host has the spawning rank's peers) and answer
+  // spawn_known. The children's host gets its spawn_launch after every such
+  // answer, so the namespace is known everywhere before they start.
   std::optional<std::string> elsewhere;
   template <class S, class V> static void fields(S& s, V& v) {
     v("id", s.id), v("nspace", s.nspace), v("parent_nspace", s.parent_nspace), v("parent_rank", s.parent_rank);
@@ -448,7 +459,8 @@ struct Bye {
 // What each side may receive. Decoding picks the alternative by "t".
 using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::SpawnFailed, msg::MpiAbort, msg::Heartbeat,
                                msg::SpawnRequest, msg::Stacks, msg::Ready, msg::MpiPublish, msg::MpiLookup,
-                               msg::MpiUnpublish, msg::MpiConnect, msg::MpiDmodex, msg::MpiDmodexData>;
+                               msg::MpiUnpublish, msg::MpiConnect, msg::MpiDmodex, msg::MpiDmodexData,
+                               msg::SpawnKnown>;
 using FromLauncher = std::variant<msg::Launch, msg::FenceFailed, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat,
                                   msg::Bye, msg::SpawnReply, msg::DumpStacks, msg::Restart, msg::SpawnLaunch,
                                   msg::MpiLookupReply, msg::MpiConnectDone, msg::MpiDmodexServe, msg::MpiDmodexReply>;

@@ -317,6 +317,7 @@ void Job::on_message(int node, const control::FromAgent& m) {
                  [&](const msg::MpiConnect&) { on_mpi_names(node, m); },
                  [&](const msg::MpiDmodex&) { on_mpi_names(node, m); },
                  [&](const msg::MpiDmodexData&) { on_mpi_names(node, m); },
+                 [&](const msg::SpawnKnown&) { on_mpi_names(node, m); },
                  [&](const msg::SpawnFailed& f) {
                    own(f.rank);
                    RankExit e;

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -154,6 +155,14 @@ class Job : public ControlServer::Handler {
   std::unique_ptr<ConnectRelay> connects_;  // PMIx_Connect across hosts, from run() on
   std::map<uint64_t, std::pair<int, uint64_t>> dmodex_;  // our request id -> (asking node, its id)
   uint64_t next_dmodex_ = 0;
+  // Spawns waiting for the parent's other hosts to know the namespace:
+  // nspace -> (the children's node, its spawn_launch, the nodes not yet answered).
+  struct PendingSpawn {
+    int node = 0;
+    control::msg::SpawnLaunch launch;
+    std::set<int> waiting;
+  };
+  std::map<std::string, PendingSpawn> pending_spawns_;
   int hellos_ = 0, signals_seen_ = 0;
 };
 

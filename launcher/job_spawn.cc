@@ -46,9 +46,14 @@ void Job::on_spawn_request(int node, const msg::SpawnRequest& r) {
   known.elsewhere = n.host;
   std::set<int> peers;
   for (int id : spawns_->ids_of(a.launch->parent_nspace, -1)) peers.insert(node_of(id));
+  PendingSpawn pending{node, *a.launch, {}};
   for (int p : peers)
-    if (p != node && p >= 0 && !nodes_.at(static_cast<size_t>(p)).external && server_->connected(p)) server_->send(p, known);
-  server_->send(node, *a.launch);
+    if (p != node && p >= 0 && !nodes_.at(static_cast<size_t>(p)).external && server_->connected(p)) {
+      server_->send(p, known);
+      pending.waiting.insert(p);
+    }
+  if (pending.waiting.empty()) return server_->send(node, *a.launch);
+  pending_spawns_[a.launch->nspace] = std::move(pending);
 }
 
 int Job::node_of(int rank) const {
@@ -84,6 +89,16 @@ void Job::on_mpi_names(int node, const control::FromAgent& m) {
     names_->publish(*p);
   } else if (auto* u = std::get_if<msg::MpiUnpublish>(&m)) {
     names_->unpublish(u->keys);
+  } else if (auto* k = std::get_if<msg::SpawnKnown>(&m)) {
+    // A peer host knows the namespace; the last one lets the children start.
+    auto it = pending_spawns_.find(k->nspace);
+    if (it == pending_spawns_.end()) return;
+    if (k->error) log(nodes_.at(static_cast<size_t>(node)).host + " cannot register " + k->nspace + ": " + *k->error);
+    it->second.waiting.erase(node);
+    if (!it->second.waiting.empty()) return;
+    PendingSpawn p = std::move(it->second);
+    pending_spawns_.erase(it);
+    if (server_->connected(p.node)) server_->send(p.node, p.launch);
   } else if (auto* c = std::get_if<msg::MpiConnect>(&m)) {
     // The hosts of every process named ("nspace:rank", "nspace:*").
     std::set<int> hosts;
