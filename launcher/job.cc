@@ -275,7 +275,7 @@ void Job::launch_all() {
     for (auto& n : nodes_) hosts.push_back(n.host);
     write_fully(2, binding_report(plan, hosts, opts_));
   }
-  server_->start_heartbeats(milliseconds(kHeartbeatMs), secs(opts_.heartbeat_timeout_s));
+  server_->start_heartbeats(milliseconds(heartbeat_interval_ms(opts_.heartbeat_timeout_s)), secs(opts_.heartbeat_timeout_s));
   // Said where someone watches (a terminal, or -v), so that a job that went
   // well still says nothing to the logs and scripts reading dlaunch's stderr.
   if (!plan.notice.empty() && (opts_.verbose || ::isatty(2) == 1)) write_fully(2, plan.notice);
