@@ -108,6 +108,9 @@ class AgentStarter {
     std::function<void(int node, std::string reach, std::string back)> reached;
     // The agent's own stderr after it connected (remote agents).
     std::function<void(int node, std::string text)> agent_stderr;
+    // A line for the user while agents are awaited (srun waiting for
+    // resources); may be empty (then nothing is said).
+    std::function<void(std::string text)> notice;
   };
   virtual ~AgentStarter() = default;
   // May be called again for a node whose agent was lost (a restart): the
@@ -119,6 +122,9 @@ class AgentStarter {
   // Stops watching (joins helper threads); then waits up to `ms` for local
   // agents to exit before killing them. Idempotent.
   virtual void stop(int ms) = 0;
+  // Why `node`'s agent has not connected yet, as far as the start method
+  // knows ("" = it does not know): the agent timeout's message carries it.
+  virtual std::string waiting_for(int /*node*/) const { return ""; }
 };
 
 struct StarterOptions {

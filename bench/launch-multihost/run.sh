@@ -27,7 +27,7 @@ cpu_ns() { cat "/proc/$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {pri
 # While `dlaunch ... sleep MARK` runs: "threads idle_cpu_percent" of the launcher.
 idle_sample() {  # $1 = dlaunch command prefix (without program), $2 = ranks
   local mark="9$RANDOM.$RANDOM" pid="" i t0 t1 c0 c1 th
-  eval "$1 --timeout 60 sleep $mark" >/dev/null 2>&1 &
+  eval "$1 --timeout 60 sleep $mark" >"$DIR/idle.out" 2>&1 &
   local job=$!
   for ((i = 0; i < 600; i++)); do  # until every rank runs (60 s at most)
     [ "$(pgrep -fc "^sleep $mark")" -ge "$2" ] && break
@@ -35,7 +35,8 @@ idle_sample() {  # $1 = dlaunch command prefix (without program), $2 = ranks
   done
   pid=$(pgrep -f "dlaunch .*sleep $mark" | head -1)
   if [ -z "$pid" ] || [ "$(pgrep -fc "^sleep $mark")" -lt "$2" ]; then
-    kill -INT "$job" 2>/dev/null; wait "$job" 2>/dev/null; echo "- -"; return
+    kill -INT "$job" 2>/dev/null; wait "$job" 2>/dev/null; echo "- -"
+    echo "bench: the idle job did not get its $2 ranks running: $(tail -3 "$DIR/idle.out")" >&2; return
   fi
   sleep 1
   th=$(ls "/proc/$pid/task" | wc -l)
