@@ -43,6 +43,19 @@ control::Connection::Callbacks record(Closed& c, std::vector<dl::wire::Frame>* f
   cb.closed = [&c](const std::string& why, bool authed) { c.why = why, c.authenticated = authed, ++c.times; };
   return cb;
 }
+
+// Two started connections over a loopback socket pair: a, and b whose
+// frames land in `at_b` (when given).
+std::pair<std::shared_ptr<control::Connection>, std::shared_ptr<control::Connection>> started_pair(
+    asio::io_context& io, Closed& ca, Closed& cb, std::vector<dl::wire::Frame>* at_b = nullptr) {
+  auto [sock, peer_fd] = socket_pair(io);
+  asio::ip::tcp::socket other(io, asio::ip::tcp::v4(), peer_fd);
+  auto a = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(ca));
+  auto b = std::make_shared<control::Connection>(std::move(other), control::kMaxControlFrame, record(cb, at_b));
+  a->start();
+  b->start();
+  return {a, b};
+}
 }  // namespace
 
 TEST_CASE("connection: a peer that never handshakes is closed at the deadline", "[control]") {
@@ -108,14 +121,9 @@ TEST_CASE("connection: a wrong token is refused and closes", "[control]") {
 
 TEST_CASE("connection: heartbeats flow, and silence closes with the owner's words", "[control]") {
   asio::io_context io;
-  auto [sock, peer_fd] = socket_pair(io);
-  asio::ip::tcp::socket other(io, asio::ip::tcp::v4(), peer_fd);
   Closed ca, cb;
   std::vector<dl::wire::Frame> at_b;
-  auto a = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(ca));
-  auto b = std::make_shared<control::Connection>(std::move(other), control::kMaxControlFrame, record(cb, &at_b));
-  a->start();
-  b->start();
+  auto [a, b] = started_pair(io, ca, cb, &at_b);
   // a beats every 50 ms and wants to hear from b within 400 ms; b never beats.
   a->start_heartbeats(milliseconds(50), milliseconds(400), "no heartbeat from b");
   io.run_for(milliseconds(1500));
@@ -129,13 +137,8 @@ TEST_CASE("connection: heartbeats flow, and silence closes with the owner's word
 
 TEST_CASE("connection: both sides beating stay open", "[control]") {
   asio::io_context io;
-  auto [sock, peer_fd] = socket_pair(io);
-  asio::ip::tcp::socket other(io, asio::ip::tcp::v4(), peer_fd);
   Closed ca, cb;
-  auto a = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(ca));
-  auto b = std::make_shared<control::Connection>(std::move(other), control::kMaxControlFrame, record(cb));
-  a->start();
-  b->start();
+  auto [a, b] = started_pair(io, ca, cb);
   a->start_heartbeats(milliseconds(50), milliseconds(400), "a lost b");
   b->start_heartbeats(milliseconds(50), milliseconds(400), "b lost a");
   io.run_for(milliseconds(1200));
@@ -145,13 +148,8 @@ TEST_CASE("connection: both sides beating stay open", "[control]") {
 
 TEST_CASE("connection: silence closes at the timeout, not at the next beat", "[control]") {
   asio::io_context io;
-  auto [sock, peer_fd] = socket_pair(io);
-  asio::ip::tcp::socket other(io, asio::ip::tcp::v4(), peer_fd);
   Closed ca, cb;
-  auto a = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(ca));
-  auto b = std::make_shared<control::Connection>(std::move(other), control::kMaxControlFrame, record(cb));
-  a->start();
-  b->start();
+  auto [a, b] = started_pair(io, ca, cb);
   // Beats every 5 s, wants to hear within 300 ms: only a check at the
   // timeout itself closes it within the 3 s run.
   const auto t0 = std::chrono::steady_clock::now();
@@ -166,13 +164,8 @@ TEST_CASE("connection: silence closes at the timeout, not at the next beat", "[c
 
 TEST_CASE("connection: silence counts from start_heartbeats, not from the last frame before it", "[control]") {
   asio::io_context io;
-  auto [sock, peer_fd] = socket_pair(io);
-  asio::ip::tcp::socket other(io, asio::ip::tcp::v4(), peer_fd);
   Closed ca, cb;
-  auto a = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(ca));
-  auto b = std::make_shared<control::Connection>(std::move(other), control::kMaxControlFrame, record(cb));
-  a->start();
-  b->start();
+  auto [a, b] = started_pair(io, ca, cb);
   b->send_message(control::msg::Heartbeat{});
   io.run_for(milliseconds(600));  // a heard b 600 ms ago (an agent's hello, long before the launch)
   a->start_heartbeats(milliseconds(100), milliseconds(400), "silent");
@@ -184,14 +177,9 @@ TEST_CASE("connection: silence counts from start_heartbeats, not from the last f
 
 TEST_CASE("connection: a frame sent since the last beat stands in for the next heartbeat", "[control]") {
   asio::io_context io;
-  auto [sock, peer_fd] = socket_pair(io);
-  asio::ip::tcp::socket other(io, asio::ip::tcp::v4(), peer_fd);
   Closed ca, cb;
   std::vector<dl::wire::Frame> at_b;
-  auto a = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(ca));
-  auto b = std::make_shared<control::Connection>(std::move(other), control::kMaxControlFrame, record(cb, &at_b));
-  a->start();
-  b->start();
+  auto [a, b] = started_pair(io, ca, cb, &at_b);
   a->start_heartbeats(milliseconds(200), milliseconds(0), "");
   // a sends output every 20 ms for 600 ms: no heartbeat goes with it.
   asio::steady_timer t(io);
@@ -220,13 +208,8 @@ TEST_CASE("connection: a frame sent since the last beat stands in for the next h
 
 TEST_CASE("connection: any frame from the peer is liveness, heartbeat or not", "[control]") {
   asio::io_context io;
-  auto [sock, peer_fd] = socket_pair(io);
-  asio::ip::tcp::socket other(io, asio::ip::tcp::v4(), peer_fd);
   Closed ca, cb;
-  auto a = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(ca));
-  auto b = std::make_shared<control::Connection>(std::move(other), control::kMaxControlFrame, record(cb));
-  a->start();
-  b->start();
+  auto [a, b] = started_pair(io, ca, cb);
   a->start_heartbeats(milliseconds(1000), milliseconds(500), "silent");
   // b never beats, but sends output every 50 ms for a second.
   for (int i = 0; i < 20; ++i) {
