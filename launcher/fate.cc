@@ -73,10 +73,16 @@ bool Fate::on_host_lost(const std::string& host, const std::string& why, const s
   return fail(exit_codes::kFailure, "lost the agent on " + host + " (" + why + "); its ranks count as failed", true);
 }
 
-bool Fate::on_mpi_abort(int rank, const std::string& host, int status) {
-  return fail(status != 0 ? status : exit_codes::kFailure, "rank " + std::to_string(rank) + " on " + host +
-                                                               " called MPI_Abort with code " + std::to_string(status),
-              true);
+bool Fate::on_mpi_abort(int rank, const std::string& host, int status, const std::string& text) {
+  std::string v = "rank " + std::to_string(rank) + " on " + host + " called MPI_Abort with code " + std::to_string(status);
+  std::string line = text.substr(0, text.find('\n'));
+  const bool restates = line.find("MPI_Abort") != std::string::npos || line.find("MPI_ABORT") != std::string::npos;
+  if (!line.empty() && !restates) {
+    constexpr size_t kMax = 200;
+    if (line.size() > kMax) line = line.substr(0, kMax) + "...";
+    v += ": \"" + line + "\"";
+  }
+  return fail(status != 0 ? status : exit_codes::kFailure, v, true);
 }
 
 bool Fate::on_fence_timeout(uint64_t id, double seconds, const std::string& missing) {

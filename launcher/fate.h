@@ -43,7 +43,10 @@ class Fate {
   bool on_host_lost(const std::string& host, const std::string& why, const std::vector<int>& ranks);
   // `rank` on `host` called MPI_Abort(status): the job ends with status
   // (1 when status is 0, so that the abort still reads as a failure).
-  bool on_mpi_abort(int rank, const std::string& host, int status);
+  // `text` is the program's own message (PMI2_Abort's msg): the verdict
+  // quotes its first line unless it only restates the call, as MPICH's
+  // "application called MPI_Abort(...)" does.
+  bool on_mpi_abort(int rank, const std::string& host, int status, const std::string& text = {});
   // An MPI fence across hosts did not complete; `missing` names the hosts
   // and ranks that did not arrive.
   bool on_fence_timeout(uint64_t id, double seconds, const std::string& missing);

@@ -306,7 +306,7 @@ void Job::on_message(int node, const control::FromAgent& m) {
                  [&](const msg::Ready& r) { on_ready(node, r); },
                  [&](const msg::MpiAbort& a) {
                    own(a.rank);
-                   if (fate_.on_mpi_abort(a.rank, n.host, a.status)) teardown(grace_ms());
+                   if (fate_.on_mpi_abort(a.rank, n.host, a.status, a.message)) teardown(grace_ms());
                  },
                  [&](const msg::SpawnRequest& r) {
                    own(r.rank);

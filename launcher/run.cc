@@ -1,7 +1,9 @@
 #include "launcher/run.h"
 
 #include <cstdlib>
+#include <initializer_list>
 #include <iostream>
+#include <string_view>
 #include <thread>
 
 #include "agent/gpu_binding.h"
@@ -73,11 +75,33 @@ void resolve_torchrun_words(RunOptions& o) {
   o.command = program_argv(o, py && *py ? py : "python3");
   for (auto& app : o.apps) app.command = program_argv(o, app.command, py && *py ? py : "python3");
 }
+// True if the options (the words before the program or "--") hold one of `names`.
+bool asks_for(const std::vector<std::string>& args, std::initializer_list<std::string_view> names) {
+  for (const auto& a : args) {
+    if (a == "--" || a.empty() || a[0] != '-') return false;
+    for (auto n : names)
+      if (a == n) return true;
+  }
+  return false;
+}
 }  // namespace
 
 int run_command(const std::vector<std::string>& args) {
   bool help = false;
-  RunOptions o = parse_run_options(args, &help);
+  RunOptions o;
+  try {
+    o = parse_run_options(args, &help);
+  } catch (const Error&) {
+    // A bad line in a config file or a DLAUNCH_ variable must not hide
+    // --help (which names that error at its end) or --version.
+    if (asks_for(args, {"--help", "-h"})) {
+      std::cout << run_options_help();
+      return 0;
+    }
+    if (!asks_for(args, {"--version"})) throw;
+    std::cout << "dlaunch " DLAUNCH_VERSION "\n";
+    return 0;
+  }
   if (help) {
     std::cout << run_options_help();
     return 0;

@@ -7,7 +7,7 @@ build=(build-essential cmake ninja-build ccache pkg-config git
        libboost-dev libboost-program-options-dev libboost-system-dev
        libssh-dev nlohmann-json3-dev libpmix-dev)
 test=(catch2 libssl-dev openssh-server openssh-client iproute2 procps psmisc iputils-ping
-      openmpi-bin libopenmpi-dev python3-mpi4py mpich libmpich-dev pdsh nftables iptables
+      openmpi-bin libopenmpi-dev python3-mpi4py mpich libmpich-dev libpmi2-0-dev pdsh nftables iptables
       python3-torch python3-numpy hyperfine gdb elfutils
       slurm-wlm munge  # tests/slurm: a real Slurm cluster in the namespaces (PMIx plugin in slurm-wlm-basic-plugins)
       pandoc man-db dpkg-dev)  # tests/install: the .deb, its man page (docs/install.md)

@@ -71,6 +71,31 @@ TEST_CASE("option defaults: a bad config line stops dlaunch with exit 2 naming F
                      "you mean 'tag-output'?\n");
 }
 
+TEST_CASE("option defaults: a bad config line does not hide --help and --version", "[integration]") {
+  TempDir tmp;
+  const std::string system = tmp.path + "/system";
+  std::ofstream(system) << "tag-ouput = true\n";
+  for (const char* flag : {"--help", "-h", "--version"}) {
+    RunSpec s;
+    s.argv = {bin("dlaunch"), flag};
+    s.set_env["XDG_CONFIG_HOME"] = tmp.path + "/none";
+    s.set_env["DLAUNCH_SYSTEM_CONFIG"] = system;
+    s.unset_env = {"DLAUNCH_CONFIG"};
+    RunResult r = run(s, 30);
+    INFO(flag << "\nstdout:\n" << r.out << "stderr:\n" << r.err);
+    CHECK(r.code == 0);
+    if (std::string(flag) == "--version") {
+      CHECK(r.out.rfind("dlaunch ", 0) == 0);
+    } else {
+      CHECK(r.out.find("usage: dlaunch") != std::string::npos);
+      CHECK(r.out.find(system + ":1:") != std::string::npos);  // the help names what is wrong
+    }
+  }
+  // A job still stops on it.
+  RunResult r = run_with(tmp.path + "/none", system, {});
+  CHECK(r.code == 2);
+}
+
 TEST_CASE("option defaults: dlaunch help run names where each default came from", "[integration]") {
   TempDir tmp;
   std::filesystem::create_directories(tmp.path + "/xdg/dlaunch");

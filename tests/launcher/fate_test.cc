@@ -189,3 +189,24 @@ TEST_CASE("fate: the exception torch's @record wrote is on the verdict line", "[
   CHECK(g.on_exit(exited(0, 3, 9)));
   CHECK(g.verdict() == "rank 0 on node0 (pid 9) exited with code 3");
 }
+
+TEST_CASE("fate: MPI_Abort's own message is quoted unless it only restates the call", "[launcher]") {
+  Fate own(2);
+  CHECK(own.on_mpi_abort(1, "node0", 3, "pmi2 rank 1 gives up\nsecond line"));
+  CHECK(own.exit_code() == 3);
+  CHECK(own.verdict() == "rank 1 on node0 called MPI_Abort with code 3: \"pmi2 rank 1 gives up\"");
+
+  Fate mpich(2);  // MPICH's PMI-1 text says nothing the verdict does not
+  CHECK(mpich.on_mpi_abort(0, "node0", 13, "application called MPI_Abort(MPI_COMM_WORLD, 13) - process 0"));
+  CHECK(mpich.verdict() == "rank 0 on node0 called MPI_Abort with code 13");
+
+  Fate zero(2);  // code 0 still fails the job
+  CHECK(zero.on_mpi_abort(0, "node0", 0, ""));
+  CHECK(zero.exit_code() == 1);
+  CHECK(zero.verdict() == "rank 0 on node0 called MPI_Abort with code 0");
+
+  Fate longer(1);
+  CHECK(longer.on_mpi_abort(0, "node0", 2, std::string(500, 'x')));
+  CHECK(longer.verdict().size() < 300);
+  CHECK(longer.verdict().ends_with("...\""));
+}
