@@ -114,15 +114,16 @@ int Job::run() {
     if (ec || !phase_.is(Phase::kStarting)) return;
     // The silent hosts' own ranks fail (not node 0's: in per-node mode node
     // 0 may be another node's, already counted done, and the job would pass).
-    std::string missing;
+    std::string missing, known;  // known: why, if the start method can tell (srun waiting for resources)
     std::vector<int> ranks;
     for (auto& n : nodes_)
       if (!server_->greeted(n.index) && !n.start_failed && !n.external) {
         missing += (missing.empty() ? "" : ", ") + n.host;
         ranks.insert(ranks.end(), n.ranks.begin(), n.ranks.end());
+        if (known.empty()) known = starter_->waiting_for(n.index);
       }
     fate_.on_host_lost(missing, "its agent did not connect within " + std::to_string(static_cast<int>(opts_.agent_timeout_s)) +
-                                    " s (see --agent-timeout)", ranks);
+                                    " s (see --agent-timeout)" + (known.empty() ? "" : ": " + known), ranks);
     teardown(0);
   });
   if (opts_.timeout_s > 0) {
@@ -156,6 +157,9 @@ void Job::start_agents(uint16_t control_port) {
   };
   ev.agent_stderr = [this](int node, std::string text) {
     write_fully(2, "dlaunch: [agent@" + nodes_.at(static_cast<size_t>(node)).host + "] " + text);
+  };
+  ev.notice = [](std::string text) {
+    if (!text.empty()) write_fully(2, "dlaunch: " + text + "\n");
   };
   if (make_starter_) {
     starter_ = make_starter_(io_, std::move(ev));
@@ -277,7 +281,7 @@ void Job::launch_all() {
     for (auto& n : nodes_) hosts.push_back(n.host);
     write_fully(2, binding_report(plan, hosts, opts_));
   }
-  server_->start_heartbeats(milliseconds(kHeartbeatMs), secs(opts_.heartbeat_timeout_s));
+  server_->start_heartbeats(milliseconds(heartbeat_interval_ms(opts_.heartbeat_timeout_s)), secs(opts_.heartbeat_timeout_s));
   // Said where someone watches (a terminal, or -v), so that a job that went
   // well still says nothing to the logs and scripts reading dlaunch's stderr.
   if (!plan.notice.empty() && (opts_.verbose || ::isatty(2) == 1)) write_fully(2, plan.notice);
