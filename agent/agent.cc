@@ -30,6 +30,8 @@ std::string host_name() {
   return buf;
 }
 
+}  // namespace
+
 EnvVars own_environment() {
   EnvVars env;
   for (char** e = environ; *e; ++e) {
@@ -39,7 +41,6 @@ EnvVars own_environment() {
   }
   return env;
 }
-}  // namespace
 
 Agent::Agent(asio::io_context& io, AgentOptions opts)
     : io_(io), opts_(std::move(opts)),
@@ -146,6 +147,17 @@ void Agent::on_message(const control::FromLauncher& m) {
                  [this](const msg::SpawnReply& r) {
                    if (mpi_) mpi_->spawn_done(r.id, r.nspace.value_or(""), r.error.value_or(""));
                  },
+                 [this](const msg::SpawnLaunch& l) { start_spawn(l); },
+                 [this](const msg::MpiLookupReply& r) {
+                   if (mpi_) mpi_->lookup_done(r);
+                 },
+                 [this](const msg::MpiConnectDone& d) {
+                   if (mpi_) mpi_->connect_done(d);
+                 },
+                 [this](const msg::MpiDmodexReply& r) {
+                   if (mpi_) mpi_->dmodex_done(r);
+                 },
+                 [this](const msg::MpiDmodexServe& d) { serve_dmodex(d); },
                  [this](const msg::DumpStacks& d) { dump_stacks(d); },
                  [this](const msg::Restart& r) {
                    restart_ = r.attempt;
@@ -163,6 +175,8 @@ void Agent::launch(const msg::Launch& m) {
   link_->start_heartbeats(milliseconds(m.hb_ms), milliseconds(m.hb_timeout_ms),
                           "no heartbeat from the launcher for " + std::to_string(m.hb_timeout_ms) + " ms");
   if (m.mpi && !start_mpi(m)) return finish_if_done();
+  launch_ = m;
+  launch_->ranks.clear();
   if (!m.ranks.empty() && !error_files_) {
     if (!py_dir_) py_dir_ = std::make_unique<PythonDir>();
     error_files_ = std::make_unique<TorchErrorFiles>(*py_dir_);
@@ -211,6 +225,11 @@ bool Agent::start_mpi(const msg::Launch& m) {
       hooks.spawn = [this](uint64_t id, int rank, std::vector<msg::SpawnApp> apps) {
         link_->send_message(msg::SpawnRequest{id, rank, std::move(apps)});
       };
+      hooks.publish = [this](msg::MpiPublish p) { link_->send_message(p); };
+      hooks.unpublish = [this](msg::MpiUnpublish u) { link_->send_message(u); };
+      hooks.lookup = [this](msg::MpiLookup l) { link_->send_message(l); };
+      hooks.connect = [this](msg::MpiConnect c) { link_->send_message(c); };
+      hooks.dmodex = [this](msg::MpiDmodex d) { link_->send_message(d); };
       if (!mpi_) mpi_ = MpiJob::prepare();  // --no-pmix, yet MPI was asked for: start it now
       if (!mpi_) throw UsageError("this dlaunch-agent was built without libpmix: run with --mpi pmi or --mpi none, or rebuild with libpmix-dev");
       mpi_->start(*m.mpi, std::move(hooks));
@@ -225,15 +244,17 @@ bool Agent::start_mpi(const msg::Launch& m) {
   }
 }
 
-void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const EnvVars& inherited) {
+void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const EnvVars& inherited,
+                       const std::vector<std::pair<std::string, std::string>>* spawned) {
   // The PMIx server's variables (PMIX_RANK, PMIX_SERVER_URI*, ...) come
   // last, after the filter removed any inherited ones.
   std::vector<std::pair<std::string, std::string>> server_vars;
-  if (mpi_ && mpi_->started()) server_vars = mpi_->rank_env(spec.rank);
+  if (spawned) server_vars = *spawned;
+  else if (mpi_ && mpi_->started()) server_vars = mpi_->rank_env(spec.rank);
   // The rank's PMI socket (PMI_FD); the agent's copy of its end is closed
   // once the rank has it, or was refused.
   pmi::PmiService::RankEnd pmi_end;
-  if (pmi_) {
+  if (pmi_ && !spawned) {
     try {
       pmi_end = pmi_->open_rank(spec.rank);
     } catch (const Error& e) {
@@ -245,7 +266,7 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
     pmi::PmiService* pmi;
     int rank;
     ~CloseChildEnd() { if (pmi) pmi->rank_spawned(rank); }
-  } close_child_end{pmi_.get(), spec.rank};
+  } close_child_end{spawned ? nullptr : pmi_.get(), spec.rank};
   EnvVars own = spec.env;
   // torchrun's per-worker error file: torch's @record writes the rank's
   // uncaught exception there, and add_torch_error() reports it.

@@ -29,6 +29,9 @@ namespace dl::agent {
 
 namespace asio = boost::asio;
 
+// This process's environment, read now.
+EnvVars own_environment();
+
 struct AgentOptions {
   control::AgentArgs args;  // the command line (control/agent_args.h)
   std::string token;        // job token, read from stdin
@@ -49,7 +52,13 @@ class Agent {
   void on_message(const control::FromLauncher& m);
   void launch(const control::msg::Launch& m);
   bool start_mpi(const control::msg::Launch& m);
-  void start_rank(const control::msg::RankSpec& spec, const control::msg::Launch& m, const EnvVars& inherited);
+  // `spawned`: the PMIx variables of a child of MPI_Comm_spawn (no PMI, no
+  // job-rank PMIx variables); null for the job's ranks.
+  void start_rank(const control::msg::RankSpec& spec, const control::msg::Launch& m, const EnvVars& inherited,
+                  const std::vector<std::pair<std::string, std::string>>* spawned = nullptr);
+  // MPI_Comm_spawn's children on this host (agent/agent_spawn.cc).
+  void start_spawn(const control::msg::SpawnLaunch& m);
+  void serve_dmodex(const control::msg::MpiDmodexServe& m);
   void watch_stdin();
   void lost_launcher(const std::string& why);
   void finish_if_done();
@@ -70,6 +79,7 @@ class Agent {
   asio::posix::stream_descriptor stdin_;
   std::array<char, 256> stdin_buf_{};
   sigset_t reset_signals_{};  // what a rank resets before exec (non_default_signals, per launch)
+  std::optional<control::msg::Launch> launch_;  // the launch (less its ranks), for spawned children
   std::optional<int> restart_;  // --max-restarts: the attempt to answer `ready` for, once every rank is reported
   bool bye_ = false, done_ = false;
   int exit_code_ = 0;

@@ -204,7 +204,9 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
     // makes pmix/ in it, and pmix/<nspace> and the /dev/shm dir at register_job.
     if (::mkdir(tmpdir.c_str(), 0700) != 0) throw_errno("cannot create the job's temp dir " + tmpdir);
     auto topology = std::make_unique<pmix::LocalTopology>();
-    auto server = pmix::PmixServer::init(tmpdir, "", false, std::move(topology));
+    // Direct modex: for MPI_Comm_spawn's children on another host (the
+    // job's own ranks' data comes with the MPI_Init fence).
+    auto server = pmix::PmixServer::init(tmpdir, "", true, std::move(topology));
     pmix::JobMap map;
     pmix::Callbacks cb;
     {
@@ -284,8 +286,42 @@ void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
   if (hooks.spawn)
     cb.spawn = [spawn = std::move(hooks.spawn)](uint64_t id, int rank, std::vector<pmix::SpawnApp> apps) {
       std::vector<control::msg::SpawnApp> wanted;
-      for (auto& a : apps) wanted.push_back(control::msg::SpawnApp{std::move(a.argv), a.np});
+      for (auto& a : apps) {
+        control::msg::SpawnApp app{std::move(a.argv), a.np};
+        if (!a.env.empty()) app.env = control::EnvVars(a.env.begin(), a.env.end());
+        if (!a.wdir.empty()) app.wdir = std::move(a.wdir);
+        wanted.push_back(std::move(app));
+      }
       spawn(id, rank, std::move(wanted));
+    };
+  cb.direct_modex = [fn = hooks.dmodex](uint64_t id, int rank) {
+    if (fn) fn(control::msg::MpiDmodex{id, rank});
+  };
+  if (hooks.connect)
+    cb.connect = [fn = std::move(hooks.connect)](uint64_t id, std::string op, std::vector<std::string> procs,
+                                                 std::string blob) {
+      control::msg::MpiConnect m{id, std::move(op), std::move(procs), std::nullopt};
+      if (!blob.empty()) m.blob = std::move(blob);
+      fn(std::move(m));
+    };
+  if (hooks.publish)
+    cb.publish = [fn = std::move(hooks.publish)](std::vector<pmix::Name> names, bool first_read) {
+      control::msg::MpiPublish m;
+      for (auto& n : names) {
+        m.names.push_back(control::msg::PublishedName{n.key, n.value, n.nspace, n.rank});
+        if (n.bytes) m.names.back().bytes = true;
+      }
+      m.first_read = first_read;
+      fn(std::move(m));
+    };
+  if (hooks.unpublish)
+    cb.unpublish = [fn = std::move(hooks.unpublish)](std::vector<std::string> keys) {
+      fn(control::msg::MpiUnpublish{std::move(keys)});
+    };
+  if (hooks.lookup)
+    cb.lookup = [fn = std::move(hooks.lookup)](uint64_t id, int rank, std::vector<std::string> keys, bool wait,
+                                               int timeout_ms) {
+      fn(control::msg::MpiLookup{id, rank, std::move(keys), wait, timeout_ms});
     };
   {
     std::lock_guard<std::mutex> lock(prep_->mu);
@@ -372,6 +408,98 @@ void MpiJob::spawn_done(uint64_t id, const std::string& nspace, const std::strin
   if (server) server->spawn_done(id, nspace, error);
 #else
   (void)id, (void)nspace, (void)error;
+#endif
+}
+
+void MpiJob::lookup_done(const control::msg::MpiLookupReply& r) {
+#if DLAUNCH_HAVE_PMIX
+  pmix::PmixServer* server = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(prep_->mu);
+    if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
+  }
+  std::vector<pmix::Name> names;
+  for (const auto& n : r.names) names.push_back(pmix::Name{n.key, n.value, n.nspace, n.rank, n.bytes.value_or(false)});
+  if (server) server->lookup_done(r.id, names, r.error.value_or(""));
+#else
+  (void)r;
+#endif
+}
+
+std::vector<std::vector<std::pair<std::string, std::string>>> MpiJob::start_spawn(const control::msg::SpawnLaunch& m) {
+#if DLAUNCH_HAVE_PMIX
+  pmix::PmixServer* server = nullptr;
+  pmix::JobMap children;
+  {
+    std::lock_guard<std::mutex> lock(prep_->mu);
+    if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
+    // No rank here called MPI_Init: none of them can take part in the
+    // children's connect, so there is nothing to make known.
+    if (m.elsewhere && !server) return {};
+    if (!server || !prep_->map) throw UsageError("this host's PMIx server is not running");
+    children.node_hosts = {prep_->map->node_hosts[prep_->map->node_rank]};
+    children.universe_size = prep_->map->universe_size;
+  }
+  children.nspace = m.nspace;
+  children.world_size = static_cast<int>(m.children.size());
+  children.node_rank = 0;
+  children.node_ranks.resize(1);
+  for (int k = 0; k < children.world_size; ++k) children.node_ranks[0].push_back(k);
+  if (m.elsewhere) {
+    // Their host first, then this one, where none of them runs.
+    children.node_hosts.insert(children.node_hosts.begin(), *m.elsewhere);
+    children.node_ranks.emplace_back();
+    children.node_rank = 1;
+  }
+  if (children.universe_size < children.world_size) children.universe_size = children.world_size;
+  children.app_sizes = m.app_sizes.size() > 1 ? m.app_sizes : std::vector<int>{};
+  children.tmpdir = tmpdir_;
+  children.parent_nspace = m.parent_nspace;
+  children.parent_rank = m.parent_rank;
+  if (m.children.empty()) throw UsageError("a spawn without processes");
+  server->register_spawn(children, m.children.front().rank);
+  std::vector<std::vector<std::pair<std::string, std::string>>> envs;
+  if (m.elsewhere) return envs;
+  for (int k = 0; k < children.world_size; ++k) envs.push_back(server->spawn_env(children, k));
+  return envs;
+#else
+  (void)m;
+  throw UsageError("this dlaunch-agent was built without libpmix");
+#endif
+}
+
+#if DLAUNCH_HAVE_PMIX
+pmix::PmixServer* MpiJob::serving() const {
+  std::lock_guard<std::mutex> lock(prep_->mu);
+  return prep_->state == Prep::kServing && !released_ ? prep_->server.get() : nullptr;
+}
+#endif
+
+void MpiJob::connect_done(const control::msg::MpiConnectDone& d) {
+#if DLAUNCH_HAVE_PMIX
+  if (auto* server = serving()) server->connect_done(d.id, !d.error, pmix::from_hex(d.blob.value_or("")));
+#else
+  (void)d;
+#endif
+}
+
+void MpiJob::dmodex_done(const control::msg::MpiDmodexReply& r) {
+#if DLAUNCH_HAVE_PMIX
+  if (auto* server = serving()) server->direct_modex_done(r.id, r.ok, pmix::from_hex(r.blob));
+#else
+  (void)r;
+#endif
+}
+
+void MpiJob::serve_dmodex(const control::msg::MpiDmodexServe& s, std::function<void(control::msg::MpiDmodexData)> reply) {
+#if DLAUNCH_HAVE_PMIX
+  auto* server = serving();
+  if (!server) return reply(control::msg::MpiDmodexData{s.id, false, ""});
+  server->serve_direct_modex(s.rank, [reply = std::move(reply), id = s.id](bool ok, std::string blob) {
+    reply(control::msg::MpiDmodexData{id, ok, pmix::to_hex(blob.data(), blob.size())});
+  });
+#else
+  reply(control::msg::MpiDmodexData{s.id, false, ""});
 #endif
 }
 

@@ -29,12 +29,22 @@
 
 namespace dl::agent {
 
+namespace pmix { class PmixServer; }
+
 struct MpiHooks {
   std::function<void(std::function<void()>)> post;                 // run on the agent's thread
   std::function<void(uint64_t id, std::string blob)> fence;        // this host's fence contribution
   std::function<void(int rank, int status, std::string msg)> abort;  // a rank called MPI_Abort
   // A rank called MPI_Comm_spawn; answer with spawn_done(id, ...). Empty: refused at once.
   std::function<void(uint64_t id, int rank, std::vector<control::msg::SpawnApp> apps)> spawn;
+  // PMIx_Publish / PMIx_Unpublish / PMIx_Lookup (answer: lookup_done). Empty: "not supported".
+  std::function<void(control::msg::MpiPublish m)> publish;
+  std::function<void(control::msg::MpiUnpublish m)> unpublish;
+  std::function<void(control::msg::MpiLookup m)> lookup;
+  // PMIx_Connect/Disconnect across hosts (answer: connect_done), and a request
+  // for a spawned rank's data on another host (answer: dmodex_done).
+  std::function<void(control::msg::MpiConnect m)> connect;
+  std::function<void(control::msg::MpiDmodex m)> dmodex;
 };
 
 class MpiJob {
@@ -82,10 +92,25 @@ class MpiJob {
   // The launcher's answer to spawn request `id` (MpiHooks::spawn): the
   // children's namespace, or a non-empty error (the rank's call fails).
   void spawn_done(uint64_t id, const std::string& nspace, const std::string& error);
+  // The launcher's answer to lookup `id` (MpiHooks::lookup).
+  void lookup_done(const control::msg::MpiLookupReply& r);
+  void connect_done(const control::msg::MpiConnectDone& d);
+  void dmodex_done(const control::msg::MpiDmodexReply& r);
+  // Serves another host's request for local dlaunch rank `rank`'s data:
+  // `reply` gets mpi_dmodex_data for launcher request `id` (on the agent's thread).
+  void serve_dmodex(const control::msg::MpiDmodexServe& s, std::function<void(control::msg::MpiDmodexData)> reply);
+  // MPI_Comm_spawn's children (all on this host, or with m.elsewhere all on
+  // that one): registers their namespace with the PMIx server and returns,
+  // child by child (m.children's order), the variables to add to its
+  // environment (nothing with m.elsewhere). Throws Error when the server
+  // does not run or libpmix refuses (the spawn then fails).
+  std::vector<std::vector<std::pair<std::string, std::string>>> start_spawn(const control::msg::SpawnLaunch& m);
   const std::string& tmpdir() const { return tmpdir_; }
 
  private:
   struct Prep;
+  // The PMIx server while it serves a job, else null.
+  pmix::PmixServer* serving() const;
   MpiJob();
   static void serve(std::shared_ptr<Prep> prep, std::string tmpdir);
   static void reap_dead_agents(Prep& prep);

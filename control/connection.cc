@@ -75,6 +75,7 @@ constexpr size_t kMaxFramesPerWrite = 64;
 void Connection::send(std::string frame) {
   if (closed_) return;
   queued_ += frame.size();
+  sent_since_beat_ = true;
   txq_.push_back(std::move(frame));
   if (queued_ > kPauseAbove) paused_ = true;
   if (!writing_) write_next();
@@ -119,6 +120,12 @@ void Connection::when_flushed(std::function<void()> fn) {
 
 void Connection::start_heartbeats(milliseconds interval, milliseconds timeout, std::string silence_why) {
   hb_interval_ = interval, hb_timeout_ = timeout, silence_why_ = std::move(silence_why);
+  // The peer's silence counts from now: it cannot have been beating before
+  // (an agent beats from its launch message on; the launcher starts these
+  // when the last agent connected, maybe long after the first one said hello).
+  last_rx_ = Clock::now();
+  next_beat_ = last_rx_ + interval;
+  sent_since_beat_ = false;
   beat();
 }
 
@@ -127,15 +134,25 @@ void Connection::stop_heartbeats() {
   hb_timer_.cancel();
 }
 
+// Wakes at the next beat, or sooner when the peer's silence would reach the
+// timeout before it; a wake with a frame sent since the last beat sends none.
 void Connection::beat() {
   if (hb_interval_.count() <= 0 || closed_) return;
-  hb_timer_.expires_after(hb_interval_);
+  auto wake = next_beat_;
+  if (hb_timeout_.count() > 0) wake = std::min(wake, last_rx_ + hb_timeout_);
+  hb_timer_.expires_at(wake);
   hb_timer_.async_wait([w = weak_from_this()](boost::system::error_code ec) {
     auto self = w.lock();
     if (ec || !self || self->closed_ || self->hb_interval_.count() <= 0) return;
-    if (self->hb_timeout_.count() > 0 && Clock::now() - self->last_rx_ > self->hb_timeout_)
+    const auto now = Clock::now();
+    if (self->hb_timeout_.count() > 0 && now - self->last_rx_ >= self->hb_timeout_)
       return self->close(self->silence_why_);
-    self->send_message(msg::Heartbeat{});
+    if (now >= self->next_beat_) {
+      if (!self->sent_since_beat_) self->send_message(msg::Heartbeat{});
+      self->sent_since_beat_ = false;
+      // The next point of the cadence still ahead (a stalled loop skips the missed ones).
+      while (self->next_beat_ <= now) self->next_beat_ += self->hb_interval_;
+    }
     self->beat();
   });
 }

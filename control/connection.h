@@ -56,8 +56,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t queued_bytes() const { return queued_; }
   bool congested() const { return queued_ > kPauseAbove; }
 
-  // Sends a heartbeat every `interval`; closes with `silence_why` once nothing
-  // has arrived for `timeout` (0: never).
+  // Sends a heartbeat every `interval` unless another frame went out since
+  // the last beat (any frame tells the peer we live); closes with
+  // `silence_why` once nothing has arrived for `timeout` (0: never; counted
+  // from this call at the earliest), checked at that moment, not at the
+  // next beat. The beats keep a fixed cadence from
+  // this call (no drift), so connections started together (the launcher's,
+  // one per agent) wake together: one wake-up per interval, not one per agent.
   void start_heartbeats(std::chrono::milliseconds interval, std::chrono::milliseconds timeout, std::string silence_why);
   void stop_heartbeats();
   // Runs `fn` once the queue is empty (now, if it is); one waiter at a time.
@@ -90,6 +95,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::chrono::milliseconds hb_interval_{0}, hb_timeout_{0};
   std::string silence_why_;
   Clock::time_point last_rx_ = Clock::now();
+  Clock::time_point next_beat_{};
+  bool sent_since_beat_ = false;  // a frame went out since the last beat
 };
 
 }  // namespace dl::control

@@ -227,6 +227,18 @@ DL_CONTROL_MESSAGE(Stacks)
 DL_CONTROL_MESSAGE(DumpStacks)
 DL_CONTROL_MESSAGE(Ready)
 DL_CONTROL_MESSAGE(Restart)
+DL_CONTROL_MESSAGE(MpiPublish)
+DL_CONTROL_MESSAGE(MpiLookup)
+DL_CONTROL_MESSAGE(MpiUnpublish)
+DL_CONTROL_MESSAGE(SpawnLaunch)
+DL_CONTROL_MESSAGE(MpiLookupReply)
+DL_CONTROL_MESSAGE(MpiConnect)
+DL_CONTROL_MESSAGE(SpawnKnown)
+DL_CONTROL_MESSAGE(MpiDmodex)
+DL_CONTROL_MESSAGE(MpiDmodexData)
+DL_CONTROL_MESSAGE(MpiConnectDone)
+DL_CONTROL_MESSAGE(MpiDmodexServe)
+DL_CONTROL_MESSAGE(MpiDmodexReply)
 #undef DL_CONTROL_MESSAGE
 
 FromAgent decode_from_agent(std::string_view text) { return decode<FromAgent>(text, "agent"); }
@@ -242,6 +254,7 @@ std::string protocol_reference() {
   out += nested_line<msg::RankSpec>("ranks[]");
   out += nested_line<msg::MpiSection>("mpi");
   out += nested_line<msg::SpawnApp>("apps[]");
+  out += nested_line<msg::PublishedName>("names[]");
   out += nested_line<msg::RankStack>("stacks.ranks[]");
   return out;
 }

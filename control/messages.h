@@ -123,10 +123,17 @@ struct MpiAbort {
 };
 
 // One program of an MPI_Comm_spawn request: its argv and how many processes.
+// `env`: what the program asked its children to get on top of the job's
+// environment (OpenMPI puts OMPI_PARENT_PORT and its OMPI_MCA_* there);
+// `wdir`: the directory it asked for (absent: the job's).
 struct SpawnApp {
   std::vector<std::string> argv;
   int np = 0;
-  template <class S, class V> static void fields(S& s, V& v) { v("argv", s.argv), v("np", s.np); }
+  std::optional<EnvVars> env = std::nullopt;
+  std::optional<std::string> wdir = std::nullopt;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("argv", s.argv), v("np", s.np), v("env", s.env), v("wdir", s.wdir);
+  }
 };
 
 // A rank called MPI_Comm_spawn (PMIx_Spawn). The rank waits until the
@@ -137,6 +144,94 @@ struct SpawnRequest {
   int rank = 0;
   std::vector<SpawnApp> apps;
   template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("rank", s.rank), v("apps", s.apps); }
+};
+
+// A name a rank published (PMIx_Publish, MPI_Publish_name), with who
+// published it (its PMIx namespace and rank there). The value is a string,
+// or with `bytes` a byte object in hex (OpenMPI's communicator ids).
+struct PublishedName {
+  std::string key, value, nspace;
+  int rank = 0;
+  std::optional<bool> bytes = std::nullopt;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("key", s.key), v("value", s.value), v("nspace", s.nspace), v("rank", s.rank), v("bytes", s.bytes);
+  }
+};
+
+// PMIx_Publish: keep `names` in the job's name service (launcher/name_service.h);
+// with first_read, each is removed when a lookup first returns it.
+struct MpiPublish {
+  static constexpr const char* kType = "mpi_publish";
+  std::vector<PublishedName> names;
+  bool first_read = false;
+  template <class S, class V> static void fields(S& s, V& v) { v("names", s.names), v("first_read", s.first_read); }
+};
+
+// PMIx_Lookup by `rank` (a dlaunch rank id, spawned ranks included): answer
+// mpi_lookup_reply with the same id; with wait, once every key is
+// published or after timeout_ms.
+struct MpiLookup {
+  static constexpr const char* kType = "mpi_lookup";
+  uint64_t id = 0;
+  int rank = 0;
+  std::vector<std::string> keys;
+  bool wait = false;
+  int timeout_ms = 0;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("id", s.id), v("rank", s.rank), v("keys", s.keys), v("wait", s.wait), v("timeout_ms", s.timeout_ms);
+  }
+};
+
+// PMIx_Unpublish: forget these keys.
+struct MpiUnpublish {
+  static constexpr const char* kType = "mpi_unpublish";
+  std::vector<std::string> keys;
+  template <class S, class V> static void fields(S& s, V& v) { v("keys", s.keys); }
+};
+
+// A collective of this host's processes among `procs` ("nspace:rank",
+// "nspace:*" for all of it), which span hosts: op "connect" (PMIx_Connect),
+// "disconnect" or "fence" (a fence over some of the job's processes, or over
+// several namespaces: OpenMPI's MPI_Comm_disconnect), with this host's data
+// `blob` (hex). Answer mpi_connect_done with the same id once every host
+// holding one of them asked for the same op and set.
+struct MpiConnect {
+  static constexpr const char* kType = "mpi_connect";
+  uint64_t id = 0;
+  std::string op;
+  std::vector<std::string> procs;
+  std::optional<std::string> blob;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("id", s.id), v("op", s.op), v("procs", s.procs), v("blob", s.blob);
+  }
+};
+
+// The answer to a spawn_launch with `elsewhere`: namespace `nspace` is
+// registered here (or could not be: `error`), so its children may start.
+struct SpawnKnown {
+  static constexpr const char* kType = "spawn_known";
+  std::string nspace;
+  std::optional<std::string> error;
+  template <class S, class V> static void fields(S& s, V& v) { v("nspace", s.nspace), v("error", s.error); }
+};
+
+// A process here asked for the data (modex) of dlaunch rank `rank`, on
+// another host, that no fence delivered: answer mpi_dmodex_reply.
+struct MpiDmodex {
+  static constexpr const char* kType = "mpi_dmodex";
+  uint64_t id = 0;
+  int rank = 0;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("rank", s.rank); }
+};
+
+// The answer to mpi_dmodex_serve `id`: the PMIx server's blob of the rank's
+// data in hex, or ok false.
+struct MpiDmodexData {
+  static constexpr const char* kType = "mpi_dmodex_data";
+  uint64_t id = 0;
+  bool ok = false;
+  std::string blob;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("ok", s.ok), v("blob", s.blob); }
 };
 
 // One rank's stack, for the launcher's report of where every rank is
@@ -268,6 +363,66 @@ struct SpawnReply {
   template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("nspace", s.nspace), v("error", s.error); }
 };
 
+// Start the processes of spawn_request `id`, all on this host, as the
+// PMIx namespace `nspace` whose rank k is children[k] (children[k].rank is
+// its dlaunch rank id, for output, exits and teardown); then complete the
+// request. parent_nspace/parent_rank name the rank that asked.
+struct SpawnLaunch {
+  static constexpr const char* kType = "spawn_launch";
+  uint64_t id = 0;
+  std::string nspace, parent_nspace;
+  int parent_rank = 0;
+  std::vector<int> app_sizes;  // the children of each app, in order
+  std::vector<RankSpec> children;
+  // Present: the children run on that host, not here; only register their
+  // namespace (this host has the spawning rank's peers) and answer
+  // spawn_known. The children's host gets its spawn_launch after every such
+  // answer, so the namespace is known everywhere before they start.
+  std::optional<std::string> elsewhere;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("id", s.id), v("nspace", s.nspace), v("parent_nspace", s.parent_nspace), v("parent_rank", s.parent_rank);
+    v("app_sizes", s.app_sizes), v("children", s.children), v("elsewhere", s.elsewhere);
+  }
+};
+
+// mpi_connect `id` completed on every host, with every host's blob
+// concatenated in node order (hex; fences), or `error`: it failed.
+struct MpiConnectDone {
+  static constexpr const char* kType = "mpi_connect_done";
+  uint64_t id = 0;
+  std::optional<std::string> blob;
+  std::optional<std::string> error;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("blob", s.blob), v("error", s.error); }
+};
+
+// Serve the data of local dlaunch rank `rank` for another host: answer
+// mpi_dmodex_data with the same id.
+struct MpiDmodexServe {
+  static constexpr const char* kType = "mpi_dmodex_serve";
+  uint64_t id = 0;
+  int rank = 0;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("rank", s.rank); }
+};
+
+// The answer to mpi_dmodex `id`: the rank's data blob (hex) or ok false.
+struct MpiDmodexReply {
+  static constexpr const char* kType = "mpi_dmodex_reply";
+  uint64_t id = 0;
+  bool ok = false;
+  std::string blob;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("ok", s.ok), v("blob", s.blob); }
+};
+
+// The answer to mpi_lookup `id`: the names found, or why not (the rank's
+// PMIx_Lookup fails: not found, timed out).
+struct MpiLookupReply {
+  static constexpr const char* kType = "mpi_lookup_reply";
+  uint64_t id = 0;
+  std::vector<PublishedName> names;
+  std::optional<std::string> error;
+  template <class S, class V> static void fields(S& s, V& v) { v("id", s.id), v("names", s.names), v("error", s.error); }
+};
+
 // No more stdin for `rank`: close its pipe once the queued data is written.
 struct StdinEof {
   static constexpr const char* kType = "stdin_eof";
@@ -303,9 +458,12 @@ struct Bye {
 
 // What each side may receive. Decoding picks the alternative by "t".
 using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::SpawnFailed, msg::MpiAbort, msg::Heartbeat,
-                               msg::SpawnRequest, msg::Stacks, msg::Ready>;
+                               msg::SpawnRequest, msg::Stacks, msg::Ready, msg::MpiPublish, msg::MpiLookup,
+                               msg::MpiUnpublish, msg::MpiConnect, msg::MpiDmodex, msg::MpiDmodexData,
+                               msg::SpawnKnown>;
 using FromLauncher = std::variant<msg::Launch, msg::FenceFailed, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat,
-                                  msg::Bye, msg::SpawnReply, msg::DumpStacks, msg::Restart>;
+                                  msg::Bye, msg::SpawnReply, msg::DumpStacks, msg::Restart, msg::SpawnLaunch,
+                                  msg::MpiLookupReply, msg::MpiConnectDone, msg::MpiDmodexServe, msg::MpiDmodexReply>;
 
 // The JSON text of a message, "t" first.
 template <class M> std::string encode(const M& m);

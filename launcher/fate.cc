@@ -24,7 +24,7 @@ bool Fate::fail(int code, std::string verdict, bool retryable) {
 
 bool Fate::on_exit(const RankExit& e) {
   done_.at(static_cast<size_t>(e.rank)) = true;
-  const std::string who = "rank " + std::to_string(e.rank) + " on " + e.host;
+  const std::string who = (e.name.empty() ? "rank " + std::to_string(e.rank) : e.name) + " on " + e.host;
   if (e.spawn_failed) return fail(e.code, "cannot start " + who + ": " + e.message);
   if (failed() && !e.by_agent && user_signal_ == 0) {
     if (e.signal != 0)
@@ -73,8 +73,10 @@ bool Fate::on_host_lost(const std::string& host, const std::string& why, const s
   return fail(exit_codes::kFailure, "lost the agent on " + host + " (" + why + "); its ranks count as failed", true);
 }
 
-bool Fate::on_mpi_abort(int rank, const std::string& host, int status, const std::string& text) {
-  std::string v = "rank " + std::to_string(rank) + " on " + host + " called MPI_Abort with code " + std::to_string(status);
+bool Fate::on_mpi_abort(int rank, const std::string& host, int status, const std::string& text,
+                        const std::string& name) {
+  std::string v = (name.empty() ? "rank " + std::to_string(rank) : name) + " on " + host +
+                  " called MPI_Abort with code " + std::to_string(status);
   std::string line = text.substr(0, text.find('\n'));
   const bool restates = line.find("MPI_Abort") != std::string::npos || line.find("MPI_ABORT") != std::string::npos;
   if (!line.empty() && !restates) {

@@ -30,6 +30,8 @@ struct RankExit {
   // The exception torch's @record wrote for this rank (msg::Exited::error),
   // "" = none: the verdict carries it, so the cause is on the one line.
   std::string error;
+  // How verdicts name it; "" = "rank N" (spawned ranks: launcher/spawn_answer.h).
+  std::string name;
 };
 
 class Fate {
@@ -45,8 +47,10 @@ class Fate {
   // (1 when status is 0, so that the abort still reads as a failure).
   // `text` is the program's own message (PMI2_Abort's msg): the verdict
   // quotes its first line unless it only restates the call, as MPICH's
-  // "application called MPI_Abort(...)" does.
-  bool on_mpi_abort(int rank, const std::string& host, int status, const std::string& text = {});
+  // "application called MPI_Abort(...)" does. `name`: how to call the rank
+  // ("" = "rank N"; spawned ranks: launcher/spawn_answer.h).
+  bool on_mpi_abort(int rank, const std::string& host, int status, const std::string& text = {},
+                    const std::string& name = {});
   // An MPI fence across hosts did not complete; `missing` names the hosts
   // and ranks that did not arrive.
   bool on_fence_timeout(uint64_t id, double seconds, const std::string& missing);
@@ -59,6 +63,11 @@ class Fate {
   // A rank's MPI_Comm_spawn was refused (launcher/spawn_answer.h): the job
   // fails with code 1 and `verdict`, since the rank cannot go on as it meant to.
   bool on_spawn_refused(std::string verdict);
+  // MPI_Comm_spawn started `count` more ranks (ids after the last one):
+  // the job is done when they are too.
+  void add_ranks(int count) { done_.resize(done_.size() + static_cast<size_t>(count), false); }
+  // Whether rank `rank` ended (or counts as ended).
+  bool done(int rank) const { return rank >= 0 && static_cast<size_t>(rank) < done_.size() && done_[static_cast<size_t>(rank)]; }
   // --timeout fired.
   bool on_timeout(double seconds);
   // Replaces the verdict of a failure already recorded (several hosts that

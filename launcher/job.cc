@@ -13,7 +13,6 @@
 #include "launcher/dry_run.h"
 #include "launcher/launch_plan.h"
 #include "launcher/shared_env.h"
-#include "launcher/spawn_answer.h"
 #include "launcher/stdin_forwarder.h"
 #include "remote/start_method.h"
 #include "rendezvous/bootstrap.h"
@@ -87,6 +86,9 @@ int Job::run() {
   server_ = std::make_unique<ControlServer>(io_, token_, nodes_.size(), *this);
   const uint16_t port = server_->listen(bind);
   if (!view_) store_ = std::make_unique<rdzv::TcpStoreServer>(io_, bind, 0, token_);
+  spawns_ = std::make_unique<SpawnBook>(job_id_, static_cast<int>(plan_.ranks.size()));
+  names_ = std::make_unique<NameService>(io_, secs(opts_.fence_timeout_s));
+  connects_ = make_connect_relay();
   std::vector<std::string> hosts;
   std::vector<std::vector<int>> ranks;
   for (auto& n : nodes_) hosts.push_back(n.host), ranks.push_back(n.ranks);
@@ -113,15 +115,16 @@ int Job::run() {
     if (ec || !phase_.is(Phase::kStarting)) return;
     // The silent hosts' own ranks fail (not node 0's: in per-node mode node
     // 0 may be another node's, already counted done, and the job would pass).
-    std::string missing;
+    std::string missing, known;  // known: why, if the start method can tell (srun waiting for resources)
     std::vector<int> ranks;
     for (auto& n : nodes_)
       if (!server_->greeted(n.index) && !n.start_failed && !n.external) {
         missing += (missing.empty() ? "" : ", ") + n.host;
         ranks.insert(ranks.end(), n.ranks.begin(), n.ranks.end());
+        if (known.empty()) known = starter_->waiting_for(n.index);
       }
     fate_.on_host_lost(missing, "its agent did not connect within " + std::to_string(static_cast<int>(opts_.agent_timeout_s)) +
-                                    " s (see --agent-timeout)", ranks);
+                                    " s (see --agent-timeout)" + (known.empty() ? "" : ": " + known), ranks);
     teardown(0);
   });
   if (opts_.timeout_s > 0) {
@@ -155,6 +158,9 @@ void Job::start_agents(uint16_t control_port) {
   };
   ev.agent_stderr = [this](int node, std::string text) {
     write_fully(2, "dlaunch: [agent@" + nodes_.at(static_cast<size_t>(node)).host + "] " + text);
+  };
+  ev.notice = [](std::string text) {
+    if (!text.empty()) write_fully(2, "dlaunch: " + text + "\n");
   };
   ev.local_control = [this](int, int fd) { server_->adopt(fd); };
   if (make_starter_) {
@@ -277,7 +283,7 @@ void Job::launch_all() {
     for (auto& n : nodes_) hosts.push_back(n.host);
     write_fully(2, binding_report(plan, hosts, opts_));
   }
-  server_->start_heartbeats(milliseconds(kHeartbeatMs), secs(opts_.heartbeat_timeout_s));
+  server_->start_heartbeats(milliseconds(heartbeat_interval_ms(opts_.heartbeat_timeout_s)), secs(opts_.heartbeat_timeout_s));
   // Said where someone watches (a terminal, or -v), so that a job that went
   // well still says nothing to the logs and scripts reading dlaunch's stderr.
   if (!plan.notice.empty() && (opts_.verbose || ::isatty(2) == 1)) write_fully(2, plan.notice);
@@ -305,19 +311,25 @@ void Job::on_message(int node, const control::FromAgent& m) {
                  [&](const msg::Ready& r) { on_ready(node, r); },
                  [&](const msg::MpiAbort& a) {
                    own(a.rank);
-                   if (fate_.on_mpi_abort(a.rank, n.host, a.status, a.message)) teardown(grace_ms());
+                   if (fate_.on_mpi_abort(a.rank, n.host, a.status, a.message, spawns_->describe(a.rank)))
+                     teardown(grace_ms());
                  },
                  [&](const msg::SpawnRequest& r) {
                    own(r.rank);
-                   SpawnAnswer a = answer_spawn(r, n.host);
-                   write_fully(2, a.line);
-                   server_->send(node, a.reply);
-                   if (fate_.on_spawn_refused(a.verdict)) teardown(grace_ms());
+                   on_spawn_request(node, r);
                  },
+                 [&](const msg::MpiPublish&) { on_mpi_names(node, m); },
+                 [&](const msg::MpiLookup&) { on_mpi_names(node, m); },
+                 [&](const msg::MpiUnpublish&) { on_mpi_names(node, m); },
+                 [&](const msg::MpiConnect&) { on_mpi_names(node, m); },
+                 [&](const msg::MpiDmodex&) { on_mpi_names(node, m); },
+                 [&](const msg::MpiDmodexData&) { on_mpi_names(node, m); },
+                 [&](const msg::SpawnKnown&) { on_mpi_names(node, m); },
                  [&](const msg::SpawnFailed& f) {
                    own(f.rank);
                    RankExit e;
                    e.rank = f.rank, e.host = n.host, e.spawn_failed = true, e.code = f.code, e.message = f.message;
+                   e.name = spawns_->describe(f.rank);
                    on_rank_exit(std::move(e));
                  },
                  [&](const msg::Exited& x) {
@@ -326,6 +338,7 @@ void Job::on_message(int node, const control::FromAgent& m) {
                    e.rank = x.rank, e.host = n.host, e.pid = x.pid, e.code = x.code.value_or(0);
                    e.signal = x.signal.value_or(0), e.core = x.core.value_or(false), e.by_agent = x.by_agent;
                    e.error = x.error.value_or("");
+                   e.name = spawns_->describe(x.rank);
                    on_rank_exit(std::move(e));
                  },
              },

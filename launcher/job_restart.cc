@@ -110,7 +110,7 @@ void Job::relaunch(int master_port) {
   if (plan.refusal != LaunchPlan::Refusal::kNone) return restart_failed(plan.why);
   phase_.to(Phase::kLaunched);
   // Again, for the connections of agents started anew.
-  server_->start_heartbeats(std::chrono::milliseconds(kHeartbeatMs),
+  server_->start_heartbeats(std::chrono::milliseconds(heartbeat_interval_ms(opts_.heartbeat_timeout_s)),
                             std::chrono::milliseconds(static_cast<long>(opts_.heartbeat_timeout_s * 1000)));
   log(attempts_.name() + ": launching again, MASTER_PORT " + std::to_string(master_port));
   for (auto& n : nodes_) {

@@ -159,7 +159,7 @@ LaunchPlan plan_launch(const PlanInput& in) {
     msg::Launch m;
     m.env = in.exports;
     m.wdir = in.wdir;
-    m.hb_ms = kHeartbeatMs;
+    m.hb_ms = heartbeat_interval_ms(o.heartbeat_timeout_s);
     m.hb_timeout_ms = static_cast<int>(o.heartbeat_timeout_s * 1000);
     m.stdout_pty = o.output_pty;
     if (!omp_chosen && n.ranks.size() > 1) {

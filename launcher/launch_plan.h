@@ -58,7 +58,16 @@ struct LaunchPlan {
   std::vector<std::optional<control::msg::Launch>> launches;  // by node; none for external nodes
 };
 
-inline constexpr int kHeartbeatMs = 1000;
+// The control connections' heartbeat interval, from --heartbeat-timeout:
+// a quarter of it (four beats may go missing before a peer counts as lost),
+// at least 100 ms, at most 10 s. Every beat costs the launcher a wake-up per
+// agent, so a 1 s beat grew with the hosts (0.6% of a core at 128 hosts);
+// a quarter of the default 10 s timeout is 2.5 s. A connection that sent
+// anything else in the last interval skips its beat: any frame is liveness.
+inline int heartbeat_interval_ms(double heartbeat_timeout_s) {
+  const double quarter = heartbeat_timeout_s * 1000 / 4;
+  return static_cast<int>(quarter < 100 ? 100 : quarter > 10000 ? 10000 : quarter);
+}
 
 // Plans every node's launch, or says why the job cannot start (--mpi pmix
 // with an agent built without libpmix; --bind-to with too few cores).

@@ -134,7 +134,10 @@ std::string OutputSink::prefix(int rank) const {
     std::snprintf(buf + n, sizeof buf - n, ".%03d ", static_cast<int>(ms));
     p += buf;
   }
-  if (opts_.tag) p += "[" + std::to_string(rank) + "@" + hosts_.at(static_cast<size_t>(rank)) + "] ";
+  if (opts_.tag) {
+    auto t = tags_.find(rank);
+    p += "[" + (t == tags_.end() ? std::to_string(rank) : t->second) + "@" + hosts_.at(static_cast<size_t>(rank)) + "] ";
+  }
   return p;
 }
 
@@ -190,6 +193,12 @@ void OutputSink::write(int rank, int stream, std::string_view bytes) {
     part.clear();
   }
   part.append(bytes.substr(last_nl + 1));
+}
+
+void OutputSink::add_rank(int rank, std::string host, std::string tag) {
+  if (static_cast<size_t>(rank) >= hosts_.size()) hosts_.resize(static_cast<size_t>(rank) + 1);
+  hosts_[static_cast<size_t>(rank)] = std::move(host);
+  tags_[rank] = std::move(tag);
 }
 
 void OutputSink::finish(int rank) {

@@ -52,6 +52,9 @@ class OutputSink {
   ~OutputSink();
   // stream: 1 = stdout, 2 = stderr.
   void write(int rank, int stream, std::string_view bytes);
+  // A rank started after the job's (MPI_Comm_spawn): its host and the name
+  // its tag shows in place of the number ("[spawn1:0@node1] ").
+  void add_rank(int rank, std::string host, std::string tag);
   // The rank ended: its unterminated last lines are written with a '\n'.
   void finish(int rank);
   // Bytes held back waiting for a newline (for tests).
@@ -64,6 +67,7 @@ class OutputSink {
 
   OutputOptions opts_;
   std::vector<std::string> hosts_;
+  std::map<int, std::string> tags_;  // add_rank's names
   int out_fd_, err_fd_;
   std::map<std::pair<int, int>, std::string> partial_;
   std::map<std::pair<int, int>, int> files_;

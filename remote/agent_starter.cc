@@ -93,8 +93,8 @@ std::string local_agent_exit_error(const std::string& path, int wait_status) {
          " before it connected (its own message, if any, is above); run it by hand to see why";
 }
 
-LocalAgent start_local_agent(const std::string& path, const std::vector<std::string>& args, const std::string& token,
-                             int stderr_fd, int stdout_fd, int control_fd) {
+LocalAgent spawn_local_agent(const std::string& path, const std::vector<std::string>& args, const std::string& token,
+                             int stderr_fd, int stdout_fd, int* exec_status_fd, int control_fd) {
   int in[2], exec_status[2];
   if (::pipe2(in, O_CLOEXEC) != 0) throw_errno("creating the agent's stdin pipe");
   // Closed by a successful exec (O_CLOEXEC), or carrying exec's errno.
@@ -103,6 +103,9 @@ LocalAgent start_local_agent(const std::string& path, const std::vector<std::str
     ::close(in[0]), ::close(in[1]);
     throw_errno("creating the agent's exec status pipe", e);
   }
+  // The token waits in the pipe (its buffer holds far more) while we still
+  // hold the read end: no SIGPIPE, whatever the child does.
+  (void)write_without_sigpipe(in[1], token + "\n");
   std::vector<std::string> argv_s{path};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -141,19 +144,34 @@ LocalAgent start_local_agent(const std::string& path, const std::vector<std::str
   ::setpgid(pid, pid);
   ::close(in[0]);
   ::close(exec_status[1]);
+  *exec_status_fd = exec_status[0];
+  return {pid, in[1]};
+}
+
+int read_exec_status(int exec_status_fd) {
+  pollfd p{exec_status_fd, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return -1;
   int exec_errno = 0;
   ssize_t got;
-  while ((got = ::read(exec_status[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
-  ::close(exec_status[0]);
+  while ((got = ::read(exec_status_fd, &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
+  return got == static_cast<ssize_t>(sizeof exec_errno) ? exec_errno : 0;
+}
+
+LocalAgent start_local_agent(const std::string& path, const std::vector<std::string>& args, const std::string& token,
+                             int stderr_fd, int stdout_fd, int control_fd) {
+  int exec_status = -1;
+  LocalAgent a = spawn_local_agent(path, args, token, stderr_fd, stdout_fd, &exec_status, control_fd);
+  int exec_errno = 0;
+  ssize_t got;
+  while ((got = ::read(exec_status, &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
+  ::close(exec_status);
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {
-    ::close(in[1]);
+    ::close(a.stdin_fd);
     int st;
-    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    while (::waitpid(a.pid, &st, 0) < 0 && errno == EINTR) {}
     throw RemoteError(local_agent_exec_error(path, exec_errno));
   }
-  // A failed write (the agent died at once) is reported by its exit.
-  (void)write_without_sigpipe(in[1], token + "\n");
-  return {pid, in[1]};
+  return a;
 }
 
 int open_agent_pidfd(const LocalAgent& a) {

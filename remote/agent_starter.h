@@ -42,6 +42,20 @@ LocalAgent start_local_agent(const std::string& path, const std::vector<std::str
 // Where a local agent finds its end of the control socketpair (--control-fd).
 constexpr int kAgentControlFd = 3;
 
+// start_local_agent without the wait for the exec: returns as soon as the
+// child is forked, the token already in its stdin pipe (written before the
+// fork, so no SIGPIPE is possible). `*exec_status_fd` (close-on-exec, owned
+// by the caller) turns readable when the exec is done: EOF if it succeeded,
+// else exec's errno (read_exec_status). The caller must not block on it: a
+// launcher's loop that waited for each child's exec stalled ~80 ms per ssh
+// child under load (10 s over 128 hosts, issue 16), answering no agent.
+LocalAgent spawn_local_agent(const std::string& path, const std::vector<std::string>& args, const std::string& token,
+                             int stderr_fd, int stdout_fd, int* exec_status_fd, int control_fd = -1);
+
+// Reads `exec_status_fd` of spawn_local_agent without blocking: the exec's
+// errno if it failed, 0 if it succeeded, -1 if the child has not exec'd yet.
+int read_exec_status(int exec_status_fd);
+
 // Why the local agent `path` (as agent_path returned it) could not be
 // executed (errno `err` of exec): the path tried, where dlaunch looked for it
 // (beside its own binary, then PATH) and what to do.
@@ -98,6 +112,9 @@ class AgentStarter {
     std::function<void(int node, std::string reach, std::string back)> reached;
     // The agent's own stderr after it connected (remote agents).
     std::function<void(int node, std::string text)> agent_stderr;
+    // A line for the user while agents are awaited (srun waiting for
+    // resources); may be empty (then nothing is said).
+    std::function<void(std::string text)> notice;
     // A local agent's control connection: the launcher's end of a socketpair
     // whose other end the agent inherited (--control-fd), authenticated by
     // construction; called during start(), the receiver owns `fd`. Unset: the
@@ -115,6 +132,9 @@ class AgentStarter {
   // Stops watching (joins helper threads); then waits up to `ms` for local
   // agents to exit before killing them. Idempotent.
   virtual void stop(int ms) = 0;
+  // Why `node`'s agent has not connected yet, as far as the start method
+  // knows ("" = it does not know): the agent timeout's message carries it.
+  virtual std::string waiting_for(int /*node*/) const { return ""; }
 };
 
 struct StarterOptions {

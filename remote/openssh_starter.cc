@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <sstream>
 
@@ -122,6 +123,10 @@ class OpensshStarter : public AgentStarter {
 
   void start(const AgentStartSpec& spec) override {
     auto& c = children_[spec.node];
+    // Started again (--max-restarts after its agent was lost): the last
+    // ssh is kept (its handlers may still run) but stops watching and
+    // reporting; stop() reaps it with the others.
+    if (c) retire(std::move(c));
     c = std::make_unique<Child>(io_);
     c->node = spec.node;
     c->name = openssh_name(spec);
@@ -141,11 +146,11 @@ class OpensshStarter : public AgentStarter {
     stopped_ = true;
     gate_.clear();
     for (auto& [node, c] : children_) {
-      boost::system::error_code ec;
-      c->out.close(ec), c->err.close(ec), c->exit.close(ec);
+      unwatch(*c);
       // EOF to every agent at once, then the waits.
       if (c->proc.stdin_fd >= 0) ::close(c->proc.stdin_fd), c->proc.stdin_fd = -1;
     }
+    for (auto& c : retired_) reap_local_agent(c->proc, 0);
     for (auto& [node, c] : children_) reap_local_agent(c->proc, ms);
   }
 
@@ -153,18 +158,39 @@ class OpensshStarter : public AgentStarter {
   struct Child {
     explicit Child(asio::io_context& io) : out(io), err(io), exit(io) {}
     int node = 0;
-    std::string name, control_addr, out_text, err_text;
+    std::string name, control_addr, out_text, err_text, ssh;
     LocalAgent proc;
+    int exec_fd = -1;  // spawn_local_agent's exec status, until the exec is known to be done
     asio::posix::stream_descriptor out, err, exit;  // stdout, stderr, pidfd
     std::array<char, 4096> out_buf{}, err_buf{};
     size_t forwarded = 0;
     bool reached = false, connected = false, ended = false;
   };
 
+  // Whether `c` is its node's ssh (not one retired by a restart). Events
+  // are posted: by the time one runs, its node may have been started again.
+  bool current(const Child* c) const {
+    auto it = children_.find(c->node);
+    return !stopped_ && it != children_.end() && it->second.get() == c;
+  }
+
+  void unwatch(Child& c) {
+    boost::system::error_code ec;
+    c.out.close(ec), c.err.close(ec), c.exit.close(ec);
+    if (c.exec_fd >= 0) ::close(c.exec_fd), c.exec_fd = -1;
+  }
+
+  void retire(std::unique_ptr<Child> c) {
+    unwatch(*c);
+    c->ended = true;
+    if (!c->reached) gate_.leave(c->node);
+    retired_.push_back(std::move(c));
+  }
+
   void fail(Child& c, std::string why) {
     gate_.leave(c.node);
-    asio::post(io_, [this, node = c.node, why = std::move(why)] {
-      if (!stopped_) ev_.failed(node, why);
+    asio::post(io_, [this, c = &c, why = std::move(why)] {
+      if (current(c)) ev_.failed(c->node, why);
     });
   }
 
@@ -182,11 +208,16 @@ class OpensshStarter : public AgentStarter {
     }
     auto argv = openssh_argv(o_, spec, agent);
     const std::vector<std::string> args(argv.begin() + 1, argv.end());
+    // Not start_local_agent: it waits for the exec, and under load that
+    // wait (~80 ms a child at load 16) added up to seconds in which this
+    // loop answered no agent's handshake. An exec that failed shows as the
+    // child's exit (exited() reads the status then).
+    c.ssh = argv[0];
     try {
-      c.proc = start_local_agent(argv[0], args, spec.token, err[1], out[1]);
+      c.proc = spawn_local_agent(argv[0], args, spec.token, err[1], out[1], &c.exec_fd);
     } catch (const Error& e) {
       ::close(out[0]), ::close(err[0]), ::close(out[1]), ::close(err[1]);
-      return fail(c, c.name + ": cannot run ssh: " + e.what());
+      return fail(c, c.name + ": cannot run " + c.ssh + ": " + e.what());
     }
     ::close(out[1]), ::close(err[1]);
     for (int fd : {out[0], err[0]}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -216,12 +247,13 @@ class OpensshStarter : public AgentStarter {
   void on_connection_line(Child& c, const std::string& line) {
     c.reached = true;
     c.out_text.clear();
+    if (c.exec_fd >= 0) ::close(c.exec_fd), c.exec_fd = -1;  // ssh runs: its exec is long done
     gate_.leave(c.node);
     std::string client, server;
     if (!parse_ssh_connection(line, &client, &server)) return;
     const std::string back = c.control_addr.empty() ? client : c.control_addr;
-    asio::post(io_, [this, node = c.node, server, back] {
-      if (!stopped_) ev_.reached(node, server, back);
+    asio::post(io_, [this, c = &c, server, back] {
+      if (current(c)) ev_.reached(c->node, server, back);
     });
   }
 
@@ -240,8 +272,8 @@ class OpensshStarter : public AgentStarter {
     if (!c.connected || c.err_text.size() <= c.forwarded) return;
     std::string tail = c.err_text.substr(c.forwarded);
     c.forwarded = c.err_text.size();
-    asio::post(io_, [this, node = c.node, tail = std::move(tail)] {
-      if (!stopped_) ev_.agent_stderr(node, tail);
+    asio::post(io_, [this, c = &c, tail = std::move(tail)] {
+      if (current(c)) ev_.agent_stderr(c->node, tail);
     });
   }
 
@@ -254,6 +286,14 @@ class OpensshStarter : public AgentStarter {
       ssize_t n = ::read(fd, c.err_buf.data(), c.err_buf.size());
       if (n <= 0) break;
       c.err_text.append(c.err_buf.data(), static_cast<size_t>(n));
+    }
+    if (c.exec_fd >= 0) {
+      const int e = read_exec_status(c.exec_fd);
+      ::close(c.exec_fd), c.exec_fd = -1;
+      if (e > 0)
+        return fail(c, c.name + ": cannot run " + c.ssh + ": " + std::strerror(e) +
+                           "; install OpenSSH's client (openssh-client), name it with --launcher-exec, or use "
+                           "--launcher libssh");
     }
     const auto status = peek_agent_exit(c.proc);
     if (c.connected || !status) return gate_.leave(c.node);  // its connection reports
@@ -269,6 +309,7 @@ class OpensshStarter : public AgentStarter {
   bool have_ssh_;
   bool stopped_ = false;
   std::map<int, std::unique_ptr<Child>> children_;
+  std::vector<std::unique_ptr<Child>> retired_;  // ssh children of nodes started again
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include <boost/asio.hpp>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <set>
@@ -83,6 +84,33 @@ std::map<std::string, std::string> srun_errors_by_host(const std::vector<std::st
   return out;
 }
 
+std::string srun_wait_reason(const std::string& line) {
+  for (const char* k : {"step creation temporarily disabled, retrying", "step creation still disabled, retrying"}) {
+    const auto at = line.find(k);
+    if (at == std::string::npos) continue;
+    const auto open = line.find('(', at), close = line.rfind(')');
+    if (open != std::string::npos && close != std::string::npos && close > open) return line.substr(open + 1, close - open - 1);
+    return "step creation temporarily disabled";
+  }
+  if (line.find("and being configured, please wait") != std::string::npos) return "being configured";
+  if (line.find("Requested nodes are busy") != std::string::npos) return "Requested nodes are busy";
+  return "";
+}
+
+std::string srun_waiting_message(const std::string& srun_line, const std::string& job_id) {
+  const std::string job = job_id.empty() ? "JOBID" : job_id;
+  const std::string what =
+      "another step of the allocation holds its resources (`squeue -s -j " + job +
+      "` lists the steps; dlaunch's step asks for --overlap, so on Slurm >= 22.05 that takes a step run with "
+      "--exclusive), a prolog is still configuring the nodes, or nodes are still completing an earlier step; wait "
+      "for or cancel that step (scancel " + job + ".STEP), or raise --agent-timeout to wait longer";
+  if (!srun_line.empty()) return "srun is waiting for resources to start the agents' step (" + srun_line + "): " + what;
+  // Slurm 22.05's srun waits without a word: say what is likely, and the other case.
+  return "no agent of the srun step connected and srun said nothing: it is likely still waiting to create the step, "
+         "if " + what + "; if `squeue -s -j " + job + "` shows the step running, the agents cannot reach this "
+         "launcher instead (pass --control-addr)";
+}
+
 std::string source_address_towards(const std::string& host) {
   addrinfo hints{}, *res = nullptr;
   hints.ai_socktype = SOCK_DGRAM;
@@ -135,6 +163,26 @@ class SlurmStarter : public AgentStarter {
   void connected(int node) override {
     local_->connected(node);
     connected_.insert(node);
+  }
+
+  // srun still runs and not one remote agent connected: its step has not
+  // started (an agent that started but cannot connect is the agent timeout's
+  // plain case, with others of its step connected or srun's complaints).
+  std::string waiting_for(int node) const override {
+    if (stopped_ || srun_.pid <= 0 || peek_agent_exit(srun_) || connected_.count(node)) return "";
+    bool remote = false;
+    for (const auto& s : remote_) {
+      if (connected_.count(s.node)) return "";
+      remote = remote || s.node == node;
+    }
+    if (!remote) return "";
+    if (wait_line_.empty()) {
+      // Anything srun said about a host means its step exists.
+      for (const auto& l : lines_)
+        if (l.rfind("srun: ", 0) != 0 || l.find("error") != std::string::npos) return "";
+    }
+    const char* id = std::getenv("SLURM_JOB_ID");
+    return srun_waiting_message(wait_line_, id ? id : "");
   }
 
   void stop(int ms) override {
@@ -221,6 +269,13 @@ class SlurmStarter : public AgentStarter {
     bool all = true;
     for (const auto& s : remote_) all = all && connected_.count(s.node);
     const bool before = about ? !connected_.count(about->node) : !all;
+    if (before && !srun_wait_reason(text).empty()) {
+      // Said once, at once: the job hangs until srun gets its resources.
+      if (wait_line_.empty() && ev_.notice)
+        ev_.notice(text + " -- the agents start when the allocation has resources free for their step "
+                          "(see docs/slurm.md, 'When srun waits'), or the job ends at --agent-timeout");
+      wait_line_ = text;
+    }
     if (before) {
       // Kept for the failure message of the node(s) it concerns.
       lines_.push_back(text);
@@ -280,6 +335,7 @@ class SlurmStarter : public AgentStarter {
   std::array<char, 4096> buf_{};
   std::string pending_;
   std::deque<std::string> lines_;        // stderr lines from before the agents they concern connected
+  std::string wait_line_;                // srun's last "step creation temporarily disabled" line
   bool stopped_ = false;
 };
 

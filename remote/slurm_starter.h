@@ -38,6 +38,19 @@ std::vector<std::string> srun_argv(const std::vector<std::string>& exec, const s
 std::map<std::string, std::string> srun_errors_by_host(const std::vector<std::string>& lines,
                                                        const std::vector<std::string>& hosts);
 
+// When `line` (srun's stderr) says srun is waiting before it can create the
+// step ("srun: Job 7 step creation temporarily disabled, retrying (Requested
+// nodes are busy)", "... still disabled, retrying (...)", "Resources
+// allocated for job 7 and being configured, please wait"): why, in srun's
+// words ("Requested nodes are busy", "being configured"); else "".
+std::string srun_wait_reason(const std::string& line);
+
+// The agent timeout's explanation while srun has not started the agents'
+// step: quotes `srun_line` (srun's own, "" if it said nothing: Slurm 22.05
+// waits silently) and says what to check and do. `job_id` is
+// SLURM_JOB_ID ("" = unknown).
+std::string srun_waiting_message(const std::string& srun_line, const std::string& job_id);
+
 // The address of this machine that traffic to `host` leaves from (a UDP
 // connect, nothing is sent); "" when `host` does not resolve.
 std::string source_address_towards(const std::string& host);

@@ -73,7 +73,7 @@ void add_proc_data(const JobMap& map, InfoList& out) {
     proc.add_u16(PMIX_NODE_RANK, static_cast<uint16_t>(p.local_rank));
     proc.add_string(PMIX_HOSTNAME, map.node_hosts[p.node]);
     proc.add_u32(PMIX_NODEID, static_cast<uint32_t>(p.node));
-    proc.add_bool(PMIX_SPAWNED, false);
+    proc.add_bool(PMIX_SPAWNED, !map.parent_nspace.empty());
     out.add_array(PMIX_PROC_DATA, proc);
   }
 }
@@ -112,13 +112,20 @@ void build_nspace_info(const JobMap& map, const std::string& nsdir, const std::s
   out.add_string(PMIX_TMPDIR, map.tmpdir);
   out.add_string(PMIX_NSDIR, nsdir);
   out.add_bool(PMIX_TDIR_RMCLEAN, true);
+  if (!map.parent_nspace.empty()) {
+    // MPI_Comm_spawn's children: who spawned them.
+    out.add_bool(PMIX_SPAWNED, true);
+    pmix_proc_t parent;
+    PMIX_LOAD_PROCID(&parent, map.parent_nspace.c_str(), static_cast<pmix_rank_t>(map.parent_rank));
+    PMIx_Value_load(&out.add_raw(PMIX_PARENT_ID).value, &parent, PMIX_PROC);
+  }
   // Node level (this host).
   out.add_string(PMIX_HOSTNAME, map.node_hosts[map.node_rank]);
   out.add_u32(PMIX_NODEID, static_cast<uint32_t>(map.node_rank));
   out.add_u32(PMIX_LOCAL_SIZE, static_cast<uint32_t>(local.size()));
   out.add_u32(PMIX_NODE_SIZE, static_cast<uint32_t>(local.size()));
   out.add_string(PMIX_LOCAL_PEERS, local_peers_string(map));
-  out.add_rank(PMIX_LOCALLDR, static_cast<uint32_t>(*std::min_element(local.begin(), local.end())));
+  if (!local.empty()) out.add_rank(PMIX_LOCALLDR, static_cast<uint32_t>(*std::min_element(local.begin(), local.end())));
   if (!topo_xml.empty()) out.add_string(PMIX_LOCAL_TOPO, topo_xml);
   // Process level.
   add_proc_data(map, out);

@@ -40,7 +40,8 @@ void validate(const JobMap& map) {
   }
   for (int r = 0; r < map.world_size; ++r)
     if (!seen[r]) fail("rank " + std::to_string(r) + " is on no node");
-  if (map.node_ranks[map.node_rank].empty()) fail("this host has no ranks");
+  // A spawned namespace may be registered where only its parent's peers are.
+  if (map.node_ranks[map.node_rank].empty() && map.parent_nspace.empty()) fail("this host has no ranks");
   long apps_total = 0;
   for (int n : map.app_sizes) {
     if (n < 1) fail("an app context has no ranks");
@@ -60,8 +61,11 @@ std::vector<RankPlace> place_ranks(const JobMap& map) {
 
 std::string ppn_string(const JobMap& map) {
   std::string out;
+  // Nodes without ranks (a spawned namespace made known where only its
+  // parent's peers are) are not in its maps.
   for (size_t n = 0; n < map.node_ranks.size(); ++n) {
-    if (n) out += ';';
+    if (map.node_ranks[n].empty()) continue;
+    if (!out.empty()) out += ';';
     out += join_ints(map.node_ranks[n]);
   }
   return out;
@@ -70,7 +74,8 @@ std::string ppn_string(const JobMap& map) {
 std::string hosts_string(const JobMap& map) {
   std::string out;
   for (size_t n = 0; n < map.node_hosts.size(); ++n) {
-    if (n) out += ',';
+    if (map.node_ranks[n].empty()) continue;  // as in ppn_string
+    if (!out.empty()) out += ',';
     out += map.node_hosts[n];
   }
   return out;

@@ -16,6 +16,10 @@ struct JobMap {
   int universe_size = 0;         // 0 means world_size
   std::vector<int> app_sizes;    // MPMD: ranks per app context, rank order; empty = one app
   std::string tmpdir;            // per-job directory; exists; the agent removes it
+  // MPI_Comm_spawn's children: the namespace and rank that spawned them
+  // (PMIX_SPAWNED, PMIX_PARENT_ID); "" for a job started by dlaunch.
+  std::string parent_nspace;
+  int parent_rank = 0;
 };
 
 // Where one global rank lives.

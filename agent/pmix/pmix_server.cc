@@ -71,6 +71,24 @@ void free_env(char** env) {
   std::free(env);
 }
 
+// libpmix's variables for `rank` of `nspace` (PMIx_server_setup_fork).
+// Throws IoError naming the rank when libpmix fails.
+std::vector<std::pair<std::string, std::string>> setup_fork(const std::string& nspace, int rank) {
+  pmix_proc_t proc = make_proc(nspace, rank);
+  char** env = nullptr;
+  pmix_status_t rc = PMIx_server_setup_fork(&proc, &env);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (char** p = env; p && *p; ++p) {
+    const char* eq = std::strchr(*p, '=');
+    if (eq) out.emplace_back(std::string(*p, static_cast<size_t>(eq - *p)), std::string(eq + 1));
+  }
+  free_env(env);
+  if (rc != PMIX_SUCCESS)
+    throw IoError("pmix: PMIx_server_setup_fork failed for rank " + std::to_string(rank) + " of " + nspace + ": " +
+                  PMIx_Error_string(rc));
+  return out;
+}
+
 }  // namespace
 
 std::string shm_dir(const JobMap& map) {
@@ -253,28 +271,61 @@ void PmixServer::register_job(const JobMap& map, Callbacks callbacks) {
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->nspace = map_.nspace;
+    state_->id_base[map_.nspace] = 0;
+    state_->ns_size[map_.nspace] = map_.world_size;
+    state_->ns_local[map_.nspace] = true;
     state_->world_size = map_.world_size;
     state_->cb = std::move(callbacks);
   }
-  const std::string nsdir = pmix_dir_ + "/" + map_.nspace;
+  register_nspace(map_);
+}
+
+void PmixServer::register_nspace(const JobMap& map) {
+  const std::string nsdir = pmix_dir_ + "/" + map.nspace;
   if (::mkdir(nsdir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("pmix: cannot create " + nsdir);
   InfoList info;
-  build_nspace_info(map_, nsdir, topology_ ? topology_->xml() : std::string(), info);
-  const auto& local = map_.node_ranks[map_.node_rank];
+  build_nspace_info(map, nsdir, topology_ ? topology_->xml() : std::string(), info);
+  const auto& local = map.node_ranks[map.node_rank];
   {
     OpWaiter w;
     pmix_nspace_t ns;
-    PMIX_LOAD_NSPACE(ns, map_.nspace.c_str());
+    PMIX_LOAD_NSPACE(ns, map.nspace.c_str());
     w.wait(PMIx_server_register_nspace(ns, static_cast<int>(local.size()), info.data(), info.size(),
                                        OpWaiter::callback, &w),
-           "registering namespace " + map_.nspace);
+           "registering namespace " + map.nspace);
   }
   for (int rank : local) {
     OpWaiter w;
-    pmix_proc_t proc = make_proc(map_.nspace, rank);
+    pmix_proc_t proc = make_proc(map.nspace, rank);
     w.wait(PMIx_server_register_client(&proc, ::getuid(), ::getgid(), nullptr, OpWaiter::callback, &w),
-           "registering rank " + std::to_string(rank));
+           "registering rank " + std::to_string(rank) + " of " + map.nspace);
   }
+}
+
+void PmixServer::register_spawn(const JobMap& children, int first_id) {
+  validate(children);
+  if (!running_ || !registered_) throw UsageError("pmix: register_spawn needs a running server with a job");
+  if (children.tmpdir != tmpdir_) throw UsageError("pmix: the children's tmpdir is not the server's");
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->id_base.count(children.nspace)) throw UsageError("pmix: namespace " + children.nspace + " is served already");
+    state_->id_base[children.nspace] = first_id;
+    state_->ns_size[children.nspace] = children.world_size;
+    state_->ns_local[children.nspace] = !children.node_ranks[children.node_rank].empty();
+  }
+  spawned_local_ += static_cast<int>(children.node_ranks[children.node_rank].size());
+  register_nspace(children);
+}
+
+std::vector<std::pair<std::string, std::string>> PmixServer::spawn_env(const JobMap& children, int rank) {
+  if (!running_ || !registered_) throw UsageError("pmix: spawn_env needs a running server with a job");
+  auto out = setup_fork(children.nspace, rank);
+  out.emplace_back("PMIX_HOSTNAME", children.node_hosts[children.node_rank]);
+  // The job's OpenMPI settings; the children count towards oversubscription.
+  JobMap all = map_;
+  for (int k = 0; k < spawned_local_; ++k) all.node_ranks[all.node_rank].push_back(all.world_size + k);
+  for (auto& kv : ompi_env(all)) out.push_back(kv);
+  return out;
 }
 
 std::vector<std::pair<std::string, std::string>> PmixServer::rank_env(int global_rank) {
@@ -282,18 +333,7 @@ std::vector<std::pair<std::string, std::string>> PmixServer::rank_env(int global
   if (global_rank < 0 || global_rank >= map_.world_size || !is_local(map_, global_rank))
     throw UsageError("pmix: rank " + std::to_string(global_rank) + " is not on host " +
                      map_.node_hosts[map_.node_rank]);
-  pmix_proc_t proc = make_proc(map_.nspace, global_rank);
-  char** env = nullptr;
-  pmix_status_t rc = PMIx_server_setup_fork(&proc, &env);
-  std::vector<std::pair<std::string, std::string>> out;
-  for (char** p = env; p && *p; ++p) {
-    const char* eq = std::strchr(*p, '=');
-    if (eq) out.emplace_back(std::string(*p, static_cast<size_t>(eq - *p)), std::string(eq + 1));
-  }
-  free_env(env);
-  if (rc != PMIX_SUCCESS)
-    throw IoError("pmix: PMIx_server_setup_fork failed for rank " + std::to_string(global_rank) +
-                  ": " + PMIx_Error_string(rc));
+  auto out = setup_fork(map_.nspace, global_rank);
   // The plan's name for this host, also when libpmix was started before the
   // plan was known (init with no hostname).
   bool named = false;
@@ -351,17 +391,54 @@ void PmixServer::spawn_done(uint64_t id, const std::string& nspace, const std::s
   p.fn(error.empty() ? PMIX_SUCCESS : PMIX_ERR_NOT_SUPPORTED, ns, p.cbdata);
 }
 
+void PmixServer::lookup_done(uint64_t id, const std::vector<Name>& names, const std::string& error) {
+  PendingLookup p = take(state_.get(), &ServerState::lookups, id);
+  if (!p.fn) return;
+  if (!error.empty()) return p.fn(error.rfind("timed out", 0) == 0 ? PMIX_ERR_TIMEOUT : PMIX_ERR_NOT_FOUND, nullptr, 0, p.cbdata);
+  std::vector<pmix_pdata_t> data(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    PMIX_PDATA_CONSTRUCT(&data[i]);
+    PMIX_LOAD_PROCID(&data[i].proc, names[i].nspace.c_str(), static_cast<pmix_rank_t>(names[i].rank));
+    PMIX_LOAD_KEY(data[i].key, names[i].key.c_str());
+    if (names[i].bytes) {
+      const std::string raw = from_hex(names[i].value);
+      pmix_byte_object_t bo{const_cast<char*>(raw.data()), raw.size()};
+      PMIx_Value_load(&data[i].value, &bo, PMIX_BYTE_OBJECT);  // copies
+    } else {
+      PMIx_Value_load(&data[i].value, names[i].value.c_str(), PMIX_STRING);
+    }
+  }
+  // libpmix packs the reply before returning: the data may go afterwards.
+  p.fn(PMIX_SUCCESS, data.data(), data.size(), p.cbdata);
+  for (auto& d : data) PMIX_PDATA_DESTRUCT(&d);
+}
+
 void PmixServer::direct_modex_done(uint64_t id, bool ok, const std::string& blob) {
   PendingModex p = take(state_.get(), &ServerState::dmodex, id);
   if (p.fn) complete_modex(p, ok ? PMIX_SUCCESS : PMIX_ERR_NOT_FOUND, blob);
 }
 
+void PmixServer::connect_done(uint64_t id, bool ok, const std::string& all_blobs) {
+  PendingOp p = take(state_.get(), &ServerState::connects, id);
+  if (p.fn) return p.fn(ok ? PMIX_SUCCESS : PMIX_ERROR, p.cbdata);
+  PendingModex f = take(state_.get(), &ServerState::group_fences, id);
+  if (f.fn) complete_modex(f, ok ? PMIX_SUCCESS : PMIX_ERROR, ok ? all_blobs : std::string());
+}
+
 void PmixServer::serve_direct_modex(int rank, std::function<void(bool ok, std::string blob)> reply) {
-  if (!running_ || !registered_ || !is_local(map_, rank)) {
+  std::string nspace;
+  int in_ns = -1;
+  bool local = false;
+  if (running_ && registered_) {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    local = proc_of(*state_, rank, &nspace, &in_ns) && state_->ns_local[nspace] &&
+            (nspace != map_.nspace || is_local(map_, in_ns));
+  }
+  if (!local) {
     state_->cb.post([reply] { reply(false, std::string()); });
     return;
   }
-  pmix_proc_t proc = make_proc(map_.nspace, rank);
+  pmix_proc_t proc = make_proc(nspace, in_ns);
   auto* holder = new std::function<void(bool, std::string)>(std::move(reply));
   pmix_status_t rc = PMIx_server_dmodex_request(&proc, dmodex_reply, holder);
   if (rc != PMIX_SUCCESS) {

@@ -33,6 +33,15 @@ class LocalTopology;
 struct SpawnApp {
   std::vector<std::string> argv;  // the command first
   int np = 0;                     // maxprocs
+  std::vector<std::pair<std::string, std::string>> env;  // the app's variables (OMPI_PARENT_PORT, ...)
+  std::string wdir;                                      // "" = the job's
+};
+
+// A published name (PMIx_Publish) and who published it.
+struct Name {
+  std::string key, value, nspace;  // value: a string, or with `bytes` a byte object in hex
+  int rank = 0;
+  bool bytes = false;
 };
 
 struct Callbacks {
@@ -55,16 +64,33 @@ struct Callbacks {
   // right after; the agent should tear the job down with that status.
   std::function<void(int rank, int status, std::string message)> abort;
 
-  // OPTIONAL. A local rank asked for data of `rank` on another host that no
-  // fence delivered. The agent asks that host's agent, which calls
-  // serve_direct_modex(rank, ...) there; then calls direct_modex_done(id, ...)
-  // here. Left empty, such requests fail at once with "not found".
+  // OPTIONAL. A local rank asked for data of dlaunch rank `rank`, of an
+  // MPI_Comm_spawn namespace, on another host (the job's own ranks' data
+  // comes with the MPI_Init fence: those requests fail "not found" at once).
+  // The agent asks that host's agent, which calls serve_direct_modex(rank,
+  // ...) there; then calls direct_modex_done(id, ...) here. Left empty, such
+  // requests fail at once with "not found".
   std::function<void(uint64_t id, int rank)> direct_modex;
 
   // OPTIONAL. Local rank `rank` called PMIx_Spawn (MPI_Comm_spawn) for
   // `apps`; it waits until the agent calls spawn_done(id, ...). Left empty,
   // the call fails at once with PMIX_ERR_NOT_SUPPORTED.
   std::function<void(uint64_t id, int rank, std::vector<SpawnApp> apps)> spawn;
+
+  // OPTIONAL. PMIx_Publish / PMIx_Unpublish / PMIx_Lookup (string and byte
+  // object values; others fail "not supported"): the agent keeps the names in the job's name service (the
+  // launcher's); a lookup waits until lookup_done(id, ...). `rank` is the
+  // dlaunch rank id of the caller. Left empty, they fail "not supported".
+  std::function<void(std::vector<Name> names, bool first_read)> publish;
+  std::function<void(std::vector<std::string> keys)> unpublish;
+  std::function<void(uint64_t id, int rank, std::vector<std::string> keys, bool wait, int timeout_ms)> lookup;
+
+  // OPTIONAL. PMIx_Connect / PMIx_Disconnect (op "connect", "disconnect")
+  // or a fence that is not over the whole job (op "fence", with this host's
+  // blob: OpenMPI's MPI_Comm_disconnect) over `procs` ("nspace:rank",
+  // "nspace:*"), which are not all on this host; answer connect_done(id,
+  // ...) once every host joined. Left empty: "not supported".
+  std::function<void(uint64_t id, std::string op, std::vector<std::string> procs, std::string blob)> connect;
 
   // OPTIONAL. A local rank connected to / finalized with the server.
   std::function<void(int rank)> connected;
@@ -121,9 +147,26 @@ class PmixServer {
   // returns an error). Unknown ids are ignored.
   void spawn_done(uint64_t id, const std::string& nspace, const std::string& error);
 
+  // Answers lookup `id` (Callbacks::lookup): the names found, else `error`.
+  void lookup_done(uint64_t id, const std::vector<Name>& names, const std::string& error);
+
+  // MPI_Comm_spawn's children: registers `children` (their map; this host's
+  // ranks of it may be none: then the namespace is only made known, for a
+  // spawning rank's peers here) as a namespace spawned by rank `parent_rank`
+  // of `parent_nspace`, and each local child as a client. Their events
+  // (abort, spawn, lookup) reach the Callbacks as dlaunch rank ids
+  // first_id + k. Throws UsageError/IoError as register_job does.
+  void register_spawn(const JobMap& children, int first_id);
+  // The variables to add to child `rank` (of register_spawn's `children`)
+  // before exec, as rank_env does for the job's ranks.
+  std::vector<std::pair<std::string, std::string>> spawn_env(const JobMap& children, int rank);
+
   // Answers direct-modex request `id` (see Callbacks::direct_modex).
   void direct_modex_done(uint64_t id, bool ok, const std::string& blob);
-  // Serves another host's request for the data of local rank `rank`; `reply`
+  // Completes connect `id` (Callbacks::connect); ok false fails it; a
+  // fence's result is `all_blobs`.
+  void connect_done(uint64_t id, bool ok, const std::string& all_blobs);
+  // Serves another host's request for the data of local dlaunch rank `rank`; `reply`
   // is delivered through post once libpmix has it (it waits until the rank
   // has committed its data).
   void serve_direct_modex(int rank, std::function<void(bool ok, std::string blob)> reply);
@@ -141,12 +184,20 @@ class PmixServer {
 
  private:
   PmixServer() = default;
+  // Registers map's namespace and its ranks on this host with libpmix.
+  void register_nspace(const JobMap& map);
   JobMap map_;
+  int spawned_local_ = 0;  // children of MPI_Comm_spawn on this host, all spawns
   std::string tmpdir_, pmix_dir_;
   std::unique_ptr<ServerState> state_;
   std::unique_ptr<LocalTopology> topology_;
   bool running_ = false, registered_ = false, with_dmodex_ = false, abandoned_ = false;
 };
+
+// Bytes as hex text and back, for byte objects and modex blobs carried in
+// JSON control messages (from_hex of bad text: undefined bytes, no throw).
+std::string to_hex(const char* bytes, size_t size);
+std::string from_hex(const std::string& hex);
 
 // Sets PMIX_MCA_gds=hash in this process's environment, so that a server
 // started afterwards keeps its job data in libpmix's "hash" store: its

@@ -6,7 +6,11 @@
 # MPICH (bin/mpich_hello, tests/mpich): dlaunch (the agents' PMI servers) vs
 # MPICH's mpiexec.hydra, on this host and on the 4 x 2 hosts. Prints medians
 # of REPS runs and the ratio against the anchor (< 1: we are faster), all
-# measured in one run.
+# measured in one run. Then MPI_Comm_spawn: mpi4py's MPIPoolExecutor
+# starting 3 workers and mapping over them (tests/pmix/mpi4py_pool.py), and
+# bin/mpi_spawn (2 children all-reduce with their parent), under
+# `dlaunch -n 1 --oversubscribe` vs `mpirun -n 1 --oversubscribe` (SPAWN=0
+# skips them).
 #
 #   bench/launch-mpi/run.sh [BUILD_DIR]       (default: build)
 #   REPS=10 NS="1 4 16" MULTIHOST=0 MPICH=0 bench/launch-mpi/run.sh build
@@ -111,5 +115,18 @@ if [ "${MPICH:-1}" != 0 ] && [ -x "$MPICH_HELLO" ] && command -v mpiexec.hydra >
   echo "ratio = dlaunch / mpiexec.hydra (below 1.00: dlaunch is faster)"
 elif [ "${MPICH:-1}" != 0 ]; then
   echo "(MPICH rows skipped: build dl_mpich_programs (needs libmpich-dev) and install mpich)"
+fi
+if [ "${SPAWN:-1}" != 0 ]; then
+  echo
+  echo "# launch-mpi: MPI_Comm_spawn under -n 1 --oversubscribe, median of $REPS runs (ms)"
+  printf '%-14s %12s %12s %8s\n' "program" "dlaunch ms" "mpirun ms" "ratio"
+  POOL="$SRC/tests/pmix/mpi4py_pool.py"
+  ours=$(median_ms "$BIN/dlaunch" -n 1 --oversubscribe /usr/bin/python3 "$POOL")
+  theirs=$(median_ms mpirun.openmpi --allow-run-as-root -n 1 --oversubscribe /usr/bin/python3 "$POOL")
+  row "pool 1+3" "$ours" "$theirs"
+  ours=$(median_ms "$BIN/dlaunch" -n 1 --oversubscribe "$BIN/mpi_spawn")
+  theirs=$(median_ms mpirun.openmpi --allow-run-as-root -n 1 --oversubscribe "$BIN/mpi_spawn")
+  row "mpi_spawn 1+2" "$ours" "$theirs"
+  echo "ratio = dlaunch / mpirun (below 1.00: dlaunch is faster)"
 fi
 echo "load $(cut -d' ' -f1 /proc/loadavg) at end"

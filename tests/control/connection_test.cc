@@ -5,6 +5,8 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <functional>
 #include <thread>
 
 #include "control/connection.h"
@@ -40,6 +42,19 @@ control::Connection::Callbacks record(Closed& c, std::vector<dl::wire::Frame>* f
   cb.frame = [frames](dl::wire::Frame& f) { if (frames) frames->push_back(f); };
   cb.closed = [&c](const std::string& why, bool authed) { c.why = why, c.authenticated = authed, ++c.times; };
   return cb;
+}
+
+// Two started connections over a loopback socket pair: a, and b whose
+// frames land in `at_b` (when given).
+std::pair<std::shared_ptr<control::Connection>, std::shared_ptr<control::Connection>> started_pair(
+    asio::io_context& io, Closed& ca, Closed& cb, std::vector<dl::wire::Frame>* at_b = nullptr) {
+  auto [sock, peer_fd] = socket_pair(io);
+  asio::ip::tcp::socket other(io, asio::ip::tcp::v4(), peer_fd);
+  auto a = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(ca));
+  auto b = std::make_shared<control::Connection>(std::move(other), control::kMaxControlFrame, record(cb, at_b));
+  a->start();
+  b->start();
+  return {a, b};
 }
 }  // namespace
 
@@ -106,14 +121,9 @@ TEST_CASE("connection: a wrong token is refused and closes", "[control]") {
 
 TEST_CASE("connection: heartbeats flow, and silence closes with the owner's words", "[control]") {
   asio::io_context io;
-  auto [sock, peer_fd] = socket_pair(io);
-  asio::ip::tcp::socket other(io, asio::ip::tcp::v4(), peer_fd);
   Closed ca, cb;
   std::vector<dl::wire::Frame> at_b;
-  auto a = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(ca));
-  auto b = std::make_shared<control::Connection>(std::move(other), control::kMaxControlFrame, record(cb, &at_b));
-  a->start();
-  b->start();
+  auto [a, b] = started_pair(io, ca, cb, &at_b);
   // a beats every 50 ms and wants to hear from b within 400 ms; b never beats.
   a->start_heartbeats(milliseconds(50), milliseconds(400), "no heartbeat from b");
   io.run_for(milliseconds(1500));
@@ -127,18 +137,86 @@ TEST_CASE("connection: heartbeats flow, and silence closes with the owner's word
 
 TEST_CASE("connection: both sides beating stay open", "[control]") {
   asio::io_context io;
-  auto [sock, peer_fd] = socket_pair(io);
-  asio::ip::tcp::socket other(io, asio::ip::tcp::v4(), peer_fd);
   Closed ca, cb;
-  auto a = std::make_shared<control::Connection>(std::move(sock), control::kMaxControlFrame, record(ca));
-  auto b = std::make_shared<control::Connection>(std::move(other), control::kMaxControlFrame, record(cb));
-  a->start();
-  b->start();
+  auto [a, b] = started_pair(io, ca, cb);
   a->start_heartbeats(milliseconds(50), milliseconds(400), "a lost b");
   b->start_heartbeats(milliseconds(50), milliseconds(400), "b lost a");
   io.run_for(milliseconds(1200));
   CHECK(ca.times == 0);
   CHECK(cb.times == 0);
+}
+
+TEST_CASE("connection: silence closes at the timeout, not at the next beat", "[control]") {
+  asio::io_context io;
+  Closed ca, cb;
+  auto [a, b] = started_pair(io, ca, cb);
+  // Beats every 5 s, wants to hear within 300 ms: only a check at the
+  // timeout itself closes it within the 3 s run.
+  const auto t0 = std::chrono::steady_clock::now();
+  a->start_heartbeats(milliseconds(5000), milliseconds(300), "silent");
+  while (ca.times == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3)) io.run_for(milliseconds(10));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(ca.times == 1);
+  CHECK(ca.why == "silent");
+  CHECK(took >= milliseconds(300));  // not before the timeout
+  CHECK(took < std::chrono::seconds(3));
+}
+
+TEST_CASE("connection: silence counts from start_heartbeats, not from the last frame before it", "[control]") {
+  asio::io_context io;
+  Closed ca, cb;
+  auto [a, b] = started_pair(io, ca, cb);
+  b->send_message(control::msg::Heartbeat{});
+  io.run_for(milliseconds(600));  // a heard b 600 ms ago (an agent's hello, long before the launch)
+  a->start_heartbeats(milliseconds(100), milliseconds(400), "silent");
+  b->start_heartbeats(milliseconds(100), milliseconds(400), "silent");
+  io.run_for(milliseconds(800));
+  CHECK(ca.times == 0);
+  CHECK(cb.times == 0);
+}
+
+TEST_CASE("connection: a frame sent since the last beat stands in for the next heartbeat", "[control]") {
+  asio::io_context io;
+  Closed ca, cb;
+  std::vector<dl::wire::Frame> at_b;
+  auto [a, b] = started_pair(io, ca, cb, &at_b);
+  a->start_heartbeats(milliseconds(200), milliseconds(0), "");
+  // a sends output every 20 ms for 600 ms: no heartbeat goes with it.
+  asio::steady_timer t(io);
+  int sent = 0;
+  std::function<void()> tick = [&] {
+    a->send(control::data_frame(0, control::kStdout, "x"));
+    if (++sent == 30) return;
+    t.expires_after(milliseconds(20));
+    t.async_wait([&](boost::system::error_code ec) { if (!ec) tick(); });
+  };
+  tick();
+  while (sent < 30) io.run_for(milliseconds(10));
+  io.run_for(milliseconds(10));
+  const auto beats = [&] {
+    return std::count_if(at_b.begin(), at_b.end(), [](const dl::wire::Frame& f) {
+      return f.type == dl::wire::kJson && f.payload == control::encode(control::msg::Heartbeat{});
+    });
+  };
+  CHECK(at_b.size() == 30);
+  CHECK(beats() == 0);
+  // Once a falls quiet, the beats come back.
+  io.run_for(milliseconds(700));
+  CHECK(beats() >= 2);
+  CHECK(ca.times == 0);
+}
+
+TEST_CASE("connection: any frame from the peer is liveness, heartbeat or not", "[control]") {
+  asio::io_context io;
+  Closed ca, cb;
+  auto [a, b] = started_pair(io, ca, cb);
+  a->start_heartbeats(milliseconds(1000), milliseconds(500), "silent");
+  // b never beats, but sends output every 50 ms for a second.
+  for (int i = 0; i < 20; ++i) {
+    b->send(control::data_frame(0, control::kStdout, "y"));
+    io.run_for(milliseconds(50));
+  }
+  CHECK(ca.times == 0);
 }
 
 TEST_CASE("connection: a queue over the high mark is congested until the peer drains it", "[control]") {

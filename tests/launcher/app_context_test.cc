@@ -10,7 +10,6 @@
 #include "launcher/app_context.h"
 #include "launcher/launch_plan.h"
 #include "launcher/options.h"
-#include "launcher/spawn_answer.h"
 
 using namespace dl::launcher;
 namespace msg = dl::control::msg;
@@ -154,20 +153,4 @@ TEST_CASE("launch plan: MPMD ranks get their context's program, MPI_APPNUM, -x a
   }
   REQUIRE(m.mpi);
   CHECK(m.mpi->app_sizes == std::optional<std::vector<int>>(std::vector<int>{1, 2}));
-}
-
-TEST_CASE("spawn answer: refused at once, naming the rank, host and programs", "[launcher][spawn]") {
-  msg::SpawnRequest r;
-  r.id = 7;
-  r.rank = 2;
-  r.apps = {msg::SpawnApp{{"python3", "-m", "mpi4py.futures.server"}, 3}, msg::SpawnApp{{"./b"}, 1}};
-  SpawnAnswer a = answer_spawn(r, "node9");
-  CHECK(a.reply.id == 7);
-  REQUIRE(a.reply.error);
-  CHECK_FALSE(a.reply.nspace);
-  CHECK_THAT(a.line, Catch::StartsWith("dlaunch: rank 2 on node9 called MPI_Comm_spawn (3 x python3 -m "
-                                       "mpi4py.futures.server, 1 x ./b): dlaunch does not start processes"));
-  CHECK(a.line.back() == '\n');
-  CHECK(a.verdict == "rank 2 on node9 called MPI_Comm_spawn (3 x python3 -m mpi4py.futures.server, 1 x ./b), which "
-                     "dlaunch does not support (docs/mpi.md, \"Spawning\")");
 }

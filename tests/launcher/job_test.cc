@@ -128,6 +128,7 @@ struct Script {
   bool connect = true;                 // false: it never connects (a host that hangs in ssh)
   std::map<int, int> exit_codes;       // ranks that exit by themselves right after the launch, with this code;
                                        // the node's other ranks run until a kill, then end by SIGTERM
+  std::string waiting;                 // with connect = false: the starter's waiting_for() (srun waiting for resources)
   std::string raw_after_hello;         // a JSON text sent right after the hello (a broken agent)
   std::string raw_after_launch;        // a JSON text sent right after the launch
   // --max-restarts: launch k (0 = the first) uses by_launch[k] instead of
@@ -167,6 +168,10 @@ class ScriptedStarter : public AgentStarter {
     threads_.emplace_back([this, spec, script, &seen] { agent(spec, script, seen); });
   }
   void connected(int node) override { connected_.insert(node); }
+  std::string waiting_for(int node) const override {
+    auto it = scripts_.find(node);
+    return it == scripts_.end() ? "" : it->second.waiting;
+  }
   // Like the real starter: waits up to `ms` for local agents to finish, not for remote ones; then
   // breaks the fakes' connections (as killing an agent or its ssh session would) and joins them.
   void stop(int ms) override {
@@ -457,6 +462,19 @@ TEST_CASE("job: a host whose agent never connects ends the job at the agent time
   // fake-a connected, was never launched, and was told to leave.
   CHECK_FALSE(out.seen[0].launch);
   CHECK(out.seen[0].ended == "bye");
+}
+
+TEST_CASE("job: an agent that never connects while the start method knows why: the timeout says why",
+          "[launcher][job][slurm]") {
+  auto o = fast_options();
+  o.agent_timeout_s = 1;
+  o.ssh_timeout_s = 0;
+  auto out = run_scripted({{0, {}}, {1, {.connect = false, .waiting = "srun is waiting for resources (test)"}}}, o);
+  INFO("stderr: " << out.err);
+  CHECK(out.code == 1);
+  CHECK_THAT(out.err, Catch::Contains("fake-b") &&
+                          Catch::Contains("did not connect within 1 s (see --agent-timeout): srun is waiting for "
+                                          "resources (test)"));
 }
 
 // Per-node mode on a node other than node 0: when this node's agent never

@@ -98,7 +98,7 @@ TEST_CASE("launch plan: one message per node with every rank's identity", "[laun
   CHECK(plan.launches[1]->ranks[1].rank == 3);
   for (const auto& l : plan.launches) {
     CHECK(l->wdir == "/work/dir");
-    CHECK(l->hb_ms == kHeartbeatMs);
+    CHECK(l->hb_ms == 1750);  // a quarter of --heartbeat-timeout 7
     CHECK(l->hb_timeout_ms == 7000);
     for (const auto& s : l->ranks) CHECK(s.argv == std::vector<std::string>{"./train", "--epochs", "3"});
   }
@@ -117,6 +117,14 @@ TEST_CASE("launch plan: one message per node with every rank's identity", "[laun
     CHECK(env_of(plan, r, "DLAUNCH_STORE_ADDR") == "10.9.9.9:4444");
     CHECK(env_of(plan, r, "DLAUNCH_JOB_ID") == "dl-test");
   }
+}
+
+TEST_CASE("launch plan: the heartbeat interval is a quarter of --heartbeat-timeout, within 100 ms and 10 s",
+          "[launcher][plan]") {
+  CHECK(heartbeat_interval_ms(10) == 2500);
+  CHECK(heartbeat_interval_ms(3) == 750);
+  CHECK(heartbeat_interval_ms(0.2) == 100);
+  CHECK(heartbeat_interval_ms(600) == 10000);
 }
 
 TEST_CASE("launch plan: all-local jobs meet on the loopback", "[launcher][plan]") {

@@ -61,3 +61,29 @@ TEST_CASE("slurm starter: the address that reaches a host", "[launcher][slurm]")
   CHECK(remote::source_address_towards("127.0.0.1") == "127.0.0.1");
   CHECK(remote::source_address_towards("no-such-host.invalid").empty());
 }
+
+TEST_CASE("slurm starter: srun's lines that say it waits for resources are recognized, others are not",
+          "[launcher][slurm]") {
+  // As srun writes them (src/srun: info() at the first and later retries; verbose() for a prolog).
+  CHECK(dl::remote::srun_wait_reason("srun: Job 7 step creation temporarily disabled, retrying (Requested nodes are busy)") ==
+        "Requested nodes are busy");
+  CHECK(dl::remote::srun_wait_reason("srun: Job 7 step creation still disabled, retrying (Requested nodes are busy)") ==
+        "Requested nodes are busy");
+  CHECK(dl::remote::srun_wait_reason("srun: Job step creation temporarily disabled, retrying") == "step creation temporarily disabled");
+  CHECK(dl::remote::srun_wait_reason("srun: Resources allocated for job 7 and being configured, please wait") == "being configured");
+  CHECK(dl::remote::srun_wait_reason("srun: error: h2: task 1: Exited with exit code 127").empty());
+  CHECK(dl::remote::srun_wait_reason("srun: error: Unable to create step for job 7: Job/step already completing or completed").empty());
+  CHECK(dl::remote::srun_wait_reason("").empty());
+}
+
+TEST_CASE("slurm starter: the waiting message quotes srun, names the job's steps and what to do", "[launcher][slurm]") {
+  const std::string line = "srun: Job 7 step creation temporarily disabled, retrying (Requested nodes are busy)";
+  const std::string m = dl::remote::srun_waiting_message(line, "7");
+  CHECK_THAT(m, Catch::StartsWith("srun is waiting for resources to start the agents' step (" + line + ")"));
+  CHECK_THAT(m, Catch::Contains("squeue -s -j 7") && Catch::Contains("scancel 7.STEP") &&
+                    Catch::Contains("--agent-timeout"));
+  // srun said nothing (22.05 waits silently): likely, not certain, and the other cause named.
+  const std::string silent = dl::remote::srun_waiting_message("", "");
+  CHECK_THAT(silent, Catch::Contains("likely still waiting") && Catch::Contains("squeue -s -j JOBID") &&
+                         Catch::Contains("--control-addr"));
+}

@@ -163,3 +163,42 @@ TEST_CASE("mpirun: the same programs on the same 4 hosts x 2 ranks", "[mpi_mh][c
   }
   check_clean(c, mark);
 }
+
+// MPI_Comm_spawn across hosts (docs/mpi.md, "Spawning"): rank 0 on h0 and
+// rank 1 on h1 spawn 2 children over MPI_COMM_WORLD. The children start on
+// h0 (the spawning root's host), so the connect and the disconnect's fence
+// span both hosts (through the launcher), h1's server learns the children's
+// namespace, and h1's rank gets the children's data by direct modex.
+TEST_CASE("dlaunch: MPI_Comm_spawn from 2 hosts, children on h0 all-reduce with both parents", "[mpi_mh][cluster][slow]") {
+  Cluster c(2);
+  const std::string mark = unique_marker();
+  auto r = run_dlaunch(c, kRootEnv + "-v --tag-output -n 2 --npernode 1 --oversubscribe " + bin("mpi_spawn") + " " + mark,
+                       std::chrono::seconds(90));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(count(r.output, "BAD") == 0);
+  CHECK(count(r.output, "[0@" + c.address(0) + "] spawn parent ok") == 1);
+  CHECK(count(r.output, "[1@" + c.address(1) + "] spawn parent ok") == 1);
+  CHECK(count(r.output, "[spawn1:0@" + c.address(0) + "] spawn child ok") == 1);
+  CHECK(count(r.output, "[spawn1:1@" + c.address(0) + "] spawn child ok") == 1);
+  // Both hosts joined the connect, and the disconnect's fence, through the launcher.
+  CHECK(count(r.output, ".spawn1:1, ") >= 4);
+  CHECK(count(r.output, ": " + c.address(1) + " joined") == 2);
+  CHECK(count(r.output, "ORTE_ERROR_LOG") == 0);
+  check_clean(c, mark);
+}
+
+// Each rank's MPIPoolExecutor spawns its 3 workers on its own host: two
+// spawns, one per host, each connecting over MPI_COMM_SELF.
+TEST_CASE("dlaunch: mpi4py's MPIPoolExecutor on each of 2 hosts spawns its workers there", "[mpi_mh][cluster][slow]") {
+  Cluster c(2);
+  const std::string mark = unique_marker();
+  const std::string pool = std::string("/usr/bin/python3 ") + DLAUNCH_SOURCE_DIR + "/tests/pmix/mpi4py_pool.py " + mark;
+  auto r = run_dlaunch(c, kRootEnv + "-v --tag-output -n 2 --npernode 1 --oversubscribe " + pool, std::chrono::seconds(120));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(count(r.output, "[0@" + c.address(0) + "] pool ok") == 1);
+  CHECK(count(r.output, "[1@" + c.address(1) + "] pool ok") == 1);
+  CHECK(count(r.output, "-m mpi4py.futures.server): started spawn") == 2);
+  check_clean(c, mark);
+}

@@ -106,3 +106,15 @@ TEST_CASE("launcher ssh: launcher SIGKILLed, no ssh, agent or rank is left anywh
   CHECK(wait_clean(c, mark, 8s) == "");
   CHECK(pids_matching(c, "h0", "BatchMode").empty());
 }
+
+TEST_CASE("launcher ssh: an ssh that cannot be executed names itself and the fix", "[multihost][cluster][slow]") {
+  Cluster c(2);
+  const std::string missing = c.dir() + "/no-such-ssh";
+  auto r = run_dlaunch(c, "--launcher ssh --launcher-exec " + missing + " -n 4 true");
+  INFO(r.output);
+  CHECK(r.status == 1);
+  // The exec's errno, read when the child ends (the launcher does not wait for the exec).
+  CHECK(count_lines_with(r.output, c.address(1) + ": cannot run " + missing + ": No such file or directory") == 1);
+  CHECK(contains(r.output, "--launcher-exec"));
+  CHECK_FALSE(contains(r.output, "dlaunch-agent was not found"));
+}

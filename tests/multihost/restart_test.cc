@@ -15,14 +15,15 @@ using dl::cluster::Cluster;
 using namespace dl::multihost;
 using namespace std::chrono_literals;
 
-TEST_CASE("restart: h2's agent is killed mid-job - a new one is started there and the second attempt succeeds",
-          "[multihost][cluster][slow][restart]") {
+namespace {
+// `launcher`: the start method's options ("" = the default, libssh).
+void h2_agent_killed_then_restarted(const std::string& launcher) {
   Cluster c(4);
   const std::string mark = unique_marker();
   // Attempt 0: every rank becomes "sleep MARK". Attempt 1: the shell stays
   // (its argv holds this script, hence "DLAUNCH_RESTART_COUNT"), says where it runs, and ends after 4 s.
   auto f = start_dlaunch(c,
-                         "-n 8 --max-restarts 1 --kill-grace 1 --heartbeat-timeout 3 sh -c '"
+                         launcher + " -n 8 --max-restarts 1 --kill-grace 1 --heartbeat-timeout 3 sh -c '"
                          "if [ \"$DLAUNCH_RESTART_COUNT\" = 0 ]; then exec sleep \"$0\"; fi; "
                          "echo \"second attempt: rank $RANK node $DLAUNCH_NODE_RANK count $TORCHELASTIC_RESTART_COUNT\"; "
                          "sleep 4' " + mark,
@@ -61,6 +62,18 @@ TEST_CASE("restart: h2's agent is killed mid-job - a new one is started there an
     CHECK(contains(r.output, "second attempt: rank " + std::to_string(rank) + " node " + std::to_string(rank / 2) +
                                  " count 1"));
   CHECK(wait_clean(c, mark) == "");
+  CHECK(pids_matching(c, "h0", "BatchMode").empty());  // --launcher ssh: no ssh client is left either
+}
+}  // namespace
+
+TEST_CASE("restart: h2's agent is killed mid-job - a new one is started there and the second attempt succeeds",
+          "[multihost][cluster][slow][restart]") {
+  h2_agent_killed_then_restarted("");
+}
+
+TEST_CASE("restart: --launcher ssh, h2's agent is killed mid-job - a new ssh starts one there, the second attempt succeeds",
+          "[multihost][cluster][slow][restart]") {
+  h2_agent_killed_then_restarted("--launcher ssh");
 }
 
 TEST_CASE("SIGUSR1 to the launcher reaches the ranks on every host - the job goes on and exits 0",

@@ -1,8 +1,9 @@
 """mpi4py's MPIPoolExecutor (3 spawned workers) under dlaunch -n 1: squares
-0..9 on the workers and prints "pool ok" when every result is right. dlaunch
-refuses to spawn (docs/mpi.md, "Spawning") and ends the job; under
+0..9 on the workers and prints "pool ok" when every result is right. Under
 `python3 -m mpi4py.futures` the workers are the job's own ranks instead. An
-error the pool raises is printed as "pool failed: <type>: <message>", exit 3."""
+error the pool raises is printed as "pool failed: <type>: <message>", exit 3.
+The first argument, a test's marker, goes onto the spawned workers' command
+line too (python3 -X <marker>), so that a test can look for leftovers."""
 import sys
 
 from mpi4py.futures import MPIPoolExecutor
@@ -14,7 +15,8 @@ def square(x):
 
 if __name__ == "__main__":
     try:
-        with MPIPoolExecutor(max_workers=3) as pool:
+        extra = {"python_args": ["-X", "dltest=" + sys.argv[1]]} if len(sys.argv) > 1 else {}
+        with MPIPoolExecutor(max_workers=3, **extra) as pool:
             got = list(pool.map(square, range(10), timeout=60))
     except Exception as e:  # the refusal, whatever mpi4py wraps it in
         print(f"pool failed: {type(e).__name__}: {e}", flush=True)

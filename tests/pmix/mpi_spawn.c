@@ -1,10 +1,13 @@
-/* MPI_Comm_spawn under dlaunch. Run as the parent (no arguments but a
- * marker): spawns 2 copies of itself with the argument "child", merges the
- * intercommunicator and all-reduces the merged ranks with the children
- * (expected 0+1+2 = 3). Errors return (MPI_ERRORS_RETURN), so a spawn that
- * dlaunch refuses is reported as "spawn failed: <MPI's error string>" and
- * exit code 3, not as an abort. Prints "spawn parent ok" / "spawn child ok". */
+/* MPI_Comm_spawn under dlaunch. Run as the parent, `mpi_spawn MARKER
+ * [crash]`: spawns 2 copies of itself with the arguments "child" and its
+ * own, merges the intercommunicator and all-reduces the merged ranks with
+ * the children (N parents: expected size N+2, sum 0+1+...+N+1). With "crash", child 1 kills itself
+ * with SIGSEGV right after MPI_Init. Errors return (MPI_ERRORS_RETURN), so a
+ * spawn that dlaunch refuses is reported as "spawn failed: <MPI's error
+ * string>" and exit code 3, not as an abort. Prints "spawn parent ok" /
+ * "spawn child ok". */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,8 +20,11 @@ int main(int argc, char** argv) {
   const int child = parent != MPI_COMM_NULL;
   if (child) {
     inter = parent;
+    int me = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (me == 1 && argc > 3 && strcmp(argv[3], "crash") == 0) raise(SIGSEGV);  // child MARKER crash
   } else {
-    char* args[] = {"child", argc > 1 ? argv[1] : NULL, NULL};
+    char* args[] = {"child", argc > 1 ? argv[1] : NULL, argc > 2 ? argv[2] : NULL, NULL};
     int errs[2];
     int rc = MPI_Comm_spawn(argv[0], args, 2, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter, errs);
     if (rc != MPI_SUCCESS) {
@@ -37,10 +43,14 @@ int main(int argc, char** argv) {
   MPI_Comm_size(merged, &size);
   long mine = rank, sum = -1;
   MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, merged);
+  /* The parents (MPI_COMM_WORLD of the parent job) and the 2 children. */
+  int parents = 0;
+  if (child) MPI_Comm_remote_size(inter, &parents);
+  else MPI_Comm_size(MPI_COMM_WORLD, &parents);
   const long want = (long)size * (size - 1) / 2;
-  if (size != 3 || sum != want) {
-    printf("spawn BAD %s: merged size %d, sum %ld (expected size 3, sum %ld)\n", child ? "child" : "parent", size, sum,
-           want);
+  if (size != parents + 2 || sum != want) {
+    printf("spawn BAD %s: merged size %d, sum %ld (expected size %d, sum %ld)\n", child ? "child" : "parent", size, sum,
+           parents + 2, want);
     return 1;
   }
   printf("spawn %s ok\n", child ? "child" : "parent");
