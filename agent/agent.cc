@@ -24,6 +24,10 @@ namespace msg = control::msg;
 using std::chrono::milliseconds;
 
 namespace {
+// Descriptors the agent's table holds from its start (reserve_fd_table):
+// about 200 ranks' worth, before the PMIx server's thread exists.
+constexpr int kFdsReserved = 1024;
+
 std::string host_name() {
   char buf[256] = {};
   ::gethostname(buf, sizeof buf - 1);
@@ -57,6 +61,8 @@ int Agent::run() {
   const auto& a = opts_.args;
   // The PMIx server's slow half runs while we connect and wait for the
   // launch message; a launch that asks for MPI waits for it (mpi_job.h).
+  // Room for a few hundred ranks' descriptors while this is one thread.
+  reserve_fd_table(kFdsReserved);
   if (a.prepare_pmix) mpi_ = MpiJob::prepare();
   link_ = std::make_shared<control::Connection>(control_socket(), control::kMaxControlFrame);
   control::Connection::Callbacks cb;
@@ -187,7 +193,17 @@ void Agent::launch(const msg::Launch& m) {
   MpiJob::scrub_rank_env(inherited);  // what the agent set for its own hwloc
   // Which signals each child must reset: asked once here, not by each child.
   reset_signals_ = non_default_signals();
-  for (const auto& spec : m.ranks) start_rank(spec, m, inherited);
+  // Each rank holds up to 5 of the agent's descriptors while it starts (its
+  // pty, stderr and stdin pipes, its PMI socket): one growth for them all.
+  reserve_fd_table(static_cast<int>(m.ranks.size()) * 5 + 64);
+  std::vector<std::pair<int, SpawnSpec>> specs;
+  specs.reserve(m.ranks.size());
+  for (const auto& spec : m.ranks)
+    if (auto s = prepare_rank(spec, m, inherited, nullptr)) specs.emplace_back(spec.rank, std::move(*s));
+  ranks_.spawn_all(specs);
+  // Each rank holds its PMI socket now (or was refused): the agent's copies go.
+  if (pmi_)
+    for (const auto& [rank, s] : specs) pmi_->rank_spawned(rank);
 }
 
 // A failed rank's exit report gains what torch's @record wrote to its error
@@ -246,27 +262,42 @@ bool Agent::start_mpi(const msg::Launch& m) {
 
 void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const EnvVars& inherited,
                        const std::vector<std::pair<std::string, std::string>>* spawned) {
+  auto s = prepare_rank(spec, m, inherited, spawned);
+  if (!s) return;
+  try {
+    ranks_.spawn(spec.rank, *s);
+  } catch (const Error& e) {
+    ranks_.refuse(spec.rank, 1, e.what());
+  }
+  if (pmi_ && !spawned) pmi_->rank_spawned(spec.rank);
+}
+
+std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const msg::Launch& m,
+                                             const EnvVars& inherited,
+                                             const std::vector<std::pair<std::string, std::string>>* spawned) {
   // The PMIx server's variables (PMIX_RANK, PMIX_SERVER_URI*, ...) come
   // last, after the filter removed any inherited ones.
   std::vector<std::pair<std::string, std::string>> server_vars;
   if (spawned) server_vars = *spawned;
   else if (mpi_ && mpi_->started()) server_vars = mpi_->rank_env(spec.rank);
   // The rank's PMI socket (PMI_FD); the agent's copy of its end is closed
-  // once the rank has it, or was refused.
+  // once the rank has it (the caller), or here when it is refused.
   pmi::PmiService::RankEnd pmi_end;
-  if (pmi_ && !spawned) {
+  const bool with_pmi = pmi_ && !spawned;
+  if (with_pmi) {
     try {
       pmi_end = pmi_->open_rank(spec.rank);
     } catch (const Error& e) {
-      return ranks_.refuse(spec.rank, 1, e.what());
+      ranks_.refuse(spec.rank, 1, e.what());
+      return std::nullopt;
     }
     server_vars.insert(server_vars.end(), pmi_end.env.begin(), pmi_end.env.end());
   }
-  struct CloseChildEnd {
-    pmi::PmiService* pmi;
-    int rank;
-    ~CloseChildEnd() { if (pmi) pmi->rank_spawned(rank); }
-  } close_child_end{spawned ? nullptr : pmi_.get(), spec.rank};
+  auto refuse = [&](int code, const std::string& why) {
+    if (with_pmi) pmi_->rank_spawned(spec.rank);
+    ranks_.refuse(spec.rank, code, why);
+    return std::nullopt;
+  };
   EnvVars own = spec.env;
   // torchrun's per-worker error file: torch's @record writes the rank's
   // uncaught exception there, and add_torch_error() reports it.
@@ -276,7 +307,8 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
   if (stacks_) stacks_->add_rank_env(env);
   SpawnSpec s;
   s.argv = spec.argv;
-  if (s.argv.empty()) return ranks_.refuse(spec.rank, 127, "no program to run");
+  if (s.argv.empty()) return refuse(127, "no program to run");
+  s.env.reserve(env.size());
   for (auto& [k, v] : env) s.env.push_back(k + "=" + v);
   s.wdir = spec.wdir.value_or(m.wdir);
   s.want_stdin = spec.stdin_open;
@@ -284,11 +316,12 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
   s.cpus = spec.cpus.value_or(std::vector<int>{});
   s.inherit_fd = pmi_end.child_fd;
   s.reset_signals = &reset_signals_;
-  Resolved res = resolve_program(s.argv.at(0), env.count("PATH") ? env["PATH"] : "/usr/bin:/bin");
-  if (res.code != 0) return ranks_.refuse(spec.rank, res.code, res.message);
+  auto path = env.find("PATH");
+  Resolved res = resolve_program(s.argv.at(0), path != env.end() ? path->second : "/usr/bin:/bin");
+  if (res.code != 0) return refuse(res.code, res.message);
   s.exe = res.path;
   if (py_dir_ && PythonDir::is_python(s.exe)) py_dir_->ensure();  // before it starts: python -S runs no hook
-  ranks_.spawn(spec.rank, s);
+  return s;
 }
 
 void Agent::watch_stdin() {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <iostream>
@@ -377,8 +378,20 @@ MpiJob::~MpiJob() {
 std::vector<std::pair<std::string, std::string>> MpiJob::rank_env(int rank) {
 #if DLAUNCH_HAVE_PMIX
   if (!started_) return {};
-  std::lock_guard<std::mutex> lock(prep_->mu);
-  return pmix::predicted_rank_env(*prep_->map, rank, prep_->door->port());
+  // Every variable but PMIX_RANK is the job's: computed for the first rank
+  // asked about (which checks that it lives here), copied for the others.
+  if (rank_env_.empty()) {
+    std::lock_guard<std::mutex> lock(prep_->mu);
+    rank_env_ = pmix::predicted_rank_env(*prep_->map, rank, prep_->door->port());
+    local_ranks_ = prep_->map->node_ranks.at(static_cast<size_t>(prep_->map->node_rank));
+    std::sort(local_ranks_.begin(), local_ranks_.end());
+  } else if (!std::binary_search(local_ranks_.begin(), local_ranks_.end(), rank)) {
+    throw UsageError("pmix: rank " + std::to_string(rank) + " is not on this host");
+  }
+  auto env = rank_env_;
+  for (auto& [k, v] : env)
+    if (k == "PMIX_RANK") v = std::to_string(rank);
+  return env;
 #else
   (void)rank;
   return {};

@@ -84,7 +84,8 @@ class MpiJob {
 
   // Variables to add to local rank `rank`'s environment, after dlaunch's own:
   // what the PMIx server will give it (pmix::predicted_rank_env), pointing at
-  // the ranks' PMIx port. REQUIRES started().
+  // the ranks' PMIx port. REQUIRES started(). Throws UsageError for a rank
+  // that does not live on this host.
   std::vector<std::pair<std::string, std::string>> rank_env(int rank);
   // The launcher's answer to fence `id`: all hosts' blobs, node order.
   void fence_done(uint64_t id, const std::string& all_blobs);
@@ -117,6 +118,10 @@ class MpiJob {
   void remove_dirs();
   std::string tmpdir_, shm_dir_;
   std::shared_ptr<Prep> prep_;  // shared with the server thread
+  // rank_env's: the job's PMIx variables (PMIX_RANK set per rank), and the
+  // ranks of this host, sorted.
+  std::vector<std::pair<std::string, std::string>> rank_env_;
+  std::vector<int> local_ranks_;
   bool started_ = false, released_ = false;
 };
 

@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -65,6 +67,19 @@ int open_slave(int master) {
   return ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
 }
 }  // namespace
+
+void reserve_fd_table(int fds) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const long top = std::min<long>(fds, rl.rlim_cur == RLIM_INFINITY ? fds : static_cast<long>(rl.rlim_cur)) - 1;
+  if (top < 3) return;
+  const int probe = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (probe < 0) return;
+  // The lowest free descriptor at or above `top`: `top` itself, unless taken.
+  const int high = ::fcntl(probe, F_DUPFD_CLOEXEC, static_cast<int>(top));
+  if (high >= 0) ::close(high);
+  ::close(probe);
+}
 
 PtyPair open_output_pty() {
   PtyPair p;

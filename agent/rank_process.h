@@ -67,6 +67,17 @@ struct Spawned {
 // says why.
 Spawned spawn_rank(const SpawnSpec& spec);
 
+// Grows this process's file-descriptor table to hold descriptors below
+// `fds` (capped by RLIMIT_NOFILE) by opening one there and closing it; the
+// kernel never shrinks the table. Call it before a second thread exists,
+// or once for many ranks: in a process of more than one thread, each growth
+// of the table (at 64, 128, 256, ... descriptors) waits for an RCU grace
+// period (expand_fdtable's synchronize_rcu, milliseconds). With the PMIx
+// server's thread running, that made the agent's 64-rank start wait 10-15 ms
+// (docs/benchmarks.md, "The descriptor table"). Errors are ignored: the
+// table then grows as it did.
+void reserve_fd_table(int fds);
+
 // A pty pair for a rank's stdout: the master (agent side, close-on-exec) and
 // the slave (close-on-exec too; the child dup2s it to fd 1), raw, 80x24.
 // Throws IoError naming the step that failed.

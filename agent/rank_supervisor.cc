@@ -1,12 +1,19 @@
 #include "agent/rank_supervisor.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <iostream>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <system_error>
+#include <thread>
 
 #include "control/messages.h"
+#include "errors/error.h"
 
 namespace dl::agent {
 
@@ -20,6 +27,76 @@ namespace {
 constexpr milliseconds kDrainAfterExit{2000};
 // Said once per agent: the ranks still run, only their stdout is a pipe.
 bool pty_warned = false;
+// spawn_all: fewer ranks start from the calling thread alone.
+constexpr size_t kParallelFrom = 8;
+constexpr size_t kMaxSpawnThreads = 4;
+
+// The threads spawn_all starts ranks from besides the agent's own. They live
+// as long as the agent: a rank's PR_SET_PDEATHSIG fires when the *thread*
+// that cloned it ends, not the process, so a thread that started ranks must
+// not end before the agent does. Made on first use (a job of fewer than
+// kParallelFrom ranks never makes one), with every signal blocked, waiting
+// on their own condition between batches; never destroyed.
+class SpawnHelpers {
+ public:
+  static SpawnHelpers& get() {
+    static SpawnHelpers* helpers = new SpawnHelpers;  // leaked: its threads outlive every destructor
+    return *helpers;
+  }
+  // Runs work(0) on this thread and work(1) .. work(shares - 1) on helpers,
+  // and returns when all have returned. Shares no helper could take (no
+  // thread to be had) run here too.
+  void run(size_t shares, const std::function<void(size_t)>& work) {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (threads_ + 1 < shares && start_thread()) {}
+    const size_t helped = std::min(shares - 1, threads_);
+    work_ = &work;
+    next_ = 1, last_ = helped, busy_ = helped, ++batch_;
+    lock.unlock();
+    cv_.notify_all();
+    work(0);
+    for (size_t t = helped + 1; t < shares; ++t) work(t);
+    lock.lock();
+    done_.wait(lock, [&] { return busy_ == 0; });
+    work_ = nullptr;
+  }
+
+ private:
+  bool start_thread() {
+    sigset_t all, old;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &old);
+    bool ok = true;
+    try {
+      std::thread([this] { loop(); }).detach();
+      ++threads_;
+    } catch (const std::system_error&) {
+      ok = false;
+    }
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return ok;
+  }
+  void loop() {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return batch_ != seen && next_ <= last_; });
+      seen = batch_;
+      const size_t share = next_++;
+      const auto* work = work_;
+      lock.unlock();
+      (*work)(share);
+      lock.lock();
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_, done_;
+  size_t threads_ = 0;
+  const std::function<void(size_t)>* work_ = nullptr;
+  size_t next_ = 1, last_ = 0, busy_ = 0;
+  uint64_t batch_ = 0;
+};
 }  // namespace
 
 struct RankSupervisor::Rank {
@@ -53,9 +130,35 @@ void RankSupervisor::refuse(int rank, int code, const std::string& message) {
   hooks_.reported();
 }
 
-void RankSupervisor::spawn(int rank, const SpawnSpec& s) {
+void RankSupervisor::spawn(int rank, const SpawnSpec& s) { adopt(rank, spawn_rank(s)); }
+
+void RankSupervisor::spawn_all(const std::vector<std::pair<int, SpawnSpec>>& specs) {
+  const size_t n = specs.size();
+  std::vector<Spawned> spawned(n);
+  std::vector<std::string> errors(n);
+  // Share t starts ranks t, t + shares, ...: each thread's clone waits for
+  // its own child's exec only. Threads share nothing but the two vectors'
+  // distinct elements; spawn_rank's child stack and pty modes are per thread.
+  const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
+  const size_t shares = n < kParallelFrom ? 1 : std::min({cpus, n / 4, kMaxSpawnThreads});
+  auto work = [&](size_t first) {
+    for (size_t i = first; i < n; i += shares) {
+      try {
+        spawned[i] = spawn_rank(specs[i].second);
+      } catch (const Error& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  SpawnHelpers::get().run(shares, work);
+  for (size_t i = 0; i < n; ++i) {
+    if (!errors[i].empty()) refuse(specs[i].first, 1, errors[i]);
+    else adopt(specs[i].first, std::move(spawned[i]));
+  }
+}
+
+void RankSupervisor::adopt(int rank, Spawned sp) {
   auto r = std::make_unique<Rank>(io_, rank);
-  Spawned sp = spawn_rank(s);
   if (!sp.pty_error.empty() && !pty_warned) {
     pty_warned = true;
     std::cerr << "dlaunch-agent: warning: " << sp.pty_error

@@ -40,6 +40,14 @@ class RankSupervisor {
 
   // Forks and execs `rank` (spec.exe resolved) and reports it started.
   void spawn(int rank, const SpawnSpec& spec);
+  // spawn() for many ranks at once, reported in `specs`' order. From 8
+  // ranks on a machine with 2 or more CPUs the clones are made from up to
+  // 4 threads (one per 4 ranks, no more than the CPUs): each clone holds
+  // its thread until the child has exec'd (CLONE_VFORK), so from one
+  // thread the ranks started strictly in turn while the other cores sat
+  // idle (docs/benchmarks.md, "Ranks started from two threads"). A rank
+  // that cannot be started is refused (code 1, why).
+  void spawn_all(const std::vector<std::pair<int, SpawnSpec>>& specs);
   // `rank` could not be started: reported as spawn_failed with `code`.
   void refuse(int rank, int code, const std::string& message);
   void stdin_data(int rank, std::string_view bytes);
@@ -62,6 +70,8 @@ class RankSupervisor {
 
  private:
   struct Rank;
+  // Takes a started rank under supervision and reports it started.
+  void adopt(int rank, Spawned sp);
   void read_output(Rank& r, int stream);
   void write_stdin(Rank& r);
   void reap();

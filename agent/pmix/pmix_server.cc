@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -126,13 +127,23 @@ bool is_uri_var(const std::string& name) {
   return false;
 }
 
-// "4.2.2rc2" out of "OpenPMIx 4.2.2rc2 (PMIx Standard: ...)".
+// The version of the libpmix headers dl_pmix was compiled against, as
+// "4.2.2": a rank's environment is written before libpmix is loaded (the
+// agent loads it on its PMIx thread, pmix_loader.h), and asking the library
+// (PMIx_Get_version) made the first rank wait for that. Clients read only
+// the numbers (major, minor, release); env_mismatches compares this with
+// the loaded library's when the server starts.
 std::string library_version() {
-  std::string v = PMIx_Get_version();
-  auto sp = v.find(' ');
-  if (sp != std::string::npos) v = v.substr(sp + 1);
-  sp = v.find(' ');
-  return sp == std::string::npos ? v : v.substr(0, sp);
+  return std::to_string(PMIX_VERSION_MAJOR) + "." + std::to_string(PMIX_VERSION_MINOR) + "." +
+         std::to_string(PMIX_VERSION_RELEASE);
+}
+
+// "4.2.2" out of "4.2.2rc2": what a client reads of PMIX_VERSION.
+std::string version_numbers(const std::string& v) {
+  size_t end = 0;
+  while (end < v.size() && (std::isdigit(static_cast<unsigned char>(v[end])) || v[end] == '.')) ++end;
+  while (end > 0 && v[end - 1] == '.') --end;
+  return v.substr(0, end);
 }
 }  // namespace
 
@@ -175,6 +186,7 @@ std::vector<std::pair<std::string, std::string>> predicted_rank_env(const JobMap
 std::vector<std::string> env_mismatches(const std::vector<std::pair<std::string, std::string>>& predicted,
                                         const std::vector<std::pair<std::string, std::string>>& real) {
   auto strip = [](const std::string& name, const std::string& value) {
+    if (name == "PMIX_VERSION") return version_numbers(value);
     return is_uri_var(name) ? value.substr(0, value.find(';')) : value;
   };
   std::map<std::string, std::string> p(predicted.begin(), predicted.end()), r(real.begin(), real.end());

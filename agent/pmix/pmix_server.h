@@ -225,7 +225,9 @@ std::vector<std::pair<std::string, std::string>> predicted_rank_env(const JobMap
 // "VAR: predicted 'x', libpmix 'y'" for every variable of `real` (rank_env)
 // that `predicted` (predicted_rank_env) lacks or has otherwise, and every
 // variable `predicted` has that `real` lacks; PMIX_SERVER_URI* are compared
-// without their address. Empty when they agree.
+// without their address, PMIX_VERSION by its numbers only ("4.2.2" agrees
+// with "4.2.2rc2": predicted_rank_env names the headers' version, which is
+// all a client reads). Empty when they agree.
 std::vector<std::string> env_mismatches(const std::vector<std::pair<std::string, std::string>>& predicted,
                                         const std::vector<std::pair<std::string, std::string>>& real);
 

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -213,4 +215,66 @@ TEST_CASE("an idle connection to the control port is closed once the handshake t
   INFO(r.err);
   CHECK(r.code == 143);
   CHECK(r.err.find("refused a control connection: no handshake within 10 s") != std::string::npos);
+}
+
+// From 8 ranks on a host the agent clones ranks from helper threads too
+// (agent/rank_supervisor.h, spawn_all). A rank's PR_SET_PDEATHSIG belongs to
+// the thread that cloned it, so those threads must live as long as the agent:
+// ranks that sleep past the start are still there to print. Each rank holds
+// its own PMI socket and no other rank's (the clones run side by side).
+TEST_CASE("16 ranks started from the agent's spawn threads run to the end, each with only its own PMI socket",
+          "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "16", "--mpi", "auto", "/bin/sh", "-c",
+            "sleep 0.5; echo \"id $RANK $PMIX_RANK $PMI_RANK $PMI_FD fds $(ls /proc/$$/fd | sort -n | tr '\\n' ' ')\""};
+  RunResult r = run(s, 30);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  std::map<int, std::set<int>> fds;  // rank -> its shell's descriptors, its PMI_FD removed
+  std::set<int> pmi_fds;
+  for (const auto& l : lines(r.out)) {
+    std::istringstream in(l.substr(l.find("id ")));
+    std::string id, word;
+    int rank, pmix_rank, pmi_rank, pmi_fd;
+    in >> id >> rank >> pmix_rank >> pmi_rank >> pmi_fd >> word;
+    CHECK(pmix_rank == rank);
+    CHECK(pmi_rank == rank);
+    std::set<int> mine;
+    for (int fd; in >> fd;) mine.insert(fd);
+    CHECK(mine.count(pmi_fd) == 1);
+    mine.erase(pmi_fd);
+    pmi_fds.insert(pmi_fd);
+    fds[rank] = mine;
+  }
+  REQUIRE(fds.size() == 16);
+  CHECK(pmi_fds.size() == 16);  // 16 distinct sockets
+  for (const auto& [rank, mine] : fds) {
+    INFO("rank " << rank);
+    CHECK(mine == fds.begin()->second);
+    for (int fd : pmi_fds) CHECK(mine.count(fd) == 0);
+  }
+}
+
+TEST_CASE("an agent killed by SIGKILL takes the 16 ranks its spawn threads started with it", "[integration]") {
+  const std::string m = new_marker();
+  RunSpec s;
+  // Each rank is the sleep itself (exec): a rank's own children outlive a
+  // SIGKILLed agent (docs/design.md, "Limits").
+  s.argv = {bin("dlaunch"), "-n", "16", "/bin/sh", "-c", "exec sleep \"$0\"", m};
+  Child c = start(s);
+  ChildGuard guard{c, m};
+  auto ranks = ranks_running(m, 16, c.pid);
+  pid_t agent = -1;
+  for (pid_t p : ranks) {
+    for (pid_t a = p; a > 1 && agent < 0; a = parent_of(a))
+      if (parent_of(a) == c.pid) agent = a;
+  }
+  REQUIRE(agent > 0);
+  ::kill(agent, SIGKILL);
+  RunResult r = wait(c, 10);
+  INFO(r.err);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.err, Catch::Contains("lost the agent on localhost"));
+  CHECK(wait_marked_gone(m, 2, c.pid).empty());
+  kill_marked(m);
 }

@@ -233,3 +233,13 @@ TEST_CASE("predicted rank environment is what libpmix's setup_fork gives", "[pmi
   server->stop();
   std::filesystem::remove_all(tmpl);
 }
+
+TEST_CASE("PMIX_VERSION is compared by its numbers: the headers' 4.2.2 agrees with 4.2.2rc2, not with 4.2.3", "[pmix]") {
+  using V = std::vector<std::pair<std::string, std::string>>;
+  CHECK(env_mismatches(V{{"PMIX_VERSION", "4.2.2"}}, V{{"PMIX_VERSION", "4.2.2rc2"}}).empty());
+  CHECK(env_mismatches(V{{"PMIX_VERSION", "4.2.2"}}, V{{"PMIX_VERSION", "4.2.2"}}).empty());
+  const auto diff = env_mismatches(V{{"PMIX_VERSION", "4.2.2"}}, V{{"PMIX_VERSION", "4.2.3"}});
+  REQUIRE(diff.size() == 1);
+  CHECK(diff[0] == "PMIX_VERSION: predicted '4.2.2', libpmix '4.2.3'");
+  CHECK(env_mismatches(V{{"PMIX_VERSION", "4.2.2"}}, V{{"PMIX_VERSION", "5.0.1"}}).size() == 1);
+}
