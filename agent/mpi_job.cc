@@ -184,12 +184,9 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
     prep->cv.notify_all();
     return true;
   };
-  // libpmix and hwloc, beside the agent's connect and hello (pmix_loader.h).
-  try {
-    pmix::preload();
-  } catch (const Error& e) {
-    std::cerr << "dlaunch-agent: error: " << e.what() << "\n";
-  }
+  // libpmix and hwloc are loaded only once a rank connects (below): their
+  // 0.6 ms of dlopen ran beside every job's start, MPI or not, and cost a
+  // job of /bin/true more than it saved an MPI one (docs/benchmarks.md).
   reap_dead_agents(*prep);
   if (!advance(Prep::kIdle)) return finish(Prep::kIdle);
   // Until a rank connects (MPI_Init) or the agent leaves. Nothing of hwloc or
@@ -204,6 +201,7 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
     // Made now, by the first rank's connection (tmpdir_name); PmixServer
     // makes pmix/ in it, and pmix/<nspace> and the /dev/shm dir at register_job.
     if (::mkdir(tmpdir.c_str(), 0700) != 0) throw_errno("cannot create the job's temp dir " + tmpdir);
+    pmix::preload();  // libpmix and hwloc (pmix_loader.h); names what to install if one is missing
     auto topology = std::make_unique<pmix::LocalTopology>();
     // Direct modex: for MPI_Comm_spawn's children on another host (the
     // job's own ranks' data comes with the MPI_Init fence).

@@ -84,6 +84,10 @@ int Job::run() {
   const std::string bind = any_remote ? (opts_.control_addr.empty() ? "0.0.0.0" : opts_.control_addr) : "127.0.0.1";
   control_host_ = any_remote ? opts_.control_addr : "127.0.0.1";
   server_ = std::make_unique<ControlServer>(io_, token_, nodes_.size(), *this);
+  // The local agent needs no control port (it inherits a socketpair): it
+  // starts first, and execs while the servers below open.
+  make_starter();
+  start_agents(false);
   const uint16_t port = server_->listen(bind);
   if (!view_) store_ = std::make_unique<rdzv::TcpStoreServer>(io_, bind, 0, token_);
   spawns_ = std::make_unique<SpawnBook>(job_id_, static_cast<int>(plan_.ranks.size()));
@@ -137,7 +141,8 @@ int Job::run() {
       if (fate_.on_timeout(opts_.timeout_s)) stacks_->on_timeout(opts_.timeout_s, [this] { teardown(grace_ms()); });
     });
   }
-  start_agents(port);
+  control_port_ = port;
+  start_agents(true);
   if (remote::show_start_progress(own_nodes(), ::isatty(2) == 1))
     progress_.start([this] {
       return "agents " + std::to_string(hellos_) + "/" + std::to_string(own_nodes()) + " connected" +
@@ -149,7 +154,7 @@ int Job::run() {
   return fate_.exit_code();
 }
 
-void Job::start_agents(uint16_t control_port) {
+void Job::make_starter() {
   remote::AgentStarter::Events ev;
   ev.failed = [this](int node, std::string why) { node_failed_to_start(node, why); };
   ev.reached = [this](int node, std::string reach, std::string back) {
@@ -175,11 +180,14 @@ void Job::start_agents(uint16_t control_port) {
     so.launcher_exec = remote::split_launcher_exec(opts_.launcher_exec);
     starter_ = remote::make_agent_starter(opts_.launcher, io_, std::move(so), std::move(ev));
   }
-  control_port_ = control_port;
+}
+
+void Job::start_agents(bool with_port) {
   for (auto& n : nodes_) {
     if (n.external) continue;
     if (n.local) n.reach_addr = "127.0.0.1";
-    starter_->start(agent_spec(n));
+    const auto spec = agent_spec(n);
+    if (starter_->needs_control_port(spec) == with_port) starter_->start(spec);
   }
 }
 

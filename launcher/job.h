@@ -98,7 +98,11 @@ class Job : public ControlServer::Handler {
   void on_rank_exit(RankExit e);
   void on_peer_failed(int code, const std::string& verdict);
   int own_nodes() const;
-  void start_agents(uint16_t control_port);
+  // The agent starter (remote::make_agent_starter, or the test's).
+  void make_starter();
+  // Starts the agents that need the control port (with_port, once it is
+  // open: control_port_), or those that do not (the local one, first).
+  void start_agents(bool with_port);
   void node_failed_to_start(int node, const std::string& why);
   bool all_agents_settled() const;
   void launch_all();

@@ -135,6 +135,10 @@ class AgentStarter {
   // Why `node`'s agent has not connected yet, as far as the start method
   // knows ("" = it does not know): the agent timeout's message carries it.
   virtual std::string waiting_for(int /*node*/) const { return ""; }
+  // False when `spec`'s agent will not use the control port (the local agent
+  // on its inherited socketpair): the launcher then starts it before it
+  // opens its servers, so the agent's exec overlaps that work.
+  virtual bool needs_control_port(const AgentStartSpec& /*spec*/) const { return true; }
 };
 
 struct StarterOptions {

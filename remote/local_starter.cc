@@ -3,6 +3,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <map>
 #include <vector>
 
@@ -37,10 +40,21 @@ class LocalStarter : public AgentStarter {
     // The control connection as a socketpair the agent inherits: no connect,
     // no handshake round trip (its hello is the first thing it sends).
     int pair[2] = {-1, -1};
-    if (ev_.local_control && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0)
-      a.control_fd = kAgentControlFd;
+    if (ev_.local_control) {
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0) {
+        a.control_fd = kAgentControlFd;
+      } else if (a.connect_port == 0) {  // started before the control port was open
+        const std::string why = spec.host + ": cannot make the local agent's control socket: " + std::strerror(errno);
+        asio::post(io_, [this, node = spec.node, why] { ev_.failed(node, why); });
+        return;
+      }
+    }
+    // Not start_local_agent: the launcher goes on (its servers, the other
+    // hosts) while the agent execs; an exec that failed is read from the
+    // status pipe when the agent's pidfd says it ended.
+    int exec_fd = -1;
     try {
-      w->agent = start_local_agent(w->path, control::to_argv(a), spec.token, -1, -1, pair[1]);
+      w->agent = spawn_local_agent(w->path, control::to_argv(a), spec.token, -1, -1, &exec_fd, pair[1]);
     } catch (const Error& e) {
       for (int fd : pair)
         if (fd >= 0) ::close(fd);
@@ -48,21 +62,27 @@ class LocalStarter : public AgentStarter {
       asio::post(io_, [this, node = spec.node, why] { ev_.failed(node, why); });
       return;
     }
+    w->exec_fd = exec_fd;
     if (pair[1] >= 0) ::close(pair[1]);
     if (pair[0] >= 0) ev_.local_control(spec.node, pair[0]);
-    // One that exits before it connects fails its node at once, not when
-    // --agent-timeout runs out. Without pidfds (Linux < 5.3) the agent timer
-    // still bounds the wait.
+    // One that exits before it connects (or whose exec failed) fails its
+    // node at once, not when --agent-timeout runs out. Without pidfds (Linux
+    // < 5.3) the agent timer still bounds the wait.
     const int fd = open_agent_pidfd(w->agent);
     if (fd < 0) return;
     w->exit_watch = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
     w->exit_watch->async_wait(asio::posix::stream_descriptor::wait_read,
                               [this, w = w.get(), node = spec.node, host = spec.host](boost::system::error_code ec) {
                                 if (ec || w->connected || stopped_) return;
-                                if (auto status = peek_agent_exit(w->agent))
-                                  ev_.failed(node, host + ": " + local_agent_exit_error(w->path, *status));
+                                auto status = peek_agent_exit(w->agent);
+                                if (!status) return;
+                                const int exec_errno = read_exec_status(w->exec_fd);
+                                ev_.failed(node, host + ": " + (exec_errno > 0 ? local_agent_exec_error(w->path, exec_errno)
+                                                                               : local_agent_exit_error(w->path, *status)));
                               });
   }
+
+  bool needs_control_port(const AgentStartSpec& spec) const override { return !spec.local || !ev_.local_control; }
 
   void connected(int node) override {
     if (auto it = watch_.find(node); it != watch_.end()) it->second->connected = true;
@@ -82,7 +102,11 @@ class LocalStarter : public AgentStarter {
 
  private:
   struct Watch {
+    ~Watch() {
+      if (exec_fd >= 0) ::close(exec_fd);
+    }
     bool connected = false;
+    int exec_fd = -1;  // spawn_local_agent's exec status: closed by the exec, or its errno
     LocalAgent agent;
     std::string path;
     std::unique_ptr<asio::posix::stream_descriptor> exit_watch;  // the agent's pidfd
@@ -99,6 +123,9 @@ class SplitStarter : public AgentStarter {
   SplitStarter(std::unique_ptr<AgentStarter> local, std::unique_ptr<AgentStarter> remote)
       : local_(std::move(local)), remote_(std::move(remote)) {}
   void start(const AgentStartSpec& spec) override { (spec.local ? local_ : remote_)->start(spec); }
+  bool needs_control_port(const AgentStartSpec& spec) const override {
+    return (spec.local ? local_ : remote_)->needs_control_port(spec);
+  }
   void connected(int node) override {
     local_->connected(node);
     remote_->connected(node);

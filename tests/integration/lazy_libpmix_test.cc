@@ -1,7 +1,8 @@
 // dlaunch-agent loads libpmix and hwloc (and libevent, munge, udev with
-// them) in its PMIx server thread, not at exec (agent/pmix/pmix_loader.h):
-// `dlaunch-agent --version` and the agent of a `--mpi none` job never map
-// them, and the agent of an MPI job does, before its ranks can need them.
+// them) in its PMIx server thread when a rank connects, not at exec
+// (agent/pmix/pmix_loader.h): `dlaunch-agent --version`, the agent of a
+// `--mpi none` job and that of an MPI job whose ranks never call MPI_Init
+// never map them; the agent of a rank that calls MPI_Init does.
 // These fail as soon as anything links libpmix into dlaunch-agent again.
 #include <catch2/catch.hpp>
 
@@ -12,12 +13,13 @@ using namespace dl::it;
 namespace {
 const char* const kPmixLibs[] = {"libpmix.so", "libhwloc.so", "libevent_core", "libmunge.so"};
 
-// A job of 1 rank that prints its agent's (its parent's) /proc/PID/maps,
-// once `want` is mapped there or after 5 s.
-RunResult agent_maps(const std::string& mpi, const std::string& want) {
+// A job of 1 rank that runs `first` (a shell command, say an MPI program)
+// and then prints its agent's (its parent's) /proc/PID/maps, once `want` is
+// mapped there or after 5 s.
+RunResult agent_maps(const std::string& mpi, const std::string& want, const std::string& first = "") {
   RunSpec s;
   s.argv = {bin("dlaunch"), "--mpi", mpi, "-n", "1", "/bin/sh", "-c",
-            "for i in $(seq 50); do grep -q '" + want + "' /proc/$PPID/maps && break; sleep 0.1; done; "
+            first + "for i in $(seq 50); do grep -q '" + want + "' /proc/$PPID/maps && break; sleep 0.1; done; "
             "echo \"agent $(readlink /proc/$PPID/exe)\"; cat /proc/$PPID/maps"};
   return run(s, 30);
 }
@@ -38,8 +40,17 @@ TEST_CASE("the agent of a --mpi none job never maps libpmix, an MPI job agent do
   REQUIRE_THAT(none.out, Catch::Contains("/dlaunch-agent\n") && Catch::Contains("/libc.so.6"));
   for (const char* lib : kPmixLibs) CHECK_THAT(none.out, !Catch::Contains(lib));
 
-  RunResult mpi = agent_maps("pmix", "libpmix.so");
+  RunResult mpi = agent_maps("pmix", "libpmix.so", bin("mpi_hello") + " >/dev/null; ");
   INFO(mpi.err);
   REQUIRE(mpi.code == 0);
   CHECK_THAT(mpi.out, Catch::Contains("/libpmix.so") && Catch::Contains("/libhwloc.so"));
+}
+
+TEST_CASE("an MPI job's agent maps libpmix only once a rank calls MPI_Init", "[integration]") {
+  // --mpi pmix, but the rank is no MPI program: nothing of libpmix is loaded.
+  RunResult plain = agent_maps("pmix", "libpmix.so");
+  INFO(plain.err);
+  REQUIRE(plain.code == 0);
+  REQUIRE_THAT(plain.out, Catch::Contains("/dlaunch-agent\n") && Catch::Contains("/libc.so.6"));
+  for (const char* lib : kPmixLibs) CHECK_THAT(plain.out, !Catch::Contains(lib));
 }
