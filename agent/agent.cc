@@ -59,11 +59,8 @@ Agent::~Agent() { mpi_.reset(); }
 
 int Agent::run() {
   const auto& a = opts_.args;
-  // The PMIx server's slow half runs while we connect and wait for the
-  // launch message; a launch that asks for MPI waits for it (mpi_job.h).
   // Room for a few hundred ranks' descriptors while this is one thread.
   reserve_fd_table(kFdsReserved);
-  if (a.prepare_pmix) mpi_ = MpiJob::prepare();
   link_ = std::make_shared<control::Connection>(control_socket(), control::kMaxControlFrame);
   control::Connection::Callbacks cb;
   cb.frame = [this](wire::Frame& f) { on_frame(f); };
@@ -86,6 +83,9 @@ int Agent::run() {
     hello.cpu = msg::CpuReport{topo.cores, topo.numa, topo.numa_ids};
   }
   link_->send_message(hello);
+  // The ranks' PMIx port and the server's thread (mpi_job.h): made while the
+  // launcher plans the launch, not before the hello it waits for.
+  if (a.prepare_pmix) mpi_ = MpiJob::prepare();
   link_->start();
   watch_stdin();
   term_signals_.async_wait([this](auto ec, int sig) {

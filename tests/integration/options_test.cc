@@ -55,6 +55,34 @@ TEST_CASE("stdin: two lines piped into dlaunch -n 2 cat reach rank 0", "[integra
   CHECK(r.out == "a\nb\n");
 }
 
+// A regular file (and /dev/null) on stdin is read on the launcher's loop, a
+// chunk per turn, not on a reader thread (launcher/stdin_forwarder.h): every
+// byte of a file of several chunks arrives, in order, and EOF after it.
+TEST_CASE("stdin from a regular file of several 64 KiB chunks reaches rank 0 whole, then EOF", "[integration]") {
+  TempDir tmp;
+  const std::string file = tmp.path + "/input";
+  {
+    std::ofstream f(file);
+    for (int i = 0; i < 20000; ++i) f << "line " << i << " of the stdin file\n";  // ~540 KB
+  }
+  RunSpec s;
+  s.argv = {"/bin/sh", "-c",
+            bin("dlaunch") + " -n 2 /bin/sh -c 'if [ \"$RANK\" = 0 ]; then cmp - \"$0\" && echo same; else cat; echo eof; fi' " +
+                file + " < " + file};
+  RunResult r = run(s, 20);
+  INFO(r.out << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.code == 0);
+  CHECK(sorted_lines(r.out) == std::vector<std::string>{"eof", "same"});
+
+  RunSpec null;
+  null.argv = {bin("dlaunch"), "-n", "1", "/bin/sh", "-c", "cat; echo eof"};  // stdin is /dev/null
+  RunResult n = run(null, 10);
+  REQUIRE_FALSE(n.timed_out);
+  CHECK(n.code == 0);
+  CHECK(n.out == "eof\n");
+}
+
 TEST_CASE("dlaunch --dry-run prints the rank map for -H and starts nothing", "[integration]") {
   TempDir tmp;
   const std::string flag = tmp.path + "/started";
