@@ -201,9 +201,9 @@ void Agent::launch(const msg::Launch& m) {
   for (const auto& spec : m.ranks)
     if (auto s = prepare_rank(spec, m, inherited, nullptr)) specs.emplace_back(spec.rank, std::move(*s));
   ranks_.spawn_all(specs);
-  // Each rank holds its PMI socket now (or was refused): the agent's copies go.
+  // spawn_rank closed the agent's copies of the ranks' PMI sockets.
   if (pmi_)
-    for (const auto& [rank, s] : specs) pmi_->rank_spawned(rank);
+    for (const auto& [rank, s] : specs) pmi_->child_end_closed(rank);
 }
 
 // A failed rank's exit report gains what torch's @record wrote to its error
@@ -269,7 +269,7 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
   } catch (const Error& e) {
     ranks_.refuse(spec.rank, 1, e.what());
   }
-  if (pmi_ && !spawned) pmi_->rank_spawned(spec.rank);
+  if (pmi_ && !spawned) pmi_->child_end_closed(spec.rank);  // spawn_rank closed it
 }
 
 std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const msg::Launch& m,

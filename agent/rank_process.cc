@@ -206,6 +206,14 @@ thread_local std::unique_ptr<char[]> t_stack;
 }  // namespace
 
 Spawned spawn_rank(const SpawnSpec& s) {
+  // Once this returns the child has its copy of inherit_fd (or there is no
+  // child): the agent's goes, so that the next ranks' clones do not copy it.
+  struct CloseInherited {
+    int fd;
+    ~CloseInherited() {
+      if (fd >= 0) ::close(fd);
+    }
+  } close_inherited{s.inherit_fd};
   int out[2], err[2], in[2] = {-1, -1};
   bool out_pty = false;
   std::string pty_error;

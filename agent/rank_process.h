@@ -32,7 +32,8 @@ struct SpawnSpec {
   // (docs/design.md, "Each rank's stdout is a pseudo-terminal"); else a pipe.
   bool stdout_pty = false;
   // An fd (>= 3, close-on-exec) the rank inherits as it is: its PMI socket
-  // (PMI_FD). -1: none.
+  // (PMI_FD). spawn_rank closes the agent's copy once the clone returned
+  // (whether or not it succeeded). -1: none.
   int inherit_fd = -1;
   // The signals whose disposition in the agent is not SIG_DFL
   // (non_default_signals(), taken once per launch): the only ones the child

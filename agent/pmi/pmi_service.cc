@@ -67,6 +67,11 @@ void PmiService::rank_spawned(int rank) {
   it->second->child_fd = -1;
 }
 
+void PmiService::child_end_closed(int rank) {
+  auto it = links_.find(rank);
+  if (it != links_.end()) it->second->child_fd = -1;
+}
+
 void PmiService::read(int rank) {
   std::shared_ptr<Link> link = links_.at(rank);
   link->sock.async_read_some(asio::buffer(link->rbuf), [this, rank, link](boost::system::error_code ec, size_t n) {

@@ -37,9 +37,12 @@ class PmiService {
     std::vector<std::pair<std::string, std::string>> env;
   };
   RankEnd open_rank(int rank);
-  // After the spawn (or when it failed): closes the agent's copy of the
-  // child's end, so that the rank's exit is seen as end of stream.
+  // When the rank will not be spawned: closes the agent's copy of the
+  // child's end, so that the socket is seen to end.
   void rank_spawned(int rank);
+  // The rank was spawned: spawn_rank closed the agent's copy of the child's
+  // end already (SpawnSpec::inherit_fd); forget it.
+  void child_end_closed(int rank);
 
   void fence_done(uint64_t id, std::string_view all_blobs) { server_.fence_done(id, all_blobs); }
   void fence_failed(uint64_t id, const std::string& why) { server_.fence_failed(id, why); }

@@ -88,7 +88,14 @@ def phases(events, n):
     hello = first(lambda e: e[0] == launcher and e[2] == "recvfrom" and "free_port" in e[3])
     launch_sent = first(lambda e: e[0] == launcher and e[2] in ("sendto", "sendmsg", "writev") and '\\"env\\"' in e[3])
     launch_got = first(lambda e: e[0] == agent and e[2] == "recvfrom" and '\\"env\\"' in e[3])
-    rank_forks = [e for e in events if e[0] == agent and e[2] in ("clone", "clone3", "vfork") and
+    # The agent's threads (ranks are cloned from its spawn threads too).
+    agent_tids = {agent}
+    for e in events:
+        if e[0] in agent_tids and e[2] in ("clone", "clone3") and "CLONE_THREAD" in e[3]:
+            m = re.search(r"= (\d+)$", e[3])
+            if m:
+                agent_tids.add(int(m.group(1)))
+    rank_forks = [e for e in events if e[0] in agent_tids and e[2] in ("clone", "clone3", "vfork") and
                   "CLONE_THREAD" not in e[3] and re.search(r"= \d+$", e[3]) and e[1] >= launch_got[1]]
     rank_pids = {int(re.search(r"= (\d+)$", e[3]).group(1)) for e in rank_forks}
     rank_exits = [e for e in events if e[0] in rank_pids and e[2] == "exit_group"]

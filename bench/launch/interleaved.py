@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""bench/launch, interleaved: the same rows as run.sh, but every round runs
+each launcher once in turn (in a new random order each round), so that a
+machine whose speed drifts during the run (a shared VM) slows every row alike
+instead of whichever row happened to run then. Prints the median wall time
+in ms and the ratio to the fork/exec floor, and, per N, the ratio of dlaunch
+to mpiexec.hydra.
+
+  bench/launch/interleaved.py [--rounds 40] [--n 1 4 16 64] [--bin build/bin]
+                              [--before OTHER/bin] [--rows dlaunch,mpi-none,hydra]
+"""
+import argparse
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_once(argv):
+    t = time.perf_counter()
+    r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    dt = (time.perf_counter() - t) * 1000
+    if r.returncode != 0:
+        raise SystemExit("failed (%d): %s" % (r.returncode, " ".join(argv)))
+    return dt
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--n", type=int, nargs="+", default=[1, 4, 16, 64])
+    ap.add_argument("--bin", default=os.path.join(HERE, "..", "..", "build", "bin"))
+    ap.add_argument("--before", help="another build's bin dir: row dlaunch-before")
+    ap.add_argument("--rows", default="dlaunch,mpi-none,hydra")
+    a = ap.parse_args()
+    work = tempfile.mkdtemp()
+    try:
+        floor = os.path.join(work, "floor")
+        subprocess.run(["cc", "-O2", "-o", floor, os.path.join(HERE, "floor.c")], check=True)
+        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        wanted = a.rows.split(",")
+        rows = {"floor": lambda n: [floor, str(n), "/bin/true"]}
+        if "dlaunch" in wanted:
+            rows["dlaunch"] = lambda n: [os.path.join(a.bin, "dlaunch"), "-n", str(n), "/bin/true"]
+        if a.before:
+            rows["dlaunch-before"] = lambda n: [os.path.join(a.before, "dlaunch"), "-n", str(n), "/bin/true"]
+        if "mpi-none" in wanted:
+            rows["dlaunch --mpi none"] = lambda n: [os.path.join(a.bin, "dlaunch"), "--mpi", "none", "-n", str(n), "/bin/true"]
+        if "hydra" in wanted and shutil.which("mpiexec.hydra"):
+            rows["mpiexec.hydra"] = lambda n: ["mpiexec.hydra", "-n", str(n), "/bin/true"]
+        if "mpirun" in wanted and shutil.which("mpirun"):
+            rows["mpirun"] = lambda n: ["mpirun", "--oversubscribe", "-n", str(n), "/bin/true"]
+        times = {(name, n): [] for name in rows for n in a.n}
+        for n in a.n:
+            for name, cmd in rows.items():  # warm-up
+                run_once(cmd(n))
+            for _ in range(a.rounds):
+                order = list(rows.items())
+                random.shuffle(order)
+                for name, cmd in order:
+                    times[(name, n)].append(run_once(cmd(n)))
+        load = open("/proc/loadavg").read().split()[0]
+        print("median wall ms, %d interleaved rounds (x = ratio to the floor); load %s" % (a.rounds, load))
+        print("%-22s" % "launcher" + "".join("%20s" % ("N=%d" % n) for n in a.n))
+        for name in rows:
+            cells = []
+            for n in a.n:
+                m, f = statistics.median(times[(name, n)]), statistics.median(times[("floor", n)])
+                cells.append("%8.2f (%5.2fx)" % (m, m / f))
+            print("%-22s" % name + "".join("%20s" % c for c in cells))
+        if "dlaunch" in rows and "mpiexec.hydra" in rows:
+            print("%-22s" % "dlaunch / hydra" + "".join(
+                "%20.2f" % (statistics.median(times[("dlaunch", n)]) / statistics.median(times[("mpiexec.hydra", n)]))
+                for n in a.n))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
