@@ -18,12 +18,13 @@ namespace dl::agent::pmix {
 namespace {
 struct Library {
   const char* soname;
+  const char* libdir;   // where the build found it
   const char* package;  // what to install (Debian)
   void* handle;
   std::string error;
 };
-Library g_pmix{DLAUNCH_PMIX_SONAME, "libpmix2", nullptr, ""};
-Library g_hwloc{DLAUNCH_HWLOC_SONAME, "libhwloc15", nullptr, ""};
+Library g_pmix{DLAUNCH_PMIX_SONAME, DLAUNCH_PMIX_LIBDIR, "libpmix2", nullptr, ""};
+Library g_hwloc{DLAUNCH_HWLOC_SONAME, DLAUNCH_HWLOC_LIBDIR, "libhwloc15", nullptr, ""};
 std::once_flag g_once;
 
 void load_all() {
@@ -32,9 +33,16 @@ void load_all() {
       // RTLD_GLOBAL: libpmix's own plugins (and hwloc's) resolve against them.
       // RTLD_LAZY, as ld.so binds a linked library: RTLD_NOW resolved every
       // function of libpmix up front, about 1 ms of CPU per job of /bin/true.
+      // By SONAME (ld.so's cache and paths), then where the build found it:
+      // dlaunch-agent has no RUNPATH, whose directories ld.so searched for
+      // libc at every agent start (docs/benchmarks.md).
       lib->handle = ::dlopen(lib->soname, RTLD_LAZY | RTLD_GLOBAL);
+      const char* first = lib->handle ? nullptr : ::dlerror();
+      const std::string first_why = first ? first : "";
+      if (lib->handle == nullptr && *lib->libdir)
+        lib->handle = ::dlopen((std::string(lib->libdir) + "/" + lib->soname).c_str(), RTLD_LAZY | RTLD_GLOBAL);
       if (lib->handle == nullptr) {
-        const char* why = ::dlerror();
+        const char* why = first_why.empty() ? nullptr : first_why.c_str();
         lib->error = std::string("cannot load ") + lib->soname + ", which the PMIx server needs: " +
                      (why ? why : "unknown error") + "; install " + lib->package + " or run with --mpi pmi/none";
       }
