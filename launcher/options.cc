@@ -269,15 +269,34 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
   return best;
 }
 
+namespace {
+// The option table (names, short names, whether they take a value) of a description.
+std::vector<OptionSpec> table_of(const po::options_description& desc) {
+  std::vector<OptionSpec> out;
+  for (const auto& od : desc.options()) {
+    std::string shortname = od->canonical_display_name(po::command_line_style::allow_dash_for_short);
+    if (shortname.size() != 2 || shortname[0] != '-') shortname.clear();
+    out.push_back({od->long_name(), shortname, od->semantic()->max_tokens() > 0});
+  }
+  return out;
+}
+
+RunOptions parse_with(RunOptions& o, const po::options_description& desc, const std::vector<std::string>& raw,
+                      bool* help, const OptionDefaults& defaults);
+}  // namespace
+
 RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
-  return parse_run_options(raw, help, load_option_defaults(run_option_table(), rdzv::process_environment()));
+  // One description serves the defaults' table and the parse (building it
+  // is most of the launcher's option handling: docs/benchmarks.md).
+  RunOptions o;
+  const auto desc = describe(o);
+  return parse_with(o, desc, raw, help, load_option_defaults(table_of(desc), rdzv::process_environment()));
 }
 
 namespace {
-RunOptions parse_over(const std::vector<std::string>& raw, bool* help, const OptionDefaults& defaults,
-                      std::vector<const OptionSetting*>& stored) {
-  RunOptions o;
-  auto desc = describe(o);
+// Parses into `o`, which `desc` (describe(o)) writes to.
+RunOptions parse_over(RunOptions& o, const po::options_description& desc, const std::vector<std::string>& raw,
+                      bool* help, const OptionDefaults& defaults, std::vector<const OptionSetting*>& stored) {
   // Options end at "--" or at the first word that is neither an option nor
   // an option's value: that word is the program, the rest are its arguments.
   std::vector<std::string> mine;
@@ -389,10 +408,12 @@ RunOptions parse_over(const std::vector<std::string>& raw, bool* help, const Opt
 }
 }  // namespace
 
-RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help, const OptionDefaults& defaults) {
+namespace {
+RunOptions parse_with(RunOptions& o, const po::options_description& desc, const std::vector<std::string>& raw,
+                      bool* help, const OptionDefaults& defaults) {
   std::vector<const OptionSetting*> stored;
   try {
-    return parse_over(raw, help, defaults, stored);
+    return parse_over(o, desc, raw, help, defaults, stored);
   } catch (const UsageError& e) {
     if (stored.empty()) throw;
     std::string note = " (option defaults in effect:";
@@ -400,6 +421,13 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help, co
     note.back() = ')';
     throw UsageError(e.what() + note);
   }
+}
+}  // namespace
+
+RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help, const OptionDefaults& defaults) {
+  RunOptions o;
+  const auto desc = describe(o);
+  return parse_with(o, desc, raw, help, defaults);
 }
 
 std::vector<std::string> program_argv(const RunOptions& o, const std::string& python) {
@@ -481,14 +509,7 @@ std::string run_options_help(const OptionDefaults& defaults) {
 
 std::vector<OptionSpec> run_option_table() {
   RunOptions o;
-  std::vector<OptionSpec> out;
-  const auto desc = describe(o);
-  for (const auto& od : desc.options()) {
-    std::string shortname = od->canonical_display_name(po::command_line_style::allow_dash_for_short);
-    if (shortname.size() != 2 || shortname[0] != '-') shortname.clear();
-    out.push_back({od->long_name(), shortname, od->semantic()->max_tokens() > 0});
-  }
-  return out;
+  return table_of(describe(o));
 }
 
 }  // namespace dl::launcher
