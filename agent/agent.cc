@@ -196,10 +196,11 @@ void Agent::launch(const msg::Launch& m) {
   // Each rank holds up to 5 of the agent's descriptors while it starts (its
   // pty, stderr and stdin pipes, its PMI socket): one growth for them all.
   reserve_fd_table(static_cast<int>(m.ranks.size()) * 5 + 64);
+  const RankEnvBase base = rank_env_base(std::move(inherited), m.env);
   std::vector<std::pair<int, SpawnSpec>> specs;
   specs.reserve(m.ranks.size());
   for (const auto& spec : m.ranks)
-    if (auto s = prepare_rank(spec, m, inherited, nullptr)) specs.emplace_back(spec.rank, std::move(*s));
+    if (auto s = prepare_rank(spec, m, base, nullptr)) specs.emplace_back(spec.rank, std::move(*s));
   ranks_.spawn_all(specs);
   // spawn_rank closed the agent's copies of the ranks' PMI sockets.
   if (pmi_)
@@ -262,7 +263,7 @@ bool Agent::start_mpi(const msg::Launch& m) {
 
 void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const EnvVars& inherited,
                        const std::vector<std::pair<std::string, std::string>>* spawned) {
-  auto s = prepare_rank(spec, m, inherited, spawned);
+  auto s = prepare_rank(spec, m, rank_env_base(inherited, m.env), spawned);
   if (!s) return;
   try {
     ranks_.spawn(spec.rank, *s);
@@ -273,7 +274,7 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
 }
 
 std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const msg::Launch& m,
-                                             const EnvVars& inherited,
+                                             const RankEnvBase& base,
                                              const std::vector<std::pair<std::string, std::string>>* spawned) {
   // The PMIx server's variables (PMIX_RANK, PMIX_SERVER_URI*, ...) come
   // last, after the filter removed any inherited ones.
@@ -298,26 +299,33 @@ std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const ms
     ranks_.refuse(spec.rank, code, why);
     return std::nullopt;
   };
-  EnvVars own = spec.env;
+  // The rank's own layers over the launch's shared base (rank_env_base):
+  // its variables, then the server's.
+  EnvVars over = spec.env;
   // torchrun's per-worker error file: torch's @record writes the rank's
   // uncaught exception there, and add_torch_error() reports it.
   if (error_files_ && !error_files_->path(spec.rank).empty())
-    own[env::kTorchelasticErrorFile] = error_files_->path(spec.rank);
-  EnvVars env = compose_rank_env(inherited, m.env, own, server_vars);
-  if (stacks_) stacks_->add_rank_env(env);
+    over[env::kTorchelasticErrorFile] = error_files_->path(spec.rank);
+  for (const auto& [k, v] : server_vars) over[k] = v;
+  if (stacks_) {
+    // The stack hook goes in front of whatever PYTHONPATH the rank has.
+    EnvVars py;
+    if (const std::string* p = rank_env_value(base, over, "PYTHONPATH")) py["PYTHONPATH"] = *p;
+    stacks_->add_rank_env(py);
+    for (auto& [k, v] : py) over[k] = std::move(v);
+  }
   SpawnSpec s;
   s.argv = spec.argv;
   if (s.argv.empty()) return refuse(127, "no program to run");
-  s.env.reserve(env.size());
-  for (auto& [k, v] : env) s.env.push_back(k + "=" + v);
+  s.env = rank_env_strings(base, over);
   s.wdir = spec.wdir.value_or(m.wdir);
   s.want_stdin = spec.stdin_open;
   s.stdout_pty = m.stdout_pty.value_or(false);
   s.cpus = spec.cpus.value_or(std::vector<int>{});
   s.inherit_fd = pmi_end.child_fd;
   s.reset_signals = &reset_signals_;
-  auto path = env.find("PATH");
-  Resolved res = resolve_program(s.argv.at(0), path != env.end() ? path->second : "/usr/bin:/bin");
+  const std::string* path = rank_env_value(base, over, "PATH");
+  Resolved res = resolve_program(s.argv.at(0), path ? *path : "/usr/bin:/bin");
   if (res.code != 0) return refuse(res.code, res.message);
   s.exe = res.path;
   if (py_dir_ && PythonDir::is_python(s.exe)) py_dir_->ensure();  // before it starts: python -S runs no hook

@@ -60,7 +60,7 @@ class Agent {
   // was refused (reported). The rank's PMI socket, if any, is open in the
   // agent until pmi_->rank_spawned(rank) closes the agent's copy.
   std::optional<SpawnSpec> prepare_rank(const control::msg::RankSpec& spec, const control::msg::Launch& m,
-                                        const EnvVars& inherited,
+                                        const RankEnvBase& base,
                                         const std::vector<std::pair<std::string, std::string>>* spawned);
   // MPI_Comm_spawn's children on this host (agent/agent_spawn.cc).
   void start_spawn(const control::msg::SpawnLaunch& m);

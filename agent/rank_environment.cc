@@ -27,6 +27,40 @@ EnvVars compose_rank_env(EnvVars env, const EnvVars& common, const EnvVars& own,
   return env;
 }
 
+RankEnvBase rank_env_base(EnvVars inherited, const EnvVars& common) {
+  RankEnvBase b;
+  b.vars = compose_rank_env(std::move(inherited), common, {}, {});
+  b.strings.reserve(b.vars.size());
+  for (const auto& [k, v] : b.vars) b.strings.push_back(k + "=" + v);
+  return b;
+}
+
+std::vector<std::string> rank_env_strings(const RankEnvBase& base, const EnvVars& over) {
+  // Both are sorted by name: one merge, the rank's value winning a tie.
+  std::vector<std::string> out;
+  out.reserve(base.vars.size() + over.size());
+  auto b = base.vars.begin();
+  size_t bi = 0;
+  auto o = over.begin();
+  while (b != base.vars.end() || o != over.end()) {
+    if (o == over.end() || (b != base.vars.end() && b->first < o->first)) {
+      out.push_back(base.strings[bi]);
+      ++b, ++bi;
+      continue;
+    }
+    if (b != base.vars.end() && b->first == o->first) ++b, ++bi;
+    out.push_back(o->first + "=" + o->second);
+    ++o;
+  }
+  return out;
+}
+
+const std::string* rank_env_value(const RankEnvBase& base, const EnvVars& over, const std::string& name) {
+  if (auto it = over.find(name); it != over.end()) return &it->second;
+  if (auto it = base.vars.find(name); it != base.vars.end()) return &it->second;
+  return nullptr;
+}
+
 namespace {
 // The innermost `File "F", line N` of a Python traceback: "F:N", or "".
 std::string raise_site(const std::string& callstack) {

@@ -25,6 +25,26 @@ using EnvVars = std::map<std::string, std::string>;
 EnvVars compose_rank_env(EnvVars inherited, const EnvVars& common, const EnvVars& own,
                          const std::vector<std::pair<std::string, std::string>>& server_vars);
 
+// compose_rank_env for the many ranks of one launch: what they all share
+// (the agent's environment, filtered, under the launch's variables) composed
+// once, so that each rank costs only its own variables. Composing all of it
+// per rank (a map of ~100 variables, built and turned into strings) was most
+// of the agent's serial work before a 64-rank start could begin.
+struct RankEnvBase {
+  EnvVars vars;                      // compose_rank_env(inherited, common, {}, {})
+  std::vector<std::string> strings;  // "K=V" of each of vars, in vars' order
+};
+RankEnvBase rank_env_base(EnvVars inherited, const EnvVars& common);
+
+// What compose_rank_env(inherited, common, over, {}) turned into "K=V"
+// strings gives, sorted by name as it was, made from `base`: `over` is the
+// rank's own layers (its own variables, then the server's on top) and
+// replaces the base where both name a variable.
+std::vector<std::string> rank_env_strings(const RankEnvBase& base, const EnvVars& over);
+
+// The value of `name` in that environment, or null.
+const std::string* rank_env_value(const RankEnvBase& base, const EnvVars& over, const std::string& name);
+
 // What torch's @record (torch.distributed.elastic.multiprocessing.errors)
 // wrote to a rank's error file, as one line for the verdict:
 //   "ValueError: bad lr (at /work/train.py:12)"

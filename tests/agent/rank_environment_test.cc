@@ -128,3 +128,41 @@ TEST_CASE("python dir: which programs are Python, and the installed hook beside 
   REQUIRE_FALSE(hook.empty());
   CHECK(::access((hook + "/sitecustomize.py").c_str(), R_OK) == 0);
 }
+
+// The per-launch base (rank_env_base) and a rank's own layers on it give
+// exactly what composing the whole environment per rank gave, in the same
+// (sorted) order.
+TEST_CASE("rank environment: the shared base and a rank's layers give what compose_rank_env gives", "[agent]") {
+  using dl::agent::rank_env_base;
+  using dl::agent::rank_env_strings;
+  using dl::agent::rank_env_value;
+  EnvVars inherited{{"PATH", "/usr/bin"}, {"HOME", "/root"}, {"A", "inherited"}, {"B", "inherited"},
+                    {"C", "inherited"}, {"PMIX_RANK", "9"}, {"OMPI_COMM_WORLD_RANK", "9"}, {"ZZ", "last"}};
+  EnvVars common{{"A", "common"}, {"B", "common"}, {"WORLD_SIZE", "4"}};
+  const auto base = rank_env_base(inherited, common);
+  auto strings = [](const EnvVars& env) {
+    std::vector<std::string> out;
+    for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+    return out;
+  };
+  const std::vector<std::pair<EnvVars, std::vector<std::pair<std::string, std::string>>>> cases = {
+      {{}, {}},                                                               // nothing of its own
+      {{{"B", "own"}, {"RANK", "3"}}, {{"C", "server"}, {"PMIX_RANK", "3"}}},  // overrides and new names
+      {{{"AA", "first"}, {"ZZZ", "after all"}}, {{"0", "before all"}}},        // names at either end
+      {{{"RANK", "1"}}, {{"RANK", "server wins"}}},                           // the server over the rank's own
+  };
+  for (const auto& [own, server] : cases) {
+    EnvVars over = own;
+    for (const auto& [k, v] : server) over[k] = v;
+    const auto want = strings(compose_rank_env(inherited, common, own, server));
+    CHECK(rank_env_strings(base, over) == want);
+  }
+  // Lookups see the rank's value first, then the base's; the filtered ones are gone.
+  EnvVars over{{"PATH", "/opt/bin"}};
+  REQUIRE(rank_env_value(base, over, "PATH") != nullptr);
+  CHECK(*rank_env_value(base, over, "PATH") == "/opt/bin");
+  CHECK(*rank_env_value(base, over, "HOME") == "/root");
+  CHECK(*rank_env_value(base, over, "A") == "common");
+  CHECK(rank_env_value(base, over, "PMIX_RANK") == nullptr);
+  CHECK(rank_env_value(base, over, "NOT_SET") == nullptr);
+}
