@@ -251,8 +251,18 @@ bool Agent::start_mpi(const msg::Launch& m) {
       if (!mpi_) throw UsageError("this dlaunch-agent was built without libpmix: run with --mpi pmi or --mpi none, or rebuild with libpmix-dev");
       mpi_->start(*m.mpi, std::move(hooks));
     }
+    // A PMI fence of a job on this host alone is complete once this host's
+    // ranks are in it: answered here, without the launcher's round trip (two
+    // more processes to be scheduled among busy-polling MPICH ranks).
+    std::function<void(uint64_t, std::string)> pmi_fence = fence;
+    if (m.mpi->node_hosts.size() == 1)
+      pmi_fence = [this](uint64_t id, std::string blob) {
+        asio::post(io_, [this, id, blob = std::move(blob)] {
+          if (pmi_) pmi_->fence_done(id, blob);
+        });
+      };
     pmi_ = std::make_unique<pmi::PmiService>(io_, pmi::job_from(*m.mpi, m.mpi->serves("pmi")),
-                                             pmi::PmiService::Hooks{fence, abort});
+                                             pmi::PmiService::Hooks{pmi_fence, abort});
     return true;
   } catch (const Error& e) {
     for (const auto& spec : m.ranks)

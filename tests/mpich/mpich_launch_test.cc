@@ -44,6 +44,20 @@ TEST_CASE("dlaunch -n 4 mpich_big_ring: a 4 MiB message around the ring", "[mpic
   check_program(kDlaunch, 4, "mpich_big_ring", "ring rank");
 }
 
+// On one host a PMI fence is complete once that host's ranks are in it: the
+// agent answers it without the launcher (which logs every fence it relays
+// under -v; on 4 hosts it does: mpich_multihost_test.cc).
+TEST_CASE("dlaunch -v -n 4 mpich_hello on one host: the PMI fences never reach the launcher", "[mpich][slow]") {
+  const std::string mark = marker();
+  Result r = run(kDlaunch + " -v -n 4 " + kBin + "/mpich_hello 4 " + mark);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(count(r.out, " ok") == 4);
+  REQUIRE(count(r.out, "dlaunch: ") > 0);  // -v spoke
+  CHECK(count(r.out, "PMI fence") == 0);
+  CHECK_FALSE(leftover(mark));
+}
+
 TEST_CASE("dlaunch --mpi pmi serves MPICH without PMIx", "[mpich][slow]") {
   check_program(kDlaunch + " --mpi pmi", 4, "mpich_hello", "hello rank");
 }
