@@ -17,18 +17,26 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run_once(argv):
+    """Wall ms of one run, or None if it failed or ran past 60 s (mpirun -n 64
+    was seen to hang on this 2-core machine)."""
+    # Not subprocess.run(timeout=...): with a timeout, Popen.wait polls with
+    # sleeps of up to 50 ms, which quantized every time to 16/32/64 ms. A
+    # timer kills the run instead and wait() blocks in waitpid.
     t = time.perf_counter()
-    r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    killer = threading.Timer(60, p.kill)
+    killer.start()
+    code = p.wait()
     dt = (time.perf_counter() - t) * 1000
-    if r.returncode != 0:
-        raise SystemExit("failed (%d): %s" % (r.returncode, " ".join(argv)))
-    return dt
+    killer.cancel()
+    return dt if code == 0 else None
 
 
 def main():
@@ -57,24 +65,34 @@ def main():
         if "mpirun" in wanted and shutil.which("mpirun"):
             rows["mpirun"] = lambda n: ["mpirun", "--oversubscribe", "-n", str(n), "/bin/true"]
         times = {(name, n): [] for name in rows for n in a.n}
+        failed = set()
         for n in a.n:
-            for name, cmd in rows.items():  # warm-up
-                run_once(cmd(n))
+            for name, cmd in rows.items():  # warm-up; a row that fails it is left out at this N
+                if run_once(cmd(n)) is None:
+                    failed.add((name, n))
             for _ in range(a.rounds):
-                order = list(rows.items())
+                order = [(name, cmd) for name, cmd in rows.items() if (name, n) not in failed]
                 random.shuffle(order)
                 for name, cmd in order:
-                    times[(name, n)].append(run_once(cmd(n)))
+                    dt = run_once(cmd(n))
+                    if dt is None:
+                        failed.add((name, n))
+                    else:
+                        times[(name, n)].append(dt)
         load = open("/proc/loadavg").read().split()[0]
         print("median wall ms, %d interleaved rounds (x = ratio to the floor); load %s" % (a.rounds, load))
         print("%-22s" % "launcher" + "".join("%20s" % ("N=%d" % n) for n in a.n))
         for name in rows:
             cells = []
             for n in a.n:
+                if (name, n) in failed or not times[(name, n)]:
+                    cells.append("failed")
+                    continue
                 m, f = statistics.median(times[(name, n)]), statistics.median(times[("floor", n)])
                 cells.append("%8.2f (%5.2fx)" % (m, m / f))
             print("%-22s" % name + "".join("%20s" % c for c in cells))
-        if "dlaunch" in rows and "mpiexec.hydra" in rows:
+        if "dlaunch" in rows and "mpiexec.hydra" in rows and not any(
+                (r, n) in failed for r in ("dlaunch", "mpiexec.hydra") for n in a.n):
             print("%-22s" % "dlaunch / hydra" + "".join(
                 "%20.2f" % (statistics.median(times[("dlaunch", n)]) / statistics.median(times[("mpiexec.hydra", n)]))
                 for n in a.n))
