@@ -35,6 +35,15 @@ std::vector<pid_t> ranks_running(const std::string& m, size_t n, pid_t dlaunch) 
   REQUIRE(found.size() >= n);
   return found;
 }
+
+// The local agent: the ancestor of the marked processes whose parent is
+// dlaunch (a marked process may be a rank or the rank's own child); -1 if none.
+pid_t agent_of(const std::vector<pid_t>& marked, pid_t dlaunch) {
+  for (pid_t p : marked)
+    for (pid_t a = p; a > 1; a = parent_of(a))
+      if (parent_of(a) == dlaunch) return a;
+  return -1;
+}
 }  // namespace
 
 TEST_CASE("fail-fast: sleeping ranks are killed when one fails, within grace + 1 s", "[integration]") {
@@ -155,14 +164,7 @@ TEST_CASE("dlaunch killed by SIGKILL leaves no agent and no rank behind", "[inte
   s.argv = {bin("dlaunch"), "-n", "3", "/bin/sh", "-c", "sleep \"$0\"; echo survived", m};
   Child c = start(s);
   ChildGuard guard{c, m};
-  auto ranks = ranks_running(m, 3, c.pid);
-  // The agent is the ancestor of the marked processes whose parent is
-  // dlaunch (a marked process may be a rank or the rank's `sleep` child).
-  pid_t agent = -1;
-  for (pid_t p : ranks) {
-    for (pid_t a = p; a > 1 && agent < 0; a = parent_of(a))
-      if (parent_of(a) == c.pid) agent = a;
-  }
+  const pid_t agent = agent_of(ranks_running(m, 3, c.pid), c.pid);
   REQUIRE(agent > 0);
   REQUIRE(alive(agent));
   ::kill(c.pid, SIGKILL);
@@ -259,16 +261,11 @@ TEST_CASE("an agent killed by SIGKILL takes the 16 ranks its spawn threads start
   const std::string m = new_marker();
   RunSpec s;
   // Each rank is the sleep itself (exec): a rank's own children outlive a
-  // SIGKILLed agent (docs/design.md, "Limits").
+  // SIGKILLed agent (docs/design.md, "Ranks are started from several threads").
   s.argv = {bin("dlaunch"), "-n", "16", "/bin/sh", "-c", "exec sleep \"$0\"", m};
   Child c = start(s);
   ChildGuard guard{c, m};
-  auto ranks = ranks_running(m, 16, c.pid);
-  pid_t agent = -1;
-  for (pid_t p : ranks) {
-    for (pid_t a = p; a > 1 && agent < 0; a = parent_of(a))
-      if (parent_of(a) == c.pid) agent = a;
-  }
+  const pid_t agent = agent_of(ranks_running(m, 16, c.pid), c.pid);
   REQUIRE(agent > 0);
   ::kill(agent, SIGKILL);
   RunResult r = wait(c, 10);
