@@ -1,16 +1,16 @@
 #include "control/agent_args.h"
 
 #include <algorithm>
+#include <charconv>
+#include <map>
+#include <set>
 #include <sstream>
-
-#include <boost/program_options.hpp>
+#include <string_view>
 
 #include "errors/error.h"
 #include "wire/socket.h"
 
 namespace dl::control {
-
-namespace po = boost::program_options;
 
 namespace {
 // The one table: option names, and how each maps to AgentArgs.
@@ -23,20 +23,37 @@ constexpr const char* kNoGpuBind = "no-gpu-bind";
 constexpr const char* kNoPmix = "no-pmix";
 constexpr const char* kCpuTopology = "cpu-topology";
 
-po::options_description table() {
-  po::options_description d("dlaunch-agent options");
-  d.add_options()
-      (kConnect, po::value<std::string>(), "HOST:PORT of the launcher's control server")
-      (kControlFd, po::value<int>(), "instead of --connect: the inherited control socket of a local agent")
-      (kNode, po::value<int>(), "the node index this agent runs")
-      (kNodeNames, po::value<std::string>(), "H1,H2,..: instead of --node, the node is this host's place in the list")
-      (kGpusPerNode, po::value<int>(), "hand out GPUs 0..N-1 instead of detecting them")
-      (kNoGpuBind, po::bool_switch(), "do not detect GPUs; leave CUDA_VISIBLE_DEVICES alone")
-      (kNoPmix, po::bool_switch(), "do not start a PMIx server ahead of the launch (--mpi none)")
-      (kCpuTopology, po::bool_switch(), "report cores and NUMA nodes in the hello (--bind-to)")
-      ("version", po::bool_switch(), "print the version and exit")
-      ("help", po::bool_switch(), "print this help and exit");
-  return d;
+// Each option: its name, whether it takes a value, and its help line.
+struct Option {
+  const char* name;
+  bool value;
+  const char* help;
+};
+constexpr Option kOptions[] = {
+    {kConnect, true, "HOST:PORT of the launcher's control server"},
+    {kControlFd, true, "instead of --connect: the inherited control socket of a local agent"},
+    {kNode, true, "the node index this agent runs"},
+    {kNodeNames, true, "H1,H2,..: instead of --node, the node is this host's place in the list"},
+    {kGpusPerNode, true, "hand out GPUs 0..N-1 instead of detecting them"},
+    {kNoGpuBind, false, "do not detect GPUs; leave CUDA_VISIBLE_DEVICES alone"},
+    {kNoPmix, false, "do not start a PMIx server ahead of the launch (--mpi none)"},
+    {kCpuTopology, false, "report cores and NUMA nodes in the hello (--bind-to)"},
+    {"version", false, "print the version and exit"},
+    {"help", false, "print this help and exit"},
+};
+
+const Option* find_option(std::string_view name) {
+  for (const auto& o : kOptions)
+    if (name == o.name) return &o;
+  return nullptr;
+}
+
+int to_int(const std::string& name, const std::string& value) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || value.empty())
+    throw UsageError("the argument ('" + value + "') for option '--" + name + "' is invalid: expected an integer");
+  return v;
 }
 
 std::string flag(const char* name) { return std::string("--") + name; }
@@ -62,36 +79,53 @@ std::vector<std::string> to_argv(const AgentArgs& a) {
   return v;
 }
 
+// By hand, not Boost.Program_options: the agent parses one machine-made
+// command line per start, and building the options description and the
+// store took ~100 us of each local start (docs/benchmarks.md, session 8).
 ParsedAgentArgs parse_agent_args(const std::vector<std::string>& argv) {
   ParsedAgentArgs out;
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argv).options(table()).style(po::command_line_style::unix_style ^
-                                                                    po::command_line_style::allow_guessing)
-                  .run(),
-              vm);
-    out.version = vm["version"].as<bool>();
-    out.help = vm["help"].as<bool>();
-    if (out.version || out.help) return out;
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
+  std::map<std::string, std::string> values;  // options with a value
+  std::set<std::string> switches;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& word = argv[i];
+    if (word.size() < 3 || word.compare(0, 2, "--") != 0)
+      throw UsageError("unexpected argument '" + word + "': dlaunch-agent takes only --options");
+    std::string name = word.substr(2), value;
+    const auto eq = name.find('=');
+    if (eq != std::string::npos) value = name.substr(eq + 1), name.resize(eq);
+    const Option* o = find_option(name);
+    if (o == nullptr) throw UsageError("unrecognised option '--" + name + "'");
+    if (!o->value) {
+      if (eq != std::string::npos) throw UsageError("option '--" + name + "' does not take a value");
+      switches.insert(name);
+      continue;
+    }
+    if (eq == std::string::npos) {
+      if (i + 1 == argv.size()) throw UsageError("the required argument for option '--" + name + "' is missing");
+      value = argv[++i];
+    }
+    if (!values.emplace(name, value).second)
+      throw UsageError("option '--" + name + "' cannot be given more than once");
   }
+  out.version = switches.count("version") > 0;
+  out.help = switches.count("help") > 0;
+  if (out.version || out.help) return out;
+  auto has = [&](const char* name) { return values.count(name) > 0; };
   AgentArgs& a = out.args;
-  if (vm.count(kConnect) == vm.count(kControlFd))
+  if (has(kConnect) == has(kControlFd))
     throw UsageError("give --connect HOST:PORT or --control-fd N (one of them)");
-  if (vm.count(kConnect)) {
-    auto [h, p] = wire::split_host_port(vm[kConnect].as<std::string>(), "--connect");
+  if (has(kConnect)) {
+    auto [h, p] = wire::split_host_port(values[kConnect], "--connect");
     a.connect_host = h, a.connect_port = p;
   } else {
-    a.control_fd = vm[kControlFd].as<int>();
+    a.control_fd = to_int(kControlFd, values[kControlFd]);
     if (a.control_fd < 3) throw UsageError("--control-fd must be 3 or more (0-2 are stdin, stdout, stderr)");
   }
-  if (vm.count(kNode) == vm.count(kNodeNames)) throw UsageError("give --node K or --node-names H1,H2,.. (one of them)");
-  if (vm.count(kNode)) a.node = vm[kNode].as<int>();
+  if (has(kNode) == has(kNodeNames)) throw UsageError("give --node K or --node-names H1,H2,.. (one of them)");
+  if (has(kNode)) a.node = to_int(kNode, values[kNode]);
   if (a.node < 0) throw UsageError("--node must not be negative");
-  if (vm.count(kNodeNames)) {
-    const std::string list = vm[kNodeNames].as<std::string>();
+  if (has(kNodeNames)) {
+    const std::string list = values[kNodeNames];
     for (size_t p = 0; p <= list.size();) {
       const size_t e = std::min(list.find(',', p), list.size());
       if (e == p) throw UsageError("--node-names has an empty name: '" + list + "'");
@@ -99,10 +133,10 @@ ParsedAgentArgs parse_agent_args(const std::vector<std::string>& argv) {
       p = e + 1;
     }
   }
-  if (vm.count(kGpusPerNode)) a.gpus_per_node = vm[kGpusPerNode].as<int>();
-  a.detect_gpus = !vm[kNoGpuBind].as<bool>();
-  a.prepare_pmix = !vm[kNoPmix].as<bool>();
-  a.cpu_topology = vm[kCpuTopology].as<bool>();
+  if (has(kGpusPerNode)) a.gpus_per_node = to_int(kGpusPerNode, values[kGpusPerNode]);
+  a.detect_gpus = switches.count(kNoGpuBind) == 0;
+  a.prepare_pmix = switches.count(kNoPmix) == 0;
+  a.cpu_topology = switches.count(kCpuTopology) > 0;
   return out;
 }
 
@@ -110,7 +144,12 @@ std::string agent_usage() {
   std::ostringstream s;
   s << "usage: dlaunch-agent (--connect HOST:PORT | --control-fd N) (--node K | --node-names H1,H2,..) [options]\n"
        "(dlaunch starts this program, you do not; the job token is read from stdin)\n"
-    << table();
+       "dlaunch-agent options:\n";
+  for (const auto& o : kOptions) {
+    std::string left = std::string("  --") + o.name + (o.value ? " arg" : "");
+    left.resize(std::max<size_t>(left.size() + 1, 24), ' ');
+    s << left << o.help << "\n";
+  }
   return s.str();
 }
 

@@ -94,3 +94,27 @@ TEST_CASE("agent args: an agent finds its node by its own name", "[control][slur
                     "this host (n9 or n9.cluster) is none of the job's nodes (n3,n1,gpu7.site): the launcher's host "
                     "names must be the scheduler's node names");
 }
+
+TEST_CASE("agent args: --name=value, repeats, missing values and stray words", "[control]") {
+  const auto p = control::parse_agent_args({"--control-fd=3", "--node=2", "--gpus-per-node=4", "--no-pmix"});
+  CHECK(p.args.control_fd == 3);
+  CHECK(p.args.node == 2);
+  CHECK(p.args.gpus_per_node == 4);
+  CHECK_FALSE(p.args.prepare_pmix);
+  CHECK(control::parse_agent_args({"--help"}).help);
+  CHECK_THROWS_WITH(control::parse_agent_args({"--control-fd", "3", "--node", "1", "--node", "2"}),
+                    Catch::Contains("'--node' cannot be given more than once"));
+  CHECK_THROWS_WITH(control::parse_agent_args({"--control-fd", "3", "--node"}),
+                    Catch::Contains("argument for option '--node' is missing"));
+  CHECK_THROWS_WITH(control::parse_agent_args({"--control-fd", "3", "--node", "1", "--no-pmix=yes"}),
+                    Catch::Contains("'--no-pmix' does not take a value"));
+  CHECK_THROWS_WITH(control::parse_agent_args({"--control-fd", "3", "--node", "1", "extra"}),
+                    Catch::Contains("unexpected argument 'extra'"));
+  CHECK_THROWS_WITH(control::parse_agent_args({"--control-fd", "3x", "--node", "1"}),
+                    Catch::Contains("'--control-fd'") && Catch::Contains("expected an integer"));
+  // The usage lists every option to_argv can write.
+  const std::string usage = control::agent_usage();
+  for (const char* name : {"--connect", "--control-fd", "--node", "--node-names", "--gpus-per-node", "--no-gpu-bind",
+                           "--no-pmix", "--cpu-topology", "--version", "--help"})
+    CHECK_THAT(usage, Catch::Contains(name));
+}
