@@ -10,9 +10,11 @@
 // agent's main thread then starts without mapping libpmix, hwloc, libevent,
 // munge and udev (about 0.8 ms of CPU, most of it the kernel's mmaps and
 // page faults, measured in docs/benchmarks.md); the PMIx server's thread
-// calls preload() as it starts, so the loading runs beside the agent's
-// connect and hello, and a rank's environment (which names libpmix's
-// version) rarely waits for it. An agent with --no-pmix never loads them.
+// calls preload() when the first rank connects (MPI_Init), so a job whose
+// ranks never call MPI_Init never loads them (a rank's environment names the
+// headers' version, not the library's). An agent with --no-pmix never
+// loads them either. Neither binary carries a RUNPATH: a library ld.so does
+// not find by SONAME is tried at the path the build found it.
 //
 // A libpmix or hwloc function that agent/pmix starts to call must be added
 // to the list in pmix_loader.cc (dlaunch-agent's link fails, naming it, until
