@@ -305,7 +305,7 @@ std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const ms
     server_vars.insert(server_vars.end(), pmi_end.env.begin(), pmi_end.env.end());
   }
   auto refuse = [&](int code, const std::string& why) {
-    if (with_pmi) pmi_->rank_spawned(spec.rank);
+    if (with_pmi) pmi_->close_child_end(spec.rank);
     ranks_.refuse(spec.rank, code, why);
     return std::nullopt;
   };

@@ -57,8 +57,9 @@ class Agent {
   void start_rank(const control::msg::RankSpec& spec, const control::msg::Launch& m, const EnvVars& inherited,
                   const std::vector<std::pair<std::string, std::string>>* spawned = nullptr);
   // What start_rank starts: the rank's complete SpawnSpec, or nothing when it
-  // was refused (reported). The rank's PMI socket, if any, is open in the
-  // agent until pmi_->rank_spawned(rank) closes the agent's copy.
+  // was refused (reported). The rank's PMI socket, if any, is its
+  // SpawnSpec::inherit_fd, which spawn_rank closes in the agent; the caller
+  // then tells pmi_ (child_end_closed).
   std::optional<SpawnSpec> prepare_rank(const control::msg::RankSpec& spec, const control::msg::Launch& m,
                                         const RankEnvBase& base,
                                         const std::vector<std::pair<std::string, std::string>>* spawned);

@@ -69,6 +69,9 @@ int open_slave(int master) {
 }  // namespace
 
 void reserve_fd_table(int fds) {
+  static int reserved = 0;  // the most an earlier call asked for
+  if (fds <= reserved) return;
+  reserved = fds;
   rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
   const long top = std::min<long>(fds, rl.rlim_cur == RLIM_INFINITY ? fds : static_cast<long>(rl.rlim_cur)) - 1;

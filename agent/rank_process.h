@@ -75,8 +75,9 @@ Spawned spawn_rank(const SpawnSpec& spec);
 // of the table (at 64, 128, 256, ... descriptors) waits for an RCU grace
 // period (expand_fdtable's synchronize_rcu, milliseconds). With the PMIx
 // server's thread running, that made the agent's 64-rank start wait 10-15 ms
-// (docs/benchmarks.md, "The descriptor table"). Errors are ignored: the
-// table then grows as it did.
+// (docs/design.md, "Ranks are started from several threads"). Errors are
+// ignored: the table then grows as it did. Asking for no more than an
+// earlier call did costs nothing.
 void reserve_fd_table(int fds);
 
 // A pty pair for a rank's stdout: the master (agent side, close-on-exec) and

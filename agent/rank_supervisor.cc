@@ -139,8 +139,11 @@ void RankSupervisor::spawn_all(const std::vector<std::pair<int, SpawnSpec>>& spe
   // Share t starts ranks t, t + shares, ...: each thread's clone waits for
   // its own child's exec only. Threads share nothing but the two vectors'
   // distinct elements; spawn_rank's child stack and pty modes are per thread.
-  const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
-  const size_t shares = n < kParallelFrom ? 1 : std::min({cpus, n / 4, kMaxSpawnThreads});
+  size_t shares = 1;
+  if (n >= kParallelFrom) {  // (hardware_concurrency reads /sys: not for a small job)
+    static const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
+    shares = std::min({cpus, n / 4, kMaxSpawnThreads});
+  }
   auto work = [&](size_t first) {
     for (size_t i = first; i < n; i += shares) {
       try {

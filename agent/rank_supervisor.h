@@ -45,7 +45,7 @@ class RankSupervisor {
   // 4 threads (one per 4 ranks, no more than the CPUs): each clone holds
   // its thread until the child has exec'd (CLONE_VFORK), so from one
   // thread the ranks started strictly in turn while the other cores sat
-  // idle (docs/benchmarks.md, "Ranks started from two threads"). A rank
+  // idle (docs/design.md, "Ranks are started from several threads"). A rank
   // that cannot be started is refused (code 1, why).
   void spawn_all(const std::vector<std::pair<int, SpawnSpec>>& specs);
   // `rank` could not be started: reported as spawn_failed with `code`.

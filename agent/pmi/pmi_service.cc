@@ -60,7 +60,7 @@ PmiService::RankEnd PmiService::open_rank(int rank) {
   return end;
 }
 
-void PmiService::rank_spawned(int rank) {
+void PmiService::close_child_end(int rank) {
   auto it = links_.find(rank);
   if (it == links_.end() || it->second->child_fd < 0) return;
   ::close(it->second->child_fd);

@@ -39,7 +39,7 @@ class PmiService {
   RankEnd open_rank(int rank);
   // When the rank will not be spawned: closes the agent's copy of the
   // child's end, so that the socket is seen to end.
-  void rank_spawned(int rank);
+  void close_child_end(int rank);
   // The rank was spawned: spawn_rank closed the agent's copy of the child's
   // end already (SpawnSpec::inherit_fd); forget it.
   void child_end_closed(int rank);

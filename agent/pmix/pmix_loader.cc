@@ -37,15 +37,14 @@ void load_all() {
       // dlaunch-agent has no RUNPATH, whose directories ld.so searched for
       // libc at every agent start (docs/benchmarks.md).
       lib->handle = ::dlopen(lib->soname, RTLD_LAZY | RTLD_GLOBAL);
-      const char* first = lib->handle ? nullptr : ::dlerror();
-      const std::string first_why = first ? first : "";
-      if (lib->handle == nullptr && *lib->libdir)
+      if (lib->handle != nullptr) continue;
+      const char* first = ::dlerror();  // the SONAME's failure is the one to tell
+      const std::string why = first ? first : "unknown error";
+      if (*lib->libdir)
         lib->handle = ::dlopen((std::string(lib->libdir) + "/" + lib->soname).c_str(), RTLD_LAZY | RTLD_GLOBAL);
-      if (lib->handle == nullptr) {
-        const char* why = first_why.empty() ? nullptr : first_why.c_str();
-        lib->error = std::string("cannot load ") + lib->soname + ", which the PMIx server needs: " +
-                     (why ? why : "unknown error") + "; install " + lib->package + " or run with --mpi pmi/none";
-      }
+      if (lib->handle == nullptr)
+        lib->error = std::string("cannot load ") + lib->soname + ", which the PMIx server needs: " + why + "; install " +
+                     lib->package + " or run with --mpi pmi/none";
     }
   });
 }
