@@ -167,10 +167,16 @@ LaunchPlan plan_launch(const PlanInput& in) {
       plan.notice = "dlaunch: setting OMP_NUM_THREADS=1 for each rank, as torchrun does, since several ranks share a "
                     "host; set OMP_NUM_THREADS (or -x OMP_NUM_THREADS=N) to choose another value\n";
     }
+    // What the host's ranks share goes once into the launch's variables (over
+    // -x, as a rank's own would); each rank gets only its own on top.
+    if (!n.ranks.empty())
+      for (auto& [k, v] : node_env(je, in.placement->ranks.at(static_cast<size_t>(n.ranks.front())).node))
+        m.env[k] = std::move(v);
+    m.ranks.reserve(n.ranks.size());
     for (int r : n.ranks) {
       msg::RankSpec spec;
       spec.rank = r;
-      spec.env = rank_env(je, r);
+      spec.env = rank_own_env(je, r);
       app_spec(in, r, spec);
       if (auto g = gpu_env.find(r); g != gpu_env.end())
         for (const auto& [k, v] : g->second) spec.env[k] = v;

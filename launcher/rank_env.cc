@@ -17,32 +17,24 @@ std::pair<int, int> cross(const hostfiles::Placement& p, int node, int local_ran
 }
 }  // namespace
 
-EnvMap rank_env(const JobEnv& job, int rank) {
+EnvMap node_env(const JobEnv& job, int node) {
   const auto& p = *job.placement;
-  const auto& place = p.ranks.at(static_cast<size_t>(rank));
-  const std::string r = std::to_string(rank), world = std::to_string(p.ranks.size()),
-                    local = std::to_string(place.local_rank),
-                    lsize = std::to_string(p.local_size.at(static_cast<size_t>(place.node))),
-                    node = std::to_string(place.node), nnodes = std::to_string(p.nodes.size());
-  auto [cross_rank, cross_size] = cross(p, place.node, place.local_rank);
+  const std::string world = std::to_string(p.ranks.size()), lsize = std::to_string(p.local_size.at(static_cast<size_t>(node))),
+                    n = std::to_string(node), nnodes = std::to_string(p.nodes.size());
   EnvMap e = {
       // torchrun
-      {env::kRank, r}, {env::kWorldSize, world}, {env::kLocalRank, local}, {env::kLocalWorldSize, lsize},
-      {env::kGroupRank, node}, {env::kGroupWorldSize, nnodes}, {env::kRoleRank, r}, {env::kRoleWorldSize, world},
-      {env::kRoleName, "default"}, {env::kNodeRank, node},
+      {env::kWorldSize, world}, {env::kLocalWorldSize, lsize}, {env::kGroupRank, n}, {env::kGroupWorldSize, nnodes},
+      {env::kRoleWorldSize, world}, {env::kRoleName, "default"}, {env::kNodeRank, n},
       {env::kMasterAddr, job.master_addr}, {env::kMasterPort, std::to_string(job.master_port)},
       // OpenMPI
-      {env::kOmpiRank, r}, {env::kOmpiSize, world}, {env::kOmpiLocalRank, local},
-      {env::kOmpiLocalSize, lsize}, {env::kOmpiNodeRank, node},
+      {env::kOmpiSize, world}, {env::kOmpiLocalSize, lsize}, {env::kOmpiNodeRank, n},
       // Intel MPI / MPICH Hydra (oneCCL reads these)
-      {env::kPmiRank, r}, {env::kPmiSize, world}, {env::kMpiLocalRankId, local}, {env::kMpiLocalNRanks, lsize},
+      {env::kPmiSize, world}, {env::kMpiLocalNRanks, lsize},
       // Horovod
-      {env::kHorovodRank, r}, {env::kHorovodSize, world}, {env::kHorovodLocalRank, local}, {env::kHorovodLocalSize, lsize},
-      {env::kHorovodCrossRank, std::to_string(cross_rank)}, {env::kHorovodCrossSize, std::to_string(cross_size)},
+      {env::kHorovodSize, world}, {env::kHorovodLocalSize, lsize},
       // dlaunch's own runtime
-      {env::kDlRank, r}, {env::kDlWorldSize, world}, {env::kDlLocalRank, local},
-      {env::kDlLocalWorldSize, lsize}, {env::kDlNodeRank, node}, {env::kDlNNodes, nnodes},
-      {env::kDlJobId, job.job_id}, {env::kDlHostId, job.job_id + "/" + node},
+      {env::kDlWorldSize, world}, {env::kDlLocalWorldSize, lsize}, {env::kDlNodeRank, n}, {env::kDlNNodes, nnodes},
+      {env::kDlJobId, job.job_id}, {env::kDlHostId, job.job_id + "/" + n},
       {env::kDlToken, job.token},
   };
   if (!job.store_addr.empty()) e[env::kDlStoreAddr] = job.store_addr;
@@ -58,11 +50,35 @@ EnvMap rank_env(const JobEnv& job, int rank) {
     // identity (SLURM_PROCID 0 on a whole node of ranks), and Lightning and
     // ignite believe SLURM_PROCID over RANK. Say the same as RANK does.
     std::vector<int> per_node(p.local_size.begin(), p.local_size.end());
-    e[env::kSlurmProcId] = r, e[env::kSlurmLocalId] = local, e[env::kSlurmNodeId] = node;
+    e[env::kSlurmNodeId] = n;
     e[env::kSlurmNTasks] = world, e[env::kSlurmNProcs] = world, e[env::kSlurmStepNumTasks] = world;
     e[env::kSlurmNTasksPerNode] = lsize;
     e[env::kSlurmStepTasksPerNode] = e[env::kSlurmTasksPerNode] = slurm_tasks_per_node(per_node);
   }
+  return e;
+}
+
+EnvMap rank_own_env(const JobEnv& job, int rank) {
+  const auto& p = *job.placement;
+  const auto& place = p.ranks.at(static_cast<size_t>(rank));
+  const std::string r = std::to_string(rank), local = std::to_string(place.local_rank);
+  auto [cross_rank, cross_size] = cross(p, place.node, place.local_rank);
+  EnvMap e = {
+      {env::kRank, r}, {env::kLocalRank, local}, {env::kRoleRank, r},                              // torchrun
+      {env::kOmpiRank, r}, {env::kOmpiLocalRank, local},                                           // OpenMPI
+      {env::kPmiRank, r}, {env::kMpiLocalRankId, local},                                           // Intel MPI / Hydra
+      {env::kHorovodRank, r}, {env::kHorovodLocalRank, local},                                     // Horovod
+      {env::kHorovodCrossRank, std::to_string(cross_rank)}, {env::kHorovodCrossSize, std::to_string(cross_size)},
+      {env::kDlRank, r}, {env::kDlLocalRank, local},                                               // dlaunch
+  };
+  if (job.slurm) e[env::kSlurmProcId] = r, e[env::kSlurmLocalId] = local;
+  return e;
+}
+
+EnvMap rank_env(const JobEnv& job, int rank) {
+  const auto& place = job.placement->ranks.at(static_cast<size_t>(rank));
+  EnvMap e = node_env(job, place.node);
+  e.merge(rank_own_env(job, rank));
   return e;
 }
 

@@ -31,6 +31,15 @@ struct JobEnv {
 // added by the caller, which knows each host's GPUs.) Listed in docs/dlaunch.md.
 EnvMap rank_env(const JobEnv& job, int rank);
 
+// rank_env in two parts, so that a launch composes the part its ranks share
+// once per host instead of once per rank (launch_plan.cc): node_env is what
+// every rank on `node` gets alike (the job's and the host's sizes, the
+// rendezvous, the job's id and token), rank_own_env what differs from rank to
+// rank (its ranks, local ranks, Horovod's cross rank). No name is in both, and
+// rank_env(job, r) is their union.
+EnvMap node_env(const JobEnv& job, int node);
+EnvMap rank_own_env(const JobEnv& job, int rank);
+
 // Slurm's spelling of the ranks per node, as in SLURM_STEP_TASKS_PER_NODE:
 // {2,2,3} -> "2(x2),3".
 std::string slurm_tasks_per_node(const std::vector<int>& per_node);

@@ -73,10 +73,19 @@ const msg::RankSpec& spec_of(const LaunchPlan& plan, int rank) {
   throw std::logic_error("unreachable");
 }
 
+// Rank `rank`'s value of `name` as its agent composes it: the rank's own
+// variables over its launch's (shared by the host's ranks).
 std::string env_of(const LaunchPlan& plan, int rank, const std::string& name) {
-  const auto& env = spec_of(plan, rank).env;
-  auto it = env.find(name);
-  return it == env.end() ? "<unset>" : it->second;
+  for (const auto& l : plan.launches)
+    if (l)
+      for (const auto& s : l->ranks)
+        if (s.rank == rank) {
+          if (auto it = s.env.find(name); it != s.env.end()) return it->second;
+          auto it = l->env.find(name);
+          return it == l->env.end() ? "<unset>" : it->second;
+        }
+  FAIL("rank " << rank << " is in no launch message");
+  return "";
 }
 }  // namespace
 
@@ -117,6 +126,32 @@ TEST_CASE("launch plan: one message per node with every rank's identity", "[laun
     CHECK(env_of(plan, r, "DLAUNCH_STORE_ADDR") == "10.9.9.9:4444");
     CHECK(env_of(plan, r, "DLAUNCH_JOB_ID") == "dl-test");
   }
+}
+
+TEST_CASE("launch plan: what a host's ranks share is sent once, and each rank still gets exactly rank_env",
+          "[launcher][plan]") {
+  // 3 hosts x 4 ranks, round robin, so a host's ranks are not consecutive.
+  auto p = placement(3, 4, hf::MapBy::kNode);
+  auto o = options();
+  o.exports = {"MASTER_PORT=1", "KEEP=me"};  // -x: identity wins over it, the rest passes
+  auto in = input(p, o);
+  in.exports = resolve_exports(o.exports, {});
+  auto plan = plan_launch(in);
+  JobEnv je;
+  je.placement = &p, je.job_id = in.job_id, je.token = in.token, je.master_addr = "10.0.0.1";
+  je.master_port = 29500, je.store_addr = "10.9.9.9:4444";
+  for (int r = 0; r < 12; ++r) {
+    INFO("rank " << r);
+    for (const auto& [k, v] : rank_env(je, r)) CHECK(env_of(plan, r, k) == v);
+    CHECK(env_of(plan, r, "KEEP") == "me");
+    // Only what differs from rank to rank travels with each rank.
+    CHECK(spec_of(plan, r).env.count("WORLD_SIZE") == 0);
+    CHECK(spec_of(plan, r).env.count("DLAUNCH_TOKEN") == 0);
+    CHECK(spec_of(plan, r).env.at("RANK") == std::to_string(r));
+  }
+  // The two parts never name the same variable (the merge would hide one).
+  for (int r = 0; r < 12; ++r)
+    for (const auto& [k, v] : rank_own_env(je, r)) CHECK(node_env(je, p.ranks[r].node).count(k) == 0);
 }
 
 TEST_CASE("launch plan: the heartbeat interval is a quarter of --heartbeat-timeout, within 100 ms and 10 s",
@@ -348,10 +383,12 @@ TEST_CASE("launch plan: -x exports land in every node's Launch::env", "[launcher
   const EnvMap want = {{"NCCL_DEBUG", "INFO"}, {"FROM_SHELL", "yes"}};
   for (const auto& l : plan.launches) {
     REQUIRE(l);
-    CHECK(l->env == want);
+    for (const auto& [k, v] : want) CHECK(l->env.at(k) == v);
+    CHECK(l->env.count("UNSET") == 0);
   }
   // Exports are the host's, for every rank: not repeated in each rank's own variables.
-  CHECK(env_of(plan, 0, "NCCL_DEBUG") == "<unset>");
+  CHECK(spec_of(plan, 0).env.count("NCCL_DEBUG") == 0);
+  CHECK(env_of(plan, 0, "NCCL_DEBUG") == "INFO");
 }
 
 TEST_CASE("launch plan: only the --stdin rank gets stdin", "[launcher][plan]") {
