@@ -196,6 +196,10 @@ void Agent::launch(const msg::Launch& m) {
   // Each rank holds up to 5 of the agent's descriptors while it starts (its
   // pty, stderr and stdin pipes, its PMI socket): one growth for them all.
   reserve_fd_table(static_cast<int>(m.ranks.size()) * 5 + 64);
+  // Before the ranks' PMI sockets are opened, so that the slots are low: for
+  // this thread and spawn_all's helpers (at most 4). A few ranks' clones copy
+  // a table that is small anyway.
+  if (m.ranks.size() >= 8) reserve_spawn_slots(1 + 4);
   const RankEnvBase base = rank_env_base(std::move(inherited), m.env);
   std::vector<std::pair<int, SpawnSpec>> specs;
   specs.reserve(m.ranks.size());

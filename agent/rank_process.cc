@@ -1,6 +1,7 @@
 #include "agent/rank_process.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -17,7 +18,9 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <vector>
 
 #include "errors/error.h"
 
@@ -153,9 +156,60 @@ struct ChildArgs {
   char** argv;
   char** envp;
   int in, out, err;
+  int inherit;    // becomes the rank's kRankInheritedFd; -1: none
+  int share_end;  // > 0: the child starts in the agent's descriptor table (CLONE_FILES)
+                  // and keeps a private copy of only the descriptors below this
   pid_t agent;
   const cpu_set_t* cpus;
 };
+
+// Whether close_range(2) is there (Linux 5.9+, with CLOSE_RANGE_UNSHARE):
+// asked once with a range it refuses (EINVAL) without touching anything.
+bool have_close_range() {
+  static const bool yes = ::close_range(4, 3, 0) != 0 && errno == EINVAL;
+  return yes;
+}
+
+// A spawning thread's four low descriptors (docs/design.md, "A rank's
+// descriptor table holds its own descriptors only"): the rank's stdin,
+// stdout, stderr and PMI socket are put there (dup3) just before its clone,
+// so that the child can unshare the agent's table keeping only the
+// descriptors below them, instead of copying every rank's pipes and closing
+// them again at exec (a cost that grew with the square of the ranks). Between
+// clones they hold /dev/null. Taken from reserve_spawn_slots' pool at the
+// thread's first spawn; nullptr (the clone copies the table, as fork does)
+// when none was reserved.
+struct SpawnSlots {
+  int fd[4];
+  int end;  // one past the highest
+};
+thread_local std::optional<SpawnSlots> t_slots;
+// Sets reserved by reserve_spawn_slots, for threads yet to take one.
+std::mutex g_pool_mu;
+std::vector<SpawnSlots> g_pool;
+
+std::optional<SpawnSlots> new_slots() {
+  SpawnSlots sl{{-1, -1, -1, -1}, 0};
+  bool ok = true;
+  for (int& fd : sl.fd) {
+    fd = ::fcntl(dev_null(), F_DUPFD_CLOEXEC, 3);
+    ok = ok && fd >= 0;
+    sl.end = std::max(sl.end, fd + 1);
+  }
+  if (ok) return sl;
+  for (int fd : sl.fd)
+    if (fd >= 0) ::close(fd);
+  return std::nullopt;
+}
+
+SpawnSlots* spawn_slots() {
+  if (!t_slots) {
+    std::lock_guard<std::mutex> lock(g_pool_mu);
+    if (g_pool.empty()) return nullptr;
+    t_slots = g_pool.back(), g_pool.pop_back();
+  }
+  return &*t_slots;
+}
 
 void say(const char* m) { (void)!::write(2, m, std::strlen(m)); }
 
@@ -167,6 +221,14 @@ void say(const char* m) { (void)!::write(2, m, std::strlen(m)); }
 int child(void* p) {
   const ChildArgs& a = *static_cast<const ChildArgs*>(p);
   const SpawnSpec& s = *a.s;
+  // First, while the agent's other threads may still open and close
+  // descriptors in the table this child shares: a table of its own, holding
+  // the agent's stdio and the spawn slots only (the kernel copies nothing
+  // above share_end).
+  if (a.share_end > 0 && ::close_range(static_cast<unsigned>(a.share_end), ~0U, CLOSE_RANGE_UNSHARE) != 0) {
+    say("dlaunch-agent: cannot give the rank a descriptor table of its own (close_range)\n");
+    ::_exit(126);
+  }
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != a.agent) ::_exit(137);  // the agent died before prctl took effect
@@ -182,7 +244,15 @@ int child(void* p) {
   ::dup2(a.in, 0);
   ::dup2(a.out, 1);
   ::dup2(a.err, 2);
-  if (s.inherit_fd >= 3) ::fcntl(s.inherit_fd, F_SETFD, 0);  // its PMI socket: this child's fd table only
+  int first_free = 3;
+  if (a.inherit >= 0) {  // its PMI socket, as PMI_FD=3 (dup2 clears close-on-exec; onto itself it would not)
+    if (a.inherit == kRankInheritedFd) ::fcntl(a.inherit, F_SETFD, 0);
+    else ::dup2(a.inherit, kRankInheritedFd);
+    first_free = kRankInheritedFd + 1;
+  }
+  // Nothing else of the agent's reaches the rank, not even a descriptor the
+  // agent inherited without close-on-exec.
+  if (have_close_range()) ::close_range(static_cast<unsigned>(first_free), ~0U, 0);
   if (a.cpus && ::sched_setaffinity(0, sizeof *a.cpus, a.cpus) != 0) {
     const char* why = std::strerror(errno);
     say("dlaunch-agent: cannot bind the rank to its CPUs (--bind-to): ");
@@ -238,14 +308,35 @@ Spawned spawn_rank(const SpawnSpec& s) {
   CPU_ZERO(&cpus);
   for (int c : s.cpus)
     if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpus);
-  ChildArgs args{&s, argv.data(), envp.data(), in[0], out[1], err[1], ::getpid(), s.cpus.empty() ? nullptr : &cpus};
+  ChildArgs args{&s,     argv.data(), envp.data(), in[0], out[1], err[1], s.inherit_fd, 0,
+                 ::getpid(), s.cpus.empty() ? nullptr : &cpus};
+  SpawnSlots* slots = spawn_slots();
+  if (slots) {
+    const int mine[4] = {in[0], out[1], err[1], s.inherit_fd >= 0 ? s.inherit_fd : dev_null()};
+    bool ok = true;
+    for (int i = 0; i < 4 && ok; ++i) ok = ::dup3(mine[i], slots->fd[i], O_CLOEXEC) >= 0;
+    if (ok) {
+      args.in = slots->fd[0], args.out = slots->fd[1], args.err = slots->fd[2];
+      if (s.inherit_fd >= 0) args.inherit = slots->fd[3];
+      args.share_end = slots->end;
+    }
+  }
+  // The slots go back to /dev/null after the clone, so that the agent holds
+  // no reference to the rank's ends (its stdout's EOF depends on it).
+  struct ClearSlots {
+    SpawnSlots* sl;
+    ~ClearSlots() {
+      if (sl)
+        for (int fd : sl->fd) ::dup3(dev_null(), fd, O_CLOEXEC);
+    }
+  } clear_slots{slots};
   if (!t_stack) t_stack = std::make_unique<char[]>(kChildStack);
   // 16-byte aligned top of the stack, which grows down.
   void* top = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(t_stack.get() + kChildStack) & ~uintptr_t{15});
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  const pid_t pid = ::clone(child, top, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  const pid_t pid = ::clone(child, top, CLONE_VM | CLONE_VFORK | SIGCHLD | (args.share_end > 0 ? CLONE_FILES : 0), &args);
   const int clone_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) {
@@ -264,6 +355,15 @@ Spawned spawn_rank(const SpawnSpec& s) {
   sp.out_is_pty = out_pty;
   sp.pty_error = std::move(pty_error);
   return sp;
+}
+
+void reserve_spawn_slots(int threads) {
+  static int reserved = 0;  // sets handed out or in the pool: the agent's threads live as long as it
+  std::lock_guard<std::mutex> lock(g_pool_mu);
+  if (reserved >= threads || !have_close_range()) return;
+  for (; reserved < threads; ++reserved)
+    if (auto sl = new_slots()) g_pool.push_back(*sl);
+    else return;
 }
 
 }  // namespace dl::agent

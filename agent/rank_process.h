@@ -21,6 +21,10 @@ struct Resolved {
 // each directory of `path_var` is searched. Pure apart from stat/access.
 Resolved resolve_program(const std::string& argv0, const std::string& path_var);
 
+// The descriptor a rank gets SpawnSpec::inherit_fd as. A rank's table holds
+// 0, 1, 2 and this one, nothing else of the agent's.
+inline constexpr int kRankInheritedFd = 3;
+
 struct SpawnSpec {
   std::string exe;                 // resolved path
   std::vector<std::string> argv;   // argv[0] as the user wrote it
@@ -31,9 +35,9 @@ struct SpawnSpec {
   // stdout on a pseudo-terminal, so C and Python stdio line-buffer it
   // (docs/design.md, "Each rank's stdout is a pseudo-terminal"); else a pipe.
   bool stdout_pty = false;
-  // An fd (>= 3, close-on-exec) the rank inherits as it is: its PMI socket
-  // (PMI_FD). spawn_rank closes the agent's copy once the clone returned
-  // (whether or not it succeeded). -1: none.
+  // An fd (>= 3, close-on-exec) the rank inherits as kRankInheritedFd: its
+  // PMI socket (PMI_FD=3). spawn_rank closes the agent's copy once the clone
+  // returned (whether or not it succeeded). -1: none.
   int inherit_fd = -1;
   // The signals whose disposition in the agent is not SIG_DFL
   // (non_default_signals(), taken once per launch): the only ones the child
@@ -79,6 +83,17 @@ Spawned spawn_rank(const SpawnSpec& spec);
 // ignored: the table then grows as it did. Asking for no more than an
 // earlier call did costs nothing.
 void reserve_fd_table(int fds);
+
+// Reserves, while the agent's table is nearly empty, the low descriptors
+// that `threads` spawning threads (the agent's own and spawn_all's helpers)
+// put a rank's stdio and PMI socket in just before its clone: the child then
+// keeps a private copy of the descriptors below those only (CLOSE_RANGE_UNSHARE),
+// not of every other rank's (docs/design.md, "A rank's descriptor table holds
+// its own descriptors only"). A thread that finds none left clones as fork
+// does (the child copies the whole table; exec closes what it must not
+// keep). Nothing where close_range(2) is missing; asking again for no more
+// sets than before costs nothing.
+void reserve_spawn_slots(int threads);
 
 // A pty pair for a rank's stdout: the master (agent side, close-on-exec) and
 // the slave (close-on-exec too; the child dup2s it to fd 1), raw, 80x24.

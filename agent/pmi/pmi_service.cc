@@ -1,5 +1,7 @@
 #include "agent/pmi/pmi_service.h"
 
+#include "agent/rank_process.h"
+
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -56,7 +58,7 @@ PmiService::RankEnd PmiService::open_rank(int rank) {
   read(rank);
   RankEnd end;
   end.child_fd = fds[1];
-  end.env = {{env::kPmiFd, std::to_string(fds[1])}};
+  end.env = {{env::kPmiFd, std::to_string(kRankInheritedFd)}};  // spawn_rank moves it there
   return end;
 }
 
