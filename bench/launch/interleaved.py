@@ -7,7 +7,7 @@ in ms and the ratio to the fork/exec floor, and, per N, the ratio of dlaunch
 to mpiexec.hydra.
 
   bench/launch/interleaved.py [--rounds 40] [--n 1 4 16 64] [--bin build/bin]
-                              [--before OTHER/bin] [--rows dlaunch,mpi-none,hydra]
+                              [--before OTHER/bin] [--rows dlaunch,mpi-none,no-pty,bare,hydra,mpirun]
 """
 import argparse
 import os
@@ -24,19 +24,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run_once(argv):
-    """Wall ms of one run, or None if it failed or ran past 60 s (mpirun -n 64
-    was seen to hang on this 2-core machine)."""
+    """(wall ms, CPU ms) of one run, or None if it failed or ran past 60 s
+    (mpirun -n 64 was seen to hang on this 2-core machine). The CPU time is
+    the run's and every descendant's it waited for (wait4's rusage: the
+    launcher's, its agents' and the ranks'), steadier than the wall time on
+    a noisy machine."""
     # Not subprocess.run(timeout=...): with a timeout, Popen.wait polls with
     # sleeps of up to 50 ms, which quantized every time to 16/32/64 ms. A
-    # timer kills the run instead and wait() blocks in waitpid.
+    # timer kills the run instead and wait4 blocks.
     t = time.perf_counter()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     killer = threading.Timer(60, p.kill)
     killer.start()
-    code = p.wait()
+    _, status, ru = os.wait4(p.pid, 0)
     dt = (time.perf_counter() - t) * 1000
+    p.returncode = 0  # reaped here: keep Popen from trying again
     killer.cancel()
-    return dt if code == 0 else None
+    ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    return (dt, (ru.ru_utime + ru.ru_stime) * 1000) if ok else None
 
 
 def main():
@@ -60,11 +65,16 @@ def main():
             rows["dlaunch-before"] = lambda n: [os.path.join(a.before, "dlaunch"), "-n", str(n), "/bin/true"]
         if "mpi-none" in wanted:
             rows["dlaunch --mpi none"] = lambda n: [os.path.join(a.bin, "dlaunch"), "--mpi", "none", "-n", str(n), "/bin/true"]
+        if "no-pty" in wanted:
+            rows["dlaunch --no-output-pty"] = lambda n: [os.path.join(a.bin, "dlaunch"), "--no-output-pty", "-n", str(n), "/bin/true"]
+        if "bare" in wanted:
+            rows["dlaunch bare"] = lambda n: [os.path.join(a.bin, "dlaunch"), "--mpi", "none", "--no-output-pty", "-n", str(n), "/bin/true"]
         if "hydra" in wanted and shutil.which("mpiexec.hydra"):
             rows["mpiexec.hydra"] = lambda n: ["mpiexec.hydra", "-n", str(n), "/bin/true"]
         if "mpirun" in wanted and shutil.which("mpirun"):
             rows["mpirun"] = lambda n: ["mpirun", "--oversubscribe", "-n", str(n), "/bin/true"]
         times = {(name, n): [] for name in rows for n in a.n}
+        cpu = {(name, n): [] for name in rows for n in a.n}
         failed = set()
         for n in a.n:
             for name, cmd in rows.items():  # warm-up; a row that fails it is left out at this N
@@ -74,11 +84,12 @@ def main():
                 order = [(name, cmd) for name, cmd in rows.items() if (name, n) not in failed]
                 random.shuffle(order)
                 for name, cmd in order:
-                    dt = run_once(cmd(n))
-                    if dt is None:
+                    got = run_once(cmd(n))
+                    if got is None:
                         failed.add((name, n))
                     else:
-                        times[(name, n)].append(dt)
+                        times[(name, n)].append(got[0])
+                        cpu[(name, n)].append(got[1])
         load = open("/proc/loadavg").read().split()[0]
         print("median wall ms, %d interleaved rounds (x = ratio to the floor); load %s" % (a.rounds, load))
         print("%-22s" % "launcher" + "".join("%20s" % ("N=%d" % n) for n in a.n))
@@ -89,6 +100,16 @@ def main():
                     cells.append("failed")
                     continue
                 m, f = statistics.median(times[(name, n)]), statistics.median(times[("floor", n)])
+                cells.append("%8.2f (%5.2fx)" % (m, m / f))
+            print("%-22s" % name + "".join("%20s" % c for c in cells))
+        print("median CPU ms of the run and its descendants (x = ratio to the floor)")
+        for name in rows:
+            cells = []
+            for n in a.n:
+                if (name, n) in failed or not cpu[(name, n)]:
+                    cells.append("failed")
+                    continue
+                m, f = statistics.median(cpu[(name, n)]), statistics.median(cpu[("floor", n)])
                 cells.append("%8.2f (%5.2fx)" % (m, m / f))
             print("%-22s" % name + "".join("%20s" % c for c in cells))
         if "dlaunch" in rows and "mpiexec.hydra" in rows and not any(

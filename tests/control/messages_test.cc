@@ -186,3 +186,57 @@ TEST_CASE("control messages: spawn_request and spawn_reply round-trip", "[contro
   CHECK_THROWS_WITH(control::decode_from_agent(R"({"t":"spawn_request","id":1,"rank":0})"),
                     Catch::Contains("'spawn_request' message: field 'apps' is missing"));
 }
+
+TEST_CASE("control messages: strings are bytes: escapes, non-UTF-8 and NUL survive encode and decode", "[control]") {
+  msg::Launch l;
+  std::string every;  // every byte value once, NUL, controls, quote, backslash, 0x80-0xff included
+  for (int c = 0; c < 256; ++c) every += static_cast<char>(c);
+  l.env = {{"BYTES", every}, {"LATIN1", "caf\xe9"}, {"Q", "say \"hi\"\\n"}};
+  l.wdir = "/tmp/\xff\xfe";
+  msg::RankSpec r;
+  r.argv = {"echo", std::string("a\0b", 3), "\x01\x1f\x7f"};
+  l.ranks = {r};
+  const std::string text = control::encode(l);
+  CHECK(text.rfind("{\"t\":\"launch\",", 0) == 0);  // the type first
+  CHECK(text.find('\n') == std::string::npos);       // controls escaped: one line
+  auto l2 = as<msg::Launch>(control::decode_from_launcher(text));
+  CHECK(l2.env == l.env);
+  CHECK(l2.wdir == l.wdir);
+  REQUIRE(l2.ranks.size() == 1);
+  CHECK(l2.ranks[0].argv == r.argv);
+}
+
+TEST_CASE("control messages: JSON written by others decodes: any member order, escapes, spaces, extra members",
+          "[control]") {
+  auto s = as<msg::Started>(control::decode_from_agent(" { \"pid\" : 7 ,\n\"extra\":[1,{\"x\":null}], \"rank\":3, \"t\":\"started\" } "));
+  CHECK(s.rank == 3);
+  CHECK(s.pid == 7);
+  auto x = as<msg::SpawnFailed>(control::decode_from_agent(
+      R"({"t":"spawn_failed","rank":1,"code":127,"message":"caf\u00e9 \ud83d\ude00 \/ \t\"q\""})"));
+  CHECK(x.message == "caf\xc3\xa9 \xf0\x9f\x98\x80 / \t\"q\"");
+  // An optional field sent as null is absent.
+  auto e = as<msg::Exited>(control::decode_from_agent(R"({"t":"exited","rank":1,"pid":2,"code":null,"by_agent":false})"));
+  CHECK_FALSE(e.code);
+  // The last "t" counts, as the last of any repeated member.
+  CHECK(as<msg::Started>(control::decode_from_agent(R"({"t":"hello","t":"started","rank":1,"pid":2,"pid":5})")).pid == 5);
+}
+
+TEST_CASE("control messages: text that is not JSON is refused as such, before any field is read", "[control]") {
+  for (const char* bad : {"", "{", "{\"t\":\"started\",\"rank\":1,\"pid\":2", "{\"t\":\"started\",\"rank\":01,\"pid\":2}",
+                          "{\"t\":\"started\",\"rank\":1.,\"pid\":2}", "{\"t\":\"started\",\"rank\":1,\"pid\":2} x",
+                          "{\"t\":\"started\",\"rank\":1,\"pid\":2,}", "{\"t\":\"started\" \"rank\":1}",
+                          "{\"t\":\"spawn_failed\",\"rank\":1,\"code\":1,\"message\":\"\\ud800\"}",  // a lone surrogate
+                          "{\"t\":\"spawn_failed\",\"rank\":1,\"code\":1,\"message\":\"\\x\"}",
+                          "{\"t\":\"spawn_failed\",\"rank\":1,\"code\":1,\"message\":\"a\nb\"}",    // a raw newline
+                          "{\"t\":\"started\",\"rank\":\"1,\"pid\":2}", "{\"t\":tru}", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"}) {
+    INFO(bad);
+    CHECK(refusal_from_agent(bad) == "a control message from the agent is not valid JSON");
+  }
+  // Big numbers are numbers, only not integers that fit.
+  CHECK(refusal_from_agent(R"({"t":"started","rank":1e3,"pid":2})") ==
+        "'started' message: field 'rank' is a fractional number, expected an integer");
+  CHECK(refusal_from_agent(R"({"t":"started","rank":-99999999999999999999,"pid":2})") ==
+        "'started' message: field 'rank' is a fractional number, expected an integer");
+  CHECK(as<msg::FenceFailed>(control::decode_from_launcher(R"({"t":"fence_failed","id":18446744073709551615,"message":""})"))
+            .id == ~0ull);
+}

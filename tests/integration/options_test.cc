@@ -143,6 +143,25 @@ TEST_CASE("dlaunch -x VAR=value and -x VAR reach every rank", "[integration]") {
   }
 }
 
+// Environment values are bytes, not text: a Latin-1 value (or any that is
+// not UTF-8) passed by -x reaches the ranks unchanged. It used to make the
+// launcher's JSON writer throw, and the job failed as a lost agent.
+TEST_CASE("dlaunch -x passes a value that is not UTF-8 unchanged", "[integration]") {
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "-x", "DL_IT_LATIN1", "-x", "DL_IT_SET=\xff\x01end", "--output-filename", tmp.path,
+            "/usr/bin/env"};
+  s.set_env = {{"DL_IT_LATIN1", "caf\xe9"}};
+  RunResult r = run(s, 10);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto e = env_of(tmp.path, rank);
+    CHECK(e["DL_IT_LATIN1"] == "caf\xe9");
+    CHECK(e["DL_IT_SET"] == "\xff\x01end");
+  }
+}
+
 TEST_CASE("dlaunch --wdir sets the ranks' working directory and the default is dlaunch's", "[integration]") {
   TempDir a, b;
   const std::string real_a = std::filesystem::canonical(a.path), real_b = std::filesystem::canonical(b.path);
