@@ -201,14 +201,16 @@ void Agent::launch(const msg::Launch& m) {
   // a table that is small anyway.
   if (m.ranks.size() >= 8) reserve_spawn_slots(1 + 4);
   const RankEnvBase base = rank_env_base(std::move(inherited), m.env);
-  std::vector<std::pair<int, SpawnSpec>> specs;
-  specs.reserve(m.ranks.size());
-  for (const auto& spec : m.ranks)
-    if (auto s = prepare_rank(spec, m, base, nullptr)) specs.emplace_back(spec.rank, std::move(*s));
-  ranks_.spawn_all(specs);
-  // spawn_rank closed the agent's copies of the ranks' PMI sockets.
-  if (pmi_)
-    for (const auto& [rank, s] : specs) pmi_->child_end_closed(rank);
+  // Each rank is started as soon as it is prepared (spawn_all's helpers),
+  // while the next ones are prepared here.
+  ranks_.spawn_all(m.ranks.size(), [&](size_t i) -> RankSupervisor::Prepared {
+    const auto& spec = m.ranks[i];
+    auto s = prepare_rank(spec, m, base, nullptr);
+    if (!s) return std::nullopt;
+    // The rank's PMI socket is the spec's now: spawn_rank closes the agent's copy.
+    if (pmi_) pmi_->child_end_closed(spec.rank);
+    return std::make_pair(spec.rank, std::move(*s));
+  });
 }
 
 // A failed rank's exit report gains what torch's @record wrote to its error

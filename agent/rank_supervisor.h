@@ -40,14 +40,18 @@ class RankSupervisor {
 
   // Forks and execs `rank` (spec.exe resolved) and reports it started.
   void spawn(int rank, const SpawnSpec& spec);
-  // spawn() for many ranks at once, reported in `specs`' order. From 8
-  // ranks on a machine with 2 or more CPUs the clones are made from up to
-  // 4 threads (one per 4 ranks, no more than the CPUs): each clone holds
-  // its thread until the child has exec'd (CLONE_VFORK), so from one
-  // thread the ranks started strictly in turn while the other cores sat
-  // idle (docs/design.md, "Ranks are started from several threads"). A rank
-  // that cannot be started is refused (code 1, why).
-  void spawn_all(const std::vector<std::pair<int, SpawnSpec>>& specs);
+  // spawn() for `n` ranks at once, reported in order. `prepare(i)`, called
+  // on this thread for i = 0 .. n-1 in turn, gives the i-th rank and its
+  // spec, or nullopt for a rank it refused itself. From 8 ranks on a machine
+  // with 2 or more CPUs the clones are made from up to 4 threads (one per 4
+  // ranks, no more than the CPUs): each clone holds its thread until the
+  // child has exec'd (CLONE_VFORK), so from one thread the ranks started
+  // strictly in turn while the other cores sat idle. The helpers start each
+  // rank as soon as it is prepared, while this thread prepares the next
+  // ones and then joins them (docs/design.md, "Ranks are started from
+  // several threads"). A rank that cannot be started is refused (code 1, why).
+  using Prepared = std::optional<std::pair<int, SpawnSpec>>;
+  void spawn_all(size_t n, const std::function<Prepared(size_t)>& prepare);
   // `rank` could not be started: reported as spawn_failed with `code`.
   void refuse(int rank, int code, const std::string& message);
   void stdin_data(int rank, std::string_view bytes);
