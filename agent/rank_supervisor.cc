@@ -290,8 +290,11 @@ void RankSupervisor::reap() {
       r->status = st;
       // Stragglers the rank left in its group go with it.
       ::kill(-pid, SIGKILL);
-      arm_drain(*r);
+      // Its output's end usually came first: then no drain timer to arm and
+      // cancel (two timerfd updates per rank at the end of a big job).
       maybe_report(*r);
+      if (!r->reported) arm_drain(*r);
+      break;
     }
     if (!rank_pid && hooks_.other_child) hooks_.other_child(pid);
   }
