@@ -8,6 +8,7 @@ to mpiexec.hydra.
 
   bench/launch/interleaved.py [--rounds 40] [--n 1 4 16 64] [--bin build/bin]
                               [--before OTHER/bin] [--rows dlaunch,mpi-none,no-pty,bare,hydra,mpirun]
+                              [--extra 'NAME=DLAUNCH OPTIONS' ...]
 """
 import argparse
 import os
@@ -51,6 +52,8 @@ def main():
     ap.add_argument("--bin", default=os.path.join(HERE, "..", "..", "build", "bin"))
     ap.add_argument("--before", help="another build's bin dir: row dlaunch-before")
     ap.add_argument("--rows", default="dlaunch,mpi-none,hydra")
+    ap.add_argument("--extra", action="append", default=[], metavar="NAME=OPTIONS",
+                    help="one more dlaunch row with these options, e.g. 'pmi=--mpi pmi' (repeatable)")
     a = ap.parse_args()
     work = tempfile.mkdtemp()
     try:
@@ -69,6 +72,9 @@ def main():
             rows["dlaunch --no-output-pty"] = lambda n: [os.path.join(a.bin, "dlaunch"), "--no-output-pty", "-n", str(n), "/bin/true"]
         if "bare" in wanted:
             rows["dlaunch bare"] = lambda n: [os.path.join(a.bin, "dlaunch"), "--mpi", "none", "--no-output-pty", "-n", str(n), "/bin/true"]
+        for x in a.extra:
+            name, _, opts = x.partition("=")
+            rows["dlaunch " + name] = (lambda o: lambda n: [os.path.join(a.bin, "dlaunch"), *o, "-n", str(n), "/bin/true"])(opts.split())
         if "hydra" in wanted and shutil.which("mpiexec.hydra"):
             rows["mpiexec.hydra"] = lambda n: ["mpiexec.hydra", "-n", str(n), "/bin/true"]
         if "mpirun" in wanted and shutil.which("mpirun"):
