@@ -99,25 +99,20 @@ def main():
         load = open("/proc/loadavg").read().split()[0]
         print("median wall ms, %d interleaved rounds (x = ratio to the floor); load %s" % (a.rounds, load))
         print("%-22s" % "launcher" + "".join("%20s" % ("N=%d" % n) for n in a.n))
-        for name in rows:
-            cells = []
-            for n in a.n:
-                if (name, n) in failed or not times[(name, n)]:
-                    cells.append("failed")
-                    continue
-                m, f = statistics.median(times[(name, n)]), statistics.median(times[("floor", n)])
-                cells.append("%8.2f (%5.2fx)" % (m, m / f))
-            print("%-22s" % name + "".join("%20s" % c for c in cells))
+        def table(samples):
+            for name in rows:
+                cells = []
+                for n in a.n:
+                    if (name, n) in failed or not samples[(name, n)]:
+                        cells.append("failed")
+                        continue
+                    m, f = statistics.median(samples[(name, n)]), statistics.median(samples[("floor", n)])
+                    cells.append("%8.2f (%5.2fx)" % (m, m / f))
+                print("%-22s" % name + "".join("%20s" % c for c in cells))
+
+        table(times)
         print("median CPU ms of the run and its descendants (x = ratio to the floor)")
-        for name in rows:
-            cells = []
-            for n in a.n:
-                if (name, n) in failed or not cpu[(name, n)]:
-                    cells.append("failed")
-                    continue
-                m, f = statistics.median(cpu[(name, n)]), statistics.median(cpu[("floor", n)])
-                cells.append("%8.2f (%5.2fx)" % (m, m / f))
-            print("%-22s" % name + "".join("%20s" % c for c in cells))
+        table(cpu)
         if "dlaunch" in rows and "mpiexec.hydra" in rows and not any(
                 (r, n) in failed for r in ("dlaunch", "mpiexec.hydra") for n in a.n):
             print("%-22s" % "dlaunch / hydra" + "".join(
