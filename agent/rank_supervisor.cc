@@ -8,6 +8,7 @@
 #include <atomic>
 #include <iostream>
 #include <condition_variable>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <system_error>
@@ -150,8 +151,13 @@ void RankSupervisor::spawn_all(size_t n, const std::function<Prepared(size_t)>& 
     static const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
     shares = std::min({cpus, n / 4, kMaxSpawnThreads});
   }
+  std::exception_ptr failed;  // prepare threw: the rest are not started, and it is rethrown below
   if (shares == 1) {
-    for (size_t i = 0; i < n; ++i) items[i] = prepare(i), start(i);
+    try {
+      for (size_t i = 0; i < n; ++i) items[i] = prepare(i), start(i);
+    } catch (...) {
+      failed = std::current_exception();
+    }
   } else {
     // Ranks are started in the order they were prepared, each by whichever
     // thread takes it next; a helper that is ahead of this thread's
@@ -168,7 +174,12 @@ void RankSupervisor::spawn_all(size_t n, const std::function<Prepared(size_t)>& 
     auto work = [&](size_t share) {
       if (share == 0) {
         for (size_t i = 0; i < n; ++i) {
-          items[i] = prepare(i);
+          try {
+            items[i] = prepare(i);
+          } catch (...) {
+            failed = std::current_exception();
+            i = n - 1;  // items[i..] stay empty: nothing waits for them
+          }
           {
             std::lock_guard<std::mutex> lock(mu);
             ready = i + 1;
@@ -186,11 +197,13 @@ void RankSupervisor::spawn_all(size_t n, const std::function<Prepared(size_t)>& 
     };
     SpawnHelpers::get().run(shares, work);
   }
+  // What was started is supervised, even when the preparing failed.
   for (size_t i = 0; i < n; ++i) {
     if (!items[i]) continue;
     if (!errors[i].empty()) refuse(items[i]->first, 1, errors[i]);
     else adopt(items[i]->first, std::move(spawned[i]));
   }
+  if (failed) std::rethrow_exception(failed);
 }
 
 void RankSupervisor::adopt(int rank, Spawned sp) {

@@ -1,0 +1,107 @@
+// RankSupervisor::spawn_all with real processes: ranks are started as they
+// are prepared, from the spawn helpers, every one is reported once with its
+// own exit code, and a preparer that throws leaves no rank unsupervised and
+// no helper waiting.
+#include <catch2/catch.hpp>
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <map>
+#include <stdexcept>
+#include <variant>
+
+#include "agent/rank_supervisor.h"
+#include "wire/frame.h"
+
+using namespace dl;
+namespace msg = control::msg;
+
+namespace {
+struct Recorder {
+  std::map<int, int> started;  // rank -> pid
+  std::map<int, int> exit_code;
+  int reports = 0;
+  agent::RankSupervisor::Hooks hooks() {
+    agent::RankSupervisor::Hooks h;
+    h.send = [this](std::string frame) {
+      wire::FrameParser p(1 << 20);
+      p.feed(frame.data(), frame.size());
+      auto f = p.next();
+      if (!f || f->type != wire::kJson) return;
+      auto m = control::decode_from_agent(f->payload);
+      if (auto* s = std::get_if<msg::Started>(&m)) started[s->rank] = s->pid;
+      if (auto* x = std::get_if<msg::Exited>(&m)) exit_code[x->rank] = x->code.value_or(-1);
+    };
+    h.congested = [] { return false; };
+    h.reported = [this] { ++reports; };
+    return h;
+  }
+};
+
+agent::SpawnSpec exits_with(int code) {
+  agent::SpawnSpec s;
+  s.exe = "/bin/sh";
+  s.argv = {"sh", "-c", "exit " + std::to_string(code)};
+  s.env = {"PATH=/usr/bin:/bin"};
+  return s;
+}
+
+void run_until(boost::asio::io_context& io, const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(20));
+  }
+}
+}  // namespace
+
+TEST_CASE("spawn_all: 24 ranks prepared one by one all start and each is reported with its own code", "[agent]") {
+  boost::asio::io_context io;
+  Recorder rec;
+  agent::RankSupervisor sup(io, rec.hooks());
+  std::vector<size_t> asked;
+  sup.spawn_all(24, [&](size_t i) -> agent::RankSupervisor::Prepared {
+    asked.push_back(i);
+    if (i == 7) {  // a rank its preparer refused: not started, not waited for
+      sup.refuse(107, 127, "no such program");
+      return std::nullopt;
+    }
+    return std::make_pair(100 + static_cast<int>(i), exits_with(static_cast<int>(i)));
+  });
+  CHECK(asked.size() == 24);
+  for (size_t i = 0; i < asked.size(); ++i) CHECK(asked[i] == i);  // prepared in order, once each
+  CHECK(rec.started.size() == 23);
+  run_until(io, [&] { return sup.all_reported(); });
+  REQUIRE(sup.all_reported());
+  CHECK(rec.reports == 24);
+  for (int i = 0; i < 24; ++i) {
+    INFO("rank " << 100 + i);
+    if (i == 7) CHECK(rec.started.count(107) == 0);
+    else CHECK(rec.exit_code.at(100 + i) == i);
+  }
+}
+
+TEST_CASE("spawn_all: a preparer that throws: the ranks already prepared run and are supervised, the error comes out",
+          "[agent]") {
+  boost::asio::io_context io;
+  Recorder rec;
+  agent::RankSupervisor sup(io, rec.hooks());
+  CHECK_THROWS_WITH(sup.spawn_all(16,
+                                  [&](size_t i) -> agent::RankSupervisor::Prepared {
+                                    if (i == 10) throw std::runtime_error("out of something");
+                                    return std::make_pair(static_cast<int>(i), exits_with(3));
+                                  }),
+                    "out of something");
+  CHECK(rec.started.size() == 10);  // 0-9, none after the throw
+  run_until(io, [&] { return sup.all_reported(); });
+  CHECK(sup.all_reported());
+  CHECK(rec.exit_code.size() == 10);
+  // The helpers are free again: a later batch runs.
+  sup.forget_reported();
+  sup.spawn_all(12, [&](size_t i) -> agent::RankSupervisor::Prepared {
+    return std::make_pair(static_cast<int>(i), exits_with(0));
+  });
+  run_until(io, [&] { return sup.all_reported(); });
+  CHECK(sup.all_reported());
+  CHECK(rec.exit_code.size() == 12);
+}
