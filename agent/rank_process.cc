@@ -159,6 +159,7 @@ struct ChildArgs {
   int inherit;    // becomes the rank's kRankInheritedFd; -1: none
   int share_end;  // > 0: the child starts in the agent's descriptor table (CLONE_FILES)
                   // and keeps a private copy of only the descriptors below this
+  bool close_rest;  // close_range is there: the child closes every other descriptor
   pid_t agent;
   const cpu_set_t* cpus;
 };
@@ -252,7 +253,7 @@ int child(void* p) {
   }
   // Nothing else of the agent's reaches the rank, not even a descriptor the
   // agent inherited without close-on-exec.
-  if (have_close_range()) ::close_range(static_cast<unsigned>(first_free), ~0U, 0);
+  if (a.close_rest) ::close_range(static_cast<unsigned>(first_free), ~0U, 0);
   if (a.cpus && ::sched_setaffinity(0, sizeof *a.cpus, a.cpus) != 0) {
     const char* why = std::strerror(errno);
     say("dlaunch-agent: cannot bind the rank to its CPUs (--bind-to): ");
@@ -308,7 +309,9 @@ Spawned spawn_rank(const SpawnSpec& s) {
   CPU_ZERO(&cpus);
   for (int c : s.cpus)
     if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpus);
-  ChildArgs args{&s,     argv.data(), envp.data(), in[0], out[1], err[1], s.inherit_fd, 0,
+  // (have_close_range is asked here, never first in the child: its static's
+  // guard is the agent's memory.)
+  ChildArgs args{&s,     argv.data(), envp.data(), in[0], out[1], err[1], s.inherit_fd, 0, have_close_range(),
                  ::getpid(), s.cpus.empty() ? nullptr : &cpus};
   SpawnSlots* slots = spawn_slots();
   if (slots) {
