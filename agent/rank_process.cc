@@ -314,25 +314,26 @@ Spawned spawn_rank(const SpawnSpec& s) {
   ChildArgs args{&s,     argv.data(), envp.data(), in[0], out[1], err[1], s.inherit_fd, 0, have_close_range(),
                  ::getpid(), s.cpus.empty() ? nullptr : &cpus};
   SpawnSlots* slots = spawn_slots();
+  // The slots this rank fills (its PMI socket's only with one) go back to
+  // /dev/null after the clone, so that the agent holds no reference to the
+  // rank's ends (its stdout's EOF depends on it).
+  struct ClearSlots {
+    SpawnSlots* sl;
+    int used;
+    ~ClearSlots() {
+      for (int i = 0; sl && i < used; ++i) ::dup3(dev_null(), sl->fd[i], O_CLOEXEC);
+    }
+  } clear_slots{slots, s.inherit_fd >= 0 ? 4 : 3};
   if (slots) {
-    const int mine[4] = {in[0], out[1], err[1], s.inherit_fd >= 0 ? s.inherit_fd : dev_null()};
+    const int mine[4] = {in[0], out[1], err[1], s.inherit_fd};
     bool ok = true;
-    for (int i = 0; i < 4 && ok; ++i) ok = ::dup3(mine[i], slots->fd[i], O_CLOEXEC) >= 0;
+    for (int i = 0; i < clear_slots.used && ok; ++i) ok = ::dup3(mine[i], slots->fd[i], O_CLOEXEC) >= 0;
     if (ok) {
       args.in = slots->fd[0], args.out = slots->fd[1], args.err = slots->fd[2];
       if (s.inherit_fd >= 0) args.inherit = slots->fd[3];
       args.share_end = slots->end;
     }
   }
-  // The slots go back to /dev/null after the clone, so that the agent holds
-  // no reference to the rank's ends (its stdout's EOF depends on it).
-  struct ClearSlots {
-    SpawnSlots* sl;
-    ~ClearSlots() {
-      if (sl)
-        for (int fd : sl->fd) ::dup3(dev_null(), fd, O_CLOEXEC);
-    }
-  } clear_slots{slots};
   if (!t_stack) t_stack = std::make_unique<char[]>(kChildStack);
   // 16-byte aligned top of the stack, which grows down.
   void* top = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(t_stack.get() + kChildStack) & ~uintptr_t{15});

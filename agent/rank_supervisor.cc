@@ -151,52 +151,46 @@ void RankSupervisor::spawn_all(size_t n, const std::function<Prepared(size_t)>& 
     static const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
     shares = std::min({cpus, n / 4, kMaxSpawnThreads});
   }
+  // Ranks are started in the order they were prepared, each by whichever
+  // thread takes it next; a helper that is ahead of this thread's preparing
+  // waits for it (with one share this thread prepares them all, then starts
+  // them). Threads share nothing but the vectors' distinct elements (an
+  // element is written before `ready` passes it); spawn_rank's child stack
+  // and pty modes are per thread. (Handing each rank back to the io_context
+  // as it started, so that this thread handled the first ranks' ends while
+  // the last ones started, measured no faster on 2 cores: that work then
+  // took CPU from the starts. Not done.)
   std::exception_ptr failed;  // prepare threw: the rest are not started, and it is rethrown below
-  if (shares == 1) {
-    try {
-      for (size_t i = 0; i < n; ++i) items[i] = prepare(i), start(i);
-    } catch (...) {
-      failed = std::current_exception();
-    }
-  } else {
-    // Ranks are started in the order they were prepared, each by whichever
-    // thread takes it next; a helper that is ahead of this thread's
-    // preparing waits for it. Threads share nothing but the vectors'
-    // distinct elements (an element is written before `ready` passes it);
-    // spawn_rank's child stack and pty modes are per thread. (Handing each
-    // rank back to the io_context as it started, so that this thread handled
-    // the first ranks' ends while the last ones started, measured no faster
-    // on 2 cores: that work then took CPU from the starts. Not done.)
-    std::mutex mu;
-    std::condition_variable more;
-    size_t ready = 0;             // items[0 .. ready) are prepared (under mu)
-    std::atomic<size_t> next{0};  // the next rank to start
-    auto work = [&](size_t share) {
-      if (share == 0) {
-        for (size_t i = 0; i < n; ++i) {
-          try {
-            items[i] = prepare(i);
-          } catch (...) {
-            failed = std::current_exception();
-            i = n - 1;  // items[i..] stay empty: nothing waits for them
-          }
-          {
-            std::lock_guard<std::mutex> lock(mu);
-            ready = i + 1;
-          }
-          more.notify_all();
+  std::mutex mu;
+  std::condition_variable more;
+  size_t ready = 0;             // items[0 .. ready) are prepared (under mu)
+  std::atomic<size_t> next{0};  // the next rank to start
+  auto work = [&](size_t share) {
+    if (share == 0) {
+      for (size_t i = 0; i < n; ++i) {
+        try {
+          items[i] = prepare(i);
+        } catch (...) {
+          failed = std::current_exception();
+          i = n - 1;  // items[i..] stay empty: nothing waits for them
         }
-      }
-      for (size_t i; (i = next.fetch_add(1)) < n;) {
         {
-          std::unique_lock<std::mutex> lock(mu);
-          more.wait(lock, [&] { return ready > i; });
+          std::lock_guard<std::mutex> lock(mu);
+          ready = i + 1;
         }
-        start(i);
+        more.notify_all();
       }
-    };
-    SpawnHelpers::get().run(shares, work);
-  }
+    }
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        more.wait(lock, [&] { return ready > i; });
+      }
+      start(i);
+    }
+  };
+  if (shares == 1) work(0);
+  else SpawnHelpers::get().run(shares, work);
   // What was started is supervised, even when the preparing failed.
   for (size_t i = 0; i < n; ++i) {
     if (!items[i]) continue;

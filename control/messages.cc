@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <type_traits>
 
 #include "wire/frame.h"
@@ -285,12 +286,7 @@ class Reader {
     ++p_;
   }
   // Skips one (valid) value.
-  void skip() {
-    const char* q = p_;
-    Reader r(q, end_);
-    r.check();
-    p_ = r.p_;
-  }
+  void skip() { check(); }
 
  private:
   bool literal(const char* w) {
@@ -404,6 +400,7 @@ template <class T> void read_struct(Reader& r, const Context& c, const Path* up,
       int index = 0;
       bool matched = false;
       auto member = [&](const char* name, auto& field) {
+        if (index >= 64) throw std::logic_error("control message with more than 64 fields: `seen` cannot hold them");
         if (!matched && key == name) {
           matched = true;
           seen |= uint64_t{1} << index;
