@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "control/agent_args.h"
 #include "errors/error.h"
+#include "wire/socket.h"
 
 namespace {
 // The first line of stdin. Read in chunks (the launcher writes the line in
@@ -50,6 +51,7 @@ int usage(const std::string& why) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dl::wire::open_standard_descriptors();
   dl::agent::AgentOptions o;
   try {
     auto parsed = dl::control::parse_agent_args(std::vector<std::string>(argv + 1, argv + argc));

@@ -6,8 +6,10 @@
 #include "errors/exit_codes.h"
 #include "cli/commands.h"
 #include "launcher/run.h"
+#include "wire/socket.h"
 
 int main(int argc, char** argv) {
+  dl::wire::open_standard_descriptors();
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     if (!args.empty())

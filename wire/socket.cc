@@ -176,6 +176,15 @@ Frame read_frame(const Socket& s, size_t max_payload, Millis timeout, const std:
   return f;
 }
 
+void open_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    // The lowest free number is `fd` itself (every lower one is open).
+    const int got = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (got >= 0 && got != fd) ::close(got);  // cannot happen; keep nothing stray
+  }
+}
+
 uint16_t free_tcp_port(bool loopback_only) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw IoError(std::string("socket: ") + std::strerror(errno));

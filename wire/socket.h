@@ -57,4 +57,11 @@ uint16_t free_tcp_port(bool loopback_only = false);
 // Splits "host:port" / "[v6]:port"; throws UsageError naming `what` on bad input.
 std::pair<std::string, uint16_t> split_host_port(std::string_view s, std::string_view what);
 
+// Opens /dev/null on whichever of descriptors 0, 1 and 2 is closed. Called
+// first in dlaunch's and dlaunch-agent's main: a program started with its
+// stdin (or stdout, stderr) closed would otherwise get its first socket or
+// pipe at that number, and then "stdin" or "stdout" is the agent's control
+// link (`dlaunch ... <&-` lost its local agent one run in six). Never throws.
+void open_standard_descriptors();
+
 }  // namespace dl::wire

@@ -152,3 +152,34 @@ TEST_CASE("a rank under PMIx on a host without libpmix: the error says so and na
   CHECK(r.err.find("PMIX_RANK/PMIX_NAMESPACE are set but libpmix cannot be loaded") != std::string::npos);
   CHECK(r.err.find("libpmix2") != std::string::npos);
 }
+
+// Started with stdin, stdout or stderr closed (a cron job, a daemon, a CI
+// runner that closes stdin): the first pipe or socket dlaunch opened got that
+// number, so "stdin" was the local agent's control link or the rank's stdout
+// went to /dev/null. Before the fix `dlaunch ... <&-` lost its local agent
+// ("connection closed") or a rank's output in about one run of six: twelve
+// runs each way would all pass by chance less than once in eight.
+TEST_CASE("dlaunch started with stdin, stdout or stderr closed runs the job whole", "[integration]") {
+  const std::string marker = new_marker();
+  const std::string job = "'" + bin("dlaunch") + "' -n 2 --tag-output sh -c 'echo rank=$RANK; echo err=$RANK >&2' " + marker;
+  struct Way {
+    std::string redirect;
+    bool out, err;  // which of the job's streams reach the test
+  };
+  for (const Way& w : {Way{"<&-", true, true}, Way{">&-", false, true}, Way{"2>&-", true, false}}) {
+    for (int i = 0; i < 12; ++i) {
+      RunSpec s;
+      s.argv = {"/bin/sh", "-c", job + " " + w.redirect};
+      RunResult r = run(s, 60);
+      INFO(w.redirect << " run " << i << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
+      REQUIRE(r.code == 0);
+      CHECK(r.err.find("lost the agent") == std::string::npos);
+      for (int k = 0; k < 2; ++k) {
+        const std::string tag = "[" + std::to_string(k) + "@localhost] ";
+        if (w.out) CHECK(r.out.find(tag + "rank=" + std::to_string(k) + "\n") != std::string::npos);
+        if (w.err) CHECK(r.err.find(tag + "err=" + std::to_string(k) + "\n") != std::string::npos);
+      }
+    }
+  }
+  CHECK(wait_marked_gone(marker, 2).empty());
+}
