@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "control/messages.h"
@@ -239,4 +240,65 @@ TEST_CASE("control messages: text that is not JSON is refused as such, before an
         "'started' message: field 'rank' is a fractional number, expected an integer");
   CHECK(as<msg::FenceFailed>(control::decode_from_launcher(R"({"t":"fence_failed","id":18446744073709551615,"message":""})"))
             .id == ~0ull);
+}
+
+// Launches of 1-70 ranks whose every string is random bytes (quotes,
+// backslashes, controls, NUL, bytes above 0x7f), with optional fields present
+// or not at random: each decodes to exactly what was encoded, rank by rank.
+TEST_CASE("control messages: random launches of many ranks round-trip field by field", "[control]") {
+  std::mt19937 rng(20261126);
+  auto num = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  auto bytes = [&] {
+    static const std::string special = std::string("\"\\/\b\f\n\r\t\0\x01\x1f\x7f\x80\xc3\xa9\xed\xa0\x80\xff{}[]:,", 28);
+    std::string s;
+    for (int i = num(0, 24); i > 0; --i)
+      s += num(0, 2) == 0 ? special[static_cast<size_t>(num(0, static_cast<int>(special.size()) - 1))]
+                          : static_cast<char>(num(0, 255));
+    return s;
+  };
+  auto vars = [&] {
+    control::EnvVars e;
+    for (int i = num(0, 12); i > 0; --i) e[bytes()] = bytes();
+    return e;
+  };
+  for (int round = 0; round < 300; ++round) {
+    msg::Launch l;
+    l.env = vars(), l.wdir = bytes(), l.hb_ms = num(1, 100000), l.hb_timeout_ms = num(1, 1000000);
+    if (num(0, 1)) l.stdout_pty = num(0, 1) == 1;
+    for (int k = num(1, 70); k > 0; --k) {
+      msg::RankSpec r;
+      r.rank = num(0, 1 << 30);
+      for (int a = num(1, 5); a > 0; --a) r.argv.push_back(bytes());
+      r.env = vars(), r.stdin_open = num(0, 1) == 1;
+      if (num(0, 1)) r.cpus = std::vector<int>(static_cast<size_t>(num(0, 4)), num(0, 4095));
+      if (num(0, 1)) r.wdir = bytes();
+      l.ranks.push_back(std::move(r));
+    }
+    if (num(0, 1)) l.mpi = msg::MpiSection{bytes(), num(0, 100), num(0, 100), num(0, 100), {bytes(), bytes()}, {{1, 2}, {}},
+                                           std::nullopt, std::nullopt};
+    const std::string text = control::encode(l);
+    INFO("round " << round << ": " << text.size() << " bytes");
+    auto d = as<msg::Launch>(control::decode_from_launcher(text));
+    CHECK(d.env == l.env);
+    CHECK(d.wdir == l.wdir);
+    CHECK(d.hb_ms == l.hb_ms);
+    CHECK(d.hb_timeout_ms == l.hb_timeout_ms);
+    CHECK(d.stdout_pty == l.stdout_pty);
+    REQUIRE(d.ranks.size() == l.ranks.size());
+    for (size_t i = 0; i < l.ranks.size(); ++i) {
+      INFO("rank spec " << i);
+      CHECK(d.ranks[i].rank == l.ranks[i].rank);
+      CHECK(d.ranks[i].argv == l.ranks[i].argv);
+      CHECK(d.ranks[i].env == l.ranks[i].env);
+      CHECK(d.ranks[i].stdin_open == l.ranks[i].stdin_open);
+      CHECK(d.ranks[i].cpus == l.ranks[i].cpus);
+      CHECK(d.ranks[i].wdir == l.ranks[i].wdir);
+    }
+    REQUIRE(d.mpi.has_value() == l.mpi.has_value());
+    if (l.mpi) {
+      CHECK(d.mpi->nspace == l.mpi->nspace);
+      CHECK(d.mpi->node_hosts == l.mpi->node_hosts);
+      CHECK(d.mpi->node_ranks == l.mpi->node_ranks);
+    }
+  }
 }
