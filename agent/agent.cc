@@ -178,6 +178,7 @@ void Agent::on_message(const control::FromLauncher& m) {
 }
 
 void Agent::launch(const msg::Launch& m) {
+  resolved_.clear();  // a new attempt (--max-restarts) looks again
   link_->start_heartbeats(milliseconds(m.hb_ms), milliseconds(m.hb_timeout_ms),
                           "no heartbeat from the launcher for " + std::to_string(m.hb_timeout_ms) + " ms");
   if (m.mpi && !start_mpi(m)) return finish_if_done();
@@ -341,7 +342,11 @@ std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const ms
   s.inherit_fd = pmi_end.child_fd;
   s.reset_signals = &reset_signals_;
   const std::string* path = rank_env_value(base, over, "PATH");
-  Resolved res = resolve_program(s.argv.at(0), path ? *path : "/usr/bin:/bin");
+  auto key = std::make_tuple(s.argv.at(0), path ? *path : "/usr/bin:/bin", s.wdir);
+  auto found = resolved_.find(key);
+  if (found == resolved_.end())
+    found = resolved_.emplace(key, resolve_program(std::get<0>(key), std::get<1>(key), std::get<2>(key))).first;
+  const Resolved& res = found->second;
   if (res.code != 0) return refuse(res.code, res.message);
   s.exe = res.path;
   if (py_dir_ && PythonDir::is_python(s.exe)) py_dir_->ensure();  // before it starts: python -S runs no hook

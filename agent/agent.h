@@ -13,7 +13,9 @@
 #include <boost/asio.hpp>
 #include <chrono>
 #include <memory>
+#include <map>
 #include <optional>
+#include <tuple>
 #include <string>
 
 #include "agent/mpi_job.h"
@@ -87,6 +89,9 @@ class Agent {
   std::array<char, 256> stdin_buf_{};
   sigset_t reset_signals_{};  // what a rank resets before exec (non_default_signals, per launch)
   std::optional<control::msg::Launch> launch_;  // the launch (less its ranks), for spawned children
+  // The programs resolved for this launch (or spawn), by (argv0, PATH, wdir):
+  // 64 ranks of one program look it up once, not 64 times.
+  std::map<std::tuple<std::string, std::string, std::string>, Resolved> resolved_;
   std::optional<int> restart_;  // --max-restarts: the attempt to answer `ready` for, once every rank is reported
   bool bye_ = false, done_ = false;
   int exit_code_ = 0;

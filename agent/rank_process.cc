@@ -34,9 +34,18 @@ static Resolved check_file(const std::string& path) {
   return {path, 0, ""};
 }
 
-Resolved resolve_program(const std::string& argv0, const std::string& path_var) {
+Resolved resolve_program(const std::string& argv0, const std::string& path_var, const std::string& dir) {
   if (argv0.empty()) return {"", 127, "empty program name"};
-  if (argv0.find('/') != std::string::npos) return check_file(argv0);
+  // Checked where the exec will find it; the path handed back is the one the
+  // exec uses after its chdir to `dir` (joined, it would be wrong there when
+  // `dir` is itself relative).
+  auto check = [&dir](const std::string& path) {
+    if (dir.empty() || path.front() == '/') return check_file(path);
+    Resolved r = check_file(dir + (dir.back() == '/' ? "" : "/") + path);
+    if (r.code == 0) r.path = path;
+    return r;
+  };
+  if (argv0.find('/') != std::string::npos) return check(argv0);
   Resolved not_exec;
   size_t start = 0;
   while (start <= path_var.size()) {
@@ -44,7 +53,7 @@ Resolved resolve_program(const std::string& argv0, const std::string& path_var) 
     if (end == std::string::npos) end = path_var.size();
     std::string dir = path_var.substr(start, end - start);
     std::string candidate = (dir.empty() ? "." : dir) + "/" + argv0;
-    Resolved r = check_file(candidate);
+    Resolved r = check(candidate);
     if (r.code == 0) return r;
     if (r.code == 126 && not_exec.message.empty()) not_exec = r;
     start = end + 1;

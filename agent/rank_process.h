@@ -19,7 +19,12 @@ struct Resolved {
 
 // Resolves argv0 as execvp would: a name with '/' is taken as a path, else
 // each directory of `path_var` is searched. Pure apart from stat/access.
-Resolved resolve_program(const std::string& argv0, const std::string& path_var);
+// `dir`, when not empty, is the directory the program will be exec'd from
+// (the rank's --wdir): a relative path (./train, or a PATH entry such as
+// "." or bin) is looked up there, as the exec after the chdir will, and
+// comes back joined to it. (Resolved from the agent's own directory, a
+// remote agent's $HOME, `--wdir /scratch ./worker` was "not found".)
+Resolved resolve_program(const std::string& argv0, const std::string& path_var, const std::string& dir = "");
 
 // The descriptor a rank gets SpawnSpec::inherit_fd as. A rank's table holds
 // 0, 1, 2 and this one, nothing else of the agent's.

@@ -177,6 +177,40 @@ TEST_CASE("dlaunch --wdir sets the ranks' working directory and the default is d
   CHECK(r.out == real_b + "\n" + real_b + "\n");
 }
 
+// mpirun -wdir and the docs' `--wdir /scratch ./worker`: a relative program
+// (or a relative PATH entry) is where the rank's exec finds it, in its working
+// directory. The agent used to look from its own directory (a remote agent's
+// is $HOME) and refused the rank as "not found".
+TEST_CASE("dlaunch --wdir DIR ./prog: the program is found in DIR, not in dlaunch's directory", "[integration]") {
+  TempDir work, elsewhere;
+  std::filesystem::create_directory(work.path + "/sub");
+  write_file(work.path + "/sub/prog", "#!/bin/sh\necho \"prog $RANK in $(pwd)\"\n", 0755);
+  const std::string real = std::filesystem::canonical(work.path).string();
+  RunSpec s;
+  s.cwd = elsewhere.path;  // holds no sub/prog
+  s.argv = {bin("dlaunch"), "-n", "2", "--wdir", work.path, "./sub/prog"};
+  RunResult r = run(s, 20);
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("prog 0 in " + real + "\n") != std::string::npos);
+  CHECK(r.out.find("prog 1 in " + real + "\n") != std::string::npos);
+  // A relative --wdir, and a PATH entry "sub" relative to it.
+  s.cwd = std::filesystem::path(work.path).parent_path().string();
+  s.argv = {bin("dlaunch"), "-n", "1", "--wdir", std::filesystem::path(work.path).filename().string(), "prog"};
+  s.set_env = {{"PATH", "sub:/usr/bin:/bin"}};
+  r = run(s, 20);
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("prog 0 in " + real + "\n") != std::string::npos);
+  // Not there either: refused, naming where it was looked for.
+  s.cwd = work.path;
+  s.set_env = {};
+  s.argv = {bin("dlaunch"), "-n", "1", "--wdir", elsewhere.path, "./sub/prog"};
+  r = run(s, 20);
+  CHECK(r.code == 127);
+  CHECK(r.err.find(elsewhere.path + "/./sub/prog: No such file") != std::string::npos);
+}
+
 TEST_CASE("dlaunch --gpus-per-node 2 on 4 ranks binds GPUs 0,1,0,1", "[integration]") {
   TempDir tmp;
   RunSpec s;

@@ -56,6 +56,16 @@ TEST_CASE("dlaunch-hello meets at a barrier in the launcher's store across hosts
     CHECK(contains(r.output, "rank " + std::to_string(rank) + " of 8 on h" + std::to_string(rank / 2)));
     CHECK(contains(r.output, "rank " + std::to_string(rank) + " passed the barrier with all 8 ranks"));
   }
+  // `dlaunch --hostfile hosts ./train`, the shape users type: a relative
+  // program is found from the launcher's directory on every host (the remote
+  // agents start in $HOME; they used to look there and refuse the ranks).
+  const std::string hello = bin("dlaunch-hello");
+  const std::string dir = hello.substr(0, hello.rfind("/bin/"));
+  auto rel = c.run_in("h0", "cd '" + dir + "' && " + dlaunch_cmd(c, "-n 8 ./bin/dlaunch-hello") + " </dev/null");
+  INFO(rel.output);
+  REQUIRE(rel.status == 0);
+  for (int rank = 0; rank < 8; ++rank)
+    CHECK(contains(rel.output, "rank " + std::to_string(rank) + " passed the barrier with all 8 ranks"));
 }
 
 TEST_CASE("a failing rank on h2 gives its exit code, names the host and stops the others fast",
