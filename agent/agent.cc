@@ -1,9 +1,12 @@
 #include "agent/agent.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 
 #include "agent/cpu_binding.h"
@@ -178,7 +181,7 @@ void Agent::on_message(const control::FromLauncher& m) {
 }
 
 void Agent::launch(const msg::Launch& m) {
-  resolved_.clear();  // a new attempt (--max-restarts) looks again
+  resolved_.clear(), wdirs_.clear();  // a new attempt (--max-restarts) looks again
   link_->start_heartbeats(milliseconds(m.hb_ms), milliseconds(m.hb_timeout_ms),
                           "no heartbeat from the launcher for " + std::to_string(m.hb_timeout_ms) + " ms");
   if (m.mpi && !start_mpi(m)) return finish_if_done();
@@ -341,6 +344,21 @@ std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const ms
   s.cpus = spec.cpus.value_or(std::vector<int>{});
   s.inherit_fd = pmi_end.child_fd;
   s.reset_signals = &reset_signals_;
+  if (!s.wdir.empty()) {
+    // Checked once per directory here, so that the refusal names it and says
+    // what to do; the child's chdir failing could only exit 126.
+    auto [dir, fresh] = wdirs_.try_emplace(s.wdir);
+    if (fresh) {
+      struct stat st {};
+      if (::stat(s.wdir.c_str(), &st) != 0) dir->second = std::strerror(errno);
+      else if (!S_ISDIR(st.st_mode)) dir->second = "not a directory";
+      else if (::access(s.wdir.c_str(), X_OK) != 0) dir->second = std::strerror(errno);
+    }
+    if (!dir->second.empty())
+      return refuse(126, "cannot change to the working directory " + s.wdir + ": " + dir->second +
+                             " (the ranks run in dlaunch's working directory on every host: start dlaunch in a "
+                             "directory that exists on each, or pass --wdir DIR)");
+  }
   const std::string* path = rank_env_value(base, over, "PATH");
   auto key = std::make_tuple(s.argv.at(0), path ? *path : "/usr/bin:/bin", s.wdir);
   auto found = resolved_.find(key);

@@ -92,6 +92,8 @@ class Agent {
   // The programs resolved for this launch (or spawn), by (argv0, PATH, wdir):
   // 64 ranks of one program look it up once, not 64 times.
   std::map<std::tuple<std::string, std::string, std::string>, Resolved> resolved_;
+  // The working directories checked for this launch: why each cannot be used, or "".
+  std::map<std::string, std::string> wdirs_;
   std::optional<int> restart_;  // --max-restarts: the attempt to answer `ready` for, once every rank is reported
   bool bye_ = false, done_ = false;
   int exit_code_ = 0;

@@ -13,7 +13,7 @@ namespace dl::agent {
 namespace msg = control::msg;
 
 void Agent::start_spawn(const msg::SpawnLaunch& m) {
-  resolved_.clear();
+  resolved_.clear(), wdirs_.clear();
   if (done_) return;
   std::vector<std::vector<std::pair<std::string, std::string>>> envs;
   std::string error;

@@ -270,8 +270,13 @@ int child(void* p) {
     say("; run with --bind-to none, or free those CPUs (taskset, cgroup cpuset)\n");
     ::_exit(126);
   }
-  if (!s.wdir.empty() && ::chdir(s.wdir.c_str()) != 0) {
-    say("dlaunch-agent: cannot change to the working directory\n");
+  if (!s.wdir.empty() && ::chdir(s.wdir.c_str()) != 0) {  // (the agent checked it: this is a race)
+    const char* why = std::strerror(errno);
+    say("dlaunch-agent: cannot change to the working directory ");
+    say(s.wdir.c_str());
+    say(": ");
+    say(why);
+    say("\n");
     ::_exit(126);
   }
   ::execve(s.exe.c_str(), a.argv, a.envp);

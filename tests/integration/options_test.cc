@@ -209,6 +209,14 @@ TEST_CASE("dlaunch --wdir DIR ./prog: the program is found in DIR, not in dlaunc
   r = run(s, 20);
   CHECK(r.code == 127);
   CHECK(r.err.find(elsewhere.path + "/./sub/prog: No such file") != std::string::npos);
+  // A working directory that is not there: refused naming it and the fix,
+  // where the rank's chdir could only exit 126 without a word of which.
+  s.argv = {bin("dlaunch"), "-n", "2", "--wdir", work.path + "/gone", "/bin/true"};
+  r = run(s, 20);
+  CHECK(r.code == 126);
+  CHECK(r.err.find("cannot change to the working directory " + work.path + "/gone: No such file or directory") !=
+        std::string::npos);
+  CHECK(r.err.find("pass --wdir") != std::string::npos);
 }
 
 TEST_CASE("dlaunch --gpus-per-node 2 on 4 ranks binds GPUs 0,1,0,1", "[integration]") {
