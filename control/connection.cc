@@ -30,7 +30,9 @@ void Connection::start() {
 }
 
 void Connection::read() {
+  read_pending_ = true;
   sock_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+    self->read_pending_ = false;
     if (self->closed_ || self->reading_stopped_) return;
     if (ec) return self->close(ec == asio::error::eof ? "connection closed" : ec.message());
     self->last_rx_ = Clock::now();
@@ -47,8 +49,17 @@ void Connection::read() {
     } catch (const std::exception& e) {
       return self->close(std::string("protocol error: ") + e.what());
     }
-    if (!self->closed_ && !self->reading_stopped_) self->read();
+    if (!self->closed_ && !self->reading_stopped_ && !self->read_held_) self->read();
   });
+}
+
+void Connection::hold_reading() { read_held_ = true; }
+
+void Connection::resume_reading() {
+  if (!read_held_) return;
+  read_held_ = false;
+  last_rx_ = Clock::now();  // its silence counts from now
+  if (!read_pending_ && !closed_ && !reading_stopped_) read();
 }
 
 // The server's half of wire/handshake.h: hello -> answer, then proof.
@@ -145,6 +156,7 @@ void Connection::beat() {
     auto self = w.lock();
     if (ec || !self || self->closed_ || self->hb_interval_.count() <= 0) return;
     const auto now = Clock::now();
+    if (self->read_held_) self->last_rx_ = now;  // unread by our choice: not its silence
     if (self->hb_timeout_.count() > 0 && now - self->last_rx_ >= self->hb_timeout_)
       return self->close(self->silence_why_);
     if (now >= self->next_beat_) {

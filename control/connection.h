@@ -69,6 +69,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void when_flushed(std::function<void()> fn);
   // Stops reading; what is queued still goes out.
   void shutdown_receive();
+  // Backpressure from this end: no more bytes are read from the peer until
+  // resume_reading() (frames already read are still handed out), so that its
+  // sends back up. The peer's silence is not counted meanwhile: holding its
+  // bytes unread is our doing.
+  void hold_reading();
+  void resume_reading();
   // Closes the socket and calls `closed(why)` (once; later calls do nothing).
   void close(const std::string& why);
 
@@ -91,6 +97,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<std::string> txq_;
   size_t queued_ = 0;
   bool writing_ = false, paused_ = false, authed_ = false, closed_ = false, reading_stopped_ = false;
+  bool read_held_ = false, read_pending_ = false;
   std::function<void()> flushed_;
   std::chrono::milliseconds hb_interval_{0}, hb_timeout_{0};
   std::string silence_why_;

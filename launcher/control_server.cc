@@ -131,6 +131,16 @@ void ControlServer::start_heartbeats(std::chrono::milliseconds interval, std::ch
     if (c && c->is_open()) c->start_heartbeats(interval, timeout, why);
 }
 
+void ControlServer::hold_reading() {
+  for (auto& c : conns_)
+    if (c) c->hold_reading();
+}
+
+void ControlServer::resume_reading() {
+  for (auto& c : conns_)
+    if (c) c->resume_reading();
+}
+
 void ControlServer::stop_heartbeats() {
   for (auto& c : conns_)
     if (c) c->stop_heartbeats();

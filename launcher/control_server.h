@@ -56,6 +56,10 @@ class ControlServer {
   // Every connected node: a heartbeat each `interval`, lost after `timeout` of silence.
   void start_heartbeats(std::chrono::milliseconds interval, std::chrono::milliseconds timeout);
   void stop_heartbeats();
+  // Output backpressure: the agents' connections are not read (their
+  // silence not counted) from hold_reading() until resume_reading().
+  void hold_reading();
+  void resume_reading();
 
  private:
   void accept();

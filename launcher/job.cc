@@ -63,6 +63,7 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> vie
 }
 
 Job::~Job() {
+  ConsoleWriter::when_below_low(nullptr);
   if (starter_) starter_->stop(0);
 }
 
@@ -77,6 +78,9 @@ void Job::log(const std::string& line) {
 }
 
 int Job::run() {
+  // The ranks' output and dlaunch's lines go out from a thread of their own
+  // while the job runs: a reader that stalls holds them up, not the loop.
+  ConsoleWriter::enable();
   token_ = view_ ? view_->token : wire::new_token();
   job_id_ = view_ ? view_->job_id : "dl-" + wire::to_hex(wire::random_bytes(4));
   bool any_remote = false;
@@ -151,6 +155,7 @@ int Job::run() {
   io_.run();
   starter_->stop(2000);
   if (const std::string last = attempts_.final_line(fate_); !last.empty()) write_fully(2, last + "\n");
+  ConsoleWriter::drain_and_disable();  // every line is out before dlaunch exits
   return fate_.exit_code();
 }
 
@@ -363,6 +368,18 @@ void Job::on_output(int node, const control::DataChunk& c) {
   const auto& mine = nodes_.at(static_cast<size_t>(node)).ranks;
   if (std::find(mine.begin(), mine.end(), c.rank) == mine.end()) throw RemoteError("output for a foreign rank");
   sink_->write(c.rank, c.stream, c.bytes);
+  // dlaunch's own stdout or stderr is not keeping up: hold the agents' output
+  // back until it has (ConsoleWriter), rather than queue without bound.
+  if (!output_held_ && ConsoleWriter::queued() > ConsoleWriter::kHigh) {
+    output_held_ = true;
+    server_->hold_reading();
+    ConsoleWriter::when_below_low([this] {
+      asio::post(io_, [this] {
+        output_held_ = false;
+        server_->resume_reading();
+      });
+    });
+  }
 }
 
 void Job::on_fence(int node, uint64_t id, std::string_view blob) {

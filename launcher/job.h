@@ -150,6 +150,7 @@ class Job : public ControlServer::Handler {
   Attempts attempts_;
   ProgressLine progress_;                    // agents connected, on a terminal
   std::vector<std::string> start_failures_;  // hosts whose agent could not be started
+  bool output_held_ = false;                 // the agents' connections are not read: the console is behind
   bool mpi_ = false;                         // the agents serve PMIx (--mpi), decided at launch
   std::unique_ptr<OutputSink> sink_;
   std::unique_ptr<StackCollector> stacks_;  // where every rank is, on --timeout and SIGQUIT

@@ -5,7 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <cerrno>
 #include <chrono>
 #include <ctime>
@@ -14,7 +22,8 @@
 
 namespace dl::launcher {
 
-void write_fully(int fd, std::string_view b) {
+namespace {
+void write_direct(int fd, std::string_view b) {
   while (!b.empty()) {
     ssize_t n = ::write(fd, b.data(), b.size());
     if (n < 0) {
@@ -28,6 +37,96 @@ void write_fully(int fd, std::string_view b) {
     }
     b.remove_prefix(static_cast<size_t>(n));
   }
+}
+
+// ConsoleWriter's state: one per process.
+struct Console {
+  std::mutex mu;
+  std::condition_variable work, idle;
+  std::deque<std::pair<int, std::string>> q;
+  size_t queued = 0;
+  bool enabled = false, started = false, writing = false;
+  std::function<void()> below_low;
+
+  void start() {  // under mu
+    sigset_t all, old;
+    sigfillset(&all);
+    sigdelset(&all, SIGPIPE);  // a closed reader ends dlaunch, as a write from the loop did
+    ::pthread_sigmask(SIG_SETMASK, &all, &old);
+    try {
+      std::thread([this] { loop(); }).detach();
+      started = true;
+    } catch (const std::system_error&) {
+    }
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      work.wait(lock, [&] { return !q.empty(); });
+      auto [fd, bytes] = std::move(q.front());
+      q.pop_front();
+      writing = true;
+      lock.unlock();
+      write_direct(fd, bytes);
+      lock.lock();
+      writing = false;
+      queued -= bytes.size();
+      if (below_low && queued < ConsoleWriter::kLow) std::exchange(below_low, nullptr)();
+      if (q.empty()) idle.notify_all();
+    }
+  }
+};
+Console& console() {
+  static Console* c = new Console;  // leaked: its thread may outlive every destructor
+  return *c;
+}
+}  // namespace
+
+void write_fully(int fd, std::string_view b) {
+  if (b.empty()) return;
+  if (fd == 1 || fd == 2) {
+    Console& c = console();
+    std::unique_lock<std::mutex> lock(c.mu);
+    if (c.enabled) {
+      if (!c.started) c.start();
+      if (c.started) {
+        c.q.emplace_back(fd, std::string(b));
+        c.queued += b.size();
+        c.work.notify_one();
+        return;
+      }
+    }
+  }
+  write_direct(fd, b);
+}
+
+void ConsoleWriter::enable() {
+  std::lock_guard<std::mutex> lock(console().mu);
+  console().enabled = true;
+}
+
+size_t ConsoleWriter::queued() {
+  std::lock_guard<std::mutex> lock(console().mu);
+  return console().queued;
+}
+
+void ConsoleWriter::when_below_low(std::function<void()> fn) {
+  Console& c = console();
+  std::unique_lock<std::mutex> lock(c.mu);
+  if (fn && c.queued < kLow) {
+    lock.unlock();
+    return fn();
+  }
+  c.below_low = std::move(fn);
+}
+
+void ConsoleWriter::drain_and_disable() {
+  Console& c = console();
+  std::unique_lock<std::mutex> lock(c.mu);
+  c.idle.wait(lock, [&] { return c.q.empty() && !c.writing; });
+  c.enabled = false;
+  c.below_low = nullptr;
 }
 
 namespace {

@@ -3,6 +3,7 @@
 // optionally tagged "[rank@host] " and timestamped, and/or one file per rank
 // and stream. Bytes arrive in arbitrary chunks; each (rank, stream) keeps its
 // partial last line until the newline comes or the rank ends.
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -74,6 +75,34 @@ class OutputSink {
 };
 
 // write(2) until done, waiting out EAGAIN; errors (a closed pipe) are dropped.
+// To dlaunch's stdout or stderr (fd 1 or 2) while the console writer is on:
+// queued for its thread, in order, and returns at once.
 void write_fully(int fd, std::string_view bytes);
+
+// dlaunch's stdout and stderr written by a thread of their own while a job
+// runs, so that a reader that does not keep up (`dlaunch ... | less` left
+// unscrolled, a slow tee, a terminal on hold) holds up the output, not the
+// launcher's loop: before, write(2) blocked the loop, no heartbeat went out,
+// and after --heartbeat-timeout the agents killed the job as launcher-less.
+// The job holds its agents' output back (their connections stop being read)
+// while more than kHigh bytes wait here, and reads them again below kLow:
+// the ranks then wait on their own writes, as under mpirun.
+// Everything goes through write_fully; the thread starts with the first
+// write after enable(). SIGPIPE is not blocked on it: a reader that went
+// away (`| head`) ends dlaunch as before.
+class ConsoleWriter {
+ public:
+  static constexpr size_t kHigh = 4u << 20;
+  static constexpr size_t kLow = 1u << 20;
+  // From now on writes to fd 1 and 2 are queued.
+  static void enable();
+  // Bytes waiting to be written.
+  static size_t queued();
+  // `fn` runs once, on the writer's thread, when fewer than kLow bytes wait
+  // (at once, here, if that is so now); nullptr forgets a pending one.
+  static void when_below_low(std::function<void()> fn);
+  // Waits until everything queued is written; then writes are direct again.
+  static void drain_and_disable();
+};
 
 }  // namespace dl::launcher

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "tests/integration/run_command.h"
 
@@ -154,4 +155,42 @@ TEST_CASE("dlaunch --timestamp-output puts a time before each line", "[integrati
   CHECK(l[5] == ':');
   CHECK(l[8] == '.');
   CHECK(l.substr(12) == " [0@localhost] hello");
+}
+
+// A reader of dlaunch's stdout that does not keep up (`dlaunch ... | less`
+// left unscrolled, a slow tee): the ranks wait on their writes, the job goes
+// on and every line arrives once the reader reads. Before, dlaunch's loop
+// blocked in write(2): no heartbeat went out, and after --heartbeat-timeout
+// the agent killed the job ("lost the agent ... connection closed") with most
+// of its output gone. Here the reader sleeps 5 s against a 2 s timeout.
+TEST_CASE("a reader that stalls 5 s holds the output up, and the job neither dies nor loses a line",
+          "[integration][slow]") {
+  RunSpec s;
+  s.argv = {"/bin/bash", "-c",
+            "set -o pipefail; '" + bin("dlaunch") +
+                "' --heartbeat-timeout 2 -n 2 sh -c 'i=0; while [ $i -lt 60000 ]; do i=$((i+1)); "
+                "echo \"line $RANK $i\"; done' | (sleep 5; cat)"};
+  RunResult r = run(s, 120);
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("lost the agent") == std::string::npos);
+  long lines[2] = {0, 0}, last[2] = {0, 0};
+  bool in_order = true, whole = true;
+  size_t at = 0;
+  while (at < r.out.size()) {
+    size_t nl = r.out.find('\n', at);
+    if (nl == std::string::npos) whole = false, nl = r.out.size() - 1;
+    int rank = -1;
+    long i = -1;
+    if (std::sscanf(r.out.c_str() + at, "line %d %ld", &rank, &i) == 2 && (rank == 0 || rank == 1)) {
+      ++lines[rank];
+      in_order = in_order && i == last[rank] + 1;
+      last[rank] = i;
+    }
+    at = nl + 1;
+  }
+  CHECK(lines[0] == 60000);
+  CHECK(lines[1] == 60000);
+  CHECK(in_order);
+  CHECK(whole);
 }
