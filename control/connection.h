@@ -78,6 +78,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes the socket and calls `closed(why)` (once; later calls do nothing).
   void close(const std::string& why);
 
+  // The numeric addresses of this end and of the peer of a TCP connection
+  // ("" for a socketpair, or when the socket cannot say).
+  std::string local_ip() const;
+  std::string peer_ip() const;
+
   bool is_open() const { return !closed_; }
   bool authenticated() const { return authed_; }
   Clock::time_point last_rx() const { return last_rx_; }

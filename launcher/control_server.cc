@@ -118,6 +118,16 @@ bool ControlServer::connected(int node) const {
   return c && c->is_open();
 }
 
+std::string ControlServer::agent_ip(int node) const {
+  const auto& c = conns_.at(static_cast<size_t>(node));
+  return c ? c->peer_ip() : "";
+}
+
+std::string ControlServer::launcher_ip(int node) const {
+  const auto& c = conns_.at(static_cast<size_t>(node));
+  return c ? c->local_ip() : "";
+}
+
 bool ControlServer::any_open() const {
   for (const auto& c : conns_)
     if (c && c->is_open()) return true;

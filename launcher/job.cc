@@ -276,6 +276,15 @@ PlanInput Job::plan_input() const {
 
 void Job::launch_all() {
   if (!phase_.is(Phase::kStarting)) return;
+  // With --launcher ssh a host's address (and ours as it reached us) comes
+  // from the SSH_CONNECTION line its ssh prints before the agent starts; the
+  // agent's own TCP connection can say hello first, and MASTER_ADDR and the
+  // store's address were then "". That connection's ends say the same.
+  for (auto& n : nodes_) {
+    if (n.local || n.external || !n.reach_addr.empty()) continue;
+    n.reach_addr = server_->agent_ip(n.index);
+    if (control_host_.empty()) control_host_ = server_->launcher_ip(n.index);
+  }
   const PlanInput in = plan_input();
   LaunchPlan plan = plan_launch(in);
   if (plan.refusal == LaunchPlan::Refusal::kNoPmix) {

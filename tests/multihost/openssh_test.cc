@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -56,6 +57,24 @@ TEST_CASE("launcher ssh: rank 0 on a remote host, MASTER_ADDR is its address fro
   REQUIRE(r.status == 0);
   CHECK(contains(r.output, "ID 0 h2 " + c.address(2)));
   CHECK(contains(r.output, "ID 3 h3 " + c.address(2)));
+  // The SSH_CONNECTION line arrives after every agent's hello (an ssh whose
+  // stdout is held up a second): the addresses come from the agents' own
+  // connections. Before, MASTER_ADDR was "" and the store at ":PORT", at
+  // times on a loaded machine and always this way.
+  const std::string slow_ssh = c.dir() + "/slow-stdout-ssh";
+  std::ofstream(slow_ssh) << "#!/bin/sh\nssh \"$@\" | { sleep 1; cat; }\n";
+  std::filesystem::permissions(slow_ssh, std::filesystem::perms::owner_all);
+  r = c.run_in("h0", bin("dlaunch") + " --launcher ssh --launcher-exec " + slow_ssh + " -n 4 --hostfile " + hf +
+                         " --ssh-config " + c.ssh_config() + " sh -c 'echo ID $RANK $(hostname) $MASTER_ADDR' </dev/null");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(contains(r.output, "ID 0 h2 " + c.address(2)));
+  CHECK(contains(r.output, "ID 3 h3 " + c.address(2)));
+  r = c.run_in("h0", bin("dlaunch") + " --launcher ssh --launcher-exec " + slow_ssh + " -n 4 --hostfile " + hf +
+                         " --ssh-config " + c.ssh_config() + " " + bin("dlaunch-hello") + " </dev/null");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(contains(r.output, "rank 3 passed the barrier with all 4 ranks"));
 }
 
 TEST_CASE("launcher ssh: hostile words run nothing on any host", "[multihost][cluster][slow]") {
