@@ -143,7 +143,13 @@ void Agent::on_message(const control::FromLauncher& m) {
   std::visit(control::Visitor{
                  [](const msg::Heartbeat&) {},
                  [this](const msg::Launch& l) { launch(l); },
-                 [this](const msg::Signal& s) { ranks_.signal_all(s.signal); },
+                 [this](const msg::Signal& s) {
+                   // Ctrl-Z on dlaunch: the launcher stops itself after this,
+                   // and is silent until SIGCONT comes.
+                   if (s.signal == SIGSTOP) link_->pause_silence();
+                   if (s.signal == SIGCONT) link_->resume_silence();
+                   ranks_.signal_all(s.signal);
+                 },
                  [this](const msg::Kill& k) { ranks_.teardown(milliseconds(k.grace_ms)); },
                  [this](const msg::FenceFailed& f) {
                    if (pmi::is_pmi_fence(f.id)) {

@@ -59,6 +59,11 @@ void Connection::read() {
 
 void Connection::hold_reading() { read_held_ = true; }
 
+void Connection::resume_silence() {
+  silence_paused_ = false;
+  last_rx_ = Clock::now();
+}
+
 void Connection::resume_reading() {
   if (!read_held_) return;
   read_held_ = false;
@@ -160,7 +165,7 @@ void Connection::beat() {
     auto self = w.lock();
     if (ec || !self || self->closed_ || self->hb_interval_.count() <= 0) return;
     const auto now = Clock::now();
-    if (self->read_held_) self->last_rx_ = now;  // unread by our choice: not its silence
+    if (self->read_held_ || self->silence_paused_) self->last_rx_ = now;  // not its silence: our choice
     if (self->hb_timeout_.count() > 0 && now - self->last_rx_ >= self->hb_timeout_)
       return self->close(self->silence_why_);
     if (now >= self->next_beat_) {

@@ -75,6 +75,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // bytes unread is our doing.
   void hold_reading();
   void resume_reading();
+  // The peer is stopped on purpose (Ctrl-Z on dlaunch): its silence is not
+  // counted until resume_silence(), which counts it afresh from then.
+  void pause_silence() { silence_paused_ = true; }
+  void resume_silence();
   // Closes the socket and calls `closed(why)` (once; later calls do nothing).
   void close(const std::string& why);
 
@@ -102,7 +106,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<std::string> txq_;
   size_t queued_ = 0;
   bool writing_ = false, paused_ = false, authed_ = false, closed_ = false, reading_stopped_ = false;
-  bool read_held_ = false, read_pending_ = false;
+  bool read_held_ = false, read_pending_ = false, silence_paused_ = false;
   std::function<void()> flushed_;
   std::chrono::milliseconds hb_interval_{0}, hb_timeout_{0};
   std::string silence_why_;

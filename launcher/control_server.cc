@@ -146,6 +146,13 @@ void ControlServer::hold_reading() {
     if (c) c->hold_reading();
 }
 
+size_t ControlServer::queued_bytes() const {
+  size_t n = 0;
+  for (auto& c : conns_)
+    if (c && c->is_open()) n += c->queued_bytes();
+  return n;
+}
+
 void ControlServer::resume_reading() {
   for (auto& c : conns_)
     if (c) c->resume_reading();

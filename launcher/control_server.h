@@ -65,6 +65,8 @@ class ControlServer {
   // silence not counted) from hold_reading() until resume_reading().
   void hold_reading();
   void resume_reading();
+  // Bytes queued on the agents' connections, not yet handed to the kernel.
+  size_t queued_bytes() const;
 
  private:
   void accept();

@@ -34,10 +34,14 @@ constexpr milliseconds kCloseWait{3000};
 Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> view, StarterFactory make_starter)
     : opts_(std::move(opts)), plan_(std::move(plan)), view_(std::move(view)), make_starter_(std::move(make_starter)),
       signals_(io_, SIGINT, SIGTERM, SIGHUP), agent_timer_(io_), job_timer_(io_), kill_timer_(io_), close_timer_(io_),
-      restart_timer_(io_), attempts_(opts_.max_restarts), progress_(io_), fate_(static_cast<int>(plan_.ranks.size())) {
+      restart_timer_(io_), suspend_timer_(io_), attempts_(opts_.max_restarts), progress_(io_), fate_(static_cast<int>(plan_.ranks.size())) {
   // The scheduler's warnings (Slurm's --signal=USR1@90): forwarded, never fatal.
   signals_.add(SIGUSR1);
   signals_.add(SIGUSR2);
+  // Ctrl-Z and fg/bg: the whole job stops and continues (suspend()); so it
+  // does where the terminal would stop dlaunch alone (a background dlaunch
+  // reading its stdin, or writing under `stty tostop`).
+  for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT}) signals_.add(sig);
   std::vector<std::string> rank_hosts;
   for (const auto& r : plan_.ranks) rank_hosts.push_back(plan_.nodes.at(static_cast<size_t>(r.node)).host);
   OutputOptions out;
@@ -444,6 +448,37 @@ void Job::teardown(int grace_ms) {
   });
 }
 
+void Job::suspend(int sig) {
+  // The ranks first (mpirun forwards Ctrl-Z the same way): with dlaunch
+  // stopped and theirs running, their output would pile up and, after
+  // --heartbeat-timeout, the agents would end the job as launcher-less.
+  if (phase_.is(Phase::kLaunched)) server_->broadcast(msg::Signal{SIGSTOP});
+  log(std::string("SIG") + ::sigabbrev_np(sig) + ": the ranks are stopped, and dlaunch stops until SIGCONT (fg or bg)");
+  stop_self_when_sent(0);
+}
+
+// The SIGSTOP frames must be in the kernel's hands before this process
+// stops: up to a second for a congested connection, in 10 ms steps.
+void Job::stop_self_when_sent(int waited_ms) {
+  if (server_->queued_bytes() == 0 || waited_ms >= 1000) {
+    ::raise(SIGSTOP);  // returns once continued; continued() runs from SIGCONT's handler
+    return;
+  }
+  suspend_timer_.expires_after(milliseconds(10));
+  suspend_timer_.async_wait([this, waited_ms](boost::system::error_code ec) {
+    if (!ec) stop_self_when_sent(waited_ms + 10);
+  });
+}
+
+void Job::continued() {
+  // However this process was stopped (Ctrl-Z, kill -STOP), the agents' last
+  // frames are old now: their silence counts afresh, as ours does there.
+  if (!phase_.is(Phase::kLaunched) && !phase_.is(Phase::kTearingDown)) return;
+  server_->start_heartbeats(milliseconds(heartbeat_interval_ms(opts_.heartbeat_timeout_s)), secs(opts_.heartbeat_timeout_s));
+  server_->broadcast(msg::Signal{SIGCONT});
+  log("SIGCONT: the ranks continue");
+}
+
 // Nothing runs yet: tell connected agents to leave, then stop.
 void Job::abort_before_launch() {
   phase_.to(Phase::kAborting);
@@ -455,6 +490,8 @@ void Job::abort_before_launch() {
 
 void Job::on_signal(int sig) {
   signals_.async_wait([this](auto ec, int s) { if (!ec) on_signal(s); });
+  if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) return suspend(sig);
+  if (sig == SIGCONT) return continued();
   if (sig == SIGUSR1 || sig == SIGUSR2) {
     // To every rank's process group, on every host; the job goes on.
     if (phase_.is(Phase::kLaunched) || phase_.is(Phase::kTearingDown)) server_->broadcast(msg::Signal{sig});

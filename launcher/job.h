@@ -109,6 +109,13 @@ class Job : public ControlServer::Handler {
   void teardown(int grace_ms);
   void abort_before_launch();
   void on_signal(int sig);
+  // Ctrl-Z (SIGTSTP, and SIGTTIN/SIGTTOU): the ranks everywhere are stopped
+  // (SIGSTOP to their groups, the agents stop counting our silence), then
+  // dlaunch stops itself; SIGCONT (fg, bg) continues them and counts
+  // silences afresh.
+  void suspend(int sig);
+  void stop_self_when_sent(int waited_ms);
+  void continued();
   PlanInput plan_input() const;
   // --max-restarts (launcher/job_restart.cc).
   bool restartable();
@@ -146,7 +153,7 @@ class Job : public ControlServer::Handler {
   std::unique_ptr<FenceRelay> fences_;
   std::unique_ptr<AgentStarter> starter_;
   asio::signal_set signals_;
-  asio::steady_timer agent_timer_, job_timer_, kill_timer_, close_timer_, restart_timer_;
+  asio::steady_timer agent_timer_, job_timer_, kill_timer_, close_timer_, restart_timer_, suspend_timer_;
   Attempts attempts_;
   ProgressLine progress_;                    // agents connected, on a terminal
   std::vector<std::string> start_failures_;  // hosts whose agent could not be started

@@ -126,6 +126,54 @@ TEST_CASE("SIGTERM to dlaunch is forwarded: exit 143", "[integration]") {
   kill_marked(m);
 }
 
+namespace {
+// A process's state letter from /proc (R, S, T, Z, ...), or 0 when gone.
+char proc_state(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  return close == std::string::npos || close + 2 >= text.size() ? 0 : text[close + 2];
+}
+
+bool becomes(pid_t pid, char state, double seconds) {
+  for (double waited = 0; waited < seconds; waited += 0.05) {
+    if (proc_state(pid) == state) return true;
+    pause_s(0.05);
+  }
+  return proc_state(pid) == state;
+}
+}  // namespace
+
+// Ctrl-Z on a terminal sends SIGTSTP to dlaunch (its children are in groups
+// of their own). Before, dlaunch stopped alone: the ranks ran on, and after
+// --heartbeat-timeout the agent ended the job as launcher-less. Now the
+// ranks stop with it, stay stopped past twice the timeout, and SIGCONT (fg)
+// continues the whole job to a clean end.
+TEST_CASE("Ctrl-Z (SIGTSTP) stops dlaunch and its ranks past the heartbeat timeout; SIGCONT ends the job whole",
+          "[integration][slow]") {
+  const std::string m = new_marker();
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--heartbeat-timeout", "2", "/bin/sh", "-c",
+            "i=0; while [ $i -lt 20 ]; do i=$((i+1)); echo tick $RANK $i; sleep 0.1; done", m};
+  Child c = start(s);
+  ChildGuard guard{c, m};
+  const auto ranks = ranks_running(m, 2, c.pid);
+  ::kill(c.pid, SIGTSTP);
+  CHECK(becomes(c.pid, 'T', 5));
+  for (pid_t r : ranks) CHECK(becomes(r, 'T', 5));
+  pause_s(4.5);  // more than twice --heartbeat-timeout
+  CHECK(proc_state(c.pid) == 'T');
+  for (pid_t r : ranks) CHECK(proc_state(r) == 'T');
+  ::kill(c.pid, SIGCONT);
+  RunResult r = wait(c, 30);
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("lost") == std::string::npos);
+  CHECK(r.out.find("tick 0 20\n") != std::string::npos);
+  CHECK(r.out.find("tick 1 20\n") != std::string::npos);
+  CHECK(wait_marked_gone(m, 2, c.pid).empty());
+}
+
 TEST_CASE("ranks that ignore SIGINT: a second SIGINT kills them at once", "[integration]") {
   const std::string m = new_marker();
   TempDir tmp;
