@@ -97,7 +97,21 @@ TEST_CASE("dlaunch --mpi pmix: an MPICH program fails with a message, not as sin
 
 TEST_CASE("dlaunch: ranks get PMI_FD, PMI_RANK and PMI_SIZE, not inherited ones", "[mpich]") {
   Result r = run("env PMI_FD=99 PMI_RANK=77 " + kDlaunch + " -n 2 --tag-output /usr/bin/env");
-  INFO(r.out);
+  // What to look at first when this fails (CI's log shows only the start):
+  // each rank's line count and its PMI_ lines, then the whole output.
+  std::string summary;
+  for (const std::string tag : {"[0@", "[1@"}) {
+    int lines = 0;
+    std::string pmi;
+    for (size_t at = 0; (at = r.out.find(tag, at)) != std::string::npos; ++at) {
+      ++lines;
+      const size_t end = r.out.find('\n', at);
+      const std::string line = r.out.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      if (line.find("] PMI_") != std::string::npos) pmi += " " + line;
+    }
+    summary += tag + "...]: " + std::to_string(lines) + " lines;" + pmi + "\n";
+  }
+  INFO("exit " << r.code << "\n" << summary << r.out);
   CHECK(r.code == 0);
   CHECK(count(r.out, "PMI_RANK=0") == 1);
   CHECK(count(r.out, "PMI_RANK=1") == 1);
