@@ -149,7 +149,7 @@ bool becomes(pid_t pid, char state, double seconds) {
 // --heartbeat-timeout the agent ended the job as launcher-less. Now the
 // ranks stop with it, stay stopped past twice the timeout, and SIGCONT (fg)
 // continues the whole job to a clean end.
-TEST_CASE("Ctrl-Z (SIGTSTP) stops dlaunch and its ranks past the heartbeat timeout; SIGCONT ends the job whole",
+TEST_CASE("Ctrl-Z (SIGTSTP) stops dlaunch and its ranks past the heartbeat timeout - SIGCONT ends the job whole",
           "[integration][slow]") {
   const std::string m = new_marker();
   RunSpec s;
