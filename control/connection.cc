@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -166,8 +167,18 @@ void Connection::beat() {
     if (ec || !self || self->closed_ || self->hb_interval_.count() <= 0) return;
     const auto now = Clock::now();
     if (self->read_held_ || self->silence_paused_) self->last_rx_ = now;  // not its silence: our choice
-    if (self->hb_timeout_.count() > 0 && now - self->last_rx_ >= self->hb_timeout_)
-      return self->close(self->silence_why_);
+    if (self->hb_timeout_.count() > 0 && now - self->last_rx_ >= self->hb_timeout_) {
+      // Silence is judged only when this end was listening. Bytes waiting
+      // unread mean the peer spoke and our loop has not read them yet; a
+      // wake this late (half the timeout or more) means our own loop was
+      // held up, by a stopped process, swap or a starved CPU, for much of
+      // the silence: either way the peer gets a full timeout from now
+      // rather than being declared lost for our stall.
+      int unread = 0;
+      const bool spoke = ::ioctl(self->sock_.native_handle(), FIONREAD, &unread) == 0 && unread > 0;
+      if (!spoke && now - self->hb_timer_.expiry() < self->hb_timeout_ / 2) return self->close(self->silence_why_);
+      self->last_rx_ = now;
+    }
     if (now >= self->next_beat_) {
       if (!self->sent_since_beat_) self->send_message(msg::Heartbeat{});
       self->sent_since_beat_ = false;

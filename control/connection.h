@@ -60,7 +60,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // the last beat (any frame tells the peer we live); closes with
   // `silence_why` once nothing has arrived for `timeout` (0: never; counted
   // from this call at the earliest), checked at that moment, not at the
-  // next beat. The beats keep a fixed cadence from
+  // next beat. Not when bytes from the peer wait unread, nor when that
+  // check itself ran half a timeout late (this end's own loop was held up):
+  // then the peer's silence counts afresh. The beats keep a fixed cadence from
   // this call (no drift), so connections started together (the launcher's,
   // one per agent) wake together: one wake-up per interval, not one per agent.
   void start_heartbeats(std::chrono::milliseconds interval, std::chrono::milliseconds timeout, std::string silence_why);

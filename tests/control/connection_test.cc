@@ -162,6 +162,28 @@ TEST_CASE("connection: silence closes at the timeout, not at the next beat", "[c
   CHECK(took < std::chrono::seconds(3));
 }
 
+// This end's own loop held up (a stopped launcher, swap, a starved CPU) for
+// longer than the timeout: the peer could not be heard meanwhile, so it gets
+// a full timeout from the end of the stall before it counts as lost.
+TEST_CASE("connection: a stall of this end's loop is not the peer's silence", "[control]") {
+  asio::io_context io;
+  Closed ca, cb;
+  auto [a, b] = started_pair(io, ca, cb);
+  a->start_heartbeats(milliseconds(5000), milliseconds(300), "silent");  // b never beats
+  std::chrono::steady_clock::time_point stall_end;
+  asio::post(io, [&] {
+    std::this_thread::sleep_for(milliseconds(800));
+    stall_end = std::chrono::steady_clock::now();
+  });
+  std::chrono::steady_clock::time_point closed_at;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (ca.times == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) io.run_for(milliseconds(5));
+  closed_at = std::chrono::steady_clock::now();
+  REQUIRE(ca.times == 1);  // a silent peer is still found out
+  CHECK(ca.why == "silent");
+  CHECK(closed_at - stall_end >= milliseconds(250));  // ... a timeout after the stall, not at once
+}
+
 TEST_CASE("connection: silence counts from start_heartbeats, not from the last frame before it", "[control]") {
   asio::io_context io;
   Closed ca, cb;
