@@ -49,6 +49,7 @@ void Connection::read() {
           self->on_handshake_frame(*f);
           continue;
         }
+        ++self->frames_since_hb_, self->last_frame_ = Clock::now();
         self->cb_.frame(*f);
       }
     } catch (const std::exception& e) {
@@ -147,6 +148,7 @@ void Connection::start_heartbeats(milliseconds interval, milliseconds timeout, s
   last_rx_ = Clock::now();
   next_beat_ = last_rx_ + interval;
   sent_since_beat_ = false;
+  frames_since_hb_ = 0;
   beat();
 }
 
@@ -176,7 +178,8 @@ void Connection::beat() {
       // rather than being declared lost for our stall.
       int unread = 0;
       const bool spoke = ::ioctl(self->sock_.native_handle(), FIONREAD, &unread) == 0 && unread > 0;
-      if (!spoke && now - self->hb_timer_.expiry() < self->hb_timeout_ / 2) return self->close(self->silence_why_);
+      if (!spoke && now - self->hb_timer_.expiry() < self->hb_timeout_ / 2)
+        return self->close(self->silence_why_ + self->silence_details(now));
       self->last_rx_ = now;
     }
     if (now >= self->next_beat_) {
@@ -212,6 +215,23 @@ std::string Connection::peer_ip() const {
   socklen_t len = sizeof a;
   if (closed_ || ::getpeername(const_cast<Connection*>(this)->sock_.native_handle(), reinterpret_cast<sockaddr*>(&a), &len) != 0) return "";
   return numeric_ip(a);
+}
+
+// "; 3 frames came from it since the heartbeats started, the last 10.4 s
+// ago; 212 bytes to it are not sent yet": which side went quiet, and whether
+// our own sends were stuck too.
+std::string Connection::silence_details(Clock::time_point now) const {
+  std::string d;
+  if (frames_since_hb_ == 0) {
+    d = "; nothing came from it since the heartbeats started";
+  } else {
+    const auto ago = std::chrono::duration_cast<milliseconds>(now - last_frame_).count();
+    d = "; " + std::to_string(frames_since_hb_) + " frame" + (frames_since_hb_ == 1 ? "" : "s") +
+        " came from it since the heartbeats started, the last " + std::to_string(ago / 1000) + "." +
+        std::to_string(ago % 1000 / 100) + " s ago";
+  }
+  if (queued_ > 0) d += "; " + std::to_string(queued_) + " bytes to it are not sent yet";
+  return d;
 }
 
 void Connection::shutdown_receive() {

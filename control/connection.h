@@ -115,6 +115,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Clock::time_point last_rx_ = Clock::now();
   Clock::time_point next_beat_{};
   bool sent_since_beat_ = false;  // a frame went out since the last beat
+  // For the words of a silence: frames from the peer since start_heartbeats, and when the last came.
+  uint64_t frames_since_hb_ = 0;
+  Clock::time_point last_frame_{};
+  std::string silence_details(Clock::time_point now) const;
 };
 
 }  // namespace dl::control

@@ -128,11 +128,29 @@ TEST_CASE("connection: heartbeats flow, and silence closes with the owner's word
   a->start_heartbeats(milliseconds(50), milliseconds(400), "no heartbeat from b");
   io.run_for(milliseconds(1500));
   CHECK(ca.times == 1);
-  CHECK(ca.why == "no heartbeat from b");
+  CHECK(ca.why == "no heartbeat from b; nothing came from it since the heartbeats started");
   CHECK(at_b.size() >= 3);
   for (auto& f : at_b) CHECK(f.payload == control::encode(control::msg::Heartbeat{}));
   // b then sees a's side go.
   CHECK(cb.times == 1);
+}
+
+// The words of a silence say what this end saw: how many frames came and
+// how long ago the last, and what it could not send.
+TEST_CASE("connection: a silence says when the peer last spoke", "[control]") {
+  asio::io_context io;
+  Closed ca, cb;
+  auto [a, b] = started_pair(io, ca, cb);
+  a->start_heartbeats(milliseconds(5000), milliseconds(500), "silent");
+  b->send_message(control::msg::Heartbeat{});
+  b->send_message(control::msg::Heartbeat{});
+  const auto t0 = std::chrono::steady_clock::now();
+  while (ca.times == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) io.run_for(milliseconds(10));
+  REQUIRE(ca.times == 1);
+  INFO(ca.why);
+  CHECK(ca.why.rfind("silent; ", 0) == 0);
+  CHECK(ca.why.find(" came from it since the heartbeats started, the last 0.") != std::string::npos);
+  CHECK(ca.why.find("not sent") == std::string::npos);
 }
 
 TEST_CASE("connection: both sides beating stay open", "[control]") {
@@ -157,7 +175,7 @@ TEST_CASE("connection: silence closes at the timeout, not at the next beat", "[c
   while (ca.times == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3)) io.run_for(milliseconds(10));
   const auto took = std::chrono::steady_clock::now() - t0;
   CHECK(ca.times == 1);
-  CHECK(ca.why == "silent");
+  CHECK(ca.why == "silent; nothing came from it since the heartbeats started");
   CHECK(took >= milliseconds(300));  // not before the timeout
   CHECK(took < std::chrono::seconds(3));
 }
@@ -180,7 +198,7 @@ TEST_CASE("connection: a stall of this end's loop is not the peer's silence", "[
   while (ca.times == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) io.run_for(milliseconds(5));
   closed_at = std::chrono::steady_clock::now();
   REQUIRE(ca.times == 1);  // a silent peer is still found out
-  CHECK(ca.why == "silent");
+  CHECK(ca.why == "silent; nothing came from it since the heartbeats started");
   CHECK(closed_at - stall_end >= milliseconds(250));  // ... a timeout after the stall, not at once
 }
 
