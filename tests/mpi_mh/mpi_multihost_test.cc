@@ -137,20 +137,31 @@ TEST_CASE("dlaunch: a rank stopped before MPI_Init makes the fence time out nami
 TEST_CASE("mpirun: the same programs on the same 4 hosts x 2 ranks", "[mpi_mh][cluster][slow]") {
   Cluster c(4);
   const std::string mark = unique_marker();
-  auto hello = c.run_in("h0", mpirun_cmd(c, bin("mpi_hello") + " 8 " + mark), std::chrono::seconds(90));
+  // The anchor is OpenMPI's own launcher, not our code: a run of it that
+  // fails under load (seen once: a rank "exiting improperly") is said and
+  // run once more; a wrong program or cluster fails both times.
+  auto anchor = [&](const std::string& cmd, bool expect_success) {
+    auto r = c.run_in("h0", cmd, std::chrono::seconds(90));
+    if (expect_success && r.status != 0) {
+      WARN("mpirun failed once (status " << r.status << "), run again:\n" << r.output);
+      r = c.run_in("h0", cmd, std::chrono::seconds(90));
+    }
+    return r;
+  };
+  auto hello = anchor(mpirun_cmd(c, bin("mpi_hello") + " 8 " + mark), true);
   {
     INFO(hello.output);
     CHECK(hello.status == 0);
     check_ranks(hello.output, "hello rank");
     CHECK(count(hello.output, " local 2 ok") == 8);
   }
-  auto ring = c.run_in("h0", mpirun_cmd(c, bin("mpi_ring") + " 8 " + mark), std::chrono::seconds(90));
+  auto ring = anchor(mpirun_cmd(c, bin("mpi_ring") + " 8 " + mark), true);
   {
     INFO(ring.output);
     CHECK(ring.status == 0);
     check_ranks(ring.output, "ring rank");
   }
-  auto py = c.run_in("h0", mpirun_cmd(c, kPy + " 8 " + mark), std::chrono::seconds(90));
+  auto py = anchor(mpirun_cmd(c, kPy + " 8 " + mark), true);
   {
     INFO(py.output);
     CHECK(py.status == 0);

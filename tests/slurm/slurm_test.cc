@@ -283,9 +283,17 @@ TEST_CASE("slurm: an MPI program under salloc dlaunch -n 8 (dlaunch's PMIx, agen
 TEST_CASE("slurm: the same MPI program under srun --mpi=pmix -n 8 (the anchor)", "[slurm][cluster][mpi]") {
   SlurmCluster s(4);
   const std::string mark = unique_marker();
-  auto theirs = s.run_login(ompi_env(s) + "salloc -N4 -K srun --mpi=pmix --kill-on-bad-exit=1 -n 8 " + bin("mpi_hello") +
-                                " 8 " + mark,
-                            90s);
+  const std::string cmd =
+      ompi_env(s) + "salloc -N4 -K srun --mpi=pmix --kill-on-bad-exit=1 -n 8 " + bin("mpi_hello") + " 8 " + mark;
+  auto theirs = s.run_login(cmd, 90s);
+  if (theirs.status != 0) {
+    // The anchor is Slurm's and OpenMPI's code, not ours: a rank of OpenMPI
+    // 4.1 segfaulting in MPI_Init under load (seen twice) is said, and the
+    // anchor runs once more; a wrong program or cluster fails both times.
+    WARN("the anchor failed once (status " << theirs.status << "), run again:\n" << theirs.output);
+    check_clean(s, mark);
+    theirs = s.run_login(cmd, 90s);
+  }
   INFO(theirs.output);
   CHECK(theirs.status == 0);
   CHECK(count(theirs.output, " ok") == 8);
