@@ -1,6 +1,9 @@
 // dlaunch: the command. Dispatches through the subcommand table and turns
 // every error into one "dlaunch: error: ..." line and its exit code.
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "errors/error.h"
 #include "errors/exit_codes.h"
@@ -9,29 +12,29 @@
 #include "launcher/run.h"
 #include "wire/socket.h"
 
+namespace {
+int dispatch(const std::vector<std::string>& args) {
+  if (!args.empty())
+    for (const auto& c : dl::cli::commands())
+      if (args[0] == c.name) return c.main({args.begin() + 1, args.end()});
+  return dl::launcher::run_command(args);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   dl::wire::open_standard_descriptors();
   std::vector<std::string> args(argv + 1, argv + argc);
-  // Whatever a job queued for the console is out before dlaunch says more or exits.
-  using dl::launcher::ConsoleWriter;
+  int code = 0;
+  std::optional<std::string> error;
   try {
-    if (!args.empty())
-      for (const auto& c : dl::cli::commands())
-        if (args[0] == c.name) {
-          const int code = c.main({args.begin() + 1, args.end()});
-          ConsoleWriter::drain_and_disable();
-          return code;
-        }
-    const int code = dl::launcher::run_command(args);
-    ConsoleWriter::drain_and_disable();
-    return code;
+    code = dispatch(args);
   } catch (const dl::Error& e) {
-    ConsoleWriter::drain_and_disable();
-    std::cerr << "dlaunch: error: " << e.what() << "\n";
-    return dl::exit_code_for(e.kind());
+    error = e.what(), code = dl::exit_code_for(e.kind());
   } catch (const std::exception& e) {
-    ConsoleWriter::drain_and_disable();
-    std::cerr << "dlaunch: error: " << e.what() << "\n";
-    return dl::exit_codes::kFailure;
+    error = e.what(), code = dl::exit_codes::kFailure;
   }
+  // Whatever a job queued for the console is out before dlaunch says more or exits.
+  dl::launcher::ConsoleWriter::drain_and_disable();
+  if (error) std::cerr << "dlaunch: error: " << *error << "\n";
+  return code;
 }

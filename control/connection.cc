@@ -1,9 +1,6 @@
 #include "control/connection.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/ioctl.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <vector>
@@ -190,31 +187,6 @@ void Connection::beat() {
     }
     self->beat();
   });
-}
-
-namespace {
-std::string numeric_ip(const sockaddr_storage& a) {
-  char text[INET6_ADDRSTRLEN] = {};
-  if (a.ss_family == AF_INET)
-    return ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, text, sizeof text) ? text : "";
-  if (a.ss_family == AF_INET6)
-    return ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, text, sizeof text) ? text : "";
-  return "";
-}
-}  // namespace
-
-std::string Connection::local_ip() const {
-  sockaddr_storage a{};
-  socklen_t len = sizeof a;
-  if (closed_ || ::getsockname(const_cast<Connection*>(this)->sock_.native_handle(), reinterpret_cast<sockaddr*>(&a), &len) != 0) return "";
-  return numeric_ip(a);
-}
-
-std::string Connection::peer_ip() const {
-  sockaddr_storage a{};
-  socklen_t len = sizeof a;
-  if (closed_ || ::getpeername(const_cast<Connection*>(this)->sock_.native_handle(), reinterpret_cast<sockaddr*>(&a), &len) != 0) return "";
-  return numeric_ip(a);
 }
 
 // "; 3 frames came from it since the heartbeats started, the last 10.4 s

@@ -84,10 +84,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes the socket and calls `closed(why)` (once; later calls do nothing).
   void close(const std::string& why);
 
-  // The numeric addresses of this end and of the peer of a TCP connection
-  // ("" for a socketpair, or when the socket cannot say).
-  std::string local_ip() const;
-  std::string peer_ip() const;
+  // The socket, for what the owner asks the kernel of it (its addresses).
+  int native_handle() { return sock_.native_handle(); }
 
   bool is_open() const { return !closed_; }
   bool authenticated() const { return authed_; }

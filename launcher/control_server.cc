@@ -118,14 +118,9 @@ bool ControlServer::connected(int node) const {
   return c && c->is_open();
 }
 
-std::string ControlServer::agent_ip(int node) const {
+ssh::TcpConnection ControlServer::addresses(int node) const {
   const auto& c = conns_.at(static_cast<size_t>(node));
-  return c ? c->peer_ip() : "";
-}
-
-std::string ControlServer::launcher_ip(int node) const {
-  const auto& c = conns_.at(static_cast<size_t>(node));
-  return c ? c->local_ip() : "";
+  return c && c->is_open() ? ssh::describe_socket(c->native_handle()) : ssh::TcpConnection{};
 }
 
 bool ControlServer::any_open() const {

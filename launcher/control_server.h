@@ -12,6 +12,7 @@
 #include "control/connection.h"
 #include "control/messages.h"
 #include "control/protocol.h"
+#include "remote/ssh/tcp_connect.h"
 
 namespace dl::launcher {
 
@@ -53,11 +54,10 @@ class ControlServer {
   // Whether node `node` has ever said hello.
   bool greeted(int node) const { return conns_.at(static_cast<size_t>(node)) != nullptr; }
   bool any_open() const;
-  // The numeric addresses of node `node`'s TCP connection: the agent's end
-  // (its host as seen from here) and ours (this launcher as that host
-  // reached it); "" for the local agent's socketpair or a node not connected.
-  std::string agent_ip(int node) const;
-  std::string launcher_ip(int node) const;
+  // The numeric addresses of node `node`'s TCP connection (ssh::describe_socket):
+  // remote_address the agent's end (its host as seen from here), local_address
+  // ours (this launcher as that host reached it); empty when not connected.
+  ssh::TcpConnection addresses(int node) const;
   // Every connected node: a heartbeat each `interval`, lost after `timeout` of silence.
   void start_heartbeats(std::chrono::milliseconds interval, std::chrono::milliseconds timeout);
   void stop_heartbeats();

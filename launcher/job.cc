@@ -286,8 +286,9 @@ void Job::launch_all() {
   // store's address were then "". That connection's ends say the same.
   for (auto& n : nodes_) {
     if (n.local || n.external || !n.reach_addr.empty()) continue;
-    n.reach_addr = server_->agent_ip(n.index);
-    if (control_host_.empty()) control_host_ = server_->launcher_ip(n.index);
+    const auto ends = server_->addresses(n.index);
+    n.reach_addr = ends.remote_address;
+    if (control_host_.empty()) control_host_ = ends.local_address;
   }
   const PlanInput in = plan_input();
   LaunchPlan plan = plan_launch(in);
