@@ -47,6 +47,8 @@ class Communicator {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // The store it joined through (for a second backend's rendezvous, e.g. NCCL's id).
+  rdzv::Store& store() const { return *store_; }
   // "tcp" or "shm" for the pair to rank r (r != rank()).
   const char* transport_to(int r) const;
   // Rank r's host id and the address it published ("10.0.0.2:41234"), as

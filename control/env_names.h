@@ -102,8 +102,12 @@ inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
 // (PMIx, PMI wire-up, OpenMPI's runtime, Hydra): the agent removes them from
 // every rank's environment before adding dlaunch's own, so a rank started by
 // a dlaunch that itself runs under srun or mpirun never talks to the outer
-// launcher; the launcher warns about the ones it inherited.
+// launcher; the launcher warns about the ones it inherited. PMIx's own MCA
+// parameters (PMIX_MCA_*) are a site's or a container image's configuration,
+// not a job's identity (NVIDIA's PyTorch images set PMIX_MCA_gds=hash for
+// every process): they stay, as OMPI_MCA_* tuning does.
 inline bool is_foreign_identity_var(std::string_view name) {
+  if (name.substr(0, 9) == "PMIX_MCA_") return false;
   constexpr std::string_view prefixes[] = {"PMIX_", "PMI_", "OMPI_COMM_WORLD_", "OMPI_MCA_ess", "OMPI_MCA_orte_",
                                            "OMPI_MCA_pmix", "OMPI_UNIVERSE_SIZE", "OMPI_FIRST_RANKS", "HYDRA_",
                                            "MPI_LOCAL"};

@@ -59,8 +59,13 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
     else if (a == "--seed") o.seed = static_cast<uint64_t>(parse_int(value(), a));
     else if (a == "--url") o.url = value();
     else if (a == "--json") o.json = true;
+    else if (a == "--device") {
+      const std::string d = value();
+      if (d != "cpu" && d != "cuda") throw UsageError("dlaunch bench: --device: expected cpu or cuda, got '" + d + "'");
+      o.cuda = d == "cuda";
+    }
     else throw UsageError("dlaunch bench: unknown option '" + a + "'; options: -b -e -f --op -d/--dtype -o/--redop "
-                          "-r/--root -n/--iters -w/--warmup -c/--check --seed --url --json");
+                          "-r/--root -n/--iters -w/--warmup -c/--check --seed --url --json --device");
   }
   if (o.factor <= 1) throw UsageError("dlaunch bench: -f must be greater than 1");
   if (o.iters < 1 || o.warmup < 0) throw UsageError("dlaunch bench: --iters must be >= 1 and --warmup >= 0");

@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "collectives/half.h"
+#include "collectives/nccl/communicator.h"
 #include "errors/error.h"
 #include "errors/exit_codes.h"
 
@@ -70,28 +72,44 @@ double reduced(const BenchOptions& o, int n, size_t i) {
 }
 
 // One measured configuration: count elements per the nccl-tests convention
-// (all_gather: output total, reduce_scatter/all_to_all: input total).
+// (all_gather: output total, reduce_scatter/all_to_all: input total). The
+// collectives run on `in`/`out`: host memory through `c`, or device memory
+// through `gpu`; the checks stage through the host buffers `hin`/`hout`.
 struct Case {
   Communicator& c;
+  nccl::NcclCommunicator* gpu;
   const BenchOptions& o;
   size_t count, esz;
-  std::vector<char>& in;
-  std::vector<char>& out;
+  char* in;
+  char* out;
+  std::vector<char>& hin;
+  std::vector<char>& hout;
   int n() const { return c.size(); }
   int me() const { return c.rank(); }
   size_t block() const { return count / n(); }
 
   // Pointers for out-of-place or in-place.
   std::pair<char*, char*> bufs(bool inplace) {
-    char* o_ = out.data();
-    if (!inplace) return {in.data(), o_};
-    if (o.op == OpKind::kAllGather) return {o_ + me() * block() * esz, o_};
-    if (o.op == OpKind::kReduceScatter) return {in.data(), in.data() + me() * block() * esz};
-    return {in.data(), in.data()};
+    if (!inplace) return {in, out};
+    if (o.op == OpKind::kAllGather) return {out + me() * block() * esz, out};
+    if (o.op == OpKind::kReduceScatter) return {in, in + me() * block() * esz};
+    return {in, in};
   }
 
   void run(bool inplace) {
     auto [i, r] = bufs(inplace);
+    if (gpu) {
+      switch (o.op) {
+        case OpKind::kAllReduce: gpu->all_reduce(i, r, count, o.dtype, o.redop); break;
+        case OpKind::kReduce: gpu->reduce(i, r, count, o.dtype, o.redop, o.root); break;
+        case OpKind::kBroadcast: gpu->broadcast(i, count, o.dtype, o.root); break;
+        case OpKind::kAllGather: gpu->all_gather(i, r, block(), o.dtype); break;
+        case OpKind::kReduceScatter: gpu->reduce_scatter(i, r, block(), o.dtype, o.redop); break;
+        case OpKind::kAllToAll: gpu->all_to_all(i, r, block(), o.dtype); break;
+        default: throw UsageError("dlaunch bench: unsupported op");
+      }
+      return;
+    }
     switch (o.op) {
       case OpKind::kAllReduce: c.all_reduce(i, r, count, o.dtype, o.redop); break;
       case OpKind::kReduce: c.reduce(i, r, count, o.dtype, o.redop, o.root); break;
@@ -103,30 +121,49 @@ struct Case {
     }
   }
 
+  // Waits for what run() enqueued (NCCL returns before the GPU is done).
+  void sync() {
+    if (gpu) gpu->synchronize();
+  }
+  void put(char* dst, const char* host, size_t bytes) {
+    if (gpu) nccl::copy_to_device(dst, host, bytes);
+    else if (dst != host) std::memmove(dst, host, bytes);
+  }
+  void get(char* host, const char* src, size_t bytes) {
+    if (gpu) nccl::copy_to_host(host, src, bytes);
+    else if (host != src) std::memmove(host, src, bytes);
+  }
+
   // Fills the inputs, runs once, counts wrong elements on this rank.
   size_t check(bool inplace) {
     auto [i, r] = bufs(inplace);
     const size_t b = block();
     const bool gather = o.op == OpKind::kAllGather;
     const size_t n_in = gather ? b : count;
-    for (size_t k = 0; k < n_in; ++k) store(i, k, o.dtype, input(o, me(), gather ? k : k));
+    for (size_t k = 0; k < n_in; ++k) store(hin.data(), k, o.dtype, input(o, me(), k));
+    put(i, hin.data(), n_in * esz);
     run(inplace);
+    sync();
+    const bool per_rank = o.op == OpKind::kReduceScatter;
+    const size_t n_out = gather || o.op == OpKind::kAllToAll ? b * n() : per_rank ? b : count;
+    get(hout.data(), o.op == OpKind::kBroadcast ? i : r, n_out * esz);
+    const char* res = hout.data();
     size_t bad = 0;
-    auto expect = [&](size_t k, double want, const char* buf) {
+    auto expect = [&](size_t k, double want) {
       char tmp[8];
       store(tmp, 0, o.dtype, want);
-      if (load(buf, k, o.dtype) != load(tmp, 0, o.dtype)) ++bad;
+      if (load(res, k, o.dtype) != load(tmp, 0, o.dtype)) ++bad;
     };
     switch (o.op) {
-      case OpKind::kAllReduce: for (size_t k = 0; k < count; ++k) expect(k, reduced(o, n(), k), r); break;
+      case OpKind::kAllReduce: for (size_t k = 0; k < count; ++k) expect(k, reduced(o, n(), k)); break;
       case OpKind::kReduce:
-        if (me() == o.root) for (size_t k = 0; k < count; ++k) expect(k, reduced(o, n(), k), r);
+        if (me() == o.root) for (size_t k = 0; k < count; ++k) expect(k, reduced(o, n(), k));
         break;
-      case OpKind::kBroadcast: for (size_t k = 0; k < count; ++k) expect(k, input(o, o.root, k), i); break;
-      case OpKind::kAllGather: for (size_t k = 0; k < b * n(); ++k) expect(k, input(o, int(k / b), k % b), r); break;
-      case OpKind::kReduceScatter: for (size_t k = 0; k < b; ++k) expect(k, reduced(o, n(), me() * b + k), r); break;
+      case OpKind::kBroadcast: for (size_t k = 0; k < count; ++k) expect(k, input(o, o.root, k)); break;
+      case OpKind::kAllGather: for (size_t k = 0; k < b * n(); ++k) expect(k, input(o, int(k / b), k % b)); break;
+      case OpKind::kReduceScatter: for (size_t k = 0; k < b; ++k) expect(k, reduced(o, n(), me() * b + k)); break;
       case OpKind::kAllToAll:
-        for (size_t k = 0; k < b * n(); ++k) expect(k, input(o, int(k / b), me() * b + k % b), r);
+        for (size_t k = 0; k < b * n(); ++k) expect(k, input(o, int(k / b), me() * b + k % b));
         break;
       default: break;
     }
@@ -136,9 +173,11 @@ struct Case {
   // Average microseconds per operation, the slowest rank's.
   double time(bool inplace) {
     for (int k = 0; k < o.warmup; ++k) run(inplace);
+    sync();
     c.barrier();
     auto t0 = BClock::now();
     for (int k = 0; k < o.iters; ++k) run(inplace);
+    sync();
     double us = std::chrono::duration<double, std::micro>(BClock::now() - t0).count() / o.iters;
     c.all_reduce(&us, &us, 1, DataType::kFloat64, ReduceOp::kMax);
     return us;
@@ -161,18 +200,26 @@ double busbw_factor(OpKind op, int n) {
   }
 }
 
-size_t run_bench(Communicator& comm, const BenchOptions& o, std::ostream& os) {
+size_t run_bench(Communicator& comm, const BenchOptions& o, std::ostream& os, nccl::NcclCommunicator* gpu) {
   const int n = comm.size();
   const size_t esz = dtype_size(o.dtype);
   const bool reduces = o.op == OpKind::kAllReduce || o.op == OpKind::kReduce || o.op == OpKind::kReduceScatter;
   const bool rooted = o.op == OpKind::kBroadcast || o.op == OpKind::kReduce;
   const size_t unit = (o.op == OpKind::kAllGather || o.op == OpKind::kReduceScatter || o.op == OpKind::kAllToAll) ? n : 1;
-  std::vector<char> in(o.max_bytes + esz * unit), out(o.max_bytes + esz * unit);
+  const size_t cap = o.max_bytes + esz * unit;
+  std::vector<char> hin(cap), hout(cap);
+  std::optional<nccl::DeviceBuffer> din, dout;
+  if (gpu) din.emplace(cap), dout.emplace(cap);
+  char* in = gpu ? din->data() : hin.data();
+  char* out = gpu ? dout->data() : hout.data();
   nlohmann::json rows = nlohmann::json::array();
   char line[256];
   if (comm.rank() == 0 && !o.json) {
     os << "# dlaunch bench: " << kind_name(o.op) << ", " << n << " ranks, " << o.iters << " iterations, "
-       << o.warmup << " warmup\n"
+       << o.warmup << " warmup, "
+       << (gpu ? "CUDA device buffers through " + nccl::version() : std::string("host buffers over TCP/shared memory"))
+       << "\n"
+       << (n == 1 ? "# one rank: nothing crosses a link, so busbw is 0 and the times are each call's own cost\n" : "")
        << "#                                                   out-of-place                       in-place\n"
        << "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n"
        << "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)\n";
@@ -183,7 +230,7 @@ size_t run_bench(Communicator& comm, const BenchOptions& o, std::ostream& os) {
   for (double sz = double(o.min_bytes); sz <= double(o.max_bytes) + 0.5; sz *= o.factor) {
     size_t count = size_t(sz) / esz / unit * unit;
     const size_t bytes = count * esz;
-    Case cs{comm, o, count, esz, in, out};
+    Case cs{comm, gpu, o, count, esz, in, out, hin, hout};
     double t[2];
     size_t wrong[2] = {0, 0};
     for (int ip = 0; ip < 2; ++ip) {
@@ -212,6 +259,7 @@ size_t run_bench(Communicator& comm, const BenchOptions& o, std::ostream& os) {
   if (comm.rank() == 0) {
     if (o.json) {
       os << nlohmann::json{{"op", kind_name(o.op)}, {"ranks", n}, {"iters", o.iters}, {"rows", rows},
+                           {"device", gpu ? "cuda" : "cpu"}, {"library", gpu ? nccl::version() : "dlcoll"},
                            {"wrong", total_wrong}}.dump(1) << "\n";
     } else {
       os << "# Out of bounds values : " << total_wrong << (total_wrong ? " FAILED" : " OK") << "\n"
@@ -224,14 +272,21 @@ size_t run_bench(Communicator& comm, const BenchOptions& o, std::ostream& os) {
 int run_bench_command(const std::vector<std::string>& args) {
   try {
     BenchOptions o = parse_bench_args(args);
+    // Refused before joining, so every rank of a job says why at once
+    // instead of the others waiting on the ones that could not join.
+    if (o.cuda && !nccl::available()) throw UsageError("--device cuda: " + nccl::unavailable_reason());
     auto comm = Communicator::from_url(o.url);
     if (o.root < 0 || o.root >= comm->size()) throw UsageError("dlaunch bench: --root " + std::to_string(o.root) + " is not a rank");
-    size_t wrong = run_bench(*comm, o, std::cout);
+    std::unique_ptr<nccl::NcclCommunicator> gpu;
+    if (o.cuda) gpu = std::make_unique<nccl::NcclCommunicator>(comm->store(), comm->rank(), comm->size());
+    size_t wrong = run_bench(*comm, o, std::cout, gpu.get());
     std::cout.flush();
     return wrong == 0 ? exit_codes::kOk : exit_codes::kFailure;
   } catch (const Error& e) {
     std::cout.flush();
-    std::cerr << "dlaunch bench: error: " << e.what() << "\n";
+    std::string what = e.what();
+    if (what.rfind("dlaunch bench: ", 0) == 0) what.erase(0, 15);
+    std::cerr << "dlaunch bench: error: " << what << "\n";
     return exit_code_for(e.kind());
   }
 }

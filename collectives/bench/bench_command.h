@@ -27,14 +27,21 @@ struct BenchOptions {
   bool json = false;                  // --json: one JSON document instead of the table
   uint64_t seed = 1;                  // --seed: inputs are a function of (seed, rank, index)
   std::string url = "env://";         // --url: rendezvous URL
+  bool cuda = false;                  // --device cpu|cuda: where the buffers live (cuda: NCCL on
+                                      // the rank's GPU, LOCAL_RANK modulo the visible devices)
 };
 
 // Parses bench arguments (sizes accept K, M, G suffixes). Throws UsageError.
 BenchOptions parse_bench_args(const std::vector<std::string>& args);
 
+namespace nccl { class NcclCommunicator; }
+
 // Runs the benchmark on `comm`; rank 0 writes the table (or JSON) to `out`.
-// Returns the total number of wrong elements over all ranks and sizes.
-size_t run_bench(Communicator& comm, const BenchOptions& opt, std::ostream& out);
+// With `gpu`, the collectives measured run through it on device buffers, and
+// `comm` carries only the barriers and the result counts. Returns the total
+// number of wrong elements over all ranks and sizes.
+size_t run_bench(Communicator& comm, const BenchOptions& opt, std::ostream& out,
+                 nccl::NcclCommunicator* gpu = nullptr);
 
 // The subcommand: parses args, joins through --url (default env://), runs.
 // Returns 0 when every element was right, 1 when any was wrong, the error's

@@ -5,9 +5,17 @@
 // cudaStream_t passed as void*, nullptr = the default stream) and return
 // without waiting, as NCCL does; synchronize the stream to wait.
 //
-// Built only when DLAUNCH_HAVE_NCCL is 1 (CMake option DLAUNCH_NCCL=ON/AUTO
-// and nccl.h + libnccl under DLAUNCH_CUDA_ROOT). Without it, available() is
-// false and the constructor throws UsageError saying so.
+// Compiled when DLAUNCH_HAVE_NCCL is 1 (CMake option DLAUNCH_NCCL=ON/AUTO
+// and the headers nccl.h + cuda_runtime.h under DLAUNCH_CUDA_ROOT). The
+// libraries are loaded at the first use, not linked: libnccl.so.2 from
+// $DLAUNCH_NCCL_LIBRARY, else the dynamic loader's search (LD_LIBRARY_PATH),
+// else DLAUNCH_CUDA_ROOT's lib64; the CUDA runtime likewise from
+// $DLAUNCH_CUDART_LIBRARY, libcudart.so.<major it was built with>, or that
+// lib64. So one dlaunch binary starts on hosts without CUDA and drives NCCL
+// on hosts with it (the NCCL a job's Python environment carries, e.g. pip's
+// nvidia-nccl-cu13, through LD_LIBRARY_PATH). Where the backend cannot run,
+// available() is false, unavailable_reason() says why and what to do, and the
+// constructor throws UsageError with that.
 //
 // Thread-safety: one thread at a time per communicator. Failure: NCCL and
 // CUDA errors throw dl::RemoteError with NCCL's message and the rank.
@@ -25,6 +33,29 @@ namespace dl::coll::nccl {
 bool available();
 // Number of CUDA devices (0 without CUDA or without the backend).
 int device_count();
+// "" when available(); else why not, naming the library or device and what to do.
+std::string unavailable_reason();
+// "NCCL 2.28.9 (libnccl.so.2), CUDA runtime 13.0" once loaded; "" otherwise.
+std::string version();
+
+// Device memory on the calling thread's current device (a communicator's
+// constructor makes its device current). Move-only; freed on destruction.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr; }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  char* data() const { return static_cast<char*>(p_); }
+  size_t size() const { return bytes_; }
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+// Synchronous copies between host memory and device memory (any device pointer).
+void copy_to_device(void* device, const void* host, size_t bytes);
+void copy_to_host(void* host, const void* device, size_t bytes);
 
 class NcclCommunicator {
  public:

@@ -42,6 +42,9 @@ TEST_CASE("rank environment: an outer launcher's identity is dropped, dlaunch's 
   CHECK(env.at("USER") == "me");
   CHECK(dl::env::is_foreign_identity_var("PMIX_NAMESPACE"));
   CHECK_FALSE(dl::env::is_foreign_identity_var("RANK"));
+  // Configuration, not identity: a container image's PMIx tuning stays.
+  CHECK_FALSE(dl::env::is_foreign_identity_var("PMIX_MCA_gds"));
+  CHECK(dl::env::is_foreign_identity_var("PMIX_RANK"));
   CHECK_FALSE(dl::env::is_foreign_identity_var("PMI"));
 }
 

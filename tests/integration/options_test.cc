@@ -296,6 +296,60 @@ TEST_CASE("inherited identity variables are replaced or removed, with one warnin
   for (const char* v : {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_NAMESPACE", "PMI_FD"}) CHECK(ls[0].find(v) != std::string::npos);
 }
 
+TEST_CASE("a container's PMIx tuning (PMIX_MCA_*) reaches the ranks without a warning", "[integration]") {
+  // NVIDIA's PyTorch images set PMIX_MCA_gds=hash for every process; dlaunch
+  // used to strip it as an outer launcher's identity and warn on every job.
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--output-filename", tmp.path, "/usr/bin/env"};
+  s.set_env = {{"PMIX_MCA_gds", "hash"}, {"PMIX_MCA_psec", "native"}};
+  RunResult r = run(s, 10);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("warning") == std::string::npos);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto e = env_of(tmp.path, rank);
+    CHECK(e["PMIX_MCA_gds"] == "hash");
+    CHECK(e["PMIX_MCA_psec"] == "native");
+  }
+}
+
+TEST_CASE("dlaunch bench on host buffers: every collective right on 3 local ranks", "[integration]") {
+  for (std::string op : {"all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all", "reduce"}) {
+    INFO(op);
+    RunSpec s;
+    s.argv = {bin("dlaunch"), "-n", "3", bin("dlaunch"), "bench", "--op", op, "-b", "8", "-e", "1M", "-f", "32",
+              "--iters", "2", "--warmup", "1", "--root", "2"};
+    RunResult r = run(s, 60);
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("3 ranks") != std::string::npos);
+    CHECK(r.out.find("host buffers") != std::string::npos);
+    CHECK(r.out.find("Out of bounds values : 0 OK") != std::string::npos);
+  }
+}
+
+TEST_CASE("dlaunch bench --device cuda where CUDA cannot run: every rank says why, exit 2, no hang", "[integration]") {
+  // No GPU here (nor in CI): the NCCL backend is not built, or its libraries
+  // do not load, or the runtime sees no device. Each rank refuses before
+  // joining the others, so the job ends at once.
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", bin("dlaunch"), "bench", "--device", "cuda"};
+  RunResult r = run(s, 30);
+  INFO(r.out << r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("dlaunch bench: error: --device cuda: nccl: ") != std::string::npos);
+  // What to do: build with NCCL, load the library, or look at the device.
+  CHECK((r.err.find("DLAUNCH_NCCL") != std::string::npos || r.err.find("CUDA_VISIBLE_DEVICES") != std::string::npos ||
+         r.err.find("LD_LIBRARY_PATH") != std::string::npos));
+  RunSpec bad;
+  bad.argv = {bin("dlaunch"), "-n", "1", bin("dlaunch"), "bench", "--device", "gpu"};
+  r = run(bad, 30);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("dlaunch bench: error: --device: expected cpu or cuda, got 'gpu'") != std::string::npos);
+}
+
 TEST_CASE("a bad hostfile: exit 2, file:line in the message, nothing started", "[integration]") {
   TempDir tmp;
   const std::string hosts = tmp.path + "/hosts", flag = tmp.path + "/started";
