@@ -90,6 +90,8 @@ int Agent::run() {
   // launcher plans the launch, not before the hello it waits for.
   if (a.prepare_pmix) mpi_ = MpiJob::prepare();
   link_->start();
+  if (const auto stall = LoopWatch::threshold_from_env(); stall.count() > 0)
+    loop_watch_ = std::make_unique<LoopWatch>(io_, "dlaunch-agent on " + hello.host, stall);
   watch_stdin();
   term_signals_.async_wait([this](auto ec, int sig) {
     if (!ec) lost_launcher(std::string("agent received signal ") + ::strsignal(sig));

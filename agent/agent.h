@@ -18,6 +18,7 @@
 #include <tuple>
 #include <string>
 
+#include "agent/loop_watch.h"
 #include "agent/mpi_job.h"
 #include "agent/pmi/pmi_service.h"
 #include "agent/rank_environment.h"
@@ -83,6 +84,7 @@ class Agent {
   std::unique_ptr<pmi::PmiService> pmi_;  // PMI server of an MPI job (agent/pmi/), else null
   std::unique_ptr<PythonDir> py_dir_;  // the Python ranks' files, named at the first launch (agent/python_dir.h)
   std::unique_ptr<TorchErrorFiles> error_files_;  // the ranks' TORCHELASTIC_ERROR_FILEs, from the launch on
+  std::unique_ptr<LoopWatch> loop_watch_;  // says when this loop is held up, and where (loop_watch.h)
   std::unique_ptr<StackDumper> stacks_;           // the ranks' stacks on request, from the launch on
   asio::signal_set term_signals_;
   asio::posix::stream_descriptor stdin_;

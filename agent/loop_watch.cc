@@ -1,0 +1,144 @@
+#include "agent/loop_watch.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "agent/stack_tools.h"
+
+extern char** environ;
+
+namespace dl::agent {
+namespace {
+int64_t ns_of(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+std::string seconds(int64_t ns) {
+  const int64_t ds = ns / 100'000'000;  // tenths
+  return std::to_string(ds / 10) + "." + std::to_string(ds % 10) + " s";
+}
+}  // namespace
+
+std::chrono::milliseconds LoopWatch::threshold_from_env() {
+  const char* v = std::getenv("DLAUNCH_AGENT_STALL_MS");
+  if (v && *v) return std::chrono::milliseconds(std::strtoll(v, nullptr, 10));
+  return std::chrono::milliseconds(3000);
+}
+
+LoopWatch::LoopWatch(boost::asio::io_context& io, std::string who, std::chrono::milliseconds threshold, int fd)
+    : timer_(io), who_(std::move(who)), threshold_(threshold),
+      period_(std::max<std::chrono::milliseconds>(threshold / 4, std::chrono::milliseconds(20))), fd_(fd),
+      last_turn_ns_(ns_of(Clock::now())) {
+  if (threshold_.count() <= 0) return;
+  tick();
+  thread_ = std::thread([this] { watch(); });
+}
+
+LoopWatch::~LoopWatch() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  timer_.cancel();
+}
+
+void LoopWatch::say(const std::string& text) const {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n, left -= static_cast<size_t>(n);
+  }
+}
+
+void LoopWatch::tick() {
+  const int64_t now = ns_of(Clock::now());
+  if (const int64_t since = reported_ns_.exchange(0)) {
+    say(who_ + ": its event loop is turning again after " + seconds(now - since) + "\n");
+  }
+  last_turn_ns_ = now;
+  timer_.expires_after(period_);
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) tick();
+  });
+}
+
+void LoopWatch::watch() {
+  auto last_wake = Clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, period_, [this] { return stop_; })) {
+    const auto now = Clock::now();
+    const bool watcher_late = now - last_wake > period_ + threshold_ / 2;
+    last_wake = now;
+    const int64_t turn = last_turn_ns_;
+    // The whole process was held (stopped, starved): not the loop's doing.
+    if (watcher_late) continue;
+    if (ns_of(now) - turn < std::chrono::nanoseconds(threshold_).count() || reported_ns_ == turn) continue;
+    reported_ns_ = turn;
+    lock.unlock();
+    std::string text = who_ + ": warning: its event loop has not turned for " + seconds(ns_of(now) - turn) +
+                       " (its heartbeats and the ranks' output to the launcher wait meanwhile)";
+    const std::string stacks = read_own_stacks(::getpid(), std::chrono::milliseconds(10000));
+    text += stacks.empty() ? "; no eu-stack or gdb here to say where\n" : "; its threads are at:\n" + stacks;
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    say(text);
+    lock.lock();
+  }
+}
+
+std::string read_own_stacks(pid_t pid, std::chrono::milliseconds timeout) {
+  const char* path = std::getenv("PATH");
+  const StackTool tool = find_stack_tool(path ? path : "/usr/bin:/bin");
+  if (tool.name.empty()) return "";
+  std::vector<std::string> args = tool_argv(tool, pid);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return "";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  pid_t child = -1;
+  const int rc = ::posix_spawn(&child, tool.path.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  // Yama's ptrace_scope 1 lets a process trace only its descendants: let this
+  // child trace us (it needs a few ms to exec before it attaches).
+  if (rc == 0 && pid == ::getpid()) ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(child), 0, 0, 0);
+  ::close(fds[1]);
+  std::string out;
+  if (rc == 0) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buf[4096];
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{fds[0], POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      const ssize_t n = ::read(fds[0], buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    if (pid == ::getpid()) ::prctl(PR_SET_PTRACER, 0UL, 0, 0, 0);
+  }
+  ::close(fds[0]);
+  return out;
+}
+
+}  // namespace dl::agent

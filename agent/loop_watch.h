@@ -1,0 +1,60 @@
+#pragma once
+// LoopWatch: says when the agent's event loop is held up, and where.
+//
+// Everything an agent does for the launcher (heartbeats, forwarded output,
+// fences) runs on one asio loop; a loop held up for the launcher's heartbeat
+// timeout looks, from the launcher, like a lost host. A timer on the loop
+// marks each turn; a thread of its own checks the mark. When the loop has
+// not turned for `threshold`, the thread writes to stderr, at once and with
+// plain write(2) (the loop's own stderr writes may be what blocks), a line
+// saying so and, where eu-stack or gdb is installed, every thread's stack of
+// this process; when the loop turns again it says for how long it was held.
+// A stop of the whole process (SIGSTOP, Ctrl-Z) or a starved machine holds
+// the watching thread too: a watch that itself woke late says nothing.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+namespace dl::agent {
+
+class LoopWatch {
+ public:
+  // Starts watching `io` (its timer runs on it). `who` starts each line
+  // ("dlaunch-agent on h1"). Write to `fd` (stderr by default).
+  LoopWatch(boost::asio::io_context& io, std::string who, std::chrono::milliseconds threshold, int fd = 2);
+  ~LoopWatch();
+  LoopWatch(const LoopWatch&) = delete;
+  LoopWatch& operator=(const LoopWatch&) = delete;
+
+  // The threshold from $DLAUNCH_AGENT_STALL_MS (0 turns the watch off), else 3 s.
+  static std::chrono::milliseconds threshold_from_env();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void tick();
+  void watch();
+  void say(const std::string& text) const;
+
+  boost::asio::steady_timer timer_;
+  std::string who_;
+  std::chrono::milliseconds threshold_, period_;
+  int fd_;
+  std::atomic<int64_t> last_turn_ns_;  // Clock's ns at the loop's last turn
+  std::atomic<int64_t> reported_ns_{0};  // the turn a stall was reported after (0: none)
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// Every thread's stack of process `pid` by eu-stack or gdb (the first found
+// on PATH), at most `timeout`; "" when neither is installed or it failed.
+std::string read_own_stacks(pid_t pid, std::chrono::milliseconds timeout);
+
+}  // namespace dl::agent

@@ -1,0 +1,95 @@
+// LoopWatch (agent/loop_watch.h): a handler that holds the loop up is
+// reported while it does, with the stacks, and again when the loop turns;
+// a process stopped as a whole is not reported.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <catch2/catch.hpp>
+
+#include "agent/loop_watch.h"
+#include "agent/stack_tools.h"
+
+using namespace std::chrono_literals;
+
+namespace {
+std::string drain(int fd) {
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+// Not inlined: its name is what the stacks must show.
+__attribute__((noinline)) void dlaunch_test_hold_the_loop(std::chrono::milliseconds d) {
+  std::this_thread::sleep_for(d);
+  asm volatile("" ::: "memory");
+}
+}  // namespace
+
+TEST_CASE("loop watch: a handler holding the loop up is reported with the stacks, then its end", "[agent]") {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0);
+  boost::asio::io_context io;
+  {
+    dl::agent::LoopWatch w(io, "dlaunch-agent on testhost", 300ms, fds[1]);
+    boost::asio::steady_timer t(io);
+    t.expires_after(200ms);
+    t.async_wait([](auto) { dlaunch_test_hold_the_loop(2500ms); });
+    boost::asio::steady_timer end(io);
+    end.expires_after(3200ms);
+    end.async_wait([&](auto) { io.stop(); });
+    io.run();
+  }
+  ::close(fds[1]);
+  const std::string out = drain(fds[0]);
+  ::close(fds[0]);
+  INFO(out);
+  CHECK(out.find("dlaunch-agent on testhost: warning: its event loop has not turned for 0.") != std::string::npos);
+  CHECK(out.find("dlaunch-agent on testhost: its event loop is turning again after 2.") != std::string::npos);
+  const char* path = std::getenv("PATH");
+  if (dl::agent::find_stack_tool(path ? path : "").name.empty()) {
+    WARN("no eu-stack or gdb: the stacks part is not checked");
+    CHECK(out.find("no eu-stack or gdb here") != std::string::npos);
+  } else {
+    CHECK(out.find("dlaunch_test_hold_the_loop") != std::string::npos);
+  }
+  // One report per stall.
+  size_t n = 0;
+  for (size_t at = out.find("has not turned"); at != std::string::npos; at = out.find("has not turned", at + 1)) ++n;
+  CHECK(n == 1);
+}
+
+TEST_CASE("loop watch: a loop that keeps turning, and a process stopped as a whole, say nothing", "[agent]") {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    boost::asio::io_context io;
+    dl::agent::LoopWatch w(io, "dlaunch-agent on testhost", 300ms, fds[1]);
+    boost::asio::steady_timer end(io);
+    end.expires_after(2500ms);
+    end.async_wait([&](auto) { io.stop(); });
+    io.run();
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::this_thread::sleep_for(500ms);
+  ::kill(child, SIGSTOP);  // as Ctrl-Z does: every thread at once
+  std::this_thread::sleep_for(1200ms);
+  ::kill(child, SIGCONT);
+  int st = 0;
+  REQUIRE(::waitpid(child, &st, 0) == child);
+  CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 0));
+  const std::string out = drain(fds[0]);
+  ::close(fds[0]);
+  CHECK(out == "");
+}
