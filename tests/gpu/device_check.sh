@@ -19,7 +19,7 @@ LIB=$(cd "${2:-$ROOT/build/lib}" && pwd)
 OUT=${OUT:-/tmp/dlaunch-gpu-check}
 STEPS=$(mktemp -d /tmp/dlaunch-gpu-steps.XXXXXX)  # each step's whole output; $OUT/steps.tar.gz
 mkdir -p "$OUT"
-trap 'tar -C "$STEPS" -czf "$OUT/steps.tar.gz" . 2>/dev/null; rm -rf "$STEPS"' EXIT
+trap '(cd "$STEPS" && tar -czf "$OUT/steps.tar.gz" -- *) 2>/dev/null; rm -rf "$STEPS"' EXIT
 export PATH="$BIN:$PATH"
 cd "$ROOT"
 exec > >(tee "$OUT/log") 2>&1
@@ -44,7 +44,7 @@ expect() {  # expect NAME CONDITION-DESCRIPTION TEST...
 }
 has() { grep -Eq -- "$1" <<< "$last"; }
 count() { grep -Ec -- "$1" <<< "$last"; }
-leftovers() { pgrep -af 'gpu_torch.py|torch_nccl_bench.py|dlaunch-agent|dlaunch bench' | grep -v pgrep || true; }
+leftovers() { pgrep -af 'gpu_torch.py|gpu_hang.py|torch_nccl_bench.py|dlaunch-agent|dlaunch bench' | grep -v pgrep || true; }
 
 say "=== the machine"
 env | grep -E '^(PMIX|PMI|OMPI|NCCL|CUDA|SLURM|LD_LIBRARY)' | sort
@@ -134,6 +134,24 @@ PY
 
 run doctor 180 dlaunch doctor -H localhost --program "$(command -v python3)"
 expect doctor "doctor passes on the GPU host and runs its NCCL stage" eval '[ $rc = 0 ] && has "nccl: .*(busbw|GB/s|every element)"'
+
+# A hang on GPUs: the report names the odd rank out, then the job ends (124).
+run hang_report 120 dlaunch -n 2 --oversubscribe-gpus --timeout 25 python3 tests/gpu/gpu_hang.py
+expect hang_report "--timeout groups the stacks: the sleeper alone, the other in all_reduce" \
+  eval '[ $rc = 124 ] && has "rank 1 on [^:]*: .*load_batch" && has "rank 0 on [^:]*: .*all_reduce"'
+
+# NCCL not on the loader's path (the machine's /usr/local/cuda has none): a
+# clear refusal naming the variable; then the same library by its file.
+nccl_file=$(IFS=:; for d in $libs; do [ -e "$d/libnccl.so.2" ] && echo "$d/libnccl.so.2" && break; done)
+run nccl_missing 60 env LD_LIBRARY_PATH="$LIB" dlaunch -n 1 dlaunch bench --device cuda -e 1M
+expect nccl_missing "no libnccl: exit 2 naming DLAUNCH_NCCL_LIBRARY, or found elsewhere" \
+  eval '{ [ $rc = 2 ] && has "libnccl.so.2 cannot be loaded.*DLAUNCH_NCCL_LIBRARY"; } || { [ $rc = 0 ] && has "0 OK"; }'
+run nccl_by_file 60 env LD_LIBRARY_PATH="$LIB" DLAUNCH_NCCL_LIBRARY="$nccl_file" dlaunch -n 1 dlaunch bench --device cuda -e 1M
+expect nccl_by_file "DLAUNCH_NCCL_LIBRARY=$nccl_file is used" eval '[ $rc = 0 ] && has "through NCCL .*\($nccl_file\)"'
+# Two ranks of dlaunch's NCCL communicator on one GPU: NCCL refuses; the job
+# ends naming NCCL's error and the rank.
+run bench_shared_gpu 90 dlaunch -n 2 --oversubscribe-gpus dlaunch bench --device cuda -e 1M
+expect bench_shared_gpu "ends with NCCL's refusal, no hang" eval '[ $rc != 124 ] && [ $rc != 0 ] && has "nccl: ncclCommInitRank failed on rank [01]"'
 
 sleep 1
 left=$(leftovers); expect clean "no rank or agent left at the end" test -z "$left"; [ -n "$left" ] && say "$left"
