@@ -131,12 +131,7 @@ void AsyncExec::run_step() {
     if (!proc_->advance_open()) return wait();
     state_ = State::kRunning;
     deadline_.cancel();
-    // A command that cannot start (no agent there) may end, and close the
-    // channel, before the payload is written: its status and stderr say why.
-    try {
-      if (!payload_.empty()) proc_->write_stdin(payload_);
-    } catch (const Error&) {
-    }
+    if (!payload_.empty()) proc_->offer_stdin(payload_);
   }
   const bool running = proc_->drain();
   if (proc_->err().size() > err_seen_) {

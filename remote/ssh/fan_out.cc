@@ -63,7 +63,7 @@ std::vector<Started> start_all(const std::vector<Target>& targets,
     capture(r.error, r.kind, [&] {
       auto session = std::make_unique<Session>(targets[i], options);
       auto process = session->exec(commands[i]);
-      if (!stdin_payload.empty()) process->write_stdin(stdin_payload);
+      if (!stdin_payload.empty()) process->offer_stdin(stdin_payload);
       r.process = std::move(process);
       r.session = std::move(session);
     });
@@ -83,7 +83,7 @@ std::vector<Finished> run_all(const std::vector<Target>& targets,
     capture(r.error, kind, [&] {
       Session session(targets[i], options);
       auto process = session.exec(commands[i]);
-      if (!stdin_payload.empty()) process->write_stdin(stdin_payload);
+      if (!stdin_payload.empty()) process->offer_stdin(stdin_payload);
       process->close_stdin();
       r.exit_status = process->wait(timeout);
       r.out = process->out();

@@ -101,6 +101,13 @@ void RemoteProcess::write_stdin(std::string_view bytes) {
   }
 }
 
+void RemoteProcess::offer_stdin(std::string_view bytes) {
+  try {
+    write_stdin(bytes);
+  } catch (const Error&) {
+  }
+}
+
 void RemoteProcess::close_stdin() { ssh_channel_send_eof(ch_); }
 
 bool RemoteProcess::poll_output(std::chrono::milliseconds timeout) {

@@ -33,6 +33,11 @@ class RemoteProcess {
   // Writes all of `bytes` to the command's stdin. Throws RemoteError naming
   // the host if the channel is closed.
   void write_stdin(std::string_view bytes);
+  // The payload a command reads first (the agent's token): as write_stdin,
+  // but a channel already closed is no error. A command that cannot start
+  // (not installed there) may exit, and close the channel, before the
+  // payload is written; its exit status and stderr then say why.
+  void offer_stdin(std::string_view bytes);
   // Sends EOF on the command's stdin.
   void close_stdin();
 

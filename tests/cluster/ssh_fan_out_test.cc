@@ -70,3 +70,31 @@ TEST_CASE("ssh start_all keeps commands running and reports each host's failure"
     CHECK(rs[i].process->out() == "tok\n");
   }
 }
+
+TEST_CASE("ssh: a command that exits before reading its stdin payload is reported by its exit, not the write",
+          "[cluster][ssh]") {
+  // 8 MiB is more than the channel's window: the write must wait for the
+  // remote side, which exits without reading. Before, the write's failure
+  // ("cannot write to the remote command's stdin") hid the exit status that
+  // says why (127: not installed there), depending on which came first.
+  Cluster c(2);
+  ScratchDir scratch;
+  InNamespace in(c, "h0");
+  auto targets = targets_of(c);
+  const std::string payload(8 << 20, 'x');
+  std::vector<std::string> cmds(2, "dlaunch-agent-not-installed");
+  auto ran = ssh::run_all(targets, cmds, payload, dl::cluster::isolated_options(c, scratch), 2, std::chrono::seconds(20));
+  for (auto& r : ran) {
+    INFO(r.error);
+    CHECK(r.exit_status == 127);
+    CHECK(r.error.find("not found") != std::string::npos);
+    CHECK(r.error.find("stdin") == std::string::npos);
+  }
+  auto started = ssh::start_all(targets, cmds, payload, dl::cluster::isolated_options(c, scratch), 2);
+  for (auto& s : started) {
+    INFO(s.error);
+    REQUIRE(s.error.empty());
+    REQUIRE(s.process);
+    CHECK(s.process->wait(std::chrono::seconds(10)) == 127);
+  }
+}
