@@ -25,6 +25,14 @@
 
 namespace dl::coll::nccl {
 
+int default_device(int rank, int count) {
+  if (count <= 0) return 0;
+  int d = rank;
+  if (const char* own = std::getenv("DLAUNCH_GPUS"); own && *own >= '0' && *own <= '9') d = std::atoi(own);
+  else if (const char* lr = std::getenv(env::kLocalRank); lr && *lr) d = std::atoi(lr);
+  return (d % count + count) % count;
+}
+
 #if DLAUNCH_HAVE_NCCL
 namespace {
 
@@ -211,10 +219,7 @@ NcclCommunicator::NcclCommunicator(rdzv::Store& store, int rank, int size, int d
   if (!why.empty()) throw UsageError(why);
   const Api& a = api();
   const int n = device_count();
-  if (device < 0) {
-    const char* lr = std::getenv(env::kLocalRank);
-    device = (lr ? std::atoi(lr) : rank) % n;
-  }
+  if (device < 0) device = default_device(rank, n);
   device_ = device;
   check(a.cudaSetDevice(device_), "cudaSetDevice", rank_);
   ncclUniqueId id;

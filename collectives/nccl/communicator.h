@@ -33,6 +33,10 @@ namespace dl::coll::nccl {
 bool available();
 // Number of CUDA devices (0 without CUDA or without the backend).
 int device_count();
+// The device a rank uses when none is given: the first of $DLAUNCH_GPUS (the
+// rank's own GPUs as indices of what it sees, as dlaunch binds them, right
+// with --gpus-per-rank K too), else $LOCAL_RANK, else `rank`; modulo `count`.
+int default_device(int rank, int count);
 // "" when available(); else why not, naming the library or device and what to do.
 std::string unavailable_reason();
 // "NCCL 2.28.9 (libnccl.so.2), CUDA runtime 13.0" once loaded; "" otherwise.
@@ -60,8 +64,7 @@ void copy_to_host(void* host, const void* device, size_t bytes);
 class NcclCommunicator {
  public:
   // Joins `size` ranks; rank 0 draws the unique id and publishes it under
-  // <prefix>/nccl-id. Uses CUDA device `device` (-1: LOCAL_RANK modulo the
-  // device count). Waits at most `timeout` for the id.
+  // <prefix>/nccl-id. Uses CUDA device `device` (-1: default_device()). Waits at most `timeout` for the id.
   NcclCommunicator(rdzv::Store& store, int rank, int size, int device = -1, std::string prefix = "dlcoll-nccl",
                    std::chrono::milliseconds timeout = std::chrono::milliseconds(300000));
   ~NcclCommunicator();

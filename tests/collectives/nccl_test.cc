@@ -50,6 +50,26 @@ TEST_CASE("collectives: NCCL all_reduce, broadcast and all_gather on device buff
   }
 }
 
+TEST_CASE("collectives: NCCL's default device is the rank's own GPU as dlaunch bound it", "[collectives][nccl]") {
+  ::unsetenv("DLAUNCH_GPUS");
+  ::unsetenv("LOCAL_RANK");
+  CHECK(nccl::default_device(5, 4) == 1);  // no launcher: the rank
+  ::setenv("LOCAL_RANK", "3", 1);
+  CHECK(nccl::default_device(9, 8) == 3);  // torchrun's idiom
+  // --gpus-per-rank 2, local rank 1 of 4 GPUs: its GPUs are 2,3 (not 1).
+  ::setenv("LOCAL_RANK", "1", 1);
+  ::setenv("DLAUNCH_GPUS", "2,3", 1);
+  CHECK(nccl::default_device(1, 4) == 2);
+  // --oversubscribe-gpus: local rank 5 on 4 GPUs owns device 1.
+  ::setenv("LOCAL_RANK", "5", 1);
+  ::setenv("DLAUNCH_GPUS", "1", 1);
+  CHECK(nccl::default_device(5, 4) == 1);
+  ::setenv("DLAUNCH_GPUS", "", 1);  // a host without GPUs bound
+  CHECK(nccl::default_device(5, 4) == 1);
+  ::unsetenv("DLAUNCH_GPUS");
+  ::unsetenv("LOCAL_RANK");
+}
+
 TEST_CASE("collectives: NCCL backend reports clearly when unusable", "[collectives][nccl]") {
   if (nccl::available()) return;  // covered by the real test above
   dl::rdzv::HashStore store;
