@@ -123,9 +123,13 @@ std::string read_own_stacks(pid_t pid, std::chrono::milliseconds timeout) {
   if (rc == 0) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     char buf[4096];
+    bool timed_out = false;
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
+      if (left.count() <= 0) {
+        timed_out = true;
+        break;
+      }
       pollfd p{fds[0], POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
       const ssize_t n = ::read(fds[0], buf, sizeof buf);
@@ -133,8 +137,16 @@ std::string read_own_stacks(pid_t pid, std::chrono::milliseconds timeout) {
       if (n <= 0) break;
       out.append(buf, static_cast<size_t>(n));
     }
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
+    // Killed only when it overran (the loop, stalled, reaps nothing then).
+    // After its end the agent's own reaping (waitpid(-1) once the loop turns)
+    // may take it first, and the pid with it: so no kill, and no blocking
+    // wait, on that pid; a second of polling, then the loop's reaping.
+    if (timed_out) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+    } else {
+      for (int i = 0; i < 100 && ::waitpid(child, nullptr, WNOHANG) == 0; ++i) ::usleep(10000);
+    }
     if (pid == ::getpid()) ::prctl(PR_SET_PTRACER, 0UL, 0, 0, 0);
   }
   ::close(fds[0]);
