@@ -44,7 +44,7 @@ expect() {  # expect NAME CONDITION-DESCRIPTION TEST...
 }
 has() { grep -Eq -- "$1" <<< "$last"; }
 count() { grep -Ec -- "$1" <<< "$last"; }
-leftovers() { pgrep -af 'gpu_torch.py|gpu_hang.py|torch_nccl_bench.py|dlaunch-agent|dlaunch bench' | grep -v pgrep || true; }
+leftovers() { pgrep -af 'gpu_torch.py|gpu_hang.py|gpu_restart.py|torch_nccl_bench.py|dlaunch-agent|dlaunch bench' | grep -v pgrep || true; }
 
 say "=== the machine"
 env | grep -E '^(PMIX|PMI|OMPI|NCCL|CUDA|SLURM|LD_LIBRARY)' | sort
@@ -139,6 +139,16 @@ expect doctor "doctor passes on the GPU host and runs its NCCL stage" eval '[ $r
 run hang_report 120 dlaunch -n 2 --oversubscribe-gpus --timeout 25 python3 tests/gpu/gpu_hang.py
 expect hang_report "--timeout groups the stacks: the sleeper alone, the other in all_reduce" \
   eval '[ $rc = 124 ] && has "rank 1 on [^:]*: .*load_batch" && has "rank 0 on [^:]*: .*all_reduce"'
+
+# A restart on a GPU node: each attempt takes 60% (one rank) or 2 x 40%
+# (two ranks sharing the GPU) of its memory, so the second attempt only runs
+# if every process of the first is gone and its memory freed.
+run restart_nccl 180 dlaunch -n 1 --max-restarts 2 python3 tests/gpu/gpu_restart.py --backend nccl --fraction 0.6
+expect restart_nccl "rank 0 fails once, the restart gets the GPU's memory back and succeeds" \
+  eval '[ $rc = 0 ] && has "attempt=0 failing on purpose" && has "RESTART rank=0 attempt=1 held_gb=.* OK"'
+run restart_shared 180 dlaunch -n 2 --oversubscribe-gpus --max-restarts 2 python3 tests/gpu/gpu_restart.py --backend gloo --fraction 0.4
+expect restart_shared "two ranks on one GPU, restarted: both get their memory back" \
+  eval '[ $rc = 0 ] && [ $(count "attempt=1 held_gb=.* OK") = 2 ]'
 
 # NCCL not on the loader's path (the machine's /usr/local/cuda has none): a
 # clear refusal naming the variable; then the same library by its file.
