@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdio>
 #include <map>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -158,11 +159,30 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
   const auto deadline = Clock::now() + secs(o.rdzv_timeout_s);
   const std::string where = t.host + ":" + std::to_string(t.port);
   if (t.node_rank == 0 && remote::is_local_host(t.host)) {
-    try {
-      g->server_ = std::make_unique<rdzv::BackgroundStoreServer>(t.host.find(':') != std::string::npos ? "::" : "0.0.0.0",
-                                                                 t.port, token);
-    } catch (const IoError&) {
-      // The port is taken: a `dlaunch store` may serve it; join as a client.
+    // The port may be taken by a `dlaunch store` serving it (then join it as
+    // a client), or by something else: a connection's end that took it as
+    // its ephemeral port (gone in a moment), or a program that keeps it. The
+    // last one used to make node 0 wait --rdzv-timeout (300 s) for a store
+    // nobody serves, saying nothing; now it is refused within seconds.
+    const auto bind_deadline = std::min(deadline, Clock::now() + secs(5));
+    for (;;) {
+      try {
+        g->server_ = std::make_unique<rdzv::BackgroundStoreServer>(
+            t.host.find(':') != std::string::npos ? "::" : "0.0.0.0", t.port, token);
+        break;
+      } catch (const IoError& e) {
+        try {
+          (void)wire::connect_tcp(t.host, t.port, std::chrono::milliseconds(300));
+          break;  // something listens there: the store, or the client's handshake says what it is
+        } catch (const Error&) {
+        }
+        if (Clock::now() >= bind_deadline)
+          throw IoError("rendezvous: node rank 0 cannot listen on port " + std::to_string(t.port) + " (" + e.what() +
+                        ") and nothing answers at " + where + ": another program holds the port (`ss -tanp "
+                        "'sport = :" + std::to_string(t.port) + "'` names it); pick another with --rdzv-port, or "
+                        "the port of --rdzv tcp://HOST:PORT (--master_port)");
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
     }
   }
   progress("rendezvous: connecting to the store at " + where);

@@ -4,10 +4,15 @@
 // node that never comes, a node killed outright, Slurm's variables.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include "tests/integration/run_command.h"
 #include "wire/socket.h"
@@ -108,6 +113,57 @@ TEST_CASE("per-node: a failing rank on node 1 stops node 0's ranks, both exit wi
   CHECK(r0.err.find("rank 3 on ") != std::string::npos);
   CHECK(r0.seconds < 15);
   CHECK(wait_marked_gone(m, 3).empty());
+}
+
+TEST_CASE("per-node: node 0 whose port another program holds is refused within seconds, naming the port",
+          "[integration][per-node]") {
+  // A socket bound to the port and not listening: node 0 cannot listen
+  // there, and nothing answers a connect. Node 0 used to take that for a
+  // store served elsewhere and wait --rdzv-timeout (300 s) without a word.
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  const int port = ntohs(a.sin_port);
+  Child c0 = start(node(0, 2, port, {"true"}));
+  ChildGuard g0{c0, port_marker(port)};
+  RunResult r0 = wait(c0, 30);
+  ::close(fd);
+  INFO(r0.err);
+  CHECK_FALSE(r0.timed_out);
+  CHECK(r0.code != 0);
+  CHECK(r0.seconds < 15);
+  CHECK(r0.err.find("node rank 0 cannot listen on port " + std::to_string(port)) != std::string::npos);
+  CHECK(r0.err.find("another program holds the port") != std::string::npos);
+  CHECK(r0.err.find("--rdzv-port") != std::string::npos);
+}
+
+TEST_CASE("per-node: node 0's port held for a moment only: node 0 waits it out and the nodes meet",
+          "[integration][per-node]") {
+  // An ephemeral port of someone's connection looks the same to bind(), and
+  // goes away: node 0 tries again for a few seconds before refusing.
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  const int port = ntohs(a.sin_port);
+  Child c0 = start(node(0, 2, port, {"true"}));
+  Child c1 = start(node(1, 2, port, {"true"}));
+  ChildGuard g0{c0, port_marker(port)}, g1{c1, port_marker(port)};
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ::close(fd);
+  RunResult r0 = wait(c0, 30), r1 = wait(c1, 30);
+  INFO(r0.err << "---\n" << r1.err);
+  CHECK(r0.code == 0);
+  CHECK(r1.code == 0);
 }
 
 TEST_CASE("per-node: a node that never arrives fails the others with its node rank named", "[integration][per-node]") {
