@@ -22,6 +22,21 @@ using namespace dl::it;
 namespace {
 int some_free_port() { return dl::wire::free_tcp_port(true); }
 
+// A port held by a socket bound to it that does not listen (what another
+// program's connection, or a bound socket, looks like to bind()); its
+// descriptor in `fd`, to close when the port should be free again.
+int held_port(int& fd) {
+  fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  return ntohs(a.sin_port);
+}
+
 const std::string kToken = "per-node-test-token-0123456789abcdef";
 
 // dlaunch as node `k` of `n` meeting at 127.0.0.1:port.
@@ -120,15 +135,8 @@ TEST_CASE("per-node: node 0 whose port another program holds is refused within s
   // A socket bound to the port and not listening: node 0 cannot listen
   // there, and nothing answers a connect. Node 0 used to take that for a
   // store served elsewhere and wait --rdzv-timeout (300 s) without a word.
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  const int port = ntohs(a.sin_port);
+  int fd = -1;
+  const int port = held_port(fd);
   Child c0 = start(node(0, 2, port, {"true"}));
   ChildGuard g0{c0, port_marker(port)};
   RunResult r0 = wait(c0, 30);
@@ -146,15 +154,8 @@ TEST_CASE("per-node: node 0's port held for a moment only: node 0 waits it out a
           "[integration][per-node]") {
   // An ephemeral port of someone's connection looks the same to bind(), and
   // goes away: node 0 tries again for a few seconds before refusing.
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  const int port = ntohs(a.sin_port);
+  int fd = -1;
+  const int port = held_port(fd);
   Child c0 = start(node(0, 2, port, {"true"}));
   Child c1 = start(node(1, 2, port, {"true"}));
   ChildGuard g0{c0, port_marker(port)}, g1{c1, port_marker(port)};
