@@ -28,9 +28,14 @@ failed=()
 say() { printf '%s\n' "$*"; }
 el() { awk -v a="$(date +%s.%N)" -v b="$T0" 'BEGIN { printf "%6.1fs", a - b }'; }
 
-# run NAME TIMEOUT CMD...: the command's output in $OUT/NAME.txt and $last, rc in $rc.
+# run NAME TIMEOUT CMD...: the command's output in $STEPS/NAME.txt and $last,
+# rc in $rc. With ONLY=REGEX, steps whose name does not match are skipped
+# (and so are their expects).
+skip=0
 run() {
   local name=$1 t=$2; shift 2
+  skip=0
+  if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY ]]; then skip=1; return; fi
   say "=== [$(el)] $name: $*"
   timeout -k 5 "$t" "$@" > "$STEPS/$name.txt" 2>&1
   rc=$?
@@ -40,6 +45,7 @@ run() {
 }
 expect() {  # expect NAME CONDITION-DESCRIPTION TEST...
   local name=$1 what=$2; shift 2
+  [ $skip = 1 ] && return
   if "$@"; then say "  PASS $name: $what"; else say "  FAIL $name: $what"; failed+=("$name"); fi
 }
 has() { grep -Eq -- "$1" <<< "$last"; }
@@ -115,8 +121,9 @@ done
 
 SIZES=8,1024,65536,1048576,16777216,268435456
 run bench_json 240 dlaunch -n "$NGPU" dlaunch bench --device cuda --op all_reduce -b 8 -e 256M -f 8 -n 20 -w 5 --json
-cp "$STEPS/bench_json.txt" "$STEPS/dlaunch_ar.json"
 run torch_anchor 240 dlaunch -n "$NGPU" python3 bench/collectives/torch_nccl_bench.py "$(python3 -c 'print(",".join(str(8*8**k) for k in range(9)))')" 20 5
+if [ -s "$STEPS/bench_json.txt" ] && [ -s "$STEPS/torch_anchor.txt" ]; then
+cp "$STEPS/bench_json.txt" "$STEPS/dlaunch_ar.json"
 grep '^{' "$STEPS/torch_anchor.txt" > "$STEPS/torch_ar.jsonl"
 python3 - "$STEPS/dlaunch_ar.json" "$STEPS/torch_ar.jsonl" <<'PY' | tee "$OUT/ratio.txt"
 import json, sys
@@ -131,9 +138,28 @@ for r in d["rows"]:
     print("%12d %14.2f %14.2f %14s %8s" % (s, r["out_of_place"]["time_us"], ip, "%.2f" % tt if tt else "-",
                                            "%.2f" % (tt / ip) if tt else "-"))
 PY
+fi
 
 run doctor 180 dlaunch doctor -H localhost --program "$(command -v python3)"
 expect doctor "doctor passes on the GPU host and runs its NCCL stage" eval '[ $rc = 0 ] && has "nccl: .*(busbw|GB/s|every element)"'
+
+# torchrun's spellings on a GPU host: one rank per GPU the agent detects.
+run nproc_gpu 180 dlaunch --nproc_per_node gpu --report-bindings python3 tests/gpu/gpu_torch.py
+expect nproc_gpu "--nproc_per_node gpu starts one rank per GPU" eval '[ $rc = 0 ] && [ $(count " OK$") = $NGPU ]'
+run nproc_auto 180 dlaunch --nproc_per_node auto python3 tests/gpu/gpu_torch.py
+expect nproc_auto "--nproc_per_node auto is the GPUs here" eval '[ $rc = 0 ] && [ $(count " OK$") = $NGPU ]'
+# The per-node (torchrun --nnodes 2) shape: two "nodes" on this host, each
+# with --nproc_per_node gpu, each binding this host's GPUs (gloo: they share).
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+pn() { DLAUNCH_TOKEN=gpu-check-token-0123456789abcdef dlaunch --nnodes 2 --node_rank "$1" --master_addr 127.0.0.1 \
+         --master_port "$PORT" --nproc_per_node gpu python3 tests/gpu/gpu_torch.py --backend gloo; }
+run per_node_gpu 180 bash -c "$(declare -f pn); PORT=$PORT; pn 1 & pn 0; r0=\$?; wait \$!; r1=\$?; echo nodes \$r0 \$r1; [ \$r0 = 0 ] && [ \$r1 = 0 ]"
+expect per_node_gpu "2 nodes x --nproc_per_node gpu meet and run" eval '[ $rc = 0 ] && [ $(count " OK$") = $((NGPU * 2)) ]'
+# CPUs by the GPU's NUMA node (the driver's numa_node; -1 on a VM without NUMA).
+say "GPU NUMA node: $(cat /sys/bus/pci/devices/*/numa_node 2>/dev/null | sort | uniq -c | tr '\n' ' ')"
+run numa_bind 180 dlaunch -n "$NGPU" --bind-to numa --report-bindings python3 tests/gpu/gpu_torch.py
+expect numa_bind "--bind-to numa on a real GPU host: runs, or refuses saying why" \
+  eval '{ [ $rc = 0 ] && [ $(count " OK$") = $NGPU ]; } || { [ $rc = 2 ] && has "numa"; }'
 
 # A hang on GPUs: the report names the odd rank out, then the job ends (124).
 run hang_report 120 dlaunch -n 2 --oversubscribe-gpus --timeout 25 python3 tests/gpu/gpu_hang.py
