@@ -12,7 +12,10 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <random>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -185,19 +188,52 @@ void open_standard_descriptors() {
   }
 }
 
-uint16_t free_tcp_port(bool loopback_only) {
+std::pair<uint16_t, uint16_t> named_port_range(int ephemeral_first) {
+  const int last = std::min(ephemeral_first - 1, 29999);
+  if (last < 10000 + 1023) return {0, 0};  // too little room: leave it to the kernel
+  return {static_cast<uint16_t>(10000), static_cast<uint16_t>(last)};
+}
+
+namespace {
+// Binds a fresh socket to `port` (0: the kernel picks); the bound port, or 0.
+uint16_t try_bind_port(bool loopback_only, uint16_t port, int* err) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw IoError(std::string("socket: ") + std::strerror(errno));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
+  a.sin_port = htons(port);
   socklen_t len = sizeof a;
   const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  const int err = errno;
+  *err = errno;
   ::close(fd);
-  if (!ok) throw IoError(std::string("cannot find a free TCP port: ") + std::strerror(err));
-  return ntohs(a.sin_port);
+  return ok ? ntohs(a.sin_port) : 0;
+}
+
+int ephemeral_first_port() {
+  int first = 32768, last = 60999;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d %d", &first, &last) != 2) first = 32768;
+    std::fclose(f);
+  }
+  return first;
+}
+}  // namespace
+
+uint16_t free_tcp_port(bool loopback_only) {
+  int err = 0;
+  const auto [lo, hi] = named_port_range(ephemeral_first_port());
+  if (lo != 0) {
+    std::mt19937 gen(std::random_device{}());
+    std::uniform_int_distribution<int> pick(lo, hi);
+    // Without SO_REUSEADDR the bind also fails on a port in TIME_WAIT or
+    // held by a listener on any address: such ports are passed over.
+    for (int tries = 0; tries < 64; ++tries)
+      if (const uint16_t p = try_bind_port(loopback_only, static_cast<uint16_t>(pick(gen)), &err)) return p;
+  }
+  if (const uint16_t p = try_bind_port(loopback_only, 0, &err)) return p;
+  throw IoError(std::string("cannot find a free TCP port: ") + std::strerror(err));
 }
 
 std::pair<std::string, uint16_t> split_host_port(std::string_view s, std::string_view what) {

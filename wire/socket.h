@@ -52,7 +52,16 @@ Frame read_frame(const Socket& s, size_t max_payload, Millis timeout, const std:
 // A TCP port that was free a moment ago on `loopback_only` ? 127.0.0.1 : every
 // IPv4 interface (MASTER_PORT, a test's rendezvous port). Someone may take it
 // before the caller binds it: use it where a port must be named in advance.
+// It is drawn at random below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range) and below 30000, from 10000 up: a port of
+// the ephemeral range is what every outgoing connection on the host takes
+// as its own end, so one named seconds ahead (rank 0's TCPStore binds
+// MASTER_PORT after `import torch`) could be gone on a busy node; 30000-32767
+// is Kubernetes' NodePort range. Falls back to one the kernel picks.
 uint16_t free_tcp_port(bool loopback_only = false);
+// The range free_tcp_port draws from, [first, last], given the ephemeral
+// range's first port; {0, 0} when there is no room below it.
+std::pair<uint16_t, uint16_t> named_port_range(int ephemeral_first);
 
 // Splits "host:port" / "[v6]:port"; throws UsageError naming `what` on bad input.
 std::pair<std::string, uint16_t> split_host_port(std::string_view s, std::string_view what);
