@@ -38,6 +38,34 @@ OpKind parse_kind(const std::string& s) {
 
 }  // namespace
 
+const char* const kBenchUsage =
+    "usage: dlaunch -n N [dlaunch options] dlaunch bench [options]\n"
+    "\n"
+    "Measures a collective on every size from -b to -e, as nccl-tests do; rank 0\n"
+    "prints one row per size (time, algbw, busbw, wrong elements, out of place and\n"
+    "in place). Every rank joins through --url (env://: the variables dlaunch sets).\n"
+    "\n"
+    "  -b, --minbytes SIZE   smallest size (8; K, M, G suffixes)\n"
+    "  -e, --maxbytes SIZE   largest size (256M)\n"
+    "  -f, --stepfactor F    size multiplier between rows (2)\n"
+    "  --op OP               all_reduce (default), all_gather, broadcast, reduce_scatter,\n"
+    "                        all_to_all, reduce\n"
+    "  -d, --dtype T         float32 (default), float64, float16, bfloat16, int8, uint8,\n"
+    "                        int32, int64\n"
+    "  -o, --redop OP        sum (default), prod, min, max, avg\n"
+    "  -r, --root R          root of broadcast and reduce (0)\n"
+    "  -n, --iters K         timed iterations per size (20)\n"
+    "  -w, --warmup K        untimed iterations first (5)\n"
+    "  -c, --check 0|1       check every element once per size (1)\n"
+    "  --seed S              inputs are a function of (seed, rank, index) (1)\n"
+    "  --device cpu|cuda     host buffers over TCP and shared memory (cpu, default), or\n"
+    "                        each rank's GPU through NCCL (cuda; LOCAL_RANK's GPU, NCCL\n"
+    "                        from LD_LIBRARY_PATH or DLAUNCH_NCCL_LIBRARY)\n"
+    "  --url URL             rendezvous: env:// (default), tcp://HOST:PORT, file:///PATH\n"
+    "  --json                one JSON document instead of the table\n"
+    "\n"
+    "Exit 0 when every element was right, 1 when any was wrong. docs/collectives.md.\n";
+
 BenchOptions parse_bench_args(const std::vector<std::string>& args) {
   BenchOptions o;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -59,13 +87,14 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
     else if (a == "--seed") o.seed = static_cast<uint64_t>(parse_int(value(), a));
     else if (a == "--url") o.url = value();
     else if (a == "--json") o.json = true;
+    else if (a == "-h" || a == "--help") o.help = true;
     else if (a == "--device") {
       const std::string d = value();
       if (d != "cpu" && d != "cuda") throw UsageError("dlaunch bench: --device: expected cpu or cuda, got '" + d + "'");
       o.cuda = d == "cuda";
     }
     else throw UsageError("dlaunch bench: unknown option '" + a + "'; options: -b -e -f --op -d/--dtype -o/--redop "
-                          "-r/--root -n/--iters -w/--warmup -c/--check --seed --url --json --device");
+                          "-r/--root -n/--iters -w/--warmup -c/--check --seed --url --json --device (dlaunch bench --help)");
   }
   if (o.factor <= 1) throw UsageError("dlaunch bench: -f must be greater than 1");
   if (o.iters < 1 || o.warmup < 0) throw UsageError("dlaunch bench: --iters must be >= 1 and --warmup >= 0");

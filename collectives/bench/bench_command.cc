@@ -272,6 +272,10 @@ size_t run_bench(Communicator& comm, const BenchOptions& o, std::ostream& os, nc
 int run_bench_command(const std::vector<std::string>& args) {
   try {
     BenchOptions o = parse_bench_args(args);
+    if (o.help) {
+      std::cout << kBenchUsage;
+      return exit_codes::kOk;
+    }
     // Refused before joining, so every rank of a job says why at once
     // instead of the others waiting on the ones that could not join.
     if (o.cuda && !nccl::available()) throw UsageError("--device cuda: " + nccl::unavailable_reason());

@@ -27,9 +27,13 @@ struct BenchOptions {
   bool json = false;                  // --json: one JSON document instead of the table
   uint64_t seed = 1;                  // --seed: inputs are a function of (seed, rank, index)
   std::string url = "env://";         // --url: rendezvous URL
+  bool help = false;                  // -h/--help: print the usage, run nothing
   bool cuda = false;                  // --device cpu|cuda: where the buffers live (cuda: NCCL on
                                       // the rank's GPU, LOCAL_RANK modulo the visible devices)
 };
+
+// What `dlaunch bench --help` (and `dlaunch help bench`) prints.
+extern const char* const kBenchUsage;
 
 // Parses bench arguments (sizes accept K, M, G suffixes). Throws UsageError.
 BenchOptions parse_bench_args(const std::vector<std::string>& args);

@@ -329,6 +329,20 @@ TEST_CASE("dlaunch bench on host buffers: every collective right on 3 local rank
   }
 }
 
+TEST_CASE("dlaunch bench --help and dlaunch help bench print its options, outside a job too", "[integration]") {
+  for (std::vector<std::string> argv : {std::vector<std::string>{bin("dlaunch"), "bench", "--help"},
+                                        std::vector<std::string>{bin("dlaunch"), "help", "bench"}}) {
+    RunSpec s;
+    s.argv = argv;
+    RunResult r = run(s, 10);
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    CHECK(r.err.empty());
+    for (const char* opt : {"usage: dlaunch -n N", "--op OP", "--device cpu|cuda", "--json", "Exit 0 when every element"})
+      CHECK(r.out.find(opt) != std::string::npos);
+  }
+}
+
 TEST_CASE("dlaunch bench --device cuda where CUDA cannot run: every rank says why, exit 2, no hang", "[integration]") {
   // No GPU here (nor in CI): the NCCL backend is not built, or its libraries
   // do not load, or the runtime sees no device. Each rank refuses before
