@@ -33,6 +33,18 @@ int default_device(int rank, int count) {
   return (d % count + count) % count;
 }
 
+std::string shared_gpu_hint(int device_count) {
+  const char* lws = std::getenv("LOCAL_WORLD_SIZE");
+  const int local = lws && *lws ? std::atoi(lws) : 0;
+  if (device_count <= 0 || local <= device_count) return "";
+  const char* own = std::getenv("DLAUNCH_GPUS");
+  return "; this host's " + std::to_string(local) + " ranks share " + std::to_string(device_count) + " GPU" +
+         (device_count == 1 ? "" : "s") + (own && *own ? std::string(" (this one has GPU ") + own + ")" : "") +
+         ", and NCCL takes one rank of a communicator per GPU: run at most " + std::to_string(device_count) +
+         (device_count == 1 ? " rank" : " ranks") +
+         " per host for NCCL, or use gloo or dlaunch's host collectives for ranks that share a GPU";
+}
+
 #if DLAUNCH_HAVE_NCCL
 namespace {
 
@@ -233,7 +245,11 @@ NcclCommunicator::NcclCommunicator(rdzv::Store& store, int rank, int size, int d
   if (v.size() != sizeof id) throw RemoteError("nccl: malformed unique id under store key " + key);
   std::memcpy(&id, v.data(), sizeof id);
   ncclComm_t comm;
-  check(a.ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank", rank_);
+  const ncclResult_t rc = a.ncclCommInitRank(&comm, size, id, rank);
+  if (rc == ncclInvalidUsage)
+    throw RemoteError(std::string("nccl: ncclCommInitRank failed on rank ") + std::to_string(rank_) + ": " +
+                      a.ncclGetErrorString(rc) + shared_gpu_hint(n));
+  check(rc, "ncclCommInitRank", rank_);
   comm_ = comm;
 }
 

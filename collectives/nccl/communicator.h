@@ -37,6 +37,11 @@ int device_count();
 // rank's own GPUs as indices of what it sees, as dlaunch binds them, right
 // with --gpus-per-rank K too), else $LOCAL_RANK, else `rank`; modulo `count`.
 int default_device(int rank, int count);
+// What to add to NCCL's "invalid usage" from ncclCommInitRank when this
+// host's ranks outnumber the GPUs they see (NCCL takes one rank of a
+// communicator per GPU): "" when they do not. $LOCAL_WORLD_SIZE and
+// $DLAUNCH_GPUS are read, as dlaunch sets them.
+std::string shared_gpu_hint(int device_count);
 // "" when available(); else why not, naming the library or device and what to do.
 std::string unavailable_reason();
 // "NCCL 2.28.9 (libnccl.so.2), CUDA runtime 13.0" once loaded; "" otherwise.

@@ -70,6 +70,23 @@ TEST_CASE("collectives: NCCL's default device is the rank's own GPU as dlaunch b
   ::unsetenv("LOCAL_RANK");
 }
 
+TEST_CASE("collectives: NCCL's invalid usage says when the host's ranks share GPUs", "[collectives][nccl]") {
+  ::setenv("LOCAL_WORLD_SIZE", "2", 1);
+  ::setenv("DLAUNCH_GPUS", "0", 1);
+  const std::string h = nccl::shared_gpu_hint(1);
+  CHECK(h.find("this host's 2 ranks share 1 GPU (this one has GPU 0)") != std::string::npos);
+  CHECK(h.find("run at most 1 rank per host for NCCL") != std::string::npos);
+  ::setenv("LOCAL_WORLD_SIZE", "8", 1);
+  ::unsetenv("DLAUNCH_GPUS");
+  CHECK(nccl::shared_gpu_hint(4).find("this host's 8 ranks share 4 GPUs, and") != std::string::npos);
+  CHECK(nccl::shared_gpu_hint(4).find("run at most 4 ranks per host") != std::string::npos);
+  // One rank per GPU, or no GPU seen: nothing to add.
+  CHECK(nccl::shared_gpu_hint(8) == "");
+  CHECK(nccl::shared_gpu_hint(0) == "");
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  CHECK(nccl::shared_gpu_hint(1) == "");
+}
+
 TEST_CASE("collectives: NCCL backend reports clearly when unusable", "[collectives][nccl]") {
   if (nccl::available()) return;  // covered by the real test above
   dl::rdzv::HashStore store;
