@@ -87,12 +87,14 @@ void LoopWatch::watch() {
     if (ns_of(now) - turn < std::chrono::nanoseconds(threshold_).count() || reported_ns_ == turn) continue;
     reported_ns_ = turn;
     lock.unlock();
-    std::string text = who_ + ": warning: its event loop has not turned for " + seconds(ns_of(now) - turn) +
-                       " (its heartbeats and the ranks' output to the launcher wait meanwhile)";
-    const std::string stacks = read_own_stacks(::getpid(), std::chrono::milliseconds(10000));
-    text += stacks.empty() ? "; no eu-stack or gdb here to say where\n" : "; its threads are at:\n" + stacks;
-    if (!text.empty() && text.back() != '\n') text += '\n';
-    say(text);
+    // The line first, the stacks once read (a second or so): should the loop
+    // turn meanwhile, its "turning again" still comes after this line.
+    say(who_ + ": warning: its event loop has not turned for " + seconds(ns_of(now) - turn) +
+        " (its heartbeats and the ranks' output to the launcher wait meanwhile)\n");
+    std::string stacks = read_own_stacks(::getpid(), std::chrono::milliseconds(10000));
+    if (!stacks.empty() && stacks.back() != '\n') stacks += '\n';
+    say(stacks.empty() ? who_ + ": no eu-stack or gdb here to say where its threads were\n"
+                       : who_ + ": its threads were at:\n" + stacks);
     lock.lock();
   }
 }

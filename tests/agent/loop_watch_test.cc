@@ -57,8 +57,9 @@ TEST_CASE("loop watch: a handler holding the loop up is reported with the stacks
   const char* path = std::getenv("PATH");
   if (dl::agent::find_stack_tool(path ? path : "").name.empty()) {
     WARN("no eu-stack or gdb: the stacks part is not checked");
-    CHECK(out.find("no eu-stack or gdb here") != std::string::npos);
+    CHECK(out.find("no eu-stack or gdb here to say where its threads were") != std::string::npos);
   } else {
+    CHECK(out.find("dlaunch-agent on testhost: its threads were at:\n") != std::string::npos);
     CHECK(out.find("dlaunch_test_hold_the_loop") != std::string::npos);
   }
   // One report per stall.
