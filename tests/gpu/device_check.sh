@@ -11,7 +11,11 @@
 # BIN_DIR holds dlaunch, dlaunch-agent, dlaunch-nccl-check and test_collectives
 # (default build/bin), LIB_DIR libdlcoll.so.0 (default build/lib). python3
 # must have torch with CUDA. Logs and a summary go to $OUT (default
-# /tmp/dlaunch-gpu-check). Exit 0 when every check passed.
+# /tmp/dlaunch-gpu-check): `log`, `ratio.txt` (dlaunch bench against torch's
+# NCCL) and `steps.tar.gz` (each step's whole output). ONLY=REGEX runs only
+# the steps whose names match (dry_run, torch_nccl, bench_all_reduce, ...).
+# Exit 0 when every check passed. On a host with several GPUs the same
+# steps run one rank per GPU (NGPU), so NCCL then crosses GPUs.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=$(cd "${1:-$ROOT/build/bin}" && pwd)
