@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "agent/stack_tools.h"
+#include "control/env_names.h"
+#include "wire/socket.h"
 
 extern char** environ;
 
@@ -27,7 +29,7 @@ std::string seconds(int64_t ns) {
 }  // namespace
 
 std::chrono::milliseconds LoopWatch::threshold_from_env() {
-  const char* v = std::getenv("DLAUNCH_AGENT_STALL_MS");
+  const char* v = std::getenv(env::kDlAgentStallMs);
   if (v && *v) return std::chrono::milliseconds(std::strtoll(v, nullptr, 10));
   return std::chrono::milliseconds(3000);
 }
@@ -51,16 +53,7 @@ LoopWatch::~LoopWatch() {
   timer_.cancel();
 }
 
-void LoopWatch::say(const std::string& text) const {
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n, left -= static_cast<size_t>(n);
-  }
-}
+void LoopWatch::say(const std::string& text) const { wire::write_all_fd(fd_, text); }
 
 void LoopWatch::tick() {
   const int64_t now = ns_of(Clock::now());

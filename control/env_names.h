@@ -94,6 +94,7 @@ inline constexpr const char* kDlStoreAddr = "DLAUNCH_STORE_ADDR";  // host:port 
 inline constexpr const char* kDlRestartCount = "DLAUNCH_RESTART_COUNT";  // the attempt, 0 first (--max-restarts)
 inline constexpr const char* kDlSocketIfname = "DLAUNCH_SOCKET_IFNAME";
 inline constexpr const char* kDlStoreSpinUs = "DLAUNCH_STORE_SPIN_US";
+inline constexpr const char* kDlAgentStallMs = "DLAUNCH_AGENT_STALL_MS";  // the agent's loop watch (agent/loop_watch.h)
 
 // GPU visibility (set by the launch plan's GPU binding).
 inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";

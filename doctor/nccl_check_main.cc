@@ -1,9 +1,9 @@
 // dlaunch-nccl-check: the doctor's NCCL all_reduce (stage 6), one rank per
-// GPU, started by `dlaunch doctor` as a dlaunch job. A program of its own so
-// that dlaunch itself links no CUDA library (it must start on hosts that have
-// none); built only with the NCCL backend (DLAUNCH_HAVE_NCCL), installed next
-// to dlaunch. Its CUDA runtime calls are the doctor's counterpart of
-// collectives/nccl/communicator.cc: device buffers only.
+// GPU, started by `dlaunch doctor` as a dlaunch job. A program of its own:
+// its --probe asks the CUDA runtime it links (dlaunch links none and starts on
+// hosts without CUDA); a rank's NCCL and device buffers are the backend's
+// (collectives/nccl/communicator.h), loaded as for `dlaunch bench`. Built only
+// with the NCCL backend (DLAUNCH_HAVE_NCCL), installed next to dlaunch.
 //
 //   dlaunch-nccl-check --probe             {"runtime_version","count","error"}: what the
 //                                          CUDA runtime it was built with sees here
@@ -29,11 +29,6 @@
 namespace {
 using namespace dl;
 
-void check(cudaError_t rc, const char* what, int rank) {
-  if (rc != cudaSuccess)
-    throw RemoteError(std::string("cuda: ") + what + " failed on rank " + std::to_string(rank) + ": " + cudaGetErrorString(rc));
-}
-
 int probe() {
   int version = 0, n = 0;
   cudaRuntimeGetVersion(&version);
@@ -48,13 +43,6 @@ int probe() {
 float input(int rank, size_t i) { return static_cast<float>(rank + 1 + static_cast<int>(i % 7)); }
 float expected(int n, size_t i) { return static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 7)); }
 
-// Device buffers freed on every path.
-struct DeviceBuffer {
-  void* p = nullptr;
-  DeviceBuffer(size_t bytes, int rank) { check(cudaMalloc(&p, bytes), "cudaMalloc", rank); }
-  ~DeviceBuffer() { cudaFree(p); }
-};
-
 int rank_main(size_t bytes, int iters) {
   const auto timeout = std::chrono::milliseconds(120000);
   const rdzv::Identity id = rdzv::identity_from_env(rdzv::process_environment());
@@ -64,10 +52,10 @@ int rank_main(size_t bytes, int iters) {
   const size_t count = bytes / sizeof(float);
   std::vector<float> host(count);
   for (size_t i = 0; i < count; ++i) host[i] = input(r, i);
-  DeviceBuffer in(count * sizeof(float), r), out(count * sizeof(float), r), wrong_dev(sizeof(long long), r);
-  check(cudaMemcpy(in.p, host.data(), count * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy", r);
+  coll::nccl::DeviceBuffer in(count * sizeof(float)), out(count * sizeof(float)), wrong_dev(sizeof(long long));
+  coll::nccl::copy_to_device(in.data(), host.data(), count * sizeof(float));
   auto once = [&] {
-    comm.all_reduce(in.p, out.p, count, coll::DataType::kFloat32, coll::ReduceOp::kSum);
+    comm.all_reduce(in.data(), out.data(), count, coll::DataType::kFloat32, coll::ReduceOp::kSum);
     comm.synchronize();
   };
   once();
@@ -75,13 +63,13 @@ int rank_main(size_t bytes, int iters) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int k = 0; k < iters; ++k) once();
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-  check(cudaMemcpy(host.data(), out.p, count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy", r);
+  coll::nccl::copy_to_host(host.data(), out.data(), count * sizeof(float));
   long long wrong = 0;
   for (size_t i = 0; i < count; ++i) wrong += host[i] == expected(n, i) ? 0 : 1;
-  check(cudaMemcpy(wrong_dev.p, &wrong, sizeof wrong, cudaMemcpyHostToDevice), "cudaMemcpy", r);
-  comm.all_reduce(wrong_dev.p, wrong_dev.p, 1, coll::DataType::kInt64, coll::ReduceOp::kSum);
+  coll::nccl::copy_to_device(wrong_dev.data(), &wrong, sizeof wrong);
+  comm.all_reduce(wrong_dev.data(), wrong_dev.data(), 1, coll::DataType::kInt64, coll::ReduceOp::kSum);
   comm.synchronize();
-  check(cudaMemcpy(&wrong, wrong_dev.p, sizeof wrong, cudaMemcpyDeviceToHost), "cudaMemcpy", r);
+  coll::nccl::copy_to_host(&wrong, wrong_dev.data(), sizeof wrong);
   if (r == 0) {
     const double algbw = static_cast<double>(count * sizeof(float)) / us / 1e3;  // B/us = MB/s; /1e3: GB/s
     const double busbw = algbw * 2.0 * (n - 1) / n;                             // nccl-tests' all_reduce factor

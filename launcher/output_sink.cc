@@ -1,7 +1,6 @@
 #include "launcher/output_sink.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,25 +18,12 @@
 #include <ctime>
 
 #include "errors/error.h"
+#include "wire/socket.h"
 
 namespace dl::launcher {
 
 namespace {
-void write_direct(int fd, std::string_view b) {
-  while (!b.empty()) {
-    ssize_t n = ::write(fd, b.data(), b.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        pollfd p{fd, POLLOUT, 0};
-        ::poll(&p, 1, 1000);
-        continue;
-      }
-      return;
-    }
-    b.remove_prefix(static_cast<size_t>(n));
-  }
-}
+using wire::write_all_fd;
 
 // ConsoleWriter's state: one per process.
 struct Console {
@@ -68,7 +54,7 @@ struct Console {
       q.pop_front();
       writing = true;
       lock.unlock();
-      write_direct(fd, bytes);
+      write_all_fd(fd, bytes);
       lock.lock();
       writing = false;
       queued -= bytes.size();
@@ -98,7 +84,7 @@ void write_fully(int fd, std::string_view b) {
       }
     }
   }
-  write_direct(fd, b);
+  write_all_fd(fd, b);
 }
 
 void ConsoleWriter::enable() {

@@ -127,6 +127,22 @@ Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout) {
                      std::to_string(timeout.count()) + " ms: " + std::strerror(last_err));
 }
 
+void write_all_fd(int fd, std::string_view b) {
+  while (!b.empty()) {
+    ssize_t n = ::write(fd, b.data(), b.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        pollfd p{fd, POLLOUT, 0};
+        ::poll(&p, 1, 1000);
+        continue;
+      }
+      return;
+    }
+    b.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
 void send_all(const Socket& s, std::string_view bytes, const std::string& peer) {
   while (!bytes.empty()) {
     ssize_t n = ::send(s.fd(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
@@ -212,7 +228,7 @@ uint16_t try_bind_port(bool loopback_only, uint16_t port, int* err) {
 }
 
 int ephemeral_first_port() {
-  int first = 32768, last = 60999;
+  int first = 32768, last = 60999;  // the kernel's default
   if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
     if (std::fscanf(f, "%d %d", &first, &last) != 2) first = 32768;
     std::fclose(f);
@@ -223,9 +239,11 @@ int ephemeral_first_port() {
 
 uint16_t free_tcp_port(bool loopback_only) {
   int err = 0;
-  const auto [lo, hi] = named_port_range(ephemeral_first_port());
+  // Read and seeded once per process: an agent asks at every start and restart.
+  static const std::pair<uint16_t, uint16_t> range = named_port_range(ephemeral_first_port());
+  const auto [lo, hi] = range;
   if (lo != 0) {
-    std::mt19937 gen(std::random_device{}());
+    thread_local std::mt19937 gen(std::random_device{}());
     std::uniform_int_distribution<int> pick(lo, hi);
     // Without SO_REUSEADDR the bind also fails on a port in TIME_WAIT or
     // held by a listener on any address: such ports are passed over.

@@ -38,6 +38,11 @@ class Socket {
 // TCP_NODELAY. Throws TimeoutError / IoError naming host:port.
 Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout);
 
+// Writes all of `bytes` to `fd` (stdout, stderr, a pipe or a file), through
+// EINTR and a full non-blocking descriptor; gives up on any other error, for
+// writers that have nowhere to report one (the console, a stall warning).
+void write_all_fd(int fd, std::string_view bytes);
+
 // Writes all bytes; throws IoError naming `peer` if the connection breaks.
 void send_all(const Socket& s, std::string_view bytes, const std::string& peer);
 

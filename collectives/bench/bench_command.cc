@@ -98,27 +98,20 @@ struct Case {
 
   void run(bool inplace) {
     auto [i, r] = bufs(inplace);
-    if (gpu) {
+    // The host communicator and NCCL's take the same arguments in the same order.
+    auto go = [&](auto& x) {
       switch (o.op) {
-        case OpKind::kAllReduce: gpu->all_reduce(i, r, count, o.dtype, o.redop); break;
-        case OpKind::kReduce: gpu->reduce(i, r, count, o.dtype, o.redop, o.root); break;
-        case OpKind::kBroadcast: gpu->broadcast(i, count, o.dtype, o.root); break;
-        case OpKind::kAllGather: gpu->all_gather(i, r, block(), o.dtype); break;
-        case OpKind::kReduceScatter: gpu->reduce_scatter(i, r, block(), o.dtype, o.redop); break;
-        case OpKind::kAllToAll: gpu->all_to_all(i, r, block(), o.dtype); break;
+        case OpKind::kAllReduce: x.all_reduce(i, r, count, o.dtype, o.redop); break;
+        case OpKind::kReduce: x.reduce(i, r, count, o.dtype, o.redop, o.root); break;
+        case OpKind::kBroadcast: x.broadcast(i, count, o.dtype, o.root); break;
+        case OpKind::kAllGather: x.all_gather(i, r, block(), o.dtype); break;
+        case OpKind::kReduceScatter: x.reduce_scatter(i, r, block(), o.dtype, o.redop); break;
+        case OpKind::kAllToAll: x.all_to_all(i, r, block(), o.dtype); break;
         default: throw UsageError("dlaunch bench: unsupported op");
       }
-      return;
-    }
-    switch (o.op) {
-      case OpKind::kAllReduce: c.all_reduce(i, r, count, o.dtype, o.redop); break;
-      case OpKind::kReduce: c.reduce(i, r, count, o.dtype, o.redop, o.root); break;
-      case OpKind::kBroadcast: c.broadcast(i, count, o.dtype, o.root); break;
-      case OpKind::kAllGather: c.all_gather(i, r, block(), o.dtype); break;
-      case OpKind::kReduceScatter: c.reduce_scatter(i, r, block(), o.dtype, o.redop); break;
-      case OpKind::kAllToAll: c.all_to_all(i, r, block(), o.dtype); break;
-      default: throw UsageError("dlaunch bench: unsupported op");
-    }
+    };
+    if (gpu) go(*gpu);
+    else go(c);
   }
 
   // Waits for what run() enqueued (NCCL returns before the GPU is done).

@@ -6,6 +6,7 @@
 
 #include "control/env_names.h"
 #include "errors/error.h"
+#include "hostfiles/binding.h"
 
 #ifndef DLAUNCH_HAVE_NCCL
 #define DLAUNCH_HAVE_NCCL 0
@@ -16,6 +17,7 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <type_traits>
 #include <vector>
 #endif
 
@@ -28,16 +30,16 @@ namespace dl::coll::nccl {
 int default_device(int rank, int count) {
   if (count <= 0) return 0;
   int d = rank;
-  if (const char* own = std::getenv("DLAUNCH_GPUS"); own && *own >= '0' && *own <= '9') d = std::atoi(own);
+  if (const char* own = std::getenv(hostfiles::kDlaunchGpus); own && *own >= '0' && *own <= '9') d = std::atoi(own);
   else if (const char* lr = std::getenv(env::kLocalRank); lr && *lr) d = std::atoi(lr);
   return (d % count + count) % count;
 }
 
 std::string shared_gpu_hint(int device_count) {
-  const char* lws = std::getenv("LOCAL_WORLD_SIZE");
+  const char* lws = std::getenv(env::kLocalWorldSize);
   const int local = lws && *lws ? std::atoi(lws) : 0;
   if (device_count <= 0 || local <= device_count) return "";
-  const char* own = std::getenv("DLAUNCH_GPUS");
+  const char* own = std::getenv(hostfiles::kDlaunchGpus);
   return "; this host's " + std::to_string(local) + " ranks share " + std::to_string(device_count) + " GPU" +
          (device_count == 1 ? "" : "s") + (own && *own ? std::string(" (this one has GPU ") + own + ")" : "") +
          ", and NCCL takes one rank of a communicator per GPU: run at most " + std::to_string(device_count) +
@@ -68,10 +70,16 @@ struct Api {
 #undef DL_NCCL_FN
 };
 
-// dlopen of the first of `names` that loads; "" with every loader message in `why`.
-void* open_first(const std::vector<std::string>& names, std::string& loaded, std::string& why) {
-  for (const std::string& n : names) {
-    if (n.empty()) continue;
+// The library: the file `env_var` names, and only that one when it is set
+// (a file the user chose that does not load is an error, not a reason to take
+// another), else the first of `names` that loads. nullptr with every loader
+// message in `why`.
+void* open_library(const char* env_var, const std::vector<std::string>& names, std::string& loaded,
+                   std::string& why) {
+  const char* chosen = std::getenv(env_var);
+  const std::vector<std::string> tried =
+      chosen && *chosen ? std::vector<std::string>{chosen} : names;
+  for (const std::string& n : tried) {
     if (void* h = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) {
       loaded = n;
       return h;
@@ -79,21 +87,16 @@ void* open_first(const std::vector<std::string>& names, std::string& loaded, std
     const char* e = ::dlerror();
     why += (why.empty() ? "" : "; ") + std::string(e ? e : n + ": cannot be loaded");
   }
+  if (chosen && *chosen) why = std::string(env_var) + "=" + chosen + " does not load (" + why + ")";
   return nullptr;
-}
-
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
 }
 
 Api load() {
   Api a;
   std::string cudart_name, nccl_name, why;
   const std::string major = std::to_string(CUDART_VERSION / 1000);
-  void* cudart = open_first({env_or_empty("DLAUNCH_CUDART_LIBRARY"), "libcudart.so." + major,
-                             DLAUNCH_CUDA_LIBDIR "/libcudart.so." + major},
-                            cudart_name, why);
+  void* cudart = open_library("DLAUNCH_CUDART_LIBRARY",
+                              {"libcudart.so." + major, DLAUNCH_CUDA_LIBDIR "/libcudart.so." + major}, cudart_name, why);
   if (!cudart) {
     a.error = "nccl: the CUDA runtime (libcudart.so." + major + ") cannot be loaded: " + why +
               "; install the CUDA " + major + " runtime, add its lib directory to LD_LIBRARY_PATH, or point "
@@ -101,8 +104,7 @@ Api load() {
     return a;
   }
   why.clear();
-  void* lib = open_first({env_or_empty("DLAUNCH_NCCL_LIBRARY"), "libnccl.so.2", DLAUNCH_CUDA_LIBDIR "/libnccl.so.2"},
-                         nccl_name, why);
+  void* lib = open_library("DLAUNCH_NCCL_LIBRARY", {"libnccl.so.2", DLAUNCH_CUDA_LIBDIR "/libnccl.so.2"}, nccl_name, why);
   if (!lib) {
     a.error = "nccl: libnccl.so.2 cannot be loaded: " + why +
               "; install NCCL, add its lib directory to LD_LIBRARY_PATH, or point DLAUNCH_NCCL_LIBRARY at the "
@@ -110,19 +112,18 @@ Api load() {
     return a;
   }
   std::string missing;
-#define DL_NCCL_SYM(name)                                                               \
-  a.name = reinterpret_cast<decltype(a.name)>(::dlsym(lib, #name));                   \
-  if (!a.name) missing += std::string(missing.empty() ? "" : ", ") + #name;
-#define DL_CUDA_SYM(name)                                                               \
-  a.name = reinterpret_cast<decltype(a.name)>(::dlsym(cudart, #name));                \
-  if (!a.name) missing += std::string(missing.empty() ? "" : ", ") + #name;
+  auto bind = [&missing](void* handle, const char* name, auto& fn, bool required = true) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(handle, name));
+    if (!fn && required) missing += std::string(missing.empty() ? "" : ", ") + name;
+  };
+#define DL_NCCL_SYM(name) bind(lib, #name, a.name);
+#define DL_CUDA_SYM(name) bind(cudart, #name, a.name);
   DL_NCCL_ALL(DL_NCCL_SYM)
   DL_CUDA_ALL(DL_CUDA_SYM)
 #undef DL_NCCL_SYM
 #undef DL_CUDA_SYM
-  a.cudaMalloc = reinterpret_cast<decltype(a.cudaMalloc)>(::dlsym(cudart, "cudaMalloc"));
-  if (!a.cudaMalloc) missing += std::string(missing.empty() ? "" : ", ") + "cudaMalloc";
-  a.ncclCommSplit = reinterpret_cast<decltype(a.ncclCommSplit)>(::dlsym(lib, "ncclCommSplit"));
+  bind(cudart, "cudaMalloc", a.cudaMalloc);
+  bind(lib, "ncclCommSplit", a.ncclCommSplit, false);
   if (!missing.empty()) {
     a.error = "nccl: " + nccl_name + " or " + cudart_name + " lacks " + missing + " (too old a NCCL or CUDA runtime?)";
     return a;
@@ -151,10 +152,10 @@ const Api& need() {
 ncclComm_t C(void* p) { return static_cast<ncclComm_t>(p); }
 cudaStream_t S(void* s) { return static_cast<cudaStream_t>(s); }
 
-void check(ncclResult_t r, const char* what, int rank) {
+void check(ncclResult_t r, const char* what, int rank, const std::string& hint = "") {
   if (r != ncclSuccess && r != ncclInProgress)
     throw RemoteError(std::string("nccl: ") + what + " failed on rank " + std::to_string(rank) + ": " +
-                      api().ncclGetErrorString(r));
+                      api().ncclGetErrorString(r) + hint);
 }
 void check(cudaError_t r, const char* what, int rank) {
   if (r != cudaSuccess)
@@ -230,7 +231,7 @@ NcclCommunicator::NcclCommunicator(rdzv::Store& store, int rank, int size, int d
   const std::string why = unavailable_reason();
   if (!why.empty()) throw UsageError(why);
   const Api& a = api();
-  const int n = device_count();
+  const int n = device_count();  // > 0: unavailable_reason() said so
   if (device < 0) device = default_device(rank, n);
   device_ = device;
   check(a.cudaSetDevice(device_), "cudaSetDevice", rank_);
@@ -246,10 +247,7 @@ NcclCommunicator::NcclCommunicator(rdzv::Store& store, int rank, int size, int d
   std::memcpy(&id, v.data(), sizeof id);
   ncclComm_t comm;
   const ncclResult_t rc = a.ncclCommInitRank(&comm, size, id, rank);
-  if (rc == ncclInvalidUsage)
-    throw RemoteError(std::string("nccl: ncclCommInitRank failed on rank ") + std::to_string(rank_) + ": " +
-                      a.ncclGetErrorString(rc) + shared_gpu_hint(n));
-  check(rc, "ncclCommInitRank", rank_);
+  check(rc, "ncclCommInitRank", rank_, rc == ncclInvalidUsage ? shared_gpu_hint(n) : "");
   comm_ = comm;
 }
 

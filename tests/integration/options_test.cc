@@ -329,6 +329,21 @@ TEST_CASE("dlaunch bench on host buffers: every collective right on 3 local rank
   }
 }
 
+TEST_CASE("dlaunch bench --device cuda: a DLAUNCH_NCCL_LIBRARY that does not load is named, never passed over",
+          "[integration]") {
+  // The user chose that file: another NCCL found elsewhere (this machine's
+  // CUDA toolkit has one) must not be used in its place.
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "1", bin("dlaunch"), "bench", "--device", "cuda"};
+  s.set_env = {{"DLAUNCH_NCCL_LIBRARY", "/nonexistent/libnccl.so.2"}};
+  RunResult r = run(s, 30);
+  INFO(r.out << r.err);
+  CHECK(r.code == 2);
+  if (r.err.find("built without NCCL") != std::string::npos || r.err.find("CUDA runtime (libcudart") != std::string::npos)
+    return;  // no NCCL backend or no CUDA runtime here: it never gets as far as NCCL
+  CHECK(r.err.find("DLAUNCH_NCCL_LIBRARY=/nonexistent/libnccl.so.2 does not load") != std::string::npos);
+}
+
 TEST_CASE("dlaunch bench --help and dlaunch help bench print its options, outside a job too", "[integration]") {
   for (std::vector<std::string> argv : {std::vector<std::string>{bin("dlaunch"), "bench", "--help"},
                                         std::vector<std::string>{bin("dlaunch"), "help", "bench"}}) {
