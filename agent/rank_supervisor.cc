@@ -27,6 +27,8 @@ namespace {
 // After a rank exits, how long its pipes may stay open (a child holding
 // them) before its exit is reported anyway.
 constexpr milliseconds kDrainAfterExit{2000};
+// Reads of one rank's stream in one turn of the loop (drain_output).
+constexpr int kReadsPerTurn = 4;
 // Said once per agent: the ranks still run, only their stdout is a pipe.
 bool pty_warned = false;
 // spawn_all: fewer ranks start from the calling thread alone.
@@ -106,7 +108,6 @@ struct RankSupervisor::Rank {
   int rank;
   pid_t pid = -1;
   asio::posix::stream_descriptor out, err, in;
-  std::array<char, 65536> buf[2];
   bool eof[2] = {false, false};
   std::optional<int> status;  // waitpid status
   uint64_t sent = 0;          // bit s: the agent sent signal s before the rank ended
@@ -211,6 +212,10 @@ void RankSupervisor::adopt(int rank, Spawned sp) {
   r->pid = sp.pid;
   r->out.assign(sp.out_fd);
   r->err.assign(sp.err_fd);
+  // Read by drain_output's own read(2), which must not block.
+  boost::system::error_code ec;
+  r->out.non_blocking(true, ec);
+  r->err.non_blocking(true, ec);
   if (sp.in_fd >= 0) r->in.assign(sp.in_fd);
   Rank& ref = *r;
   ranks_[rank] = std::move(r);
@@ -219,34 +224,58 @@ void RankSupervisor::adopt(int rank, Spawned sp) {
   read_output(ref, 1);
 }
 
+// A rank's stream is read only once it is readable, into the one buffer
+// all ranks share: a rank holds no buffer of its own while it waits (two
+// 64 KiB buffers per rank were 8 MiB of mappings made, faulted in and
+// unmapped again for a 64-rank job, on its start's path).
 void RankSupervisor::read_output(Rank& r, int stream) {
-  if (hooks_.congested()) {
-    paused_.emplace_back(&r, stream);
-    return;
-  }
   auto& d = stream == 0 ? r.out : r.err;
-  d.async_read_some(asio::buffer(r.buf[stream]), [this, &r, stream](boost::system::error_code ec, size_t n) {
-    if (n > 0) {
-      auto s = stream == 0 ? control::kStdout : control::kStderr;
-      hooks_.send(control::data_frame(r.rank, s, std::string_view(r.buf[stream].data(), n)));
-    }
-    // Any error ends the stream. For a pty master that is EIO, which is how
-    // Linux says every holder of the slave closed it (the rank and its
-    // children exited): it comes only after the data they wrote was read,
-    // so the pty was drained.
-    if (ec) {
-      r.eof[stream] = true;
-      (stream == 0 ? r.out : r.err).close();
-      return maybe_report(r);
-    }
-    read_output(r, stream);
+  d.async_wait(asio::posix::descriptor_base::wait_read, [this, &r, stream](boost::system::error_code ec) {
+    if (!ec) return drain_output(r, stream);
+    if (ec != asio::error::operation_aborted) end_output(r, stream);
   });
+}
+
+// Reads what the stream holds: until it would block (then waits for more;
+// Asio's epoll registration is edge-triggered, so only an emptied stream may
+// wait), a few reads at most in one turn (then the other ranks' turn first),
+// or while the link to the launcher is congested (resume_output goes on).
+void RankSupervisor::drain_output(Rank& r, int stream) {
+  auto& d = stream == 0 ? r.out : r.err;
+  if (!d.is_open()) return;
+  for (int turn = 0; turn < kReadsPerTurn; ++turn) {
+    if (hooks_.congested()) {
+      paused_.emplace_back(&r, stream);
+      return;
+    }
+    const ssize_t n = ::read(d.native_handle(), read_buf_.data(), read_buf_.size());
+    if (n > 0) {
+      hooks_.send(control::data_frame(r.rank, stream == 0 ? control::kStdout : control::kStderr,
+                                      std::string_view(read_buf_.data(), static_cast<size_t>(n))));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return read_output(r, stream);
+    // The end: 0 from a pipe; EIO from a pty master, which is how Linux says
+    // every holder of the slave closed it (the rank and its children exited),
+    // and comes only after what they wrote was read. Any other error ends the
+    // stream too.
+    return end_output(r, stream);
+  }
+  asio::post(io_, [this, &r, stream] { drain_output(r, stream); });
+}
+
+void RankSupervisor::end_output(Rank& r, int stream) {
+  r.eof[stream] = true;
+  boost::system::error_code ignored;
+  (stream == 0 ? r.out : r.err).close(ignored);
+  maybe_report(r);
 }
 
 void RankSupervisor::resume_output() {
   auto paused = std::move(paused_);
   paused_.clear();
-  for (auto [r, stream] : paused) read_output(*r, stream);
+  for (auto [r, stream] : paused) drain_output(*r, stream);
 }
 
 void RankSupervisor::stdin_data(int rank, std::string_view bytes) {

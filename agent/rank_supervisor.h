@@ -5,6 +5,7 @@
 // its hooks, and it pauses output reads while the link is congested.
 //
 // Threading: everything on the io_context's thread.
+#include <array>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <cstdint>
@@ -77,6 +78,8 @@ class RankSupervisor {
   // Takes a started rank under supervision and reports it started.
   void adopt(int rank, Spawned sp);
   void read_output(Rank& r, int stream);
+  void drain_output(Rank& r, int stream);
+  void end_output(Rank& r, int stream);
   void write_stdin(Rank& r);
   void reap();
   void arm_drain(Rank& r);
@@ -89,6 +92,7 @@ class RankSupervisor {
   // the cancelled handlers that may still name them.
   std::vector<std::unique_ptr<Rank>> retired_;
   std::vector<std::pair<Rank*, int>> paused_;   // output reads waiting for the link to drain
+  std::array<char, 65536> read_buf_;             // every rank's output is read into this (drain_output)
   boost::asio::signal_set sigchld_;
   boost::asio::steady_timer kill_timer_;
 };
