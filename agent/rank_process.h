@@ -51,8 +51,8 @@ struct SpawnSpec {
 };
 
 // The signals whose disposition in this process is a handler or SIG_IGN:
-// what a child must set back to SIG_DFL before it execs. NSIG-1 system
-// calls: take it once for many spawns.
+// what a child must set back to SIG_DFL before it execs. Read from
+// /proc/self/status (else NSIG-1 system calls): take it once for many spawns.
 sigset_t non_default_signals();
 
 struct Spawned {

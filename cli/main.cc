@@ -11,6 +11,10 @@
 #include "launcher/output_sink.h"
 #include "launcher/run.h"
 #include "wire/socket.h"
+#if DLAUNCH_IN_PROCESS_AGENT
+#include "agent/agent_main.h"
+#include "remote/early_agent.h"
+#endif
 
 namespace {
 int dispatch(const std::vector<std::string>& args) {
@@ -23,6 +27,10 @@ int dispatch(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   dl::wire::open_standard_descriptors();
+#if DLAUNCH_IN_PROCESS_AGENT
+  // A local job's agent is forked from dlaunch and runs this (remote/early_agent.h).
+  dl::remote::set_in_process_agent(&dl::agent::agent_main, argv);
+#endif
   std::vector<std::string> args(argv + 1, argv + argc);
   int code = 0;
   std::optional<std::string> error;

@@ -95,6 +95,7 @@ inline constexpr const char* kDlRestartCount = "DLAUNCH_RESTART_COUNT";  // the 
 inline constexpr const char* kDlSocketIfname = "DLAUNCH_SOCKET_IFNAME";
 inline constexpr const char* kDlStoreSpinUs = "DLAUNCH_STORE_SPIN_US";
 inline constexpr const char* kDlAgentStallMs = "DLAUNCH_AGENT_STALL_MS";  // the agent's loop watch (agent/loop_watch.h)
+inline constexpr const char* kDlLocalAgent = "DLAUNCH_LOCAL_AGENT";        // "exec": the local agent runs dlaunch-agent (remote/early_agent.h)
 
 // GPU visibility (set by the launch plan's GPU binding).
 inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";

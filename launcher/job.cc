@@ -187,6 +187,7 @@ void Job::make_starter() {
     so.prefix = opts_.prefix;
     so.ssh_parallel = opts_.ssh_parallel;
     so.launcher_exec = remote::split_launcher_exec(opts_.launcher_exec);
+    so.early_agent = std::move(early_agent_);
     starter_ = remote::make_agent_starter(opts_.launcher, io_, std::move(so), std::move(ev));
   }
 }

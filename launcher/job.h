@@ -22,6 +22,7 @@
 
 #include "hostfiles/placement.h"
 #include "remote/agent_starter.h"
+#include "remote/early_agent.h"
 #include "launcher/attempts.h"
 #include "launcher/connect_relay.h"
 #include "launcher/control_server.h"
@@ -71,6 +72,9 @@ class Job : public ControlServer::Handler {
   Job(RunOptions opts, hostfiles::Placement placement, std::optional<NodeView> view = std::nullopt,
       StarterFactory make_starter = {});
   ~Job() override;
+  // The local agent forked before this Job's event loop existed
+  // (remote/early_agent.h): the local node's first start uses it. Before run().
+  void use_early_agent(std::unique_ptr<remote::EarlyAgent> early) { early_agent_ = std::move(early); }
   // Runs the job; returns dlaunch's exit code. Prints the verdict line.
   int run();
   Phase phase() const { return phase_.now(); }
@@ -142,6 +146,7 @@ class Job : public ControlServer::Handler {
   hostfiles::Placement plan_;
   std::optional<NodeView> view_;
   StarterFactory make_starter_;
+  std::shared_ptr<remote::EarlyAgent> early_agent_;  // until make_starter() hands it on
   JobPhase phase_;
   bool peer_failed_ = false, published_ = false;  // per-node mode: who reported the failure
   asio::io_context io_;

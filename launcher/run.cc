@@ -16,6 +16,7 @@
 #include "launcher/node_group.h"
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
+#include "remote/early_agent.h"
 #include "remote/start_method.h"
 
 namespace dl::launcher {
@@ -127,7 +128,19 @@ int run_command(const std::vector<std::string>& args) {
     std::cout << rank_map_table(p, o);
     return 0;
   }
+  // The local agent is forked now, before the Job's event loop, signal
+  // handlers and threads exist, and waits for its command line: its start
+  // then needs no exec (remote/early_agent.h). Only where a local node is
+  // started by fork (not by srun).
+  std::unique_ptr<remote::EarlyAgent> early;
+  if (o.launcher == "libssh" || o.launcher == "ssh")
+    for (const auto& n : p.nodes)
+      if (remote::is_local_host(n.host)) {
+        early = remote::EarlyAgent::fork_now();
+        break;
+      }
   Job job(std::move(o), std::move(p));
+  if (early) job.use_early_agent(std::move(early));
   return job.run();
 }
 

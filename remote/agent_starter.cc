@@ -33,6 +33,8 @@ std::string own_dir() {
   return dir;
 }
 
+}  // namespace
+
 // Writes `bytes` to a pipe whose reader may be gone: false (EPIPE) instead of
 // SIGPIPE. SIGPIPE is blocked on this thread for the write (a pipe has no
 // MSG_NOSIGNAL); one the write raised is pending on this thread and is
@@ -58,7 +60,6 @@ bool write_without_sigpipe(int fd, const std::string& bytes) {
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return err == 0;
 }
-}  // namespace
 
 std::string agent_path(const std::string& prefix, bool for_remote) {
   if (!prefix.empty()) return prefix + "/bin/dlaunch-agent";

@@ -39,6 +39,9 @@ struct LocalAgent {
 // caller keeps and closes its copy).
 LocalAgent start_local_agent(const std::string& path, const std::vector<std::string>& args, const std::string& token,
                              int stderr_fd = -1, int stdout_fd = -1, int control_fd = -1);
+// Writes `bytes` to a pipe whose reader may be gone: false (EPIPE) instead of
+// SIGPIPE, on this thread and every other.
+bool write_without_sigpipe(int fd, const std::string& bytes);
 // Where a local agent finds its end of the control socketpair (--control-fd).
 constexpr int kAgentControlFd = 3;
 
@@ -141,6 +144,8 @@ class AgentStarter {
   virtual bool needs_control_port(const AgentStartSpec& /*spec*/) const { return true; }
 };
 
+class EarlyAgent;  // remote/early_agent.h
+
 struct StarterOptions {
   int ssh_parallel = 32;  // hosts in their ssh handshake at once (--ssh-parallel)
   std::chrono::milliseconds ssh_timeout{30000};
@@ -149,6 +154,9 @@ struct StarterOptions {
   // --launcher-exec: the program (and its first arguments) that starts
   // agents in place of the method's own (srun, ssh); empty = the method's.
   std::vector<std::string> launcher_exec;
+  // The local agent forked before the event loop (remote/early_agent.h), for
+  // the local node's first start; null: dlaunch-agent is exec'd.
+  std::shared_ptr<EarlyAgent> early_agent;
 };
 
 // Local agents by fork/exec, remote ones over libssh, every ssh session

@@ -21,7 +21,8 @@ namespace {
 
 class LocalStarter : public AgentStarter {
  public:
-  LocalStarter(asio::io_context& io, Events ev) : io_(io), ev_(std::move(ev)) {}
+  LocalStarter(asio::io_context& io, Events ev, std::shared_ptr<EarlyAgent> early)
+      : io_(io), ev_(std::move(ev)), early_(std::move(early)) {}
   ~LocalStarter() override { stop(0); }
 
   void start(const AgentStartSpec& spec) override {
@@ -33,10 +34,22 @@ class LocalStarter : public AgentStarter {
       retired_.push_back(std::move(w));
     }
     w = std::make_unique<Watch>();
-    w->path = agent_path("", false);
     control::AgentArgs a = spec.args;
     a.connect_host = "127.0.0.1";
     a.connect_port = static_cast<uint16_t>(std::stoi(spec.control_port));
+    // The agent forked before the event loop, waiting for this command line:
+    // no exec (remote/early_agent.h). Once; a node started again execs.
+    if (early_ && !early_->started() && ev_.local_control) {
+      a.control_fd = kAgentControlFd;
+      int control = -1;
+      w->path = "forked from dlaunch";
+      w->agent = early_->start(control::to_argv(a), spec.token, &control);
+      early_.reset();
+      ev_.local_control(spec.node, control);
+      watch_exit(*w, spec);
+      return;
+    }
+    w->path = agent_path("", false);
     // The control connection as a socketpair the agent inherits: no connect,
     // no handshake round trip (its hello is the first thing it sends).
     int pair[2] = {-1, -1};
@@ -65,21 +78,7 @@ class LocalStarter : public AgentStarter {
     w->exec_fd = exec_fd;
     if (pair[1] >= 0) ::close(pair[1]);
     if (pair[0] >= 0) ev_.local_control(spec.node, pair[0]);
-    // One that exits before it connects (or whose exec failed) fails its
-    // node at once, not when --agent-timeout runs out. Without pidfds (Linux
-    // < 5.3) the agent timer still bounds the wait.
-    const int fd = open_agent_pidfd(w->agent);
-    if (fd < 0) return;
-    w->exit_watch = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
-    w->exit_watch->async_wait(asio::posix::stream_descriptor::wait_read,
-                              [this, w = w.get(), node = spec.node, host = spec.host](boost::system::error_code ec) {
-                                if (ec || w->connected || stopped_) return;
-                                auto status = peek_agent_exit(w->agent);
-                                if (!status) return;
-                                const int exec_errno = read_exec_status(w->exec_fd);
-                                ev_.failed(node, host + ": " + (exec_errno > 0 ? local_agent_exec_error(w->path, exec_errno)
-                                                                               : local_agent_exit_error(w->path, *status)));
-                              });
+    watch_exit(*w, spec);
   }
 
   bool needs_control_port(const AgentStartSpec& spec) const override { return !spec.local || !ev_.local_control; }
@@ -101,6 +100,11 @@ class LocalStarter : public AgentStarter {
   }
 
  private:
+  struct Watch;
+  // One that exits before it connects (or whose exec failed) fails its
+  // node at once, not when --agent-timeout runs out.
+  void watch_exit(Watch& w, const AgentStartSpec& spec);
+
   struct Watch {
     ~Watch() {
       if (exec_fd >= 0) ::close(exec_fd);
@@ -116,7 +120,24 @@ class LocalStarter : public AgentStarter {
   bool stopped_ = false;
   std::map<int, std::unique_ptr<Watch>> watch_;
   std::vector<std::unique_ptr<Watch>> retired_;  // watches of nodes started again
+  std::shared_ptr<EarlyAgent> early_;             // for the first local start; null once used
 };
+
+void LocalStarter::watch_exit(Watch& w, const AgentStartSpec& spec) {
+  // Without pidfds (Linux < 5.3) the agent timer still bounds the wait.
+  const int fd = open_agent_pidfd(w.agent);
+  if (fd < 0) return;
+  w.exit_watch = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+  w.exit_watch->async_wait(asio::posix::stream_descriptor::wait_read,
+                           [this, w = &w, node = spec.node, host = spec.host](boost::system::error_code ec) {
+                             if (ec || w->connected || stopped_) return;
+                             auto status = peek_agent_exit(w->agent);
+                             if (!status) return;
+                             const int exec_errno = read_exec_status(w->exec_fd);
+                             ev_.failed(node, host + ": " + (exec_errno > 0 ? local_agent_exec_error(w->path, exec_errno)
+                                                                            : local_agent_exit_error(w->path, *status)));
+                           });
+}
 
 class SplitStarter : public AgentStarter {
  public:
@@ -141,8 +162,9 @@ class SplitStarter : public AgentStarter {
 
 }  // namespace
 
-std::unique_ptr<AgentStarter> make_local_starter(asio::io_context& io, AgentStarter::Events ev) {
-  return std::make_unique<LocalStarter>(io, std::move(ev));
+std::unique_ptr<AgentStarter> make_local_starter(asio::io_context& io, AgentStarter::Events ev,
+                                                 std::shared_ptr<EarlyAgent> early) {
+  return std::make_unique<LocalStarter>(io, std::move(ev), std::move(early));
 }
 
 std::unique_ptr<AgentStarter> make_split_starter(std::unique_ptr<AgentStarter> local,

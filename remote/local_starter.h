@@ -5,12 +5,16 @@
 #include <memory>
 
 #include "remote/agent_starter.h"
+#include "remote/early_agent.h"
 
 namespace dl::remote {
 
 // An AgentStarter for local specs only (spec.local). An agent that exits
 // before it connected fails its node at once.
-std::unique_ptr<AgentStarter> make_local_starter(boost::asio::io_context& io, AgentStarter::Events ev);
+// `early`, when given, is the agent forked early (remote/early_agent.h): the
+// first start of a local node uses it instead of an exec of dlaunch-agent.
+std::unique_ptr<AgentStarter> make_local_starter(boost::asio::io_context& io, AgentStarter::Events ev,
+                                                 std::shared_ptr<EarlyAgent> early = nullptr);
 
 // Routes each spec by spec.local: to `local`, else to `remote`; connected()
 // and stop() reach both (remote first, so its ssh connections close before

@@ -315,7 +315,7 @@ class OpensshStarter : public AgentStarter {
 }  // namespace
 
 std::unique_ptr<AgentStarter> make_openssh_starter(asio::io_context& io, StarterOptions o, AgentStarter::Events ev) {
-  auto local = make_local_starter(io, ev);
+  auto local = make_local_starter(io, ev, std::move(o.early_agent));
   return make_split_starter(std::move(local), std::make_unique<OpensshStarter>(io, std::move(o), std::move(ev)));
 }
 

@@ -139,7 +139,7 @@ class LibsshStarter : public AgentStarter {
 }  // namespace
 
 std::unique_ptr<AgentStarter> make_process_starter(asio::io_context& io, StarterOptions o, AgentStarter::Events ev) {
-  auto local = make_local_starter(io, ev);
+  auto local = make_local_starter(io, ev, std::move(o.early_agent));
   return make_split_starter(std::move(local), std::make_unique<LibsshStarter>(io, std::move(o), std::move(ev)));
 }
 

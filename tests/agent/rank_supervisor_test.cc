@@ -105,3 +105,24 @@ TEST_CASE("spawn_all: a preparer that throws: the ranks already prepared run and
   CHECK(sup.all_reported());
   CHECK(rec.exit_code.size() == 12);
 }
+
+// What a child resets before exec: every signal with a handler or SIG_IGN
+// here, as each one's disposition says (read from /proc/self/status now).
+TEST_CASE("non_default_signals: the handled and ignored signals, as sigaction sees them", "[agent]") {
+  struct sigaction handled {}, ignored {}, old_usr1 {}, old_usr2 {};
+  handled.sa_handler = [](int) {};
+  ignored.sa_handler = SIG_IGN;
+  ::sigaction(SIGUSR1, &handled, &old_usr1);
+  ::sigaction(SIGUSR2, &ignored, &old_usr2);
+  const sigset_t set = agent::non_default_signals();
+  CHECK(sigismember(&set, SIGUSR1) == 1);
+  CHECK(sigismember(&set, SIGUSR2) == 1);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction now {};
+    ::sigaction(sig, nullptr, &now);
+    INFO("signal " << sig);
+    CHECK((sigismember(&set, sig) == 1) == (now.sa_handler != SIG_DFL));
+  }
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+  ::sigaction(SIGUSR2, &old_usr2, nullptr);
+}

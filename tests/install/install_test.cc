@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -45,12 +46,14 @@ struct Outside {
 
 // The installed `bin/dlaunch --tag-output -n 2 [options] bin/dlaunch-hello`,
 // run from outside.cwd with PATH = an empty dir.
-RunResult run_hello(const std::string& prefix, const Outside& outside, const std::vector<std::string>& options = {}) {
+RunResult run_hello(const std::string& prefix, const Outside& outside, const std::vector<std::string>& options = {},
+                    const std::map<std::string, std::string>& env = {}) {
   RunSpec s;
   s.argv = {prefix + "/bin/dlaunch", "--tag-output", "-n", "2"};
   s.argv.insert(s.argv.end(), options.begin(), options.end());
   s.argv.push_back(prefix + "/bin/dlaunch-hello");
   s.cwd = outside.cwd;
+  s.set_env = env;
   s.set_env["PATH"] = outside.empty_bin;
   s.unset_env = {"LD_LIBRARY_PATH"};
   Child c = start(s);
@@ -122,7 +125,9 @@ TEST_CASE("the install holds the launcher's programs, and they load no library f
 
 TEST_CASE("an install without dlaunch-agent fails, naming the agent", "[install]") {
   // The premise of the cases above: nothing outside the prefix can stand in
-  // for an installed file. With the agent removed, the job must not start.
+  // for an installed file. With the agent removed, a job whose agent is
+  // dlaunch-agent (a remote host's; here the local one, by
+  // DLAUNCH_LOCAL_AGENT=exec) must not start.
   TempDir tmp;
   const std::string prefix = tmp.path + "/prefix";
   install_to(prefix);
@@ -131,7 +136,7 @@ TEST_CASE("an install without dlaunch-agent fails, naming the agent", "[install]
 
   // dlaunch may notice the missing agent only when it fails to connect
   // (--agent-timeout, 30 s by default): 5 s keeps this case short.
-  RunResult r = run_hello(prefix, outside, {"--agent-timeout", "5"});
+  RunResult r = run_hello(prefix, outside, {"--agent-timeout", "5"}, {{"DLAUNCH_LOCAL_AGENT", "exec"}});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK_FALSE(r.timed_out);
   CHECK(r.code != 0);
@@ -140,4 +145,7 @@ TEST_CASE("an install without dlaunch-agent fails, naming the agent", "[install]
   auto left = wait_gone(prefix, 5);
   INFO("left running from " << prefix << ":\n" << describe(left));
   CHECK(left.empty());
+
+  // By default the local agent is forked from dlaunch itself: the job runs.
+  run_hello_clean(prefix, outside);
 }

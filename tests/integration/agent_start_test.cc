@@ -36,11 +36,15 @@ struct LoneDlaunch {
     std::filesystem::permissions(dlaunch, std::filesystem::perms::owner_all);
     if (!agent.empty()) write_file(dir.path + "/dlaunch-agent", "#!/bin/sh\n" + agent + "\n", 0755);
   }
-  // dlaunch -n 2 sleep <marker>, with PATH holding no dlaunch-agent.
-  RunResult run_job(const std::string& marker) const {
+  // dlaunch -n 2 sleep <marker>, with PATH holding no dlaunch-agent. The
+  // local agent as a program of its own (DLAUNCH_LOCAL_AGENT=exec), as on a
+  // remote host or when a lost local agent is started again: by default
+  // dlaunch forks it from itself (remote/early_agent.h, tested below).
+  RunResult run_job(const std::string& marker, bool exec_agent = true) const {
     RunSpec s;
     s.argv = {dlaunch, "-n", "2", "--agent-timeout", kAgentTimeout, "sleep", marker};
     s.set_env = {{"PATH", "/usr/bin:/bin"}};
+    if (exec_agent) s.set_env["DLAUNCH_LOCAL_AGENT"] = "exec";
     return run(s, 90);
   }
 };
@@ -77,6 +81,27 @@ TEST_CASE("no dlaunch-agent beside dlaunch nor on PATH: exit 1 at once and the e
   CHECK(r.err.find("install dlaunch-agent beside dlaunch") != std::string::npos);
   CHECK(r.err.find("did not connect within") == std::string::npos);
   CHECK(r.out.empty());
+  check_nothing_left(d, m);
+}
+
+TEST_CASE("a lone dlaunch runs a local job: its agent is forked from dlaunch itself, named dlaunch-agent, and goes "
+          "with the job",
+          "[integration]") {
+  LoneDlaunch d;
+  const std::string m = new_marker();
+  RunSpec s;
+  // Each rank prints its rank and what its parent (the agent) is called and runs.
+  s.argv = {d.dlaunch, "-n", "2", "--tag-output", "--agent-timeout", kAgentTimeout, "sh", "-c",
+            "echo rank=$RANK comm=$(cat /proc/$PPID/comm) cmdline=$(tr '\\0' ' ' < /proc/$PPID/cmdline)", m};
+  s.set_env = {{"PATH", "/usr/bin:/bin"}};
+  s.unset_env = {"DLAUNCH_LOCAL_AGENT"};
+  RunResult r = run(s, 90);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  for (int k = 0; k < 2; ++k) {
+    CHECK(r.out.find("[" + std::to_string(k) + "@localhost] rank=" + std::to_string(k) + " comm=dlaunch-agent cmdline=dlaunch-agent --") !=
+          std::string::npos);
+  }
   check_nothing_left(d, m);
 }
 

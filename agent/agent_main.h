@@ -1,0 +1,10 @@
+#pragma once
+// The agent's program: what dlaunch-agent runs, and what a local agent that
+// dlaunch forked from itself runs without an exec (remote/early_agent.h).
+namespace dl::agent {
+
+// dlaunch-agent's main: its command line (control/agent_args.h), the job
+// token as the first line of stdin. Returns the exit code when it returns.
+int agent_main(int argc, char** argv);
+
+}  // namespace dl::agent
