@@ -27,10 +27,6 @@ namespace msg = control::msg;
 using std::chrono::milliseconds;
 
 namespace {
-// Descriptors the agent's table holds from its start (reserve_fd_table):
-// about 200 ranks' worth, before the PMIx server's thread exists.
-constexpr int kFdsReserved = 1024;
-
 std::string host_name() {
   char buf[256] = {};
   ::gethostname(buf, sizeof buf - 1);
@@ -63,7 +59,7 @@ Agent::~Agent() { mpi_.reset(); }
 int Agent::run() {
   const auto& a = opts_.args;
   // Room for a few hundred ranks' descriptors while this is one thread.
-  reserve_fd_table(kFdsReserved);
+  reserve_fd_table(kAgentFdsReserved);
   link_ = std::make_shared<control::Connection>(control_socket(), control::kMaxControlFrame);
   control::Connection::Callbacks cb;
   cb.frame = [this](wire::Frame& f) { on_frame(f); };
@@ -139,10 +135,10 @@ void Agent::on_frame(wire::Frame& f) {
   ranks_.stdin_data(chunk.rank, chunk.bytes);
 }
 
-void Agent::on_message(const control::FromLauncher& m) {
+void Agent::on_message(control::FromLauncher m) {
   std::visit(control::Visitor{
                  [](const msg::Heartbeat&) {},
-                 [this](const msg::Launch& l) { launch(l); },
+                 [this](msg::Launch& l) { launch(std::move(l)); },
                  [this](const msg::Signal& s) {
                    // Ctrl-Z on dlaunch: the launcher stops itself after this,
                    // and is silent until SIGCONT comes.
@@ -186,14 +182,18 @@ void Agent::on_message(const control::FromLauncher& m) {
              m);
 }
 
-void Agent::launch(const msg::Launch& m) {
+void Agent::launch(msg::Launch incoming) {
   resolved_.clear(), wdirs_.clear();  // a new attempt (--max-restarts) looks again
-  link_->start_heartbeats(milliseconds(m.hb_ms), milliseconds(m.hb_timeout_ms),
-                          "no heartbeat from the launcher for " + std::to_string(m.hb_timeout_ms) + " ms");
-  if (m.mpi && !start_mpi(m)) return finish_if_done();
-  launch_ = m;
-  launch_->ranks.clear();
-  if (!m.ranks.empty() && !error_files_) {
+  link_->start_heartbeats(milliseconds(incoming.hb_ms), milliseconds(incoming.hb_timeout_ms),
+                          "no heartbeat from the launcher for " + std::to_string(incoming.hb_timeout_ms) + " ms");
+  if (incoming.mpi && !start_mpi(incoming)) return finish_if_done();
+  // Kept for ranks started later (restarts, MPI_Comm_spawn), without the
+  // ranks (a copy of 64 ranks' specs was 0.15-0.4 ms of a launch's path).
+  std::vector<msg::RankSpec> ranks = std::move(incoming.ranks);
+  incoming.ranks.clear();
+  launch_ = std::move(incoming);
+  const msg::Launch& m = *launch_;
+  if (!ranks.empty() && !error_files_) {
     if (!py_dir_) py_dir_ = std::make_unique<PythonDir>();
     error_files_ = std::make_unique<TorchErrorFiles>(*py_dir_);
     if (!stacks_) stacks_ = std::make_unique<StackDumper>(io_, *py_dir_);
@@ -205,16 +205,16 @@ void Agent::launch(const msg::Launch& m) {
   reset_signals_ = non_default_signals();
   // Each rank holds up to 5 of the agent's descriptors while it starts (its
   // pty, stderr and stdin pipes, its PMI socket): one growth for them all.
-  reserve_fd_table(static_cast<int>(m.ranks.size()) * 5 + 64);
+  reserve_fd_table(static_cast<int>(ranks.size()) * 5 + 64);
   // Before the ranks' PMI sockets are opened, so that the slots are low: for
   // this thread and spawn_all's helpers (at most 4). A few ranks' clones copy
   // a table that is small anyway.
-  if (m.ranks.size() >= 8) reserve_spawn_slots(1 + 4);
+  if (ranks.size() >= 8) reserve_spawn_slots(1 + 4);
   const RankEnvBase base = rank_env_base(std::move(inherited), m.env);
   // Each rank is started as soon as it is prepared (spawn_all's helpers),
   // while the next ones are prepared here.
-  ranks_.spawn_all(m.ranks.size(), [&](size_t i) -> RankSupervisor::Prepared {
-    const auto& spec = m.ranks[i];
+  ranks_.spawn_all(ranks.size(), [&](size_t i) -> RankSupervisor::Prepared {
+    const auto& spec = ranks[i];
     auto s = prepare_rank(spec, m, base, nullptr);
     if (!s) return std::nullopt;
     // The rank's PMI socket is the spec's now: spawn_rank closes the agent's copy.

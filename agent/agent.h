@@ -52,8 +52,8 @@ class Agent {
  private:
   asio::generic::stream_protocol::socket control_socket();
   void on_frame(wire::Frame& f);
-  void on_message(const control::FromLauncher& m);
-  void launch(const control::msg::Launch& m);
+  void on_message(control::FromLauncher m);
+  void launch(control::msg::Launch m);
   bool start_mpi(const control::msg::Launch& m);
   // `spawned`: the PMIx variables of a child of MPI_Comm_spawn (no PMI, no
   // job-rank PMIx variables); null for the job's ranks.

@@ -15,6 +15,7 @@
 
 #include "agent/agent.h"
 #include "agent/agent_main.h"
+#include "agent/rank_supervisor.h"
 #include "control/agent_args.h"
 #include "errors/error.h"
 #include "wire/socket.h"
@@ -51,6 +52,8 @@ int usage(const std::string& why) {
   return 2;
 }
 }  // namespace
+
+void agent_get_ready(int ranks) { RankSupervisor::get_ready_for(static_cast<size_t>(ranks)); }
 
 int agent_main(int argc, char** argv) {
   dl::wire::open_standard_descriptors();

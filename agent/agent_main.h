@@ -7,4 +7,8 @@ namespace dl::agent {
 // token as the first line of stdin. Returns the exit code when it returns.
 int agent_main(int argc, char** argv);
 
+// For a forked local agent still waiting for its command line: gets ready
+// for a launch of about `ranks` ranks (RankSupervisor::get_ready_for).
+void agent_get_ready(int ranks);
+
 }  // namespace dl::agent

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -137,14 +137,22 @@ sigset_t non_default_signals() {
   // The kernel's own summary, in one read: SigIgn and SigCgt of
   // /proc/self/status, bit N-1 for signal N (asking each signal's
   // disposition was NSIG-1 system calls on every launch's path).
-  std::ifstream status("/proc/self/status");
+  char buf[4096];
+  ssize_t n = -1;
+  if (const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC); fd >= 0) {
+    n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+  }
   uint64_t mask = 0;
   int found = 0;
-  for (std::string line; found < 2 && std::getline(status, line);)
-    if (line.rfind("SigIgn:", 0) == 0 || line.rfind("SigCgt:", 0) == 0) {
-      mask |= std::strtoull(line.c_str() + 7, nullptr, 16);
-      ++found;
-    }
+  if (n > 0) {
+    buf[n] = '\0';
+    for (const char* name : {"\nSigIgn:", "\nSigCgt:"})
+      if (const char* at = std::strstr(buf, name)) {
+        mask |= std::strtoull(at + std::strlen(name), nullptr, 16);
+        ++found;
+      }
+  }
   if (found == 2) {
     for (int sig = 1; sig < NSIG && sig <= 64; ++sig)
       if ((mask >> (sig - 1)) & 1) sigaddset(&set, sig);

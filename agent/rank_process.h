@@ -88,6 +88,10 @@ Spawned spawn_rank(const SpawnSpec& spec);
 // ignored: the table then grows as it did. Asking for no more than an
 // earlier call did costs nothing.
 void reserve_fd_table(int fds);
+// What the agent's table holds from its start: about 200 ranks' worth,
+// reserved while it has one thread (before the PMIx server's thread, or
+// spawn helpers started early, exist).
+constexpr int kAgentFdsReserved = 1024;
 
 // Reserves, while the agent's table is nearly empty, the low descriptors
 // that `threads` spawning threads (the agent's own and spawn_all's helpers)

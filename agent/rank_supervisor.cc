@@ -41,6 +41,13 @@ constexpr size_t kMaxSpawnThreads = 4;
 // not end before the agent does. Made on first use (a job of fewer than
 // kParallelFrom ranks never makes one), with every signal blocked, waiting
 // on their own condition between batches; never destroyed.
+// The threads that start `n` ranks, this one included.
+size_t spawn_shares(size_t n) {
+  if (n < kParallelFrom) return 1;  // (hardware_concurrency reads /sys: not for a small job)
+  static const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
+  return std::max<size_t>(1, std::min({cpus, n / 4, kMaxSpawnThreads}));
+}
+
 class SpawnHelpers {
  public:
   static SpawnHelpers& get() {
@@ -50,6 +57,12 @@ class SpawnHelpers {
   // Runs work(0) on this thread and work(1) .. work(shares - 1) on helpers,
   // and returns when all have returned. Shares no helper could take (no
   // thread to be had) run here too.
+  // Starts helpers until there are `threads` (their start is then not on a
+  // launch's path: a new thread waited 0.6-0.8 ms for a CPU on a 2-core VM).
+  void prestart(size_t threads) {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (threads_ < threads && start_thread()) {}
+  }
   void run(size_t shares, const std::function<void(size_t)>& work) {
     std::unique_lock<std::mutex> lock(mu_);
     while (threads_ + 1 < shares && start_thread()) {}
@@ -135,6 +148,16 @@ void RankSupervisor::refuse(int rank, int code, const std::string& message) {
 
 void RankSupervisor::spawn(int rank, const SpawnSpec& s) { adopt(rank, spawn_rank(s)); }
 
+void RankSupervisor::get_ready_for(size_t n) {
+  // While this is the only thread: a table grown later, beside a thread,
+  // waits for an RCU grace period (reserve_fd_table).
+  reserve_fd_table(kAgentFdsReserved);
+  if (n < kParallelFrom) return;
+  // The spawn slots first, so that they are the lowest free descriptors.
+  reserve_spawn_slots(static_cast<int>(kMaxSpawnThreads) + 1);
+  SpawnHelpers::get().prestart(spawn_shares(n) - 1);
+}
+
 void RankSupervisor::spawn_all(size_t n, const std::function<Prepared(size_t)>& prepare) {
   std::vector<Prepared> items(n);
   std::vector<Spawned> spawned(n);
@@ -147,11 +170,7 @@ void RankSupervisor::spawn_all(size_t n, const std::function<Prepared(size_t)>& 
       errors[i] = e.what();
     }
   };
-  size_t shares = 1;
-  if (n >= kParallelFrom) {  // (hardware_concurrency reads /sys: not for a small job)
-    static const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
-    shares = std::min({cpus, n / 4, kMaxSpawnThreads});
-  }
+  const size_t shares = spawn_shares(n);
   // Ranks are started in the order they were prepared, each by whichever
   // thread takes it next; a helper that is ahead of this thread's preparing
   // waits for it (with one share this thread prepares them all, then starts

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   dl::wire::open_standard_descriptors();
 #if DLAUNCH_IN_PROCESS_AGENT
   // A local job's agent is forked from dlaunch and runs this (remote/early_agent.h).
-  dl::remote::set_in_process_agent(&dl::agent::agent_main, argv);
+  dl::remote::set_in_process_agent(&dl::agent::agent_main, argv, &dl::agent::agent_get_ready);
 #endif
   std::vector<std::string> args(argv + 1, argv + argc);
   int code = 0;

@@ -134,9 +134,11 @@ int run_command(const std::vector<std::string>& args) {
   // started by fork (not by srun).
   std::unique_ptr<remote::EarlyAgent> early;
   if (o.launcher == "libssh" || o.launcher == "ssh")
-    for (const auto& n : p.nodes)
-      if (remote::is_local_host(n.host)) {
-        early = remote::EarlyAgent::fork_now();
+    for (size_t n = 0; n < p.nodes.size(); ++n)
+      if (remote::is_local_host(p.nodes[n].host)) {
+        remote::AgentHint hint;
+        for (const auto& r : p.ranks) hint.ranks += r.node == static_cast<int>(n);
+        early = remote::EarlyAgent::fork_now(hint);
         break;
       }
   Job job(std::move(o), std::move(p));

@@ -25,6 +25,7 @@ namespace dl::remote {
 namespace {
 AgentMain g_agent_main = nullptr;
 char** g_own_argv = nullptr;
+AgentGetReady g_get_ready = nullptr;
 
 // Writes `argv` (NUL-separated) over this process's own command line, as far
 // as its memory reaches: what /proc/PID/cmdline, ps and pgrep -f read.
@@ -70,7 +71,7 @@ bool read_all(int fd, char* p, size_t n) {
 
 // The child: arranged as spawn_local_agent arranges one before its exec, then
 // waits for its command line and runs the agent with it. Never returns.
-[[noreturn]] void run_child(pid_t parent, int in, int go, int control) {
+[[noreturn]] void run_child(pid_t parent, int in, int go, int control, const AgentHint& hint) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // as spawn_local_agent's: the agent cleans up on SIGTERM
   if (::getppid() != parent) ::_exit(1);
@@ -95,6 +96,7 @@ bool read_all(int fd, char* p, size_t n) {
   ::dup2(control_high, kAgentControlFd);  // (dup2 clears close-on-exec on the copy)
   ::dup3(go_high, kGoFd, O_CLOEXEC);
   ::close_range(kGoFd + 1, ~0U, 0);
+  if (g_get_ready && hint.ranks > 0) g_get_ready(hint.ranks);
   uint32_t size = 0;
   if (!read_all(kGoFd, reinterpret_cast<char*>(&size), sizeof size)) ::_exit(0);  // never started: dlaunch is done
   std::string words(size, '\0');
@@ -112,12 +114,13 @@ bool read_all(int fd, char* p, size_t n) {
 }
 }  // namespace
 
-void set_in_process_agent(AgentMain main, char** own_argv) {
+void set_in_process_agent(AgentMain main, char** own_argv, AgentGetReady get_ready) {
   g_agent_main = main;
   g_own_argv = own_argv;
+  g_get_ready = get_ready;
 }
 
-std::unique_ptr<EarlyAgent> EarlyAgent::fork_now() {
+std::unique_ptr<EarlyAgent> EarlyAgent::fork_now(const AgentHint& hint) {
   if (!g_agent_main) return nullptr;
   if (const char* how = std::getenv(env::kDlLocalAgent); how && std::string(how) == "exec") return nullptr;
   if (thread_count() != 1) return nullptr;
@@ -136,7 +139,7 @@ std::unique_ptr<EarlyAgent> EarlyAgent::fork_now() {
   std::fflush(nullptr);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid == 0) run_child(parent, in[0], go[0], control[1]);
+  if (pid == 0) run_child(parent, in[0], go[0], control[1], hint);
   for (int fd : {in[0], go[0], control[1]}) ::close(fd);
   if (pid < 0) {
     for (int fd : {in[1], go[1], control[0]}) ::close(fd);

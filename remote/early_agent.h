@@ -22,7 +22,15 @@ namespace dl::remote {
 // cut to the length dlaunch's command line had). Without it no agent is
 // forked early.
 using AgentMain = int (*)(int argc, char** argv);
-void set_in_process_agent(AgentMain main, char** own_argv = nullptr);
+// What the agent can set up while it waits for its command line, for a
+// launch of about `ranks` ranks (agent_get_ready, agent/agent_main.h).
+using AgentGetReady = void (*)(int ranks);
+void set_in_process_agent(AgentMain main, char** own_argv = nullptr, AgentGetReady get_ready = nullptr);
+
+// What dlaunch knows of the local agent's launch when it forks it.
+struct AgentHint {
+  int ranks = 0;  // the local node's ranks
+};
 
 class EarlyAgent {
  public:
@@ -30,7 +38,8 @@ class EarlyAgent {
   // says DLAUNCH_LOCAL_AGENT=exec, this process already runs a second thread
   // (its child could inherit a lock held by it), or the fork failed. Flushes
   // stdio first, so that nothing buffered is written twice.
-  static std::unique_ptr<EarlyAgent> fork_now();
+  // While it waits it gets ready for `hint`'s launch (its spawn threads).
+  static std::unique_ptr<EarlyAgent> fork_now(const AgentHint& hint = {});
   // One never started is told to leave (its command pipe's EOF) and reaped.
   ~EarlyAgent();
   EarlyAgent(const EarlyAgent&) = delete;
