@@ -1,8 +1,12 @@
 #include "control/connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <vector>
 
 #include "errors/error.h"
@@ -192,7 +196,7 @@ void Connection::beat() {
 // "; 3 frames came from it since the heartbeats started, the last 10.4 s
 // ago; 212 bytes to it are not sent yet": which side went quiet, and whether
 // our own sends were stuck too.
-std::string Connection::silence_details(Clock::time_point now) const {
+std::string Connection::silence_details(Clock::time_point now) {
   std::string d;
   if (frames_since_hb_ == 0) {
     d = "; nothing came from it since the heartbeats started";
@@ -203,7 +207,25 @@ std::string Connection::silence_details(Clock::time_point now) const {
         std::to_string(ago % 1000 / 100) + " s ago";
   }
   if (queued_ > 0) d += "; " + std::to_string(queued_) + " bytes to it are not sent yet";
-  return d;
+  return d + tcp_details();
+}
+
+// Over TCP, what the kernel knows of the other side: whether what we sent
+// was acknowledged (its host and the network are up, so its program went
+// quiet) or is being retransmitted (packets to it are lost, or its host is
+// down). "" for a socketpair, or when the kernel cannot say.
+std::string Connection::tcp_details() {
+  tcp_info ti{};
+  socklen_t len = sizeof ti;
+  if (::getsockopt(sock_.native_handle(), IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+      len < offsetof(tcp_info, tcpi_total_retrans) + sizeof ti.tcpi_total_retrans)
+    return "";
+  if (ti.tcpi_unacked == 0)
+    return "; its host acknowledged everything sent to it (the network and its kernel are up: the program "
+           "itself went quiet)";
+  return "; " + std::to_string(ti.tcpi_unacked) + " TCP segment" + (ti.tcpi_unacked == 1 ? "" : "s") +
+         " sent to it unacknowledged, retransmitted " + std::to_string(ti.tcpi_total_retrans) +
+         " times (packets to it are lost, or its host is down)";
 }
 
 void Connection::shutdown_receive() {

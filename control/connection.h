@@ -116,7 +116,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // For the words of a silence: frames from the peer since start_heartbeats, and when the last came.
   uint64_t frames_since_hb_ = 0;
   Clock::time_point last_frame_{};
-  std::string silence_details(Clock::time_point now) const;
+  std::string silence_details(Clock::time_point now);
+  std::string tcp_details();
 };
 
 }  // namespace dl::control

@@ -68,6 +68,8 @@ TEST_CASE("h3's link goes down: the heartbeat timeout names h3", "[multihost][cl
   CHECK(r.status == 1);
   CHECK(contains(r.output, "lost the agent on " + c.address(3)));
   CHECK(contains(r.output, "no heartbeat"));
+  // What TCP knows: our heartbeats to it are not acknowledged.
+  CHECK(contains(r.output, "sent to it unacknowledged"));
   CHECK(took < 3 + 1 + 5 + 3);
   // h3's agent stops its ranks on its own heartbeat timeout.
   CHECK(wait_clean(c, mark) == "");
@@ -86,6 +88,8 @@ TEST_CASE("agent SIGSTOPped on h1: the heartbeat timeout names h1", "[multihost]
   CHECK(r.status == 1);
   CHECK(contains(r.output, "lost the agent on " + c.address(1)));
   CHECK(contains(r.output, "no heartbeat"));
+  // Its host's kernel acknowledged the heartbeats: the agent itself went quiet.
+  CHECK(contains(r.output, "its host acknowledged everything sent to it"));
   CHECK(wait_clean(c, mark) == "");
 }
 
