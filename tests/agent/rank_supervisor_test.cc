@@ -6,8 +6,10 @@
 
 #include <boost/asio.hpp>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <stdexcept>
+#include <thread>
 #include <variant>
 
 #include "agent/rank_supervisor.h"
@@ -104,6 +106,59 @@ TEST_CASE("spawn_all: a preparer that throws: the ranks already prepared run and
   run_until(io, [&] { return sup.all_reported(); });
   CHECK(sup.all_reported());
   CHECK(rec.exit_code.size() == 12);
+}
+
+namespace {
+// How many of this process's descriptors are pty masters (/dev/ptmx).
+int open_pty_masters() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    std::error_code lec;
+    if (std::filesystem::read_symlink(e.path(), lec).string() == "/dev/ptmx") ++n;
+  }
+  return n;
+}
+}  // namespace
+
+// Ranks whose stdout is a pty, their output read to the end: every master is
+// closed once its rank is reported (the helper threads close them, beside
+// the loop), none left open, and each rank's output arrived before its exit.
+TEST_CASE("spawn_all: pty masters of ended ranks are all closed, and their output came first", "[agent]") {
+  boost::asio::io_context io;
+  Recorder rec;
+  std::map<int, std::string> out;
+  auto hooks = rec.hooks();
+  auto record = hooks.send;
+  hooks.send = [&](std::string frame) {
+    wire::FrameParser p(1 << 20);
+    p.feed(frame.data(), frame.size());
+    auto f = p.next();
+    if (f && f->type == wire::kData) {
+      auto chunk = control::parse_data(f->payload);
+      if (rec.exit_code.count(chunk.rank) == 0) out[chunk.rank] += std::string(chunk.bytes);
+    }
+    record(std::move(frame));
+  };
+  agent::RankSupervisor sup(io, hooks);
+  const int before = open_pty_masters();
+  sup.spawn_all(12, [&](size_t i) -> agent::RankSupervisor::Prepared {
+    agent::SpawnSpec s;
+    s.exe = "/bin/sh";
+    s.argv = {"sh", "-c", "echo out-" + std::to_string(i)};
+    s.env = {"PATH=/usr/bin:/bin"};
+    s.stdout_pty = true;
+    return std::make_pair(static_cast<int>(i), s);
+  });
+  run_until(io, [&] { return sup.all_reported(); });
+  REQUIRE(sup.all_reported());
+  for (int i = 0; i < 12; ++i) CHECK(out[i] == "out-" + std::to_string(i) + "\n");
+  int left = open_pty_masters() - before;
+  for (int i = 0; i < 100 && left > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    left = open_pty_masters() - before;
+  }
+  CHECK(left == 0);
 }
 
 // What a child resets before exec: every signal with a handler or SIG_IGN
