@@ -37,12 +37,6 @@ bool pty_warned = false;
 constexpr size_t kParallelFrom = 8;
 constexpr size_t kMaxSpawnThreads = 4;
 
-// The threads spawn_all starts ranks from besides the agent's own. They live
-// as long as the agent: a rank's PR_SET_PDEATHSIG fires when the *thread*
-// that cloned it ends, not the process, so a thread that started ranks must
-// not end before the agent does. Made on first use (a job of fewer than
-// kParallelFrom ranks never makes one), with every signal blocked, waiting
-// on their own condition between batches; never destroyed.
 // The threads that start `n` ranks, this one included.
 size_t spawn_shares(size_t n) {
   if (n < kParallelFrom) return 1;  // (hardware_concurrency reads /sys: not for a small job)
@@ -50,6 +44,12 @@ size_t spawn_shares(size_t n) {
   return std::max<size_t>(1, std::min({cpus, n / 4, kMaxSpawnThreads}));
 }
 
+// The threads spawn_all starts ranks from besides the agent's own. They live
+// as long as the agent: a rank's PR_SET_PDEATHSIG fires when the *thread*
+// that cloned it ends, not the process, so a thread that started ranks must
+// not end before the agent does. Made on first use (a job of fewer than
+// kParallelFrom ranks never makes one), with every signal blocked, waiting
+// on their own condition between batches; never destroyed.
 class SpawnHelpers {
  public:
   static SpawnHelpers& get() {
