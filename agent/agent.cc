@@ -203,9 +203,9 @@ void Agent::launch(msg::Launch incoming) {
   MpiJob::scrub_rank_env(inherited);  // what the agent set for its own hwloc
   // Which signals each child must reset: asked once here, not by each child.
   reset_signals_ = non_default_signals();
-  // Each rank holds up to 5 of the agent's descriptors while it starts (its
-  // pty, stderr and stdin pipes, its PMI socket): one growth for them all.
-  reserve_fd_table(static_cast<int>(ranks.size()) * 5 + 64);
+  // One growth for all of the ranks' descriptors (a forked local agent
+  // made it before its first thread: get_ready_for).
+  reserve_fd_table(fds_for_ranks(ranks.size()));
   // Before the ranks' PMI sockets are opened, so that the slots are low: for
   // this thread and spawn_all's helpers (at most 4). A few ranks' clones copy
   // a table that is small anyway.

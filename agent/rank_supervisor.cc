@@ -178,7 +178,7 @@ void RankSupervisor::spawn(int rank, const SpawnSpec& s) { adopt(rank, spawn_ran
 void RankSupervisor::get_ready_for(size_t n) {
   // While this is the only thread: a table grown later, beside a thread,
   // waits for an RCU grace period (reserve_fd_table).
-  reserve_fd_table(kAgentFdsReserved);
+  reserve_fd_table(std::max(kAgentFdsReserved, fds_for_ranks(n)));
   if (n < kParallelFrom) return;
   // The spawn slots first, so that they are the lowest free descriptors.
   reserve_spawn_slots(static_cast<int>(kMaxSpawnThreads) + 1);
