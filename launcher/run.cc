@@ -133,7 +133,7 @@ int run_command(const std::vector<std::string>& args) {
   // then needs no exec (remote/early_agent.h). Only where a local node is
   // started by fork (not by srun).
   std::unique_ptr<remote::EarlyAgent> early;
-  if (o.launcher == "libssh" || o.launcher == "ssh")
+  if (remote::forks_local_agent(o.launcher))
     for (size_t n = 0; n < p.nodes.size(); ++n)
       if (remote::is_local_host(p.nodes[n].host)) {
         remote::AgentHint hint;

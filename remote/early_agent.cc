@@ -114,6 +114,16 @@ bool read_all(int fd, char* p, size_t n) {
 }
 }  // namespace
 
+std::string forked_agent_exit_error(int wait_status) {
+  const std::string how = WIFSIGNALED(wait_status)
+                              ? "was killed by signal " + std::to_string(WTERMSIG(wait_status)) + " (" +
+                                    ::strsignal(WTERMSIG(wait_status)) + ")"
+                              : "exited with status " + std::to_string(WEXITSTATUS(wait_status));
+  return "the local agent (forked from dlaunch) " + how +
+         " before it connected (its own message, if any, is above); to run it as the dlaunch-agent program "
+         "instead, set DLAUNCH_LOCAL_AGENT=exec";
+}
+
 void set_in_process_agent(AgentMain main, char** own_argv, AgentGetReady get_ready) {
   g_agent_main = main;
   g_own_argv = own_argv;

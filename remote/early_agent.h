@@ -16,6 +16,10 @@
 
 namespace dl::remote {
 
+// Why a forked agent ended before it connected, and what to do: its own
+// words are above; DLAUNCH_LOCAL_AGENT=exec runs dlaunch-agent instead.
+std::string forked_agent_exit_error(int wait_status);
+
 // The agent's main as dlaunch-agent runs it (agent/agent_main.h), linked into
 // this program; dlaunch's main sets it, with its own argv, whose memory the
 // forked agent rewrites to "dlaunch-agent ARGS" (what ps and pgrep -f show;
@@ -51,7 +55,6 @@ class EarlyAgent {
   // caller's to close). Once only. A child that died meanwhile is seen as an
   // agent that exited before it connected (no SIGPIPE here).
   LocalAgent start(const std::vector<std::string>& args, const std::string& token, int* control_fd);
-  bool started() const { return started_; }
   pid_t pid() const { return pid_; }
 
  private:

@@ -39,10 +39,10 @@ class LocalStarter : public AgentStarter {
     a.connect_port = static_cast<uint16_t>(std::stoi(spec.control_port));
     // The agent forked before the event loop, waiting for this command line:
     // no exec (remote/early_agent.h). Once; a node started again execs.
-    if (early_ && !early_->started() && ev_.local_control) {
+    if (early_ && ev_.local_control) {
       a.control_fd = kAgentControlFd;
       int control = -1;
-      w->path = "forked from dlaunch";
+      w->forked = true;
       w->agent = early_->start(control::to_argv(a), spec.token, &control);
       early_.reset();
       ev_.local_control(spec.node, control);
@@ -110,6 +110,7 @@ class LocalStarter : public AgentStarter {
       if (exec_fd >= 0) ::close(exec_fd);
     }
     bool connected = false;
+    bool forked = false;  // the agent forked from dlaunch (no exec, no path)
     int exec_fd = -1;  // spawn_local_agent's exec status: closed by the exec, or its errno
     LocalAgent agent;
     std::string path;
@@ -133,6 +134,8 @@ void LocalStarter::watch_exit(Watch& w, const AgentStartSpec& spec) {
                              if (ec || w->connected || stopped_) return;
                              auto status = peek_agent_exit(w->agent);
                              if (!status) return;
+                             if (w->forked)
+                               return ev_.failed(node, host + ": " + forked_agent_exit_error(*status));
                              const int exec_errno = read_exec_status(w->exec_fd);
                              ev_.failed(node, host + ": " + (exec_errno > 0 ? local_agent_exec_error(w->path, exec_errno)
                                                                             : local_agent_exit_error(w->path, *status)));

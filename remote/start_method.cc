@@ -16,14 +16,15 @@ struct Method {
   const char* name;
   Factory make;          // nullptr: a known name this build has not got
   bool runs_program;     // --launcher-exec replaces its program
+  bool forks_local;      // the local node's agent is dlaunch's child (make_local_starter), not srun's
 };
 
 // The start methods; a known name with a null factory would be one this build
 // has not got.
 const Method kMethods[] = {
-    {"libssh", make_process_starter, false},
-    {"ssh", make_openssh_starter, true},
-    {"slurm", make_slurm_starter, true},
+    {"libssh", make_process_starter, false, true},
+    {"ssh", make_openssh_starter, true, true},
+    {"slurm", make_slurm_starter, true, false},
 };
 
 const Method* find(const std::string& name) {
@@ -80,6 +81,11 @@ std::unique_ptr<AgentStarter> make_agent_starter(const std::string& method, boos
   const Method* m = find(method);
   if (!m || !m->make) throw UsageError("no agent starter '" + method + "' in this dlaunch (" + known_list() + ")");
   return m->make(io, std::move(o), std::move(ev));
+}
+
+bool forks_local_agent(const std::string& method) {
+  const Method* m = find(method);
+  return m && m->forks_local;
 }
 
 std::vector<std::string> split_launcher_exec(const std::string& text) {

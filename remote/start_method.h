@@ -32,4 +32,9 @@ std::unique_ptr<AgentStarter> make_agent_starter(const std::string& method, boos
 // --launcher-exec's text split at blanks: "/opt/slurm/bin/srun --reservation=r" -> two words.
 std::vector<std::string> split_launcher_exec(const std::string& text);
 
+// Whether `method` (resolved, as resolve_start_method returns it) starts the
+// local node's agent as dlaunch's own child, which can then be the agent
+// forked early (remote/early_agent.h); slurm's srun starts every agent.
+bool forks_local_agent(const std::string& method);
+
 }  // namespace dl::remote

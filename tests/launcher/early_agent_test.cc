@@ -158,3 +158,10 @@ TEST_CASE("early agent: one that died before it was started costs dlaunch no SIG
   INFO(out);
   CHECK(out.find("alive 1 signal 9\n") != std::string::npos);
 }
+
+TEST_CASE("early agent: one that ended before it connected is named as forked, with what to do", "[launcher]") {
+  CHECK(remote::forked_agent_exit_error(3 << 8) ==
+        "the local agent (forked from dlaunch) exited with status 3 before it connected (its own message, if any, is "
+        "above); to run it as the dlaunch-agent program instead, set DLAUNCH_LOCAL_AGENT=exec");
+  CHECK(remote::forked_agent_exit_error(SIGKILL).find("was killed by signal 9") != std::string::npos);
+}

@@ -87,3 +87,10 @@ TEST_CASE("slurm starter: the waiting message quotes srun, names the job's steps
   CHECK_THAT(silent, Catch::Contains("likely still waiting") && Catch::Contains("squeue -s -j JOBID") &&
                          Catch::Contains("--control-addr"));
 }
+
+TEST_CASE("start method: libssh and ssh fork the local node's agent, slurm's srun starts it", "[launcher][slurm]") {
+  CHECK(remote::forks_local_agent("libssh"));
+  CHECK(remote::forks_local_agent("ssh"));
+  CHECK_FALSE(remote::forks_local_agent("slurm"));
+  CHECK_FALSE(remote::forks_local_agent("auto"));  // resolved names only
+}
