@@ -13,6 +13,7 @@
 
 #include "agent/stack_tools.h"
 #include "control/env_names.h"
+#include "wire/quiet_thread.h"
 #include "wire/socket.h"
 
 extern char** environ;
@@ -40,7 +41,7 @@ LoopWatch::LoopWatch(boost::asio::io_context& io, std::string who, std::chrono::
       last_turn_ns_(ns_of(Clock::now())) {
   if (threshold_.count() <= 0) return;
   tick();
-  thread_ = std::thread([this] { watch(); });
+  thread_ = wire::quiet_thread([this] { watch(); });
 }
 
 LoopWatch::~LoopWatch() {
@@ -107,8 +108,18 @@ std::string read_own_stacks(pid_t pid, std::chrono::milliseconds timeout) {
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  // The tool starts with no signal blocked: the watch's thread, which runs
+  // this, blocks them all (wire/quiet_thread.h), and a debugger that never
+  // sees its SIGCHLD waits forever.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   pid_t child = -1;
-  const int rc = ::posix_spawn(&child, tool.path.c_str(), &fa, nullptr, argv.data(), environ);
+  const int rc = ::posix_spawn(&child, tool.path.c_str(), &fa, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   // Yama's ptrace_scope 1 lets a process trace only its descendants: let this
   // child trace us (it needs a few ms to exec before it attaches).

@@ -22,6 +22,7 @@
 
 #include "errors/error.h"
 #include "wire/handshake.h"
+#include "wire/quiet_thread.h"
 
 #if DLAUNCH_HAVE_PMIX
 #include "agent/pmix/front_door.h"
@@ -159,7 +160,9 @@ std::unique_ptr<MpiJob> MpiJob::prepare() {
     p.thread_done = true;
     return job;
   }
-  std::thread(serve, job->prep_, job->tmpdir_).detach();
+  // Quiet (wire/quiet_thread.h): it sleeps in poll until a rank connects,
+  // and libpmix's threads, started from it, inherit its mask.
+  wire::quiet_thread([prep = job->prep_, dir = job->tmpdir_] { serve(prep, dir); }).detach();
   return job;
 #else
   return nullptr;

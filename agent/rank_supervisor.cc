@@ -18,6 +18,7 @@
 
 #include "control/messages.h"
 #include "errors/error.h"
+#include "wire/quiet_thread.h"
 
 namespace dl::agent {
 
@@ -97,18 +98,13 @@ class SpawnHelpers {
 
  private:
   bool start_thread() {
-    sigset_t all, old;
-    sigfillset(&all);
-    ::pthread_sigmask(SIG_SETMASK, &all, &old);
-    bool ok = true;
     try {
-      std::thread([this] { loop(); }).detach();
+      wire::quiet_thread([this] { loop(); }).detach();
       ++threads_;
+      return true;
     } catch (const std::system_error&) {
-      ok = false;
+      return false;
     }
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    return ok;
   }
   void loop() {
     uint64_t seen = 0;

@@ -18,6 +18,7 @@
 #include <ctime>
 
 #include "errors/error.h"
+#include "wire/quiet_thread.h"
 #include "wire/socket.h"
 
 namespace dl::launcher {
@@ -35,16 +36,12 @@ struct Console {
   std::function<void()> below_low;
 
   void start() {  // under mu
-    sigset_t all, old;
-    sigfillset(&all);
-    sigdelset(&all, SIGPIPE);  // a closed reader ends dlaunch, as a write from the loop did
-    ::pthread_sigmask(SIG_SETMASK, &all, &old);
     try {
-      std::thread([this] { loop(); }).detach();
+      // SIGPIPE left open: a closed reader ends dlaunch, as a write from the loop did.
+      wire::quiet_thread([this] { loop(); }, {SIGPIPE}).detach();
       started = true;
     } catch (const std::system_error&) {
     }
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
   void loop() {
     std::unique_lock<std::mutex> lock(mu);

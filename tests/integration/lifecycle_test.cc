@@ -326,3 +326,38 @@ TEST_CASE("an agent killed by SIGKILL takes the 16 ranks its spawn threads start
   CHECK(wait_marked_gone(m, 2, c.pid).empty());
   kill_marked(m);
 }
+
+// The ranks' SIGCHLD goes to the agent's loop, never to a helper thread
+// asleep (the MPI server's, the spawn helpers, the loop watch): every thread
+// but the agent's own blocks it (wire/quiet_thread.h). Read from each
+// thread's SigBlk in /proc while 16 ranks run.
+TEST_CASE("only the agent's own thread takes its ranks' SIGCHLD", "[integration]") {
+  const std::string m = new_marker();
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "16", "--mpi", "auto", "/bin/sh", "-c", "exec sleep \"$0\"", m};
+  Child c = start(s);
+  ChildGuard guard{c, m};
+  const pid_t agent = agent_of(ranks_running(m, 16, c.pid), c.pid);
+  REQUIRE(agent > 0);
+  const uint64_t chld = uint64_t{1} << (SIGCHLD - 1);
+  int threads = 0, taking = 0;
+  bool own_takes = false;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(agent) + "/task")) {
+    std::ifstream status(task.path() / "status");
+    std::string line;
+    uint64_t blocked = ~uint64_t{0};
+    while (std::getline(status, line))
+      if (line.rfind("SigBlk:", 0) == 0) blocked = std::stoull(line.substr(7), nullptr, 16);
+    const bool takes = (blocked & chld) == 0;
+    INFO("thread " << task.path().filename().string() << " SigBlk " << std::hex << blocked);
+    ++threads;
+    taking += takes;
+    if (task.path().filename() == std::to_string(agent)) own_takes = takes;
+  }
+  // The MPI server's thread, a spawn helper and the loop watch at least.
+  CHECK(threads >= 4);
+  CHECK(own_takes);
+  CHECK(taking == 1);
+  kill_marked(m);
+  wait(c, 10);
+}
