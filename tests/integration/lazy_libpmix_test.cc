@@ -16,19 +16,12 @@ const char* const kPmixLibs[] = {"libpmix.so", "libhwloc.so", "libevent_core", "
 
 // A job of 1 rank that runs `first` (a shell command, say an MPI program)
 // and then prints its agent's (its parent's) /proc/PID/maps, once `want` is
-// mapped there or after 5 s. The maps are read again (up to 10 times) while a
-// read holds no libc: a CI run once printed the agent's exe and then nothing
-// of its maps, and did not again in 400 tries here; the line "maps: read N
-// times, B bytes" says, next time, whether the read came back empty (the
-// kernel's side, N > 1) or the output went missing (ours: no such line).
+// mapped there or after 5 s.
 RunResult agent_maps(const std::string& mpi, const std::string& want, const std::string& first = "") {
   RunSpec s;
   s.argv = {bin("dlaunch"), "--mpi", mpi, "-n", "1", "/bin/sh", "-c",
-            first + "for i in $(seq 50); do grep -q '" + want + "' /proc/$PPID/maps && break; sleep 0.1; done; "
-            "echo \"agent $(readlink /proc/$PPID/exe)\"; "
-            "for t in 1 2 3 4 5 6 7 8 9 10; do m=$(cat /proc/$PPID/maps); "
-            "case \"$m\" in *libc.so.6*) break;; esac; sleep 0.1; done; "
-            "echo \"maps: read $t times, ${#m} bytes\"; printf '%s\\n' \"$m\""};
+            first + "for i in $(seq 50); do grep -q '" + want + "' /proc/$PPID/maps && break; sleep 0.1; done; " +
+                print_maps_sh("agent", "PPID")};
   return run(s, 30);
 }
 }  // namespace

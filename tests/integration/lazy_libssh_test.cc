@@ -32,10 +32,10 @@ TEST_CASE("a local job's launcher has no libssh mapped while its ranks run", "[i
   // prints dlaunch's /proc/PID/maps while the job runs.
   RunSpec s;
   s.argv = {bin("dlaunch"), "-n", "2", "/bin/sh", "-c",
-            "[ \"$RANK\" = 0 ] || exit 0; L=$(cut -d' ' -f4 /proc/$PPID/stat); "
-            "echo \"launcher $(readlink /proc/$L/exe)\"; cat /proc/$L/maps"};
+            "[ \"$RANK\" = 0 ] || exit 0; L=$(cut -d' ' -f4 /proc/$PPID/stat); " +
+            print_maps_sh("launcher", "L")};
   RunResult r = run(s, 30);
-  INFO(r.err);
+  INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   REQUIRE_THAT(r.out, Catch::Contains("launcher /") && Catch::Contains("/dlaunch\n"));
   REQUIRE_THAT(r.out, Catch::Contains("/libc.so.6"));

@@ -271,6 +271,14 @@ std::pair<int, std::string> run_ld_debug_libs(const std::vector<std::string>& ar
   return {r.code, log};
 }
 
+std::string print_maps_sh(const std::string& name, const std::string& pid_var) {
+  const std::string maps = "/proc/$" + pid_var + "/maps";
+  return "echo \"" + name + " $(readlink /proc/$" + pid_var + "/exe)\"; " +
+         "for t in 1 2 3 4 5 6 7 8 9 10; do m=$(cat " + maps + "); "
+         "case \"$m\" in *libc.so.6*) break;; esac; sleep 0.1; done; "
+         "echo \"maps: read $t times, ${#m} bytes\"; printf '%s\\n' \"$m\"";
+}
+
 void write_file(const std::string& path, const std::string& text, int mode) {
   {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);

@@ -86,6 +86,14 @@ std::string read_file(const std::string& path);
 // Runs `argv` with LD_DEBUG=libs and returns its exit code and ld.so's log of
 // what it loaded (every process's, concatenated).
 std::pair<int, std::string> run_ld_debug_libs(const std::vector<std::string>& argv);
+// A shell fragment (for a rank's `sh -c`) that prints "NAME EXE" and then the
+// /proc/PID/maps of the process whose pid is in shell variable `pid_var`,
+// read again (up to 10 times, 0.1 s apart) while a read holds no libc. A CI
+// run once printed the exe and then none of the maps, which 400 tries here
+// did not show again; its "maps: read N times, B bytes" line tells, next
+// time, whether the read came back empty (the kernel's, N > 1) or the
+// output went missing (ours: no such line).
+std::string print_maps_sh(const std::string& name, const std::string& pid_var);
 void write_file(const std::string& path, const std::string& text, int mode = 0644);
 // Lines of text (without '\n').
 std::vector<std::string> lines(const std::string& text);
