@@ -47,7 +47,7 @@ TEST_CASE("the agent of a --mpi none job never maps libpmix, an MPI job agent do
   for (const char* lib : kPmixLibs) CHECK_THAT(none.out, !Catch::Contains(lib));
 
   RunResult mpi = agent_maps("pmix", "libpmix.so", bin("mpi_hello") + " >/dev/null; ");
-  INFO(mpi.err);
+  INFO(mpi.out << mpi.err);
   REQUIRE(mpi.code == 0);
   CHECK_THAT(mpi.out, Catch::Contains("/libpmix.so") && Catch::Contains("/libhwloc.so"));
 }
