@@ -54,6 +54,42 @@ check_host() {
 }
 start_time() { awk '{print $22}' "/proc/$1/stat" 2>/dev/null; }
 
+# ---- the cluster's CPU group ---------------------------------------------------
+# Every process of the cluster (each host's sshd and what it starts, and what
+# 'exec' runs) shares one CPU cgroup, as a job's processes on a real host share
+# one session or one Slurm cgroup. Without it each ssh login is an autogroup of
+# its own (kernel.sched_autogroup_enabled), the 4 hosts of a test are 4+ groups
+# on this machine's 2 CPUs, and under spinning MPI ranks the kernel left whole
+# groups runnable but unrun for 10 s: an agent missed its heartbeats, a host's
+# ranks missed a 4 s fence (docs/testing-cluster.md, "One CPU group per
+# cluster"). A machine without a cpu controller gets no group: nothing fails.
+cgroup_paths() {  # $1 = id: where its group is, or would be (v1 and v2)
+  echo "/sys/fs/cgroup/cpu/dlaunch-cluster-$1"
+  echo "/sys/fs/cgroup/dlaunch-cluster-$1"
+}
+make_cgroup() {  # prints the group's directory, or nothing
+  local d
+  if [ -f /sys/fs/cgroup/cpu/cgroup.procs ]; then
+    d="/sys/fs/cgroup/cpu/dlaunch-cluster-$ID"
+  elif grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+    d="/sys/fs/cgroup/dlaunch-cluster-$ID"
+  else
+    return 0
+  fi
+  mkdir "$d" 2>/dev/null && echo "$d"
+}
+join_cgroup() {  # $1 = pid; CGROUP from cluster.env
+  [ -n "${CGROUP:-}" ] && echo "$1" >"$CGROUP/cgroup.procs" 2>/dev/null
+  return 0
+}
+remove_cgroup() {  # $1 = id; after its processes were killed
+  local d
+  for d in $(cgroup_paths "$1"); do
+    [ -d "$d" ] || continue
+    for _ in $(seq 40); do rmdir "$d" 2>/dev/null && break; sleep 0.05; done
+  done
+}
+
 # ---- up ----------------------------------------------------------------------
 alloc_id() {
   mkdir -p "$ROOT"
@@ -105,9 +141,9 @@ start_sshd() {  # $1 = host name; returns when port 22 accepts connections
   local mask=""
   [ -f /root/.bashrc ] && [ -z "${DL_CLUSTER_KEEP_BASHRC:-}" ] && mask=/root/.bashrc
   echo "# empty: cluster.sh masks root's ~/.bashrc for the cluster's sshds" >"$DIR/bashrc"
-  ip netns exec "$ns" unshare --uts --mount sh -c \
+  ( join_cgroup "$BASHPID"; exec ip netns exec "$ns" unshare --uts --mount sh -c \
       '[ -z "$5" ] || mount --bind "$6" "$5" || exit 1; hostname "$1" && exec "$2" -f "$3" -E "$4"' \
-      sh "$h" "$SSHD" "$hd/sshd_config" "$hd/sshd.log" "$mask" "$DIR/bashrc" || return 1
+      sh "$h" "$SSHD" "$hd/sshd_config" "$hd/sshd.log" "$mask" "$DIR/bashrc" ) || return 1
   for _ in $(seq 100); do
     if [ -s "$hd/sshd.pid" ] && ip netns exec "$ns" bash -c "exec 3<>/dev/tcp/$a/22" 2>/dev/null; then
       return 0
@@ -182,10 +218,12 @@ cmd_up() {
   ID=$(alloc_id) || exit 1
   DIR="$ROOT/$ID"; HOSTS=$hosts
   NET="10.$((200 + ID / 256)).$((ID % 256))"
+  CGROUP=$(make_cgroup)
   cat >"$DIR/cluster.env" <<EOF
 ID=$ID
 HOSTS=$HOSTS
 NET=$NET
+CGROUP=$CGROUP
 OWNER=$owner
 OWNER_START=$(start_time "$owner")
 EOF
@@ -231,6 +269,7 @@ cmd_down() {
     ip netns del "$ns" 2>/dev/null
     rm -rf "/etc/netns/$ns"
   done
+  remove_cgroup "$ID"
   rm -rf "$DIR"
   echo "cluster $ID is down"
 }
@@ -253,6 +292,7 @@ cmd_exec() {
   [ $# -ge 4 ] && [ "$3" = "--" ] || usage
   load "$1"; check_host "$2"
   local h=$2; shift 3
+  join_cgroup $$
   exec ip netns exec "$(ns_of "$h")" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$h" "$@"
 }
 

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "tests/cluster/cluster_fixture.h"
@@ -23,6 +25,19 @@ bool process_gone(int pid) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
+}
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+// Where cluster.sh can make a CPU group: cgroup v1's cpu controller, or v2
+// with cpu delegated by the root.
+bool machine_has_cpu_cgroups() {
+  if (access("/sys/fs/cgroup/cpu/cgroup.procs", F_OK) == 0) return true;
+  const std::string v2 = file_text("/sys/fs/cgroup/cgroup.subtree_control");
+  return (" " + v2).find(" cpu ") != std::string::npos || (" " + v2).find(" cpu\n") != std::string::npos;
 }
 }  // namespace
 
@@ -54,7 +69,7 @@ TEST_CASE("cluster ssh from h0 reaches every host as root", "[cluster]") {
 }
 
 TEST_CASE("cluster down kills every process and deletes every namespace", "[cluster]") {
-  std::string id, dir;
+  std::string id, dir, cgroup;
   int pid = 0;
   {
     Cluster c(2);
@@ -65,12 +80,24 @@ TEST_CASE("cluster down kills every process and deletes every namespace", "[clus
     pid = std::stoi(r.output);
     auto in_ns = c.pids_in("h1");
     CHECK(std::find(in_ns.begin(), in_ns.end(), pid) != in_ns.end());
+    // One CPU group for the whole cluster (docs/testing-cluster.md): what
+    // exec runs and what an ssh login starts are both in it.
+    cgroup = trim(run_argv({"sed", "-n", "s/^CGROUP=//p", dir + "/cluster.env"}).output);
+    if (machine_has_cpu_cgroups()) {
+      REQUIRE(cgroup.find("/dlaunch-cluster-" + id) != std::string::npos);
+      const std::string member = ":/dlaunch-cluster-" + id + "\n";
+      CHECK(file_text("/proc/" + std::to_string(pid) + "/cgroup").find(member) != std::string::npos);
+      auto via_ssh = c.run_in("h0", "ssh -F " + c.ssh_config() + " h1 cat /proc/self/cgroup");
+      CHECK(via_ssh.output.find(member) != std::string::npos);
+      CHECK(file_text(cgroup + "/cgroup.procs").find(std::to_string(pid) + "\n") != std::string::npos);
+    }
   }
   CHECK(process_gone(pid));
   auto ns = run_argv({"ip", "netns", "list"});
   CHECK(ns.output.find("dl" + id + "-") == std::string::npos);
   CHECK(access(dir.c_str(), F_OK) != 0);
   CHECK(access(("/etc/netns/dl" + id + "-h0").c_str(), F_OK) != 0);
+  if (!cgroup.empty()) CHECK(access(cgroup.c_str(), F_OK) != 0);
   // down again is harmless.
   CHECK(run_argv({Cluster::script_path(), "down", id}).status == 0);
 }

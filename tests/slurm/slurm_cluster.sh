@@ -37,7 +37,12 @@ load() {
 ns_of() { echo "dl${ID}-$1"; }
 addr_of() { echo "${NET}.$(( ${1#h} + 1 ))"; }
 # Runs a command in host $1's namespace with its hostname (own UTS namespace).
-in_host() { local h=$1; shift; ip netns exec "$(ns_of "$h")" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$h" "$@"; }
+# In the cluster's CPU group (cluster.sh, "the cluster's CPU group"), as its sshds are.
+in_host() {
+  local h=$1; shift
+  ( [ -n "${CGROUP:-}" ] && echo "$BASHPID" >"$CGROUP/cgroup.procs" 2>/dev/null
+    exec ip netns exec "$(ns_of "$h")" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$h" "$@" )
+}
 
 write_conf() {  # $1 = CPUs per node
   local cpus=$1 i h nodes=""
