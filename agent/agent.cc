@@ -396,6 +396,9 @@ void Agent::watch_stdin() {
 
 void Agent::lost_launcher(const std::string& why) {
   if (done_) return io_.stop();  // finishing, and the link went before it drained
+  // Starved of CPU meanwhile (which is likely why the launcher gave up on
+  // this agent): said now, before the process leaves.
+  if (loop_watch_) loop_watch_->check_starved();
   const bool any = ranks_.any_running();
   ranks_.signal_all(SIGKILL);
   // A refused message is always worth a line (the launcher shows the agent's

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -56,7 +57,32 @@ LoopWatch::~LoopWatch() {
 
 void LoopWatch::say(const std::string& text) const { wire::write_all_fd(fd_, text); }
 
+int64_t thread_run_wait_ns() {
+  const int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[128];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  unsigned long long run = 0, wait = 0;  // on a CPU; runnable, waiting for one
+  if (std::sscanf(buf, "%llu %llu", &run, &wait) != 2) return -1;
+  return static_cast<int64_t>(wait);
+}
+
+void LoopWatch::check_starved() {
+  if (threshold_.count() <= 0) return;
+  const int64_t wait = thread_run_wait_ns();
+  if (wait < 0) return;
+  if (loop_wait_ns_ >= 0 && wait - loop_wait_ns_ >= std::chrono::nanoseconds(threshold_).count())
+    say(who_ + ": warning: it was runnable but got no CPU for " + seconds(wait - loop_wait_ns_) +
+        " (this host's CPUs were taken: more busy processes than CPUs, or another scheduling group preferred; its "
+        "heartbeats and the ranks' output waited meanwhile)\n");
+  loop_wait_ns_ = wait;
+}
+
 void LoopWatch::tick() {
+  check_starved();
   const int64_t now = ns_of(Clock::now());
   if (const int64_t since = reported_ns_.exchange(0)) {
     say(who_ + ": its event loop is turning again after " + seconds(now - since) + "\n");

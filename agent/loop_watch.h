@@ -11,6 +11,10 @@
 // this process; when the loop turns again it says for how long it was held.
 // A stop of the whole process (SIGSTOP, Ctrl-Z) or a starved machine holds
 // the watching thread too: a watch that itself woke late says nothing.
+// Starved is told apart by the kernel's count of the time the loop's thread
+// was runnable but not run (/proc/thread-self/schedstat): when the loop
+// turns after it waited `threshold` or more for a CPU, it says so, and for
+// how long, since a lost heartbeat is then the host's CPUs' doing.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -35,6 +39,11 @@ class LoopWatch {
   // The threshold from $DLAUNCH_AGENT_STALL_MS (0 turns the watch off), else 3 s.
   static std::chrono::milliseconds threshold_from_env();
 
+  // On the loop's thread: says, once, if it waited `threshold` or more for a
+  // CPU since the loop last turned (as the next turn would): for a caller
+  // about to leave, such as an agent whose launcher gave it up meanwhile.
+  void check_starved();
+
  private:
   using Clock = std::chrono::steady_clock;
   void tick();
@@ -47,11 +56,16 @@ class LoopWatch {
   int fd_;
   std::atomic<int64_t> last_turn_ns_;  // Clock's ns at the loop's last turn
   std::atomic<int64_t> reported_ns_{0};  // the turn a stall was reported after (0: none)
+  int64_t loop_wait_ns_ = -1;  // the loop thread's run-queue wait at its last turn (-1: unknown)
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
   std::thread thread_;
 };
+
+// How long the calling thread has been runnable but not running, in all
+// (ns; the kernel's scheduler statistics), or -1 where the kernel keeps none.
+int64_t thread_run_wait_ns();
 
 // Every thread's stack of process `pid` by eu-stack or gdb (the first found
 // on PATH), at most `timeout`; "" when neither is installed or it failed.

@@ -1,7 +1,9 @@
 // LoopWatch (agent/loop_watch.h): a handler that holds the loop up is
 // reported while it does, with the stacks, and again when the loop turns;
-// a process stopped as a whole is not reported.
+// a process stopped as a whole is not reported; a loop starved of CPU says
+// for how long it got none.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -93,4 +95,69 @@ TEST_CASE("loop watch: a loop that keeps turning, and a process stopped as a who
   const std::string out = drain(fds[0]);
   ::close(fds[0]);
   CHECK(out == "");
+}
+
+namespace {
+// Pins the calling process to CPU 0.
+bool pin_to_cpu0() {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  return ::sched_setaffinity(0, sizeof one, &one) == 0;
+}
+}  // namespace
+
+TEST_CASE("loop watch: a loop starved of CPU says for how long it got none", "[agent]") {
+  if (dl::agent::thread_run_wait_ns() < 0) {
+    WARN("this kernel keeps no scheduler statistics (/proc/thread-self/schedstat): nothing to check");
+    return;
+  }
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  // The watched loop, on CPU 0.
+  const pid_t loop = ::fork();
+  if (loop == 0) {
+    ::close(fds[0]);
+    if (!pin_to_cpu0()) ::_exit(3);
+    boost::asio::io_context io;
+    dl::agent::LoopWatch w(io, "dlaunch-agent on testhost", 300ms, fds[1]);
+    boost::asio::steady_timer end(io);
+    end.expires_after(2500ms);
+    end.async_wait([&](auto) { io.stop(); });
+    io.run();
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::this_thread::sleep_for(500ms);
+  // A real-time spinner on CPU 0 for 0.8 s: every ordinary thread there is
+  // runnable but not run (the kernel's real-time throttling leaves them 5%).
+  const pid_t hog = ::fork();
+  if (hog == 0) {
+    sched_param p{};
+    p.sched_priority = 10;
+    if (!pin_to_cpu0() || ::sched_setscheduler(0, SCHED_FIFO, &p) != 0) ::_exit(3);
+    const auto until = std::chrono::steady_clock::now() + 800ms;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    ::_exit(0);
+  }
+  int hog_st = 0, loop_st = 0;
+  REQUIRE(::waitpid(hog, &hog_st, 0) == hog);
+  REQUIRE(::waitpid(loop, &loop_st, 0) == loop);
+  const std::string out = drain(fds[0]);
+  ::close(fds[0]);
+  REQUIRE((WIFEXITED(loop_st) && WEXITSTATUS(loop_st) == 0));
+  if (WIFEXITED(hog_st) && WEXITSTATUS(hog_st) == 3) {
+    WARN("no real-time scheduling here (root or CAP_SYS_NICE): the starvation is not checked");
+    return;
+  }
+  INFO(out);
+  const std::string line = "dlaunch-agent on testhost: warning: it was runnable but got no CPU for ";
+  const auto at = out.find(line);
+  REQUIRE(at != std::string::npos);
+  // "0.7 s" or so: at least the threshold, at most the spinner's 0.8 s.
+  const double secs = std::stod(out.substr(at + line.size()));
+  CHECK(secs >= 0.3);
+  CHECK(secs <= 0.9);
+  CHECK(out.find("its heartbeats and the ranks' output waited meanwhile)\n", at) != std::string::npos);
 }
