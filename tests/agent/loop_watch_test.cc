@@ -29,6 +29,33 @@ std::string drain(int fd) {
   return out;
 }
 
+// Pins the calling process to CPU 0.
+bool pin_to_cpu0() {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  return ::sched_setaffinity(0, sizeof one, &one) == 0;
+}
+
+// A child running an idle loop under a 300 ms watch for 2.5 s, writing to
+// fds[1] (closed here); on CPU 0 alone with `on_cpu0` (exit 3 if it cannot).
+pid_t fork_watched_loop(int fds[2], bool on_cpu0) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    if (on_cpu0 && !pin_to_cpu0()) ::_exit(3);
+    boost::asio::io_context io;
+    dl::agent::LoopWatch w(io, "dlaunch-agent on testhost", 300ms, fds[1]);
+    boost::asio::steady_timer end(io);
+    end.expires_after(2500ms);
+    end.async_wait([&](auto) { io.stop(); });
+    io.run();
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  return child;
+}
+
 // Not inlined: its name is what the stacks must show.
 __attribute__((noinline)) void dlaunch_test_hold_the_loop(std::chrono::milliseconds d) {
   std::this_thread::sleep_for(d);
@@ -73,18 +100,7 @@ TEST_CASE("loop watch: a handler holding the loop up is reported with the stacks
 TEST_CASE("loop watch: a loop that keeps turning, and a process stopped as a whole, say nothing", "[agent]") {
   int fds[2];
   REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::close(fds[0]);
-    boost::asio::io_context io;
-    dl::agent::LoopWatch w(io, "dlaunch-agent on testhost", 300ms, fds[1]);
-    boost::asio::steady_timer end(io);
-    end.expires_after(2500ms);
-    end.async_wait([&](auto) { io.stop(); });
-    io.run();
-    ::_exit(0);
-  }
-  ::close(fds[1]);
+  const pid_t child = fork_watched_loop(fds, false);
   std::this_thread::sleep_for(500ms);
   ::kill(child, SIGSTOP);  // as Ctrl-Z does: every thread at once
   std::this_thread::sleep_for(1200ms);
@@ -97,16 +113,6 @@ TEST_CASE("loop watch: a loop that keeps turning, and a process stopped as a who
   CHECK(out == "");
 }
 
-namespace {
-// Pins the calling process to CPU 0.
-bool pin_to_cpu0() {
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(0, &one);
-  return ::sched_setaffinity(0, sizeof one, &one) == 0;
-}
-}  // namespace
-
 TEST_CASE("loop watch: a loop starved of CPU says for how long it got none", "[agent]") {
   if (dl::agent::thread_run_wait_ns() < 0) {
     WARN("this kernel keeps no scheduler statistics (/proc/thread-self/schedstat): nothing to check");
@@ -115,19 +121,7 @@ TEST_CASE("loop watch: a loop starved of CPU says for how long it got none", "[a
   int fds[2];
   REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
   // The watched loop, on CPU 0.
-  const pid_t loop = ::fork();
-  if (loop == 0) {
-    ::close(fds[0]);
-    if (!pin_to_cpu0()) ::_exit(3);
-    boost::asio::io_context io;
-    dl::agent::LoopWatch w(io, "dlaunch-agent on testhost", 300ms, fds[1]);
-    boost::asio::steady_timer end(io);
-    end.expires_after(2500ms);
-    end.async_wait([&](auto) { io.stop(); });
-    io.run();
-    ::_exit(0);
-  }
-  ::close(fds[1]);
+  const pid_t loop = fork_watched_loop(fds, true);
   std::this_thread::sleep_for(500ms);
   // A real-time spinner on CPU 0 for 0.8 s: every ordinary thread there is
   // runnable but not run (the kernel's real-time throttling leaves them 5%).
