@@ -6,8 +6,10 @@
 // prints one "ok" line per rank; nothing may be left on any host.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include "tests/multihost/multihost_util.h"
 
@@ -42,8 +44,13 @@ void check_ranks(const std::string& out, const std::string& prefix) {
 // Nothing of the run on any host: ranks (by marker), agents, dlaunch, orted.
 void check_clean(const Cluster& c, const std::string& mark) {
   CHECK(wait_clean(c, mark) == "");
+  // OpenMPI's orted ends after its mpirun has returned (seen once still on h0
+  // a moment later): it gets the time ours get in wait_clean.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (auto& h : c.hosts()) {
     INFO("host " << h);
+    while (!pids_matching(c, h, "orted").empty() && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     CHECK(pids_matching(c, h, "orted").empty());
   }
 }
