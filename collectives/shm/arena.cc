@@ -210,9 +210,19 @@ void Arena::wait_all(Context& c) {
     const auto now = Clock::now();
     if (now - checked >= std::chrono::milliseconds(1)) {
       checked = now;
-      // A dead rank first: it is why the others abort.
-      for (int q = r; q < size_; ++q)
-        if (q != rank_ && !reached(ctl(q).step.load(std::memory_order_acquire), s)) c.pair(q).check_alive();
+      // A dead rank first: it is why the others abort. One that reached the
+      // step and then left (its last collective done, the process ended)
+      // between the two loads is not dead for this step: its socket's EOF
+      // can come before this thread reads its step again (seen under load:
+      // the job's last all_reduce failed on rank 0 as rank 1 exited).
+      for (int q = r; q < size_; ++q) {
+        if (q == rank_ || reached(ctl(q).step.load(std::memory_order_acquire), s)) continue;
+        try {
+          c.pair(q).check_alive();
+        } catch (const RemoteError&) {
+          if (!reached(ctl(q).step.load(std::memory_order_acquire), s)) throw;
+        }
+      }
       check_aborted(c);
       if (now >= c.deadline()) {
         std::string who;

@@ -96,8 +96,17 @@ void ShmPair::drain() {
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (in_->closed.load(std::memory_order_acquire))
       throw RemoteError(peer_.describe() + " aborted its communicator (shared memory)");
+    // A peer that wrote its last bytes and left (its job done, its process
+    // ended) is gone only once they are read: its EOF can be seen between a
+    // pass that found the ring empty and the bytes' arrival (seen under load:
+    // a job's last all_reduce failed on rank 0 as rank 1 exited).
+    if (k == 0 && unread()) return;
     throw RemoteError(peer_.describe() + " closed its connection (it exited, crashed or aborted its communicator)");
   }
+}
+
+bool ShmPair::unread() const {
+  return in_->head.load(std::memory_order_acquire) != in_->tail.load(std::memory_order_relaxed);
 }
 
 void ShmPair::check_alive() {

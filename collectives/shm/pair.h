@@ -35,6 +35,8 @@ class ShmPair : public Pair {
   int poll_fd() const override { return sock_.fd(); }
   bool spins() const override { return true; }
   void arm(bool send) override;
+  // Both throw RemoteError when the peer is gone: it aborted, or its
+  // socket's EOF came and nothing it wrote is left unread.
   void drain() override;
   void check_alive() override;
   void shutdown() override;
@@ -47,6 +49,7 @@ class ShmPair : public Pair {
   Ring* out_;
   Ring* in_;
   void ring_doorbell();
+  bool unread() const;  // bytes the peer wrote that this side has not read
   wire::Socket sock_;
 };
 

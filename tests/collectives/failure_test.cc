@@ -1,7 +1,14 @@
 // Mismatched calls, dead ranks and silent ranks fail every rank, naming the
 // culprit, within the timeout: never a hang, never silent corruption.
-#include <chrono>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "collectives/shm/pair.h"
 #include "errors/error.h"
 #include "tests/collectives/rank_threads.h"
 
@@ -128,4 +135,51 @@ TEST_CASE("collectives: an aborted communicator refuses later calls", "[collecti
   }, test_options(false));
   CHECK_THAT(errors[0], Contains("aborted") && Contains("test abort"));
   CHECK_THAT(errors[1], Contains("aborted") && Contains("test abort"));
+}
+
+// Two ends of one shared-memory pair in this process, as two ranks on one
+// host have them: one segment mapped twice, a socketpair as their doorbells.
+namespace {
+struct ShmPairEnds {
+  std::unique_ptr<dl::coll::shm::ShmPair> a, b;
+  ShmPairEnds() {
+    const int fd = ::memfd_create("dlcoll-test", MFD_CLOEXEC);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, static_cast<off_t>(dl::coll::shm::ShmPair::segment_bytes())) == 0);
+    void* m[2];
+    for (auto& p : m) {
+      p = ::mmap(nullptr, dl::coll::shm::ShmPair::segment_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      REQUIRE(p != MAP_FAILED);
+    }
+    ::close(fd);
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    a = std::make_unique<dl::coll::shm::ShmPair>(m[0], true, dl::wire::Socket(sv[0]), PeerInfo{1, "h", "b:1"});
+    b = std::make_unique<dl::coll::shm::ShmPair>(m[1], false, dl::wire::Socket(sv[1]), PeerInfo{0, "h", "a:1"});
+  }
+};
+}  // namespace
+
+TEST_CASE("collectives: a shared-memory peer that wrote and left is read before it counts as gone", "[collectives]") {
+  ShmPairEnds p;
+  const char sent[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  REQUIRE(p.b->try_send(sent, sizeof sent) == sizeof sent);
+  p.b.reset();  // its process ended: its socket's EOF is there before the bytes are read
+  // What it wrote is still to be read: not gone yet, however the wait asks.
+  CHECK_NOTHROW(p.a->check_alive());
+  CHECK_NOTHROW(p.a->drain());
+  char got[8] = {};
+  REQUIRE(p.a->try_recv(got, sizeof got) == sizeof got);
+  CHECK(std::memcmp(got, sent, sizeof got) == 0);
+  // Read out: now it is gone, and named.
+  CHECK_THROWS_WITH(p.a->check_alive(), Contains("rank 1") && Contains("closed its connection"));
+  CHECK_THROWS_AS(p.a->drain(), dl::RemoteError);
+}
+
+TEST_CASE("collectives: a shared-memory peer that aborted counts as gone at once", "[collectives]") {
+  ShmPairEnds p;
+  const char sent[4] = {1, 2, 3, 4};
+  REQUIRE(p.b->try_send(sent, sizeof sent) == sizeof sent);
+  p.b->shutdown();  // Communicator::abort: its data no longer means anything
+  CHECK_THROWS_WITH(p.a->check_alive(), Contains("rank 1") && Contains("aborted its communicator"));
 }
