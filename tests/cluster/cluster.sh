@@ -76,7 +76,8 @@ make_cgroup() {  # prints the group's directory, or nothing
   else
     return 0
   fi
-  mkdir "$d" 2>/dev/null && echo "$d"
+  # One left by a cluster of this id whose 'down' never ran is taken over.
+  { mkdir "$d" 2>/dev/null || [ -d "$d" ]; } && echo "$d"
 }
 join_cgroup() {  # $1 = pid; CGROUP from cluster.env
   [ -n "${CGROUP:-}" ] && echo "$1" >"$CGROUP/cgroup.procs" 2>/dev/null
