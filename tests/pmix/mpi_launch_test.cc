@@ -23,11 +23,6 @@ namespace {
 const std::string kBin = DLAUNCH_BIN_DIR;
 const std::string kSrc = DLAUNCH_SOURCE_DIR;
 
-void set_mpi_env() {
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-}
-
 std::string mpirun() {
   std::string m = access("/usr/bin/mpirun.openmpi", X_OK) == 0 ? "/usr/bin/mpirun.openmpi" : "mpirun";
   return m + " --allow-run-as-root --oversubscribe";
