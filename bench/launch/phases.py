@@ -7,10 +7,10 @@ run at full speed) and cuts each run at the syscalls that mark its phases:
                  relocated the libraries, static constructors ran)
   setup          -> the agent's fork (options, token, control and store
                  servers)
-  agent start    agent execve -> its first connect (a remote-style agent), or
-                 its hello when it inherited its control socket (the local
-                 agent since session 7: exec, ld.so, PMIx port, GPU and CPU
-                 probes)
+  agent start    the local agent, forked from dlaunch (since session 12):
+                 the fork -> its command line read (it waits while dlaunch
+                 sets up its job); an exec'd one (DLAUNCH_LOCAL_AGENT=exec):
+                 its execve -> its first connect or hello
   hello          -> the launcher receives the agent's hello (with a connect:
                  handshake, probes)
   launch msg     -> the agent has the launch message
@@ -76,16 +76,26 @@ def phases(events, n):
                 out = e
         return out
 
-    agent_exec = first(lambda e: e[2] == "execve" and "dlaunch-agent" in e[3])
-    if not agent_exec:
-        return None
-    agent = agent_exec[0]
     loaded = first(lambda e: e[0] == launcher and e[2] == "getrandom")
-    forked = first(lambda e: e[0] == launcher and e[2] in ("clone", "clone3", "vfork") and "= " in e[3])
-    a_conn = first(lambda e: e[0] == agent and (e[2] in ("connect", "recvfrom") or
-                                                (e[2] in ("sendto", "sendmsg") and "free_port" in e[3])),
-                   agent_exec[1])
-    hello = first(lambda e: e[0] == launcher and e[2] == "recvfrom" and "free_port" in e[3])
+    forked = first(lambda e: e[0] == launcher and e[2] in ("clone", "clone3", "vfork") and "CLONE_THREAD" not in e[3]
+                   and re.search(r"= \d+$", e[3]))
+    if not forked:
+        return None
+    agent_exec = first(lambda e: e[2] == "execve" and "dlaunch-agent" in e[3])
+    if agent_exec:
+        # An exec'd agent (DLAUNCH_LOCAL_AGENT=exec): it starts at its exec
+        # and is ready at its first connect or read.
+        agent = agent_exec[0]
+        a_conn = first(lambda e: e[0] == agent and (e[2] in ("connect", "recvfrom") or
+                                                    (e[2] in ("sendto", "sendmsg") and '\\"hello\\"' in e[3])),
+                       agent_exec[1])
+    else:
+        # The local agent forked from dlaunch (since session 12): it starts at
+        # the fork and waits for its command line while dlaunch sets up its job.
+        agent = int(re.search(r"= (\d+)$", forked[3]).group(1))
+        agent_exec = forked
+        a_conn = first(lambda e: e[0] == agent and e[2] == "read" and "--control-fd" in e[3], forked[1])
+    hello = first(lambda e: e[0] == launcher and e[2] == "recvfrom" and '\\"hello\\"' in e[3])
     launch_sent = first(lambda e: e[0] == launcher and e[2] in ("sendto", "sendmsg", "writev") and '\\"env\\"' in e[3])
     launch_got = first(lambda e: e[0] == agent and e[2] == "recvfrom" and '\\"env\\"' in e[3])
     # The agent's threads (ranks are cloned from its spawn threads too).
@@ -106,7 +116,7 @@ def phases(events, n):
     marks = [
         ("exec+load", t0, loaded[1]),
         ("setup", loaded[1], forked[1]),
-        ("agent start", agent_exec[1], a_conn[1]),
+        ("agent start (fork/exec -> ready)", agent_exec[1], a_conn[1]),
         ("hello", a_conn[1], hello[1]),
         ("launch msg", hello[1], launch_got[1]),
         ("fork ranks", launch_got[1], rank_forks[-1][1]),
@@ -116,7 +126,8 @@ def phases(events, n):
         ("total", t0, end[1]),
     ]
     out = {k: (b - a) * 1000 for k, a, b in marks}
-    out["(launcher waits for agent exec)"] = (agent_exec[1] - forked[1]) * 1000
+    if agent_exec is not forked:
+        out["(launcher waits for agent exec)"] = (agent_exec[1] - forked[1]) * 1000
     return out
 
 
