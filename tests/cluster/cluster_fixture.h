@@ -12,6 +12,7 @@
 // also when the test failed; a test process that crashed leaves its cluster to
 // the reaper that every `up` runs.
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -80,5 +81,16 @@ class InNamespace {
  private:
   int original_ = -1;
 };
+
+// The whole of a file ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::string out;
+  if (FILE* f = fopen(path.c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+    fclose(f);
+  }
+  return out;
+}
 
 }  // namespace dl::cluster

@@ -4,8 +4,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "tests/cluster/cluster_fixture.h"
@@ -26,17 +24,11 @@ bool process_gone(int pid) {
   }
   return false;
 }
-std::string file_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 // Where cluster.sh can make a CPU group: cgroup v1's cpu controller, or v2
 // with cpu delegated by the root.
 bool machine_has_cpu_cgroups() {
   if (access("/sys/fs/cgroup/cpu/cgroup.procs", F_OK) == 0) return true;
-  const std::string v2 = file_text("/sys/fs/cgroup/cgroup.subtree_control");
+  const std::string v2 = dl::cluster::read_file("/sys/fs/cgroup/cgroup.subtree_control");
   return (" " + v2).find(" cpu ") != std::string::npos || (" " + v2).find(" cpu\n") != std::string::npos;
 }
 }  // namespace
@@ -86,10 +78,10 @@ TEST_CASE("cluster down kills every process and deletes every namespace", "[clus
     if (machine_has_cpu_cgroups()) {
       REQUIRE(cgroup.find("/dlaunch-cluster-" + id) != std::string::npos);
       const std::string member = ":/dlaunch-cluster-" + id + "\n";
-      CHECK(file_text("/proc/" + std::to_string(pid) + "/cgroup").find(member) != std::string::npos);
+      CHECK(dl::cluster::read_file("/proc/" + std::to_string(pid) + "/cgroup").find(member) != std::string::npos);
       auto via_ssh = c.run_in("h0", "ssh -F " + c.ssh_config() + " h1 cat /proc/self/cgroup");
       CHECK(via_ssh.output.find(member) != std::string::npos);
-      CHECK(file_text(cgroup + "/cgroup.procs").find(std::to_string(pid) + "\n") != std::string::npos);
+      CHECK(dl::cluster::read_file(cgroup + "/cgroup.procs").find(std::to_string(pid) + "\n") != std::string::npos);
     }
   }
   CHECK(process_gone(pid));

@@ -36,16 +36,6 @@ inline ssh::Options isolated_options(const Cluster& c, const ScratchDir& scratch
   return o;
 }
 
-inline std::string read_file(const std::string& path) {
-  std::string out;
-  if (FILE* f = fopen(path.c_str(), "r")) {
-    char buf[4096];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
-    fclose(f);
-  }
-  return out;
-}
-
 inline void write_file(const std::string& path, const std::string& text) {
   FILE* f = fopen(path.c_str(), "w");
   fputs(text.c_str(), f);
