@@ -77,7 +77,8 @@ void LoopWatch::check_starved() {
   if (loop_wait_ns_ >= 0 && wait - loop_wait_ns_ >= std::chrono::nanoseconds(threshold_).count())
     say(who_ + ": warning: it was runnable but got no CPU for " + seconds(wait - loop_wait_ns_) +
         " (this host's CPUs were taken: more busy processes than CPUs, or another scheduling group preferred; its "
-        "heartbeats and the ranks' output waited meanwhile)\n");
+        "heartbeats and the ranks' output waited meanwhile; give the host fewer busy ranks than CPUs, or raise "
+        "--heartbeat-timeout)\n");
   loop_wait_ns_ = wait;
 }
 

@@ -153,5 +153,7 @@ TEST_CASE("loop watch: a loop starved of CPU says for how long it got none", "[a
   const double secs = std::stod(out.substr(at + line.size()));
   CHECK(secs >= 0.3);
   CHECK(secs <= 0.9);
-  CHECK(out.find("its heartbeats and the ranks' output waited meanwhile)\n", at) != std::string::npos);
+  CHECK(out.find("its heartbeats and the ranks' output waited meanwhile; give the host fewer busy ranks than CPUs, "
+                 "or raise --heartbeat-timeout)\n",
+                 at) != std::string::npos);
 }
