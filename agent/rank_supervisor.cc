@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "control/messages.h"
@@ -140,9 +142,21 @@ class SpawnHelpers {
 
 struct RankSupervisor::Rank {
   Rank(asio::io_context& io, int r) : rank(r), out(io), err(io), in(io), drain(io) {}
+  ~Rank() {
+    for (int fd : unwatched)
+      if (fd >= 0) ::close(fd);
+  }
+  Rank(const Rank&) = delete;
+  Rank& operator=(const Rank&) = delete;
   int rank;
   pid_t pid = -1;
   asio::posix::stream_descriptor out, err, in;
+  // A stream's descriptor until it first has to wait (then `out`/`err` own
+  // it, in the loop's epoll set); -1 after. A rank that ended before the
+  // agent's thread adopted it (most of a big job of short ranks) has its
+  // streams read to their end here, never registered: two epoll_ctl and
+  // one epoll event less per stream.
+  int unwatched[2] = {-1, -1};
   bool out_pty = false;  // out is a pty master
   bool eof[2] = {false, false};
   std::optional<int> status;  // waitpid status
@@ -253,18 +267,26 @@ void RankSupervisor::adopt(int rank, Spawned sp) {
   }
   r->pid = sp.pid;
   r->out_pty = sp.out_is_pty;
-  r->out.assign(sp.out_fd);
-  r->err.assign(sp.err_fd);
+  r->unwatched[0] = sp.out_fd, r->unwatched[1] = sp.err_fd;
   // Read by drain_output's own read(2), which must not block.
-  boost::system::error_code ec;
-  r->out.non_blocking(true, ec);
-  r->err.non_blocking(true, ec);
+  for (int fd : r->unwatched) {
+    int on = 1;
+    ::ioctl(fd, FIONBIO, &on);
+  }
   if (sp.in_fd >= 0) r->in.assign(sp.in_fd);
   Rank& ref = *r;
   ranks_[rank] = std::move(r);
   hooks_.send(control::frame(msg::Started{rank, sp.pid}));
-  read_output(ref, 0);
-  read_output(ref, 1);
+  // What the streams hold now, up to their end or their first wait
+  // (read_output registers them then).
+  drain_output(ref, 0);
+  drain_output(ref, 1);
+}
+
+int RankSupervisor::stream_fd(Rank& r, int stream) {
+  if (r.unwatched[stream] >= 0) return r.unwatched[stream];
+  auto& d = stream == 0 ? r.out : r.err;
+  return d.is_open() ? d.native_handle() : -1;
 }
 
 // A rank's stream is read only once it is readable, into the one buffer
@@ -273,6 +295,12 @@ void RankSupervisor::adopt(int rank, Spawned sp) {
 // unmapped again for a 64-rank job, on its start's path).
 void RankSupervisor::read_output(Rank& r, int stream) {
   auto& d = stream == 0 ? r.out : r.err;
+  if (r.unwatched[stream] >= 0) {
+    boost::system::error_code ec;
+    d.assign(r.unwatched[stream], ec);
+    if (ec) return end_output(r, stream);  // (closes it)
+    r.unwatched[stream] = -1;
+  }
   d.async_wait(asio::posix::descriptor_base::wait_read, [this, &r, stream](boost::system::error_code ec) {
     if (!ec) return drain_output(r, stream);
     if (ec != asio::error::operation_aborted) end_output(r, stream);
@@ -284,14 +312,14 @@ void RankSupervisor::read_output(Rank& r, int stream) {
 // wait), a few reads at most in one turn (then the other ranks' turn first),
 // or while the link to the launcher is congested (resume_output goes on).
 void RankSupervisor::drain_output(Rank& r, int stream) {
-  auto& d = stream == 0 ? r.out : r.err;
-  if (!d.is_open()) return;
+  const int fd = stream_fd(r, stream);
+  if (fd < 0) return;
   for (int turn = 0; turn < kReadsPerTurn; ++turn) {
     if (hooks_.congested()) {
       paused_.emplace_back(&r, stream);
       return;
     }
-    const ssize_t n = ::read(d.native_handle(), read_buf_.data(), read_buf_.size());
+    const ssize_t n = ::read(fd, read_buf_.data(), read_buf_.size());
     if (n > 0) {
       hooks_.send(control::data_frame(r.rank, stream == 0 ? control::kStdout : control::kStderr,
                                       std::string_view(read_buf_.data(), static_cast<size_t>(n))));
@@ -311,9 +339,12 @@ void RankSupervisor::drain_output(Rank& r, int stream) {
 void RankSupervisor::end_output(Rank& r, int stream) {
   r.eof[stream] = true;
   boost::system::error_code ec;
+  const int unwatched = std::exchange(r.unwatched[stream], -1);
   if (stream == 0 && r.out_pty) {
-    const int fd = r.out.release();  // out of the loop now; closed beside it
+    const int fd = unwatched >= 0 ? unwatched : r.out.release();  // out of the loop now; closed beside it
     if (fd >= 0) SpawnHelpers::get().close_later(fd);
+  } else if (unwatched >= 0) {
+    ::close(unwatched);
   } else {
     (stream == 0 ? r.out : r.err).close(ec);
   }
@@ -446,6 +477,8 @@ void RankSupervisor::forget_reported() {
   for (auto& [rank, r] : ranks_) {
     boost::system::error_code ec;
     r->out.close(ec), r->err.close(ec), r->in.close(ec);
+    for (int& fd : r->unwatched)
+      if (fd >= 0) ::close(std::exchange(fd, -1));
     r->drain.cancel();
     r->stdin_q.clear();
     retired_.push_back(std::move(r));

@@ -84,6 +84,8 @@ class RankSupervisor {
   // Takes a started rank under supervision and reports it started.
   void adopt(int rank, Spawned sp);
   void read_output(Rank& r, int stream);
+  // The stream's descriptor, registered or not; -1 once it ended.
+  static int stream_fd(Rank& r, int stream);
   void drain_output(Rank& r, int stream);
   void end_output(Rank& r, int stream);
   void write_stdin(Rank& r);

@@ -52,7 +52,9 @@ class PmiService {
     explicit Link(boost::asio::io_context& io) : sock(io) {}
     boost::asio::local::stream_protocol::socket sock;
     int child_fd = -1;
-    std::array<char, 4096> rbuf{};
+    // Not zeroed: only the bytes a read returned are looked at (64 ranks'
+    // zeroed buffers were 64 pages faulted in for sockets most ranks only close).
+    std::array<char, 4096> rbuf;
     std::deque<std::string> out;
     bool writing = false, close_after_write = false;
   };
