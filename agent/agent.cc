@@ -211,6 +211,15 @@ void Agent::launch(msg::Launch incoming) {
   // a table that is small anyway.
   if (ranks.size() >= 8) reserve_spawn_slots(1 + 4);
   const RankEnvBase base = rank_env_base(std::move(inherited), m.env);
+  // The ranks' PMI sockets are watched once they are all started (also when
+  // preparing one threw): the sockets of ranks that ended meanwhile are
+  // closed without entering the loop's epoll set (pmi_service.h).
+  struct WatchPmi {
+    pmi::PmiService* pmi;
+    ~WatchPmi() {
+      if (pmi) pmi->watch_started();
+    }
+  } watch_pmi{pmi_.get()};
   // Each rank is started as soon as it is prepared (spawn_all's helpers),
   // while the next ones are prepared here.
   ranks_.spawn_all(ranks.size(), [&](size_t i) -> RankSupervisor::Prepared {
@@ -301,7 +310,10 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
   } catch (const Error& e) {
     ranks_.refuse(spec.rank, 1, e.what());
   }
-  if (pmi_ && !spawned) pmi_->child_end_closed(spec.rank);  // spawn_rank closed it
+  if (pmi_ && !spawned) {
+    pmi_->child_end_closed(spec.rank);  // spawn_rank closed it
+    pmi_->watch_started();
+  }
 }
 
 std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const msg::Launch& m,

@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <iostream>
+#include <utility>
 
 #include "control/env_names.h"
 #include "errors/error.h"
@@ -30,6 +32,7 @@ PmiService::~PmiService() {
     boost::system::error_code ec;
     link->sock.close(ec);
     if (link->child_fd >= 0) ::close(link->child_fd);
+    if (link->unwatched >= 0) ::close(link->unwatched);
   }
 }
 
@@ -47,15 +50,9 @@ PmiService::RankEnd PmiService::open_rank(int rank) {
     fds[1] = high;
   }
   auto link = std::make_shared<Link>(io_);
-  boost::system::error_code ec;
-  link->sock.assign(asio::local::stream_protocol(), fds[0], ec);
-  if (ec) {
-    ::close(fds[0]), ::close(fds[1]);
-    throw IoError("cannot watch the PMI socket of rank " + std::to_string(rank) + ": " + ec.message());
-  }
+  link->unwatched = fds[0];
   link->child_fd = fds[1];
   links_[rank] = link;
-  read(rank);
   RankEnd end;
   end.child_fd = fds[1];
   end.env = {{env::kPmiFd, std::to_string(kRankInheritedFd)}};  // spawn_rank moves it there
@@ -72,6 +69,32 @@ void PmiService::close_child_end(int rank) {
 void PmiService::child_end_closed(int rank) {
   auto it = links_.find(rank);
   if (it != links_.end()) it->second->child_fd = -1;
+}
+
+void PmiService::watch_started() {
+  for (auto& [rank, link] : links_) {
+    if (link->unwatched < 0) continue;
+    const int fd = std::exchange(link->unwatched, -1);
+    const ssize_t n = ::recv(fd, link->rbuf.data(), link->rbuf.size(), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      // Ended (or broken) before it was watched: as the read's EOF below.
+      ::close(fd);
+      server_.on_closed(rank);
+      continue;
+    }
+    boost::system::error_code ec;
+    link->sock.assign(asio::local::stream_protocol(), fd, ec);
+    if (ec) {
+      std::cerr << "dlaunch-agent: cannot watch the PMI socket of rank " + std::to_string(rank) + ": " + ec.message() +
+                       "; its MPI_Init will fail\n";
+      ::close(fd);
+      server_.on_closed(rank);
+      continue;
+    }
+    // (on_bytes may answer at once: the socket is assigned first.)
+    if (n > 0) server_.on_bytes(rank, std::string_view(link->rbuf.data(), static_cast<size_t>(n)));
+    if (link->sock.is_open()) read(rank);
+  }
 }
 
 void PmiService::read(int rank) {

@@ -4,7 +4,10 @@
 // written on the agent's io_context and handed to the PmiServer.
 //
 // Cost for a job that never calls MPI_Init: one socketpair per rank and one
-// pending read; no thread, no listening port.
+// pending read; no thread, no listening port. A rank's socket is watched
+// (registered with the loop) only once the rank was started (watch_started):
+// one that ended by then is read to its end and closed without ever being
+// registered.
 //
 // Threading: everything on the agent's io_context thread.
 #include <boost/asio.hpp>
@@ -43,6 +46,10 @@ class PmiService {
   // The rank was spawned: spawn_rank closed the agent's copy of the child's
   // end already (SpawnSpec::inherit_fd); forget it.
   void child_end_closed(int rank);
+  // Watches the sockets of the ranks opened since the last call: what each
+  // holds is read now (a rank may have written, even ended, while the agent
+  // started the others), then the rest as it comes.
+  void watch_started();
 
   void fence_done(uint64_t id, std::string_view all_blobs) { server_.fence_done(id, all_blobs); }
   void fence_failed(uint64_t id, const std::string& why) { server_.fence_failed(id, why); }
@@ -52,6 +59,7 @@ class PmiService {
     explicit Link(boost::asio::io_context& io) : sock(io) {}
     boost::asio::local::stream_protocol::socket sock;
     int child_fd = -1;
+    int unwatched = -1;  // the agent's end until watch_started; then `sock` owns it
     // Not zeroed: only the bytes a read returned are looked at (64 ranks'
     // zeroed buffers were 64 pages faulted in for sockets most ranks only close).
     std::array<char, 4096> rbuf;
