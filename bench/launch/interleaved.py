@@ -4,7 +4,9 @@ each launcher once in turn (in a new random order each round), so that a
 machine whose speed drifts during the run (a shared VM) slows every row alike
 instead of whichever row happened to run then. Prints the median wall time
 in ms and the ratio to the fork/exec floor, and, per N, the ratio of dlaunch
-to mpiexec.hydra.
+to mpiexec.hydra. Last, the paired ratios: each round's time of a row over
+the floor's in the same round, their median and a 95% interval for that
+median (bootstrap): how sure a "within 1.3x of the floor" is, on this run.
 
   bench/launch/interleaved.py [--rounds 40] [--n 1 4 16 64] [--bin build/bin]
                               [--before OTHER/bin] [--rows dlaunch,mpi-none,no-pty,bare,hydra,mpirun]
@@ -81,6 +83,7 @@ def main():
             rows["mpirun"] = lambda n: ["mpirun", "--oversubscribe", "-n", str(n), "/bin/true"]
         times = {(name, n): [] for name in rows for n in a.n}
         cpu = {(name, n): [] for name in rows for n in a.n}
+        per_round = {n: [] for n in a.n}  # each round's {row: wall ms}, for the paired ratios
         failed = set()
         for n in a.n:
             for name, cmd in rows.items():  # warm-up; a row that fails it is left out at this N
@@ -89,6 +92,7 @@ def main():
             for _ in range(a.rounds):
                 order = [(name, cmd) for name, cmd in rows.items() if (name, n) not in failed]
                 random.shuffle(order)
+                this_round = {}
                 for name, cmd in order:
                     got = run_once(cmd(n))
                     if got is None:
@@ -96,6 +100,8 @@ def main():
                     else:
                         times[(name, n)].append(got[0])
                         cpu[(name, n)].append(got[1])
+                        this_round[name] = got[0]
+                per_round[n].append(this_round)
         load = open("/proc/loadavg").read().split()[0]
         print("median wall ms, %d interleaved rounds (x = ratio to the floor); load %s" % (a.rounds, load))
         print("%-22s" % "launcher" + "".join("%20s" % ("N=%d" % n) for n in a.n))
@@ -118,6 +124,20 @@ def main():
             print("%-22s" % "dlaunch / hydra" + "".join(
                 "%20.2f" % (statistics.median(times[("dlaunch", n)]) / statistics.median(times[("mpiexec.hydra", n)]))
                 for n in a.n))
+        print("paired wall ratio to the floor: median over rounds [95% interval of that median]")
+        rng = random.Random(1)
+        for name in rows:
+            if name == "floor":
+                continue
+            cells = []
+            for n in a.n:
+                ratios = [r[name] / r["floor"] for r in per_round[n] if name in r and "floor" in r]
+                if len(ratios) < 5:
+                    cells.append("-")
+                    continue
+                boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+                cells.append("%.2f [%.2f-%.2f]" % (statistics.median(ratios), boot[50], boot[1949]))
+            print("%-22s" % name + "".join("%20s" % c for c in cells))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
