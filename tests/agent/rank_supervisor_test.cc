@@ -161,6 +161,55 @@ TEST_CASE("spawn_all: pty masters of ended ranks are all closed, and their outpu
   CHECK(left == 0);
 }
 
+// A rank's streams are read at once when it is adopted and handed to the
+// loop only when they would block (docs/design.md, "A rank's output is read
+// before it is watched"): output larger than one turn's reads, written
+// while the agent's thread was still starting ranks, and output written
+// after a pause, once the streams wait in the loop, all arrive, whole and
+// before the exit, on the pty and on the stderr pipe alike.
+TEST_CASE("spawn_all: output before, across and after the streams' first wait arrives whole", "[agent]") {
+  boost::asio::io_context io;
+  Recorder rec;
+  std::map<std::pair<int, int>, std::string> out;  // (rank, stream) -> bytes before the exit report
+  auto hooks = rec.hooks();
+  auto record = hooks.send;
+  hooks.send = [&](std::string frame) {
+    wire::FrameParser p(1 << 20);
+    p.feed(frame.data(), frame.size());
+    auto f = p.next();
+    if (f && f->type == wire::kData) {
+      auto chunk = control::parse_data(f->payload);
+      if (rec.exit_code.count(chunk.rank) == 0)
+        out[{chunk.rank, chunk.stream == control::kStdout ? 0 : 1}] += std::string(chunk.bytes);
+    }
+    record(std::move(frame));
+  };
+  agent::RankSupervisor sup(io, hooks);
+  // 600 kB to each stream (more than the 4 reads of 64 KiB one turn takes,
+  // and than a pipe holds: the rank waits for the agent mid-way), then,
+  // for the odd ranks, a pause and one more line on each.
+  const std::string big = "head -c 600000 /dev/zero | tr '\\0' x; head -c 600000 /dev/zero | tr '\\0' y >&2";
+  sup.spawn_all(8, [&](size_t i) -> agent::RankSupervisor::Prepared {
+    agent::SpawnSpec s;
+    s.exe = "/bin/sh";
+    s.argv = {"sh", "-c", big + (i % 2 ? "; sleep 0.3; echo late; echo late-err >&2" : "")};
+    s.env = {"PATH=/usr/bin:/bin"};
+    s.stdout_pty = true;
+    return std::make_pair(static_cast<int>(i), s);
+  });
+  run_until(io, [&] { return sup.all_reported(); });
+  REQUIRE(sup.all_reported());
+  for (int i = 0; i < 8; ++i) {
+    INFO("rank " << i);
+    CHECK(rec.exit_code.at(i) == 0);
+    const std::string late = i % 2 ? "late\n" : "", late_err = i % 2 ? "late-err\n" : "";
+    CHECK(out[{i, 0}].size() == 600000 + late.size());
+    CHECK((out[{i, 0}] == std::string(600000, 'x') + late));  // (not printed whole when it differs)
+    CHECK(out[{i, 1}].size() == 600000 + late_err.size());
+    CHECK((out[{i, 1}] == std::string(600000, 'y') + late_err));
+  }
+}
+
 // What a child resets before exec: every signal with a handler or SIG_IGN
 // here, as each one's disposition says (read from /proc/self/status now).
 TEST_CASE("non_default_signals: the handled and ignored signals, as sigaction sees them", "[agent]") {
