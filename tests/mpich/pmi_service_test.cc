@@ -53,7 +53,7 @@ std::string answer(boost::asio::io_context& io, int fd) {
 }
 }  // namespace
 
-TEST_CASE("pmi service: sockets are watched once the ranks started; what came before is handled then",
+TEST_CASE("pmi service: sockets are watched once the ranks started, and what came before is handled then",
           "[mpich][pmi]") {
   boost::asio::io_context io;
   boost::asio::local::stream_protocol::socket warm(io);  // the loop's own descriptors (epoll, eventfd, timerfd) first
