@@ -22,6 +22,8 @@ namespace {
 struct Recorder {
   std::map<int, int> started;  // rank -> pid
   std::map<int, int> exit_code;
+  // (rank, 0 stdout / 1 stderr) -> the bytes that came before its exit report
+  std::map<std::pair<int, int>, std::string> output;
   int reports = 0;
   agent::RankSupervisor::Hooks hooks() {
     agent::RankSupervisor::Hooks h;
@@ -29,6 +31,12 @@ struct Recorder {
       wire::FrameParser p(1 << 20);
       p.feed(frame.data(), frame.size());
       auto f = p.next();
+      if (f && f->type == wire::kData) {
+        auto chunk = control::parse_data(f->payload);
+        if (exit_code.count(chunk.rank) == 0)
+          output[{chunk.rank, chunk.stream == control::kStdout ? 0 : 1}] += std::string(chunk.bytes);
+        return;
+      }
       if (!f || f->type != wire::kJson) return;
       auto m = control::decode_from_agent(f->payload);
       if (auto* s = std::get_if<msg::Started>(&m)) started[s->rank] = s->pid;
@@ -127,20 +135,7 @@ int open_pty_masters() {
 TEST_CASE("spawn_all: pty masters of ended ranks are all closed, and their output came first", "[agent]") {
   boost::asio::io_context io;
   Recorder rec;
-  std::map<int, std::string> out;
-  auto hooks = rec.hooks();
-  auto record = hooks.send;
-  hooks.send = [&](std::string frame) {
-    wire::FrameParser p(1 << 20);
-    p.feed(frame.data(), frame.size());
-    auto f = p.next();
-    if (f && f->type == wire::kData) {
-      auto chunk = control::parse_data(f->payload);
-      if (rec.exit_code.count(chunk.rank) == 0) out[chunk.rank] += std::string(chunk.bytes);
-    }
-    record(std::move(frame));
-  };
-  agent::RankSupervisor sup(io, hooks);
+  agent::RankSupervisor sup(io, rec.hooks());
   const int before = open_pty_masters();
   sup.spawn_all(12, [&](size_t i) -> agent::RankSupervisor::Prepared {
     agent::SpawnSpec s;
@@ -152,7 +147,7 @@ TEST_CASE("spawn_all: pty masters of ended ranks are all closed, and their outpu
   });
   run_until(io, [&] { return sup.all_reported(); });
   REQUIRE(sup.all_reported());
-  for (int i = 0; i < 12; ++i) CHECK(out[i] == "out-" + std::to_string(i) + "\n");
+  for (int i = 0; i < 12; ++i) CHECK(rec.output[{i, 0}] == "out-" + std::to_string(i) + "\n");
   int left = open_pty_masters() - before;
   for (int i = 0; i < 100 && left > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -170,21 +165,7 @@ TEST_CASE("spawn_all: pty masters of ended ranks are all closed, and their outpu
 TEST_CASE("spawn_all: output before, across and after the streams' first wait arrives whole", "[agent]") {
   boost::asio::io_context io;
   Recorder rec;
-  std::map<std::pair<int, int>, std::string> out;  // (rank, stream) -> bytes before the exit report
-  auto hooks = rec.hooks();
-  auto record = hooks.send;
-  hooks.send = [&](std::string frame) {
-    wire::FrameParser p(1 << 20);
-    p.feed(frame.data(), frame.size());
-    auto f = p.next();
-    if (f && f->type == wire::kData) {
-      auto chunk = control::parse_data(f->payload);
-      if (rec.exit_code.count(chunk.rank) == 0)
-        out[{chunk.rank, chunk.stream == control::kStdout ? 0 : 1}] += std::string(chunk.bytes);
-    }
-    record(std::move(frame));
-  };
-  agent::RankSupervisor sup(io, hooks);
+  agent::RankSupervisor sup(io, rec.hooks());
   // 600 kB to each stream (more than the 4 reads of 64 KiB one turn takes,
   // and than a pipe holds: the rank waits for the agent mid-way), then,
   // for the odd ranks, a pause and one more line on each.
@@ -203,10 +184,10 @@ TEST_CASE("spawn_all: output before, across and after the streams' first wait ar
     INFO("rank " << i);
     CHECK(rec.exit_code.at(i) == 0);
     const std::string late = i % 2 ? "late\n" : "", late_err = i % 2 ? "late-err\n" : "";
-    CHECK(out[{i, 0}].size() == 600000 + late.size());
-    CHECK((out[{i, 0}] == std::string(600000, 'x') + late));  // (not printed whole when it differs)
-    CHECK(out[{i, 1}].size() == 600000 + late_err.size());
-    CHECK((out[{i, 1}] == std::string(600000, 'y') + late_err));
+    CHECK(rec.output[{i, 0}].size() == 600000 + late.size());
+    CHECK((rec.output[{i, 0}] == std::string(600000, 'x') + late));  // (not printed whole when it differs)
+    CHECK(rec.output[{i, 1}].size() == 600000 + late_err.size());
+    CHECK((rec.output[{i, 1}] == std::string(600000, 'y') + late_err));
   }
 }
 
