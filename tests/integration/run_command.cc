@@ -1,6 +1,7 @@
 #include "tests/integration/run_command.h"
 
 #include <dirent.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -77,6 +78,11 @@ Child start(const RunSpec& spec) {
       ::dup2(dn, 0);
     } else {
       ::dup2(in[0], 0);
+    }
+    if (spec.uid >= 0) {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(spec.gid)) != 0 ||
+          ::setuid(static_cast<uid_t>(spec.uid)) != 0)
+        ::_exit(122);
     }
     if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) ::_exit(120);
     ::execve(argv[0], argv.data(), envp.data());

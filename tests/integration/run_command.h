@@ -17,6 +17,10 @@ struct RunSpec {
   bool stdin_devnull = true;
   bool stdin_hold = false;                     // keep stdin open (after stdin_data) until wait() ends
   std::string cwd;                             // "" = the test's
+  // Run as this user (uid, gid; no supplementary groups) instead of the
+  // test's: an "other user on the same machine" (tests/security/other_user.h).
+  // -1: the test's own. Needs root.
+  long uid = -1, gid = -1;
 };
 
 struct RunResult {
