@@ -81,6 +81,11 @@ constexpr const char* kHwlocBlacklistVar = "HWLOC_PLUGINS_BLACKLIST";
 constexpr const char* kHwlocBlacklist = "hwloc_opencl,hwloc_gl,hwloc_xml_libxml";
 bool g_set_blacklist = false;  // prepare() set kHwlocBlacklistVar
 
+#if DLAUNCH_HAVE_PMIX
+// libpmix's listener once sealed: a Unix socket in the job's 0700 temp dir.
+std::string listener_path(const std::string& tmpdir) { return tmpdir + "/pmix.sock"; }
+#endif
+
 std::string tmp_base() {
   const char* base = std::getenv("TMPDIR");
   return base && *base ? base : "/tmp";
@@ -192,13 +197,12 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
   // job of /bin/true more than it saved an MPI one (docs/benchmarks.md).
   reap_dead_agents(*prep);
   if (!advance(Prep::kIdle)) return finish(Prep::kIdle);
-  // Until a rank connects (MPI_Init) or the agent leaves. Nothing of hwloc or
-  // libpmix has run so far, so an agent leaving now waits for nothing. (The
-  // topology is not discovered ahead either: that cost a job of /bin/true
-  // measurable CPU, and gained an MPI job nothing measurable.)
-  pollfd fds[2] = {{prep->door->listen_fd(), POLLIN, 0}, {prep->wake[0], POLLIN, 0}};
-  while (::poll(fds, 2, -1) < 0 && errno == EINTR) {}
-  if (!advance(Prep::kStarting)) return finish(Prep::kIdle);
+  // Until a rank of the agent's user connects (MPI_Init) or the agent
+  // leaves; another user's connection is refused here and starts nothing.
+  // Nothing of hwloc or libpmix has run so far, so an agent leaving now waits
+  // for nothing. (The topology is not discovered ahead either: that cost a
+  // job of /bin/true measurable CPU, and gained an MPI job nothing measurable.)
+  if (!prep->door->admit(prep->wake[0]) || !advance(Prep::kStarting)) return finish(Prep::kIdle);
   uint16_t upstream = 0;
   try {
     // Made now, by the first rank's connection (tmpdir_name); PmixServer
@@ -234,6 +238,11 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
     for (auto& kv : real)
       if (kv.first == "PMIX_SERVER_URI41") upstream = pmix::uri_port(kv.second);
     if (upstream == 0) throw IoError("pmix: libpmix gave no tcp4 loopback PMIX_SERVER_URI41");
+    // Only the door reaches libpmix from here on (pmix/listener_seal.h).
+    server->seal(upstream, listener_path(tmpdir), [](long uid) {
+      std::cerr << "dlaunch-agent: warning: cut a connection that reached libpmix's own port, from " +
+                       pmix::describe_user(uid) + "\n";
+    });
     for (auto& m : pmix::env_mismatches(pmix::predicted_rank_env(map, first, prep->door->port()), real))
       std::cerr << "dlaunch-agent: warning: a rank's PMIx environment differs from libpmix's: " + m + "\n";
     std::lock_guard<std::mutex> lock(prep->mu);
@@ -252,7 +261,7 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
     prep->door->close_listener();  // waiting and later clients fail at once
     return finish(Prep::kFailed);
   }
-  prep->door->relay(upstream, prep->wake[0]);
+  prep->door->relay(listener_path(tmpdir), prep->wake[0]);
   finish(Prep::kServing);
 }
 #endif
@@ -474,7 +483,11 @@ std::vector<std::vector<std::pair<std::string, std::string>>> MpiJob::start_spaw
   server->register_spawn(children, m.children.front().rank);
   std::vector<std::vector<std::pair<std::string, std::string>>> envs;
   if (m.elsewhere) return envs;
-  for (int k = 0; k < children.world_size; ++k) envs.push_back(server->spawn_env(children, k));
+  // Children reach the server through the door, as the job's ranks do.
+  for (int k = 0; k < children.world_size; ++k) {
+    envs.push_back(server->spawn_env(children, k));
+    pmix::point_uris_at(envs.back(), prep_->door->port());
+  }
   return envs;
 #else
   (void)m;

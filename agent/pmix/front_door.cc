@@ -5,12 +5,15 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <optional>
 #include <list>
 #include <string>
@@ -61,15 +64,41 @@ std::optional<unsigned> loopback_peer_uid(uint16_t peer_port, uint16_t our_port,
 
 namespace {
 
-// Only processes of the agent's own user may reach its PMIx server. The
-// PMIx client protocol has no place for the job token; libpmix's own
-// listener trusts any local connection, so the door checks the owner.
-bool same_user(int fd, uint16_t our_port) {
+// The uid owning the client end of accepted socket `fd`; -1 when unknown.
+long peer_uid(int fd, uint16_t our_port) {
   sockaddr_in peer{};
   socklen_t len = sizeof peer;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return false;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return -1;
   auto uid = loopback_peer_uid(ntohs(peer.sin_port), our_port, "/proc/net/tcp");
-  return uid && *uid == ::geteuid();
+  return uid ? static_cast<long>(*uid) : -1;
+}
+
+}  // namespace
+
+std::string describe_user(long uid) {
+  if (uid < 0) return "unknown user";
+  passwd pw{}, *found = nullptr;
+  char buf[1024];
+  if (::getpwuid_r(static_cast<uid_t>(uid), &pw, buf, sizeof buf, &found) == 0 && found != nullptr)
+    return "uid " + std::to_string(uid) + " (" + found->pw_name + ")";
+  return "uid " + std::to_string(uid);
+}
+
+namespace {
+
+// Connects to the Unix socket `path`; -1 on failure.
+int connect_unix(const std::string& path) {
+  sockaddr_un a{};
+  if (path.size() >= sizeof a.sun_path) return -1;
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(s);
+    return -1;
+  }
+  return s;
 }
 
 void no_delay(int fd) {
@@ -123,6 +152,24 @@ bool push(Flow& f) {
   return true;
 }
 
+// Connects each of `clients` to the Unix socket `upstream` as a new link; a
+// client whose connect fails is closed. Empties `clients`.
+void link_to(const std::string& upstream, std::vector<int>& clients, std::list<Link>& links) {
+  for (int c : clients) {
+    const int s = connect_unix(upstream);
+    if (s < 0) {
+      ::close(c);
+      continue;
+    }
+    ::fcntl(s, F_SETFL, ::fcntl(s, F_GETFL) | O_NONBLOCK);
+    no_delay(c);
+    Link& l = links.emplace_back();
+    l.up.from = c, l.up.to = s;
+    l.down.from = s, l.down.to = c;
+  }
+  clients.clear();
+}
+
 }  // namespace
 
 FrontDoor::FrontDoor() {
@@ -141,7 +188,50 @@ FrontDoor::FrontDoor() {
   port_ = ntohs(a.sin_port);
 }
 
-FrontDoor::~FrontDoor() { close_listener(); }
+FrontDoor::~FrontDoor() {
+  close_listener();
+  for (int fd : admitted_) ::close(fd);
+}
+
+// Refused connections reach the job's stderr: the first few of each uid, so
+// that a flood cannot bury the job's own output.
+void FrontDoor::report_refusal(long uid) {
+  constexpr int kShown = 3;
+  const int n = ++refusals_[uid];
+  if (n > kShown + 1) return;
+  std::string line = "dlaunch-agent: warning: refused a connection to this job's PMIx port from " + describe_user(uid) +
+                     ": only the job's user (uid " + std::to_string(::geteuid()) + ") may connect";
+  if (n == kShown + 1) line += "; more from it are not shown";
+  std::cerr << line + "\n";
+}
+
+void FrontDoor::accept_waiting() {
+  for (;;) {
+    const int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c < 0) return;
+    const long uid = peer_uid(c, port_);
+    if (uid != static_cast<long>(::geteuid())) {
+      ::close(c);
+      report_refusal(uid);
+      continue;
+    }
+    admitted_.push_back(c);
+  }
+}
+
+bool FrontDoor::admit(int stop_fd) {
+  while (admitted_.empty()) {
+    if (listen_fd_ < 0) return false;
+    pollfd fds[2] = {{stop_fd, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (fds[0].revents) return false;
+    if (fds[1].revents & POLLIN) accept_waiting();
+  }
+  return true;
+}
 
 bool FrontDoor::pending() const {
   if (listen_fd_ < 0) return false;
@@ -154,11 +244,12 @@ void FrontDoor::close_listener() {
   listen_fd_ = -1;
 }
 
-void FrontDoor::relay(uint16_t upstream_port, int stop_fd) {
+void FrontDoor::relay(const std::string& upstream, int stop_fd) {
   std::list<Link> links;
   std::vector<pollfd> fds;
   std::vector<std::pair<Link*, int>> owner;  // fds[i + 2] belongs to link, 0: client fd, 1: server fd
   for (;;) {
+    link_to(upstream, admitted_, links);
     fds.assign({{stop_fd, POLLIN, 0}, {listen_fd_, static_cast<short>(listen_fd_ >= 0 ? POLLIN : 0), 0}});
     owner.clear();
     for (auto& l : links) {
@@ -174,29 +265,7 @@ void FrontDoor::relay(uint16_t upstream_port, int stop_fd) {
     }
     if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) break;
     if (fds[0].revents) break;
-    if (fds[1].revents & POLLIN) {
-      for (;;) {
-        int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (c < 0) break;
-        if (!same_user(c, port_)) {
-          ::close(c);
-          continue;
-        }
-        int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in a = loopback(upstream_port);
-        if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-          if (s >= 0) ::close(s);
-          ::close(c);
-          continue;
-        }
-        ::fcntl(s, F_SETFL, ::fcntl(s, F_GETFL) | O_NONBLOCK);
-        no_delay(c);
-        no_delay(s);
-        Link& l = links.emplace_back();
-        l.up.from = c, l.up.to = s;
-        l.down.from = s, l.down.to = c;
-      }
-    }
+    if (fds[1].revents & POLLIN) accept_waiting();
     for (size_t i = 2; i < fds.size(); ++i) {
       Link& l = *owner[i - 2].first;
       const short ev = fds[i].revents;

@@ -8,14 +8,25 @@
 // loopback port of its own from the start: a client's connect() completes in
 // the kernel's backlog, and its handshake waits in the socket until the PMIx
 // server is up. Then relay() connects each client to libpmix's own listener
-// and copies bytes both ways until either side closes. Nothing is read from a
-// client before the server is ready.
+// (a Unix socket in the job's private temp dir: listener_seal.h) and copies
+// bytes both ways until either side closes. Nothing is read from a client
+// before the server is ready.
+//
+// Only processes of the agent's own user get in: the PMIx client protocol has
+// no place for the job's token, so the door reads each accepted socket's
+// owner from /proc/net/tcp and closes any other user's at once, before a byte
+// is read or relayed, and before libpmix is started for it (admit). Each
+// refusal is reported on stderr with the intruder's uid and name (the first
+// three of each uid; then that more are not shown).
 //
 // No libpmix here. Threading: one thread runs relay(); pending() and port()
 // may be called from any thread; the destructor closes every socket and must
 // not run while relay() does.
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace dl::agent::pmix {
 
@@ -34,21 +45,37 @@ class FrontDoor {
   // True when a client has connected and not been accepted yet.
   bool pending() const;
 
-  // Accepts clients (those already waiting first; a client owned by another
-  // user than the agent's is closed at once), connects each to
-  // 127.0.0.1:`upstream_port` and copies bytes both ways. Returns when
-  // `stop_fd` becomes readable. A client whose upstream connect fails is
-  // closed (its PMIx_Init then fails with "unreachable").
-  void relay(uint16_t upstream_port, int stop_fd);
+  // Waits until a client of the agent's own user has connected and keeps it
+  // for relay(); clients of other users are closed and reported. True once
+  // one is kept, false when `stop_fd` becomes readable first or the door is
+  // closed.
+  bool admit(int stop_fd);
+
+  // Relays the clients admit() kept and every client of the agent's user that
+  // connects later (others are closed and reported): connects each to the
+  // Unix socket `upstream` and copies bytes both ways. Returns when `stop_fd`
+  // becomes readable. A client whose upstream connect fails is closed (its
+  // PMIx_Init then fails with "unreachable").
+  void relay(const std::string& upstream, int stop_fd);
 
   // Stops listening: clients that connect later are refused at once, and
   // those waiting in the backlog see the connection closed.
   void close_listener();
 
  private:
+  // Accepts what waits in the backlog: clients of the agent's user join
+  // admitted_, others are closed and reported.
+  void accept_waiting();
+  void report_refusal(long uid);
+
   int listen_fd_ = -1;
   uint16_t port_ = 0;
+  std::vector<int> admitted_;            // accepted, not yet relayed
+  std::map<long, int> refusals_;         // uid -> connections refused
 };
+
+// "uid 1001 (mallory)" ("uid 1001" when it has no name, "unknown user" for -1).
+std::string describe_user(long uid);
 
 // The uid that owns the loopback socket 127.0.0.1:peer_port connected to
 // 127.0.0.1:our_port, read from `table` (/proc/net/tcp); nullopt if absent.

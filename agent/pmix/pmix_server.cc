@@ -13,6 +13,7 @@
 #include <map>
 
 #include "agent/pmix/job_info.h"
+#include "agent/pmix/listener_seal.h"
 #include "agent/pmix/local_topology.h"
 #include "agent/pmix/server_module.h"
 #include "errors/error.h"
@@ -93,7 +94,11 @@ std::vector<std::pair<std::string, std::string>> setup_fork(const std::string& n
 }  // namespace
 
 std::string shm_dir(const JobMap& map) {
-  return "/dev/shm/dlaunch-" + std::to_string(::getpid()) + "-" + map.nspace;
+  // Named for the job's temp dir (dlaunch-<pid>-<random>), never for the
+  // job's namespace: every user can list /dev/shm.
+  const std::string base = std::filesystem::path(map.tmpdir).filename().string();
+  const size_t dash = base.rfind('-');
+  return "/dev/shm/dlaunch-" + std::to_string(::getpid()) + "-" + (dash == std::string::npos ? base : base.substr(dash + 1));
 }
 
 std::vector<std::pair<std::string, std::string>> ompi_env(const JobMap& map) {
@@ -159,6 +164,12 @@ uint16_t uri_port(const std::string& uri) {
   }
 }
 
+void point_uris_at(std::vector<std::pair<std::string, std::string>>& env, uint16_t port) {
+  const std::string uri = server_nspace() + ".0;tcp4://127.0.0.1:" + std::to_string(port);
+  for (auto& [k, v] : env)
+    if (is_uri_var(k)) v = uri;
+}
+
 std::vector<std::pair<std::string, std::string>> predicted_rank_env(const JobMap& map, int global_rank,
                                                                     uint16_t port) {
   validate(map);
@@ -166,7 +177,6 @@ std::vector<std::pair<std::string, std::string>> predicted_rank_env(const JobMap
     throw UsageError("pmix: rank " + std::to_string(global_rank) + " is not on host " +
                      map.node_hosts[map.node_rank]);
   const std::string pmix_dir = map.tmpdir + "/pmix";
-  const std::string uri = server_nspace() + ".0;tcp4://127.0.0.1:" + std::to_string(port);
   std::vector<std::pair<std::string, std::string>> env = {
       {"PMIX_NAMESPACE", map.nspace},
       {"PMIX_RANK", std::to_string(global_rank)},
@@ -178,7 +188,8 @@ std::vector<std::pair<std::string, std::string>> predicted_rank_env(const JobMap
       {"PMIX_GDS_MODULE", "hash"},
       {"PMIX_HOSTNAME", map.node_hosts[map.node_rank]},
   };
-  for (const char* v : kUriVars) env.emplace_back(v, uri);
+  for (const char* v : kUriVars) env.emplace_back(v, "");
+  point_uris_at(env, port);
   for (auto& kv : ompi_env(map)) env.push_back(kv);
   return env;
 }
@@ -458,6 +469,15 @@ void PmixServer::serve_direct_modex(int rank, std::function<void(bool ok, std::s
     delete holder;
     state_->cb.post([fn] { fn(false, std::string()); });
   }
+}
+
+void PmixServer::seal(uint16_t tcp_port, const std::string& path, std::function<void(long uid)> refused) {
+  if (!running_) throw UsageError("pmix: seal needs a running server");
+  seal_tcp_listener(tcp_port, path);
+  auto sweeper = std::make_shared<TcpClientSweeper>(tcp_port, std::move(refused));
+  sweeper->sweep();
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->admit_client = [sweeper] { return sweeper->sweep() == 0; };
 }
 
 void PmixServer::abandon() {

@@ -171,6 +171,14 @@ class PmixServer {
   // has committed its data).
   void serve_direct_modex(int rank, std::function<void(bool ok, std::string blob)> reply);
 
+  // Takes libpmix's listener on 127.0.0.1:`tcp_port` (the port of its
+  // PMIX_SERVER_URI41) away from other users: from now on libpmix accepts
+  // only on the Unix socket `path` (listener_seal.h), and a client that
+  // reached the TCP port before is cut and refused at its handshake, with
+  // `refused(uid)` told of it (on any thread). Throws IoError when the
+  // listener cannot be replaced (then the server must not be used).
+  void seal(uint16_t tcp_port, const std::string& path, std::function<void(long uid)> refused);
+
   // Finalizes libpmix, removes map.tmpdir/pmix and shm_dir(map). Pending fences are
   // dropped (their ranks are being killed). Idempotent.
   void stop();
@@ -230,6 +238,10 @@ std::vector<std::pair<std::string, std::string>> predicted_rank_env(const JobMap
 // all a client reads). Empty when they agree.
 std::vector<std::string> env_mismatches(const std::vector<std::pair<std::string, std::string>>& predicted,
                                         const std::vector<std::pair<std::string, std::string>>& real);
+
+// Sets every PMIX_SERVER_URI* of `env` to the server's name at
+// 127.0.0.1:`port` (the agent's front door).
+void point_uris_at(std::vector<std::pair<std::string, std::string>>& env, uint16_t port);
 
 // The port of the listener in `uri` ("nspace.rank;tcp4://127.0.0.1:PORT"); 0
 // when it is not a tcp4 loopback address.

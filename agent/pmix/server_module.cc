@@ -38,14 +38,18 @@ void post_rank_event(const pmix_proc_t* proc, std::function<void(int)> Callbacks
   });
 }
 
+// libpmix 4.2 closes a client whose client_connected upcall fails, before
+// it reads any request of it; it ignores a failing client_connected2, so the
+// module sets only this one.
 pmix_status_t on_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t, void*) {
+  std::function<bool()> admit;
+  if (ServerState* s = g_state.load()) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    admit = s->admit_client;
+  }
+  if (admit && !admit()) return PMIX_ERR_UNREACH;
   post_rank_event(proc, &Callbacks::connected);
   return PMIX_OPERATION_SUCCEEDED;
-}
-
-pmix_status_t on_connected2(const pmix_proc_t* proc, void* obj, pmix_info_t*, size_t,
-                            pmix_op_cbfunc_t cbfunc, void* cbdata) {
-  return on_connected(proc, obj, cbfunc, cbdata);
 }
 
 pmix_status_t on_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t, void*) {
@@ -308,7 +312,6 @@ pmix_server_module_t make_server_module(bool with_direct_modex) {
   pmix_server_module_t m;
   std::memset(&m, 0, sizeof(m));
   m.client_connected = on_connected;
-  m.client_connected2 = on_connected2;
   m.client_finalized = on_finalized;
   m.abort = on_abort;
   m.fence_nb = on_fence;

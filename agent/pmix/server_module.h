@@ -58,6 +58,10 @@ struct ServerState {
   std::map<uint64_t, PendingSpawn> spawns;
   std::map<uint64_t, PendingModex> fences;
   std::map<uint64_t, PendingModex> dmodex;
+  // Asked as each client finishes its handshake, before libpmix reads a
+  // request from it; false refuses the client (libpmix closes it). Empty:
+  // every client is let in (PmixServer::seal sets it).
+  std::function<bool()> admit_client;
 };
 
 // The one live state (libpmix is a process singleton), or null.

@@ -8,14 +8,18 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <atomic>
 #include <filesystem>
 #include <string>
 #include <thread>
 
 #include "agent/pmix/front_door.h"
+#include "agent/pmix/listener_seal.h"
 #include "agent/pmix/pmix_server.h"
 #include "errors/error.h"
 
@@ -57,21 +61,27 @@ std::string read_n(int fd, size_t n) {
   return out;
 }
 
-// An upstream "server": listens on loopback, answers each connection by
-// echoing what it reads with a prefix.
+// An upstream "server": a Unix socket in a fresh temp dir, as libpmix's
+// sealed listener is.
 struct EchoServer {
   int fd = -1;
-  uint16_t port = 0;
+  std::string dir, path;
   EchoServer() {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a = loopback(0);
-    socklen_t len = sizeof a;
+    char tmpl[] = "/tmp/dl_door.XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir = tmpl;
+    path = dir + "/s";
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, path.c_str());
+    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     REQUIRE(::listen(fd, 16) == 0);
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
   }
-  ~EchoServer() { ::close(fd); }
+  ~EchoServer() {
+    ::close(fd);
+    std::filesystem::remove_all(dir);
+  }
 };
 
 }  // namespace
@@ -100,7 +110,7 @@ TEST_CASE("front door: a client that connects before the server exists is relaye
   EchoServer upstream;
   int stop[2];
   REQUIRE(::pipe(stop) == 0);
-  std::thread relay([&] { door.relay(upstream.port, stop[0]); });
+  std::thread relay([&] { door.relay(upstream.path, stop[0]); });
   int s = ::accept(upstream.fd, nullptr, nullptr);
   REQUIRE(s >= 0);
   writer.join();
@@ -137,7 +147,7 @@ TEST_CASE("front door: a client of another user is closed, never relayed", "[pmi
   EchoServer upstream;
   int stop[2];
   REQUIRE(::pipe(stop) == 0);
-  std::thread relay([&] { door.relay(upstream.port, stop[0]); });
+  std::thread relay([&] { door.relay(upstream.path, stop[0]); });
   // A child that becomes 'nobody' connects, writes and waits for a reply.
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
@@ -242,4 +252,108 @@ TEST_CASE("PMIX_VERSION is compared by its numbers: the headers' 4.2.2 agrees wi
   REQUIRE(diff.size() == 1);
   CHECK(diff[0] == "PMIX_VERSION: predicted '4.2.2', libpmix '4.2.3'");
   CHECK(env_mismatches(V{{"PMIX_VERSION", "4.2.2"}}, V{{"PMIX_VERSION", "5.0.1"}}).size() == 1);
+}
+
+TEST_CASE("front door: admit waits through another user's connection, and admits the owner's", "[pmix]") {
+  if (::geteuid() != 0) {
+    WARN("needs root to connect as another user; skipped");
+    return;
+  }
+  FrontDoor door;
+  int stop[2];
+  REQUIRE(::pipe(stop) == 0);
+  std::atomic<int> admitted{-1};
+  std::thread waiter([&] { admitted = door.admit(stop[0]) ? 1 : 0; });
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (try_connect(fd, door.port()) != 0) ::_exit(4);
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) != 1) ::_exit(5);
+    char c;
+    ::_exit(::read(fd, &c, 1) <= 0 ? 0 : 6);  // closed by the door: 0
+  }
+  int st = 0;
+  REQUIRE(::waitpid(child, &st, 0) == child);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
+  CHECK(admitted.load() == -1);  // still waiting: nobody's connection admitted nothing
+  int mine = connect_loopback(door.port());
+  waiter.join();
+  CHECK(admitted.load() == 1);
+  ::close(mine);
+  ::close(stop[0]);
+  ::close(stop[1]);
+}
+
+TEST_CASE("front door: admit returns false when told to stop", "[pmix]") {
+  FrontDoor door;
+  int stop[2];
+  REQUIRE(::pipe(stop) == 0);
+  REQUIRE(::write(stop[1], "x", 1) == 1);
+  CHECK_FALSE(door.admit(stop[0]));
+  ::close(stop[0]);
+  ::close(stop[1]);
+}
+
+TEST_CASE("listener seal: the TCP port is gone, the same descriptor accepts on the Unix socket, early clients are cut",
+          "[pmix]") {
+  const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_in a = loopback(0);
+  socklen_t len = sizeof a;
+  REQUIRE(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(l, 16) == 0);
+  REQUIRE(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  const uint16_t port = ntohs(a.sin_port);
+  // A client libpmix accepted before the seal.
+  const int early = connect_loopback(port);
+  pollfd p{l, POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 5000) == 1);
+  const int accepted = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+  REQUIRE(accepted >= 0);
+
+  char tmpl[] = "/tmp/dl_seal.XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string path = std::string(tmpl) + "/pmix.sock";
+  seal_tcp_listener(port, path);
+
+  int tcp = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  CHECK(try_connect(tcp, port) != 0);
+  CHECK(errno == ECONNREFUSED);
+  ::close(tcp);
+
+  sockaddr_un u{};
+  u.sun_family = AF_UNIX;
+  std::strcpy(u.sun_path, path.c_str());
+  const int unix_client = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(::connect(unix_client, reinterpret_cast<sockaddr*>(&u), sizeof u) == 0);
+  pollfd q{l, POLLIN, 0};
+  REQUIRE(::poll(&q, 1, 5000) == 1);
+  const int via_unix = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+  CHECK(via_unix >= 0);
+
+  std::vector<long> cut;
+  TcpClientSweeper sweeper(port, [&](long uid) { cut.push_back(uid); });
+  CHECK(sweeper.sweep() == 1);
+  CHECK(cut == std::vector<long>{static_cast<long>(::geteuid())});
+  CHECK(sweeper.sweep() == 0);  // each socket once
+  char c;
+  pollfd e{early, POLLIN, 0};
+  REQUIRE(::poll(&e, 1, 5000) == 1);
+  CHECK(::read(early, &c, 1) == 0);  // the early client sees its connection end
+
+  for (int fd : {early, accepted, unix_client, via_unix, l}) ::close(fd);
+  std::filesystem::remove_all(tmpl);
+}
+
+TEST_CASE("listener seal: no listener on the port is an error, and nothing is changed", "[pmix]") {
+  char tmpl[] = "/tmp/dl_seal.XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string path = std::string(tmpl) + "/pmix.sock";
+  FrontDoor door;  // a listener, but of another port
+  CHECK_THROWS_AS(seal_tcp_listener(static_cast<uint16_t>(door.port() + 1), path), dl::IoError);
+  CHECK_FALSE(std::filesystem::exists(path));
+  std::filesystem::remove_all(tmpl);
 }

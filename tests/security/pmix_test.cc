@@ -1,0 +1,277 @@
+// The PMIx server of a job (docs/security.md, "The PMIx server"), attacked
+// by another local user as findings F1 describes: a libpmix client of its own
+// that knows the job's namespace and server address, claims the job owner's
+// uid (an LD_PRELOAD of geteuid/getegid, which libpmix's `native` security
+// over TCP believes) and calls PMIx_Spawn or PMIx_Abort. It must get nowhere,
+// start nothing, and be named on the job's stderr; the job goes on.
+#include <catch2/catch.hpp>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "tests/security/other_user.h"
+
+using dl::sec::OtherUser;
+
+namespace {
+
+// PMIx_Init, then spawn `sh -c CMD`, abort with code 77, or nothing ("init").
+constexpr const char* kClient = R"(#include <pmix.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+  pmix_proc_t me;
+  if (argc < 2) return 2;
+  pmix_status_t rc = PMIx_Init(&me, NULL, 0);
+  if (rc != PMIX_SUCCESS) { printf("init failed %d\n", rc); return 10; }
+  printf("connected as %s:%u\n", me.nspace, me.rank);
+  fflush(stdout);
+  if (!strcmp(argv[1], "abort")) _exit(PMIx_Abort(77, "attacker was here", NULL, 0) == PMIX_SUCCESS ? 0 : 11);
+  if (!strcmp(argv[1], "spawn") && argc > 2) {
+    char* av[] = {"/bin/sh", "-c", argv[2], NULL};
+    pmix_app_t a;
+    PMIX_APP_CONSTRUCT(&a);
+    a.cmd = "/bin/sh";
+    a.argv = av;
+    a.maxprocs = 1;
+    char ns[PMIX_MAX_NSLEN + 1];
+    rc = PMIx_Spawn(NULL, 0, &a, 1, ns);
+    printf("spawn %d\n", rc);
+    _exit(rc == PMIX_SUCCESS ? 0 : 12);
+  }
+  _exit(0);
+}
+)";
+
+// Claims the uid and gid in $U and $G.
+constexpr const char* kShim = R"(#include <stdlib.h>
+#include <sys/types.h>
+uid_t geteuid(void) { return (uid_t)atoi(getenv("U")); }
+gid_t getegid(void) { return (gid_t)atoi(getenv("G")); }
+uid_t getuid(void) { return (uid_t)atoi(getenv("U")); }
+gid_t getgid(void) { return (gid_t)atoi(getenv("G")); }
+)";
+
+// Rank 0 writes its PMIx address, namespace and agent pid to DIR/info; every
+// rank then waits for DIR/go (60 s at most) and says it is done. With MPI,
+// between MPI_Init and a barrier.
+constexpr const char* kMpiRank = R"(import os, sys, time
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+d = sys.argv[1]
+if c.rank == 0:
+    with open(d + "/info.tmp", "w") as f:
+        f.write("%s\n%s\n%d\n" % (os.environ["PMIX_SERVER_URI41"], os.environ["PMIX_NAMESPACE"], os.getppid()))
+    os.rename(d + "/info.tmp", d + "/info")
+end = time.time() + 60
+while not os.path.exists(d + "/go") and time.time() < end:
+    time.sleep(0.05)
+c.Barrier()
+print("rank %d done" % c.rank)
+)";
+constexpr const char* kPlainRank =
+    R"(d="$1"; if [ "$RANK" = 0 ]; then printf '%s\n%s\n%s\n' "$PMIX_SERVER_URI41" "$PMIX_NAMESPACE" "$PPID" > "$d/info.tmp" && mv "$d/info.tmp" "$d/info"; fi
+i=0; while [ ! -e "$d/go" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo "rank $RANK done")";
+
+// A job of this user: 2 ranks on a host of 4 slots (room for a spawn), its
+// temp files in a private dir.
+struct Victim {
+  std::string dir;
+  dl::it::Child child;
+  std::string uri, nspace;
+  pid_t agent = -1;
+
+  explicit Victim(bool mpi) {
+    char tmpl[] = "/tmp/dlsec-victim.XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir = tmpl;
+    dl::it::RunSpec spec;
+    spec.set_env["TMPDIR"] = dir;
+    if (mpi) {
+      std::ofstream(dir + "/rank.py") << kMpiRank;
+      spec.argv = {dl::it::bin("dlaunch"), "-H", "localhost:4", "-n", "2", "/usr/bin/python3", dir + "/rank.py", dir};
+    } else {
+      spec.argv = {dl::it::bin("dlaunch"), "-H", "localhost:4", "-n", "2", "/bin/sh", "-c", kPlainRank, "rank", dir};
+    }
+    child = dl::it::start(spec);
+  }
+  ~Victim() {
+    // A killed job's agent may still be removing its own files in there.
+    std::error_code ec;
+    for (int i = 0; i < 50 && (std::filesystem::remove_all(dir, ec), std::filesystem::exists(dir)); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  // Waits for rank 0's info; false after 60 s.
+  bool read_info() {
+    for (int i = 0; i < 600 && !std::filesystem::exists(dir + "/info"); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream f(dir + "/info");
+    std::string pid;
+    if (!std::getline(f, uri) || !std::getline(f, nspace) || !std::getline(f, pid)) return false;
+    agent = static_cast<pid_t>(std::stol(pid));
+    return true;
+  }
+  // Lets the ranks finish.
+  dl::it::RunResult finish() {
+    std::ofstream(dir + "/go") << "";
+    return dl::it::wait(child, 90);
+  }
+  // Temp dirs the agent made (dlaunch-<pid>-...): made only when libpmix starts.
+  int agent_temp_dirs() const {
+    int n = 0;
+    for (auto& e : std::filesystem::directory_iterator(dir))
+      if (e.path().filename().string().rfind("dlaunch-", 0) == 0) ++n;
+    return n;
+  }
+};
+
+// The environment a rank's PMIx client reads, pointing at the victim's server.
+std::map<std::string, std::string> pmix_env(const Victim& v, const std::string& rank) {
+  return {{"PMIX_NAMESPACE", v.nspace},        {"PMIX_RANK", rank},
+          {"PMIX_SERVER_URI41", v.uri},        {"PMIX_SERVER_URI4", v.uri},
+          {"PMIX_SECURITY_MODE", "native"},    {"PMIX_GDS_MODULE", "hash"},
+          {"PMIX_BFROP_BUFFER_TYPE", "PMIX_BFROP_BUFFER_NON_DESC"}};
+}
+
+// The attacker's client and uid shim, built into its dir.
+struct Tools {
+  std::string client, shim;
+  explicit Tools(const std::string& dir) {
+    client = dl::sec::compile_c(dir, "pmix_client", kClient, "$(pkg-config --cflags --libs pmix)");
+    shim = dl::sec::compile_c(dir, "uid_shim.so", kShim, "-shared -fPIC");
+  }
+};
+
+// Runs the client as `other`, claiming this process's uid and gid.
+dl::it::RunResult attack(const OtherUser& other, const Tools& tools, const Victim& v,
+                         const std::vector<std::string>& args) {
+  dl::it::RunSpec spec;
+  spec.argv = {tools.client};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.set_env = pmix_env(v, "0");
+  spec.set_env["LD_PRELOAD"] = tools.shim;
+  spec.set_env["U"] = std::to_string(::geteuid());
+  spec.set_env["G"] = std::to_string(::getegid());
+  return dl::it::run(other.as(spec), 60);
+}
+
+// TCP ports on which process `pid` listens (its sockets' inodes looked up in
+// /proc/net/tcp and tcp6).
+std::vector<unsigned> listening_ports(pid_t pid) {
+  std::set<std::string> inodes;
+  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+  for (auto& e : std::filesystem::directory_iterator(fds)) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (!ec && target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::vector<unsigned> ports;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream f(table);
+    std::string line;
+    std::getline(f, line);
+    while (std::getline(f, line)) {
+      std::istringstream in(line);
+      std::string sl, local, remote, st, q, tr, rt, uid, timeout, inode;
+      in >> sl >> local >> remote >> st >> q >> tr >> rt >> uid >> timeout >> inode;
+      if (st == "0A" && inodes.count(inode)) ports.push_back(std::stoul(local.substr(local.find(':') + 1), nullptr, 16));
+    }
+  }
+  return ports;
+}
+
+std::string refusal_of(const OtherUser& other) {
+  return "refused a connection to this job's PMIx port from uid " + std::to_string(other.uid()) + " (" + other.name() +
+         ")";
+}
+
+}  // namespace
+
+TEST_CASE("PMIx server: another user's client starts nothing in a job that never called MPI_Init, and is named",
+          "[security][pmix]") {
+  if (!OtherUser::available()) {
+    WARN("needs root and useradd to make another user; skipped");
+    return;
+  }
+  OtherUser other;
+  Tools tools(other.dir());
+  Victim v(false);
+  dl::it::ChildGuard guard{v.child, v.dir};
+  REQUIRE(v.read_info());
+  const auto r = attack(other, tools, v, {"spawn", "id -u > " + other.dir() + "/pwned"});
+  INFO(r.out + r.err);
+  CHECK(r.code != 0);
+  CHECK(r.out.find("connected") == std::string::npos);
+  CHECK(v.agent_temp_dirs() == 0);  // libpmix was never started for it
+  const auto job = v.finish();
+  INFO(job.out + job.err);
+  CHECK(job.code == 0);
+  CHECK(job.out.find("rank 0 done") != std::string::npos);
+  CHECK(job.out.find("rank 1 done") != std::string::npos);
+  CHECK(job.err.find(refusal_of(other)) != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(other.dir() + "/pwned"));
+}
+
+TEST_CASE("PMIx server: in a running MPI job, another user can neither spawn nor abort, libpmix has no TCP port",
+          "[security][pmix][slow]") {
+  if (!OtherUser::available()) {
+    WARN("needs root and useradd to make another user; skipped");
+    return;
+  }
+  OtherUser other;
+  Tools tools(other.dir());
+  Victim v(true);
+  dl::it::ChildGuard guard{v.child, v.dir};
+  REQUIRE(v.read_info());
+  // libpmix serves rank 0 by now; the agent listens on TCP only at the door.
+  const std::string door = v.uri.substr(v.uri.rfind(':') + 1);
+  CHECK(listening_ports(v.agent) == std::vector<unsigned>{static_cast<unsigned>(std::stoul(door))});
+  const auto spawn = attack(other, tools, v, {"spawn", "id -u > " + other.dir() + "/pwned"});
+  INFO("spawn: " + spawn.out + spawn.err);
+  CHECK(spawn.code != 0);
+  CHECK(spawn.out.find("connected") == std::string::npos);
+  const auto abort = attack(other, tools, v, {"abort"});
+  INFO("abort: " + abort.out + abort.err);
+  CHECK(abort.code != 0);
+  CHECK(abort.out.find("connected") == std::string::npos);
+  const auto job = v.finish();
+  INFO(job.out + job.err);
+  CHECK(job.code == 0);
+  CHECK(job.out.find("rank 0 done") != std::string::npos);
+  CHECK(job.out.find("rank 1 done") != std::string::npos);
+  CHECK(job.err.find(refusal_of(other)) != std::string::npos);
+  CHECK(job.err.find("attacker was here") == std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(other.dir() + "/pwned"));
+}
+
+TEST_CASE("PMIx server: the same client run by the job's own user gets in (the refusals are the uid check)",
+          "[security][pmix][slow]") {
+  if (!OtherUser::available()) {
+    WARN("needs root and useradd to build the attacker's tools where the other tests do; skipped");
+    return;
+  }
+  OtherUser other;
+  Tools tools(other.dir());
+  Victim v(true);
+  dl::it::ChildGuard guard{v.child, v.dir};
+  REQUIRE(v.read_info());
+  dl::it::RunSpec spec;
+  spec.argv = {tools.client, "init"};
+  spec.set_env = pmix_env(v, "0");
+  const auto r = dl::it::run(spec, 60);
+  INFO(r.out + r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("connected as " + v.nspace + ":0") != std::string::npos);
+  // A second client as rank 0 would confuse the job's MPI_Finalize: the
+  // guard ends the job.
+}
