@@ -520,7 +520,7 @@ void Job::on_signal(int sig) {
 
 // SIGQUIT (Ctrl-\ on a terminal) from now on reports where every rank is; the job goes on.
 void Job::start_stack_collector() {
-  StackOptions so{opts_.stack_timeout_s, opts_.report_dir, opts_.report_json, job_id_};
+  StackOptions so{opts_.stack_timeout_s, opts_.report_dir, opts_.report_json};
   StackCollector::Hooks hooks;
   hooks.sources = [this] {
     std::vector<StackSource> out;

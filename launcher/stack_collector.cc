@@ -131,7 +131,8 @@ void StackCollector::write_report(const std::string& reason, const std::vector<S
   std::error_code ec;
   if (opts_.report_dir.empty()) {
     const char* tmp = ::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-stacks-" + opts_.job_id + "-XXXXXX";
+    // No job id in the name: every user can list /tmp.
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-stacks-XXXXXX";
     if (!::mkdtemp(tmpl.data())) {
       where = "could not make a directory for the full stacks (" + tmpl + ": " + std::strerror(errno) +
               "); give one with --report-dir";

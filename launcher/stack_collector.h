@@ -21,7 +21,6 @@ struct StackOptions {
   double timeout_s = 10;    // --stack-timeout: each agent's bound; 0 = collect nothing
   std::string report_dir;   // --report-dir; "" = a new temp dir, named on stderr and left behind
   std::string report_json;  // --report-json FILE: the latest report as JSON there too; "" = none
-  std::string job_id;       // names the temp dir
 };
 
 // An agent to ask: its node, its host, and the ranks it runs.
