@@ -26,6 +26,7 @@
 
 #if DLAUNCH_HAVE_PMIX
 #include "agent/pmix/front_door.h"
+#include "agent/pmix/listener_seal.h"
 #include "agent/pmix/local_topology.h"
 #include "agent/pmix/pmix_loader.h"
 #include "agent/pmix/pmix_server.h"
@@ -204,6 +205,7 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
   // job of /bin/true measurable CPU, and gained an MPI job nothing measurable.)
   if (!prep->door->admit(prep->wake[0]) || !advance(Prep::kStarting)) return finish(Prep::kIdle);
   uint16_t upstream = 0;
+  std::unique_ptr<pmix::ListenerSeal> seal;
   try {
     // Made now, by the first rank's connection (tmpdir_name); PmixServer
     // makes pmix/ in it, and pmix/<nspace> and the /dev/shm dir at register_job.
@@ -239,7 +241,8 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
       if (kv.first == "PMIX_SERVER_URI41") upstream = pmix::uri_port(kv.second);
     if (upstream == 0) throw IoError("pmix: libpmix gave no tcp4 loopback PMIX_SERVER_URI41");
     // Only the door reaches libpmix from here on (pmix/listener_seal.h).
-    server->seal(upstream, listener_path(tmpdir), [](long uid) {
+    seal = std::make_unique<pmix::ListenerSeal>(upstream, listener_path(tmpdir));
+    server->refuse_tcp_clients(upstream, [](long uid) {
       std::cerr << "dlaunch-agent: warning: cut a connection that reached libpmix's own port, from " +
                        pmix::describe_user(uid) + "\n";
     });
@@ -261,7 +264,7 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
     prep->door->close_listener();  // waiting and later clients fail at once
     return finish(Prep::kFailed);
   }
-  prep->door->relay(listener_path(tmpdir), prep->wake[0]);
+  prep->door->relay(listener_path(tmpdir), prep->wake[0], [&seal] { seal->wake(); });
   finish(Prep::kServing);
 }
 #endif

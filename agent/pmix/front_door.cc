@@ -153,8 +153,10 @@ bool push(Flow& f) {
 }
 
 // Connects each of `clients` to the Unix socket `upstream` as a new link; a
-// client whose connect fails is closed. Empties `clients`.
-void link_to(const std::string& upstream, std::vector<int>& clients, std::list<Link>& links) {
+// client whose connect fails is closed; `connected` runs after each connect.
+// Empties `clients`.
+void link_to(const std::string& upstream, std::vector<int>& clients, std::list<Link>& links,
+             const std::function<void()>& connected) {
   for (int c : clients) {
     const int s = connect_unix(upstream);
     if (s < 0) {
@@ -163,6 +165,7 @@ void link_to(const std::string& upstream, std::vector<int>& clients, std::list<L
     }
     ::fcntl(s, F_SETFL, ::fcntl(s, F_GETFL) | O_NONBLOCK);
     no_delay(c);
+    if (connected) connected();
     Link& l = links.emplace_back();
     l.up.from = c, l.up.to = s;
     l.down.from = s, l.down.to = c;
@@ -244,12 +247,12 @@ void FrontDoor::close_listener() {
   listen_fd_ = -1;
 }
 
-void FrontDoor::relay(const std::string& upstream, int stop_fd) {
+void FrontDoor::relay(const std::string& upstream, int stop_fd, const std::function<void()>& connected) {
   std::list<Link> links;
   std::vector<pollfd> fds;
   std::vector<std::pair<Link*, int>> owner;  // fds[i + 2] belongs to link, 0: client fd, 1: server fd
   for (;;) {
-    link_to(upstream, admitted_, links);
+    link_to(upstream, admitted_, links, connected);
     fds.assign({{stop_fd, POLLIN, 0}, {listen_fd_, static_cast<short>(listen_fd_ >= 0 ? POLLIN : 0), 0}});
     owner.clear();
     for (auto& l : links) {

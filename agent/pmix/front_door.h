@@ -23,6 +23,7 @@
 // may be called from any thread; the destructor closes every socket and must
 // not run while relay() does.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -55,8 +56,9 @@ class FrontDoor {
   // connects later (others are closed and reported): connects each to the
   // Unix socket `upstream` and copies bytes both ways. Returns when `stop_fd`
   // becomes readable. A client whose upstream connect fails is closed (its
-  // PMIx_Init then fails with "unreachable").
-  void relay(const std::string& upstream, int stop_fd);
+  // PMIx_Init then fails with "unreachable"). `connected`, if given, runs
+  // after each upstream connect.
+  void relay(const std::string& upstream, int stop_fd, const std::function<void()>& connected = {});
 
   // Stops listening: clients that connect later are refused at once, and
   // those waiting in the backlog see the connection closed.

@@ -70,22 +70,34 @@ int unix_listener(const std::string& path) {
 
 }  // namespace
 
-void seal_tcp_listener(uint16_t port, const std::string& path) {
-  int old = -1;
+ListenerSeal::ListenerSeal(uint16_t port, const std::string& path) {
+  int listener = -1;
   for (int fd : own_sockets())
-    if (listening(fd) && loopback_port(fd) == port) old = fd;
-  if (old < 0)
+    if (listening(fd) && loopback_port(fd) == port) listener = fd;
+  if (listener < 0)
     throw IoError("pmix: libpmix's listener on 127.0.0.1:" + std::to_string(port) +
                   " is not among this process's sockets; refusing to serve it to every local user");
   const int fresh = unix_listener(path);
-  if (::dup3(fresh, old, O_CLOEXEC) < 0) {
+  old_ = ::fcntl(listener, F_DUPFD_CLOEXEC, 0);
+  if (old_ < 0 || ::dup3(fresh, listener, O_CLOEXEC) < 0) {
     const int e = errno;
+    if (old_ >= 0) ::close(old_);
     ::close(fresh);
     ::unlink(path.c_str());
     errno = e;
     throw_errno("pmix: cannot put the Unix listener in place of libpmix's TCP listener");
   }
   ::close(fresh);
+}
+
+ListenerSeal::~ListenerSeal() { wake(); }
+
+void ListenerSeal::wake() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (old_ < 0) return;
+  ::shutdown(old_, SHUT_RDWR);
+  ::close(old_);
+  old_ = -1;
 }
 
 int TcpClientSweeper::sweep() {
@@ -103,7 +115,8 @@ int TcpClientSweeper::sweep() {
     }
     ::shutdown(fd, SHUT_RDWR);
     ++n;
-    if (refused_) refused_(uid);
+    // The agent's own user may connect anyway: only others are named.
+    if (refused_ && uid != static_cast<long>(::geteuid())) refused_(uid);
   }
   return n;
 }

@@ -24,18 +24,39 @@ namespace dl::agent::pmix {
 
 // Replaces this process's listening socket on 127.0.0.1:`port` by a
 // non-blocking, close-on-exec Unix-domain listener bound at `path` (which
-// must not exist; its directory should be private). Throws IoError when no
-// such listener exists here or the new one cannot be made; then nothing was
-// changed.
-void seal_tcp_listener(uint16_t port, const std::string& path);
+// must not exist; its directory should be private).
+//
+// libpmix's listener thread sleeps in select() in turns of 2 s, and a
+// select() that began on the TCP socket neither sees the swap nor wakes for
+// the Unix socket (Linux registers its waits in the first pass only). So the
+// seal keeps the TCP socket open, unreachable by descriptor, until wake():
+// called once a client waits on the Unix socket, it shuts the TCP socket
+// down, which wakes that select(); the thread finds the Unix socket readable
+// and takes it up. Without it, each job's first MPI_Init waited up to 2 s.
+class ListenerSeal {
+ public:
+  // Throws IoError when no such listener exists here or the new one cannot
+  // be made; then nothing was changed.
+  ListenerSeal(uint16_t port, const std::string& path);
+  ~ListenerSeal();  // wake()
+  ListenerSeal(const ListenerSeal&) = delete;
+  ListenerSeal& operator=(const ListenerSeal&) = delete;
+  // Shuts the old TCP socket down and closes it; once (later calls do
+  // nothing). Thread-safe.
+  void wake();
+
+ private:
+  std::mutex mu_;
+  int old_ = -1;  // the TCP listener, kept until wake()
+};
 
 // Cuts the clients that libpmix accepted on its TCP port: those that came
 // before the swap, and one whose accept() was under way while it happened.
 // Thread-safe.
 class TcpClientSweeper {
  public:
-  // `refused(uid)` is told of each client cut, with the uid that owns the
-  // client's end (-1 when unknown).
+  // `refused(uid)` is told of each client of another user cut, with the
+  // uid that owns the client's end (-1 when unknown).
   TcpClientSweeper(uint16_t port, std::function<void(long uid)> refused)
       : port_(port), refused_(std::move(refused)) {}
   // Shuts down (both ways) every socket of this process connected on local

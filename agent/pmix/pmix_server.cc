@@ -471,9 +471,8 @@ void PmixServer::serve_direct_modex(int rank, std::function<void(bool ok, std::s
   }
 }
 
-void PmixServer::seal(uint16_t tcp_port, const std::string& path, std::function<void(long uid)> refused) {
-  if (!running_) throw UsageError("pmix: seal needs a running server");
-  seal_tcp_listener(tcp_port, path);
+void PmixServer::refuse_tcp_clients(uint16_t tcp_port, std::function<void(long uid)> refused) {
+  if (!running_) throw UsageError("pmix: refuse_tcp_clients needs a running server");
   auto sweeper = std::make_shared<TcpClientSweeper>(tcp_port, std::move(refused));
   sweeper->sweep();
   std::lock_guard<std::mutex> lock(state_->mu);

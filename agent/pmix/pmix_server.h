@@ -171,13 +171,12 @@ class PmixServer {
   // has committed its data).
   void serve_direct_modex(int rank, std::function<void(bool ok, std::string blob)> reply);
 
-  // Takes libpmix's listener on 127.0.0.1:`tcp_port` (the port of its
-  // PMIX_SERVER_URI41) away from other users: from now on libpmix accepts
-  // only on the Unix socket `path` (listener_seal.h), and a client that
-  // reached the TCP port before is cut and refused at its handshake, with
-  // `refused(uid)` told of it (on any thread). Throws IoError when the
-  // listener cannot be replaced (then the server must not be used).
-  void seal(uint16_t tcp_port, const std::string& path, std::function<void(long uid)> refused);
+  // For a server whose listener on 127.0.0.1:`tcp_port` (the port of its
+  // PMIX_SERVER_URI41) was sealed (listener_seal.h): cuts the clients that
+  // reached that port, and from now on refuses at its handshake any client
+  // while such a connection exists, with `refused(uid)` told of each other
+  // user's (on any thread).
+  void refuse_tcp_clients(uint16_t tcp_port, std::function<void(long uid)> refused);
 
   // Finalizes libpmix, removes map.tmpdir/pmix and shm_dir(map). Pending fences are
   // dropped (their ranks are being killed). Idempotent.
