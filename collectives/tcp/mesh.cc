@@ -55,30 +55,48 @@ std::vector<MeshPeer> read_directory(const MeshConfig& c) {
   return peers;
 }
 
-// One attempt at rank `j`. Returns an empty Socket when `j` dropped the
-// connection before its welcome (it took this rank for an intruder: a
-// greeting slower than greeting_timeout), so the caller dials again.
-wire::Socket try_dial(const MeshConfig& c, const PeerInfo& peer, Clock::time_point deadline) {
-  auto [host, p] = wire::split_host_port(peer.addr, "collectives peer address");
-  const std::string who = peer.describe();
-  wire::Socket s = wire::connect_tcp(host, p, left(deadline));
-  wire::Frame verdict;
+// Runs `io` on a connection that the peer may drop before its welcome (it
+// took this rank for an intruder: a greeting slower than greeting_timeout):
+// false when it did (closed or reset), so the caller dials again.
+template <class Io>
+bool kept(Io&& io) {
   try {
-    wire::client_handshake(s, c.token, kHandshakeTag, who, left(deadline));
-    char me[4];
-    wire::put_be32(me, static_cast<uint32_t>(c.rank));
-    wire::send_all(s, std::string_view(me, 4), who);
-    verdict = wire::read_frame(s, wire::kMaxHandshakePayload, left(deadline), who);
+    io();
+    return true;
   } catch (const AuthError&) {
     throw;
   } catch (const TimeoutError&) {
     throw;
   } catch (const Error&) {
-    return {};  // closed or reset by the peer
+    return false;
   }
-  if (verdict.type == wire::kData && verdict.payload == kWelcome) return s;
+}
+
+// One attempt at `peer`: connect, handshake, this rank's number. The welcome
+// is read later (welcomed()), so that dialing the next rank does not wait for
+// it. Empty when the peer dropped the connection.
+wire::Socket try_dial(const MeshConfig& c, const PeerInfo& peer, Clock::time_point deadline) {
+  auto [host, p] = wire::split_host_port(peer.addr, "collectives peer address");
+  const std::string who = peer.describe();
+  wire::Socket s = wire::connect_tcp(host, p, left(deadline));
+  const bool ok = kept([&] {
+    wire::client_handshake(s, c.token, kHandshakeTag, who, left(deadline));
+    char me[4];
+    wire::put_be32(me, static_cast<uint32_t>(c.rank));
+    wire::send_all(s, std::string_view(me, 4), who);
+  });
+  return ok ? std::move(s) : wire::Socket();
+}
+
+// Reads `peer`'s verdict on this rank's greeting: false when it dropped the
+// connection instead. Throws RemoteError when it refused this rank's number.
+bool welcomed(const MeshConfig& c, const wire::Socket& s, const PeerInfo& peer, Clock::time_point deadline) {
+  const std::string who = peer.describe();
+  wire::Frame v;
+  if (!kept([&] { v = wire::read_frame(s, wire::kMaxHandshakePayload, left(deadline), who); })) return false;
+  if (v.type == wire::kData && v.payload == kWelcome) return true;
   throw RemoteError("collectives: " + who + " refused rank " + std::to_string(c.rank) + ": " +
-                    (verdict.type == wire::kErrorText ? verdict.payload : "unexpected answer to its number"));
+                    (v.type == wire::kErrorText ? v.payload : "unexpected answer to its number"));
 }
 
 wire::Socket dial(const MeshConfig& c, const PeerInfo& peer, Clock::time_point deadline) {
@@ -103,6 +121,9 @@ std::vector<MeshPeer> connect_mesh(const MeshConfig& c) {
   auto peers = read_directory(c);
   for (int j = 0; j < c.rank; ++j) peers[j].sock = dial(c, peers[j].info, deadline);
   accept_ranks(c, lsn, peers, deadline);
+  // The welcomes came while this rank dialed and accepted the others.
+  for (int j = 0; j < c.rank; ++j)
+    while (!welcomed(c, peers[j].sock, peers[j].info, deadline)) peers[j].sock = dial(c, peers[j].info, deadline);
   return peers;
 }
 

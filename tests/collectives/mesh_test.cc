@@ -268,13 +268,27 @@ TEST_CASE("mesh: a rank dropped before its welcome dials again and gets in", "[c
   store.set("m/peer/0", "h\n127.0.0.1:" + std::to_string(port));
   auto r1 = std::async(std::launch::async, [&] { return connect_mesh(config(store, 1, 2, milliseconds(20000))); });
   // Rank 0's part by hand: the first connection is taken for an intruder
-  // (as one slower than the greeting's bound is) and dropped after its hello.
+  // (as one slower than the greeting's bound is) and dropped after its
+  // hello; the second after its whole greeting, without the welcome.
   pollfd p{lsn.fd(), POLLIN, 0};
   REQUIRE(::poll(&p, 1, 10000) == 1);
   {
     wire::Socket first(::accept4(lsn.fd(), nullptr, nullptr, SOCK_CLOEXEC));
     REQUIRE(first.valid());
     CHECK(wire::read_frame(first, 512, milliseconds(5000), "rank 1").type == wire::kHandshake);
+  }
+  REQUIRE(::poll(&p, 1, 10000) == 1);
+  {
+    wire::Socket second(::accept4(lsn.fd(), nullptr, nullptr, SOCK_CLOEXEC));
+    REQUIRE(second.valid());
+    Greeting g(kToken, 0, 2);
+    char b[600];
+    while (g.wanted() > 0) {
+      wire::recv_exact(second, b, 1, milliseconds(5000), "rank 1");
+      g.feed(std::string_view(b, 1));
+      wire::send_all(second, g.take_reply(), "rank 1");
+    }
+    CHECK(g.state() == Greeting::State::kDone);
   }
   std::vector<MeshPeer> peers(2);
   peers[1].info = dl::coll::PeerInfo{1, "h", "?"};
