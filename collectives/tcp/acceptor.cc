@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -75,6 +76,11 @@ class Acceptor {
       socklen_t len = sizeof a;
       int fd = ::accept4(lsn_.fd(), reinterpret_cast<sockaddr*>(&a), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd >= 0) {
+        // The welcome is a small write with no answer to carry its ACK:
+        // without this, Nagle would hold the transports' first frame after
+        // it until the peer's delayed ACK (up to 40 ms).
+        const int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (pending_.size() >= kMaxPendingGreetings) drop(0, "dropped for a newer connection");
         pending_.push_back({wire::Socket(fd), Greeting(c_.token, c_.rank, c_.size),
                             Clock::now() + c_.greeting_timeout, address_of(a)});
