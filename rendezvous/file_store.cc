@@ -51,12 +51,10 @@ class FileStore::Lock {
       struct flock l{};
       l.l_type = write ? F_WRLCK : F_RDLCK;
       l.l_whence = SEEK_SET;
-      while (::fcntl(s.fd_, F_OFD_SETLKW, &l) != 0)
-        if (errno != EINTR) throw_errno("locking store file " + s.path_);
-      struct stat mine{}, now{};
-      ::fstat(s.fd_, &mine);
-      if (::stat(s.path_.c_str(), &now) == 0 && mine.st_ino == now.st_ino && mine.st_dev == now.st_dev) break;
-      s.open_file();  // the last user removed the file we held: use the current one
+      while (::fcntl(s.file_.fd(), F_OFD_SETLKW, &l) != 0)
+        if (errno != EINTR) throw_errno("locking store file " + s.path());
+      if (s.file_.current()) break;
+      s.reopen();  // the last user removed the file we held: use the current one
     }
     s.refresh();
   }
@@ -64,7 +62,7 @@ class FileStore::Lock {
     struct flock l{};
     l.l_type = F_UNLCK;
     l.l_whence = SEEK_SET;
-    ::fcntl(s_.fd_, F_OFD_SETLK, &l);
+    ::fcntl(s_.file_.fd(), F_OFD_SETLK, &l);
   }
 
  private:
@@ -72,8 +70,7 @@ class FileStore::Lock {
   std::lock_guard<std::mutex> lk_;
 };
 
-FileStore::FileStore(std::string path) : path_(std::move(path)) {
-  open_file();
+FileStore::FileStore(std::string path) : file_(std::move(path)) {
   Lock lk(*this, true);
   View kv(*this);
   semantics::add(kv, kUsersKey, 1);
@@ -84,18 +81,15 @@ FileStore::~FileStore() {
     Lock lk(*this, true);
     View kv(*this);
     const int64_t users = kv.find(kUsersKey) ? semantics::integer_at(kv, kUsersKey) : 1;
-    if (users <= 1) ::unlink(path_.c_str());
+    if (users <= 1) file_.unlink();
     else append('S', kUsersKey, std::to_string(users - 1));
   } catch (const std::exception&) {
     // Leaving the file behind is the safe failure.
   }
-  if (fd_ >= 0) ::close(fd_);
 }
 
-void FileStore::open_file() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd_ < 0) throw_errno("cannot open store file " + path_ + " (does its directory exist and is it writable?)");
+void FileStore::reopen() {
+  file_.reopen();
   offset_ = 0;
   cache_.clear();
 }
@@ -104,14 +98,14 @@ void FileStore::open_file() {
 // 'D' delete) | u32 key length | key | u32 value length | value.
 void FileStore::refresh() {
   struct stat st{};
-  if (::fstat(fd_, &st) != 0) throw_errno("reading store file " + path_);
+  if (::fstat(file_.fd(), &st) != 0) throw_errno("reading store file " + path());
   if (st.st_size < offset_) offset_ = 0, cache_.clear();
   std::string buf(static_cast<size_t>(st.st_size - offset_), '\0');
   size_t got = 0;
   while (got < buf.size()) {
-    ssize_t n = ::pread(fd_, buf.data() + got, buf.size() - got, offset_ + static_cast<off_t>(got));
+    ssize_t n = ::pread(file_.fd(), buf.data() + got, buf.size() - got, offset_ + static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_errno("reading store file " + path_);
+    if (n < 0) throw_errno("reading store file " + path());
     if (n == 0) break;
     got += static_cast<size_t>(n);
   }
@@ -137,13 +131,13 @@ void FileStore::append(char op, const std::string& key, const std::string& value
   rec += value;
   // Drop a torn record a dead writer left, so the log stays parseable.
   struct stat st{};
-  if (::fstat(fd_, &st) == 0 && st.st_size > offset_ && ::ftruncate(fd_, offset_) != 0)
-    throw_errno("truncating store file " + path_);
+  if (::fstat(file_.fd(), &st) == 0 && st.st_size > offset_ && ::ftruncate(file_.fd(), offset_) != 0)
+    throw_errno("truncating store file " + path());
   size_t done = 0;
   while (done < rec.size()) {
-    ssize_t n = ::pwrite(fd_, rec.data() + done, rec.size() - done, offset_ + static_cast<off_t>(done));
+    ssize_t n = ::pwrite(file_.fd(), rec.data() + done, rec.size() - done, offset_ + static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_errno("writing store file " + path_);
+    if (n < 0) throw_errno("writing store file " + path());
     done += static_cast<size_t>(n);
   }
   offset_ += static_cast<off_t>(rec.size());
@@ -187,7 +181,7 @@ void FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
       missing = semantics::missing(View(*this), keys);
     }
     if (missing.empty()) return;
-    if (Clock::now() >= deadline) throw TimeoutError(timeout_message(timeout, missing) + " in file store " + path_);
+    if (Clock::now() >= deadline) throw TimeoutError(timeout_message(timeout, missing) + " in file store " + path());
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
     pause = std::min(pause * 2, Millis(50));
   }

@@ -21,14 +21,18 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "rendezvous/private_file.h"
 #include "rendezvous/store.h"
 
 namespace dl::rdzv {
 
 class FileStore : public Store {
  public:
-  // Opens or creates the file at path (its directory must exist); throws
-  // IoError naming the path.
+  // Opens or creates the file at path (its directory must exist) as
+  // private_file.h does: created mode 0600; another user's file, a file
+  // others can read or write, a link or a FIFO there is refused with a
+  // UsageError naming it, its owner and mode. Other failures: IoError
+  // naming the path.
   explicit FileStore(std::string path);
   ~FileStore() override;
   FileStore(const FileStore&) = delete;
@@ -44,18 +48,17 @@ class FileStore : public Store {
   bool delete_key(const std::string& key) override;
   int64_t num_keys() override;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
 
  private:
   class Lock;
   class View;
-  void open_file();
+  void reopen();
   void refresh();
   void append(char op, const std::string& key, const std::string& value);
 
-  std::string path_;
+  PrivateFile file_;
   std::mutex mu_;
-  int fd_ = -1;
   off_t offset_ = 0;  // log bytes already applied to cache_
   std::unordered_map<std::string, Bytes> cache_;
 };

@@ -2,12 +2,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
+#include "collectives/tcp/acceptor.h"
 #include "errors/error.h"
 #include "wire/coding.h"
 #include "wire/handshake.h"
@@ -23,7 +24,7 @@ Millis left(Clock::time_point deadline) {
 }
 
 wire::Socket listen_any(uint16_t& port) {
-  wire::Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  wire::Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!s.valid()) throw_errno("collectives: creating the listening socket");
   int one = 1;
   ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -54,35 +55,58 @@ std::vector<MeshPeer> read_directory(const MeshConfig& c) {
   return peers;
 }
 
-void accept_higher(const MeshConfig& c, const wire::Socket& lsn, std::vector<MeshPeer>& peers,
-                   Clock::time_point deadline) {
-  int missing = c.size - 1 - c.rank;
-  while (missing > 0) {
-    pollfd p{lsn.fd(), POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(left(deadline).count()));
-    if (r == 0 || Clock::now() >= deadline) {
-      std::string who;
-      for (int j = c.rank + 1; j < c.size; ++j)
-        if (!peers[j].sock.valid()) who += (who.empty() ? "" : ", ") + peers[j].info.describe();
+// Runs `io` on a connection that the peer may drop before its welcome (it
+// took this rank for an intruder: a greeting slower than greeting_timeout):
+// false when it did (closed or reset), so the caller dials again.
+template <class Io>
+bool kept(Io&& io) {
+  try {
+    io();
+    return true;
+  } catch (const AuthError&) {
+    throw;
+  } catch (const TimeoutError&) {
+    throw;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// One attempt at `peer`: connect, handshake, this rank's number. The welcome
+// is read later (welcomed()), so that dialing the next rank does not wait for
+// it. Empty when the peer dropped the connection.
+wire::Socket try_dial(const MeshConfig& c, const PeerInfo& peer, Clock::time_point deadline) {
+  auto [host, p] = wire::split_host_port(peer.addr, "collectives peer address");
+  const std::string who = peer.describe();
+  wire::Socket s = wire::connect_tcp(host, p, left(deadline));
+  const bool ok = kept([&] {
+    wire::client_handshake(s, c.token, kHandshakeTag, who, left(deadline));
+    char me[4];
+    wire::put_be32(me, static_cast<uint32_t>(c.rank));
+    wire::send_all(s, std::string_view(me, 4), who);
+  });
+  return ok ? std::move(s) : wire::Socket();
+}
+
+// Reads `peer`'s verdict on this rank's greeting: false when it dropped the
+// connection instead. Throws RemoteError when it refused this rank's number.
+bool welcomed(const MeshConfig& c, const wire::Socket& s, const PeerInfo& peer, Clock::time_point deadline) {
+  const std::string who = peer.describe();
+  wire::Frame v;
+  if (!kept([&] { v = wire::read_frame(s, wire::kMaxHandshakePayload, left(deadline), who); })) return false;
+  if (v.type == wire::kData && v.payload == kWelcome) return true;
+  throw RemoteError("collectives: " + who + " refused rank " + std::to_string(c.rank) + ": " +
+                    (v.type == wire::kErrorText ? v.payload : "unexpected answer to its number"));
+}
+
+wire::Socket dial(const MeshConfig& c, const PeerInfo& peer, Clock::time_point deadline) {
+  for (Millis pause{5};; pause = std::min(pause * 2, Millis(200))) {
+    if (wire::Socket s = try_dial(c, peer, deadline); s.valid()) return s;
+    if (Clock::now() + pause >= deadline)
       throw TimeoutError("collectives: rank " + std::to_string(c.rank) + " timed out after " +
-                         std::to_string(c.timeout.count()) + " ms waiting for " + who +
-                         " to connect; are they running and can they reach this host?");
-    }
-    if (r < 0) { if (errno == EINTR) continue; throw_errno("collectives: poll on the listening socket"); }
-    wire::Socket s(::accept4(lsn.fd(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!s.valid()) continue;
-    try {
-      wire::server_handshake(s, c.token, kHandshakeTag, "a connecting rank", left(deadline));
-      char who_be[4];
-      wire::recv_exact(s, who_be, 4, left(deadline), "a connecting rank");
-      int j = static_cast<int>(wire::get_be32(who_be));
-      if (j <= c.rank || j >= c.size || peers[j].sock.valid())
-        throw RemoteError("collectives: unexpected connection from rank " + std::to_string(j));
-      peers[j].sock = std::move(s);
-      --missing;
-    } catch (const AuthError&) {
-      continue;  // not one of ours: refused, keep serving the real peers
-    }
+                         std::to_string(c.timeout.count()) + " ms connecting to " + peer.describe() +
+                         ", which kept closing the connection during the handshake");
+    std::this_thread::sleep_for(pause);
   }
 }
 
@@ -95,17 +119,11 @@ std::vector<MeshPeer> connect_mesh(const MeshConfig& c) {
   std::string addr = c.address.find(':') != std::string::npos ? "[" + c.address + "]" : c.address;
   c.store->set(key(c, c.rank), c.host_id + "\n" + addr + ":" + std::to_string(port));
   auto peers = read_directory(c);
-  for (int j = 0; j < c.rank; ++j) {
-    auto [host, p] = wire::split_host_port(peers[j].info.addr, "collectives peer address");
-    const std::string who = peers[j].info.describe();
-    wire::Socket s = wire::connect_tcp(host, p, left(deadline));
-    wire::client_handshake(s, c.token, kHandshakeTag, who, left(deadline));
-    char me[4];
-    wire::put_be32(me, static_cast<uint32_t>(c.rank));
-    wire::send_all(s, std::string_view(me, 4), who);
-    peers[j].sock = std::move(s);
-  }
-  accept_higher(c, lsn, peers, deadline);
+  for (int j = 0; j < c.rank; ++j) peers[j].sock = dial(c, peers[j].info, deadline);
+  accept_ranks(c, lsn, peers, deadline);
+  // The welcomes came while this rank dialed and accepted the others.
+  for (int j = 0; j < c.rank; ++j)
+    while (!welcomed(c, peers[j].sock, peers[j].info, deadline)) peers[j].sock = dial(c, peers[j].info, deadline);
   return peers;
 }
 
