@@ -1,6 +1,7 @@
 #include "rendezvous/token.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdlib>
@@ -22,6 +23,10 @@ std::string octal_mode(mode_t mode) {
 
 std::string read_token_file(const std::string& path) {
   const UserFile f = read_user_file(path, "--token-file", "write one with `dlaunch token > FILE; chmod 600 FILE`");
+  if (f.owner != ::geteuid())
+    throw UsageError("--token-file " + path + ": owned by uid " + std::to_string(f.owner) + ", not by this user (uid " +
+                     std::to_string(::geteuid()) + "), who could read or change the job token; write your own with "
+                     "`dlaunch token > FILE; chmod 600 FILE`");
   if (f.mode & (S_IRWXG | S_IRWXO))
     throw UsageError("--token-file " + path + ": mode " + octal_mode(f.mode) +
                      " lets other users read or change the job token; run `chmod 600 " + path + "`");
