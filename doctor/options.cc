@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "errors/error.h"
+#include "errors/user_file.h"
 #include "errors/user_number.h"
 
 namespace po = boost::program_options;
@@ -61,6 +62,7 @@ void validate(const DoctorOptions& o) {
     throw UsageError("dlaunch doctor needs the hosts to check: --hostfile FILE or -H h1,h2");
   if (o.np < 0) throw UsageError("-n must be positive, got " + std::to_string(o.np));
   if (o.ssh_parallel < 1) throw UsageError("--ssh-parallel must be at least 1");
+  if (!o.ssh_config.empty()) read_user_file(o.ssh_config, "--ssh-config", "give an ssh client config file (ssh -F)");
   if (!o.program.empty() && o.program[0] != '/')
     throw UsageError("--program wants an absolute path (the same path on every host), got '" + o.program + "'");
 }

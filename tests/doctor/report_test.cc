@@ -48,4 +48,6 @@ TEST_CASE("doctor options: defaults, bad usage names the option", "[doctor]") {
   CHECK_THROWS_WITH(parse_doctor_options({"-H", "a", "--link-factor", "inf"}, &help),
                     "--link-factor takes a number above 1 and at most 1000000, got 'inf'");
   CHECK(parse_doctor_options({"-H", "a", "--connect-timeout", "0.5"}, &help).connect_timeout_s == 0.5);
+  CHECK_THROWS_WITH(parse_doctor_options({"-H", "a", "--ssh-config", "/dev/zero"}, &help),
+                    Catch::StartsWith("--ssh-config /dev/zero: is a character device, not a regular file"));
 }
