@@ -38,10 +38,14 @@ po::options_description describe(DoctorOptions& o) {
     ("program", po::value(&o.program), "a program the job will run: must be executable at this path everywhere")
     ("x,x", po::value(&o.exports)->composing(), "a variable to compare across hosts (-x VAR)")
     ("gpus-per-node", po::value(&o.gpus_per_node), "GPUs every host must have")
-    ("clock-threshold", number(&o.clock_threshold_s, seconds("--clock-threshold")), "seconds a clock may be off the launcher's")
-    ("connect-timeout", number(&o.connect_timeout_s, seconds("--connect-timeout")), "seconds one host may take to reach another")
-    ("link-factor", number(&o.link_factor, [](const std::string& t) { return parse_number("--link-factor", t, 1, 1e6); }), "flag a pair this many times slower than the median")
-    ("link-seconds", number(&o.link_seconds, seconds("--link-seconds")), "seconds of bandwidth test per direction and pair")
+    ("clock-threshold", number(&o.clock_threshold_s, seconds("--clock-threshold")),
+     "seconds a clock may be off the launcher's")
+    ("connect-timeout", number(&o.connect_timeout_s, seconds("--connect-timeout")),
+     "seconds one host may take to reach another")
+    ("link-factor", number(&o.link_factor, [](const std::string& t) { return parse_number("--link-factor", t, 1, 1e6); }),
+     "flag a pair this many times slower than the median")
+    ("link-seconds", number(&o.link_seconds, seconds("--link-seconds")),
+     "seconds of bandwidth test per direction and pair")
     ("quick", po::bool_switch(&o.quick), "stop after the remote environment (stages 1-3)")
     ("json", po::bool_switch(&o.json), "write the report as JSON on stdout")
     ("write-healthy", po::value(&o.write_healthy), "write a hostfile of the hosts that passed")

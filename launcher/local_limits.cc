@@ -55,7 +55,8 @@ long count_user_tasks(uid_t uid) {
   while (const dirent* e = ::readdir(proc)) {
     if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
     const std::string status = read_small(("/proc/" + std::string(e->d_name) + "/status").c_str());
-    if (status_field(status, "\nUid:") == static_cast<long>(uid)) tasks += std::max(1L, status_field(status, "\nThreads:"));
+    if (status_field(status, "\nUid:") == static_cast<long>(uid))
+      tasks += std::max(1L, status_field(status, "\nThreads:"));
   }
   ::closedir(proc);
   return tasks;
@@ -67,23 +68,22 @@ void raise_fd_limit() {
   rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max) return;
   rl.rlim_cur = rl.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &rl);
+  // An unlimited hard limit still stops at fs.nr_open, and a soft limit above it is refused.
+  if (rl.rlim_max == RLIM_INFINITY) rl.rlim_cur = std::strtoul(read_small("/proc/sys/fs/nr_open").c_str(), nullptr, 10);
+  if (rl.rlim_cur > 0) ::setrlimit(RLIMIT_NOFILE, &rl);
 }
 
 std::string limits_problem(const LocalJob& job, const HostLimits& limits) {
   const std::string ranks = std::to_string(job.local_ranks) + " ranks on this host";
-  if (auto p = fd_problem("the agent of the " + ranks, job.local_ranks * agent::kFdsPerRunningRank + agent::kAgentOwnFds,
-                          std::to_string(agent::kFdsPerRunningRank) + " per rank and " +
-                              std::to_string(agent::kAgentOwnFds) + " of its own",
-                          limits.nofile);
-      !p.empty())
+  const long agent_fds = job.local_ranks * agent::kFdsPerRunningRank + agent::kAgentOwnFds;
+  const std::string agent_why = std::to_string(agent::kFdsPerRunningRank) + " per rank and " +
+                                std::to_string(agent::kAgentOwnFds) + " of its own";
+  if (auto p = fd_problem("the agent of the " + ranks, agent_fds, agent_why, limits.nofile); !p.empty()) return p;
+  const std::string launcher_why = "2 per rank and " + std::to_string(kLauncherOwnFds) + " of its own";
+  if (auto p = fd_problem("the launcher, writing the output files of " + std::to_string(job.world) + " ranks",
+                          2 * job.world + kLauncherOwnFds, launcher_why, limits.nofile);
+      job.output_files && !p.empty())
     return p;
-  if (job.output_files)
-    if (auto p = fd_problem("the launcher, writing the output files of " + std::to_string(job.world) + " ranks",
-                            2 * job.world + kLauncherOwnFds,
-                            "2 per rank and " + std::to_string(kLauncherOwnFds) + " of its own", limits.nofile);
-        !p.empty())
-      return p;
   const long tasks = job.local_ranks + kJobOwnTasks;
   if (limits.nproc != RLIM_INFINITY && limits.user_tasks + tasks > static_cast<long>(limits.nproc))
     return "the " + ranks + " need " + std::to_string(tasks) + " processes (one per rank and " +

@@ -82,7 +82,8 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("bind-to", val(&o.bind_to, help), "pin ranks to CPUs: none, core or numa (by local rank)")
     ("cpus-per-rank", val(&o.cpus_per_rank, help), "cores each rank gets with --bind-to core")
     ("mpi", val(&o.mpi, help), "pmix, pmi, none or auto (PMI, and PMIx when the agents have libpmix)")
-    ("fence-timeout", seconds(&o.fence_timeout_s, help, "--fence-timeout", kMaxWaitSeconds), "seconds an MPI fence across hosts may take")
+    ("fence-timeout", seconds(&o.fence_timeout_s, help, "--fence-timeout", kMaxWaitSeconds),
+     "seconds an MPI fence across hosts may take")
     ("tag-output", po::bool_switch(&o.tag_output), "prefix lines with [rank@host]")
     ("timestamp-output", po::bool_switch(&o.timestamp_output), "prefix lines with the time")
     ("output-filename", val(&o.output_dir, help), "write DIR/rank.N/{stdout,stderr}")
@@ -90,21 +91,26 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("output-pty", "each rank's stdout is a pseudo-terminal, so print/printf line-buffer (default)")
     ("no-output-pty", "each rank's stdout is a pipe (its stdio may hold output until it exits)")
     ("verbose,v", po::bool_switch(&o.verbose), "say what dlaunch does")
-    ("kill-grace", seconds(&o.kill_grace_s, help, "--kill-grace", kMaxWaitSeconds, "SIGKILL at once"), "seconds between SIGTERM and SIGKILL on teardown")
-    ("timeout", seconds(&o.timeout_s, help, "--timeout", kMaxJobSeconds, "no timeout"), "stop the job after this many seconds")
+    ("kill-grace", seconds(&o.kill_grace_s, help, "--kill-grace", kMaxWaitSeconds, "SIGKILL at once"),
+     "seconds between SIGTERM and SIGKILL on teardown")
+    ("timeout", seconds(&o.timeout_s, help, "--timeout", kMaxJobSeconds, "no timeout"),
+     "stop the job after this many seconds")
     ("stack-timeout", seconds(&o.stack_timeout_s, help, "--stack-timeout", kMaxWaitSeconds, "collect none"),
      "seconds to collect every rank's stack on --timeout and SIGQUIT (0: collect none)")
     ("report-dir", val(&o.report_dir, help), "where the stack report goes (default: a new temp dir, named and kept)")
     ("report-json", val(&o.report_json, help), "also write the stack report as JSON to this file (for tools)")
-    ("heartbeat-timeout", seconds(&o.heartbeat_timeout_s, help, "--heartbeat-timeout", kMaxWaitSeconds), "seconds of silence before an agent counts as lost")
-    ("agent-timeout", seconds(&o.agent_timeout_s, help, "--agent-timeout", kMaxWaitSeconds), "seconds to wait for agents to connect")
+    ("heartbeat-timeout", seconds(&o.heartbeat_timeout_s, help, "--heartbeat-timeout", kMaxWaitSeconds),
+     "seconds of silence before an agent counts as lost")
+    ("agent-timeout", seconds(&o.agent_timeout_s, help, "--agent-timeout", kMaxWaitSeconds),
+     "seconds to wait for agents to connect")
     ("max-restarts", val(&o.max_restarts, help), "restart the whole job up to N times when a rank fails (torchrun's)")
     ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
     ("control-addr", val(&o.control_addr, help), "address agents connect back to")
     ("ssh-parallel", val(&o.ssh_parallel, help), "ssh sessions opened at once")
     ("ssh-accept-new", po::bool_switch(&o.ssh_accept_new), "accept unknown host keys (never changed ones)")
     ("ssh-config", val(&o.ssh_config, help), "ssh client config file (like ssh -F)")
-    ("ssh-timeout", seconds(&o.ssh_timeout_s, help, "--ssh-timeout", kMaxWaitSeconds), "ssh connect timeout per host, seconds")
+    ("ssh-timeout", seconds(&o.ssh_timeout_s, help, "--ssh-timeout", kMaxWaitSeconds),
+     "ssh connect timeout per host, seconds")
     ("launcher", val(&o.launcher, help), "how agents start: libssh, ssh, slurm (one srun step) or auto (slurm in a Slurm job)")
     ("launcher-exec", val(&o.launcher_exec, help), "the program that starts agents in place of srun or ssh")
     ("nnodes", val(&o.nnodes, help), "per-node mode: number of nodes that meet at --rdzv")
@@ -112,7 +118,8 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("rdzv", val(&o.rdzv, help), "per-node mode: tcp://HOST:PORT, or env (Slurm, mpirun, PMI)")
     ("rdzv-port", val(&o.rdzv_port, help), "the store's port with --rdzv env")
     ("rdzv-id", val(&o.rdzv_id, help), "job name at a shared store (default: SLURM_JOB_ID or 'default')")
-    ("rdzv-timeout", seconds(&o.rdzv_timeout_s, help, "--rdzv-timeout", kMaxWaitSeconds), "seconds to wait for every node to arrive")
+    ("rdzv-timeout", seconds(&o.rdzv_timeout_s, help, "--rdzv-timeout", kMaxWaitSeconds),
+     "seconds to wait for every node to arrive")
     ("token-file", val(&o.token_file, help), "file holding the job token shared by all nodes")
     ("master-addr", val(&o.master_addr, help), "torchrun's: with --nnodes > 1, node 0's host (--rdzv tcp://ADDR:PORT)")
     ("master-port", val(&o.master_port, help), "torchrun's: the port of --master-addr (default 29500)")
@@ -487,7 +494,8 @@ int resolve_nproc_per_node(const std::string& kind, int gpus, int cores) {
 }
 
 void check_stdin_rank(const std::string& target, int world_size) {
-  const bool number = !target.empty() && target.size() < 10 && target.find_first_not_of("0123456789") == std::string::npos;
+  const bool number =
+      !target.empty() && target.size() < 10 && target.find_first_not_of("0123456789") == std::string::npos;
   if (target != "none" && !number)
     throw UsageError("--stdin takes a rank number or 'none', got '" + target + "'");
   if (number && std::stoi(target) >= world_size)

@@ -29,7 +29,10 @@ void check_refused(const Refusal& r, const TempDir& tmp, const std::string& limi
   if (r.program) argv.insert(argv.end(), {"/bin/sh", "-c", "touch " + marker});
   RunSpec s;
   s.argv = argv;
-  if (!limits.empty()) s.argv = {"/bin/bash", "-c", limits + "; exec \"$@\"", "bash"}, s.argv.insert(s.argv.end(), argv.begin(), argv.end());
+  if (!limits.empty()) {
+    s.argv = {"/bin/bash", "-c", limits + "; exec \"$@\"", "bash"};
+    s.argv.insert(s.argv.end(), argv.begin(), argv.end());
+  }
   s.set_env = r.env;
   s.unset_env = {"DLAUNCH_TOKEN"};
   if (uid >= 0) s.uid = s.gid = uid, s.set_env["HOME"] = tmp.path;
