@@ -92,9 +92,16 @@ void reserve_fd_table(int fds);
 // reserved while it has one thread (before the PMIx server's thread, or
 // spawn helpers started early, exist).
 constexpr int kAgentFdsReserved = 1024;
+// The agent's own descriptors, besides its ranks': its connection, event
+// loop, spawn slots, the ends of the ranks being started (closed once each
+// is started) and libraries' (PMIx).
+constexpr int kAgentOwnFds = 64;
+// What the agent holds for each running rank: its stdout (a pty master or a
+// pipe), its stderr pipe and its PMI socket (a stdin pipe for one rank too).
+constexpr int kFdsPerRunningRank = 3;
 // The descriptors a launch of `ranks` ranks needs room for: up to 5 each
 // while they start (pty, stderr and stdin pipes, PMI socket), and the agent's own.
-constexpr int fds_for_ranks(size_t ranks) { return static_cast<int>(ranks) * 5 + 64; }
+constexpr int fds_for_ranks(size_t ranks) { return static_cast<int>(ranks) * 5 + kAgentOwnFds; }
 
 // Reserves, while the agent's table is nearly empty, the low descriptors
 // that `threads` spawning threads (the agent's own and spawn_all's helpers)

@@ -4,12 +4,24 @@
 #include <sstream>
 
 #include "errors/error.h"
+#include "errors/user_file.h"
+#include "errors/user_number.h"
 
 namespace po = boost::program_options;
 
 namespace dl::doctor {
 
 namespace {
+// A number option read by parse_seconds or parse_number into `field` when
+// the options are stored: nan, inf and values out of range are refused.
+template <class Parse>
+po::typed_value<std::string>* number(double* field, Parse parse) {
+  return po::value<std::string>()->notifier([=](const std::string& text) { *field = parse(text); });
+}
+auto seconds(const char* option) {
+  return [option](const std::string& t) { return parse_seconds(option, t, kMaxWaitSeconds); };
+}
+
 po::options_description describe(DoctorOptions& o) {
   po::options_description d("dlaunch doctor options");
   d.add_options()
@@ -19,17 +31,21 @@ po::options_description describe(DoctorOptions& o) {
     ("host,H", po::value(&o.hosts), "host list: h1:2,h2:2,node[01-04]")
     ("np,n", po::value(&o.np), "check that the hosts give at least this many slots")
     ("ssh-config", po::value(&o.ssh_config), "ssh client config file (like ssh -F)")
-    ("ssh-timeout", po::value(&o.ssh_timeout_s), "ssh connect timeout per host, seconds")
+    ("ssh-timeout", number(&o.ssh_timeout_s, seconds("--ssh-timeout")), "ssh connect timeout per host, seconds")
     ("ssh-accept-new", po::bool_switch(&o.ssh_accept_new), "accept unknown host keys (never changed ones)")
     ("ssh-parallel", po::value(&o.ssh_parallel), "ssh sessions opened at once")
     ("prefix", po::value(&o.prefix), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch)")
     ("program", po::value(&o.program), "a program the job will run: must be executable at this path everywhere")
     ("x,x", po::value(&o.exports)->composing(), "a variable to compare across hosts (-x VAR)")
     ("gpus-per-node", po::value(&o.gpus_per_node), "GPUs every host must have")
-    ("clock-threshold", po::value(&o.clock_threshold_s), "seconds a clock may be off the launcher's")
-    ("connect-timeout", po::value(&o.connect_timeout_s), "seconds one host may take to reach another")
-    ("link-factor", po::value(&o.link_factor), "flag a pair this many times slower than the median")
-    ("link-seconds", po::value(&o.link_seconds), "seconds of bandwidth test per direction and pair")
+    ("clock-threshold", number(&o.clock_threshold_s, seconds("--clock-threshold")),
+     "seconds a clock may be off the launcher's")
+    ("connect-timeout", number(&o.connect_timeout_s, seconds("--connect-timeout")),
+     "seconds one host may take to reach another")
+    ("link-factor", number(&o.link_factor, [](const std::string& t) { return parse_number("--link-factor", t, 1, 1e6); }),
+     "flag a pair this many times slower than the median")
+    ("link-seconds", number(&o.link_seconds, seconds("--link-seconds")),
+     "seconds of bandwidth test per direction and pair")
     ("quick", po::bool_switch(&o.quick), "stop after the remote environment (stages 1-3)")
     ("json", po::bool_switch(&o.json), "write the report as JSON on stdout")
     ("write-healthy", po::value(&o.write_healthy), "write a hostfile of the hosts that passed")
@@ -49,11 +65,8 @@ void validate(const DoctorOptions& o) {
   if (o.hostfile.empty() && o.hosts.empty())
     throw UsageError("dlaunch doctor needs the hosts to check: --hostfile FILE or -H h1,h2");
   if (o.np < 0) throw UsageError("-n must be positive, got " + std::to_string(o.np));
-  if (o.ssh_timeout_s <= 0 || o.connect_timeout_s <= 0 || o.link_seconds <= 0)
-    throw UsageError("--ssh-timeout, --connect-timeout and --link-seconds must be positive");
   if (o.ssh_parallel < 1) throw UsageError("--ssh-parallel must be at least 1");
-  if (o.link_factor <= 1) throw UsageError("--link-factor must be above 1, got " + std::to_string(o.link_factor));
-  if (o.clock_threshold_s <= 0) throw UsageError("--clock-threshold must be positive");
+  if (!o.ssh_config.empty()) read_user_file(o.ssh_config, "--ssh-config", "give an ssh client config file (ssh -F)");
   if (!o.program.empty() && o.program[0] != '/')
     throw UsageError("--program wants an absolute path (the same path on every host), got '" + o.program + "'");
 }

@@ -1,11 +1,11 @@
 #include "hostfiles/allocation.h"
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "errors/error.h"
+#include "errors/user_file.h"
 #include "hostfiles/hostlist.h"
 
 namespace dl::hostfiles {
@@ -165,11 +165,8 @@ std::optional<Allocation> detect_allocation() {
     return std::string(v ? v : "");
   };
   auto read = [](const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw_errno("cannot read the scheduler's host file '" + path + "'");
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
+    return read_user_file(path, "the scheduler's host file", "check the job's allocation (or unset the variable "
+                          "that names this file)").text;
   };
   return detect_allocation(env, read);
 }

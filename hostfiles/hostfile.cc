@@ -1,13 +1,10 @@
 #include "hostfiles/hostfile.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include "errors/error.h"
+#include "errors/user_file.h"
 #include "hostfiles/host_token.h"
 #include "hostfiles/hostlist.h"
 
@@ -160,12 +157,8 @@ std::vector<HostEntry> parse_hostfile_text(std::string_view text, std::string_vi
 }
 
 std::vector<HostEntry> parse_hostfile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ParseError("cannot read hostfile '" + path + "': " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw ParseError("cannot read hostfile '" + path + "': " + std::strerror(errno));
-  return parse_hostfile_text(text.str(), path);
+  return parse_hostfile_text(read_user_file(path, "hostfile", "give a file of host lines ('node1 slots=4')").text,
+                             path);
 }
 
 std::vector<HostEntry> parse_host_list(std::string_view list) {

@@ -1,8 +1,10 @@
 #include "launcher/app_context.h"
 
-#include <fstream>
+#include <sstream>
 
 #include "errors/error.h"
+#include "errors/user_file.h"
+#include "launcher/options.h"
 
 namespace dl::launcher {
 
@@ -32,7 +34,10 @@ size_t parse_context_options(const std::vector<std::string>& args, size_t at, in
     if (a == "-n" || a == "-np" || a == "--np" || a == "--n") c.np = parse_np(value_of(a), number);
     else if (a.rfind("--np=", 0) == 0) c.np = parse_np(a.substr(5), number);
     else if (a.rfind("-n", 0) == 0 && a.find_first_not_of("0123456789", 2) == std::string::npos) c.np = parse_np(a.substr(2), number);
-    else if (a == "-x" || a == "--x") c.exports.push_back(value_of(a));
+    else if (a == "-x" || a == "--x") {
+      c.exports.push_back(value_of(a));
+      check_export(c.exports.back(), context_name(number) + ": -x");
+    }
     else if (a == "--wdir" || a == "-wdir") c.wdir = value_of(a);
     else if (a.rfind("--wdir=", 0) == 0) c.wdir = a.substr(7);
     else
@@ -90,8 +95,7 @@ std::vector<AppContext> parse_app_contexts(const std::vector<std::string>& args,
 }
 
 std::vector<AppContext> read_app_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw UsageError("--app " + path + ": cannot read it (does it exist?)");
+  std::istringstream f(read_user_file(path, "--app", "give a file of app contexts, one per line").text);
   std::vector<AppContext> out;
   std::string line;
   for (int n = 1; std::getline(f, line); ++n) {

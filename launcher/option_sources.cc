@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "control/env_names.h"
 #include "errors/error.h"
+#include "errors/user_file.h"
 #include "hostfiles/binding.h"
 #include "launcher/options.h"
 
@@ -125,16 +124,14 @@ Raw parse_line(const std::vector<OptionSpec>& table, const std::string& line, co
 // explicitly). Sets *read when it was read.
 std::vector<Raw> read_config(const std::vector<OptionSpec>& table, const std::string& path, bool is_explicit,
                              const std::string& label, const rdzv::Environment& env, bool* read) {
-  std::ifstream f(path);
-  if (!f) {
-    const int err = errno;
-    if (err == ENOENT && !is_explicit) return {};
-    throw IoError(label + " " + path + ": cannot read it (" + std::strerror(err) + ")" +
-                  (is_explicit ? "; fix or unset " + std::string(label == "user config" ? "DLAUNCH_CONFIG"
-                                                                                       : "DLAUNCH_SYSTEM_CONFIG")
-                               : ""));
-  }
+  const std::string fix = is_explicit ? "fix or unset " + std::string(label == "user config" ? "DLAUNCH_CONFIG"
+                                                                                              : "DLAUNCH_SYSTEM_CONFIG")
+                                     : "fix or remove it";
+  const auto file = is_explicit ? std::optional(read_user_file(path, label, fix))
+                                : read_user_file_if_present(path, label, fix);
+  if (!file) return {};
   *read = true;
+  std::istringstream f(file->text);
   std::vector<Raw> out;
   std::map<std::string, int> first_line;
   std::string line;

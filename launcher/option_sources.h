@@ -47,8 +47,9 @@ struct OptionDefaults {
 // "FILE:LINE: expected ..." for a bad line (unknown option with a did-you-mean,
 // an option that cannot be a default and why, a switch that is not
 // true/false, an option set twice in one file), UsageError for a bad
-// DLAUNCH_<OPTION> value of a switch, and IoError for a file that exists but
-// cannot be read (or a DLAUNCH_CONFIG/DLAUNCH_SYSTEM_CONFIG that names none).
+// DLAUNCH_<OPTION> value of a switch, and read_user_file's UsageError for a
+// file that exists but will not be read (not a regular file, over 1 MiB,
+// unreadable), or a DLAUNCH_CONFIG/DLAUNCH_SYSTEM_CONFIG that names none.
 OptionDefaults load_option_defaults(const std::vector<OptionSpec>& table, const rdzv::Environment& env);
 
 // The variable that sets `option`: DLAUNCH_ and the name upper-cased, '-' as

@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <limits>
 #include <boost/program_options.hpp>
-#include <fstream>
 #include <sstream>
 #include <type_traits>
 
 #include "errors/error.h"
+#include "errors/user_file.h"
+#include "errors/user_number.h"
+#include "hostfiles/hostfile.h"
 #include "launcher/output_sink.h"
 #include "remote/start_method.h"
 #include "rendezvous/bootstrap.h"
@@ -30,6 +34,21 @@ po::typed_value<T>* val(T* field, bool help) {
     if (*field > 0) v->default_value(*field);
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (!field->empty()) v->default_value(*field);
+  }
+  return v;
+}
+
+// A duration option, read by parse_seconds when the options are stored (from
+// the command line, a config file or DLAUNCH_<OPTION>) and written to
+// `field`: nan, inf and values past max_s are refused, naming the option.
+po::typed_value<std::string>* seconds(double* field, bool help, const char* option, double max_s,
+                                      const char* zero_means = nullptr) {
+  auto* v = po::value<std::string>()->notifier(
+      [=](const std::string& text) { *field = parse_seconds(option, text, max_s, zero_means); });
+  if (help && *field > 0) {
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%g", *field);
+    v->default_value(shown);
   }
   return v;
 }
@@ -63,7 +82,8 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("bind-to", val(&o.bind_to, help), "pin ranks to CPUs: none, core or numa (by local rank)")
     ("cpus-per-rank", val(&o.cpus_per_rank, help), "cores each rank gets with --bind-to core")
     ("mpi", val(&o.mpi, help), "pmix, pmi, none or auto (PMI, and PMIx when the agents have libpmix)")
-    ("fence-timeout", val(&o.fence_timeout_s, help), "seconds an MPI fence across hosts may take")
+    ("fence-timeout", seconds(&o.fence_timeout_s, help, "--fence-timeout", kMaxWaitSeconds),
+     "seconds an MPI fence across hosts may take")
     ("tag-output", po::bool_switch(&o.tag_output), "prefix lines with [rank@host]")
     ("timestamp-output", po::bool_switch(&o.timestamp_output), "prefix lines with the time")
     ("output-filename", val(&o.output_dir, help), "write DIR/rank.N/{stdout,stderr}")
@@ -71,21 +91,26 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("output-pty", "each rank's stdout is a pseudo-terminal, so print/printf line-buffer (default)")
     ("no-output-pty", "each rank's stdout is a pipe (its stdio may hold output until it exits)")
     ("verbose,v", po::bool_switch(&o.verbose), "say what dlaunch does")
-    ("kill-grace", val(&o.kill_grace_s, help), "seconds between SIGTERM and SIGKILL on teardown")
-    ("timeout", val(&o.timeout_s, help), "stop the job after this many seconds")
-    ("stack-timeout", val(&o.stack_timeout_s, help),
+    ("kill-grace", seconds(&o.kill_grace_s, help, "--kill-grace", kMaxWaitSeconds, "SIGKILL at once"),
+     "seconds between SIGTERM and SIGKILL on teardown")
+    ("timeout", seconds(&o.timeout_s, help, "--timeout", kMaxJobSeconds, "no timeout"),
+     "stop the job after this many seconds")
+    ("stack-timeout", seconds(&o.stack_timeout_s, help, "--stack-timeout", kMaxWaitSeconds, "collect none"),
      "seconds to collect every rank's stack on --timeout and SIGQUIT (0: collect none)")
     ("report-dir", val(&o.report_dir, help), "where the stack report goes (default: a new temp dir, named and kept)")
     ("report-json", val(&o.report_json, help), "also write the stack report as JSON to this file (for tools)")
-    ("heartbeat-timeout", val(&o.heartbeat_timeout_s, help), "seconds of silence before an agent counts as lost")
-    ("agent-timeout", val(&o.agent_timeout_s, help), "seconds to wait for agents to connect")
+    ("heartbeat-timeout", seconds(&o.heartbeat_timeout_s, help, "--heartbeat-timeout", kMaxWaitSeconds),
+     "seconds of silence before an agent counts as lost")
+    ("agent-timeout", seconds(&o.agent_timeout_s, help, "--agent-timeout", kMaxWaitSeconds),
+     "seconds to wait for agents to connect")
     ("max-restarts", val(&o.max_restarts, help), "restart the whole job up to N times when a rank fails (torchrun's)")
     ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
     ("control-addr", val(&o.control_addr, help), "address agents connect back to")
     ("ssh-parallel", val(&o.ssh_parallel, help), "ssh sessions opened at once")
     ("ssh-accept-new", po::bool_switch(&o.ssh_accept_new), "accept unknown host keys (never changed ones)")
     ("ssh-config", val(&o.ssh_config, help), "ssh client config file (like ssh -F)")
-    ("ssh-timeout", val(&o.ssh_timeout_s, help), "ssh connect timeout per host, seconds")
+    ("ssh-timeout", seconds(&o.ssh_timeout_s, help, "--ssh-timeout", kMaxWaitSeconds),
+     "ssh connect timeout per host, seconds")
     ("launcher", val(&o.launcher, help), "how agents start: libssh, ssh, slurm (one srun step) or auto (slurm in a Slurm job)")
     ("launcher-exec", val(&o.launcher_exec, help), "the program that starts agents in place of srun or ssh")
     ("nnodes", val(&o.nnodes, help), "per-node mode: number of nodes that meet at --rdzv")
@@ -93,7 +118,8 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("rdzv", val(&o.rdzv, help), "per-node mode: tcp://HOST:PORT, or env (Slurm, mpirun, PMI)")
     ("rdzv-port", val(&o.rdzv_port, help), "the store's port with --rdzv env")
     ("rdzv-id", val(&o.rdzv_id, help), "job name at a shared store (default: SLURM_JOB_ID or 'default')")
-    ("rdzv-timeout", val(&o.rdzv_timeout_s, help), "seconds to wait for every node to arrive")
+    ("rdzv-timeout", seconds(&o.rdzv_timeout_s, help, "--rdzv-timeout", kMaxWaitSeconds),
+     "seconds to wait for every node to arrive")
     ("token-file", val(&o.token_file, help), "file holding the job token shared by all nodes")
     ("master-addr", val(&o.master_addr, help), "torchrun's: with --nnodes > 1, node 0's host (--rdzv tcp://ADDR:PORT)")
     ("master-port", val(&o.master_port, help), "torchrun's: the port of --master-addr (default 29500)")
@@ -176,7 +202,6 @@ void validate_per_node(RunOptions& o, bool per_node_flags) {
       throw UsageError("--node-rank must be in 0.." + std::to_string(o.nnodes - 1) + " for --nnodes " +
                        std::to_string(o.nnodes) + ", got " + std::to_string(o.node_rank));
   }
-  if (o.rdzv_timeout_s <= 0) throw UsageError("--rdzv-timeout takes positive seconds");
   if (o.rdzv_port <= 0 || o.rdzv_port > 65535) throw UsageError("--rdzv-port takes a port number");
 }
 
@@ -197,6 +222,23 @@ void validate_torchrun_output(const RunOptions& o) {
                      " writes files: give --log-dir DIR (dlaunch writes DIR/rank.N/stdout and stderr)");
   if (!o.log_dir.empty() && !o.output_dir.empty())
     throw UsageError("give --output-filename or torchrun's --log-dir, not both");
+}
+
+// Values that an option's type takes but the job cannot use: each is refused
+// by name, where it would otherwise be ignored or found out only later.
+void check_given_values(const RunOptions& o, const po::variables_map& vm) {
+  if (vm.count("host") && o.hosts.empty()) hostfiles::parse_host_list(o.hosts);  // throws: what -H takes
+  if ((vm.count("hostfile") || vm.count("machinefile")) && o.hostfile.empty())
+    throw UsageError("--hostfile needs a file name, got ''");
+  if ((vm.count("npernode") || vm.count("ppn")) && o.per_node < 1)
+    throw UsageError("--npernode needs at least 1 rank per node, got " + std::to_string(o.per_node));
+  if (vm.count("gpus-per-node") && o.gpus_per_node < 0)
+    throw UsageError("--gpus-per-node takes a number of GPUs, 0 or more (leave it out to detect them), got " +
+                     std::to_string(o.gpus_per_node));
+  for (const auto& x : o.exports) check_export(x, "-x");
+  if (!o.ssh_config.empty()) read_user_file(o.ssh_config, "--ssh-config", "give an ssh client config file (ssh -F)");
+  // The job's size is known here only with -n; run.cc checks again after placement.
+  check_stdin_rank(o.stdin_target, o.np > 0 ? o.np : std::numeric_limits<int>::max());
 }
 
 // MPMD: the contexts of the command line (the first is the options' -n and
@@ -365,12 +407,7 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   if (o.max_restarts > 0 && (o.mpi == "pmix" || o.mpi == "pmi"))
     throw UsageError("--max-restarts with --mpi " + o.mpi + ": an MPI job cannot be restarted in place; use --mpi none");
   if (o.max_restarts > 0) o.mpi = "none";
-  if (o.stdin_target != "none" && o.stdin_target.find_first_not_of("0123456789") != std::string::npos)
-    throw UsageError("--stdin takes a rank number or 'none', got '" + o.stdin_target + "'");
-  if (o.kill_grace_s < 0 || o.timeout_s < 0 || o.heartbeat_timeout_s <= 0 || o.agent_timeout_s <= 0 ||
-      o.fence_timeout_s <= 0)
-    throw UsageError("--kill-grace, --timeout, --heartbeat-timeout, --agent-timeout and --fence-timeout take positive seconds");
-  if (o.stack_timeout_s < 0) throw UsageError("--stack-timeout takes seconds (0: collect no stacks)");
+  check_given_values(o, vm);
   if (o.gpus_per_rank < 1) throw UsageError("--gpus-per-rank needs at least 1");
   if (o.gpu_bind_mode != "visible" && o.gpu_bind_mode != "isolate" && o.gpu_bind_mode != "none")
     throw UsageError("--gpu-bind takes visible, isolate or none, got '" + o.gpu_bind_mode + "'");
@@ -456,10 +493,36 @@ int resolve_nproc_per_node(const std::string& kind, int gpus, int cores) {
   throw UsageError("--nproc-per-node takes a number of ranks, or gpu, cpu or auto, got '" + kind + "'");
 }
 
+void check_stdin_rank(const std::string& target, int world_size) {
+  const bool number =
+      !target.empty() && target.size() < 10 && target.find_first_not_of("0123456789") == std::string::npos;
+  if (target != "none" && !number)
+    throw UsageError("--stdin takes a rank number or 'none', got '" + target + "'");
+  if (number && std::stoi(target) >= world_size)
+    throw UsageError("--stdin " + target + ": the job has ranks 0 to " + std::to_string(world_size - 1) +
+                     "; give one of them, or none");
+}
+
+bool is_env_name(std::string_view name) {
+  auto name_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  return !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+         std::all_of(name.begin(), name.end(), name_char);
+}
+
+void check_export(const std::string& entry, const std::string& where) {
+  const size_t eq = entry.find('=');
+  std::string_view name(entry.data(), eq == std::string::npos ? entry.size() : eq);
+  if (eq == std::string::npos && !name.empty() && name.back() == '*') name.remove_suffix(1);  // PREFIX*
+  const bool prefix_only = eq == std::string::npos && entry.size() > name.size();
+  if (is_env_name(name) || (prefix_only && name.empty())) return;
+  throw UsageError(where + ": expected VAR, VAR=value or 'PREFIX*', VAR of letters, digits and _ not starting with "
+                   "a digit, got '" + entry.substr(0, 80) + "'");
+}
+
 std::vector<std::string> read_env_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw UsageError("--env-file " + path + ": cannot read it (does it exist?)");
+  const std::string text = read_user_file(path, "--env-file", "give a file of NAME=value lines").text;
   std::vector<std::string> out;
+  std::istringstream f(text);
   std::string line;
   for (int n = 1; std::getline(f, line); ++n) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -467,11 +530,7 @@ std::vector<std::string> read_env_file(const std::string& path) {
     if (first == std::string::npos || line[first] == '#') continue;
     line = line.substr(first);
     const size_t eq = line.find('=');
-    const std::string name = line.substr(0, eq);
-    const bool good_name = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
-                           std::all_of(name.begin(), name.end(),
-                                       [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-    if (eq == std::string::npos || !good_name)
+    if (eq == std::string::npos || !is_env_name(std::string_view(line).substr(0, eq)))
       throw UsageError(path + ":" + std::to_string(n) + ": expected NAME=value (NAME of letters, digits and _), got '" +
                        line.substr(0, 80) + "'");
     out.push_back(line);

@@ -2,6 +2,7 @@
 // The `dlaunch [run]` command line, parsed once into RunOptions. Nothing else
 // reads argv. Every default is written here.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "launcher/app_context.h"
@@ -114,8 +115,20 @@ std::vector<OptionSpec> run_option_table();
 // --env-file FILE (DeepSpeed's .deepspeed_env): one NAME=value per line, the
 // value taken as it is (no quotes, no expansion); blank lines and lines
 // starting with '#' are skipped. Returns the lines as -x NAME=value entries.
-// Throws UsageError naming FILE:LINE and what was expected.
+// Throws UsageError naming FILE:LINE and what was expected, and
+// read_user_file's for a file it will not read.
 std::vector<std::string> read_env_file(const std::string& path);
+
+// The name rule of the ranks' variables, for --env-file and -x alike:
+// letters, digits and _, not starting with a digit.
+bool is_env_name(std::string_view name);
+// One -x entry: VAR, VAR=value or 'PREFIX*' (PREFIX a start of such a name,
+// or empty). Throws UsageError "WHERE: expected ..." otherwise.
+void check_export(const std::string& entry, const std::string& where);
+
+// --stdin TARGET for a job of `world_size` ranks: "none" or a rank of it.
+// Throws UsageError naming the ranks there are.
+void check_stdin_rank(const std::string& target, int world_size);
 
 // The ranks' argv, as torchrun builds it: `python` (the interpreter, e.g.
 // "python3") in front of a PROGRAM ending in .py, and `python -m` with

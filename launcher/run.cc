@@ -1,5 +1,6 @@
 #include "launcher/run.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
 #include <iostream>
@@ -13,9 +14,11 @@
 #include "hostfiles/placement.h"
 #include "launcher/dry_run.h"
 #include "launcher/job.h"
+#include "launcher/local_limits.h"
 #include "launcher/node_group.h"
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
+#include "remote/agent_starter.h"
 #include "remote/early_agent.h"
 #include "remote/start_method.h"
 
@@ -47,15 +50,31 @@ std::vector<hostfiles::HostEntry> job_hosts(const RunOptions& o) {
   return hosts;
 }
 
+// Checks what the ranks placed here take from this host's limits, and that
+// --stdin names one of the job's ranks.
+void check_placed(const RunOptions& o, long local_ranks, long world) {
+  check_stdin_rank(o.stdin_target, static_cast<int>(world));
+  check_local_limits({local_ranks, world, !o.output_dir.empty() || !o.log_dir.empty()});
+}
+
 hostfiles::Placement plan(const RunOptions& o) {
   std::vector<hostfiles::HostEntry> hosts = job_hosts(o);
-  if (hosts.empty()) return hostfiles::place_local(o.np > 0 ? o.np : (o.per_node > 0 ? o.per_node : 1));
+  if (hosts.empty()) {
+    const int np = o.np > 0 ? o.np : (o.per_node > 0 ? o.per_node : 1);
+    check_placed(o, np, np);  // before the placement of a million ranks is built
+    return hostfiles::place_local(np);
+  }
   hostfiles::PlacementOptions po;
   po.np = o.np;
   po.map_by = o.map_by == "node" ? hostfiles::MapBy::kNode : hostfiles::MapBy::kSlot;
   po.per_node = o.per_node;
   po.oversubscribe = o.oversubscribe;
-  return hostfiles::place(hosts, po);
+  hostfiles::Placement p = hostfiles::place(hosts, po);
+  long local = 0;
+  for (size_t n = 0; n < p.nodes.size(); ++n)
+    if (remote::is_local_host(p.nodes[n].host)) local += p.local_size[n];
+  check_placed(o, local, static_cast<long>(p.ranks.size()));
+  return p;
 }
 
 // torchrun's --nproc-per-node gpu|cpu|auto, counted on this host: the GPUs
@@ -88,6 +107,7 @@ bool asks_for(const std::vector<std::string>& args, std::initializer_list<std::s
 }  // namespace
 
 int run_command(const std::vector<std::string>& args) {
+  raise_fd_limit();
   bool help = false;
   RunOptions o;
   try {
@@ -122,7 +142,11 @@ int run_command(const std::vector<std::string>& args) {
                                                                 : " (auto: not inside a Slurm job)")
                                         : "") +
                        "\n");
-  if (!o.rdzv.empty()) return run_per_node(std::move(o));
+  if (!o.rdzv.empty()) {
+    check_local_limits({o.per_node, static_cast<long>(o.per_node) * std::max(o.nnodes, 1),
+                        !o.output_dir.empty() || !o.log_dir.empty()});
+    return run_per_node(std::move(o));
+  }
   hostfiles::Placement p = plan(o);
   if (o.dry_run) {
     std::cout << rank_map_table(p, o);

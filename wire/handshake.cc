@@ -53,7 +53,7 @@ std::string to_hex(std::string_view bytes) {
   return out;
 }
 
-std::string new_token() { return to_hex(random_bytes(32)); }
+std::string new_token() { return to_hex(random_bytes(kTokenBytes)); }
 
 bool equal_ct(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;

@@ -36,7 +36,9 @@ inline constexpr Millis kDefaultHandshakeTimeout{10000};
 
 // n bytes from the OS's CSPRNG.
 std::string random_bytes(size_t n);
-// A fresh job token: 32 random bytes as 64 hex characters.
+// A fresh job token: kTokenBytes random bytes as kTokenChars hex characters.
+inline constexpr size_t kTokenBytes = 32;
+inline constexpr size_t kTokenChars = 2 * kTokenBytes;
 std::string new_token();
 std::string to_hex(std::string_view bytes);
 // HMAC-SHA256(key, msg), 32 raw bytes (wire/sha256.h: no OpenSSL start-up).

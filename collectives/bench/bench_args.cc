@@ -4,9 +4,12 @@
 
 #include "collectives/bench/bench_command.h"
 #include "errors/error.h"
+#include "errors/user_number.h"
 
 namespace dl::coll {
 namespace {
+
+constexpr double kMaxBenchBytes = 1024.0 * 1024 * 1024 * 1024;  // 1 TiB: more than any buffer a rank can hold
 
 size_t parse_size(const std::string& s, const std::string& flag) {
   char* end = nullptr;
@@ -17,7 +20,8 @@ size_t parse_size(const std::string& s, const std::string& flag) {
   else if (suf == "M" || suf == "m" || suf == "MB") mul = 1024.0 * 1024;
   else if (suf == "G" || suf == "g" || suf == "GB") mul = 1024.0 * 1024 * 1024;
   else if (!suf.empty() || end == s.c_str()) throw UsageError("dlaunch bench: " + flag + ": expected a size like 8, 64K, 256M or 1G, got '" + s + "'");
-  if (v < 0) throw UsageError("dlaunch bench: " + flag + " must not be negative");
+  if (!(v >= 0) || !(v * mul <= kMaxBenchBytes))  // NaN fails both
+    throw UsageError("dlaunch bench: " + flag + " takes a size from 0 to 1T, got '" + s + "'");
   return static_cast<size_t>(std::llround(v * mul));
 }
 
@@ -76,7 +80,7 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
     };
     if (a == "-b" || a == "--minbytes") o.min_bytes = parse_size(value(), a);
     else if (a == "-e" || a == "--maxbytes") o.max_bytes = parse_size(value(), a);
-    else if (a == "-f" || a == "--stepfactor") o.factor = std::strtod(value().c_str(), nullptr);
+    else if (a == "-f" || a == "--stepfactor") o.factor = parse_number("dlaunch bench: " + a, value(), 1, 1024);
     else if (a == "--op") o.op = parse_kind(value());
     else if (a == "-d" || a == "--dtype") o.dtype = parse_dtype(value());
     else if (a == "-o" || a == "--redop") o.redop = parse_op(value());
@@ -96,7 +100,6 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
     else throw UsageError("dlaunch bench: unknown option '" + a + "'; options: -b -e -f --op -d/--dtype -o/--redop "
                           "-r/--root -n/--iters -w/--warmup -c/--check --seed --url --json --device (dlaunch bench --help)");
   }
-  if (o.factor <= 1) throw UsageError("dlaunch bench: -f must be greater than 1");
   if (o.iters < 1 || o.warmup < 0) throw UsageError("dlaunch bench: --iters must be >= 1 and --warmup >= 0");
   if (o.min_bytes > o.max_bytes) throw UsageError("dlaunch bench: -b is larger than -e");
   return o;

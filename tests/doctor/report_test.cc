@@ -42,4 +42,12 @@ TEST_CASE("doctor options: defaults, bad usage names the option", "[doctor]") {
   CHECK_THROWS_WITH(parse_doctor_options({"-H", "a", "--program", "rel/path"}, &help), Catch::Contains("absolute path"));
   CHECK_THROWS_WITH(parse_doctor_options({"-H", "a", "--bogus"}, &help), Catch::Contains("bogus"));
   CHECK_THROWS_AS(parse_doctor_options({"-H", "a", "--link-factor", "1"}, &help), dl::UsageError);
+  // Durations and factors are finite and bounded: nan passes no `x <= 0` check.
+  CHECK_THROWS_WITH(parse_doctor_options({"-H", "a", "--ssh-timeout", "nan"}, &help),
+                    "--ssh-timeout takes seconds: a number above 0 and at most 1000000 (11.6 days), got 'nan'");
+  CHECK_THROWS_WITH(parse_doctor_options({"-H", "a", "--link-factor", "inf"}, &help),
+                    "--link-factor takes a number above 1 and at most 1000000, got 'inf'");
+  CHECK(parse_doctor_options({"-H", "a", "--connect-timeout", "0.5"}, &help).connect_timeout_s == 0.5);
+  CHECK_THROWS_WITH(parse_doctor_options({"-H", "a", "--ssh-config", "/dev/zero"}, &help),
+                    Catch::StartsWith("--ssh-config /dev/zero: is a character device, not a regular file"));
 }

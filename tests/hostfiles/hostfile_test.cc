@@ -122,8 +122,11 @@ TEST_CASE("parse_hostfile reads a file and names it when it cannot", "[hostfiles
   REQUIRE(h.size() == 1);
   CHECK(h[0].origin == path + ":1");
   std::string missing = std::string(dir) + "/missing";
-  CHECK_THROWS_AS(parse_hostfile(missing), dl::ParseError);
-  CHECK_THROWS_WITH(parse_hostfile(missing), "cannot read hostfile '" + missing + "': No such file or directory");
+  CHECK_THROWS_AS(parse_hostfile(missing), dl::UsageError);
+  CHECK_THROWS_WITH(parse_hostfile(missing), "hostfile " + missing + ": cannot read it (No such file or directory); "
+                                             "give a file of host lines ('node1 slots=4')");
+  CHECK_THROWS_WITH(parse_hostfile("/dev/zero"), "hostfile /dev/zero: is a character device, not a regular file; "
+                                                 "give a file of host lines ('node1 slots=4')");
   unlink(path.c_str());
   rmdir(dir);
 }

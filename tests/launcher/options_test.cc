@@ -311,3 +311,58 @@ TEST_CASE("options: --max-restarts, torchrun's --max_restarts - PMIx is off with
   CHECK_THROWS_WITH(parse({"--max-restarts", "1", "--mpi", "pmix", "./app"}),
                     Catch::Contains("--max-restarts with --mpi pmix"));
 }
+
+TEST_CASE("options: every duration is finite and bounded, from the command line or a default", "[launcher]") {
+  for (const char* opt : {"--timeout", "--kill-grace", "--stack-timeout", "--heartbeat-timeout", "--agent-timeout",
+                          "--fence-timeout", "--ssh-timeout", "--rdzv-timeout"})
+    for (const char* bad : {"nan", "inf", "1e10", "-1"}) {
+      INFO(opt << " " << bad);
+      CHECK_THROWS_WITH(parse({opt, bad, "./a"}),
+                        Catch::StartsWith(std::string(opt) + " takes seconds: a number above 0 and at most ") &&
+                            Catch::EndsWith("got '" + std::string(bad) + "'"));
+    }
+  CHECK(parse({"--timeout", "86400", "./a"}).timeout_s == 86400);
+  CHECK(parse({"--timeout", "0", "./a"}).timeout_s == 0);
+  CHECK(parse({"--kill-grace", "0", "./a"}).kill_grace_s == 0);
+  CHECK_THROWS_AS(parse({"--heartbeat-timeout", "0", "./a"}), dl::UsageError);
+  CHECK(parse({"--heartbeat-timeout", "2.5", "./a"}).heartbeat_timeout_s == 2.5);
+  // A config file's or DLAUNCH_<OPTION>'s value goes through the same parse, and is named.
+  dl::launcher::OptionDefaults d;
+  d.settings.push_back({"heartbeat-timeout", "nan", "env DLAUNCH_HEARTBEAT_TIMEOUT"});
+  bool help = false;
+  CHECK_THROWS_WITH(parse_run_options({"./a"}, &help, d),
+                    Catch::Contains("--heartbeat-timeout takes seconds") &&
+                        Catch::Contains("heartbeat-timeout = nan from env DLAUNCH_HEARTBEAT_TIMEOUT"));
+}
+
+TEST_CASE("options: -x takes the --env-file name rule", "[launcher]") {
+  CHECK(parse({"-x", "A_1=x=y", "-x", "PATH", "-x", "NCCL_*", "-x", "_U=", "./a"}).exports ==
+        Args{"A_1=x=y", "PATH", "NCCL_*", "_U="});
+  for (const char* bad : {"=foo", "A B=1", "1BAD=2", "A-B", "", "NC CL_*", "A*=1", "1*"})
+    CHECK_THROWS_WITH(parse({"-x", bad, "./a"}),
+                      "-x: expected VAR, VAR=value or 'PREFIX*', VAR of letters, digits and _ not starting with a "
+                      "digit, got '" + std::string(bad) + "'");
+  CHECK(dl::launcher::is_env_name("_a1"));
+  CHECK_FALSE(dl::launcher::is_env_name("9a"));
+}
+
+TEST_CASE("options: values the job cannot use are refused, not ignored", "[launcher]") {
+  CHECK_THROWS_WITH(parse({"--stdin", "5", "-n", "2", "./a"}),
+                    "--stdin 5: the job has ranks 0 to 1; give one of them, or none");
+  CHECK(parse({"--stdin", "1", "-n", "2", "./a"}).stdin_target == "1");
+  CHECK_THROWS_WITH(parse({"--stdin", "99999999999", "./a"}), Catch::Contains("--stdin takes a rank number"));
+  CHECK_THROWS_WITH(parse({"--npernode", "0", "./a"}), "--npernode needs at least 1 rank per node, got 0");
+  CHECK_THROWS_WITH(parse({"--ppn", "-2", "./a"}), "--npernode needs at least 1 rank per node, got -2");
+  CHECK_THROWS_WITH(parse({"--gpus-per-node", "-1", "./a"}), Catch::StartsWith("--gpus-per-node takes a number of GPUs"));
+  CHECK(parse({"--gpus-per-node", "0", "./a"}).gpus_per_node == 0);
+  CHECK_THROWS_WITH(parse({"-H", "", "./a"}), Catch::StartsWith("-H: expected a comma-separated list of hosts"));
+  CHECK_THROWS_WITH(parse({"--hostfile", "", "./a"}), "--hostfile needs a file name, got ''");
+  CHECK_THROWS_WITH(parse({"--ssh-config", "/dev/zero", "./a"}),
+                    Catch::StartsWith("--ssh-config /dev/zero: is a character device, not a regular file"));
+}
+
+TEST_CASE("env file: a directory or a device is refused, not read as empty", "[launcher]") {
+  CHECK_THROWS_WITH(dl::launcher::read_env_file("/tmp"), Catch::StartsWith("--env-file /tmp: is a directory"));
+  CHECK_THROWS_WITH(dl::launcher::read_env_file("/dev/zero"),
+                    Catch::StartsWith("--env-file /dev/zero: is a character device"));
+}
