@@ -134,20 +134,6 @@ void check_report_paths(const std::string& report_dir, const std::string& report
   }
 }
 
-namespace {
-// Writes `text` to `fd` and closes it; false on any error.
-bool write_and_close(int fd, const std::string& text) {
-  size_t at = 0;
-  while (at < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + at, text.size() - at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    at += static_cast<size_t>(n);
-  }
-  return ::close(fd) == 0 && at == text.size();
-}
-}  // namespace
-
 // --report-dir (made 0700 if missing), or a new temp dir.
 wire::PrivateDir StackCollector::report_dir() {
   if (!opts_.report_dir.empty()) return wire::PrivateDir::open(opts_.report_dir, true);
@@ -169,21 +155,17 @@ void StackCollector::write_report(const std::string& reason, const std::vector<S
   try {
     const wire::PrivateDir dir = report_dir();
     const std::string name = "stacks-" + std::to_string(++reports_);
-    const std::string txt = full_report("dlaunch: where the ranks are (" + reason + ")", groups, stacks);
-    if (!write_and_close(dir.open_file(name + ".txt", true), txt) || !write_and_close(dir.open_file(name + ".json", true), json)) {
-      where = "could not write the full stacks to " + dir.path() + " (--report-dir)";
-      return;
-    }
+    dir.write_file(name + ".txt", full_report("dlaunch: where the ranks are (" + reason + ")", groups, stacks));
+    dir.write_file(name + ".json", json);
     where = "full stacks: " + dir.path() + "/" + name + ".txt (JSON: " + dir.path() + "/" + name + ".json)";
     if (temp_dir_) where += "; " + dir.path() + " is left for you to read and remove";
   } catch (const Error& e) {
-    where = std::string("could not write the full stacks: ") + e.what();
+    where = std::string("could not write the full stacks (--report-dir): ") + e.what();
     return;
   }
   if (opts_.report_json.empty()) return;
   try {
-    if (!write_and_close(wire::create_private_file(opts_.report_json), json))
-      where += "; could not write --report-json " + opts_.report_json;
+    wire::write_private_file(opts_.report_json, json);
   } catch (const Error& e) {
     where += std::string("; could not write --report-json: ") + e.what();
   }

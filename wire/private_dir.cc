@@ -203,15 +203,26 @@ int PrivateDir::open_file(const std::string& name, bool truncate) const {
   return f.release();
 }
 
+void PrivateDir::write_file(const std::string& name, std::string_view text) const {
+  Socket f(open_file(name, true));
+  while (!text.empty()) {
+    const ssize_t n = ::write(f.fd(), text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw_errno("cannot write " + join(path_, name), n < 0 ? errno : ENOSPC);
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  if (::close(f.release()) != 0) throw_errno("cannot write " + join(path_, name));
+}
+
 void PrivateDir::check_file(const std::string& name) const {
   struct stat st {};
   if (::fstatat(fd_.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return judge_file(st, join(path_, name));
   if (errno != ENOENT) throw_errno("cannot look at " + join(path_, name));
 }
 
-int create_private_file(const std::string& path) {
+void write_private_file(const std::string& path, std::string_view text) {
   const auto [dir, name] = split_file(path);
-  return PrivateDir::open(dir, false).open_file(name, true);
+  PrivateDir::open(dir, false).write_file(name, text);
 }
 
 void check_private_file(const std::string& path) {

@@ -23,6 +23,7 @@
 //
 // Not thread-safe for one object; distinct objects may be used from any thread.
 #include <string>
+#include <string_view>
 
 #include "wire/socket.h"
 
@@ -44,6 +45,8 @@ class PrivateDir {
   // missing. `truncate` empties it and makes it 0600; otherwise writes go to
   // its end. Returns a descriptor (O_CLOEXEC) that the caller closes.
   int open_file(const std::string& name, bool truncate) const;
+  // open_file(name, true), `text` written, closed; IoError when a write fails.
+  void write_file(const std::string& name, std::string_view text) const;
   // Refuses what open_file(name, true) would refuse, writing nothing.
   void check_file(const std::string& name) const;
 
@@ -55,10 +58,10 @@ class PrivateDir {
   std::string path_;
 };
 
-// `path` written afresh (opened as by PrivateDir::open_file with truncate)
-// in its directory, which must exist: --report-json, --write-healthy.
-int create_private_file(const std::string& path);
-// Refuses what create_private_file would refuse, writing nothing.
+// The file `path` written afresh with `text` (PrivateDir::write_file), in
+// its directory, which must exist: --report-json, --write-healthy.
+void write_private_file(const std::string& path, std::string_view text);
+// Refuses what write_private_file would refuse, writing nothing.
 void check_private_file(const std::string& path);
 
 }  // namespace dl::wire

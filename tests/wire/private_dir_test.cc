@@ -103,8 +103,11 @@ TEST_CASE("private dir: no file is written through a link, a second name, or a F
   REQUIRE(::mkfifo((s.path + "/fifo").c_str(), 0600) == 0);  // no reader: a blocking open would hang
   CHECK_THROWS_WITH(d.open_file("fifo", true), Catch::Contains("is not a regular file"));
   CHECK_THROWS_WITH(dl::wire::check_private_file(s.path + "/link"), Catch::Contains("symbolic link"));
-  CHECK_THROWS_AS(dl::wire::create_private_file(s.path + "/"), dl::UsageError);
-  CHECK_THROWS_AS(dl::wire::create_private_file(s.path + "/missing/file"), dl::IoError);
+  CHECK_THROWS_AS(dl::wire::write_private_file(s.path + "/", "x"), dl::UsageError);
+  CHECK_THROWS_AS(dl::wire::write_private_file(s.path + "/missing/file", "x"), dl::IoError);
+  dl::wire::write_private_file(s.path + "/report.json", "{}\n");
+  CHECK(slurp(s.path + "/report.json") == "{}\n");
+  CHECK(mode_of(s.path + "/report.json") == 0600);
 }
 
 TEST_CASE("private dir: a directory link is followed when it is ours or root's, not another user's", "[wire]") {
