@@ -406,7 +406,8 @@ void Job::on_output(int node, const control::DataChunk& c) {
 }
 
 // Partial lines (a prompt, a progress bar) are shown once they have waited
-// OutputSink::kHoldFor: one timer for the oldest.
+// OutputSink::kHoldFor: one timer for the first due. While the console is
+// behind (reading held, or bytes queued) their waits start again.
 void Job::show_held_output() {
   if (output_timer_armed_) return;
   const auto due = sink_->next_due();
@@ -416,7 +417,7 @@ void Job::show_held_output() {
   output_timer_.async_wait([this](boost::system::error_code ec) {
     output_timer_armed_ = false;
     if (ec) return;
-    sink_->show_held(OutputSink::Clock::now());
+    sink_->show_held(OutputSink::Clock::now(), output_held_ || ConsoleWriter::queued() > 0);
     show_held_output();
   });
 }

@@ -298,6 +298,7 @@ void OutputSink::show(Key key, std::string_view text) {
   else write_fully(fd, prefixed(key.first, text, at_start));
   if (text.back() == '\n') open.reset();
   else open = OpenLine{key, text.back() == '\r'};
+  last_shown_[cursor(key.second)] = Clock::now();
 }
 
 void OutputSink::show_partial(Key key, Held& h) {
@@ -361,16 +362,28 @@ void OutputSink::finish_all() {
   for (int rank : ranks) finish(rank);
 }
 
-void OutputSink::show_held(Clock::time_point now) {
+// A partial line's wait ends kHoldFor after its first byte came or the
+// last thing written to its cursor, whichever was later.
+OutputSink::Clock::time_point OutputSink::due(Key key, const Held& h) const {
+  return std::max(h.since, last_shown_[cursor(key.second)]) + kHoldFor;
+}
+
+void OutputSink::show_held(Clock::time_point now, bool behind) {
+  if (behind) {
+    for (auto& t : last_shown_) t = now;
+    return;
+  }
+  std::vector<Key> ready;  // all that are due now (showing one restarts the others' waits)
   for (auto& [key, h] : held_)
-    if (!h.line.empty() && now - h.since >= kHoldFor) show_partial(key, h);
+    if (!h.line.empty() && due(key, h) <= now) ready.push_back(key);
+  for (const Key& key : ready) show_partial(key, held_[key]);
 }
 
 std::optional<OutputSink::Clock::time_point> OutputSink::next_due() const {
-  std::optional<Clock::time_point> due;
+  std::optional<Clock::time_point> first;
   for (auto& [key, h] : held_)
-    if (!h.line.empty() && (!due || h.since + kHoldFor < *due)) due = h.since + kHoldFor;
-  return due;
+    if (!h.line.empty() && (!first || due(key, h) < *first)) first = due(key, h);
+  return first;
 }
 
 size_t OutputSink::pending() const {

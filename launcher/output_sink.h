@@ -3,9 +3,10 @@
 // "[rank@host] " and timestamped, and/or one file per rank and stream.
 // Bytes arrive in arbitrary chunks. The console gets whole lines: each
 // (rank, stream) holds its partial last line until the newline comes, the
-// line has waited kHoldFor or grown to kMaxHeld (then it is shown as far as
-// it goes, and stays open at the cursor until its stream goes on or another
-// stream writes, which first ends it with a newline), or the rank ends.
+// console has been quiet for kHoldFor while it waited, it has grown to
+// kMaxHeld (then it is shown as far as it goes, and stays open at the
+// cursor until its stream goes on or another stream writes, which first
+// ends it with a newline), or the rank ends.
 // Files get the rank's bytes as they come, unchanged.
 #include <chrono>
 #include <functional>
@@ -58,12 +59,13 @@ Route route(const OutputOptions& o, int rank, int stream);
 class OutputSink {
  public:
   using Clock = std::chrono::steady_clock;
-  // A partial line is shown once it has waited this long: a prompt or a
-  // '\r' progress bar shows while the rank runs (tqdm redraws every 0.1 s:
-  // two redraws a showing), a line that arrives in several reads (a long
-  // line, a remote host's chunks) a few milliseconds apart is still shown
-  // whole, and several ranks' progress bars end each other's lines at most
-  // five times a second each.
+  // A partial line is shown once it has waited this long with nothing else
+  // written to its console (its cursor) meanwhile: a prompt or a '\r'
+  // progress bar (tqdm redraws every 0.1 s: two redraws a showing) shows
+  // while the rank runs; a line that comes in pieces (a long line, a rank
+  // blocked on its full pipe while dlaunch's console is behind) is not cut
+  // while other ranks' lines keep coming, which they would end; and several
+  // ranks' progress bars take turns instead of ending each other's lines.
   static constexpr std::chrono::milliseconds kHoldFor{200};
   // A partial line is shown at once when it holds this many bytes: a rank
   // that never writes a newline holds no more than this here.
@@ -86,9 +88,11 @@ class OutputSink {
   void finish(int rank);
   // finish() for every rank that holds or left a line unended.
   void finish_all();
-  // Shows the partial lines that have waited kHoldFor at `now`.
-  void show_held(Clock::time_point now);
-  // When the oldest partial line will have waited kHoldFor; none if none waits.
+  // Shows the partial lines that have waited kHoldFor at `now`. While
+  // dlaunch's console is `behind` (bytes queued for it), nothing is shown
+  // and every wait starts again: the rest of a line may be on its way.
+  void show_held(Clock::time_point now, bool behind = false);
+  // When the first partial line will have waited kHoldFor; none if none waits.
   std::optional<Clock::time_point> next_due() const;
   // Bytes held back waiting for a newline (for tests).
   size_t pending() const;
@@ -109,7 +113,9 @@ class OutputSink {
   void show(Key key, std::string_view text);
   void show_partial(Key key, Held& h);
   void end_open_line(std::optional<OpenLine>& open);
-  std::optional<OpenLine>& open_line(int stream) { return open_[same_console_ || stream != 2 ? 0 : 1]; }
+  int cursor(int stream) const { return same_console_ || stream != 2 ? 0 : 1; }
+  std::optional<OpenLine>& open_line(int stream) { return open_[cursor(stream)]; }
+  Clock::time_point due(Key key, const Held& h) const;
   int console_fd(int stream) const { return stream == 2 ? err_fd_ : out_fd_; }
   int file_for(int rank, int stream);
   wire::PrivateDir& files_dir();
@@ -121,6 +127,7 @@ class OutputSink {
   bool same_console_ = false;  // out_fd_ and err_fd_ are one file (a terminal): one cursor
   std::map<Key, Held> held_;
   std::optional<OpenLine> open_[2];  // per cursor: out_fd_'s, err_fd_'s
+  Clock::time_point last_shown_[2];  // per cursor: when something was last written there
   std::optional<wire::PrivateDir> files_dir_;
   std::set<Key> made_;  // files make_files emptied, not yet opened again
   std::map<Key, int> files_;

@@ -349,6 +349,24 @@ TEST_CASE("output: another rank's line first ends a shown partial line, whose re
   CHECK(out.text() == "[0@h] 50%\n[1@h] hello\n[0@h]  and on\n[1@h] in between\n[0@h] whole line\n");
 }
 
+TEST_CASE("output: a partial line waits on while other lines keep coming to its console, or the console is behind",
+          "[launcher]") {
+  TempFile out, err;
+  OutputSink sink(tagged(), {"h", "h"}, out.fd, err.fd);
+  sink.write(0, 1, "half a li");
+  const auto before = OutputSink::Clock::now();
+  sink.write(1, 1, "another rank's line\n");
+  REQUIRE(sink.next_due().has_value());
+  const auto due = *sink.next_due();
+  CHECK(due >= before + OutputSink::kHoldFor);  // its wait started again
+  sink.show_held(due - std::chrono::milliseconds(1));
+  sink.show_held(due + std::chrono::seconds(5), true);  // behind: shown later, not now
+  CHECK(out.text() == "[1@h] another rank's line\n");
+  CHECK(*sink.next_due() >= due + std::chrono::seconds(5));
+  sink.write(0, 1, "ne\n");
+  CHECK(out.text() == "[1@h] another rank's line\n[0@h] half a line\n");
+}
+
 TEST_CASE("output: a '\\r' progress bar shows as it goes, its tag written again after each '\\r'", "[launcher]") {
   TempFile out, err;
   OutputSink sink(tagged(), {"h"}, out.fd, err.fd);
