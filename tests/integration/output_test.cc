@@ -259,7 +259,7 @@ TEST_CASE("a rank writing 64 MiB without a newline leaves dlaunch's memory bound
   CHECK(r.code == 0);
 }
 
-TEST_CASE("a '\\r' progress line reaches the console while the rank runs, tagged, and goes on on its line",
+TEST_CASE("a carriage-return progress line reaches the console while the rank runs, tagged, and goes on on its line",
           "[integration]") {
   RunSpec s;
   s.argv = {bin("dlaunch"), "-n", "1", "--tag-output", "/usr/bin/python3", "-c",

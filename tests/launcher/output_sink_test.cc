@@ -367,7 +367,7 @@ TEST_CASE("output: a partial line waits on while other lines keep coming to its 
   CHECK(out.text() == "[1@h] another rank's line\n[0@h] half a line\n");
 }
 
-TEST_CASE("output: a '\\r' progress bar shows as it goes, its tag written again after each '\\r'", "[launcher]") {
+TEST_CASE("output: a carriage-return progress bar shows as it goes, its tag written again after each CR", "[launcher]") {
   TempFile out, err;
   OutputSink sink(tagged(), {"h"}, out.fd, err.fd);
   sink.write(0, 2, "\r 10%");

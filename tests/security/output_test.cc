@@ -67,7 +67,7 @@ dl::it::RunResult victim_job(const std::vector<std::string>& options) {
   }
 }  // namespace
 
-TEST_CASE("output files: F5's planted 0777 dirs, link and 0666 file are refused before any rank starts",
+TEST_CASE("output files: another user's planted 0777 dirs, link and 0666 file are refused before any rank starts",
           "[security]") {
   NEEDS_OTHER_USER();
   Shared sh;

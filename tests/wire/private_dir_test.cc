@@ -45,7 +45,7 @@ void write_and_close(int fd, const std::string& text) {
 }
 }  // namespace
 
-TEST_CASE("private dir: missing directories are made 0700, files 0600; an old file of ours is emptied",
+TEST_CASE("private dir: missing directories are made 0700, files 0600, and an old file of ours is emptied",
           "[wire]") {
   Scratch s;
   const PrivateDir d = PrivateDir::open(s.path + "/a//b/./c/", true);
