@@ -301,9 +301,9 @@ void OutputSink::show(Key key, std::string_view text) {
   last_shown_[cursor(key.second)] = Clock::now();
 }
 
-void OutputSink::show_partial(Key key, Held& h) {
-  show(key, h.line);
-  h.line.clear();
+void OutputSink::show_held_line(std::map<Key, Held>::iterator it) {
+  show(it->first, it->second.line);
+  held_.erase(it);
 }
 
 void OutputSink::end_open_line(std::optional<OpenLine>& open) {
@@ -316,21 +316,21 @@ void OutputSink::write(int rank, int stream, std::string_view bytes) {
   if (r.file) write_fully(file_for(rank, stream), bytes);
   if (!r.console || bytes.empty()) return;
   const Key key{rank, stream};
-  Held& h = held_[key];
-  const size_t last_nl = bytes.rfind('\n');
-  if (last_nl != std::string_view::npos) {
-    if (h.line.empty()) {
+  auto it = held_.find(key);
+  if (const size_t last_nl = bytes.rfind('\n'); last_nl != std::string_view::npos) {
+    if (it == held_.end()) {
       show(key, bytes.substr(0, last_nl + 1));
     } else {
-      h.line.append(bytes.substr(0, last_nl + 1));
-      show_partial(key, h);
+      it->second.line.append(bytes.substr(0, last_nl + 1));
+      show_held_line(it);
+      it = held_.end();
     }
     bytes.remove_prefix(last_nl + 1);
+    if (bytes.empty()) return;
   }
-  if (bytes.empty()) return;
-  if (h.line.empty()) h.since = Clock::now();
-  h.line.append(bytes);
-  if (h.line.size() >= kMaxHeld) show_partial(key, h);
+  if (it == held_.end()) it = held_.emplace(key, Held{std::string(), Clock::now()}).first;
+  it->second.line.append(bytes);
+  if (it->second.line.size() >= kMaxHeld) show_held_line(it);
 }
 
 void OutputSink::add_rank(int rank, std::string host, std::string tag) {
@@ -342,15 +342,13 @@ void OutputSink::add_rank(int rank, std::string host, std::string tag) {
 void OutputSink::finish(int rank) {
   for (int stream : {1, 2}) {
     const Key key{rank, stream};
-    auto it = held_.find(key);
     auto& open = open_line(stream);
-    if (it != held_.end() && !it->second.line.empty()) {
+    if (auto it = held_.find(key); it != held_.end()) {
       it->second.line.push_back('\n');
-      show_partial(key, it->second);
+      show_held_line(it);
     } else if (open && open->key == key) {
       end_open_line(open);
     }
-    if (it != held_.end()) held_.erase(it);
   }
 }
 
@@ -375,14 +373,14 @@ void OutputSink::show_held(Clock::time_point now, bool behind) {
   }
   std::vector<Key> ready;  // all that are due now (showing one restarts the others' waits)
   for (auto& [key, h] : held_)
-    if (!h.line.empty() && due(key, h) <= now) ready.push_back(key);
-  for (const Key& key : ready) show_partial(key, held_[key]);
+    if (due(key, h) <= now) ready.push_back(key);
+  for (const Key& key : ready) show_held_line(held_.find(key));
 }
 
 std::optional<OutputSink::Clock::time_point> OutputSink::next_due() const {
   std::optional<Clock::time_point> first;
   for (auto& [key, h] : held_)
-    if (!h.line.empty() && (!first || due(key, h) < *first)) first = due(key, h);
+    if (!first || due(key, h) < *first) first = due(key, h);
   return first;
 }
 

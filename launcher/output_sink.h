@@ -100,7 +100,7 @@ class OutputSink {
  private:
   using Key = std::pair<int, int>;  // (rank, stream)
   struct Held {
-    std::string line;         // the partial line not shown yet
+    std::string line;         // the partial line not shown yet (never empty)
     Clock::time_point since;  // when its first byte came
   };
   // A line of one stream shown in part: the console's cursor is at its end.
@@ -111,7 +111,7 @@ class OutputSink {
   std::string prefix(int rank) const;
   std::string prefixed(int rank, std::string_view text, bool at_start) const;
   void show(Key key, std::string_view text);
-  void show_partial(Key key, Held& h);
+  void show_held_line(std::map<Key, Held>::iterator it);  // shows it, then forgets it
   void end_open_line(std::optional<OpenLine>& open);
   int cursor(int stream) const { return same_console_ || stream != 2 ? 0 : 1; }
   std::optional<OpenLine>& open_line(int stream) { return open_[cursor(stream)]; }
@@ -125,7 +125,7 @@ class OutputSink {
   std::map<int, std::string> tags_;  // add_rank's names
   int out_fd_, err_fd_;
   bool same_console_ = false;  // out_fd_ and err_fd_ are one file (a terminal): one cursor
-  std::map<Key, Held> held_;
+  std::map<Key, Held> held_;  // the streams holding a partial line
   std::optional<OpenLine> open_[2];  // per cursor: out_fd_'s, err_fd_'s
   Clock::time_point last_shown_[2];  // per cursor: when something was last written there
   std::optional<wire::PrivateDir> files_dir_;
