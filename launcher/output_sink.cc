@@ -1,6 +1,5 @@
 #include "launcher/output_sink.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

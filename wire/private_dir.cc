@@ -48,7 +48,7 @@ std::string mode_text(mode_t mode) {
 }
 
 [[noreturn]] void refuse(const std::string& path, const std::string& problem, const std::string& todo) {
-  throw UsageError(path + " " + problem + ": " + todo);
+  throw UsageError((path == "." ? std::string("the working directory") : path) + " " + problem + ": " + todo);
 }
 
 std::string join(const std::string& dir, const std::string& name) {
