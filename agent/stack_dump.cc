@@ -12,6 +12,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "errors/error.h"
+#include "wire/private_dir.h"
+
 extern char** environ;
 
 namespace dl::agent {
@@ -99,9 +102,11 @@ StackDumper::StackDumper(asio::io_context& io, PythonDir& dir) : io_(io), hook_d
   if (hook_dir_.empty()) {
     // No installed hook beside this binary: this job's directory gets a copy.
     if (!dir.ensure()) return;  // mode 0700: only this user's ranks write there
-    std::ofstream f(dir.path() + "/sitecustomize.py");
-    f << python_dump_hook();
-    if (!f.flush()) return;
+    try {
+      wire::PrivateDir::open(dir.path(), false).write_file("sitecustomize.py", python_dump_hook());
+    } catch (const Error&) {
+      return;
+    }
     hook_dir_ = dir.path();
   }
   dir_ = dir.path();

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <climits>
 #include <ctime>
-#include <fstream>
 #include <future>
 #include <iostream>
+#include <sstream>
 
 #include "doctor/analysis.h"
 #include "doctor/cuda_probe.h"
@@ -17,6 +17,7 @@
 #include "remote/agent_starter.h"
 #include "remote/ssh/quote.h"
 #include "wire/handshake.h"
+#include "wire/private_dir.h"
 
 namespace dl::doctor {
 
@@ -46,8 +47,7 @@ std::vector<std::string> identity(const hostfiles::HostEntry& e) {
 }
 
 void write_healthy(const std::string& path, const std::vector<hostfiles::HostEntry>& entries, const Report& r) {
-  std::ofstream f(path);
-  if (!f) throw_errno("cannot write --write-healthy file '" + path + "'");
+  std::ostringstream f;
   int passed = 0;
   for (size_t h = 0; h < entries.size(); ++h) passed += r.host_passed(static_cast<int>(h)) ? 1 : 0;
   std::time_t now = std::time(nullptr);
@@ -61,7 +61,11 @@ void write_healthy(const std::string& path, const std::vector<hostfiles::HostEnt
     if (e.max_slots > 0) f << " max_slots=" << e.max_slots;
     f << "\n";
   }
-  if (!f) throw_errno("writing --write-healthy file '" + path + "'");
+  try {
+    wire::write_private_file(path, f.str());
+  } catch (const Error& e) {
+    throw IoError(std::string("--write-healthy: ") + e.what());
+  }
 }
 }  // namespace
 
@@ -204,6 +208,12 @@ int run_doctor_command(const std::vector<std::string>& args) {
   }
   if (o.peer) return run_peer();
   if (o.cuda_probe) return run_cuda_probe();
+  // A file the hostfile could not be written to safely is refused before the checks run.
+  try {
+    if (!o.write_healthy.empty()) wire::check_private_file(o.write_healthy);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--write-healthy: ") + e.what());
+  }
   Doctor d(o);
   const Report& r = d.run();
   if (o.json) std::cout << r.to_json().dump(2) << "\n";

@@ -34,7 +34,7 @@ constexpr milliseconds kCloseWait{3000};
 Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> view, StarterFactory make_starter)
     : opts_(std::move(opts)), plan_(std::move(plan)), view_(std::move(view)), make_starter_(std::move(make_starter)),
       signals_(io_, SIGINT, SIGTERM, SIGHUP), agent_timer_(io_), job_timer_(io_), kill_timer_(io_), close_timer_(io_),
-      restart_timer_(io_), suspend_timer_(io_), attempts_(opts_.max_restarts), progress_(io_), fate_(static_cast<int>(plan_.ranks.size())) {
+      restart_timer_(io_), suspend_timer_(io_), output_timer_(io_), attempts_(opts_.max_restarts), progress_(io_), fate_(static_cast<int>(plan_.ranks.size())) {
   // The scheduler's warnings (Slurm's --signal=USR1@90): forwarded, never fatal.
   signals_.add(SIGUSR1);
   signals_.add(SIGUSR2);
@@ -62,8 +62,14 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> vie
     n.local = view_ ? !n.external : remote::is_local_host(n.host);
   }
   for (const auto& r : plan_.ranks) nodes_.at(static_cast<size_t>(r.node)).ranks.push_back(r.rank);
+  std::vector<int> ours;
   for (auto& n : nodes_)
     if (n.external) fate_.not_ours(n.ranks);
+    else ours.insert(ours.end(), n.ranks.begin(), n.ranks.end());
+  // The files and report paths are checked before anything starts: a
+  // refusal is a usage error (exit 2), not a job lost after launch.
+  sink_->make_files(ours);
+  check_report_paths(opts_.report_dir, opts_.report_json);
 }
 
 Job::~Job() {
@@ -157,6 +163,7 @@ int Job::run() {
              (start_failures_.empty() ? "" : ", " + std::to_string(start_failures_.size()) + " failed");
     });
   io_.run();
+  sink_->finish_all();  // lines of ranks whose exit never came (a lost host)
   starter_->stop(2000);
   if (const std::string last = attempts_.final_line(fate_); !last.empty()) write_fully(2, last + "\n");
   ConsoleWriter::drain_and_disable();  // every line is out before dlaunch exits
@@ -383,6 +390,7 @@ void Job::on_output(int node, const control::DataChunk& c) {
   const auto& mine = nodes_.at(static_cast<size_t>(node)).ranks;
   if (std::find(mine.begin(), mine.end(), c.rank) == mine.end()) throw RemoteError("output for a foreign rank");
   sink_->write(c.rank, c.stream, c.bytes);
+  show_held_output();
   // dlaunch's own stdout or stderr is not keeping up: hold the agents' output
   // back until it has (ConsoleWriter), rather than queue without bound.
   if (!output_held_ && ConsoleWriter::queued() > ConsoleWriter::kHigh) {
@@ -395,6 +403,23 @@ void Job::on_output(int node, const control::DataChunk& c) {
       });
     });
   }
+}
+
+// Partial lines (a prompt, a progress bar) are shown once they have waited
+// OutputSink::kHoldFor: one timer for the first due. While the console is
+// behind (reading held, or bytes queued) their waits start again.
+void Job::show_held_output() {
+  if (output_timer_armed_) return;
+  const auto due = sink_->next_due();
+  if (!due) return;
+  output_timer_armed_ = true;
+  output_timer_.expires_at(*due);
+  output_timer_.async_wait([this](boost::system::error_code ec) {
+    output_timer_armed_ = false;
+    if (ec) return;
+    sink_->show_held(OutputSink::Clock::now(), output_held_ || ConsoleWriter::queued() > 0);
+    show_held_output();
+  });
 }
 
 void Job::on_fence(int node, uint64_t id, std::string_view blob) {

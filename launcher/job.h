@@ -136,6 +136,7 @@ class Job : public ControlServer::Handler {
   int node_of(int rank) const;
   std::unique_ptr<ConnectRelay> make_connect_relay();
   void start_stdin_reader();
+  void show_held_output();
   void start_stack_collector();
   void check_finished();
   void finish();
@@ -159,6 +160,8 @@ class Job : public ControlServer::Handler {
   std::unique_ptr<AgentStarter> starter_;
   asio::signal_set signals_;
   asio::steady_timer agent_timer_, job_timer_, kill_timer_, close_timer_, restart_timer_, suspend_timer_;
+  asio::steady_timer output_timer_;  // the oldest partial line is due (show_held_output)
+  bool output_timer_armed_ = false;
   Attempts attempts_;
   ProgressLine progress_;                    // agents connected, on a terminal
   std::vector<std::string> start_failures_;  // hosts whose agent could not be started

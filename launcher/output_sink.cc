@@ -1,6 +1,5 @@
 #include "launcher/output_sink.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -196,8 +195,19 @@ Route route(const OutputOptions& o, int rank, int stream) {
   return r;
 }
 
+namespace {
+// True when `a` and `b` are one open file (stdout and stderr on one terminal).
+bool same_file(int a, int b) {
+  struct stat sa {}, sb {};
+  return a == b || (::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
+}
+
+const char* stream_file(int stream) { return stream == 2 ? "stderr" : "stdout"; }
+}  // namespace
+
 OutputSink::OutputSink(OutputOptions opts, std::vector<std::string> hosts, int out_fd, int err_fd)
-    : opts_(std::move(opts)), hosts_(std::move(hosts)), out_fd_(out_fd), err_fd_(err_fd) {}
+    : opts_(std::move(opts)), hosts_(std::move(hosts)), out_fd_(out_fd), err_fd_(err_fd),
+      same_console_(same_file(out_fd, err_fd)) {}
 
 OutputSink::~OutputSink() {
   for (auto& [k, fd] : files_) ::close(fd);
@@ -223,58 +233,103 @@ std::string OutputSink::prefix(int rank) const {
   return p;
 }
 
+wire::PrivateDir& OutputSink::files_dir() {
+  if (!files_dir_) files_dir_ = wire::PrivateDir::open(opts_.dir.empty() ? opts_.log_dir : opts_.dir, true);
+  return *files_dir_;
+}
+
+void OutputSink::make_files(const std::vector<int>& ranks) {
+  try {
+    for (int rank : ranks)
+      for (int stream : {1, 2}) {
+        if (!route(opts_, rank, stream).file) continue;
+        ::close(files_dir().sub("rank." + std::to_string(rank)).open_file(stream_file(stream), true));
+        made_.insert({rank, stream});
+      }
+  } catch (const Error& e) {
+    throw UsageError(std::string(opts_.dir.empty() ? "--log-dir" : "--output-filename") + ": " + e.what());
+  }
+}
+
 int OutputSink::file_for(int rank, int stream) {
-  auto key = std::make_pair(rank, stream);
+  const Key key{rank, stream};
   auto it = files_.find(key);
   if (it != files_.end()) return it->second;
-  const std::string& base = opts_.dir.empty() ? opts_.log_dir : opts_.dir;
-  std::string d = base + "/rank." + std::to_string(rank);
-  ::mkdir(base.c_str(), 0755);
-  ::mkdir(d.c_str(), 0755);
-  std::string path = d + (stream == 2 ? "/stderr" : "/stdout");
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_errno("cannot write rank output to " + path);
+  // Emptied by make_files: written on from its start; any other is emptied now.
+  const bool made = made_.erase(key) > 0;
+  const int fd = files_dir().sub("rank." + std::to_string(rank)).open_file(stream_file(stream), !made);
   files_[key] = fd;
   return fd;
 }
 
-void OutputSink::emit(int rank, int stream, std::string_view lines) {
-  if (lines.empty()) return;
-  const Route r = route(opts_, rank, stream);
-  // Files are one rank's stream already: never tagged.
-  if (r.file) write_fully(file_for(rank, stream), lines);
-  if (!r.console) return;
-  const int fd = stream == 2 ? err_fd_ : out_fd_;
-  if (!opts_.tag && !opts_.timestamp) return write_fully(fd, lines);
+// `text` with the rank's prefix at its start (when `at_start`) and after
+// every line end: '\n', "\r\n", and a lone '\r', which takes a progress
+// bar's cursor back to where the prefix must be written again (so a text
+// that starts with one needs none before it).
+std::string OutputSink::prefixed(int rank, std::string_view text, bool at_start) const {
   const std::string p = prefix(rank);
   std::string buf;
-  buf.reserve(lines.size() + p.size() * 8);
+  buf.reserve(text.size() + p.size() * 8);
+  if (at_start && !(text.size() > 1 && text[0] == '\r' && text[1] != '\n')) buf += p;
   size_t start = 0;
-  while (start < lines.size()) {
-    size_t nl = lines.find('\n', start);
-    buf.append(p).append(lines.substr(start, nl - start + 1));
-    start = nl + 1;
+  while (start < text.size()) {
+    size_t end = text.find_first_of("\r\n", start);
+    if (end == std::string_view::npos) end = text.size() - 1;
+    else if (text[end] == '\r' && end + 1 < text.size() && text[end + 1] == '\n') ++end;
+    buf.append(text.substr(start, end - start + 1));
+    start = end + 1;
+    if (start < text.size()) buf += p;
   }
-  write_fully(fd, buf);
+  return buf;
+}
+
+// Writes `text` of `key` to the console: whole lines, or a partial line (no
+// final '\n') that stays open at the cursor. Another stream's line open at
+// this cursor is ended first, so lines of different streams never share one.
+void OutputSink::show(Key key, std::string_view text) {
+  if (text.empty()) return;
+  auto& open = open_line(key.second);
+  const bool goes_on = open && open->key == key;
+  const bool at_start = !goes_on || open->after_cr;
+  if (open && !goes_on) end_open_line(open);
+  const int fd = console_fd(key.second);
+  if (!opts_.tag && !opts_.timestamp) write_fully(fd, text);
+  else write_fully(fd, prefixed(key.first, text, at_start));
+  if (text.back() == '\n') open.reset();
+  else open = OpenLine{key, text.back() == '\r'};
+  last_shown_[cursor(key.second)] = Clock::now();
+}
+
+void OutputSink::show_held_line(std::map<Key, Held>::iterator it) {
+  show(it->first, it->second.line);
+  held_.erase(it);
+}
+
+void OutputSink::end_open_line(std::optional<OpenLine>& open) {
+  write_fully(console_fd(open->key.second), "\n");
+  open.reset();
 }
 
 void OutputSink::write(int rank, int stream, std::string_view bytes) {
   const Route r = route(opts_, rank, stream);
-  if (!r.console && !r.file) return;  // filtered off the console and written to no file: nothing to hold back
-  auto& part = partial_[{rank, stream}];
-  size_t last_nl = bytes.rfind('\n');
-  if (last_nl == std::string_view::npos) {
-    part.append(bytes);
-    return;
+  if (r.file) write_fully(file_for(rank, stream), bytes);
+  if (!r.console || bytes.empty()) return;
+  const Key key{rank, stream};
+  auto it = held_.find(key);
+  if (const size_t last_nl = bytes.rfind('\n'); last_nl != std::string_view::npos) {
+    if (it == held_.end()) {
+      show(key, bytes.substr(0, last_nl + 1));
+    } else {
+      it->second.line.append(bytes.substr(0, last_nl + 1));
+      show_held_line(it);
+      it = held_.end();
+    }
+    bytes.remove_prefix(last_nl + 1);
+    if (bytes.empty()) return;
   }
-  if (part.empty()) {
-    emit(rank, stream, bytes.substr(0, last_nl + 1));
-  } else {
-    part.append(bytes.substr(0, last_nl + 1));
-    emit(rank, stream, part);
-    part.clear();
-  }
-  part.append(bytes.substr(last_nl + 1));
+  if (it == held_.end()) it = held_.emplace(key, Held{std::string(), Clock::now()}).first;
+  it->second.line.append(bytes);
+  if (it->second.line.size() >= kMaxHeld) show_held_line(it);
 }
 
 void OutputSink::add_rank(int rank, std::string host, std::string tag) {
@@ -285,19 +340,52 @@ void OutputSink::add_rank(int rank, std::string host, std::string tag) {
 
 void OutputSink::finish(int rank) {
   for (int stream : {1, 2}) {
-    auto it = partial_.find({rank, stream});
-    if (it == partial_.end()) continue;
-    if (!it->second.empty()) {
-      it->second.push_back('\n');
-      emit(rank, stream, it->second);
+    const Key key{rank, stream};
+    auto& open = open_line(stream);
+    if (auto it = held_.find(key); it != held_.end()) {
+      it->second.line.push_back('\n');
+      show_held_line(it);
+    } else if (open && open->key == key) {
+      end_open_line(open);
     }
-    partial_.erase(it);
   }
+}
+
+void OutputSink::finish_all() {
+  std::set<int> ranks;
+  for (auto& [key, h] : held_) ranks.insert(key.first);
+  for (auto& open : open_)
+    if (open) ranks.insert(open->key.first);
+  for (int rank : ranks) finish(rank);
+}
+
+// A partial line's wait ends kHoldFor after its first byte came or the
+// last thing written to its cursor, whichever was later.
+OutputSink::Clock::time_point OutputSink::due(Key key, const Held& h) const {
+  return std::max(h.since, last_shown_[cursor(key.second)]) + kHoldFor;
+}
+
+void OutputSink::show_held(Clock::time_point now, bool behind) {
+  if (behind) {
+    for (auto& t : last_shown_) t = now;
+    return;
+  }
+  std::vector<Key> ready;  // all that are due now (showing one restarts the others' waits)
+  for (auto& [key, h] : held_)
+    if (due(key, h) <= now) ready.push_back(key);
+  for (const Key& key : ready) show_held_line(held_.find(key));
+}
+
+std::optional<OutputSink::Clock::time_point> OutputSink::next_due() const {
+  std::optional<Clock::time_point> first;
+  for (auto& [key, h] : held_)
+    if (!first || due(key, h) < *first) first = due(key, h);
+  return first;
 }
 
 size_t OutputSink::pending() const {
   size_t n = 0;
-  for (auto& [k, v] : partial_) n += v.size();
+  for (auto& [k, h] : held_) n += h.line.size();
   return n;
 }
 

@@ -1,13 +1,23 @@
 #pragma once
-// Where the ranks' output goes: dlaunch's stdout/stderr, whole lines only,
-// optionally tagged "[rank@host] " and timestamped, and/or one file per rank
-// and stream. Bytes arrive in arbitrary chunks; each (rank, stream) keeps its
-// partial last line until the newline comes or the rank ends.
+// Where the ranks' output goes: dlaunch's stdout/stderr, optionally tagged
+// "[rank@host] " and timestamped, and/or one file per rank and stream.
+// Bytes arrive in arbitrary chunks. The console gets whole lines: each
+// (rank, stream) holds its partial last line until the newline comes, the
+// console has been quiet for kHoldFor while it waited, it has grown to
+// kMaxHeld (then it is shown as far as it goes, and stays open at the
+// cursor until its stream goes on or another stream writes, which first
+// ends it with a newline), or the rank ends.
+// Files get the rank's bytes as they come, unchanged.
+#include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "wire/private_dir.h"
 
 namespace dl::launcher {
 
@@ -48,9 +58,27 @@ Route route(const OutputOptions& o, int rank, int stream);
 
 class OutputSink {
  public:
+  using Clock = std::chrono::steady_clock;
+  // A partial line is shown once it has waited this long with nothing else
+  // written to its console (its cursor) meanwhile: a prompt or a '\r'
+  // progress bar (tqdm redraws every 0.1 s: two redraws a showing) shows
+  // while the rank runs; a line that comes in pieces (a long line, a rank
+  // blocked on its full pipe while dlaunch's console is behind) is not cut
+  // while other ranks' lines keep coming, which they would end; and several
+  // ranks' progress bars take turns instead of ending each other's lines.
+  static constexpr std::chrono::milliseconds kHoldFor{200};
+  // A partial line is shown at once when it holds this many bytes: a rank
+  // that never writes a newline holds no more than this here.
+  static constexpr size_t kMaxHeld = 64u << 10;
+
   // `hosts[r]` names rank r's host for tags. fds default to 1 and 2.
   OutputSink(OutputOptions opts, std::vector<std::string> hosts, int out_fd = 1, int err_fd = 2);
   ~OutputSink();
+  // Makes the output files of `ranks` (empty, 0600, in directories 0700:
+  // wire/private_dir.h) before they start; throws UsageError naming the
+  // option and the path it refuses. Other ranks' files are made when their
+  // first bytes come.
+  void make_files(const std::vector<int>& ranks);
   // stream: 1 = stdout, 2 = stderr.
   void write(int rank, int stream, std::string_view bytes);
   // A rank started after the job's (MPI_Comm_spawn): its host and the name
@@ -58,20 +86,51 @@ class OutputSink {
   void add_rank(int rank, std::string host, std::string tag);
   // The rank ended: its unterminated last lines are written with a '\n'.
   void finish(int rank);
+  // finish() for every rank that holds or left a line unended.
+  void finish_all();
+  // Shows the partial lines that have waited kHoldFor at `now`. While
+  // dlaunch's console is `behind` (bytes queued for it), nothing is shown
+  // and every wait starts again: the rest of a line may be on its way.
+  void show_held(Clock::time_point now, bool behind = false);
+  // When the first partial line will have waited kHoldFor; none if none waits.
+  std::optional<Clock::time_point> next_due() const;
   // Bytes held back waiting for a newline (for tests).
   size_t pending() const;
 
  private:
+  using Key = std::pair<int, int>;  // (rank, stream)
+  struct Held {
+    std::string line;         // the partial line not shown yet (never empty)
+    Clock::time_point since;  // when its first byte came
+  };
+  // A line of one stream shown in part: the console's cursor is at its end.
+  struct OpenLine {
+    Key key;
+    bool after_cr = false;  // its last byte was '\r': its next bytes start at column 0
+  };
   std::string prefix(int rank) const;
-  void emit(int rank, int stream, std::string_view whole_lines);
+  std::string prefixed(int rank, std::string_view text, bool at_start) const;
+  void show(Key key, std::string_view text);
+  void show_held_line(std::map<Key, Held>::iterator it);  // shows it, then forgets it
+  void end_open_line(std::optional<OpenLine>& open);
+  int cursor(int stream) const { return same_console_ || stream != 2 ? 0 : 1; }
+  std::optional<OpenLine>& open_line(int stream) { return open_[cursor(stream)]; }
+  Clock::time_point due(Key key, const Held& h) const;
+  int console_fd(int stream) const { return stream == 2 ? err_fd_ : out_fd_; }
   int file_for(int rank, int stream);
+  wire::PrivateDir& files_dir();
 
   OutputOptions opts_;
   std::vector<std::string> hosts_;
   std::map<int, std::string> tags_;  // add_rank's names
   int out_fd_, err_fd_;
-  std::map<std::pair<int, int>, std::string> partial_;
-  std::map<std::pair<int, int>, int> files_;
+  bool same_console_ = false;  // out_fd_ and err_fd_ are one file (a terminal): one cursor
+  std::map<Key, Held> held_;  // the streams holding a partial line
+  std::optional<OpenLine> open_[2];  // per cursor: out_fd_'s, err_fd_'s
+  Clock::time_point last_shown_[2];  // per cursor: when something was last written there
+  std::optional<wire::PrivateDir> files_dir_;
+  std::set<Key> made_;  // files make_files emptied, not yet opened again
+  std::map<Key, int> files_;
 };
 
 // write(2) until done, waiting out EAGAIN; errors (a closed pipe) are dropped.

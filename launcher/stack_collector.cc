@@ -3,14 +3,15 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
+#include "errors/error.h"
 #include "launcher/output_sink.h"
+#include "wire/private_dir.h"
 
 namespace dl::launcher {
 
@@ -120,44 +121,54 @@ void StackCollector::finish() {
   for (auto& f : then) f();
 }
 
-std::string StackCollector::report_path(const std::string& ext) {
-  return opts_.report_dir + "/stacks-" + std::to_string(reports_) + "." + ext;
+void check_report_paths(const std::string& report_dir, const std::string& report_json) {
+  try {
+    if (!report_dir.empty()) wire::PrivateDir::check(report_dir);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--report-dir: ") + e.what());
+  }
+  try {
+    if (!report_json.empty()) wire::check_private_file(report_json);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--report-json: ") + e.what());
+  }
+}
+
+// --report-dir (made 0700 if missing), or a new temp dir.
+wire::PrivateDir StackCollector::report_dir() {
+  if (!opts_.report_dir.empty()) return wire::PrivateDir::open(opts_.report_dir, true);
+  const char* tmp = ::getenv("TMPDIR");
+  // No job id in the name: every user can list /tmp.
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-stacks-XXXXXX";
+  if (!::mkdtemp(tmpl.data()))
+    throw IoError("could not make a directory for the full stacks (" + tmpl + ": " + std::strerror(errno) +
+                  "); give one with --report-dir");
+  opts_.report_dir = tmpl;
+  temp_dir_ = true;
+  return wire::PrivateDir::open(tmpl, false);
 }
 
 // Writes DIR/stacks-N.txt and .json (and --report-json); `where` says where,
 // or why not.
 void StackCollector::write_report(const std::string& reason, const std::vector<StackGroup>& groups,
                                   const std::vector<RankStackEntry>& stacks, std::string& where) {
-  std::error_code ec;
-  if (opts_.report_dir.empty()) {
-    const char* tmp = ::getenv("TMPDIR");
-    // No job id in the name: every user can list /tmp.
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-stacks-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) {
-      where = "could not make a directory for the full stacks (" + tmpl + ": " + std::strerror(errno) +
-              "); give one with --report-dir";
-      return;
-    }
-    opts_.report_dir = tmpl;
-    temp_dir_ = true;
-  } else {
-    std::filesystem::create_directories(opts_.report_dir, ec);
-  }
-  ++reports_;
   const std::string json = json_report(reason, groups, stacks);
-  std::ofstream txt(report_path("txt")), js(report_path("json"));
-  txt << full_report("dlaunch: where the ranks are (" + reason + ")", groups, stacks);
-  js << json;
-  if (!txt.flush() || !js.flush()) {
-    where = "could not write the full stacks to " + opts_.report_dir + " (--report-dir)";
+  try {
+    const wire::PrivateDir dir = report_dir();
+    const std::string name = "stacks-" + std::to_string(++reports_);
+    dir.write_file(name + ".txt", full_report("dlaunch: where the ranks are (" + reason + ")", groups, stacks));
+    dir.write_file(name + ".json", json);
+    where = "full stacks: " + dir.path() + "/" + name + ".txt (JSON: " + dir.path() + "/" + name + ".json)";
+    if (temp_dir_) where += "; " + dir.path() + " is left for you to read and remove";
+  } catch (const Error& e) {
+    where = std::string("could not write the full stacks (--report-dir): ") + e.what();
     return;
   }
-  where = "full stacks: " + report_path("txt") + " (JSON: " + report_path("json") + ")";
-  if (temp_dir_) where += "; " + opts_.report_dir + " is left for you to read and remove";
-  if (!opts_.report_json.empty()) {
-    std::ofstream f(opts_.report_json);
-    f << json;
-    if (!f.flush()) where += "; could not write --report-json " + opts_.report_json;
+  if (opts_.report_json.empty()) return;
+  try {
+    wire::write_private_file(opts_.report_json, json);
+  } catch (const Error& e) {
+    where += std::string("; could not write --report-json: ") + e.what();
   }
 }
 

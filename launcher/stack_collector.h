@@ -14,6 +14,7 @@
 
 #include "control/messages.h"
 #include "launcher/stack_report.h"
+#include "wire/private_dir.h"
 
 namespace dl::launcher {
 
@@ -22,6 +23,11 @@ struct StackOptions {
   std::string report_dir;   // --report-dir; "" = a new temp dir, named on stderr and left behind
   std::string report_json;  // --report-json FILE: the latest report as JSON there too; "" = none
 };
+
+// Refuses (UsageError naming the option) a --report-dir or --report-json
+// that the report could not be written to safely (wire/private_dir.h);
+// makes nothing. "" is not checked.
+void check_report_paths(const std::string& report_dir, const std::string& report_json);
 
 // An agent to ask: its node, its host, and the ranks it runs.
 struct StackSource {
@@ -53,7 +59,7 @@ class StackCollector {
  private:
   void on_quit();
   void finish();
-  std::string report_path(const std::string& ext);
+  wire::PrivateDir report_dir();
   void write_report(const std::string& reason, const std::vector<StackGroup>& groups,
                     const std::vector<RankStackEntry>& stacks, std::string& where);
 

@@ -2,8 +2,13 @@
 // that split lines; every line must arrive whole, exactly once, in order.
 #include <catch2/catch.hpp>
 
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <fstream>
 
 #include "tests/integration/run_command.h"
 
@@ -193,4 +198,81 @@ TEST_CASE("a reader that stalls 5 s holds the output up, and the job neither die
   CHECK(lines[1] == 60000);
   CHECK(in_order);
   CHECK(whole);
+}
+
+namespace {
+// The peak resident memory of `pid` so far (VmHWM, kB); -1 when unknown.
+long peak_kb(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  long kb = -1;
+  while (f >> key)
+    if (key == "VmHWM:" && f >> kb) break;
+  return kb;
+}
+
+// Reads `fd` until `marker` arrives (only the tail is searched: the data
+// before it is counted, not kept); the bytes before it, or -1 at EOF or after `seconds`.
+long count_until(int fd, const std::string& marker, double seconds) {
+  std::string tail;
+  long total = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  char buf[1 << 16];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count()) + 1) <= 0) return -1;
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) return -1;
+    total += n;
+    tail.append(buf, static_cast<size_t>(n));
+    if (const size_t at = tail.find(marker); at != std::string::npos)
+      return total - static_cast<long>(tail.size() - at);
+    if (tail.size() > marker.size()) tail.erase(0, tail.size() - marker.size());
+  }
+}
+}  // namespace
+
+// A rank that dumps binary data (or a '\r' bar for hours) writes no newline:
+// dlaunch shows a partial line once it holds OutputSink::kMaxHeld bytes, so
+// its memory stays bounded (holding the line until its newline, it reached
+// 136 MB here, and 824 MB for 400 MiB).
+TEST_CASE("a rank writing 64 MiB without a newline leaves dlaunch's memory bounded and every byte arrives",
+          "[integration][slow]") {
+  const std::string m = new_marker();
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "1", "/usr/bin/python3", "-c",
+            "import os, sys\nfor _ in range(64): os.write(1, b'x' * 2**20)\n"
+            "os.write(1, b'\\nEND-' + sys.argv[1].encode() + b'\\n')\nsys.stdin.read()",
+            m};
+  s.stdin_hold = true;  // the rank waits on it: dlaunch still runs when its peak is read
+  Child c = start(s);
+  ChildGuard guard{c, m};
+  const long before = count_until(c.out_fd, "END-" + m, 120);
+  const long kb = peak_kb(c.pid);
+  ::close(c.in_fd), c.in_fd = -1;
+  RunResult r = wait(c, 60);
+  INFO(r.err);
+  CHECK(before == (64L << 20) + 1);  // the x's and the '\n' that ended them
+  CHECK(kb > 0);
+  CHECK(kb < 32 * 1024);
+  CHECK(r.code == 0);
+}
+
+TEST_CASE("a carriage-return progress line reaches the console while the rank runs, tagged, and goes on on its line",
+          "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "1", "--tag-output", "/usr/bin/python3", "-c",
+            "import sys\nsys.stdout.write('\\r 10%'); sys.stdout.flush()\nsys.stdin.read()\nprint(' done')"};
+  s.stdin_hold = true;  // the rank waits for its EOF, sent once the line was seen
+  Child c = start(s);
+  ChildGuard guard{c, ""};
+  std::string got;
+  const bool seen = read_fd_until(c.out_fd, got, " 10%", 20);
+  ::close(c.in_fd), c.in_fd = -1;
+  RunResult r = wait(c, 30);
+  INFO(r.err);
+  CHECK(seen);
+  CHECK(got + r.out == "\r[0@localhost]  10% done\n");
+  CHECK(r.code == 0);
 }

@@ -3,7 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -157,7 +160,7 @@ TEST_CASE("output: --output-filename writes DIR/rank.N/stdout and stderr, untagg
   }
   CHECK(slurp(dir + "/rank.0/stdout") == "zero\n");
   CHECK(slurp(dir + "/rank.2/stdout") == "two\n");
-  CHECK(slurp(dir + "/rank.2/stderr") == "two-err\npart\n");
+  CHECK(slurp(dir + "/rank.2/stderr") == "two-err\npart");  // the rank's bytes, nothing added
   CHECK_FALSE(std::filesystem::exists(dir + "/rank.1"));
   CHECK(out.text().empty());
   CHECK(err.text().empty());
@@ -291,7 +294,7 @@ TEST_CASE("output: -t 3 with a filter writes every rank's files, tags the consol
   CHECK(slurp(o.log_dir + "/rank.0/stdout") == "o0\n");
   CHECK(slurp(o.log_dir + "/rank.0/stderr") == "e0\n");
   CHECK(slurp(o.log_dir + "/rank.1/stdout") == "o1 hello\n");
-  CHECK(slurp(o.log_dir + "/rank.1/stderr") == "e1 hello\npart\n");
+  CHECK(slurp(o.log_dir + "/rank.1/stderr") == "e1 hello\npart");
 }
 
 TEST_CASE("output: a filtered-out stream written nowhere is not held back", "[launcher]") {
@@ -303,4 +306,186 @@ TEST_CASE("output: a filtered-out stream written nowhere is not held back", "[la
   CHECK(sink.pending() == 0);
   sink.finish(1);
   CHECK(out.text().empty());
+}
+
+// Partial lines: shown after kHoldFor or at kMaxHeld, never spliced with another stream's.
+namespace {
+const auto kDue = OutputSink::kHoldFor + std::chrono::milliseconds(1);
+OutputOptions tagged() {
+  OutputOptions o;
+  o.tag = true;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("output: a partial line is shown once it has waited kHoldFor, and its rest follows on that line",
+          "[launcher]") {
+  TempFile out, err;
+  OutputSink sink(tagged(), {"h"}, out.fd, err.fd);
+  sink.write(0, 1, "Loading...");
+  REQUIRE(sink.next_due().has_value());
+  sink.show_held(OutputSink::Clock::now());  // not yet due
+  CHECK(out.text().empty());
+  sink.show_held(*sink.next_due());
+  CHECK(out.text() == "[0@h] Loading...");
+  CHECK(sink.pending() == 0);
+  CHECK_FALSE(sink.next_due().has_value());
+  sink.write(0, 1, " done\nnext\n");
+  CHECK(out.text() == "[0@h] Loading... done\n[0@h] next\n");
+}
+
+TEST_CASE("output: another rank's line first ends a shown partial line, whose rest gets its own tag", "[launcher]") {
+  TempFile out, err;
+  OutputSink sink(tagged(), {"h", "h"}, out.fd, err.fd);
+  sink.write(0, 1, "50%");
+  sink.show_held(OutputSink::Clock::now() + kDue);
+  sink.write(1, 1, "hello\n");
+  sink.write(0, 1, " and on\n");
+  CHECK(out.text() == "[0@h] 50%\n[1@h] hello\n[0@h]  and on\n");
+  // A partial line that has not waited long enough is held, not split.
+  sink.write(0, 1, "whole ");
+  sink.write(1, 1, "in between\n");
+  sink.write(0, 1, "line\n");
+  CHECK(out.text() == "[0@h] 50%\n[1@h] hello\n[0@h]  and on\n[1@h] in between\n[0@h] whole line\n");
+}
+
+TEST_CASE("output: a partial line waits on while other lines keep coming to its console, or the console is behind",
+          "[launcher]") {
+  TempFile out, err;
+  OutputSink sink(tagged(), {"h", "h"}, out.fd, err.fd);
+  sink.write(0, 1, "half a li");
+  const auto before = OutputSink::Clock::now();
+  sink.write(1, 1, "another rank's line\n");
+  REQUIRE(sink.next_due().has_value());
+  const auto due = *sink.next_due();
+  CHECK(due >= before + OutputSink::kHoldFor);  // its wait started again
+  sink.show_held(due - std::chrono::milliseconds(1));
+  sink.show_held(due + std::chrono::seconds(5), true);  // behind: shown later, not now
+  CHECK(out.text() == "[1@h] another rank's line\n");
+  CHECK(*sink.next_due() >= due + std::chrono::seconds(5));
+  sink.write(0, 1, "ne\n");
+  CHECK(out.text() == "[1@h] another rank's line\n[0@h] half a line\n");
+}
+
+TEST_CASE("output: a carriage-return progress bar shows as it goes, its tag written again after each CR", "[launcher]") {
+  TempFile out, err;
+  OutputSink sink(tagged(), {"h"}, out.fd, err.fd);
+  sink.write(0, 2, "\r 10%");
+  sink.show_held(OutputSink::Clock::now() + kDue);
+  CHECK(err.text() == "\r[0@h]  10%");
+  sink.write(0, 2, "\r 20%|##");
+  sink.show_held(OutputSink::Clock::now() + kDue);
+  sink.write(0, 2, "\r");  // a bar that ends its redraws with '\r'
+  sink.show_held(OutputSink::Clock::now() + kDue);
+  sink.write(0, 2, "100%\n");
+  CHECK(err.text() == "\r[0@h]  10%\r[0@h]  20%|##\r[0@h] 100%\n");
+  sink.write(0, 2, "a\rb\r\nc\n");  // a lone '\r' inside a line too; "\r\n" ends a line as '\n' does
+  CHECK(err.text() == "\r[0@h]  10%\r[0@h]  20%|##\r[0@h] 100%\n[0@h] a\r[0@h] b\r\n[0@h] c\n");
+}
+
+TEST_CASE("output: a rank that writes no newline holds less than kMaxHeld, the rest is shown", "[launcher]") {
+  TempFile out, err;
+  OutputSink sink(OutputOptions{}, {"h"}, out.fd, err.fd);
+  const std::string chunk(1000, 'x');
+  size_t written = 0, most_held = 0;
+  for (int i = 0; i < 300; ++i) {
+    sink.write(0, 1, chunk);
+    written += chunk.size();
+    most_held = std::max(most_held, sink.pending());
+  }
+  CHECK(most_held < OutputSink::kMaxHeld);
+  CHECK(out.text().size() == written - sink.pending());
+  sink.finish(0);
+  CHECK(out.text() == std::string(written, 'x') + "\n");
+}
+
+TEST_CASE("output: stdout and stderr on one terminal share its line, on two files they do not", "[launcher]") {
+  const auto later = OutputSink::Clock::now() + kDue;
+  {
+    TempFile tty;  // both streams to one file: one cursor
+    OutputSink sink(OutputOptions{}, {"h"}, tty.fd, tty.fd);
+    sink.write(0, 1, "prompt> ");
+    sink.show_held(later);
+    sink.write(0, 2, "warning\n");
+    CHECK(tty.text() == "prompt> \nwarning\n");
+  }
+  TempFile out, err;
+  OutputSink sink(OutputOptions{}, {"h"}, out.fd, err.fd);
+  sink.write(0, 1, "prompt> ");
+  sink.show_held(later);
+  sink.write(0, 2, "warning\n");
+  sink.write(0, 1, "answer\n");
+  CHECK(out.text() == "prompt> answer\n");
+  CHECK(err.text() == "warning\n");
+}
+
+TEST_CASE("output: finish and finish_all end a shown partial line once", "[launcher]") {
+  TempFile out, err;
+  OutputSink sink(tagged(), {"h", "h"}, out.fd, err.fd);
+  sink.write(0, 1, "shown");
+  sink.show_held(OutputSink::Clock::now() + kDue);
+  sink.write(1, 2, "held");
+  sink.finish(0);
+  sink.finish(0);
+  CHECK(out.text() == "[0@h] shown\n");
+  sink.finish_all();  // (a lost host: no exit came for rank 1)
+  CHECK(err.text() == "[1@h] held\n");
+  CHECK(sink.pending() == 0);
+}
+
+TEST_CASE("output: files get the rank's bytes unchanged and at once, partial lines included", "[launcher]") {
+  TempDir tmp;
+  TempFile out, err;
+  OutputOptions o;
+  o.dir = tmp.path + "/out";
+  OutputSink sink(o, {"h"}, out.fd, err.fd);
+  sink.write(0, 1, "\r10%");
+  CHECK(slurp(o.dir + "/rank.0/stdout") == "\r10%");
+  CHECK(sink.pending() == 0);  // nothing held for a file
+  sink.write(0, 1, "\r20%");
+  sink.finish(0);
+  CHECK(slurp(o.dir + "/rank.0/stdout") == "\r10%\r20%");
+}
+
+TEST_CASE("output: make_files empties every rank's files up front, 0600 in directories 0700", "[launcher]") {
+  TempDir tmp;
+  TempFile out, err;
+  OutputOptions o;
+  o.dir = tmp.path + "/out";
+  std::filesystem::create_directories(o.dir + "/rank.1");
+  { std::ofstream(o.dir + "/rank.1/stdout") << "an earlier run's output\n"; }
+  ::chmod((o.dir + "/rank.1/stdout").c_str(), 0644);
+  {
+    OutputSink sink(o, {"h", "h"}, out.fd, err.fd);
+    sink.make_files({0, 1});
+    CHECK(slurp(o.dir + "/rank.1/stdout").empty());  // rank 1 writes nothing this time
+    sink.write(0, 1, "one\n");
+    sink.write(0, 1, "two\n");
+  }
+  CHECK(slurp(o.dir + "/rank.0/stdout") == "one\ntwo\n");
+  for (const std::string f : {"/rank.0/stdout", "/rank.0/stderr", "/rank.1/stdout", "/rank.1/stderr"}) {
+    struct stat st {};
+    REQUIRE(::stat((o.dir + f).c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+  }
+  for (const std::string d : {"/rank.0"}) {  // (out and rank.1 were made above, 0755)
+    struct stat st {};
+    REQUIRE(::stat((o.dir + d).c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0700);
+  }
+}
+
+TEST_CASE("output: make_files refuses a planted link with a usage error naming the option and path", "[launcher]") {
+  TempDir tmp;
+  TempFile out, err, victim;
+  { std::ofstream(victim.path) << "precious\n"; }
+  OutputOptions o;
+  o.log_dir = tmp.path + "/logs";
+  o.redirects = dl::launcher::parse_std_spec("3", "-r");
+  std::filesystem::create_directories(o.log_dir + "/rank.0");
+  std::filesystem::create_symlink(victim.path, o.log_dir + "/rank.0/stderr");
+  OutputSink sink(o, {"h"}, out.fd, err.fd);
+  CHECK_THROWS_WITH(sink.make_files({0}), Catch::Contains("--log-dir") && Catch::Contains("rank.0/stderr") &&
+                                               Catch::Contains("symbolic link"));
+  CHECK(victim.text() == "precious\n");
 }
