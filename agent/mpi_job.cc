@@ -289,6 +289,7 @@ void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
     if (!prep_->error.empty()) throw IoError(prep_->error);
   }
   map.tmpdir = tmpdir_;
+  map.shm_dir = "/dev/shm/dlaunch-" + std::to_string(::getpid()) + "-" + wire::to_hex(wire::random_bytes(8));
   pmix::validate(map);
   // The server thread makes them when a rank connects (tmpdir_name);
   // release_for_exit removes whatever exists of them.

@@ -16,6 +16,10 @@ struct JobMap {
   int universe_size = 0;         // 0 means world_size
   std::vector<int> app_sizes;    // MPMD: ranks per app context, rank order; empty = one app
   std::string tmpdir;            // per-job directory; exists; the agent removes it
+  // The ranks' shared-memory directory (shm_dir); "" = one named after tmpdir.
+  // The agent gives a random name of its own, which nothing world-visible
+  // (the temp dir's name in /tmp) gives away.
+  std::string shm_dir;
   // MPI_Comm_spawn's children: the namespace and rank that spawned them
   // (PMIX_SPAWNED, PMIX_PARENT_ID); "" for a job started by dlaunch.
   std::string parent_nspace;

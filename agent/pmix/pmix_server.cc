@@ -91,9 +91,21 @@ std::vector<std::pair<std::string, std::string>> setup_fork(const std::string& n
   return out;
 }
 
+// Makes `path` mode 0700; one that exists already is used only when it is a
+// directory of this user that nobody else may enter (another user may have
+// made it first, to see or replace the ranks' shared-memory segments).
+void make_private_dir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0700) == 0) return;
+  if (errno != EEXIST) throw_errno("pmix: cannot create " + path);
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)
+    throw IoError("pmix: " + path + " exists and is not a private directory of this user; not using it");
+}
+
 }  // namespace
 
 std::string shm_dir(const JobMap& map) {
+  if (!map.shm_dir.empty()) return map.shm_dir;
   // Named for the job's temp dir (dlaunch-<pid>-<random>), never for the
   // job's namespace: every user can list /dev/shm.
   const std::string base = std::filesystem::path(map.tmpdir).filename().string();
@@ -290,7 +302,7 @@ void PmixServer::register_job(const JobMap& map, Callbacks callbacks) {
   map_ = map;
   registered_ = true;
   // Shared-memory segments of killed ranks are removed with this directory.
-  if (std::filesystem::is_directory("/dev/shm")) ::mkdir(shm_dir(map_).c_str(), 0700);
+  if (std::filesystem::is_directory("/dev/shm")) make_private_dir(shm_dir(map_));
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->nspace = map_.nspace;
