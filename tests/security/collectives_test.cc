@@ -180,10 +180,7 @@ it::RunResult as_other(const OtherUser& other, const std::string& script) {
 
 TEST_CASE("collectives: another user's connection to a rank's port during setup ends nothing, holds up nothing",
           "[security]") {
-  if (!OtherUser::available()) {
-    WARN("needs root and useradd to make another user; skipped");
-    return;
-  }
+  DLSEC_NEEDS_OTHER_USER();
   OtherUser other;
   // "close": connect and close at once; "silent": connect and say nothing.
   for (const std::string mode : {"close", "silent"}) {
@@ -200,10 +197,7 @@ TEST_CASE("collectives: another user's connection to a rank's port during setup 
 
 TEST_CASE("file store: another user's 0666 store file in a sticky directory is refused, nothing leaked",
           "[security]") {
-  if (!OtherUser::available()) {
-    WARN("needs root and useradd to make another user; skipped");
-    return;
-  }
+  DLSEC_NEEDS_OTHER_USER();
   OtherUser other;
   Dir sticky(01777);
   const std::string store = sticky.path + "/job.store";
@@ -220,10 +214,7 @@ TEST_CASE("file store: another user's 0666 store file in a sticky directory is r
 }
 
 TEST_CASE("file store: a symbolic link planted by another user is not followed", "[security]") {
-  if (!OtherUser::available()) {
-    WARN("needs root and useradd to make another user; skipped");
-    return;
-  }
+  DLSEC_NEEDS_OTHER_USER();
   OtherUser other;
   Dir mine(0700);
   const std::string precious = mine.path + "/precious", absent = mine.path + "/absent";

@@ -52,38 +52,12 @@ std::vector<std::string> lines_of(const std::string& path) {
   return out;
 }
 
-// TCP ports on which process `pid` listens.
-std::vector<std::string> listening_ports(pid_t pid) {
-  std::set<std::string> inodes;
-  for (auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
-    std::error_code ec;
-    const std::string t = std::filesystem::read_symlink(e.path(), ec).string();
-    if (!ec && t.rfind("socket:[", 0) == 0) inodes.insert(t.substr(8, t.size() - 9));
-  }
-  std::vector<std::string> ports;
-  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream f(table);
-    std::string line;
-    std::getline(f, line);
-    while (std::getline(f, line)) {
-      std::istringstream in(line);
-      std::string sl, local, remote, st, q, tr, rt, uid, timeout, inode;
-      in >> sl >> local >> remote >> st >> q >> tr >> rt >> uid >> timeout >> inode;
-      if (st == "0A" && inodes.count(inode))
-        ports.push_back(std::to_string(std::stoul(local.substr(local.find(':') + 1), nullptr, 16)));
-    }
-  }
-  return ports;
-}
 
 }  // namespace
 
 TEST_CASE("another user sees no token, reads no environment, finds 0700 temp dirs, and its junk ends no job",
           "[security]") {
-  if (!OtherUser::available()) {
-    WARN("needs root and useradd to make another user; skipped");
-    return;
-  }
+  DLSEC_NEEDS_OTHER_USER();
   OtherUser other;
   char tmpl[] = "/tmp/dlsec-held.XXXXXX";
   REQUIRE(::mkdtemp(tmpl) != nullptr);
@@ -136,8 +110,9 @@ TEST_CASE("another user sees no token, reads no environment, finds 0700 temp dir
   CHECK(made > 0);  // the agent's temp dir at least
 
   // Junk to every port dlaunch and its agent listen on.
-  auto ports = listening_ports(job.pid);
-  for (auto& p : listening_ports(static_cast<pid_t>(std::stol(agent_pid)))) ports.push_back(p);
+  std::vector<std::string> ports;
+  for (pid_t pid : {job.pid, static_cast<pid_t>(std::stol(agent_pid))})
+    for (unsigned p : dl::sec::listening_ports(pid)) ports.push_back(std::to_string(p));
   REQUIRE_FALSE(ports.empty());
   const std::string junk_py = other.dir() + "/junk.py";
   { std::ofstream(junk_py) << kJunk; }

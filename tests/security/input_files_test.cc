@@ -35,10 +35,7 @@ RunResult victim_runs(const std::vector<std::string>& options, const std::string
 
 TEST_CASE("planted input: a FIFO or a link to a device as hostfile or env file is refused at once",
           "[security]") {
-  if (!OtherUser::available()) {
-    WARN("needs root and useradd to make another user; skipped");
-    return;
-  }
+  DLSEC_NEEDS_OTHER_USER();
   OtherUser other;
   TempDir mine;
   const std::string marker = mine.path + "/ran", d = other.dir();
@@ -60,10 +57,7 @@ TEST_CASE("planted input: a FIFO or a link to a device as hostfile or env file i
 }
 
 TEST_CASE("planted input: a token file the other user owns or can read is refused, naming the fix", "[security]") {
-  if (!OtherUser::available()) {
-    WARN("needs root and useradd to make another user; skipped");
-    return;
-  }
+  DLSEC_NEEDS_OTHER_USER();
   OtherUser other;
   TempDir mine;
   const std::string marker = mine.path + "/ran", theirs = other.dir() + "/token", shared = mine.path + "/token";

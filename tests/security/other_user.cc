@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -118,6 +120,30 @@ it::RunSpec OtherUser::as(it::RunSpec spec) const {
   spec.set_env["USER"] = name_;
   spec.set_env["LOGNAME"] = name_;
   return spec;
+}
+
+std::vector<unsigned> listening_ports(pid_t pid) {
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    std::error_code lec;
+    const std::string t = std::filesystem::read_symlink(e.path(), lec).string();
+    if (!lec && t.rfind("socket:[", 0) == 0) inodes.insert(t.substr(8, t.size() - 9));
+  }
+  std::vector<unsigned> ports;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream f(table);
+    std::string line;
+    std::getline(f, line);  // the header
+    while (std::getline(f, line)) {
+      std::istringstream in(line);
+      std::string sl, local, remote, st, queues, timer, retr, uid, timeout, inode;
+      in >> sl >> local >> remote >> st >> queues >> timer >> retr >> uid >> timeout >> inode;
+      if (st == "0A" && inodes.count(inode))
+        ports.push_back(static_cast<unsigned>(std::stoul(local.substr(local.find(':') + 1), nullptr, 16)));
+    }
+  }
+  return ports;
 }
 
 std::string compile_c(const std::string& dir, const std::string& name, const std::string& source,

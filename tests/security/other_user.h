@@ -11,8 +11,17 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/integration/run_command.h"
+
+// Opens a test case that needs another user: where none can be made here,
+// the case says it was skipped and ends (it tests nothing, and says so).
+#define DLSEC_NEEDS_OTHER_USER()                                    \
+  if (!dl::sec::OtherUser::available()) {                           \
+    WARN("needs root and useradd to make another user; skipped");   \
+    return;                                                         \
+  }
 
 namespace dl::sec {
 
@@ -46,5 +55,9 @@ class OtherUser {
 // std::runtime_error with the compiler's output on failure.
 std::string compile_c(const std::string& dir, const std::string& name, const std::string& source,
                       const std::string& cc_args = "");
+
+// The TCP ports process `pid` listens on (its sockets' inodes looked up in
+// /proc/net/tcp and tcp6). Needs the right to read /proc/<pid>/fd.
+std::vector<unsigned> listening_ports(pid_t pid);
 
 }  // namespace dl::sec

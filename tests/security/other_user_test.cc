@@ -14,10 +14,7 @@
 using dl::sec::OtherUser;
 
 TEST_CASE("other user: a different uid, kept out of 0700 dirs, removed afterwards", "[security]") {
-  if (!OtherUser::available()) {
-    WARN("needs root and useradd to make another user; skipped");
-    return;
-  }
+  DLSEC_NEEDS_OTHER_USER();
   char tmpl[] = "/tmp/dlsec-own.XXXXXX";
   REQUIRE(::mkdtemp(tmpl) != nullptr);
   const std::string mine = tmpl;

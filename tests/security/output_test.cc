@@ -60,16 +60,11 @@ dl::it::RunResult victim_job(const std::vector<std::string>& options) {
   return dl::it::run(s, 60);
 }
 
-#define NEEDS_OTHER_USER()                                                      \
-  if (!OtherUser::available()) {                                                \
-    WARN("needs root and useradd to make another user; skipped");              \
-    return;                                                                     \
-  }
 }  // namespace
 
 TEST_CASE("output files: another user's planted 0777 dirs, link and 0666 file are refused before any rank starts",
           "[security]") {
-  NEEDS_OTHER_USER();
+  DLSEC_NEEDS_OTHER_USER();
   Shared sh;
   OtherUser other;
   const std::string out = sh.shared + "/out";
@@ -93,7 +88,7 @@ TEST_CASE("output files: another user's planted 0777 dirs, link and 0666 file ar
 
 TEST_CASE("output files: a link planted for the output directory or a --report-json file is not followed",
           "[security]") {
-  NEEDS_OTHER_USER();
+  DLSEC_NEEDS_OTHER_USER();
   Shared sh;
   OtherUser other;
   // A directory the attacker links to the victim's own, and files it links or offers.
@@ -115,7 +110,7 @@ TEST_CASE("output files: a link planted for the output directory or a --report-j
 
 TEST_CASE("output files: in a shared sticky directory the job's own files are written, and the other user reads none",
           "[security]") {
-  NEEDS_OTHER_USER();
+  DLSEC_NEEDS_OTHER_USER();
   Shared sh;
   OtherUser other;
   const std::string out = sh.shared + "/mine";

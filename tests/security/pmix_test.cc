@@ -165,30 +165,6 @@ dl::it::RunResult attack(const OtherUser& other, const Tools& tools, const Victi
   return dl::it::run(other.as(spec), 60);
 }
 
-// TCP ports on which process `pid` listens (its sockets' inodes looked up in
-// /proc/net/tcp and tcp6).
-std::vector<unsigned> listening_ports(pid_t pid) {
-  std::set<std::string> inodes;
-  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
-  for (auto& e : std::filesystem::directory_iterator(fds)) {
-    std::error_code ec;
-    const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
-    if (!ec && target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
-  }
-  std::vector<unsigned> ports;
-  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream f(table);
-    std::string line;
-    std::getline(f, line);
-    while (std::getline(f, line)) {
-      std::istringstream in(line);
-      std::string sl, local, remote, st, q, tr, rt, uid, timeout, inode;
-      in >> sl >> local >> remote >> st >> q >> tr >> rt >> uid >> timeout >> inode;
-      if (st == "0A" && inodes.count(inode)) ports.push_back(std::stoul(local.substr(local.find(':') + 1), nullptr, 16));
-    }
-  }
-  return ports;
-}
 
 std::string refusal_of(const OtherUser& other) {
   return "refused a connection to this job's PMIx port from uid " + std::to_string(other.uid()) + " (" + other.name() +
@@ -199,10 +175,7 @@ std::string refusal_of(const OtherUser& other) {
 
 TEST_CASE("PMIx server: another user's client starts nothing in a job that never called MPI_Init, and is named",
           "[security][pmix]") {
-  if (!OtherUser::available()) {
-    WARN("needs root and useradd to make another user; skipped");
-    return;
-  }
+  DLSEC_NEEDS_OTHER_USER();
   OtherUser other;
   Tools tools(other.dir());
   Victim v(false);
@@ -224,10 +197,7 @@ TEST_CASE("PMIx server: another user's client starts nothing in a job that never
 
 TEST_CASE("PMIx server: in a running MPI job, another user can neither spawn nor abort, libpmix has no TCP port",
           "[security][pmix][slow]") {
-  if (!OtherUser::available()) {
-    WARN("needs root and useradd to make another user; skipped");
-    return;
-  }
+  DLSEC_NEEDS_OTHER_USER();
   OtherUser other;
   Tools tools(other.dir());
   Victim v(true);
@@ -235,7 +205,7 @@ TEST_CASE("PMIx server: in a running MPI job, another user can neither spawn nor
   REQUIRE(v.read_info());
   // libpmix serves rank 0 by now; the agent listens on TCP only at the door.
   const std::string door = v.uri.substr(v.uri.rfind(':') + 1);
-  CHECK(listening_ports(v.agent) == std::vector<unsigned>{static_cast<unsigned>(std::stoul(door))});
+  CHECK(dl::sec::listening_ports(v.agent) == std::vector<unsigned>{static_cast<unsigned>(std::stoul(door))});
   const auto spawn = attack(other, tools, v, {"spawn", "id -u > " + other.dir() + "/pwned"});
   INFO("spawn: " + spawn.out + spawn.err);
   CHECK(spawn.code != 0);
@@ -256,10 +226,7 @@ TEST_CASE("PMIx server: in a running MPI job, another user can neither spawn nor
 
 TEST_CASE("PMIx server: the same client run by the job's own user gets in (the refusals are the uid check)",
           "[security][pmix][slow]") {
-  if (!OtherUser::available()) {
-    WARN("needs root and useradd to build the attacker's tools where the other tests do; skipped");
-    return;
-  }
+  DLSEC_NEEDS_OTHER_USER();
   OtherUser other;
   Tools tools(other.dir());
   Victim v(true);
