@@ -9,14 +9,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <optional>
 #include <list>
 #include <string>
 #include <vector>
 
 #include "errors/error.h"
+#include "wire/socket_owner.h"
 
 namespace dl::agent::pmix {
 namespace {
@@ -32,35 +31,6 @@ sockaddr_in loopback(uint16_t port) {
   return a;
 }
 
-}  // namespace
-
-// The uid owning the loopback socket 127.0.0.1:`peer_port` that is connected
-// to 127.0.0.1:`our_port`, from /proc/net/tcp (this network namespace's
-// sockets, with their owners' uids).
-std::optional<unsigned> loopback_peer_uid(uint16_t peer_port, uint16_t our_port, const char* table) {
-  std::FILE* f = std::fopen(table, "r");
-  if (!f) return std::nullopt;
-  char line[512];
-  char want_local[32], want_remote[32];
-  std::snprintf(want_local, sizeof want_local, "0100007F:%04X", peer_port);
-  std::snprintf(want_remote, sizeof want_remote, "0100007F:%04X", our_port);
-  std::optional<unsigned> uid;
-  while (std::fgets(line, sizeof line, f)) {
-    char local[64], remote[64];
-    unsigned st = 0, u = 0;
-    // sl local rem st tx:rx tr:when retrnsmt uid ...
-    if (std::sscanf(line, " %*s %63s %63s %x %*s %*s %*s %u", local, remote, &st, &u) != 4) continue;
-    if (std::strcmp(local, want_local) == 0 && std::strcmp(remote, want_remote) == 0) {
-      uid = u;
-      break;
-    }
-  }
-  std::fclose(f);
-  return uid;
-}
-
-namespace {
-
 // Only processes of the agent's own user may reach its PMIx server. The
 // PMIx client protocol has no place for the job token; libpmix's own
 // listener trusts any local connection, so the door checks the owner.
@@ -68,7 +38,7 @@ bool same_user(int fd, uint16_t our_port) {
   sockaddr_in peer{};
   socklen_t len = sizeof peer;
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return false;
-  auto uid = loopback_peer_uid(ntohs(peer.sin_port), our_port, "/proc/net/tcp");
+  auto uid = wire::loopback_peer_uid(ntohs(peer.sin_port), our_port, wire::kTcpTable);
   return uid && *uid == ::geteuid();
 }
 

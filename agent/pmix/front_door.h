@@ -15,7 +15,6 @@
 // may be called from any thread; the destructor closes every socket and must
 // not run while relay() does.
 #include <cstdint>
-#include <optional>
 
 namespace dl::agent::pmix {
 
@@ -49,9 +48,5 @@ class FrontDoor {
   int listen_fd_ = -1;
   uint16_t port_ = 0;
 };
-
-// The uid that owns the loopback socket 127.0.0.1:peer_port connected to
-// 127.0.0.1:our_port, read from `table` (/proc/net/tcp); nullopt if absent.
-std::optional<unsigned> loopback_peer_uid(uint16_t peer_port, uint16_t our_port, const char* table);
 
 }  // namespace dl::agent::pmix
