@@ -84,7 +84,7 @@ TEST_CASE("two jobs get different job ids, tokens and store ports", "[integratio
   CHECK(ea["DLAUNCH_TOKEN"] != eb["DLAUNCH_TOKEN"]);
 }
 
-TEST_CASE("the launcher and agent raise their descriptor limit to the hard one; a rank gets the one given",
+TEST_CASE("the launcher and agent raise their descriptor limit to the hard one, a rank gets the one given",
           "[integration]") {
   // The agent is each rank's parent: its limits are the rank's $PPID's.
   RunSpec s;
