@@ -28,6 +28,8 @@ void retry_until(const std::string& peer, Millis timeout, const std::function<vo
     t.wait = std::min({kRetryFirstWait * (int64_t{1} << doublings), kRetryLongestWait, t.left});
     try {
       return attempt(t);
+    } catch (const UnresolvedHost&) {
+      throw;
     } catch (const Error& e) {
       const auto k = e.kind();
       if (k != ErrorKind::kTimeout && k != ErrorKind::kIo && k != ErrorKind::kRemote) throw;

@@ -33,7 +33,7 @@ struct Try {
 
 // Runs `attempt` until it returns or `timeout` has passed. A try that throws
 // TimeoutError, IoError or RemoteError is tried again after a pause; any
-// other error goes through at once. When time is up, throws TimeoutError:
+// other error, and UnresolvedHost, goes through at once. When time is up, throws TimeoutError:
 // "no handshake with PEER within T ms (K tries; the last: WHY)".
 void retry_until(const std::string& peer, Millis timeout, const std::function<void(const Try&)>& attempt);
 

@@ -71,7 +71,7 @@ std::vector<Address> resolve(const std::string& host, uint16_t port) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-  if (rc != 0) throw IoError("cannot resolve " + host + ": " + gai_strerror(rc));
+  if (rc != 0) throw UnresolvedHost("cannot resolve " + host + ": " + gai_strerror(rc));
   std::vector<Address> out;
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
     Address x;

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "errors/error.h"
 #include "wire/frame.h"
 
 namespace dl::wire {
@@ -35,9 +36,15 @@ class Socket {
   int fd_ = -1;
 };
 
+// A host name that does not resolve: an IoError that no retry will mend.
+struct UnresolvedHost : IoError {
+  using IoError::IoError;
+};
+
 // Connects to host:port (name or address, IPv4 or IPv6), retrying refused
 // connections until `timeout` (a server may still be starting). Sets
-// TCP_NODELAY. Throws TimeoutError / IoError naming host:port.
+// TCP_NODELAY. Throws TimeoutError / IoError naming host:port, UnresolvedHost
+// at once when the name does not resolve.
 Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout);
 
 // Writes all of `bytes` to `fd` (stdout, stderr, a pipe or a file), through

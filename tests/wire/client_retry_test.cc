@@ -131,3 +131,10 @@ TEST_CASE("client retry: a server that is not ours is not tried again", "[wire]"
   CHECK(seconds_since(t0) < 2);
   CHECK(srv.accepted() == 1);
 }
+
+TEST_CASE("client retry: a host name that does not resolve is not tried again", "[wire]") {
+  const auto t0 = Clock::now();
+  CHECK_THROWS_AS(connect_authenticated("no-such-host.invalid", 1, new_token(), "t/1", "server", Millis(20000)),
+                  UnresolvedHost);
+  CHECK(seconds_since(t0) < 5);
+}
