@@ -16,6 +16,7 @@
 #include "control/env_names.h"
 #include "control/protocol.h"
 #include "errors/error.h"
+#include "wire/client_retry.h"
 #include "wire/handshake.h"
 #include "wire/socket.h"
 
@@ -105,8 +106,11 @@ asio::generic::stream_protocol::socket Agent::control_socket() {
     return sock;
   }
   const std::string peer = "the launcher at " + a.connect_host + ":" + std::to_string(a.connect_port);
-  wire::Socket s = wire::connect_tcp(a.connect_host, a.connect_port, opts_.connect_timeout);
-  wire::client_handshake(s, opts_.token, control::kControlTag, peer);
+  // Tried again while the launcher's port is busy (another user's idle
+  // connections, a burst of agents), until --connect-timeout.
+  wire::Socket s =
+      wire::connect_authenticated(a.connect_host, a.connect_port, opts_.token, control::kControlTag, peer,
+                                  opts_.connect_timeout);
   asio::ip::tcp::socket sock(io_);
   sock.assign(asio::ip::tcp::v4(), s.release());
   return asio::generic::stream_protocol::socket(std::move(sock));

@@ -57,6 +57,7 @@ void agent_get_ready(int ranks) { RankSupervisor::get_ready_for(static_cast<size
 
 int agent_main(int argc, char** argv) {
   dl::wire::open_standard_descriptors();
+  dl::wire::raise_descriptor_limit();
   dl::agent::AgentOptions o;
   try {
     auto parsed = dl::control::parse_agent_args(std::vector<std::string>(argv + 1, argv + argc));

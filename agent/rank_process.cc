@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "errors/error.h"
+#include "wire/socket.h"
 
 namespace dl::agent {
 
@@ -306,6 +307,7 @@ int child(void* p) {
     say("\n");
     ::_exit(126);
   }
+  wire::restore_descriptor_limit();  // the agent's raised one is not the rank's
   ::execve(s.exe.c_str(), a.argv, a.envp);
   const int e = errno;
   say("dlaunch-agent: exec failed: ");

@@ -27,6 +27,7 @@ int dispatch(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   dl::wire::open_standard_descriptors();
+  dl::wire::raise_descriptor_limit();
 #if DLAUNCH_IN_PROCESS_AGENT
   // A local job's agent is forked from dlaunch and runs this (remote/early_agent.h).
   dl::remote::set_in_process_agent(&dl::agent::agent_main, argv, &dl::agent::agent_get_ready);

@@ -19,7 +19,9 @@ Connection::Connection(asio::generic::stream_protocol::socket sock, size_t max_f
     : sock_(std::move(sock)), parser_(max_frame), cb_(std::move(cb)), hs_deadline_(sock_.get_executor()),
       hb_timer_(sock_.get_executor()) {}
 
-void Connection::start_server(const std::string& token, std::string_view tag, milliseconds deadline) {
+void Connection::start_server(const std::string& token, std::string_view tag, milliseconds deadline,
+                              wire::PreAuthSlot slot) {
+  slot_ = std::move(slot);
   hs_.emplace(token, std::string(tag));
   hs_deadline_.expires_after(deadline);
   hs_deadline_.async_wait([w = weak_from_this(), deadline](boost::system::error_code ec) {
@@ -86,6 +88,7 @@ void Connection::on_handshake_frame(const wire::Frame& f) {
   }
   if (!hs_->verify(f.payload)) return close(hs_->error());
   authed_ = true;
+  slot_.release();
   hs_deadline_.cancel();
 }
 
@@ -237,6 +240,7 @@ void Connection::shutdown_receive() {
 void Connection::close(const std::string& why) {
   if (closed_) return;
   closed_ = true;
+  slot_.release();
   hs_deadline_.cancel();
   hb_timer_.cancel();
   boost::system::error_code ec;

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "control/messages.h"
+#include "wire/admission.h"
 #include "wire/frame.h"
 #include "wire/handshake.h"
 
@@ -46,7 +47,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Server side: the peer must pass the token handshake (it speaks first)
   // within `deadline`, else the connection closes with "no handshake within N s".
-  void start_server(const std::string& token, std::string_view tag, std::chrono::milliseconds deadline);
+  // `slot` (wire/admission.h) is held until then, or until the connection closes.
+  void start_server(const std::string& token, std::string_view tag, std::chrono::milliseconds deadline,
+                    wire::PreAuthSlot slot = {});
   // The socket is already authenticated (the agent's blocking client
   // handshake, or a socketpair between the launcher and its local agent).
   void start();
@@ -101,6 +104,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   wire::FrameParser parser_;
   Callbacks cb_;
   std::optional<wire::ServerHandshake> hs_;
+  wire::PreAuthSlot slot_;  // held until the handshake passes or the connection closes
   asio::steady_timer hs_deadline_, hb_timer_;
   std::array<char, 65536> buf_{};
   std::deque<std::string> txq_;

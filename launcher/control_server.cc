@@ -13,7 +13,7 @@ namespace ip = boost::asio::ip;
 using control::Connection;
 
 ControlServer::ControlServer(boost::asio::io_context& io, std::string token, size_t nodes, Handler& h)
-    : io_(io), token_(std::move(token)), h_(h), acceptor_(io), conns_(nodes) {}
+    : io_(io), token_(std::move(token)), h_(h), acceptor_(io), accept_retry_(io), conns_(nodes) {}
 
 uint16_t ControlServer::listen(const std::string& bind_addr) {
   ip::tcp::endpoint ep(ip::make_address(bind_addr), 0);
@@ -22,7 +22,8 @@ uint16_t ControlServer::listen(const std::string& bind_addr) {
   ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
   acceptor_.set_option(ip::tcp::acceptor::reuse_address(true));
   acceptor_.bind(ep);
-  acceptor_.listen(1024);
+  acceptor_.listen(boost::asio::socket_base::max_listen_connections);
+  acceptor_.non_blocking(true);
   accept();
   return acceptor_.local_endpoint().port();
 }
@@ -31,14 +32,36 @@ void ControlServer::stop_accepting() {
   accepting_ = false;
   boost::system::error_code ec;
   acceptor_.close(ec);
+  accept_retry_.cancel();
 }
 
 void ControlServer::accept() {
-  acceptor_.async_accept([this](boost::system::error_code ec, ip::tcp::socket sock) {
+  acceptor_.async_wait(ip::tcp::acceptor::wait_read, [this](boost::system::error_code ec) {
     if (ec || !accepting_) return;
-    sock.set_option(ip::tcp::no_delay(true));
-    serve(std::move(sock), false);
-    if (accepting_) accept();
+    accept_pending();
+  });
+}
+
+// Every pending connection, less those of a peer over its limit of
+// unauthenticated ones; out of descriptors, tries again shortly.
+void ControlServer::accept_pending() {
+  auto batch = admission_.accept_pending(acceptor_.native_handle());
+  for (const auto& line : batch.notes) h_.log("control port: " + line);
+  for (auto& a : batch.admitted) {
+    ip::tcp::socket sock(io_);
+    boost::system::error_code ec;
+    sock.assign(acceptor_.local_endpoint(ec).protocol(), a.fd, ec);
+    if (ec) {
+      ::close(a.fd);
+      continue;
+    }
+    sock.set_option(ip::tcp::no_delay(true), ec);
+    serve(std::move(sock), false, std::move(a.slot));
+  }
+  if (!batch.starved) return accept();
+  accept_retry_.expires_after(std::chrono::milliseconds(50));
+  accept_retry_.async_wait([this](boost::system::error_code ec) {
+    if (!ec && accepting_) accept_pending();
   });
 }
 
@@ -53,7 +76,8 @@ void ControlServer::adopt(int fd) {
   serve(std::move(sock), true);
 }
 
-void ControlServer::serve(boost::asio::generic::stream_protocol::socket sock, bool authenticated) {
+void ControlServer::serve(boost::asio::generic::stream_protocol::socket sock, bool authenticated,
+                          wire::PreAuthSlot slot) {
   // The node this connection speaks for, once its hello was taken.
   auto node = std::make_shared<int>(-1);
   auto conn = std::make_shared<Connection>(std::move(sock), control::kMaxControlFrame);
@@ -68,7 +92,7 @@ void ControlServer::serve(boost::asio::generic::stream_protocol::socket sock, bo
   };
   conn->set_callbacks(std::move(cb));
   if (authenticated) conn->start();
-  else conn->start_server(token_, control::kControlTag, wire::kDefaultHandshakeTimeout);
+  else conn->start_server(token_, control::kControlTag, wire::kPreAuthDeadline, std::move(slot));
 }
 
 void ControlServer::on_frame(const std::shared_ptr<Connection>& c, int& node, wire::Frame& f) {

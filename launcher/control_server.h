@@ -13,6 +13,7 @@
 #include "control/messages.h"
 #include "control/protocol.h"
 #include "remote/ssh/tcp_connect.h"
+#include "wire/admission.h"
 
 namespace dl::launcher {
 
@@ -70,13 +71,18 @@ class ControlServer {
 
  private:
   void accept();
-  void serve(boost::asio::generic::stream_protocol::socket sock, bool authenticated);
+  void accept_pending();
+  void serve(boost::asio::generic::stream_protocol::socket sock, bool authenticated, wire::PreAuthSlot slot = {});
   void on_frame(const std::shared_ptr<control::Connection>& c, int& node, wire::Frame& f);
 
   boost::asio::io_context& io_;
   std::string token_;
   Handler& h_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  // Unauthenticated connections per peer (wire/admission.h), and when accept
+  // ran out of descriptors, the timer of its next try.
+  wire::Admission admission_;
+  boost::asio::steady_timer accept_retry_;
   bool accepting_ = true;
   std::vector<std::shared_ptr<control::Connection>> conns_;  // by node, once it said hello
 };

@@ -103,7 +103,10 @@ int Job::run() {
   make_starter();
   start_agents(false);
   const uint16_t port = server_->listen(bind);
-  if (!view_) store_ = std::make_unique<rdzv::TcpStoreServer>(io_, bind, 0, token_);
+  if (!view_) {
+    store_ = std::make_unique<rdzv::TcpStoreServer>(io_, bind, 0, token_);
+    store_->set_logger([this](const std::string& line) { log(line); });
+  }
   spawns_ = std::make_unique<SpawnBook>(job_id_, static_cast<int>(plan_.ranks.size()));
   names_ = std::make_unique<NameService>(io_, secs(opts_.fence_timeout_s));
   connects_ = make_connect_relay();

@@ -64,15 +64,6 @@ long count_user_tasks(uid_t uid) {
 
 }  // namespace
 
-void raise_fd_limit() {
-  rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max) return;
-  rl.rlim_cur = rl.rlim_max;
-  // An unlimited hard limit still stops at fs.nr_open, and a soft limit above it is refused.
-  if (rl.rlim_max == RLIM_INFINITY) rl.rlim_cur = std::strtoul(read_small("/proc/sys/fs/nr_open").c_str(), nullptr, 10);
-  if (rl.rlim_cur > 0) ::setrlimit(RLIMIT_NOFILE, &rl);
-}
-
 std::string limits_problem(const LocalJob& job, const HostLimits& limits) {
   const std::string ranks = std::to_string(job.local_ranks) + " ranks on this host";
   const long agent_fds = job.local_ranks * agent::kFdsPerRunningRank + agent::kAgentOwnFds;

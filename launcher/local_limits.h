@@ -12,12 +12,6 @@
 
 namespace dl::launcher {
 
-// Raises this process's soft RLIMIT_NOFILE to its hard limit, so that the
-// launcher and the agents it forks or execs (which inherit it) may open
-// what the administrator allows, not the login shell's default of 1024.
-// Errors are ignored: the limit then stays as it was.
-void raise_fd_limit();
-
 struct LocalJob {
   long local_ranks = 0;       // the ranks this host runs
   long world = 0;             // the job's ranks

@@ -24,6 +24,7 @@
 #include "rendezvous/token.h"
 #include "wire/handshake.h"
 #include "wire/socket.h"
+#include "wire/socket_owner.h"
 
 namespace dl::launcher {
 
@@ -171,6 +172,9 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
             t.host.find(':') != std::string::npos ? "::" : "0.0.0.0", t.port, token);
         break;
       } catch (const IoError& e) {
+        // Another user's program there is no store of ours: say whose it is.
+        if (auto holder = wire::foreign_holder(t.host, t.port, "store"); !holder.empty())
+          throw UsageError("rendezvous: " + holder + ": choose another --rdzv port");
         try {
           (void)wire::connect_tcp(t.host, t.port, std::chrono::milliseconds(300));
           break;  // something listens there: the store, or the client's handshake says what it is
@@ -191,6 +195,9 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
     store = std::make_unique<rdzv::TcpStore>(t.host, t.port, token, secs(o.rdzv_timeout_s));
   } catch (const Error& e) {
     progress("");
+    if (remote::is_local_host(t.host))
+      if (auto holder = wire::foreign_holder(t.host, t.port, "store"); !holder.empty())
+        throw UsageError("rendezvous: " + holder + ": choose another --rdzv port");
     throw IoError("rendezvous: cannot reach the store at " + where + " within " +
                   std::to_string(static_cast<int>(o.rdzv_timeout_s)) + " s (" + e.what() +
                   "); node rank 0 serves it when started with that address, or run `dlaunch store --listen " + where +

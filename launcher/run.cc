@@ -107,7 +107,6 @@ bool asks_for(const std::vector<std::string>& args, std::initializer_list<std::s
 }  // namespace
 
 int run_command(const std::vector<std::string>& args) {
-  raise_fd_limit();
   bool help = false;
   RunOptions o;
   try {

@@ -12,8 +12,10 @@
 #include <thread>
 
 #include "errors/error.h"
+#include "wire/client_retry.h"
 #include "wire/coding.h"
 #include "wire/handshake.h"
+#include "wire/socket_owner.h"
 
 namespace dl::rdzv {
 
@@ -63,14 +65,19 @@ std::string quoted_keys(const std::deque<std::string>& keys, size_t most) {
 
 }  // namespace
 
-// Connects (retrying refused connections until connect_timeout_, as the
-// server may still be starting), then runs the token handshake with one recv
-// per server frame.
+// Connects and runs the token handshake, trying again (wire/client_retry.h)
+// while the server is starting, busy or turned this try away, until
+// connect_timeout_.
 void TcpStore::connect() {
+  wire::retry_until(peer_, connect_timeout_, [this](const wire::Try& t) { connect_once(t); });
+}
+
+// One try: connect, then the handshake with one recv per server frame.
+void TcpStore::connect_once(const wire::Try& t) {
   inbuf_.clear();
   recv_timeout_ = Millis(-1);  // a new socket has none set
   sock_.close();
-  sock_ = wire::connect_tcp(host_, port_, connect_timeout_);
+  sock_ = wire::connect_tcp(host_, port_, t.left);
   try {
     wire::ClientHandshake hs(token_, proto::kStoreTag, peer_);
     const auto sent = Clock::now();
@@ -79,12 +86,16 @@ void TcpStore::connect() {
     wire::send_all(sock_, outbuf_, peer_);
     std::string proof;
     try {
-      proof = hs.finish(read_frame(wire::kDefaultHandshakeTimeout, wire::kMaxHandshakePayload));
+      proof = hs.finish(read_frame(t.wait, wire::kMaxHandshakePayload));
       fast_ = Clock::now() - sent < kSpinWhenFaster;
     } catch (const AuthError&) {
       try {
         wire::send_all(sock_, wire::encode_frame(wire::kErrorText, std::string(wire::ClientHandshake::refusal())), peer_);
       } catch (const Error&) {}
+      throw_if_foreign();
+      throw;
+    } catch (const TimeoutError&) {
+      throw_if_foreign();
       throw;
     }
     // Not waited for: the server checks the proof before the request that
@@ -96,6 +107,14 @@ void TcpStore::connect() {
     sock_.close();  // never left connected but unauthenticated
     throw;
   }
+}
+
+// A port on this host that answers no handshake, or not ours, may be held by
+// another user's program: then say whose it is, and try no more.
+void TcpStore::throw_if_foreign() {
+  if (!wire::is_loopback_host(host_)) return;
+  const std::string holder = wire::foreign_holder(host_, port_, "store");
+  if (!holder.empty()) throw AuthError(holder);
 }
 
 // Sets the socket's receive timeout when it differs from the one set last.

@@ -2,7 +2,12 @@
 // The TCP store client: a Store backed by a TcpStoreServer, over one
 // blocking connection that passes the job-token handshake. An operation is
 // one send and one recv (SO_RCVTIMEO bounds the recv, in slices of at most
-// 5 s); connecting is wire::connect_tcp (retries while the server starts).
+// 5 s). Connecting tries again, with growing pauses, while the server is
+// starting or busy: a refused or reset connection, or a handshake answer
+// that does not come, until the connect timeout (wire/client_retry.h). A
+// port on this host's loopback held by another user's program is named at
+// once (AuthError: "port P on 127.0.0.1 is held by user X (uid N), not by a
+// dlaunch store").
 //
 // Pipelined sets: set() sends its request and returns without waiting for
 // the answer (as torch's TCPStore, whose set has none). The answers are read,
@@ -32,6 +37,7 @@
 #include "rendezvous/spin_policy.h"
 #include "rendezvous/store.h"
 #include "rendezvous/store_protocol.h"
+#include "wire/client_retry.h"
 #include "wire/socket.h"
 
 namespace dl::rdzv {
@@ -49,7 +55,7 @@ inline constexpr Millis kCloseFlushTimeout{1000};
 
 class TcpStore : public Store {
  public:
-  // Connects now, retrying refused connections until connect_timeout.
+  // Connects now, trying again until connect_timeout (see above).
   TcpStore(std::string host, uint16_t port, std::string token, Millis connect_timeout = kDefaultConnectTimeout);
   ~TcpStore() override;
 
@@ -79,6 +85,8 @@ class TcpStore : public Store {
 
  private:
   void connect();
+  void connect_once(const wire::Try& t);
+  void throw_if_foreign();
   proto::Reply call(const proto::Request& req, Millis reply_timeout);
   // REQUIRES mu_ held. Reads the answers of pending_ (see flush()).
   void collect_pending(Millis timeout);

@@ -21,6 +21,7 @@
 #include "rendezvous/spin_policy.h"
 #include "rendezvous/store_protocol.h"
 #include "rendezvous/store_state.h"
+#include "wire/admission.h"
 #include "wire/coding.h"
 #include "wire/frame.h"
 #include "wire/handshake.h"
@@ -73,6 +74,8 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   bool hs_timer_armed = false;
   std::string nonces;  // kNoncesPerDraw handshake nonces, used from the front
   size_t nonce_at = 0;
+  // Unauthenticated connections per peer, and accept's spare descriptor.
+  wire::Admission admission;
 
   Impl(asio::io_context& c, std::string tok)
       : io(c), acceptor(c), token(std::move(tok)), wait_timer(c), hs_timer(c) {}
@@ -105,6 +108,7 @@ struct Session : std::enable_shared_from_this<Session> {
   int fd;
   std::string peer_;
   std::optional<wire::ServerHandshake> hs;  // engaged until the client proved it holds the token
+  wire::PreAuthSlot slot;  // its place among its peer's unauthenticated connections, until then
   std::unique_ptr<char[]> in;
   size_t cap = 0, head = 0, tail = 0;
   std::string out;
@@ -112,8 +116,8 @@ struct Session : std::enable_shared_from_this<Session> {
   Clock::time_point replied_at{};  // when the last reply was queued
   bool read_waiting = false, write_waiting = false, closing = false, closed = false;
 
-  Session(std::shared_ptr<Impl> s, tcp::socket so)
-      : srv(std::move(s)), sock(std::move(so)), fd(sock.native_handle()) {}
+  Session(std::shared_ptr<Impl> s, tcp::socket so, wire::PreAuthSlot sl)
+      : srv(std::move(s)), sock(std::move(so)), fd(sock.native_handle()), slot(std::move(sl)) {}
 
   // "address:port" of the client, for log lines only (so not looked up for
   // clients that never cause one).
@@ -259,6 +263,7 @@ struct Session : std::enable_shared_from_this<Session> {
         // Nothing after the proof is looked at before this check passes.
         if (!hs->verify(payload)) return refuse(hs->error());
         hs.reset();
+        slot.release();
         continue;
       }
       handle(type, payload);
@@ -341,44 +346,42 @@ struct Session : std::enable_shared_from_this<Session> {
     error_code ignored;
     if (ours) sock.shutdown(tcp::socket::shutdown_both, ignored);
     sock.close(ignored);
+    slot.release();
     srv->sessions.erase(shared_from_this());
   }
 };
 }  // namespace
 
 // Accepts every pending connection (one readiness event serves a burst of
-// clients), then waits for more.
+// clients), closing those of a peer over its limit of unauthenticated ones
+// (wire/admission.h), then waits for more.
 void Impl::accept_ready() {
   if (stopped) return;
-  for (;;) {
-    int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      // Out of descriptors or a transient error: say so, retry shortly.
-      note(std::string("accept failed: ") + std::strerror(errno));
-      auto t = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
-      return t->async_wait([self = shared_from_this(), t](error_code) { self->accept_ready(); });
-    }
+  auto batch = admission.accept_pending(acceptor.native_handle());
+  for (const auto& line : batch.notes) note(line);
+  for (auto& a : batch.admitted) {
     // TCP_NODELAY comes from the listening socket (Linux copies it to
     // accepted sockets), so no setsockopt per client.
     tcp::socket sock(io);
     error_code ec;
-    sock.assign(protocol, fd, ec);
+    sock.assign(protocol, a.fd, ec);
     if (ec) {
-      ::close(fd);
+      ::close(a.fd);
       note("cannot serve a client: " + ec.message());
       continue;
     }
-    auto s = std::make_shared<Session>(shared_from_this(), std::move(sock));
+    auto s = std::make_shared<Session>(shared_from_this(), std::move(sock), std::move(a.slot));
     sessions.insert(s);
     s->start();
   }
-  wait_accept();
+  if (!batch.starved) return wait_accept();
+  // Out of descriptors or a transient error: retry shortly.
+  auto t = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
+  t->async_wait([self = shared_from_this(), t](error_code) { self->accept_ready(); });
 }
 
 void Impl::watch_handshake(const std::shared_ptr<Session>& s) {
-  handshaking.emplace_back(Clock::now() + wire::kDefaultHandshakeTimeout, s);
+  handshaking.emplace_back(Clock::now() + wire::kPreAuthDeadline, s);
   if (!hs_timer_armed) arm_hs_timer();
 }
 
@@ -400,7 +403,7 @@ void Impl::on_hs_timer() {
     auto s = weak.lock();
     if (s && s->hs && !s->closed) {
       if (deadline > now) break;
-      s->refuse("no handshake within " + std::to_string(wire::kDefaultHandshakeTimeout.count()) + " ms");
+      s->refuse("no handshake within " + std::to_string(wire::kPreAuthDeadline.count()) + " ms");
     }
     handshaking.pop_front();
   }

@@ -16,10 +16,14 @@
 // on a failed check they are dropped, never executed. Pending connections are
 // accepted in batches, one readiness event for many.
 //
-// Failure: a client that fails the token handshake, sends a malformed or
-// oversized frame, or disconnects (even inside a wait) is closed; keys or
-// values over the limits get an error reply. Either way every other client is
-// served on and no stored data is lost.
+// Failure: a client that fails the token handshake (or has not passed it
+// within wire::kPreAuthDeadline), sends a malformed or oversized frame, or
+// disconnects (even inside a wait) is closed; keys or values over the limits
+// get an error reply. Either way every other client is served on and no
+// stored data is lost. A peer may hold only so many connections that have
+// not passed the handshake; over that they are closed as soon as accepted
+// (wire/admission.h), so another user's idle connections cannot take the
+// server's descriptors from the job's ranks.
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -70,7 +71,7 @@ std::vector<Address> resolve(const std::string& host, uint16_t port) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-  if (rc != 0) throw IoError("cannot resolve " + host + ": " + gai_strerror(rc));
+  if (rc != 0) throw UnresolvedHost("cannot resolve " + host + ": " + gai_strerror(rc));
   std::vector<Address> out;
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
     Address x;
@@ -120,8 +121,11 @@ Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout) {
       last_err = errno;
     }
     if (Clock::now() >= deadline) break;
-    // Refused or unreachable: the server may not be up yet; back off briefly.
-    std::this_thread::sleep_for(Millis(std::min(5 << std::min(attempt, 5), 100)));
+    // Refused or unreachable: the server may not be up yet; back off briefly,
+    // at random within [d/2, d] so that clients refused together spread out.
+    const int d = std::min(5 << std::min(attempt, 5), 100);
+    thread_local std::mt19937 gen(std::random_device{}());
+    std::this_thread::sleep_for(Millis(std::uniform_int_distribution<int>(d / 2, d)(gen)));
   }
   throw TimeoutError("could not connect to " + host + ":" + std::to_string(port) + " within " +
                      std::to_string(timeout.count()) + " ms: " + std::strerror(last_err));
@@ -202,6 +206,28 @@ void open_standard_descriptors() {
     const int got = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
     if (got >= 0 && got != fd) ::close(got);  // cannot happen; keep nothing stray
   }
+}
+
+namespace {
+rlimit g_descriptor_limit_at_start{};
+bool g_descriptor_limit_raised = false;
+}  // namespace
+
+rlim_t descriptor_limit_target(rlim_t hard) { return hard == RLIM_INFINITY ? kDescriptorLimitCap : hard; }
+
+void raise_descriptor_limit() {
+  rlimit r{};
+  if (g_descriptor_limit_raised || ::getrlimit(RLIMIT_NOFILE, &r) != 0) return;
+  const rlim_t want = descriptor_limit_target(r.rlim_max);
+  if (r.rlim_cur != RLIM_INFINITY && r.rlim_cur >= want) return;
+  rlimit raised{want, r.rlim_max};
+  if (::setrlimit(RLIMIT_NOFILE, &raised) != 0) return;
+  g_descriptor_limit_at_start = r;
+  g_descriptor_limit_raised = true;
+}
+
+void restore_descriptor_limit() noexcept {
+  if (g_descriptor_limit_raised) ::setrlimit(RLIMIT_NOFILE, &g_descriptor_limit_at_start);
 }
 
 std::pair<uint16_t, uint16_t> named_port_range(int ephemeral_first) {

@@ -2,11 +2,14 @@
 // Blocking TCP sockets with deadlines, for the client side of every protocol
 // (agents, store clients, collectives peers). Servers use Asio instead.
 // Every call that can wait takes a timeout, and its error names `peer`.
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "errors/error.h"
 #include "wire/frame.h"
 
 namespace dl::wire {
@@ -33,9 +36,15 @@ class Socket {
   int fd_ = -1;
 };
 
+// A host name that does not resolve: an IoError that no retry will mend.
+struct UnresolvedHost : IoError {
+  using IoError::IoError;
+};
+
 // Connects to host:port (name or address, IPv4 or IPv6), retrying refused
 // connections until `timeout` (a server may still be starting). Sets
-// TCP_NODELAY. Throws TimeoutError / IoError naming host:port.
+// TCP_NODELAY. Throws TimeoutError / IoError naming host:port, UnresolvedHost
+// at once when the name does not resolve.
 Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout);
 
 // Writes all of `bytes` to `fd` (stdout, stderr, a pipe or a file), through
@@ -77,5 +86,24 @@ std::pair<std::string, uint16_t> split_host_port(std::string_view s, std::string
 // pipe at that number, and then "stdin" or "stdout" is the agent's control
 // link (`dlaunch ... <&-` lost its local agent one run in six). Never throws.
 void open_standard_descriptors();
+
+// The descriptor limit a server raises its soft RLIMIT_NOFILE to when the
+// hard limit is unlimited.
+inline constexpr rlim_t kDescriptorLimitCap = 65536;
+// The soft limit raise_descriptor_limit() sets for a hard limit of `hard`.
+rlim_t descriptor_limit_target(rlim_t hard);
+// Raises the soft RLIMIT_NOFILE to the hard limit (kDescriptorLimitCap when
+// that is unlimited), and remembers the limit it found. Called at the start
+// of dlaunch's and dlaunch-agent's main, before any thread: the launcher
+// and each agent hold a descriptor per connection, rank stream and child,
+// and 1024 (the usual soft limit) is soon spent by a large job or by
+// another user's idle connections. Never throws; a failure leaves the limit.
+void raise_descriptor_limit();
+// Sets the soft limit back to what raise_descriptor_limit() found: in a
+// rank's child before exec, so a rank starts with the limit it was given
+// (a program that closes every descriptor up to its limit, or uses
+// select(2), expects the usual one). Async-signal-safe; does nothing when
+// the limit was not raised.
+void restore_descriptor_limit() noexcept;
 
 }  // namespace dl::wire

@@ -5,13 +5,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <optional>
@@ -20,6 +18,7 @@
 #include <vector>
 
 #include "errors/error.h"
+#include "wire/socket_owner.h"
 
 namespace dl::agent::pmix {
 namespace {
@@ -37,31 +36,6 @@ sockaddr_in loopback(uint16_t port) {
 
 }  // namespace
 
-// The uid owning the loopback socket 127.0.0.1:`peer_port` that is connected
-// to 127.0.0.1:`our_port`, from /proc/net/tcp (this network namespace's
-// sockets, with their owners' uids).
-std::optional<unsigned> loopback_peer_uid(uint16_t peer_port, uint16_t our_port, const char* table) {
-  std::FILE* f = std::fopen(table, "r");
-  if (!f) return std::nullopt;
-  char line[512];
-  char want_local[32], want_remote[32];
-  std::snprintf(want_local, sizeof want_local, "0100007F:%04X", peer_port);
-  std::snprintf(want_remote, sizeof want_remote, "0100007F:%04X", our_port);
-  std::optional<unsigned> uid;
-  while (std::fgets(line, sizeof line, f)) {
-    char local[64], remote[64];
-    unsigned st = 0, u = 0;
-    // sl local rem st tx:rx tr:when retrnsmt uid ...
-    if (std::sscanf(line, " %*s %63s %63s %x %*s %*s %*s %u", local, remote, &st, &u) != 4) continue;
-    if (std::strcmp(local, want_local) == 0 && std::strcmp(remote, want_remote) == 0) {
-      uid = u;
-      break;
-    }
-  }
-  std::fclose(f);
-  return uid;
-}
-
 namespace {
 
 // The uid owning the client end of accepted socket `fd`; -1 when unknown.
@@ -69,19 +43,14 @@ long peer_uid(int fd, uint16_t our_port) {
   sockaddr_in peer{};
   socklen_t len = sizeof peer;
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return -1;
-  auto uid = loopback_peer_uid(ntohs(peer.sin_port), our_port, "/proc/net/tcp");
+  auto uid = wire::loopback_peer_uid(ntohs(peer.sin_port), our_port, wire::kTcpTable);
   return uid ? static_cast<long>(*uid) : -1;
 }
 
 }  // namespace
 
 std::string describe_user(long uid) {
-  if (uid < 0) return "unknown user";
-  passwd pw{}, *found = nullptr;
-  char buf[1024];
-  if (::getpwuid_r(static_cast<uid_t>(uid), &pw, buf, sizeof buf, &found) == 0 && found != nullptr)
-    return "uid " + std::to_string(uid) + " (" + found->pw_name + ")";
-  return "uid " + std::to_string(uid);
+  return uid < 0 ? "unknown user" : wire::describe_uid(static_cast<unsigned>(uid));
 }
 
 namespace {

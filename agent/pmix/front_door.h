@@ -76,11 +76,7 @@ class FrontDoor {
   std::map<long, int> refusals_;         // uid -> connections refused
 };
 
-// "uid 1001 (mallory)" ("uid 1001" when it has no name, "unknown user" for -1).
+// "user mallory (uid 1001)" (wire::describe_uid), "unknown user" for -1.
 std::string describe_user(long uid);
-
-// The uid that owns the loopback socket 127.0.0.1:peer_port connected to
-// 127.0.0.1:our_port, read from `table` (/proc/net/tcp); nullopt if absent.
-std::optional<unsigned> loopback_peer_uid(uint16_t peer_port, uint16_t our_port, const char* table);
 
 }  // namespace dl::agent::pmix

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent/pmix/front_door.h"
+#include "wire/socket_owner.h"
 #include "errors/error.h"
 
 namespace dl::agent::pmix {
@@ -111,7 +112,7 @@ int TcpClientSweeper::sweep() {
     socklen_t len = sizeof peer;
     long uid = -1;
     if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0 && peer.sin_family == AF_INET) {
-      if (auto u = loopback_peer_uid(ntohs(peer.sin_port), port_, "/proc/net/tcp")) uid = static_cast<long>(*u);
+      if (auto u = wire::loopback_peer_uid(ntohs(peer.sin_port), port_, wire::kTcpTable)) uid = static_cast<long>(*u);
     }
     ::shutdown(fd, SHUT_RDWR);
     ++n;

@@ -83,3 +83,16 @@ TEST_CASE("two jobs get different job ids, tokens and store ports", "[integratio
   CHECK(ea["DLAUNCH_JOB_ID"] != eb["DLAUNCH_JOB_ID"]);
   CHECK(ea["DLAUNCH_TOKEN"] != eb["DLAUNCH_TOKEN"]);
 }
+
+TEST_CASE("the launcher and agent raise their descriptor limit to the hard one, a rank gets the one given",
+          "[integration]") {
+  // The agent is each rank's parent: its limits are the rank's $PPID's.
+  RunSpec s;
+  s.argv = {"/usr/bin/prlimit", "--nofile=1024:4096", bin("dlaunch"), "-n", "1", "sh", "-c",
+            "echo rank $(ulimit -Sn); grep 'open files' /proc/$PPID/limits"};
+  RunResult r = run(s, 30);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("rank 1024\n") != std::string::npos);
+  CHECK(r.out.find("Max open files            4096                 4096") != std::string::npos);
+}

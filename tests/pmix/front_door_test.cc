@@ -180,24 +180,6 @@ TEST_CASE("front door: a client of another user is closed, never relayed", "[pmi
   ::close(stop[1]);
 }
 
-TEST_CASE("front door: the peer's uid is read from the socket table", "[pmix]") {
-  char path[] = "/tmp/dl_tcp_table.XXXXXX";
-  int fd = ::mkstemp(path);
-  REQUIRE(fd >= 0);
-  const std::string table =
-      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
-      "   0: 0100007F:9C40 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 111 1\n"
-      "   1: 0100007F:9C41 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 112 1\n"
-      "   2: 0100007F:1F90 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 113 1\n";
-  REQUIRE(::write(fd, table.data(), table.size()) == static_cast<ssize_t>(table.size()));
-  ::close(fd);
-  CHECK(loopback_peer_uid(0x9C40, 0x1F90, path) == std::optional<unsigned>(1000));  // the client side, not ours
-  CHECK(loopback_peer_uid(0x9C41, 0x1F90, path) == std::optional<unsigned>(0));
-  CHECK_FALSE(loopback_peer_uid(0x9C42, 0x1F90, path).has_value());
-  CHECK_FALSE(loopback_peer_uid(0x9C40, 0x1F91, path).has_value());
-  ::unlink(path);
-}
-
 TEST_CASE("front door: closed, it refuses clients at once", "[pmix]") {
   FrontDoor door;
   const uint16_t port = door.port();

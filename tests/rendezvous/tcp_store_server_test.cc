@@ -1,6 +1,9 @@
 // The TCP store server under bad clients, and under a thousand good ones.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -272,4 +275,71 @@ TEST_CASE("tcp store: a client that leaves a barrier is forgotten, the others pa
   CHECK(read_reply(s, proto::Op::kBarrier).number == 1);
   CHECK(read_reply(s, proto::Op::kAdd).number == 1);
   still_serving(env);
+}
+
+namespace {
+// A listener on 127.0.0.1, port 0, that accepts nothing itself; stop()
+// closes it.
+struct ClosingListener {
+  int fd = -1;
+  uint16_t port = 0;
+  ClosingListener() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd, 16) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+  }
+  ~ClosingListener() { stop(); }
+  void stop() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+}  // namespace
+
+TEST_CASE("tcp store client: closed and refused tries are tried again until the store serves", "[rendezvous]") {
+  ClosingListener l;
+  const std::string token = dl::wire::new_token();
+  std::unique_ptr<BackgroundStoreServer> server;
+  // The port's first holder closes two connections and goes; the store
+  // takes the port a moment later (connections meanwhile are refused).
+  std::thread t([&] {
+    for (int i = 0; i < 2; ++i) ::close(::accept(l.fd, nullptr, nullptr));
+    l.stop();
+    std::this_thread::sleep_for(300ms);
+    server = std::make_unique<BackgroundStoreServer>("127.0.0.1", l.port, token);
+  });
+  std::unique_ptr<TcpStore> c;
+  try {
+    c = std::make_unique<TcpStore>("127.0.0.1", l.port, token, 20000ms);
+  } catch (...) {
+    t.join();
+    throw;
+  }
+  t.join();
+  c->set("k", "v");
+  CHECK(c->get("k") == "v");
+}
+
+TEST_CASE("tcp store client: a silent server's error names the store, the wait and the tries", "[rendezvous]") {
+  ClosingListener l;  // listens and never accepts: the kernel completes connects, nobody answers
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string err;
+  try {
+    TcpStore("127.0.0.1", l.port, dl::wire::new_token(), 2500ms);
+  } catch (const dl::TimeoutError& e) {
+    err = e.what();
+  }
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK_THAT(err, Catch::Contains("no handshake with store at 127.0.0.1:" + std::to_string(l.port) + " within") &&
+                      Catch::Contains("tries") && Catch::Contains("no reply from store"));
+  CHECK(took >= 2400ms);
+  CHECK(took < 4500ms);
 }

@@ -167,8 +167,8 @@ dl::it::RunResult attack(const OtherUser& other, const Tools& tools, const Victi
 
 
 std::string refusal_of(const OtherUser& other) {
-  return "refused a connection to this job's PMIx port from uid " + std::to_string(other.uid()) + " (" + other.name() +
-         ")";
+  return "refused a connection to this job's PMIx port from user " + other.name() + " (uid " +
+         std::to_string(other.uid()) + ")";
 }
 
 }  // namespace

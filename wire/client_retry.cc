@@ -1,0 +1,57 @@
+#include "wire/client_retry.h"
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "errors/error.h"
+#include "wire/handshake.h"
+
+namespace dl::wire {
+
+using Clock = std::chrono::steady_clock;
+
+Millis retry_pause(int number) {
+  const int doublings = std::clamp(number - 1, 0, 20);
+  const auto d = std::min(kRetryFirstPause * (int64_t{1} << doublings), kRetryLongestPause);
+  thread_local std::mt19937 gen(std::random_device{}());
+  return Millis(std::uniform_int_distribution<int64_t>(d.count() / 2, d.count())(gen));
+}
+
+void retry_until(const std::string& peer, Millis timeout, const std::function<void(const Try&)>& attempt) {
+  const auto start = Clock::now(), deadline = start + timeout;
+  Try t;
+  std::string last;
+  for (;; ++t.number) {
+    t.left = std::max(std::chrono::duration_cast<Millis>(deadline - Clock::now()), Millis(1));
+    const int doublings = std::min(t.number - 1, 20);
+    t.wait = std::min({kRetryFirstWait * (int64_t{1} << doublings), kRetryLongestWait, t.left});
+    try {
+      return attempt(t);
+    } catch (const UnresolvedHost&) {
+      throw;
+    } catch (const Error& e) {
+      const auto k = e.kind();
+      if (k != ErrorKind::kTimeout && k != ErrorKind::kIo && k != ErrorKind::kRemote) throw;
+      last = e.what();
+    }
+    const auto pause = retry_pause(t.number);
+    if (Clock::now() + pause >= deadline) break;
+    std::this_thread::sleep_for(pause);
+  }
+  const auto waited = std::chrono::duration_cast<Millis>(Clock::now() - start).count();
+  throw TimeoutError("no handshake with " + peer + " within " + std::to_string(waited) + " ms (" +
+                     std::to_string(t.number) + (t.number == 1 ? " try" : " tries") + "; the last: " + last + ")");
+}
+
+Socket connect_authenticated(const std::string& host, uint16_t port, std::string_view token, std::string_view tag,
+                             const std::string& peer, Millis timeout) {
+  Socket s;
+  retry_until(peer, timeout, [&](const Try& t) {
+    s = connect_tcp(host, port, t.left);
+    client_handshake(s, token, tag, peer, t.wait);
+  });
+  return s;
+}
+
+}  // namespace dl::wire

@@ -1,0 +1,49 @@
+#pragma once
+// A client's way in to a server that may be starting, busy or flooded by
+// someone else's connections (wire/admission.h): every try that is refused,
+// reset, closed or left without a handshake answer is tried again after a
+// pause, until the client's overall connect timeout. The pauses double and
+// are drawn at random from [d/2, d], so that clients turned away together do
+// not come back together. A server that answers but is not ours (AuthError)
+// is not tried again.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "wire/socket.h"
+
+namespace dl::wire {
+
+// The first pause between tries, and the longest.
+inline constexpr Millis kRetryFirstPause{50};
+inline constexpr Millis kRetryLongestPause{1000};
+// How long the first try waits for the server's handshake answer; each
+// later try waits twice as long as the one before, up to kRetryLongestWait.
+inline constexpr Millis kRetryFirstWait{2000};
+inline constexpr Millis kRetryLongestWait{8000};
+
+// One try's budget: `left` of the overall timeout, and `wait`, how long it
+// may wait for the server's handshake answer (never more than left).
+struct Try {
+  int number = 1;
+  Millis left{0};
+  Millis wait{0};
+};
+
+// Runs `attempt` until it returns or `timeout` has passed. A try that throws
+// TimeoutError, IoError or RemoteError is tried again after a pause; any
+// other error, and UnresolvedHost, goes through at once. When time is up, throws TimeoutError:
+// "no handshake with PEER within T ms (K tries; the last: WHY)".
+void retry_until(const std::string& peer, Millis timeout, const std::function<void(const Try&)>& attempt);
+
+// connect_tcp and client_handshake under retry_until: a connected socket
+// that passed the token handshake with `peer` (host:port named in errors).
+Socket connect_authenticated(const std::string& host, uint16_t port, std::string_view token, std::string_view tag,
+                             const std::string& peer, Millis timeout);
+
+// The pause before try `number` + 1: random in [d/2, d], with d
+// kRetryFirstPause doubled per try up to kRetryLongestPause.
+Millis retry_pause(int number);
+
+}  // namespace dl::wire
