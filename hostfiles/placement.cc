@@ -138,9 +138,9 @@ Placement place(const std::vector<HostEntry>& hosts, const PlacementOptions& opt
   return build(hosts, host_of_ranks(caps, opts.map_by, np));
 }
 
-Placement place_local(int np) {
+Placement place_local(int np, int slots) {
   if (np < 1) throw UsageError("-n must be a positive number of ranks, got " + std::to_string(np));
-  HostEntry local{"localhost", "", 0, np, 0, false, "local"};
+  HostEntry local{"localhost", "", 0, std::max(1, slots), 0, false, std::string(kLocalCpusOrigin)};
   return build({local}, std::vector<int>(static_cast<std::size_t>(np), 0));
 }
 

@@ -2,6 +2,7 @@
 // Placement: which host runs which rank. Pure functions of the host list and
 // the options, so the launcher's -n/--map-by/--npernode/--oversubscribe
 // behaviour is tested without starting anything.
+#include <string_view>
 #include <vector>
 
 #include "hostfiles/hostfile.h"
@@ -46,8 +47,14 @@ struct Placement {
 // no hosts, or a negative np/per_node.
 Placement place(const std::vector<HostEntry>& hosts, const PlacementOptions& opts);
 
-// No hostfile and no -H: all np ranks on "localhost", no slot limit.
+// The origin of place_local's host: its slots are the CPUs dlaunch may use
+// there (usable_cpus.h), not a count the user wrote.
+inline constexpr std::string_view kLocalCpusOrigin = "this machine's CPUs";
+
+// No hostfile, -H or allocation: all np ranks on "localhost", whose slots
+// are `slots` (the CPUs dlaunch may use: the room MPI_Comm_spawn has beside
+// the ranks). np may exceed them: the job's own ranks have no slot limit.
 // Throws dl::UsageError when np < 1.
-Placement place_local(int np);
+Placement place_local(int np, int slots);
 
 }  // namespace dl::hostfiles

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <set>
 
+#include "hostfiles/placement.h"
 #include "launcher/output_sink.h"
 
 namespace dl::launcher {
@@ -26,6 +27,7 @@ void Job::on_spawn_request(int node, const msg::SpawnRequest& r) {
   room.slots = entry.slots;
   room.max_slots = entry.max_slots;
   room.oversubscribe = opts_.oversubscribe;
+  room.cpu_slots = entry.origin == hostfiles::kLocalCpusOrigin;
   for (int rank : n.ranks) room.in_use += fate_.done(rank) ? 0 : 1;
   SpawnAnswer a = spawns_->answer(r, n.host, room);
   if (a.reply) {

@@ -65,7 +65,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("npernode", val(&o.per_node, help), "ranks per node")
     ("ppn", val(&o.per_node, help), "alias of --npernode")
     ("nproc-per-node", po::value<std::string>(), "ranks per node: N, or gpu, cpu or auto (torchrun's name)")
-    ("oversubscribe", po::bool_switch(&o.oversubscribe), "allow more ranks than slots")
+    ("oversubscribe", po::bool_switch(&o.oversubscribe), "allow more ranks and MPI_Comm_spawn children than slots")
     ("dry-run", po::bool_switch(&o.dry_run), "print the rank map and exit")
     ("display-map", "alias of --dry-run")  // a second bool_switch on dry_run would reset it
     ("x,x", val(&o.exports, help)->composing(), "export VAR, VAR=value or 'PREFIX*' to every rank (-x)")

@@ -12,6 +12,7 @@
 #include "hostfiles/allocation.h"
 #include "hostfiles/hostfile.h"
 #include "hostfiles/placement.h"
+#include "hostfiles/usable_cpus.h"
 #include "launcher/dry_run.h"
 #include "launcher/job.h"
 #include "launcher/local_limits.h"
@@ -26,8 +27,8 @@ namespace dl::launcher {
 
 namespace {
 // The job's hosts: --hostfile or -H (inside an allocation, only its hosts),
-// else the allocation dlaunch runs in, else none (this machine). -v and
-// --dry-run say which.
+// else the allocation dlaunch runs in, else none (this machine: plan() says
+// so). -v and --dry-run say which.
 std::vector<hostfiles::HostEntry> job_hosts(const RunOptions& o) {
   if (!o.hostfile.empty() && !o.hosts.empty())
     throw UsageError("give either --hostfile or -H, not both");
@@ -44,8 +45,6 @@ std::vector<hostfiles::HostEntry> job_hosts(const RunOptions& o) {
     hosts = alloc->hosts;
     if (say) write_fully(2, "dlaunch: hosts from the allocation of " + alloc->scheduler + " job " + alloc->job_id +
                                 ": " + alloc->source + "\n");
-  } else if (say) {
-    write_fully(2, "dlaunch: hosts: this machine only (no --hostfile, -H or scheduler allocation)\n");
   }
   return hosts;
 }
@@ -62,7 +61,14 @@ hostfiles::Placement plan(const RunOptions& o) {
   if (hosts.empty()) {
     const int np = o.np > 0 ? o.np : (o.per_node > 0 ? o.per_node : 1);
     check_placed(o, np, np);  // before the placement of a million ranks is built
-    return hostfiles::place_local(np);
+    // As mpirun: the CPUs dlaunch may use are the slots, the room that
+    // MPI_Comm_spawn has beside the ranks (the ranks themselves are not limited).
+    const int slots = hostfiles::usable_cpus();
+    if (o.verbose || o.dry_run)
+      write_fully(2, "dlaunch: hosts: this machine only (no --hostfile, -H or scheduler allocation), " +
+                         std::to_string(slots) + (slots == 1 ? " slot" : " slots") +
+                         " for MPI_Comm_spawn (the CPUs dlaunch may use)\n");
+    return hostfiles::place_local(np, slots);
   }
   hostfiles::PlacementOptions po;
   po.np = o.np;

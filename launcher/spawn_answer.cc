@@ -29,6 +29,9 @@ std::string no_room(int wanted, const SpawnRoom& room, const std::string& host) 
                            std::to_string(room.in_use) + " in use";
   if (room.oversubscribe)
     return have + ", max_slots " + std::to_string(room.max_slots) + " even with --oversubscribe)";
+  if (room.cpu_slots)
+    return have + "; one slot per CPU dlaunch may use); pass --oversubscribe to start more processes than CPUs, "
+                  "or give it slots (-H " + host + ":N)";
   return have + "); give it more slots (a hostfile line 'host slots=N', -H host:N) or pass --oversubscribe";
 }
 }  // namespace

@@ -24,10 +24,11 @@ namespace dl::launcher {
 
 // What the spawning rank's host has.
 struct SpawnRoom {
-  int slots = 0;      // the hostfile's slots (-n without one: the job's ranks)
-  int max_slots = 0;  // hard limit even with --oversubscribe; 0: none
-  int in_use = 0;     // the job's processes running there now
+  int slots = 0;           // the hostfile's slots (without one: the CPUs dlaunch may use)
+  int max_slots = 0;       // hard limit even with --oversubscribe; 0: none
+  int in_use = 0;          // the job's processes running there now
   bool oversubscribe = false;
+  bool cpu_slots = false;  // the slots are the CPUs, not a count the user wrote
 };
 
 struct SpawnAnswer {

@@ -107,13 +107,16 @@ TEST_CASE("bad placement requests are usage errors", "[hostfiles]") {
         "no hosts to place ranks on; give --hostfile or -H, or neither to run on this host");
   CHECK(usage_error_of(hosts, opts(-1)) == "-n must be a positive number of ranks, got -1");
   CHECK(usage_error_of(hosts, opts(1, MapBy::kSlot, -2)) == "--npernode must be positive, got -2");
-  CHECK_THROWS_AS(place_local(0), dl::UsageError);
+  CHECK_THROWS_AS(place_local(0, 1), dl::UsageError);
 }
 
-TEST_CASE("place_local puts every rank on localhost", "[hostfiles]") {
-  auto p = place_local(4);
+TEST_CASE("place_local puts every rank on localhost, its slots the CPUs however many ranks", "[hostfiles]") {
+  auto p = place_local(4, 2);
   REQUIRE(p.nodes.size() == 1);
   CHECK(p.nodes[0].host == "localhost");
+  CHECK(p.nodes[0].slots == 2);  // 4 ranks on 2 slots: no oversubscription error
+  CHECK(p.nodes[0].origin == kLocalCpusOrigin);
+  CHECK(place_local(1, 0).nodes[0].slots == 1);
   CHECK(p.local_size == std::vector<int>{4});
   CHECK(layout(p) == "localhost localhost localhost localhost");
   CHECK(local_ranks(p) == "0123");

@@ -163,7 +163,7 @@ TEST_CASE("launch plan: the heartbeat interval is a quarter of --heartbeat-timeo
 }
 
 TEST_CASE("launch plan: all-local jobs meet on the loopback", "[launcher][plan]") {
-  const auto p = hf::place_local(3);
+  const auto p = hf::place_local(3, 1);
   const auto o = options();
   auto in = input(p, o, {true});
   const auto plan = plan_launch(in);

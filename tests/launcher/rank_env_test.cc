@@ -76,7 +76,7 @@ TEST_CASE("rank_env: --map-by node interleaves ranks, local ranks follow", "[lau
 }
 
 TEST_CASE("rank_env: no store address, no DLAUNCH_STORE_ADDR", "[launcher]") {
-  auto p = dl::hostfiles::place_local(2);
+  auto p = dl::hostfiles::place_local(2, 1);
   JobEnv j = job(&p);
   j.store_addr = "";
   auto e = rank_env(j, 1);
@@ -87,7 +87,7 @@ TEST_CASE("rank_env: no store address, no DLAUNCH_STORE_ADDR", "[launcher]") {
 }
 
 TEST_CASE("contradicted_vars: replaced and removed identity variables, never the token", "[launcher]") {
-  auto p = dl::hostfiles::place_local(2);
+  auto p = dl::hostfiles::place_local(2, 1);
   JobEnv j = job(&p);
   auto ours = rank_env(j, 0);
   EnvMap inherited = {
@@ -108,7 +108,7 @@ TEST_CASE("contradicted_vars: replaced and removed identity variables, never the
 }
 
 TEST_CASE("rank_env: a restarted attempt's count and the maximum (--max-restarts)", "[launcher][restart]") {
-  auto p = dl::hostfiles::place_local(2);
+  auto p = dl::hostfiles::place_local(2, 1);
   JobEnv j = job(&p);
   j.restart_count = 2, j.max_restarts = 5;
   auto e = rank_env(j, 1);
@@ -119,7 +119,7 @@ TEST_CASE("rank_env: a restarted attempt's count and the maximum (--max-restarts
 }
 
 TEST_CASE("rank_env: torchelastic's variables, never one that makes torch expect an agent store", "[launcher]") {
-  auto p = dl::hostfiles::place_local(2);
+  auto p = dl::hostfiles::place_local(2, 1);
   JobEnv j = job(&p);
   for (int r = 0; r < 2; ++r) {
     auto e = rank_env(j, r);
@@ -176,7 +176,7 @@ TEST_CASE("slurm_tasks_per_node: Slurm's run-length spelling", "[launcher][slurm
 }
 
 TEST_CASE("contradicted_vars: Slurm's task variables are rewritten on purpose, without a warning", "[launcher][slurm]") {
-  auto p = dl::hostfiles::place_local(2);
+  auto p = dl::hostfiles::place_local(2, 1);
   JobEnv j = job(&p);
   j.slurm = true;
   auto ours = rank_env(j, 1);

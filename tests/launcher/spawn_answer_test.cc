@@ -42,6 +42,24 @@ TEST_CASE("spawn answer: no free slot is refused at once, naming the rank, progr
   CHECK(capped.reply->error->find("max_slots 4 even with --oversubscribe") != std::string::npos);
 }
 
+// No hostfile: the slots are the CPUs, and the fix named first is --oversubscribe.
+TEST_CASE("spawn answer: beyond the CPUs of a host without a hostfile names --oversubscribe", "[launcher][spawn]") {
+  SpawnBook book("dl-x", 1);
+  SpawnRoom cpus{2, 0, 1, false, true};
+  SpawnAnswer a = book.answer(pool_request(1, 0, 2), "localhost", cpus);  // 3 processes, 1 free slot
+  REQUIRE(a.reply);
+  CHECK(*a.reply->error == "dlaunch cannot start 3 processes: localhost has 1 free slot (2 slots, 1 in use; one slot "
+                           "per CPU dlaunch may use); pass --oversubscribe to start more processes than CPUs, or give "
+                           "it slots (-H localhost:N)");
+  // What fits on the free CPUs starts.
+  msg::SpawnRequest one = pool_request(2, 0, 1);
+  one.apps.pop_back();
+  SpawnAnswer b = book.answer(one, "localhost", cpus);
+  CHECK_FALSE(b.reply);
+  REQUIRE(b.launch);
+  CHECK(b.launch->children.size() == 1);
+}
+
 TEST_CASE("spawn answer: children on free slots get ids after the job's, names and a namespace", "[launcher][spawn]") {
   SpawnBook book("dl-x", 2);
   SpawnAnswer a = book.answer(pool_request(3, 1, 2), "node9", SpawnRoom{6, 0, 2, false});

@@ -4,6 +4,7 @@
 // argv). The programs check themselves and print one "ok" line per rank.
 #include <catch2/catch.hpp>
 #include <dirent.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "hostfiles/usable_cpus.h"
 #include "tests/pmix/mpi_test_util.h"
 
 using namespace dl::mpitest;
@@ -27,9 +29,10 @@ const std::string kBin = DLAUNCH_BIN_DIR;
 const std::string kSrc = DLAUNCH_SOURCE_DIR;
 const std::string kDlaunch = kBin + "/dlaunch";
 
-void check_program(int n, const std::string& program, const std::string& ok_prefix) {
+// `before` goes in front of dlaunch ("taskset -c 0 ").
+void check_program(int n, const std::string& program, const std::string& ok_prefix, const std::string& before = "") {
   const std::string mark = marker();
-  Result r = run(kDlaunch + " -n " + std::to_string(n) + " " + program + " " + std::to_string(n) + " " + mark);
+  Result r = run(before + kDlaunch + " -n " + std::to_string(n) + " " + program + " " + std::to_string(n) + " " + mark);
   INFO("dlaunch -n " << n << " " << program << "\n" << r.out);
   CHECK(r.code == 0);
   CHECK(count(r.out, ok_prefix) == n);
@@ -48,6 +51,16 @@ Result run_timed(const std::string& cmd, double* secs) {
   Result r = run(cmd);
   *secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+// "taskset -c K ", K the first CPU this process may use: a dlaunch under it
+// may use one CPU, so the host it runs on without a hostfile has one slot.
+std::string on_one_cpu() {
+  cpu_set_t set;
+  REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &set)) ++first;
+  return "taskset -c " + std::to_string(first) + " ";
 }
 
 }  // namespace
@@ -111,16 +124,18 @@ TEST_CASE("dlaunch: MPI_Comm_spawn starts 2 children that all-reduce with the pa
 }
 
 // No free slot and no --oversubscribe: the call fails at once, a line says
-// why (who asked for how many of what, the slots), and the job ends.
+// why (who asked for how many of what, the slots), and the job ends. On one
+// CPU and no hostfile, localhost has one slot, which the job's rank takes.
 TEST_CASE("dlaunch: MPI_Comm_spawn without a free slot returns an error at once, naming the call and the slots",
           "[pmix][slow]") {
   const std::string mark = marker();
   double secs = 0;
-  Result r = run_timed(kDlaunch + " -n 1 " + kBin + "/mpi_spawn " + mark, &secs);
+  Result r = run_timed(on_one_cpu() + kDlaunch + " -n 1 " + kBin + "/mpi_spawn " + mark, &secs);
   INFO(r.out);
   CHECK(r.code == 1);
   const std::string call = "rank 0 on localhost called MPI_Comm_spawn (2 x " + kBin + "/mpi_spawn child " + mark + ")";
-  const std::string why = "localhost has 0 free slots (1 slot, 1 in use); give it more slots";
+  const std::string why = "localhost has 0 free slots (1 slot, 1 in use; one slot per CPU dlaunch may use); pass "
+                          "--oversubscribe to start more processes than CPUs, or give it slots (-H localhost:N)";
   CHECK(count(r.out, "dlaunch: " + call + ": " + why) == 1);
   CHECK(count(r.out, "dlaunch: " + call + ", which dlaunch could not start: " + why) == 1);  // the verdict
   // The call returned MPI_ERR_SPAWN to the program (MPI_ERRORS_RETURN): it
@@ -159,13 +174,73 @@ TEST_CASE("dlaunch: mpi4py's MPIPoolExecutor spawns 3 workers and maps over them
 TEST_CASE("dlaunch: mpi4py's MPIPoolExecutor without a free slot fails at once", "[pmix][slow]") {
   const std::string mark = marker();
   double secs = 0;
-  Result r = run_timed(kDlaunch + " -n 1 /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_pool.py " + mark, &secs);
+  Result r = run_timed(on_one_cpu() + kDlaunch + " -n 1 /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_pool.py " + mark,
+                       &secs);
   INFO(r.out);
   CHECK(r.code == 1);
   CHECK(count(r.out, "dlaunch: rank 0 on localhost called MPI_Comm_spawn (3 x /usr/bin/python3 ") == 2);
   CHECK(count(r.out, "-m mpi4py.futures.server), which dlaunch could not start: localhost has 0 free slots") == 1);
   CHECK(count(r.out, "pool ok") == 0);
   CHECK(secs < 30);
+  CHECK_FALSE(leftover(mark));
+}
+
+// No hostfile: localhost's slots are the CPUs dlaunch may use (as mpirun's),
+// so `-n 1` leaves room to spawn one child on a machine of 2 CPUs or more.
+TEST_CASE("dlaunch -n 1 with no hostfile: mpi4py's COMM_SELF.Spawn of one child runs without --oversubscribe",
+          "[pmix][slow]") {
+  if (dl::hostfiles::usable_cpus() < 2) {
+    WARN("this process may use 1 CPU: no slot beside rank 0 to spawn onto");
+    return;
+  }
+  const std::string mark = marker();
+  Result r = run(kDlaunch + " --tag-output -n 1 /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_spawn_one.py " + mark);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(count(r.out, "[0@localhost] spawn_one parent ok") == 1);
+  CHECK(count(r.out, "[spawn1:0@localhost] spawn_one child ok") == 1);
+  CHECK(count(r.out, "free slot") == 0);
+  CHECK_FALSE(leftover(mark));
+}
+
+// The ranks are not limited by the CPUs (only spawning is): 3 ranks on one
+// CPU run, and a spawn beyond the CPUs fails at once naming --oversubscribe.
+TEST_CASE("dlaunch with no hostfile: more ranks than CPUs run, a spawn beyond them names --oversubscribe",
+          "[pmix][slow]") {
+  check_program(3, kBin + "/mpi_hello", "hello rank", on_one_cpu());
+  const std::string mark = marker();
+  double secs = 0;
+  Result r = run_timed(on_one_cpu() + kDlaunch + " -n 1 /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_spawn_one.py " +
+                           mark, &secs);
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(count(r.out, "localhost has 0 free slots (1 slot, 1 in use; one slot per CPU dlaunch may use); pass "
+                     "--oversubscribe to start more processes than CPUs") == 2);  // the line and the verdict
+  CHECK(count(r.out, "spawn_one parent ok") == 0);
+  CHECK(secs < 30);
+  // The same with --oversubscribe runs.
+  Result over = run(on_one_cpu() + kDlaunch + " -n 1 --oversubscribe /usr/bin/python3 " + kSrc +
+                    "/tests/pmix/mpi4py_spawn_one.py " + mark);
+  INFO(over.out);
+  CHECK(over.code == 0);
+  CHECK(count(over.out, "spawn_one child ok") == 1);
+  CHECK_FALSE(leftover(mark));
+}
+
+// Slots someone wrote (-H, a scheduler's allocation) stay as written, CPUs or
+// not: one slot, which rank 0 takes.
+TEST_CASE("dlaunch: -H localhost and a Slurm allocation of 1 CPU keep their 1 slot for spawning", "[pmix][slow]") {
+  const std::string mark = marker();
+  const std::string program = " -n 1 /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_spawn_one.py " + mark;
+  const std::string why = "localhost has 0 free slots (1 slot, 1 in use); give it more slots (a hostfile line 'host "
+                          "slots=N', -H host:N) or pass --oversubscribe";
+  for (const std::string how : {kDlaunch + " -H localhost",
+                                "env SLURM_JOB_NODELIST=localhost SLURM_JOB_CPUS_PER_NODE=1 SLURM_JOB_ID=1 " + kDlaunch}) {
+    Result r = run(how + program);
+    INFO(how << "\n" << r.out);
+    CHECK(r.code == 1);
+    CHECK(count(r.out, why) == 2);  // the line and the verdict
+  }
   CHECK_FALSE(leftover(mark));
 }
 
