@@ -234,7 +234,7 @@ TEST_CASE("dlaunch: -H localhost and a Slurm allocation of 1 CPU keep their 1 sl
   const std::string program = " -n 1 /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_spawn_one.py " + mark;
   const std::string why = "localhost has 0 free slots (1 slot, 1 in use); give it more slots (a hostfile line 'host "
                           "slots=N', -H host:N) or pass --oversubscribe";
-  for (const std::string how : {kDlaunch + " -H localhost",
+  for (const std::string& how : {kDlaunch + " -H localhost",
                                 "env SLURM_JOB_NODELIST=localhost SLURM_JOB_CPUS_PER_NODE=1 SLURM_JOB_ID=1 " + kDlaunch}) {
     Result r = run(how + program);
     INFO(how << "\n" << r.out);
