@@ -222,7 +222,8 @@ AgentStartSpec Job::agent_spec(const Node& n) const {
   spec.args.detect_gpus = opts_.gpu_bind;
   spec.args.cpu_topology = opts_.bind_to != "none";
   // No PMIx server warming up beside ranks that will not use it.
-  spec.args.prepare_pmix = !(opts_.mpi == "none" || opts_.mpi == "pmi" || (n.local && view_));
+  spec.args.prepare_pmix =
+      !(opts_.mpi == "none" || opts_.mpi == "pmi" || opts_.max_restarts > 0 || (n.local && view_));
   return spec;
 }
 
@@ -348,6 +349,10 @@ void Job::on_message(int node, const control::FromAgent& m) {
                    own(a.rank);
                    if (fate_.on_mpi_abort(a.rank, n.host, a.status, a.message, spawns_->describe(a.rank)))
                      teardown(grace_ms());
+                 },
+                 [&](const msg::MpiRefused& r) {
+                   own(r.rank);
+                   if (fate_.on_mpi_refused(r.rank, n.host, r.wire)) teardown(grace_ms());
                  },
                  [&](const msg::SpawnRequest& r) {
                    own(r.rank);

@@ -401,12 +401,14 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   if (o.mpi != "auto" && o.mpi != "pmix" && o.mpi != "pmi" && o.mpi != "none")
     throw UsageError("--mpi takes pmix, pmi, none or auto, got '" + o.mpi + "'");
   if (o.max_restarts < 0) throw UsageError("--max-restarts takes a number of restarts, 0 or more");
-  // A PMIx or PMI server cannot be restarted under its ranks' namespace
-  // (docs/failures.md): restarts are for torch-style jobs, which meet
-  // through MASTER_ADDR/PORT and the store.
+  // An MPI job cannot be restarted (docs/failures.md): restarts are for
+  // torch-style jobs, which meet through MASTER_ADDR/PORT and the store.
+  // With --mpi auto the agents serve no MPI, and a rank that calls MPI_Init
+  // ends the job (launch_plan.cc): never a singleton.
   if (o.max_restarts > 0 && (o.mpi == "pmix" || o.mpi == "pmi"))
-    throw UsageError("--max-restarts with --mpi " + o.mpi + ": an MPI job cannot be restarted in place; use --mpi none");
-  if (o.max_restarts > 0) o.mpi = "none";
+    throw UsageError("--max-restarts with --mpi " + o.mpi +
+                     ": an MPI job cannot be restarted; drop --max-restarts to run it as one MPI job, or use "
+                     "--mpi none for programs that do not call MPI_Init");
   check_given_values(o, vm);
   if (o.gpus_per_rank < 1) throw UsageError("--gpus-per-rank needs at least 1");
   if (o.gpu_bind_mode != "visible" && o.gpu_bind_mode != "isolate" && o.gpu_bind_mode != "none")
