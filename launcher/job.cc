@@ -310,6 +310,8 @@ void Job::launch_all() {
     fate_.on_bad_request(plan.why);
     return teardown(0);
   }
+  if (plan.serve == "refuse" && in.restart_count == 0)
+    log("MPI is not served (--max-restarts: an MPI job cannot be restarted); a rank that calls MPI_Init ends the job");
   mpi_ = plan.mpi;
   phase_.to(Phase::kLaunched);
   progress_.stop();

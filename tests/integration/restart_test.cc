@@ -208,7 +208,7 @@ TEST_CASE("restart: under --mpi auto a rank that starts MPI (PMIx or PMI) ends t
   RunSpec s;
   // Attempt 0: a torch-style failure of rank 1, restarted; attempt 1: rank 0
   // starts MPI once rank 1 has recorded its run, rank 1 sleeps.
-  s.argv = {bin("dlaunch"), "-n", "2", "--max-restarts", "3", "--kill-grace", "1", "/bin/bash", "-c",
+  s.argv = {bin("dlaunch"), "-v", "-n", "2", "--max-restarts", "3", "--kill-grace", "1", "/bin/bash", "-c",
             std::string(kRecord) +
                 "if [ \"$DLAUNCH_RESTART_COUNT\" = 0 ]; then "
                 "  if [ \"$RANK\" = 1 ]; then exit 3; fi; exec sleep \"$0\"; fi; "
@@ -224,6 +224,7 @@ TEST_CASE("restart: under --mpi auto a rank that starts MPI (PMIx or PMI) ends t
   CHECK_THAT(r.err, Catch::Contains("dlaunch: attempt 2 of 4 failed: rank 0 on localhost called MPI_Init (" + how +
                                     "), but an MPI job cannot be restarted (--max-restarts): drop --max-restarts "
                                     "to run it as one MPI job, or add --mpi none"));
+  CHECK_THAT(r.err, Catch::Contains("dlaunch: MPI is not served (--max-restarts: an MPI job cannot be restarted)"));
   CHECK(r.seconds < 20);  // at once, not after some timeout
   CHECK(runs(d, 0).size() == 2);  // no third attempt
   CHECK(runs(d, 1).size() == 2);
