@@ -103,7 +103,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
      "seconds of silence before an agent counts as lost")
     ("agent-timeout", seconds(&o.agent_timeout_s, help, "--agent-timeout", kMaxWaitSeconds),
      "seconds to wait for agents to connect")
-    ("max-restarts", val(&o.max_restarts, help), "restart the whole job up to N times when a rank fails (torchrun's)")
+    ("max-restarts", val(&o.max_restarts, help), "restart the whole job up to N times when a rank fails (torchrun's; not MPI programs)")
     ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
     ("control-addr", val(&o.control_addr, help), "address agents connect back to")
     ("ssh-parallel", val(&o.ssh_parallel, help), "ssh sessions opened at once")
