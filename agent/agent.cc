@@ -267,6 +267,7 @@ bool Agent::start_mpi(const msg::Launch& m) {
   auto abort = [this](int rank, int status, std::string text) {
     link_->send_message(msg::MpiAbort{rank, status, text});
   };
+  if (m.mpi->serves("refuse")) return refuse_mpi(m), true;
   try {
     if (m.mpi->serves("pmix")) {
       MpiHooks hooks;
@@ -296,13 +297,27 @@ bool Agent::start_mpi(const msg::Launch& m) {
         });
       };
     pmi_ = std::make_unique<pmi::PmiService>(io_, pmi::job_from(*m.mpi, m.mpi->serves("pmi")),
-                                             pmi::PmiService::Hooks{pmi_fence, abort});
+                                             pmi::PmiService::Hooks{pmi_fence, abort, {}});
     return true;
   } catch (const Error& e) {
     for (const auto& spec : m.ranks)
       ranks_.refuse(spec.rank, 1, std::string("cannot start the MPI server: ") + e.what());
     return false;
   }
+}
+
+// --max-restarts: nothing serves MPI (docs/failures.md); a rank that
+// starts PMIx or PMI is reported, and the launcher ends the job.
+void Agent::refuse_mpi(const msg::Launch& m) {
+  auto refused = [this](const char* wire) {
+    return [this, wire](int rank) {
+      if (link_ && !done_) link_->send_message(msg::MpiRefused{rank, wire});
+    };
+  };
+  tripwire_ = std::make_unique<PmixTripwire>(io_, *m.mpi, refused("PMIx"));
+  pmi::PmiService::Hooks hooks;
+  hooks.refuse = refused("PMI");
+  pmi_ = std::make_unique<pmi::PmiService>(io_, pmi::job_from(*m.mpi, true), std::move(hooks));
 }
 
 void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const EnvVars& inherited,
@@ -328,6 +343,14 @@ std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const ms
   std::vector<std::pair<std::string, std::string>> server_vars;
   if (spawned) server_vars = *spawned;
   else if (mpi_ && mpi_->started()) server_vars = mpi_->rank_env(spec.rank);
+  else if (tripwire_) {
+    try {
+      server_vars = tripwire_->rank_env(spec.rank);
+    } catch (const Error& e) {
+      ranks_.refuse(spec.rank, 1, e.what());
+      return std::nullopt;
+    }
+  }
   // The rank's PMI socket (PMI_FD); the agent's copy of its end is closed
   // once the rank has it (the caller), or here when it is refused.
   pmi::PmiService::RankEnd pmi_end;

@@ -21,6 +21,7 @@
 #include "agent/loop_watch.h"
 #include "agent/mpi_job.h"
 #include "agent/pmi/pmi_service.h"
+#include "agent/pmix_tripwire.h"
 #include "agent/rank_environment.h"
 #include "agent/rank_supervisor.h"
 #include "agent/stack_dump.h"
@@ -55,6 +56,7 @@ class Agent {
   void on_message(control::FromLauncher m);
   void launch(control::msg::Launch m);
   bool start_mpi(const control::msg::Launch& m);
+  void refuse_mpi(const control::msg::Launch& m);
   // `spawned`: the PMIx variables of a child of MPI_Comm_spawn (no PMI, no
   // job-rank PMIx variables); null for the job's ranks.
   void start_rank(const control::msg::RankSpec& spec, const control::msg::Launch& m, const EnvVars& inherited,
@@ -82,6 +84,7 @@ class Agent {
   RankSupervisor ranks_;
   std::unique_ptr<MpiJob> mpi_;  // PMIx server of an MPI job, else null
   std::unique_ptr<pmi::PmiService> pmi_;  // PMI server of an MPI job (agent/pmi/), else null
+  std::unique_ptr<PmixTripwire> tripwire_;  // --max-restarts: the ranks' unserved PMIx ports, else null
   std::unique_ptr<PythonDir> py_dir_;  // the Python ranks' files, named at the first launch (agent/python_dir.h)
   std::unique_ptr<TorchErrorFiles> error_files_;  // the ranks' TORCHELASTIC_ERROR_FILEs, from the launch on
   std::unique_ptr<LoopWatch> loop_watch_;  // says when this loop is held up, and where (loop_watch.h)

@@ -273,9 +273,9 @@ void MpiJob::scrub_rank_env(std::map<std::string, std::string>& env) {
   if (g_set_blacklist) env.erase(kHwlocBlacklistVar);
 }
 
-void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
 #if DLAUNCH_HAVE_PMIX
-  if (started_ || released_) throw UsageError("the PMIx server already served a job");
+namespace {
+pmix::JobMap job_map(const control::msg::MpiSection& mpi) {
   pmix::JobMap map;
   map.nspace = mpi.nspace;
   map.world_size = mpi.world_size;
@@ -284,6 +284,27 @@ void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
   map.node_ranks = mpi.node_ranks;
   map.universe_size = mpi.universe_size;
   map.app_sizes = mpi.app_sizes.value_or(std::vector<int>{});
+  return map;
+}
+}  // namespace
+#endif
+
+std::vector<std::pair<std::string, std::string>> MpiJob::unserved_rank_env(const control::msg::MpiSection& mpi,
+                                                                           int rank, uint16_t port) {
+#if DLAUNCH_HAVE_PMIX
+  pmix::JobMap map = job_map(mpi);
+  map.tmpdir = tmpdir_name();  // never made: no server runs
+  return pmix::predicted_rank_env(map, rank, port);
+#else
+  (void)mpi, (void)rank, (void)port;
+  return {};
+#endif
+}
+
+void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
+#if DLAUNCH_HAVE_PMIX
+  if (started_ || released_) throw UsageError("the PMIx server already served a job");
+  pmix::JobMap map = job_map(mpi);
   {
     std::lock_guard<std::mutex> lock(prep_->mu);
     if (!prep_->error.empty()) throw IoError(prep_->error);

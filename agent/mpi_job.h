@@ -69,6 +69,11 @@ class MpiJob {
   // A server that fails later (libpmix) is reported on stderr, and the
   // ranks' MPI_Init fails.
   void start(const control::msg::MpiSection& mpi, MpiHooks hooks);
+  // --max-restarts (agent/pmix_tripwire.h): the PMIx variables local rank
+  // `rank` of `mpi` would get, pointing at 127.0.0.1:`port`, where no server
+  // runs. Empty without libpmix. Throws UsageError for a rank not on this host.
+  static std::vector<std::pair<std::string, std::string>> unserved_rank_env(const control::msg::MpiSection& mpi,
+                                                                            int rank, uint16_t port);
   // True after a successful start().
   bool started() const { return started_; }
   // For an agent about to _exit: removes the temp dir, the shared-memory dir

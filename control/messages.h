@@ -122,6 +122,16 @@ struct MpiAbort {
   }
 };
 
+// --max-restarts with --mpi auto (serve "refuse"): a rank started MPI's
+// wire-up ("PMIx": it connected to its PMIx address; "PMI": it wrote on its
+// PMI_FD). Nothing serves it: the launcher ends the job (docs/failures.md).
+struct MpiRefused {
+  static constexpr const char* kType = "mpi_refused";
+  int rank = 0;
+  std::string wire;
+  template <class S, class V> static void fields(S& s, V& v) { v("rank", s.rank), v("wire", s.wire); }
+};
+
 // One program of an MPI_Comm_spawn request: its argv and how many processes.
 // `env`: what the program asked its children to get on top of the job's
 // environment (OpenMPI puts OMPI_PARENT_PORT and its OMPI_MCA_* there);
@@ -295,7 +305,8 @@ struct MpiSection {
   // MPMD: the number of ranks of each app context, in rank order (absent: one app).
   std::optional<std::vector<int>> app_sizes;
   // The wire-up the agents serve (--mpi): "pmix", "pmi" or "pmix,pmi";
-  // absent: "pmix", as before PMI was served.
+  // absent: "pmix", as before PMI was served. "refuse" (--max-restarts):
+  // none; a rank that starts either is reported (MpiRefused).
   std::optional<std::string> serve;
   template <class S, class V> static void fields(S& s, V& v) {
     v("nspace", s.nspace), v("world_size", s.world_size), v("node_rank", s.node_rank);
@@ -460,7 +471,7 @@ struct Bye {
 using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::SpawnFailed, msg::MpiAbort, msg::Heartbeat,
                                msg::SpawnRequest, msg::Stacks, msg::Ready, msg::MpiPublish, msg::MpiLookup,
                                msg::MpiUnpublish, msg::MpiConnect, msg::MpiDmodex, msg::MpiDmodexData,
-                               msg::SpawnKnown>;
+                               msg::SpawnKnown, msg::MpiRefused>;
 using FromLauncher = std::variant<msg::Launch, msg::FenceFailed, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat,
                                   msg::Bye, msg::SpawnReply, msg::DumpStacks, msg::Restart, msg::SpawnLaunch,
                                   msg::MpiLookupReply, msg::MpiConnectDone, msg::MpiDmodexServe, msg::MpiDmodexReply>;

@@ -1,5 +1,7 @@
 #include "launcher/attempts.h"
 
+#include "errors/exit_codes.h"
+
 namespace dl::launcher {
 
 void Attempts::begin_restart(std::vector<int> nodes, std::vector<int> anew) {
@@ -34,7 +36,9 @@ std::string Attempts::final_line(const Fate& fate) const {
   if (!refused_.empty()) why = "; cannot restart: " + refused_;
   else if (fate.retryable()) why = "; no restarts left";
   else if (fate.stopped()) why = "; not restarted: dlaunch was stopped (a signal or --timeout)";
-  else if (restart_ < max_) why = "; not restarted (only a rank's own failure or a lost host is)";
+  // A usage failure's verdict says what to change (--max-restarts with MPI, --bind-to on too few cores).
+  else if (restart_ < max_ && fate.exit_code() != exit_codes::kUsage)
+    why = "; not restarted (only a rank's own failure or a lost host is)";
   return "dlaunch: " + name() + " failed: " + fate.verdict() + why;
 }
 

@@ -225,7 +225,8 @@ AgentStartSpec Job::agent_spec(const Node& n) const {
   spec.args.detect_gpus = opts_.gpu_bind;
   spec.args.cpu_topology = opts_.bind_to != "none";
   // No PMIx server warming up beside ranks that will not use it.
-  spec.args.prepare_pmix = !(opts_.mpi == "none" || opts_.mpi == "pmi" || (n.local && view_));
+  spec.args.prepare_pmix =
+      !(opts_.mpi == "none" || opts_.mpi == "pmi" || opts_.max_restarts > 0 || (n.local && view_));
   return spec;
 }
 
@@ -312,6 +313,8 @@ void Job::launch_all() {
     fate_.on_bad_request(plan.why);
     return teardown(0);
   }
+  if (plan.serve == "refuse" && in.restart_count == 0)
+    log("MPI is not served (--max-restarts: an MPI job cannot be restarted); a rank that calls MPI_Init ends the job");
   mpi_ = plan.mpi;
   phase_.to(Phase::kLaunched);
   progress_.stop();
@@ -351,6 +354,10 @@ void Job::on_message(int node, const control::FromAgent& m) {
                    own(a.rank);
                    if (fate_.on_mpi_abort(a.rank, n.host, a.status, a.message, spawns_->describe(a.rank)))
                      teardown(grace_ms());
+                 },
+                 [&](const msg::MpiRefused& r) {
+                   own(r.rank);
+                   if (fate_.on_mpi_refused(r.rank, n.host, r.wire)) teardown(grace_ms());
                  },
                  [&](const msg::SpawnRequest& r) {
                    own(r.rank);

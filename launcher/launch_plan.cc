@@ -21,6 +21,7 @@ std::string join(const std::vector<std::string>& v) {
 // PMIx; pmi needs nothing of them; auto serves PMI always and PMIx too when
 // every agent can, so that one command line runs OpenMPI and MPICH programs
 // alike (docs/mpi.md). Per-node mode never does (no fences between nodes).
+// With --max-restarts, auto serves neither: "refuse" (below).
 bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
   const std::string& mode = in.opts->mpi;
   if (mode == "none" || in.shared) return true;
@@ -37,6 +38,10 @@ bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
   }
   plan.mpi = true;
   plan.serve = mode == "pmix" ? "pmix" : mode == "pmi" || !without.empty() ? "pmi" : "pmix,pmi";
+  // --max-restarts: an MPI job cannot be restarted (docs/failures.md), so
+  // nothing is served, and a rank that calls MPI_Init ends the job rather
+  // than running as a singleton (options.cc refuses --mpi pmix|pmi).
+  if (in.opts->max_restarts > 0) plan.serve = "refuse";
   return true;
 }
 

@@ -103,7 +103,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
      "seconds of silence before an agent counts as lost")
     ("agent-timeout", seconds(&o.agent_timeout_s, help, "--agent-timeout", kMaxWaitSeconds),
      "seconds to wait for agents to connect")
-    ("max-restarts", val(&o.max_restarts, help), "restart the whole job up to N times when a rank fails (torchrun's)")
+    ("max-restarts", val(&o.max_restarts, help), "restart the whole job up to N times when a rank fails (torchrun's; not MPI programs)")
     ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
     ("control-addr", val(&o.control_addr, help), "address agents connect back to")
     ("ssh-parallel", val(&o.ssh_parallel, help), "ssh sessions opened at once")
@@ -401,12 +401,14 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   if (o.mpi != "auto" && o.mpi != "pmix" && o.mpi != "pmi" && o.mpi != "none")
     throw UsageError("--mpi takes pmix, pmi, none or auto, got '" + o.mpi + "'");
   if (o.max_restarts < 0) throw UsageError("--max-restarts takes a number of restarts, 0 or more");
-  // A PMIx or PMI server cannot be restarted under its ranks' namespace
-  // (docs/failures.md): restarts are for torch-style jobs, which meet
-  // through MASTER_ADDR/PORT and the store.
+  // An MPI job cannot be restarted (docs/failures.md): restarts are for
+  // torch-style jobs, which meet through MASTER_ADDR/PORT and the store.
+  // With --mpi auto the agents serve no MPI, and a rank that calls MPI_Init
+  // ends the job (launch_plan.cc): never a singleton.
   if (o.max_restarts > 0 && (o.mpi == "pmix" || o.mpi == "pmi"))
-    throw UsageError("--max-restarts with --mpi " + o.mpi + ": an MPI job cannot be restarted in place; use --mpi none");
-  if (o.max_restarts > 0) o.mpi = "none";
+    throw UsageError("--max-restarts with --mpi " + o.mpi +
+                     ": an MPI job cannot be restarted; drop --max-restarts to run it as one MPI job, or use "
+                     "--mpi none for programs that do not call MPI_Init");
   check_given_values(o, vm);
   if (o.gpus_per_rank < 1) throw UsageError("--gpus-per-rank needs at least 1");
   if (o.gpu_bind_mode != "visible" && o.gpu_bind_mode != "isolate" && o.gpu_bind_mode != "none")

@@ -25,7 +25,8 @@ PmiService::PmiService(asio::io_context& io, PmiJob job, Hooks hooks)
                                   std::move(hooks.fence),
                                   std::move(hooks.abort),
                                   [](const std::string& line) { std::cerr << line + "\n"; },
-                              }) {}
+                              }),
+      refuse_(std::move(hooks.refuse)) {}
 
 PmiService::~PmiService() {
   for (auto& [rank, link] : links_) {
@@ -92,7 +93,7 @@ void PmiService::watch_started() {
       continue;
     }
     // (on_bytes may answer at once: the socket is assigned first.)
-    if (n > 0) server_.on_bytes(rank, std::string_view(link->rbuf.data(), static_cast<size_t>(n)));
+    if (n > 0) on_bytes(rank, std::string_view(link->rbuf.data(), static_cast<size_t>(n)));
     if (link->sock.is_open()) read(rank);
   }
 }
@@ -102,9 +103,16 @@ void PmiService::read(int rank) {
   link->sock.async_read_some(asio::buffer(link->rbuf), [this, rank, link](boost::system::error_code ec, size_t n) {
     if (ec == asio::error::operation_aborted || !link->sock.is_open()) return;
     if (ec) return server_.on_closed(rank), close(rank);
-    server_.on_bytes(rank, std::string_view(link->rbuf.data(), n));
+    on_bytes(rank, std::string_view(link->rbuf.data(), n));
     if (link->sock.is_open()) read(rank);
   });
+}
+
+void PmiService::on_bytes(int rank, std::string_view bytes) {
+  if (!refuse_) return server_.on_bytes(rank, bytes);
+  boost::system::error_code ignored;
+  links_.at(rank)->sock.close(ignored);
+  refuse_(rank);
 }
 
 void PmiService::write(int rank, std::string bytes) {

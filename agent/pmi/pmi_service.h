@@ -27,6 +27,9 @@ class PmiService {
   struct Hooks {
     std::function<void(uint64_t id, std::string blob)> fence;          // this host's contribution
     std::function<void(int rank, int status, std::string msg)> abort;  // a rank called MPI_Abort
+    // Set (--max-restarts): nothing is served; a rank's first bytes call
+    // refuse(rank) instead, once, and its socket is closed.
+    std::function<void(int rank)> refuse;
   };
   PmiService(boost::asio::io_context& io, PmiJob job, Hooks hooks);
   ~PmiService();
@@ -67,12 +70,15 @@ class PmiService {
     bool writing = false, close_after_write = false;
   };
   void read(int rank);
+  // What rank `rank` wrote: to the server, or to hooks.refuse.
+  void on_bytes(int rank, std::string_view bytes);
   void write(int rank, std::string bytes);
   void flush(int rank);
   void close(int rank);
 
   boost::asio::io_context& io_;
   PmiServer server_;
+  std::function<void(int rank)> refuse_;
   std::map<int, std::shared_ptr<Link>> links_;
 };
 

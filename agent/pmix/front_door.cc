@@ -205,6 +205,11 @@ bool FrontDoor::admit(int stop_fd) {
   return true;
 }
 
+bool FrontDoor::admit_waiting() {
+  if (listen_fd_ >= 0) accept_waiting();
+  return !admitted_.empty();
+}
+
 bool FrontDoor::pending() const {
   if (listen_fd_ < 0) return false;
   pollfd p{listen_fd_, POLLIN, 0};

@@ -52,6 +52,11 @@ class FrontDoor {
   // closed.
   bool admit(int stop_fd);
 
+  // admit() without waiting: accepts what waits in the backlog (other users'
+  // clients are closed and reported) and returns whether a client of the
+  // agent's user is kept.
+  bool admit_waiting();
+
   // Relays the clients admit() kept and every client of the agent's user that
   // connects later (others are closed and reported): connects each to the
   // Unix socket `upstream` and copies bytes both ways. Returns when `stop_fd`

@@ -175,12 +175,60 @@ TEST_CASE("restart: never after SIGINT, SIGTERM or --timeout, nor for a program 
   CHECK(wait_marked_gone(m, 2).empty());
 }
 
-TEST_CASE("restart: --max-restarts with --mpi pmix is refused as a usage error", "[integration][restart]") {
+TEST_CASE("restart: --max-restarts with --mpi pmix or pmi is refused as a usage error, nothing started",
+          "[integration][restart]") {
+  const std::string mpi = GENERATE("pmix", "pmi");
+  TempDir d;
   RunSpec s;
-  s.argv = {bin("dlaunch"), "-n", "1", "--max-restarts", "1", "--mpi", "pmix", "/bin/true"};
+  s.argv = {bin("dlaunch"), "-n", "1", "--max-restarts", "1", "--mpi", mpi, "/bin/sh", "-c", "touch \"$DIR/ran\""};
+  s.set_env = {{"DIR", d.path}};
   RunResult r = run(s, 20);
+  INFO(r.err);
   CHECK(r.code == 2);
-  CHECK_THAT(r.err, Catch::Contains("--max-restarts with --mpi pmix"));
+  CHECK_THAT(r.err, Catch::Contains("--max-restarts with --mpi " + mpi +
+                                    ": an MPI job cannot be restarted; drop --max-restarts"));
+  CHECK_FALSE(std::filesystem::exists(d.path + "/ran"));
+}
+
+// What MPI_Init does first, without an MPI library: OpenMPI's PMIx client
+// connects to the address in PMIX_SERVER_URI41; MPICH's PMI-1 client writes
+// "cmd=init" on PMI_FD.
+const char* kPmixConnect =
+    "port=${PMIX_SERVER_URI41##*:}; exec 5<>/dev/tcp/127.0.0.1/$port; exec sleep \"$0\"";
+const char* kPmiInit = "printf 'cmd=init pmi_version=1 pmi_subversion=1\\n' >&$PMI_FD; exec sleep \"$0\"";
+
+TEST_CASE("restart: under --mpi auto a rank that starts MPI (PMIx or PMI) ends the job with 2 and its name, "
+          "never as a singleton, in any attempt",
+          "[integration][restart]") {
+  const auto [wire, init, how] = GENERATE(table<std::string, std::string, std::string>(
+      {{"PMIx", kPmixConnect, "connected to its PMIx server"}, {"PMI", kPmiInit, "wrote to its PMI_FD"}}));
+  INFO(wire);
+  const std::string m = new_marker();
+  TempDir d;
+  RunSpec s;
+  // Attempt 0: a torch-style failure of rank 1, restarted; attempt 1: rank 0
+  // starts MPI once rank 1 has recorded its run, rank 1 sleeps.
+  s.argv = {bin("dlaunch"), "-v", "-n", "2", "--max-restarts", "3", "--kill-grace", "1", "/bin/bash", "-c",
+            std::string(kRecord) +
+                "if [ \"$DLAUNCH_RESTART_COUNT\" = 0 ]; then "
+                "  if [ \"$RANK\" = 1 ]; then exit 3; fi; exec sleep \"$0\"; fi; "
+                "if [ \"$RANK\" = 0 ]; then "
+                "  until [ \"$(wc -l < \"$DIR/runs.1\")\" -ge 2 ]; do sleep 0.05; done; " +
+                init + "; fi; exec sleep \"$0\"",
+            m};
+  s.set_env = {{"DIR", d.path}};
+  RunResult r = run(s, 60);
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("attempt 1 of 4 failed: rank 1 on localhost"));
+  CHECK_THAT(r.err, Catch::Contains("dlaunch: attempt 2 of 4 failed: rank 0 on localhost called MPI_Init (" + how +
+                                    "), but an MPI job cannot be restarted (--max-restarts): drop --max-restarts "
+                                    "to run it as one MPI job, or add --mpi none"));
+  CHECK_THAT(r.err, Catch::Contains("dlaunch: MPI is not served (--max-restarts: an MPI job cannot be restarted)"));
+  CHECK(r.seconds < 20);  // at once, not after some timeout
+  CHECK(runs(d, 0).size() == 2);  // no third attempt
+  CHECK(runs(d, 1).size() == 2);
+  CHECK(wait_marked_gone(m, 2).empty());
 }
 
 TEST_CASE("SIGUSR1 and SIGUSR2 to dlaunch reach every rank, which trap them - the job goes on and exits 0",

@@ -34,7 +34,7 @@ TEST_CASE("attempts: a rank's own failure, MPI_Abort and a lost host are retried
   CHECK_FALSE(Attempts(0).retry(code));
 }
 
-TEST_CASE("attempts: no retry for a rank that could not start, a signal to dlaunch, --timeout, success",
+TEST_CASE("attempts: no retry for a rank that could not start, a signal to dlaunch, --timeout, MPI_Init, success",
           "[launcher][restart]") {
   Attempts a(5);
   Fate spawn(2), interrupted(2), timeout(2), late_timeout(2), ok(1);
@@ -51,6 +51,10 @@ TEST_CASE("attempts: no retry for a rank that could not start, a signal to dlaun
   CHECK(late_timeout.exit_code() == 1);
   CHECK_THAT(a.final_line(late_timeout), Catch::EndsWith("not restarted: dlaunch was stopped (a signal or --timeout)"));
   CHECK_THAT(a.final_line(spawn), Catch::EndsWith("not restarted (only a rank's own failure or a lost host is)"));
+  Fate mpi(2);  // a usage failure's verdict says what to do; nothing is added to it
+  mpi.on_mpi_refused(0, "node0", "PMIx");
+  CHECK_FALSE(a.retry(mpi));
+  CHECK(a.final_line(mpi) == "dlaunch: attempt 1 of 6 failed: " + mpi.verdict());
 }
 
 TEST_CASE("attempts: ready answers: every node once, for the right attempt - node 0's port is the next MASTER_PORT",

@@ -446,6 +446,23 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
       CHECK_FALSE(l->mpi->serves("pmix"));
     }
   }
+  SECTION("auto with --max-restarts: an MPI section that serves nothing (\"refuse\"), with PMIx or without") {
+    o.max_restarts = 1;
+    for (bool pmix : {true, false}) {
+      INFO("node 1 serves PMIx: " << pmix);
+      in.nodes[1].hello->pmix = pmix;
+      const auto plan = plan_launch(in);
+      CHECK(plan.refusal == LaunchPlan::Refusal::kNone);
+      CHECK(plan.mpi);
+      for (const auto& l : plan.launches) {
+        REQUIRE(l);
+        REQUIRE(l->mpi);
+        CHECK(l->mpi->serve == "refuse");
+        CHECK_FALSE(l->mpi->serves("pmix"));
+        CHECK_FALSE(l->mpi->serves("pmi"));
+      }
+    }
+  }
   SECTION("pmi: PMI only, even where every agent could serve PMIx") {
     o.mpi = "pmi";
     const auto plan = plan_launch(in);

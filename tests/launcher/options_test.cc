@@ -299,17 +299,21 @@ TEST_CASE("help run shows each option's default where it has one, and parsing is
   CHECK(o.nnodes == RunOptions{}.nnodes);
 }
 
-TEST_CASE("options: --max-restarts, torchrun's --max_restarts - PMIx is off with restarts, --mpi pmix refused",
+TEST_CASE("options: --max-restarts, torchrun's --max_restarts - --mpi auto stays (a rank's MPI_Init is refused), "
+          "--mpi pmix|pmi refused",
           "[launcher][restart]") {
   CHECK(parse({"./app"}).max_restarts == 0);
   CHECK(parse({"./app"}).mpi == "auto");
   CHECK(parse({"--max-restarts", "3", "./app"}).max_restarts == 3);
   CHECK(parse({"--max_restarts=2", "./app"}).max_restarts == 2);
-  CHECK(parse({"--max-restarts", "3", "./app"}).mpi == "none");
+  CHECK(parse({"--max-restarts", "3", "./app"}).mpi == "auto");
+  CHECK(parse({"--max-restarts", "3", "--mpi", "none", "./app"}).mpi == "none");
   CHECK(parse({"--max-restarts", "0", "--mpi", "pmix", "./app"}).mpi == "pmix");
   CHECK_THROWS_WITH(parse({"--max-restarts", "-1", "./app"}), Catch::Contains("--max-restarts takes"));
   CHECK_THROWS_WITH(parse({"--max-restarts", "1", "--mpi", "pmix", "./app"}),
-                    Catch::Contains("--max-restarts with --mpi pmix"));
+                    Catch::Contains("--max-restarts with --mpi pmix: an MPI job cannot be restarted; drop --max-restarts"));
+  CHECK_THROWS_WITH(parse({"--max-restarts", "1", "--mpi", "pmi", "./app"}),
+                    Catch::Contains("--max-restarts with --mpi pmi: an MPI job cannot be restarted"));
 }
 
 TEST_CASE("options: every duration is finite and bounded, from the command line or a default", "[launcher]") {

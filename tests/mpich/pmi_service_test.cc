@@ -12,6 +12,7 @@
 #include <boost/asio.hpp>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "agent/pmi/pmi_service.h"
 
@@ -59,7 +60,7 @@ TEST_CASE("pmi service: sockets are watched once the ranks started, and what cam
   boost::asio::local::stream_protocol::socket warm(io);  // the loop's own descriptors (epoll, eventfd, timerfd) first
   const int before = open_fds();
   {
-    PmiService svc(io, three_ranks(), PmiService::Hooks{[](uint64_t, std::string) {}, [](int, int, std::string) {}});
+    PmiService svc(io, three_ranks(), PmiService::Hooks{[](uint64_t, std::string) {}, [](int, int, std::string) {}, {}});
     auto r0 = svc.open_rank(0), r1 = svc.open_rank(1), r2 = svc.open_rank(2);
     CHECK(r0.env == std::vector<std::pair<std::string, std::string>>{{"PMI_FD", "3"}});
     CHECK(open_fds() == before + 6);
@@ -83,4 +84,33 @@ TEST_CASE("pmi service: sockets are watched once the ranks started, and what cam
     ::close(r0.child_fd), ::close(r2.child_fd);
   }
   CHECK(open_fds() == before);  // the service closed its ends
+}
+
+TEST_CASE("pmi service with a refuse hook (--max-restarts): a rank's first bytes are refused, never answered",
+          "[mpich][pmi][restart]") {
+  boost::asio::io_context io;
+  std::vector<int> refused;
+  PmiService::Hooks hooks{[](uint64_t, std::string) {}, [](int, int, std::string) {}, {}};
+  hooks.refuse = [&](int rank) { refused.push_back(rank); };
+  PmiService svc(io, three_ranks(), std::move(hooks));
+  auto r0 = svc.open_rank(0), r1 = svc.open_rank(1), r2 = svc.open_rank(2);
+  const std::string init = "cmd=init pmi_version=1 pmi_subversion=1\n";
+  // Rank 0 writes before it is watched, rank 2 after; rank 1 never does.
+  REQUIRE(::write(r0.child_fd, init.data(), init.size()) == static_cast<ssize_t>(init.size()));
+  svc.child_end_closed(0), svc.child_end_closed(1), svc.child_end_closed(2);
+  svc.watch_started();
+  CHECK(refused == std::vector<int>{0});
+  REQUIRE(::write(r2.child_fd, init.data(), init.size()) == static_cast<ssize_t>(init.size()));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (refused.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(10));
+  }
+  CHECK(refused == std::vector<int>{0, 2});
+  char c;
+  // Closed without an answer: the rank's PMI client fails at once.
+  CHECK(::recv(r0.child_fd, &c, 1, MSG_DONTWAIT) == 0);
+  CHECK(::recv(r2.child_fd, &c, 1, MSG_DONTWAIT) == 0);
+  CHECK(::recv(r1.child_fd, &c, 1, MSG_DONTWAIT) < 0);  // still open, silent
+  ::close(r0.child_fd), ::close(r1.child_fd), ::close(r2.child_fd);
 }

@@ -346,3 +346,31 @@ TEST_CASE("dlaunch: what an agent killed outright left in TMPDIR goes with the n
   CHECK(left.empty());
   std::filesystem::remove_all(base);
 }
+
+// An MPI job cannot be restarted (docs/failures.md): under --max-restarts a
+// rank's MPI_Init ends the job with 2 and a verdict that names the rank; it
+// never runs as a singleton ("rank 0 of 1").
+TEST_CASE("dlaunch -n 2 --max-restarts 1 with OpenMPI's mpi_hello or mpi4py: exit 2 naming the rank, no singletons",
+          "[pmix][slow][restart]") {
+  const std::string program = GENERATE(kBin + "/mpi_hello", kPy);
+  const std::string mark = marker();
+  Result r = run(kDlaunch + " -n 2 --max-restarts 1 " + program + " 2 " + mark);
+  INFO(program << "\n" << r.out);
+  CHECK(r.code == 2);
+  CHECK(count(r.out, "called MPI_Init (connected to its PMIx server), but an MPI job cannot be restarted "
+                     "(--max-restarts): drop --max-restarts to run it as one MPI job, or add --mpi none") == 1);
+  CHECK(count(r.out, "dlaunch: attempt 1 of 2 failed: rank ") == 1);
+  CHECK(count(r.out, "attempt 2") == 0);
+  CHECK(count(r.out, " of 1") == 0);
+  CHECK(count(r.out, " ok") == 0);
+  CHECK_FALSE(leftover(mark));
+}
+
+TEST_CASE("dlaunch --max-restarts 1 --mpi pmix: refused before any rank starts", "[pmix][restart]") {
+  const std::string mark = marker();
+  Result r = run(kDlaunch + " -n 2 --max-restarts 1 --mpi pmix " + kBin + "/mpi_hello 2 " + mark);
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(count(r.out, "dlaunch: error: --max-restarts with --mpi pmix: an MPI job cannot be restarted") == 1);
+  CHECK(count(r.out, "hello") == 0);
+}

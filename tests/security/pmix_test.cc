@@ -90,7 +90,9 @@ struct Victim {
   std::string uri, nspace;
   pid_t agent = -1;
 
-  explicit Victim(bool mpi) {
+  // `restarts`: --max-restarts 1, where the ranks' PMIx ports serve nothing
+  // (agent/pmix_tripwire.h).
+  explicit Victim(bool mpi, bool restarts = false) {
     char tmpl[] = "/tmp/dlsec-victim.XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
     dir = tmpl;
@@ -102,6 +104,7 @@ struct Victim {
     } else {
       spec.argv = {dl::it::bin("dlaunch"), "-H", "localhost:4", "-n", "2", "/bin/sh", "-c", kPlainRank, "rank", dir};
     }
+    if (restarts) spec.argv.insert(spec.argv.begin() + 1, {"--max-restarts", "1"});
     child = dl::it::start(spec);
   }
   ~Victim() {
@@ -241,4 +244,32 @@ TEST_CASE("PMIx server: the same client run by the job's own user gets in (the r
   CHECK(r.out.find("connected as " + v.nspace + ":0") != std::string::npos);
   // A second client as rank 0 would confuse the job's MPI_Finalize: the
   // guard ends the job.
+}
+
+// Under --max-restarts a connection to a rank's PMIx port means that rank
+// called MPI_Init and ends the job (docs/failures.md): another user's must
+// not, so it is refused and named, and the job goes on.
+TEST_CASE("PMIx tripwire (--max-restarts): another user's connection to a rank's port does not end the job, and is "
+          "named",
+          "[security][pmix][restart]") {
+  if (!OtherUser::available()) {
+    WARN("needs root and useradd to make another user; skipped");
+    return;
+  }
+  OtherUser other;
+  Tools tools(other.dir());
+  Victim v(false, true);
+  dl::it::ChildGuard guard{v.child, v.dir};
+  REQUIRE(v.read_info());
+  const auto r = attack(other, tools, v, {"init"});
+  INFO(r.out + r.err);
+  CHECK(r.code != 0);
+  CHECK(r.out.find("connected") == std::string::npos);
+  const auto job = v.finish();
+  INFO(job.out + job.err);
+  CHECK(job.code == 0);
+  CHECK(job.out.find("rank 0 done") != std::string::npos);
+  CHECK(job.out.find("rank 1 done") != std::string::npos);
+  CHECK(job.err.find(refusal_of(other)) != std::string::npos);
+  CHECK(job.err.find("called MPI_Init") == std::string::npos);
 }
