@@ -57,8 +57,21 @@ void check_placed(const RunOptions& o, long local_ranks, long world) {
   check_local_limits({local_ranks, world, !o.output_dir.empty() || !o.log_dir.empty()});
 }
 
+// Entries that are this machine under several names become one host (the
+// slots added) before anything is placed; -v and --dry-run say so. Two
+// names for one other machine are caught by the agents' hellos
+// (launch_plan.h), before any rank starts.
+std::vector<hostfiles::HostEntry> merge_this_machine(std::vector<hostfiles::HostEntry> hosts, const RunOptions& o) {
+  std::vector<std::string> merged;
+  hosts = hostfiles::merge_local(std::move(hosts), remote::is_local_host, &merged);
+  if (o.verbose || o.dry_run)
+    for (const auto& m : merged)
+      write_fully(2, "dlaunch: hosts: merged " + m + ": both are this machine (one host, the slots added)\n");
+  return hosts;
+}
+
 hostfiles::Placement plan(const RunOptions& o) {
-  std::vector<hostfiles::HostEntry> hosts = job_hosts(o);
+  std::vector<hostfiles::HostEntry> hosts = merge_this_machine(job_hosts(o), o);
   if (hosts.empty()) {
     const int np = o.np > 0 ? o.np : (o.per_node > 0 ? o.per_node : 1);
     check_placed(o, np, np);  // before the placement of a million ranks is built
