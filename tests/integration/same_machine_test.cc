@@ -47,7 +47,7 @@ void check_one_host(const std::string& other) {
   RunResult r = run(s, 30);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
-  CHECK(r.err.find("merged '" + other + "' into 'localhost'") != std::string::npos);
+  CHECK(r.err.find("merged '" + other + "' into 'localhost': this machine") != std::string::npos);
   CHECK(r.err.find("agent on " + other) == std::string::npos);  // one agent: localhost's
   std::regex line(R"(R=(\d) L=(\d) LW=(\d) N=(\d) NN=(\d))");
   std::set<int> ranks, locals;
@@ -79,4 +79,16 @@ TEST_CASE("-H localhost:2 with this machine's own address is one host of 4 slots
     return;
   }
   check_one_host(addr);
+}
+
+TEST_CASE("a placement refused after this machine's names merged says they merged", "[integration][hosts]") {
+  const std::string marker = new_marker();
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-H", "localhost:2," + host_name() + ":2", "--npernode", "2", "-n", "4", "sleep", marker};
+  RunResult r = run(s, 30);
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--npernode 2 on 1 hosts allows at most 2") != std::string::npos);
+  CHECK(r.err.find("(hosts: merged '" + host_name() + "' into 'localhost': this machine") != std::string::npos);
+  CHECK(wait_marked_gone(marker, 5).empty());
 }
