@@ -131,7 +131,7 @@ TEST_CASE("parse_hostfile reads a file and names it when it cannot", "[hostfiles
   rmdir(dir);
 }
 
-TEST_CASE("entries that name this machine merge into the first of them, the slots added", "[hostfiles]") {
+TEST_CASE("entries that name this machine merge into the first of them with the slots added", "[hostfiles]") {
   auto local = [](const std::string& h) { return h == "localhost" || h == "myhost" || h == "127.0.0.2"; };
   std::vector<std::string> merged;
   auto v = merge_local(parse_host_list("node1:1,localhost:2,node2:1,myhost:2,127.0.0.2:1"), local, &merged);

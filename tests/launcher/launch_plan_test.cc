@@ -747,7 +747,7 @@ TEST_CASE("resolve_exports: a PREFIX pattern passes every launcher variable that
   CHECK(resolve_exports({"*"}, env) == env);
 }
 
-TEST_CASE("two entries whose agents report one machine are refused, naming both", "[launcher][plan]") {
+TEST_CASE("two entries whose agents report one machine are refused naming both", "[launcher][plan]") {
   hf::Placement p = placement(3, 2);
   p.nodes[0].host = "node1", p.nodes[1].host = "10.1.1.7", p.nodes[2].host = "node2";
   for (auto& e : p.nodes) e.origin = "-H";

@@ -17,7 +17,7 @@ dl::cluster::RunResult run_hosts(const Cluster& c, const std::string& hosts, con
 }
 }  // namespace
 
-TEST_CASE("a namespace host under its name and its address is refused, naming both, before any rank runs",
+TEST_CASE("a namespace host under its name and its address is refused naming both before any rank runs",
           "[multihost][cluster][slow]") {
   Cluster c(3);
   const std::string marker = unique_marker();
