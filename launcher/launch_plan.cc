@@ -178,7 +178,8 @@ LaunchPlan plan_launch(const PlanInput& in) {
   std::map<int, EnvMap> gpu_env;
   std::map<int, int> gpu_numa;
   // GPUs first: with --bind-to numa a rank's CPUs follow its GPU.
-  if (!check_machines(in, plan) || !decide_mpi(in, plan) || !plan_gpus(in, plan, gpu_env, gpu_numa) || !plan_cpus(in, plan, cpus, gpu_numa))
+  if (!check_machines(in, plan) || !decide_mpi(in, plan) || !plan_gpus(in, plan, gpu_env, gpu_numa) ||
+      !plan_cpus(in, plan, cpus, gpu_numa))
     return plan;
   const RunOptions& o = *in.opts;
   const JobEnv je = job_env(in);
