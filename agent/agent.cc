@@ -11,6 +11,7 @@
 
 #include "agent/cpu_binding.h"
 #include "agent/gpu_binding.h"
+#include "agent/machine_identity.h"
 #include "agent/rank_environment.h"
 #include "agent/rank_process.h"
 #include "control/env_names.h"
@@ -76,6 +77,7 @@ int Agent::run() {
   hello.host = host_name();
   hello.pid = static_cast<int>(::getpid());
   hello.free_port = wire::free_tcp_port();
+  hello.machine = machine_identity();
   if (a.detect_gpus) report_gpus(detect_gpus(a.gpus_per_node), hello);
   hello.pmix = MpiJob::available();
   if (a.cpu_topology) {

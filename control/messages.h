@@ -71,10 +71,15 @@ struct Hello {
   // device in sysfs, so --bind-to numa puts a rank next to its GPU; absent
   // when no node is known (an older agent, GPUs given by a variable).
   std::optional<std::vector<int>> gpu_numa;
+  // Which machine it runs on (agent/machine_identity.h): two agents of one
+  // job reporting the same are one machine listed under two names, and the
+  // job is refused before any rank starts. Absent or "": unknown (an older
+  // agent, no /proc), compared with nothing.
+  std::optional<std::string> machine;
   template <class S, class V> static void fields(S& s, V& v) {
     v("version", s.version), v("node", s.node), v("host", s.host), v("pid", s.pid), v("free_port", s.free_port);
     v("gpus", s.gpus), v("pmix", s.pmix), v("cpu", s.cpu), v("gpu_vendor", s.gpu_vendor);
-    v("gpus_by_vendor", s.gpus_by_vendor), v("gpu_numa", s.gpu_numa);
+    v("gpus_by_vendor", s.gpus_by_vendor), v("gpu_numa", s.gpu_numa), v("machine", s.machine);
   }
 };
 

@@ -1,6 +1,7 @@
 #include "hostfiles/hostfile.h"
 
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
 
 #include "errors/error.h"
@@ -13,24 +14,30 @@ namespace {
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
-// Collects entries, merging duplicates (same user, host, port) into the first.
+std::string entry_key(const HostEntry& e) { return e.user + '@' + e.host + '#' + std::to_string(e.port); }
+
+// Collects entries, merging those with the same key (by default: the same
+// user, host and port) into the first.
 class Merger {
  public:
-  void add(HostEntry e) {
-    std::string key = e.user + '@' + e.host + '#' + std::to_string(e.port);
-    auto [it, fresh] = index_.emplace(key, out_.size());
+  explicit Merger(std::function<std::string(const HostEntry&)> key = entry_key) : key_(std::move(key)) {}
+  // Returns the entry `e` merged into, or nullptr when `e` is a host of its own.
+  const HostEntry* add(HostEntry e) {
+    auto [it, fresh] = index_.emplace(key_(e), out_.size());
     if (fresh) {
       out_.push_back(std::move(e));
-      return;
+      return nullptr;
     }
     HostEntry& first = out_[it->second];
     first.slots += e.slots;
     first.max_slots = (first.max_slots == 0 || e.max_slots == 0) ? 0 : first.max_slots + e.max_slots;
     first.slots_given = first.slots_given || e.slots_given;
+    return &first;
   }
   std::vector<HostEntry> take() { return std::move(out_); }
 
  private:
+  std::function<std::string(const HostEntry&)> key_;
   std::vector<HostEntry> out_;
   std::unordered_map<std::string, std::size_t> index_;
 };
@@ -176,6 +183,19 @@ std::vector<HostEntry> parse_host_list(std::string_view list) {
     } catch (const HostSyntaxError& e) {
       throw ParseError("-H item " + std::to_string(n) + " (" + quoted(item) + "): " + e.what());
     }
+  }
+  return out.take();
+}
+
+std::vector<HostEntry> merge_local(std::vector<HostEntry> hosts,
+                                   const std::function<bool(const std::string&)>& is_local,
+                                   std::vector<std::string>* merged) {
+  // '@' cannot start a host name: the key of every local entry is one key.
+  Merger out([&](const HostEntry& e) { return is_local(e.host) ? std::string("@local") : entry_key(e); });
+  for (auto& e : hosts) {
+    const std::string name = describe(e);
+    const HostEntry* into = out.add(std::move(e));
+    if (into && merged) merged->push_back("'" + name + "' into '" + describe(*into) + "'");
   }
   return out.take();
 }

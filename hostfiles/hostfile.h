@@ -11,6 +11,7 @@
 //   [fe80::1]:22                  IPv6 in brackets
 //   # comment, also after a line; blank lines are skipped
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,17 @@ std::vector<HostEntry> parse_hostfile_text(std::string_view text, std::string_vi
 // "-H". Throws dl::ParseError "-H item 2 ('h2:x'): ..." on a bad item, or on
 // an empty list or item.
 std::vector<HostEntry> parse_host_list(std::string_view list);
+
+// Merges the entries that name this machine (`is_local` says which:
+// remote::is_local_host, i.e. localhost, 127.x, its host name or one of its
+// addresses) into the first of them, as duplicates merge above: one host,
+// the slots added. `-H localhost:2,$(hostname):2` is one host of 4 slots,
+// not two hosts whose ranks would both get LOCAL_RANK 0. Other entries stay
+// as they are, in order. Appends "'myhost' into 'localhost'" to `merged`
+// (when given) for each entry merged.
+std::vector<HostEntry> merge_local(std::vector<HostEntry> hosts,
+                                   const std::function<bool(const std::string&)>& is_local,
+                                   std::vector<std::string>* merged = nullptr);
 
 // The host as one would write it back: "alice@node1", "[node1]:2222",
 // "[::1]". For messages.

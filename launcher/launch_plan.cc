@@ -1,6 +1,7 @@
 #include "launcher/launch_plan.h"
 
 #include <algorithm>
+#include <map>
 
 #include "agent/gpu_binding.h"
 #include "control/env_names.h"
@@ -15,6 +16,38 @@ std::string join(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
   return out;
+}
+
+// "-H entries 'a' and 'b' are the same machine ...; list it once with the
+// slots added, e.g. -H a:4" (hostfile lines: named with their file:line).
+std::string same_machine(const hostfiles::HostEntry& a, const hostfiles::HostEntry& b, const std::string& host) {
+  const bool by_h = a.origin == "-H" && b.origin == "-H";
+  const std::string name = hostfiles::describe(a), slots = std::to_string(a.slots + b.slots);
+  const std::string which = by_h ? "-H entries '" + name + "' and '" + hostfiles::describe(b) + "'"
+                                 : "hosts '" + name + "' (" + a.origin + ") and '" + hostfiles::describe(b) + "' (" +
+                                       b.origin + ")";
+  return which + " are the same machine: their agents report one machine-id, boot id and network namespace (host "
+         "name '" + host + "'), so its ranks would share its GPUs with LOCAL_RANK counted twice from 0; list it once "
+         "with the slots added, e.g. " + (by_h ? "-H " + name + ":" + slots : "'" + name + " slots=" + slots + "'");
+}
+
+// Two of the job's entries whose agents report one machine (agent/
+// machine_identity.h) are refused, naming both: the placement (NODE_RANK,
+// each host's ranks, the output files) was fixed before the agents started.
+// Entries under this machine's own names were merged then (hostfiles::merge_local).
+bool check_machines(const PlanInput& in, LaunchPlan& plan) {
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < in.nodes.size(); ++i) {
+    const PlanNode& n = in.nodes[i];
+    if (n.external || !n.hello || n.hello->machine.value_or("").empty()) continue;
+    auto [it, fresh] = first.emplace(*n.hello->machine, i);
+    if (fresh) continue;
+    plan.refusal = LaunchPlan::Refusal::kBadRequest;
+    const auto& nodes = in.placement->nodes;
+    plan.why = same_machine(nodes.at(it->second), nodes.at(i), in.nodes[it->second].hello->host);
+    return false;
+  }
+  return true;
 }
 
 // --mpi: which wire-ups the agents serve. pmix needs every agent to serve
@@ -150,7 +183,8 @@ LaunchPlan plan_launch(const PlanInput& in) {
   std::map<int, EnvMap> gpu_env;
   std::map<int, int> gpu_numa;
   // GPUs first: with --bind-to numa a rank's CPUs follow its GPU.
-  if (!decide_mpi(in, plan) || !plan_gpus(in, plan, gpu_env, gpu_numa) || !plan_cpus(in, plan, cpus, gpu_numa))
+  if (!check_machines(in, plan) || !decide_mpi(in, plan) || !plan_gpus(in, plan, gpu_env, gpu_numa) ||
+      !plan_cpus(in, plan, cpus, gpu_numa))
     return plan;
   const RunOptions& o = *in.opts;
   const JobEnv je = job_env(in);

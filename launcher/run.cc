@@ -1,5 +1,7 @@
 #include "launcher/run.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
@@ -56,8 +58,24 @@ void check_placed(const RunOptions& o, long local_ranks, long world) {
   check_local_limits({local_ranks, world, !o.output_dir.empty() || !o.log_dir.empty()});
 }
 
+// Entries that are this machine under several names become one host (the
+// slots added) before anything is placed; said on a terminal, with -v and
+// --dry-run, and in a placement error (the user counted two hosts there).
+// Two names for one other machine are caught by the agents' hellos
+// (launch_plan.h), before any rank starts.
+std::vector<hostfiles::HostEntry> merge_this_machine(std::vector<hostfiles::HostEntry> hosts, const RunOptions& o,
+                                                     std::string& note) {
+  std::vector<std::string> merged;
+  hosts = hostfiles::merge_local(std::move(hosts), remote::is_local_host, &merged);
+  for (const auto& m : merged) note += (note.empty() ? "merged " : ", ") + m;
+  if (!note.empty()) note = "hosts: " + note + ": this machine under several names is one host, the slots added";
+  if (!note.empty() && (o.verbose || o.dry_run || ::isatty(2) == 1)) write_fully(2, "dlaunch: " + note + "\n");
+  return hosts;
+}
+
 hostfiles::Placement plan(const RunOptions& o) {
-  std::vector<hostfiles::HostEntry> hosts = job_hosts(o);
+  std::string merged;
+  std::vector<hostfiles::HostEntry> hosts = merge_this_machine(job_hosts(o), o, merged);
   if (hosts.empty()) {
     const int np = o.np > 0 ? o.np : (o.per_node > 0 ? o.per_node : 1);
     check_placed(o, np, np);  // before the placement of a million ranks is built
@@ -75,7 +93,13 @@ hostfiles::Placement plan(const RunOptions& o) {
   po.map_by = o.map_by == "node" ? hostfiles::MapBy::kNode : hostfiles::MapBy::kSlot;
   po.per_node = o.per_node;
   po.oversubscribe = o.oversubscribe;
-  hostfiles::Placement p = hostfiles::place(hosts, po);
+  hostfiles::Placement p;
+  try {
+    p = hostfiles::place(hosts, po);
+  } catch (const UsageError& e) {
+    if (merged.empty()) throw;
+    throw UsageError(std::string(e.what()) + " (" + merged + ")");
+  }
   long local = 0;
   for (size_t n = 0; n < p.nodes.size(); ++n)
     if (remote::is_local_host(p.nodes[n].host)) local += p.local_size[n];

@@ -130,3 +130,25 @@ TEST_CASE("parse_hostfile reads a file and names it when it cannot", "[hostfiles
   unlink(path.c_str());
   rmdir(dir);
 }
+
+TEST_CASE("entries that name this machine merge into the first of them with the slots added", "[hostfiles]") {
+  auto local = [](const std::string& h) { return h == "localhost" || h == "myhost" || h == "127.0.0.2"; };
+  std::vector<std::string> merged;
+  auto v = merge_local(parse_host_list("node1:1,localhost:2,node2:1,myhost:2,127.0.0.2:1"), local, &merged);
+  CHECK(hosts_of(v) == "node1=1 localhost=5 node2=1");
+  CHECK(merged == std::vector<std::string>{"'myhost' into 'localhost'", "'127.0.0.2' into 'localhost'"});
+
+  SECTION("max_slots add up too, and none on any entry lifts it") {
+    const char* both_max = "localhost slots=1 max_slots=2\nmyhost slots=1 max_slots=3\n";
+    auto w = merge_local(parse_hostfile_text(both_max, "h"), local);
+    REQUIRE(w.size() == 1);
+    CHECK(w[0].max_slots == 5);
+    w = merge_local(parse_hostfile_text("localhost slots=1 max_slots=2\nmyhost slots=1\n", "h"), local);
+    CHECK(w[0].max_slots == 0);
+  }
+  SECTION("other hosts stay as they are") {
+    merged.clear();
+    CHECK(hosts_of(merge_local(parse_host_list("node1:2,node2:2"), local, &merged)) == "node1=2 node2=2");
+    CHECK(merged.empty());
+  }
+}

@@ -763,3 +763,41 @@ TEST_CASE("resolve_exports: a PREFIX pattern passes every launcher variable that
   // '*' alone is every variable.
   CHECK(resolve_exports({"*"}, env) == env);
 }
+
+TEST_CASE("two entries whose agents report one machine are refused naming both", "[launcher][plan]") {
+  hf::Placement p = placement(3, 2);
+  p.nodes[0].host = "node1", p.nodes[1].host = "10.1.1.7", p.nodes[2].host = "node2";
+  for (auto& e : p.nodes) e.origin = "-H";
+  const RunOptions o = options();
+  PlanInput in = input(p, o);
+  in.nodes[0].hello->machine = "m1/b1/net:40";
+  in.nodes[0].hello->host = "node1.cluster";
+  in.nodes[2].hello->machine = "m1/b1/net:41";  // another network namespace: another host
+
+  SECTION("distinct identities: launched") {
+    in.nodes[1].hello->machine = "m2/b2/net:40";
+    CHECK(plan_launch(in).refusal == LaunchPlan::Refusal::kNone);
+  }
+  SECTION("unknown identities (an older agent, no /proc) are compared with nothing") {
+    in.nodes[0].hello->machine = "";
+    in.nodes[1].hello->machine.reset();
+    CHECK(plan_launch(in).refusal == LaunchPlan::Refusal::kNone);
+  }
+  SECTION("-H entries: both named, and the -H that lists the machine once") {
+    in.nodes[1].hello->machine = "m1/b1/net:40";
+    const LaunchPlan plan = plan_launch(in);
+    CHECK(plan.refusal == LaunchPlan::Refusal::kBadRequest);
+    CHECK(plan.why.find("-H entries 'node1' and '10.1.1.7' are the same machine") != std::string::npos);
+    CHECK(plan.why.find("'node1.cluster'") != std::string::npos);
+    CHECK(plan.why.find("e.g. -H node1:4") != std::string::npos);
+    for (const auto& l : plan.launches) CHECK(!l);
+  }
+  SECTION("hostfile lines: named with their file and line") {
+    p.nodes[0].origin = "hosts:1", p.nodes[1].origin = "hosts:3";
+    in.nodes[1].hello->machine = "m1/b1/net:40";
+    const LaunchPlan plan = plan_launch(in);
+    CHECK(plan.refusal == LaunchPlan::Refusal::kBadRequest);
+    CHECK(plan.why.find("hosts 'node1' (hosts:1) and '10.1.1.7' (hosts:3) are the same machine") != std::string::npos);
+    CHECK(plan.why.find("'node1 slots=4'") != std::string::npos);
+  }
+}
