@@ -85,6 +85,27 @@ struct EchoServer {
   }
 };
 
+// A child that becomes 'nobody' connects to `port`, writes and waits for an
+// answer. 0: the door closed the connection; 5: no answer within 5 s; other
+// codes: the child could not become nobody (3) or connect (4), or got bytes (6).
+int knock_as_nobody(uint16_t port) {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (try_connect(fd, port) != 0) ::_exit(4);
+    (void)!::write(fd, "hello", 5);
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) != 1) ::_exit(5);
+    char c;
+    ::_exit(::read(fd, &c, 1) <= 0 ? 0 : 6);
+  }
+  int st = 0;
+  REQUIRE(::waitpid(child, &st, 0) == child);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 }  // namespace
 
 TEST_CASE("front door: a client that connects before the server exists is relayed once it does", "[pmix]") {
@@ -150,22 +171,7 @@ TEST_CASE("front door: a client of another user is closed, never relayed", "[pmi
   REQUIRE(::pipe(stop) == 0);
   std::thread relay([&] { door.relay(upstream.path, stop[0]); });
   // A child that becomes 'nobody' connects, writes and waits for a reply.
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (try_connect(fd, door.port()) != 0) ::_exit(4);
-    (void)!::write(fd, "hello", 5);
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 5000) != 1) ::_exit(5);  // no answer at all: not closed
-    char c;
-    ::_exit(::read(fd, &c, 1) <= 0 ? 0 : 6);  // closed by the door: 0
-  }
-  int st = 0;
-  REQUIRE(::waitpid(child, &st, 0) == child);
-  CHECK(WIFEXITED(st));
-  CHECK(WEXITSTATUS(st) == 0);
+  CHECK(knock_as_nobody(door.port()) == 0);
   // Upstream never saw a connection.
   pollfd p{upstream.fd, POLLIN, 0};
   CHECK(::poll(&p, 1, 200) == 0);
@@ -247,21 +253,7 @@ TEST_CASE("front door: admit waits through another user's connection, and admits
   REQUIRE(::pipe(stop) == 0);
   std::atomic<int> admitted{-1};
   std::thread waiter([&] { admitted = door.admit(stop[0]) ? 1 : 0; });
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (try_connect(fd, door.port()) != 0) ::_exit(4);
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 5000) != 1) ::_exit(5);
-    char c;
-    ::_exit(::read(fd, &c, 1) <= 0 ? 0 : 6);  // closed by the door: 0
-  }
-  int st = 0;
-  REQUIRE(::waitpid(child, &st, 0) == child);
-  CHECK(WIFEXITED(st));
-  CHECK(WEXITSTATUS(st) == 0);
+  CHECK(knock_as_nobody(door.port()) == 0);
   CHECK(admitted.load() == -1);  // still waiting: nobody's connection admitted nothing
   int mine = connect_loopback(door.port());
   waiter.join();

@@ -174,69 +174,74 @@ std::string refusal_of(const OtherUser& other) {
          std::to_string(other.uid()) + ")";
 }
 
+// The other user with its tools, a victim job whose rank 0 has said where
+// its server is, and a guard that ends the job whatever the test does.
+struct Scene {
+  OtherUser other;
+  Tools tools;
+  Victim v;
+  dl::it::ChildGuard guard;
+  explicit Scene(bool mpi, bool restarts = false)
+      : tools(other.dir()), v(mpi, restarts), guard{v.child, v.dir} {}
+};
+
+// The victim's job ended normally, both ranks done, and the intruder named.
+void check_job_went_on(Scene& s) {
+  const auto job = s.v.finish();
+  INFO(job.out + job.err);
+  CHECK(job.code == 0);
+  CHECK(job.out.find("rank 0 done") != std::string::npos);
+  CHECK(job.out.find("rank 1 done") != std::string::npos);
+  CHECK(job.err.find(refusal_of(s.other)) != std::string::npos);
+  CHECK(job.err.find("attacker was here") == std::string::npos);
+  CHECK(job.err.find("called MPI_Init") == std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(s.other.dir() + "/pwned"));
+}
+
 }  // namespace
 
 TEST_CASE("PMIx server: another user's client starts nothing in a job that never called MPI_Init, and is named",
           "[security][pmix]") {
   DLSEC_NEEDS_OTHER_USER();
-  OtherUser other;
-  Tools tools(other.dir());
-  Victim v(false);
-  dl::it::ChildGuard guard{v.child, v.dir};
+  Scene s(false);
+  auto& v = s.v;
   REQUIRE(v.read_info());
-  const auto r = attack(other, tools, v, {"spawn", "id -u > " + other.dir() + "/pwned"});
+  const auto r = attack(s.other, s.tools, v, {"spawn", "id -u > " + s.other.dir() + "/pwned"});
   INFO(r.out + r.err);
   CHECK(r.code != 0);
   CHECK(r.out.find("connected") == std::string::npos);
   CHECK(v.agent_temp_dirs() == 0);  // libpmix was never started for it
-  const auto job = v.finish();
-  INFO(job.out + job.err);
-  CHECK(job.code == 0);
-  CHECK(job.out.find("rank 0 done") != std::string::npos);
-  CHECK(job.out.find("rank 1 done") != std::string::npos);
-  CHECK(job.err.find(refusal_of(other)) != std::string::npos);
-  CHECK_FALSE(std::filesystem::exists(other.dir() + "/pwned"));
+  check_job_went_on(s);
 }
 
 TEST_CASE("PMIx server: in a running MPI job, another user can neither spawn nor abort, libpmix has no TCP port",
           "[security][pmix][slow]") {
   DLSEC_NEEDS_OTHER_USER();
-  OtherUser other;
-  Tools tools(other.dir());
-  Victim v(true);
-  dl::it::ChildGuard guard{v.child, v.dir};
+  Scene s(true);
+  auto& v = s.v;
   REQUIRE(v.read_info());
   // libpmix serves rank 0 by now; the agent listens on TCP only at the door.
   const std::string door = v.uri.substr(v.uri.rfind(':') + 1);
   CHECK(dl::sec::listening_ports(v.agent) == std::vector<unsigned>{static_cast<unsigned>(std::stoul(door))});
-  const auto spawn = attack(other, tools, v, {"spawn", "id -u > " + other.dir() + "/pwned"});
+  const auto spawn = attack(s.other, s.tools, v, {"spawn", "id -u > " + s.other.dir() + "/pwned"});
   INFO("spawn: " + spawn.out + spawn.err);
   CHECK(spawn.code != 0);
   CHECK(spawn.out.find("connected") == std::string::npos);
-  const auto abort = attack(other, tools, v, {"abort"});
+  const auto abort = attack(s.other, s.tools, v, {"abort"});
   INFO("abort: " + abort.out + abort.err);
   CHECK(abort.code != 0);
   CHECK(abort.out.find("connected") == std::string::npos);
-  const auto job = v.finish();
-  INFO(job.out + job.err);
-  CHECK(job.code == 0);
-  CHECK(job.out.find("rank 0 done") != std::string::npos);
-  CHECK(job.out.find("rank 1 done") != std::string::npos);
-  CHECK(job.err.find(refusal_of(other)) != std::string::npos);
-  CHECK(job.err.find("attacker was here") == std::string::npos);
-  CHECK_FALSE(std::filesystem::exists(other.dir() + "/pwned"));
+  check_job_went_on(s);
 }
 
 TEST_CASE("PMIx server: the same client run by the job's own user gets in (the refusals are the uid check)",
           "[security][pmix][slow]") {
   DLSEC_NEEDS_OTHER_USER();
-  OtherUser other;
-  Tools tools(other.dir());
-  Victim v(true);
-  dl::it::ChildGuard guard{v.child, v.dir};
+  Scene s(true);
+  auto& v = s.v;
   REQUIRE(v.read_info());
   dl::it::RunSpec spec;
-  spec.argv = {tools.client, "init"};
+  spec.argv = {s.tools.client, "init"};
   spec.set_env = pmix_env(v, "0");
   const auto r = dl::it::run(spec, 60);
   INFO(r.out + r.err);
@@ -252,24 +257,13 @@ TEST_CASE("PMIx server: the same client run by the job's own user gets in (the r
 TEST_CASE("PMIx tripwire (--max-restarts): another user's connection to a rank's port does not end the job, and is "
           "named",
           "[security][pmix][restart]") {
-  if (!OtherUser::available()) {
-    WARN("needs root and useradd to make another user; skipped");
-    return;
-  }
-  OtherUser other;
-  Tools tools(other.dir());
-  Victim v(false, true);
-  dl::it::ChildGuard guard{v.child, v.dir};
+  DLSEC_NEEDS_OTHER_USER();
+  Scene s(false, true);
+  auto& v = s.v;
   REQUIRE(v.read_info());
-  const auto r = attack(other, tools, v, {"init"});
+  const auto r = attack(s.other, s.tools, v, {"init"});
   INFO(r.out + r.err);
   CHECK(r.code != 0);
   CHECK(r.out.find("connected") == std::string::npos);
-  const auto job = v.finish();
-  INFO(job.out + job.err);
-  CHECK(job.code == 0);
-  CHECK(job.out.find("rank 0 done") != std::string::npos);
-  CHECK(job.out.find("rank 1 done") != std::string::npos);
-  CHECK(job.err.find(refusal_of(other)) != std::string::npos);
-  CHECK(job.err.find("called MPI_Init") == std::string::npos);
+  check_job_went_on(s);
 }
