@@ -184,7 +184,10 @@ TEST_CASE("collectives: another user's connection to a rank's port during setup 
   OtherUser other;
   // "close": connect and close at once; "silent": connect and say nothing.
   for (const std::string mode : {"close", "silent"}) {
-    const Knocked k = knock_during_setup(other, mode);
+    // Under load rank 1 may start so late that the first port knocked on is
+    // one whose setup is already over: such a run tests nothing, try again.
+    Knocked k = knock_during_setup(other, mode);
+    for (int again = 0; again < 2 && !k.during_setup; ++again) k = knock_during_setup(other, mode);
     INFO(mode << "\njob stdout:\n" << k.job.out << "job stderr:\n" << k.job.err << "knocker:\n" << k.knocker);
     CHECK(k.during_setup);
     CHECK(k.job.code == 0);
