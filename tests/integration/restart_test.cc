@@ -211,7 +211,10 @@ TEST_CASE("restart: under --mpi auto a rank that starts MPI (PMIx or PMI) ends t
   s.argv = {bin("dlaunch"), "-v", "-n", "2", "--max-restarts", "3", "--kill-grace", "1", "/bin/bash", "-c",
             std::string(kRecord) +
                 "if [ \"$DLAUNCH_RESTART_COUNT\" = 0 ]; then "
-                "  if [ \"$RANK\" = 1 ]; then exit 3; fi; exec sleep \"$0\"; fi; "
+                // rank 1 fails once rank 0 has recorded its run: a rank 0
+                // stopped before its record would look like no attempt
+                "  if [ \"$RANK\" = 1 ]; then until [ -s \"$DIR/runs.0\" ]; do sleep 0.05; done; exit 3; fi; "
+                "  exec sleep \"$0\"; fi; "
                 "if [ \"$RANK\" = 0 ]; then "
                 "  until [ \"$(wc -l < \"$DIR/runs.1\")\" -ge 2 ]; do sleep 0.05; done; " +
                 init + "; fi; exec sleep \"$0\"",
