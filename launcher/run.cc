@@ -16,6 +16,7 @@
 #include "hostfiles/placement.h"
 #include "hostfiles/usable_cpus.h"
 #include "launcher/dry_run.h"
+#include "launcher/dry_run_program.h"
 #include "launcher/job.h"
 #include "launcher/local_limits.h"
 #include "launcher/node_group.h"
@@ -178,7 +179,12 @@ int run_command(const std::vector<std::string>& args) {
   }
   hostfiles::Placement p = plan(o);
   if (o.dry_run) {
-    std::cout << rank_map_table(p, o);
+    const ProgramCheck programs = check_programs(p, o);
+    if (programs.code != 0) {  // as the launch would fail: same message, same exit code
+      write_fully(2, "dlaunch: " + programs.message + "\n");
+      return programs.code;
+    }
+    std::cout << rank_map_table(p, o) << programs.resolved;
     return 0;
   }
   // The local agent is forked now, before the Job's event loop, signal

@@ -1,0 +1,75 @@
+#include "launcher/dry_run_program.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+
+#include "agent/rank_process.h"
+#include "launcher/app_context.h"
+#include "remote/agent_starter.h"
+
+namespace dl::launcher {
+
+namespace {
+// The PATH the ranks get: the last -x PATH=... of the job (or of the rank's
+// context), else dlaunch's own.
+std::string ranks_path(const RunOptions& o, const std::vector<std::string>& app_exports) {
+  std::string path;
+  if (const char* own = std::getenv("PATH")) path = own;
+  for (const auto* list : {&o.exports, &app_exports})
+    for (const auto& e : *list)
+      if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
+  return path.empty() ? "/usr/bin:/bin" : path;
+}
+
+// The working directory the agent starts the rank in: its context's
+// --wdir, the job's, else dlaunch's own.
+std::string ranks_wdir(const RunOptions& o, const std::string& app_wdir) {
+  if (!app_wdir.empty()) return app_wdir;
+  if (!o.wdir.empty()) return o.wdir;
+  char cwd[4096];
+  return ::getcwd(cwd, sizeof cwd) ? cwd : "";
+}
+
+std::string rank_range(int first, int last) {
+  return first == last ? "rank " + std::to_string(first) : "ranks " + std::to_string(first) + "-" + std::to_string(last);
+}
+}  // namespace
+
+ProgramCheck check_programs(const hostfiles::Placement& p, const RunOptions& o) {
+  ProgramCheck out;
+  static const AppContext none;
+  int first = -1, last = -1, shown_app = -1;
+  std::string line;
+  auto flush = [&] {
+    if (first >= 0) out.resolved += rank_range(first, last) + " run " + line + "\n";
+    first = -1;
+  };
+  for (const auto& r : p.ranks) {
+    if (!remote::is_local_host(p.nodes.at(static_cast<size_t>(r.node)).host)) continue;
+    const int app = o.apps.empty() ? 0 : app_of_rank(o.apps, r.rank);
+    const AppContext& c = o.apps.empty() ? none : o.apps.at(static_cast<size_t>(app));
+    const auto& command = o.apps.empty() ? o.command : c.command;
+    if (command.empty()) continue;
+    const agent::Resolved res = agent::resolve_program(command[0], ranks_path(o, c.exports), ranks_wdir(o, c.wdir));
+    if (res.code != 0) {
+      out.code = res.code;
+      out.message = "cannot start rank " + std::to_string(r.rank) + " on " + p.nodes.at(static_cast<size_t>(r.node)).host +
+                    ": " + res.message;
+      return out;
+    }
+    if (app != shown_app || r.rank != last + 1) {
+      flush();
+      shown_app = app;
+      first = r.rank;
+      line = res.path;
+      for (size_t i = 1; i < command.size(); ++i) line += " " + command[i];
+    }
+    last = r.rank;
+  }
+  flush();
+  return out;
+}
+
+}  // namespace dl::launcher

@@ -1,0 +1,25 @@
+#pragma once
+// --dry-run's check of the program: each program is resolved on this machine
+// as its agent would resolve it at launch (agent/rank_process.h,
+// resolve_program: the ranks' PATH, their working directory), so a dry run
+// fails where the launch would fail, with the same message and exit code.
+// Only ranks placed on this machine are checked: a remote host is not
+// contacted.
+#include <string>
+
+#include "hostfiles/placement.h"
+#include "launcher/options.h"
+
+namespace dl::launcher {
+
+struct ProgramCheck {
+  int code = 0;          // 0, else the launch's exit code (127 not found, 126 not executable)
+  std::string message;   // code != 0: "cannot start rank 0 on localhost: ./x: No such file or directory"
+  std::string resolved;  // code == 0: one line per program, "ranks 0-1 run /usr/bin/python3 train.py\n"
+};
+
+// Resolves the program of each rank placed on a host that is this machine.
+// `resolved` is empty when no rank runs here.
+ProgramCheck check_programs(const hostfiles::Placement& p, const RunOptions& o);
+
+}  // namespace dl::launcher
