@@ -79,7 +79,8 @@ bool Fate::on_mpi_abort(int rank, const std::string& host, int status, const std
                   " called MPI_Abort with code " + std::to_string(status);
   std::string line = text.substr(0, text.find('\n'));
   const bool restates = line.find("MPI_Abort") != std::string::npos || line.find("MPI_ABORT") != std::string::npos;
-  if (!line.empty() && !restates) {
+  const bool placeholder = line == "N/A";  // OpenMPI's text when the program gave none
+  if (!line.empty() && !restates && !placeholder) {
     constexpr size_t kMax = 200;
     if (line.size() > kMax) line = line.substr(0, kMax) + "...";
     v += ": \"" + line + "\"";

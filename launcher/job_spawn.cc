@@ -31,9 +31,11 @@ void Job::on_spawn_request(int node, const msg::SpawnRequest& r) {
   for (int rank : n.ranks) room.in_use += fate_.done(rank) ? 0 : 1;
   SpawnAnswer a = spawns_->answer(r, n.host, room);
   if (a.reply) {
-    if (!a.line.empty()) write_fully(2, a.line);
     server_->send(node, *a.reply);
-    if (!a.verdict.empty() && fate_.on_spawn_refused(a.verdict)) teardown(grace_ms());
+    // One line says why: the job's verdict, or this line at once when the
+    // job failed before (and its verdict names that first failure).
+    if (fate_.on_spawn_refused(a.verdict)) teardown(grace_ms());
+    else write_fully(2, a.line);
     return;
   }
   log(a.log);

@@ -32,8 +32,9 @@ struct SpawnRoom {
 };
 
 struct SpawnAnswer {
-  // Refused: `reply` (with an error) for the rank's agent; `line` for
-  // dlaunch's stderr at once ('\n'-ended); `verdict` for the job.
+  // Refused: `reply` (with an error) for the rank's agent; `verdict` for
+  // the job; `line` ('\n'-ended) for dlaunch's stderr at once in its place
+  // when the job has a verdict already.
   std::optional<control::msg::SpawnReply> reply;
   std::string line, verdict;
   // Placed: the message for the rank's agent, and for -v what was started.

@@ -200,6 +200,10 @@ TEST_CASE("fate: MPI_Abort's own message is quoted unless it only restates the c
   CHECK(mpich.on_mpi_abort(0, "node0", 13, "application called MPI_Abort(MPI_COMM_WORLD, 13) - process 0"));
   CHECK(mpich.verdict() == "rank 0 on node0 called MPI_Abort with code 13");
 
+  Fate openmpi(2);  // OpenMPI's placeholder when the program gave no text
+  CHECK(openmpi.on_mpi_abort(1, "node0", 5, "N/A"));
+  CHECK(openmpi.verdict() == "rank 1 on node0 called MPI_Abort with code 5");
+
   Fate zero(2);  // code 0 still fails the job
   CHECK(zero.on_mpi_abort(0, "node0", 0, ""));
   CHECK(zero.exit_code() == 1);

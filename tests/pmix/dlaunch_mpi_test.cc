@@ -85,6 +85,7 @@ TEST_CASE("dlaunch: MPI_Abort ends the job with the rank's code and names it", "
     CHECK(r.code == 13);
     CHECK(count(r.out, "dlaunch: rank " + std::to_string(n - 1) + " on ") == 1);
     CHECK(count(r.out, "called MPI_Abort with code 13") == 1);
+    CHECK(count(r.out, "N/A") == 0);  // OpenMPI's placeholder text is not quoted
     CHECK_FALSE(leftover(mark));
   }
 }
@@ -136,8 +137,8 @@ TEST_CASE("dlaunch: MPI_Comm_spawn without a free slot returns an error at once,
   const std::string call = "rank 0 on localhost called MPI_Comm_spawn (2 x " + kBin + "/mpi_spawn child " + mark + ")";
   const std::string why = "localhost has 0 free slots (1 slot, 1 in use; one slot per CPU dlaunch may use); pass "
                           "--oversubscribe to start more processes than CPUs, or give it slots (-H localhost:N)";
-  CHECK(count(r.out, "dlaunch: " + call + ": " + why) == 1);
   CHECK(count(r.out, "dlaunch: " + call + ", which dlaunch could not start: " + why) == 1);  // the verdict
+  CHECK(count(r.out, call) == 1);                                                            // and no other line
   // The call returned MPI_ERR_SPAWN to the program (MPI_ERRORS_RETURN): it
   // says so, unless the teardown's SIGTERM came first.
   CHECK(count(r.out, "spawn failed: MPI_ERR_SPAWN") <= 1);
@@ -178,7 +179,7 @@ TEST_CASE("dlaunch: mpi4py's MPIPoolExecutor without a free slot fails at once",
                        &secs);
   INFO(r.out);
   CHECK(r.code == 1);
-  CHECK(count(r.out, "dlaunch: rank 0 on localhost called MPI_Comm_spawn (3 x /usr/bin/python3 ") == 2);
+  CHECK(count(r.out, "dlaunch: rank 0 on localhost called MPI_Comm_spawn (3 x /usr/bin/python3 ") == 1);
   CHECK(count(r.out, "-m mpi4py.futures.server), which dlaunch could not start: localhost has 0 free slots") == 1);
   CHECK(count(r.out, "pool ok") == 0);
   CHECK(secs < 30);
@@ -215,7 +216,7 @@ TEST_CASE("dlaunch with no hostfile: more ranks than CPUs run, a spawn beyond th
   INFO(r.out);
   CHECK(r.code == 1);
   CHECK(count(r.out, "localhost has 0 free slots (1 slot, 1 in use; one slot per CPU dlaunch may use); pass "
-                     "--oversubscribe to start more processes than CPUs") == 2);  // the line and the verdict
+                     "--oversubscribe to start more processes than CPUs") == 1);  // the verdict alone
   CHECK(count(r.out, "spawn_one parent ok") == 0);
   CHECK(secs < 30);
   // The same with --oversubscribe runs.
@@ -239,7 +240,7 @@ TEST_CASE("dlaunch: -H localhost and a Slurm allocation of 1 CPU keep their 1 sl
     Result r = run(how + program);
     INFO(how << "\n" << r.out);
     CHECK(r.code == 1);
-    CHECK(count(r.out, why) == 2);  // the line and the verdict
+    CHECK(count(r.out, why) == 1);  // the verdict alone
   }
   CHECK_FALSE(leftover(mark));
 }
