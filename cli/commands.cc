@@ -22,7 +22,15 @@ namespace dl::cli {
 
 namespace {
 int token_command(const std::vector<std::string>& args) {
-  if (!args.empty()) throw UsageError("dlaunch token takes no arguments");
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+    std::cout << "usage: dlaunch token\n"
+                 "  Prints a new random job token (64 hex digits) for jobs started by something else\n"
+                 "  (srun, dlaunch store, --rdzv): every node needs the same one, and it never goes on\n"
+                 "  a command line: export DLAUNCH_TOKEN=$(dlaunch token), or keep it in a file only\n"
+                 "  you may read and pass --token-file FILE.\n";
+    return 0;
+  }
+  if (!args.empty()) throw UsageError("dlaunch token takes no arguments (`dlaunch help token` says what it does)");
   std::cout << wire::new_token() << "\n";
   return 0;
 }

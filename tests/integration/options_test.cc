@@ -344,6 +344,30 @@ TEST_CASE("dlaunch bench --device cuda: a DLAUNCH_NCCL_LIBRARY that does not loa
   CHECK(r.err.find("DLAUNCH_NCCL_LIBRARY=/nonexistent/libnccl.so.2 does not load") != std::string::npos);
 }
 
+TEST_CASE("dlaunch token --help and dlaunch help token print its use; other arguments are refused", "[integration]") {
+  for (std::vector<std::string> argv : {std::vector<std::string>{bin("dlaunch"), "token", "--help"},
+                                        std::vector<std::string>{bin("dlaunch"), "help", "token"}}) {
+    RunSpec s;
+    s.argv = argv;
+    RunResult r = run(s, 10);
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    CHECK(r.err.empty());
+    CHECK(r.out.rfind("usage: dlaunch token\n", 0) == 0);
+    CHECK(r.out.find("export DLAUNCH_TOKEN=$(dlaunch token)") != std::string::npos);
+  }
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "token", "extra"};
+  RunResult r = run(s, 10);
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("dlaunch token takes no arguments (`dlaunch help token` says what it does)") != std::string::npos);
+  s.argv = {bin("dlaunch"), "token"};
+  r = run(s, 10);
+  CHECK(r.code == 0);
+  CHECK(r.out.size() == 65);  // 64 hex digits and a newline
+}
+
 TEST_CASE("dlaunch bench --help and dlaunch help bench print its options, outside a job too", "[integration]") {
   for (std::vector<std::string> argv : {std::vector<std::string>{bin("dlaunch"), "bench", "--help"},
                                         std::vector<std::string>{bin("dlaunch"), "help", "bench"}}) {
