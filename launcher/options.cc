@@ -373,6 +373,7 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   try {
     po::store(po::command_line_parser(mine).options(desc).style(po::command_line_style::unix_style).run(), vm);
     stored = store_defaults(desc, vm, defaults);
+    for (const auto* s : stored) if (s->name == "hostfile") o.hostfile_origin = s->origin;
     po::notify(vm);
   } catch (const po::unknown_option& e) {
     std::string hint = did_you_mean(e.get_option_name(), long_names(desc));

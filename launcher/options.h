@@ -14,6 +14,7 @@ struct RunOptions {
   // Placement.
   int np = 0;                    // -n/-np; 0 = one rank per slot (or 1 with no hostfile)
   std::string hostfile;          // --hostfile/--machinefile
+  std::string hostfile_origin;   // where a hostfile default came from ("env DLAUNCH_HOSTFILE"); "" = the command line
   std::string hosts;             // -H/--host list
   std::string map_by = "slot";   // --map-by slot|node
   int per_node = 0;              // --npernode/--ppn/--nproc-per-node

@@ -29,6 +29,18 @@
 namespace dl::launcher {
 
 namespace {
+// --hostfile's hosts; an error names the setting when a config file or
+// DLAUNCH_HOSTFILE gave it (the user typed no hostfile).
+std::vector<hostfiles::HostEntry> read_hostfile(const RunOptions& o) {
+  try {
+    return hostfiles::parse_hostfile(o.hostfile);
+  } catch (const Error& e) {
+    if (o.hostfile_origin.empty()) throw;
+    throw Error(e.kind(), std::string(e.what()) + " (hostfile = " + o.hostfile + " from " + o.hostfile_origin +
+                              "; pass --hostfile or -H to use another)");
+  }
+}
+
 // The job's hosts: --hostfile or -H (inside an allocation, only its hosts),
 // else the allocation dlaunch runs in, else none (this machine: plan() says
 // so). -v and --dry-run say which.
@@ -41,7 +53,7 @@ std::vector<hostfiles::HostEntry> job_hosts(const RunOptions& o) {
   std::vector<hostfiles::HostEntry> hosts;
   if (!o.hostfile.empty() || !o.hosts.empty()) {
     const std::string origin = o.hostfile.empty() ? "-H" : "hostfile '" + o.hostfile + "'";
-    hosts = o.hostfile.empty() ? hostfiles::parse_host_list(o.hosts) : hostfiles::parse_hostfile(o.hostfile);
+    hosts = o.hostfile.empty() ? hostfiles::parse_host_list(o.hosts) : read_hostfile(o);
     if (alloc) hostfiles::check_within_allocation(hosts, origin, *alloc);
     if (say) write_fully(2, "dlaunch: hosts from " + origin + inside + "\n");
   } else if (alloc) {

@@ -71,6 +71,34 @@ TEST_CASE("option defaults: a bad config line stops dlaunch with exit 2 naming F
                      "you mean 'tag-output'?\n");
 }
 
+TEST_CASE("option defaults: a hostfile that fails names the config file or variable that gave it", "[integration]") {
+  TempDir tmp;
+  const std::string missing = tmp.path + "/no-such-hosts", bad = tmp.path + "/bad-hosts";
+  std::ofstream(bad) << "node1 slots=two\n";
+  std::filesystem::create_directories(tmp.path + "/xdg/dlaunch");
+  const std::string user = tmp.path + "/xdg/dlaunch/config", system = tmp.path + "/system";
+  std::ofstream(user) << "# the cluster\nhostfile = " + missing + "\n";
+  std::ofstream(system) << "hostfile = " + bad + "\n";
+  const std::string hint = "; pass --hostfile or -H to use another)\n";
+  RunResult r = run_with(tmp.path + "/xdg", system, {});  // the user config over the system's
+  INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("cannot read it") != std::string::npos);
+  CHECK(r.err.find(" (hostfile = " + missing + " from user config " + user + ":2" + hint) != std::string::npos);
+  r = run_with(tmp.path + "/none", system, {});
+  CHECK(r.code == 2);
+  CHECK(r.err.find(bad + ":1:") == 16);  // after "dlaunch: error: "
+  CHECK(r.err.find(" (hostfile = " + bad + " from system config " + system + ":1" + hint) != std::string::npos);
+  r = run_with(tmp.path + "/none", system, {{"DLAUNCH_HOSTFILE", missing}});
+  CHECK(r.code == 2);
+  CHECK(r.err.find(" (hostfile = " + missing + " from env DLAUNCH_HOSTFILE" + hint) != std::string::npos);
+  // Typed on the command line, the file is the user's own: no origin.
+  r = run_with(tmp.path + "/none", system, {}, {"--hostfile", missing});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("(hostfile = ") == std::string::npos);
+}
+
 TEST_CASE("option defaults: a bad config line does not hide --help and --version", "[integration]") {
   TempDir tmp;
   const std::string system = tmp.path + "/system";
