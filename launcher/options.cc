@@ -86,7 +86,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
      "seconds an MPI fence across hosts may take")
     ("tag-output", po::bool_switch(&o.tag_output), "prefix lines with [rank@host]")
     ("timestamp-output", po::bool_switch(&o.timestamp_output), "prefix lines with the time")
-    ("output-filename", val(&o.output_dir, help), "write DIR/rank.N/{stdout,stderr}")
+    ("output-filename", val(&o.output_dir, help), "write DIR/rank.N/{stdout,stderr} instead of the console (OpenMPI writes both)")
     ("stdin", val(&o.stdin_target, help), "rank that reads dlaunch's stdin, or none")
     ("output-pty", "each rank's stdout is a pseudo-terminal, so print/printf line-buffer (default)")
     ("no-output-pty", "each rank's stdout is a pipe (its stdio may hold output until it exits)")

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -342,6 +343,28 @@ TEST_CASE("dlaunch bench --device cuda: a DLAUNCH_NCCL_LIBRARY that does not loa
   if (r.err.find("built without NCCL") != std::string::npos || r.err.find("CUDA runtime (libcudart") != std::string::npos)
     return;  // no NCCL backend or no CUDA runtime here: it never gets as far as NCCL
   CHECK(r.err.find("DLAUNCH_NCCL_LIBRARY=/nonexistent/libnccl.so.2 does not load") != std::string::npos);
+}
+
+TEST_CASE("output files: --help says --output-filename leaves the console empty, and it does", "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--help"};
+  RunResult r = run(s, 10);
+  CHECK(r.code == 0);
+  std::string words;  // the help as one line, each run of blanks one space: the table wraps its text
+  for (char c : r.out) {
+    const bool blank = std::isspace(static_cast<unsigned char>(c)) != 0;
+    if (!blank) words += c;
+    else if (!words.empty() && words.back() != ' ') words += ' ';
+  }
+  CHECK(words.find("--output-filename arg write DIR/rank.N/{stdout,stderr} instead of the console (OpenMPI writes both)") !=
+        std::string::npos);
+  TempDir tmp;
+  s.argv = {bin("dlaunch"), "-n", "1", "--output-filename", tmp.path + "/out", "/bin/echo", "to the file"};
+  r = run(s, 30);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.empty());
+  CHECK(read_file(tmp.path + "/out/rank.0/stdout") == "to the file\n");
 }
 
 TEST_CASE("dlaunch token --help and dlaunch help token print its use; other arguments are refused", "[integration]") {
