@@ -72,4 +72,16 @@ ProgramCheck check_programs(const hostfiles::Placement& p, const RunOptions& o) 
   return out;
 }
 
+std::string interpreter_note(const RunOptions& o, const std::string& python, const std::vector<std::string>& typed) {
+  const std::string what = typed.empty() ? "the program" : typed[0];
+  const agent::Resolved res = agent::resolve_program(python, ranks_path(o, {}), ranks_wdir(o, ""));
+  std::string note = "dlaunch: " + what + " runs under " + python + ": ";
+  if (res.code != 0) return note + res.message + " on this machine\n";
+  note += res.path + " on this machine (the ranks' PATH; $PYTHON names another)";
+  if (res.path.find("/shims/") != std::string::npos)
+    note += "; a pyenv shim: the version it runs depends on the rank's directory and PYENV_VERSION, so a "
+            "module installed for another version is not found";
+  return note + "\n";
+}
+
 }  // namespace dl::launcher

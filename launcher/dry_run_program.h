@@ -6,6 +6,7 @@
 // Only ranks placed on this machine are checked: a remote host is not
 // contacted.
 #include <string>
+#include <vector>
 
 #include "hostfiles/placement.h"
 #include "launcher/options.h"
@@ -21,5 +22,13 @@ struct ProgramCheck {
 // Resolves the program of each rank placed on a host that is this machine.
 // `resolved` is empty when no rank runs here.
 ProgramCheck check_programs(const hostfiles::Placement& p, const RunOptions& o);
+
+// -v for a .py program (or --module) that runs under `python`: the
+// interpreter as resolved here on the ranks' PATH, "dlaunch: train.py runs
+// under python3: /usr/bin/python3 on this machine (the ranks' PATH; $PYTHON
+// names another)", with a note when it is a pyenv shim (which picks a
+// version by the rank's directory, a common reason for ModuleNotFoundError).
+// `typed` is the command as the user gave it. Ends in '\n'.
+std::string interpreter_note(const RunOptions& o, const std::string& python, const std::vector<std::string>& typed);
 
 }  // namespace dl::launcher
