@@ -3,6 +3,8 @@
 // dry run's app column, and the errors for a ':' that starts no context.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include "tests/integration/run_command.h"
@@ -99,7 +101,13 @@ TEST_CASE("mpmd: an argument ':' after '--' is the program's", "[integration]") 
 }
 
 TEST_CASE("mpmd: --dry-run shows each rank's app", "[integration]") {
+  TempDir tmp;  // the programs exist: --dry-run resolves them as the launch would
+  for (const char* p : {"/server", "/worker"}) {
+    write_file(tmp.path + p, "#!/bin/sh\n");
+    ::chmod((tmp.path + p).c_str(), 0755);
+  }
   RunSpec s;
+  s.cwd = tmp.path;
   s.argv = {bin("dlaunch"), "--dry-run", "--gpus-per-node", "0", "-n", "1", "./server", "--port", "7", ":",
             "-n", "2", "./worker", "x"};
   RunResult r = run(s, 30);
@@ -112,6 +120,14 @@ TEST_CASE("mpmd: --dry-run shows each rank's app", "[integration]") {
   CHECK(ends_with(ls[1], "  0 ./server --port 7"));
   CHECK(ends_with(ls[2], "  1 ./worker x"));
   CHECK(ends_with(ls[3], "  1 ./worker x"));
+  CHECK(r.out.find("\nrank 0 run ./server --port 7\nranks 1-2 run ./worker x\n") != std::string::npos);
+  // A context whose program is missing fails as its launch would.
+  s.argv.back() = "y";
+  s.argv.at(s.argv.size() - 2) = "./missing";
+  r = run(s, 30);
+  CHECK(r.code == 127);
+  CHECK(r.err.find("dlaunch: cannot start rank 1 on localhost: " + tmp.path + "/./missing: No such file or directory") !=
+        std::string::npos);
 }
 
 TEST_CASE("mpmd: a ':' that starts no app context is an error saying what was expected", "[integration]") {
