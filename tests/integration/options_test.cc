@@ -367,7 +367,7 @@ TEST_CASE("output files: --help says --output-filename leaves the console empty,
   CHECK(read_file(tmp.path + "/out/rank.0/stdout") == "to the file\n");
 }
 
-TEST_CASE("dlaunch token --help and dlaunch help token print its use; other arguments are refused", "[integration]") {
+TEST_CASE("dlaunch token --help and dlaunch help token print its use, and other arguments are refused", "[integration]") {
   for (std::vector<std::string> argv : {std::vector<std::string>{bin("dlaunch"), "token", "--help"},
                                         std::vector<std::string>{bin("dlaunch"), "help", "token"}}) {
     RunSpec s;
