@@ -332,7 +332,7 @@ void Job::launch_all() {
   for (auto& n : nodes_) {
     auto& m = plan.launches[static_cast<size_t>(n.index)];
     if (!m) continue;
-    if (!warned) write_fully(2, inherited_identity_warning(*m, in.launcher_env)), warned = true;
+    if (!warned) write_fully(2, inherited_identity_warning(*m, in.launcher_env, chosen_env(in))), warned = true;
     hoist_shared_env(*m);  // sent once per host, not per rank (launcher/shared_env.h)
     server_->send(n.index, *m);
   }

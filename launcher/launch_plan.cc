@@ -259,7 +259,14 @@ EnvMap resolve_exports(const std::vector<std::string>& exports, const EnvMap& en
   return out;
 }
 
-std::string inherited_identity_warning(const msg::Launch& launch, const EnvMap& inherited_in) {
+EnvMap chosen_env(const PlanInput& in) {
+  EnvMap out = in.exports;
+  for (const auto& c : in.opts->apps)
+    for (auto& [k, v] : resolve_exports(c.exports, in.launcher_env)) out[k] = std::move(v);
+  return out;
+}
+
+std::string inherited_identity_warning(const msg::Launch& launch, const EnvMap& inherited_in, const EnvMap& chosen) {
   if (launch.ranks.empty()) return "";
   EnvMap ours = launch.env;
   for (const auto& [k, v] : launch.ranks[0].env) ours[k] = v;

@@ -78,9 +78,14 @@ LaunchPlan plan_launch(const PlanInput& in);
 // whose name starts with PREFIX (Hydra's and DeepSpeed's habit: 'NCCL_*').
 EnvMap resolve_exports(const std::vector<std::string>& exports, const EnvMap& env);
 
+// Every variable the user set for the ranks: -x, --env-file and each app context's -x.
+EnvMap chosen_env(const PlanInput& in);
+
 // The identity variables the launcher inherited (from srun or mpirun) that
 // the ranks get other values for, as one warning line, or "" (launch is the
-// first host's message).
-std::string inherited_identity_warning(const control::msg::Launch& launch, const EnvMap& inherited);
+// first host's message). The names in chosen (the user's own -x and
+// --env-file: chosen_env) are the user's choice, never a contradiction.
+std::string inherited_identity_warning(const control::msg::Launch& launch, const EnvMap& inherited,
+                                       const EnvMap& chosen = {});
 
 }  // namespace dl::launcher
