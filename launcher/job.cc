@@ -287,6 +287,7 @@ PlanInput Job::plan_input() const {
   in.launcher_env = rdzv::process_environment();
   in.exports = resolve_exports(opts_.exports, in.launcher_env);
   in.restart_count = attempts_.restarts();
+  in.output_terminal = ::isatty(1) == 1 && opts_.output_dir.empty();
   return in;
 }
 

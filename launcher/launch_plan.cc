@@ -201,6 +201,7 @@ LaunchPlan plan_launch(const PlanInput& in) {
     m.hb_ms = heartbeat_interval_ms(o.heartbeat_timeout_s);
     m.hb_timeout_ms = static_cast<int>(o.heartbeat_timeout_s * 1000);
     m.stdout_pty = o.output_pty;
+    if (o.output_pty && !in.output_terminal && !in.exports.count(env::kTerm)) m.env[env::kTerm] = "dumb";
     if (!omp_chosen && n.ranks.size() > 1) {
       m.env[env::kOmpNumThreads] = "1";
       plan.notice = "dlaunch: setting OMP_NUM_THREADS=1 for each rank, as torchrun does, since several ranks share a "
@@ -275,6 +276,8 @@ std::string inherited_identity_warning(const msg::Launch& launch, const EnvMap& 
   for (const char* vendor : hostfiles::kGpuVendors)
     ours.erase(hostfiles::gpu_visibility_variable(vendor)), inherited.erase(hostfiles::gpu_visibility_variable(vendor));
   ours.erase(hostfiles::kDlaunchGpus), inherited.erase(hostfiles::kDlaunchGpus);
+  inherited.erase(env::kTerm);  // TERM=dumb for output that reaches no terminal
+  for (const auto& [k, v] : chosen) inherited.erase(k);
   const auto names = contradicted_vars(inherited, ours);
   if (names.empty()) return "";
   return "dlaunch: warning: the ranks get dlaunch's own values instead of the inherited " + join(names) +

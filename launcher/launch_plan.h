@@ -43,6 +43,7 @@ struct PlanInput {
   std::string wdir;                   // --wdir, else the launcher's cwd
   EnvMap exports;                     // -x, resolved (resolve_exports)
   EnvMap launcher_env;                // dlaunch's own environment: SLURM_JOB_ID, a user's OMP_NUM_THREADS
+  bool output_terminal = true;        // dlaunch's stdout is a terminal and no --output-filename takes the output
   int restart_count = 0;              // --max-restarts: the attempt being launched (0 = the first)
   int master_port = 0;                // a restart's fresh MASTER_PORT (node 0's `ready`); 0 = node 0's hello
 };

@@ -648,6 +648,25 @@ TEST_CASE("inherited_identity_warning: names what the ranks get other values for
   CHECK(inherited_identity_warning(launch, {{"DLAUNCH_TOKEN", "other"}}).empty());
   // A launch message without ranks has nothing to contradict.
   CHECK(inherited_identity_warning(msg::Launch{}, {{"RANK", "5"}}).empty());
+  // What the user chose (-x, --env-file) is no inherited identity; nor is TERM.
+  CHECK(inherited_identity_warning(launch, {{"RANK", "5"}, {"FOO", "shell"}}, {{"FOO", "bar"}}) ==
+        "dlaunch: warning: the ranks get dlaunch's own values instead of the inherited RANK" + tail);
+  CHECK(inherited_identity_warning(launch, {{"TERM", "xterm"}}).empty());
+}
+
+TEST_CASE("plan_launch: TERM=dumb for the ranks when dlaunch's output reaches no terminal", "[launcher][plan]") {
+  const auto p = placement(1, 1);
+  auto o = options();
+  auto in = input(p, o);
+  in.output_terminal = true;
+  CHECK(plan_launch(in).launches[0]->env.count("TERM") == 0);
+  in.output_terminal = false;
+  CHECK(plan_launch(in).launches[0]->env.at("TERM") == "dumb");
+  in.exports["TERM"] = "xterm";  // the user's -x TERM wins
+  CHECK(plan_launch(in).launches[0]->env.at("TERM") == "xterm");
+  in.exports.clear();
+  o.output_pty = false;  // a pipe is no terminal: nothing to undo
+  CHECK(plan_launch(in).launches[0]->env.count("TERM") == 0);
 }
 
 TEST_CASE("launch plan: OMP_NUM_THREADS=1 where several ranks share a host, unless the user chose", "[launcher][plan]") {
