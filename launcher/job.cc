@@ -326,6 +326,7 @@ void Job::launch_all() {
     write_fully(2, binding_report(plan, hosts, opts_));
   }
   server_->start_heartbeats(milliseconds(heartbeat_interval_ms(opts_.heartbeat_timeout_s)), secs(opts_.heartbeat_timeout_s));
+  write_fully(2, plan.warnings);
   // Said where someone watches (a terminal, or -v), so that a job that went
   // well still says nothing to the logs and scripts reading dlaunch's stderr.
   if (!plan.notice.empty() && (opts_.verbose || ::isatty(2) == 1)) write_fully(2, plan.notice);

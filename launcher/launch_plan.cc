@@ -119,8 +119,11 @@ bool plan_gpus(const PlanInput& in, LaunchPlan& plan, std::map<int, EnvMap>& gpu
     try {
       const auto gpus = agent::pick_gpus(agent::reported_gpus(*n.hello), o.gpu_vendor, n.host);
       if (!gpus) continue;  // a host without GPUs: nothing to set, nothing wrong
-      const auto per_local = hostfiles::plan_gpus(o.gpu_bind_mode, gpus->ids, static_cast<int>(n.ranks.size()),
-                                                  o.gpus_per_rank, o.oversubscribe_gpus, n.host);
+      const int local_world = static_cast<int>(n.ranks.size());
+      const auto per_local = hostfiles::plan_gpus(o.gpu_bind_mode, gpus->ids, local_world, o.gpus_per_rank,
+                                                  o.oversubscribe_gpus, n.host);
+      plan.warnings += hostfiles::gpu_sharing_warning(o.gpu_bind_mode, static_cast<int>(gpus->ids.size()), local_world,
+                                                      o.gpus_per_rank, o.oversubscribe_gpus, n.host, o.per_node_flag);
       const std::string var = hostfiles::gpu_visibility_variable(gpus->vendor);
       for (int r : n.ranks) {
         const auto& a = per_local.at(static_cast<size_t>(in.placement->ranks.at(static_cast<size_t>(r)).local_rank));

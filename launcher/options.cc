@@ -428,7 +428,9 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
     remote::resolve_start_method(o.launcher, "");  // throws, naming every method
   if (o.ssh_parallel < 1) throw UsageError("--ssh-parallel needs at least 1");
   if (o.cpus_per_rank != 1 && o.bind_to != "core") throw UsageError("--cpus-per-rank needs --bind-to core");
+  if (vm.count("npernode") || vm.count("ppn")) o.per_node_flag = vm.count("ppn") ? "--ppn" : "--npernode";
   if (vm.count("nproc-per-node")) {
+    o.per_node_flag = "--nproc-per-node";
     const std::string v = vm["nproc-per-node"].as<std::string>();
     if (v == "gpu" || v == "cpu" || v == "auto") o.nproc_per_node_kind = v;
     else if (!v.empty() && v.size() < 7 && v.find_first_not_of("0123456789") == std::string::npos && std::stoi(v) > 0)

@@ -218,7 +218,15 @@ TEST_CASE("launch plan: --gpu-bind visible (the default): every rank sees its ho
     CHECK(env_of(plan, 1, "CUDA_VISIBLE_DEVICES") == "4,5,6,7");
     CHECK(env_of(plan, 3, "DLAUNCH_GPUS") == "2,3");
   }
-  SECTION("more ranks than GPUs on one host: refused before anything starts, naming that host") {
+  SECTION("visible, more ranks than GPUs on one host: they share it, with a warning naming that host") {
+    in.nodes[1].hello->gpus = {"0"};
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(env_of(plan, 3, "DLAUNCH_GPUS") == "0");
+    CHECK_THAT(plan.warnings, Catch::Contains("host n1 has 1 GPU for 2 ranks") && Catch::Contains("(-n)"));
+  }
+  SECTION("isolate, more ranks than GPUs on one host: refused before anything starts, naming that host") {
+    o.gpu_bind_mode = "isolate";
     in.nodes[1].hello->gpus = {"0"};
     const auto plan = plan_launch(in);
     CHECK(plan.refusal == LaunchPlan::Refusal::kBadRequest);
