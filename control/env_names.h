@@ -79,6 +79,8 @@ inline constexpr const char* kTorchelasticErrorFile = "TORCHELASTIC_ERROR_FILE";
 
 // Set to 1 by the launch plan when several ranks share a host and the user chose nothing (as torchrun does).
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
+// "dumb" for ranks whose pty output goes to no terminal (launch_plan.cc).
+inline constexpr const char* kTerm = "TERM";
 
 // dlaunch's own runtime.
 inline constexpr const char* kDlRank = "DLAUNCH_RANK";

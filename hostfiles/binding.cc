@@ -140,7 +140,7 @@ std::vector<GpuAssignment> plan_gpus(const std::string& mode, const std::vector<
   const int n = static_cast<int>(gpus.size());
   const int want = std::max(per_rank, 1);
   // Two ranks on one GPU is rarely meant: NCCL refuses it, and memory runs out.
-  if (static_cast<long>(local_world) * want > n && !oversubscribe)
+  if (static_cast<long>(local_world) * want > n && !oversubscribe && mode != "visible")
     throw std::runtime_error(gpu_shortage(mode, host, n, local_world, want));
   const int k = std::min(want, n);  // shared round-robin, but never more GPUs than the host has
   const std::string all = join_id_list(gpus);
@@ -158,6 +158,18 @@ std::vector<GpuAssignment> plan_gpus(const std::string& mode, const std::vector<
     out.push_back(std::move(a));
   }
   return out;
+}
+
+std::string gpu_sharing_warning(const std::string& mode, int gpus, int local_world, int per_rank, bool oversubscribe,
+                                const std::string& host, const std::string& flag) {
+  const int want = std::max(per_rank, 1);
+  if (mode != "visible" || oversubscribe || gpus == 0 || static_cast<long>(local_world) * want <= gpus) return "";
+  const int fit = std::max(gpus / want, 1);
+  return "dlaunch: warning: --gpu-bind visible: host " + host + " has " + std::to_string(gpus) + " GPU" +
+         (gpus == 1 ? "" : "s") + " for " + std::to_string(local_world) + " ranks x " + std::to_string(want) +
+         ", so ranks share GPUs round-robin (right for a CPU job such as gloo; NCCL refuses two ranks on one GPU); "
+         "for a GPU of its own each, run at most " + std::to_string(fit) + " on " + host + " (" + flag +
+         "); --oversubscribe-gpus says the sharing is meant and drops this line\n";
 }
 
 }  // namespace dl::hostfiles

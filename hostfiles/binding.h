@@ -73,10 +73,18 @@ struct GpuAssignment {
 //   "isolate": every rank sees only its own K GPUs (`cuda:0` is its device);
 //   "none":    nothing (the caller leaves the variables alone).
 // A host without GPUs gets nothing in any mode. More local_world * K than
-// the host has GPUs throws std::runtime_error naming `host`, the counts and
-// the fixes, unless `oversubscribe` (then ranks share them round-robin, and
-// no rank gets more GPUs than the host has).
+// the host has GPUs, under "isolate", throws std::runtime_error naming
+// `host`, the counts and the fixes, unless `oversubscribe`; under "visible"
+// (which isolates nothing: a CPU job such as gloo runs as under torchrun)
+// and with `oversubscribe` the ranks share them round-robin, and no rank
+// gets more GPUs than the host has.
 std::vector<GpuAssignment> plan_gpus(const std::string& mode, const std::vector<std::string>& gpus, int local_world,
                                      int per_rank, bool oversubscribe, const std::string& host);
+
+// The warning line for "visible" ranks that share a host's GPUs without
+// `oversubscribe`, or "" when they fit. `flag` is how the user set the
+// ranks per host (--nproc-per-node, --npernode, -n), named in the fix.
+std::string gpu_sharing_warning(const std::string& mode, int gpus, int local_world, int per_rank, bool oversubscribe,
+                                const std::string& host, const std::string& flag);
 
 }  // namespace dl::hostfiles

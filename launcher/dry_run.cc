@@ -83,6 +83,10 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
       if (!gpus) continue;
       const auto per_local =
           hostfiles::plan_gpus(o.gpu_bind_mode, gpus->ids, local_world, o.gpus_per_rank, o.oversubscribe_gpus, host);
+      std::fputs(hostfiles::gpu_sharing_warning(o.gpu_bind_mode, static_cast<int>(gpus->ids.size()), local_world,
+                                                o.gpus_per_rank, o.oversubscribe_gpus, host, o.per_node_flag)
+                     .c_str(),
+                 stderr);
       variables[hostfiles::gpu_visibility_variable(gpus->vendor)] = gpus->vendor;
       std::vector<int> gpu_numa;  // by local rank: its first GPU's NUMA node, for --bind-to numa
       for (size_t l = 0; l < per_local.size(); ++l) {

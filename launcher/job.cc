@@ -287,6 +287,7 @@ PlanInput Job::plan_input() const {
   in.launcher_env = rdzv::process_environment();
   in.exports = resolve_exports(opts_.exports, in.launcher_env);
   in.restart_count = attempts_.restarts();
+  in.output_terminal = ::isatty(1) == 1 && opts_.output_dir.empty();
   return in;
 }
 
@@ -325,6 +326,7 @@ void Job::launch_all() {
     write_fully(2, binding_report(plan, hosts, opts_));
   }
   server_->start_heartbeats(milliseconds(heartbeat_interval_ms(opts_.heartbeat_timeout_s)), secs(opts_.heartbeat_timeout_s));
+  write_fully(2, plan.warnings);
   // Said where someone watches (a terminal, or -v), so that a job that went
   // well still says nothing to the logs and scripts reading dlaunch's stderr.
   if (!plan.notice.empty() && (opts_.verbose || ::isatty(2) == 1)) write_fully(2, plan.notice);
@@ -332,7 +334,7 @@ void Job::launch_all() {
   for (auto& n : nodes_) {
     auto& m = plan.launches[static_cast<size_t>(n.index)];
     if (!m) continue;
-    if (!warned) write_fully(2, inherited_identity_warning(*m, in.launcher_env)), warned = true;
+    if (!warned) write_fully(2, inherited_identity_warning(*m, in.launcher_env, chosen_env(in))), warned = true;
     hoist_shared_env(*m);  // sent once per host, not per rank (launcher/shared_env.h)
     server_->send(n.index, *m);
   }

@@ -119,8 +119,11 @@ bool plan_gpus(const PlanInput& in, LaunchPlan& plan, std::map<int, EnvMap>& gpu
     try {
       const auto gpus = agent::pick_gpus(agent::reported_gpus(*n.hello), o.gpu_vendor, n.host);
       if (!gpus) continue;  // a host without GPUs: nothing to set, nothing wrong
-      const auto per_local = hostfiles::plan_gpus(o.gpu_bind_mode, gpus->ids, static_cast<int>(n.ranks.size()),
-                                                  o.gpus_per_rank, o.oversubscribe_gpus, n.host);
+      const int local_world = static_cast<int>(n.ranks.size());
+      const auto per_local = hostfiles::plan_gpus(o.gpu_bind_mode, gpus->ids, local_world, o.gpus_per_rank,
+                                                  o.oversubscribe_gpus, n.host);
+      plan.warnings += hostfiles::gpu_sharing_warning(o.gpu_bind_mode, static_cast<int>(gpus->ids.size()), local_world,
+                                                      o.gpus_per_rank, o.oversubscribe_gpus, n.host, o.per_node_flag);
       const std::string var = hostfiles::gpu_visibility_variable(gpus->vendor);
       for (int r : n.ranks) {
         const auto& a = per_local.at(static_cast<size_t>(in.placement->ranks.at(static_cast<size_t>(r)).local_rank));
@@ -201,6 +204,7 @@ LaunchPlan plan_launch(const PlanInput& in) {
     m.hb_ms = heartbeat_interval_ms(o.heartbeat_timeout_s);
     m.hb_timeout_ms = static_cast<int>(o.heartbeat_timeout_s * 1000);
     m.stdout_pty = o.output_pty;
+    if (o.output_pty && !in.output_terminal && !in.exports.count(env::kTerm)) m.env[env::kTerm] = "dumb";
     if (!omp_chosen && n.ranks.size() > 1) {
       m.env[env::kOmpNumThreads] = "1";
       plan.notice = "dlaunch: setting OMP_NUM_THREADS=1 for each rank, as torchrun does, since several ranks share a "
@@ -259,7 +263,14 @@ EnvMap resolve_exports(const std::vector<std::string>& exports, const EnvMap& en
   return out;
 }
 
-std::string inherited_identity_warning(const msg::Launch& launch, const EnvMap& inherited_in) {
+EnvMap chosen_env(const PlanInput& in) {
+  EnvMap out = in.exports;
+  for (const auto& c : in.opts->apps)
+    for (auto& [k, v] : resolve_exports(c.exports, in.launcher_env)) out[k] = std::move(v);
+  return out;
+}
+
+std::string inherited_identity_warning(const msg::Launch& launch, const EnvMap& inherited_in, const EnvMap& chosen) {
   if (launch.ranks.empty()) return "";
   EnvMap ours = launch.env;
   for (const auto& [k, v] : launch.ranks[0].env) ours[k] = v;
@@ -268,6 +279,8 @@ std::string inherited_identity_warning(const msg::Launch& launch, const EnvMap& 
   for (const char* vendor : hostfiles::kGpuVendors)
     ours.erase(hostfiles::gpu_visibility_variable(vendor)), inherited.erase(hostfiles::gpu_visibility_variable(vendor));
   ours.erase(hostfiles::kDlaunchGpus), inherited.erase(hostfiles::kDlaunchGpus);
+  inherited.erase(env::kTerm);  // TERM=dumb for output that reaches no terminal
+  for (const auto& [k, v] : chosen) inherited.erase(k);
   const auto names = contradicted_vars(inherited, ours);
   if (names.empty()) return "";
   return "dlaunch: warning: the ranks get dlaunch's own values instead of the inherited " + join(names) +

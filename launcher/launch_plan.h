@@ -43,6 +43,7 @@ struct PlanInput {
   std::string wdir;                   // --wdir, else the launcher's cwd
   EnvMap exports;                     // -x, resolved (resolve_exports)
   EnvMap launcher_env;                // dlaunch's own environment: SLURM_JOB_ID, a user's OMP_NUM_THREADS
+  bool output_terminal = true;        // dlaunch's stdout is a terminal and no --output-filename takes the output
   int restart_count = 0;              // --max-restarts: the attempt being launched (0 = the first)
   int master_port = 0;                // a restart's fresh MASTER_PORT (node 0's `ready`); 0 = node 0's hello
 };
@@ -54,6 +55,7 @@ struct LaunchPlan {
   std::string hosts;          // kNoPmix: the hosts without a PMIx server
   bool mpi = false;           // the agents serve PMIx and/or PMI to their ranks
   std::string serve;          // with mpi: "pmix", "pmi" or "pmix,pmi" (MpiSection::serve)
+  std::string warnings;       // lines for dlaunch's stderr before the launch, always ("" = none)
   std::string notice;         // lines for dlaunch's stderr before the launch, on a terminal or with -v ("" = none)
   std::vector<std::optional<control::msg::Launch>> launches;  // by node; none for external nodes
 };
@@ -78,9 +80,14 @@ LaunchPlan plan_launch(const PlanInput& in);
 // whose name starts with PREFIX (Hydra's and DeepSpeed's habit: 'NCCL_*').
 EnvMap resolve_exports(const std::vector<std::string>& exports, const EnvMap& env);
 
+// Every variable the user set for the ranks: -x, --env-file and each app context's -x.
+EnvMap chosen_env(const PlanInput& in);
+
 // The identity variables the launcher inherited (from srun or mpirun) that
 // the ranks get other values for, as one warning line, or "" (launch is the
-// first host's message).
-std::string inherited_identity_warning(const control::msg::Launch& launch, const EnvMap& inherited);
+// first host's message). The names in chosen (the user's own -x and
+// --env-file: chosen_env) are the user's choice, never a contradiction.
+std::string inherited_identity_warning(const control::msg::Launch& launch, const EnvMap& inherited,
+                                       const EnvMap& chosen = {});
 
 }  // namespace dl::launcher

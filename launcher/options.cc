@@ -236,6 +236,8 @@ void check_given_values(const RunOptions& o, const po::variables_map& vm) {
     throw UsageError("--gpus-per-node takes a number of GPUs, 0 or more (leave it out to detect them), got " +
                      std::to_string(o.gpus_per_node));
   for (const auto& x : o.exports) check_export(x, "-x");
+  if (!o.apps.empty())
+    for (const auto& x : o.apps[0].exports) check_export(x, "-x");  // the first context's, before its ':'
   if (!o.ssh_config.empty()) read_user_file(o.ssh_config, "--ssh-config", "give an ssh client config file (ssh -F)");
   // The job's size is known here only with -n; run.cc checks again after placement.
   check_stdin_rank(o.stdin_target, o.np > 0 ? o.np : std::numeric_limits<int>::max());
@@ -250,7 +252,10 @@ void gather_app_contexts(RunOptions& o, std::vector<AppContext> more, bool np_gi
     if (np_given) throw UsageError("with --app FILE give -n on each line of FILE, not on the command line");
     o.apps = read_app_file(o.app_file);
   } else if (!more.empty()) {
-    o.apps.push_back(AppContext{o.np, o.command, {}, ""});
+    // As mpirun and mpiexec.hydra: a -x before the first ':' belongs to the
+    // first context only (--env-file, read later, stays for every rank).
+    o.apps.push_back(AppContext{o.np, o.command, std::move(o.exports), ""});
+    o.exports.clear();
     for (auto& c : more) o.apps.push_back(std::move(c));
   }
   if (o.apps.empty()) return;
@@ -424,7 +429,9 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
     remote::resolve_start_method(o.launcher, "");  // throws, naming every method
   if (o.ssh_parallel < 1) throw UsageError("--ssh-parallel needs at least 1");
   if (o.cpus_per_rank != 1 && o.bind_to != "core") throw UsageError("--cpus-per-rank needs --bind-to core");
+  if (vm.count("npernode") || vm.count("ppn")) o.per_node_flag = vm.count("ppn") ? "--ppn" : "--npernode";
   if (vm.count("nproc-per-node")) {
+    o.per_node_flag = "--nproc-per-node";
     const std::string v = vm["nproc-per-node"].as<std::string>();
     if (v == "gpu" || v == "cpu" || v == "auto") o.nproc_per_node_kind = v;
     else if (!v.empty() && v.size() < 7 && v.find_first_not_of("0123456789") == std::string::npos && std::stoi(v) > 0)

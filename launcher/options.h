@@ -18,6 +18,7 @@ struct RunOptions {
   std::string hosts;             // -H/--host list
   std::string map_by = "slot";   // --map-by slot|node
   int per_node = 0;              // --npernode/--ppn/--nproc-per-node
+  std::string per_node_flag = "-n";  // the one of those the user typed, for hints ("-n" when none)
   bool oversubscribe = false;    // --oversubscribe
   bool dry_run = false;          // --dry-run/--display-map
   // Environment.

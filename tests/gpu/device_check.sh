@@ -89,7 +89,7 @@ say "GPUs: $NGPU; first UUID $UUID"
 run dry_run 30 dlaunch -n "$NGPU" --dry-run true
 expect dry_run "every rank gets its own GPU" has "^0 +localhost +0 +0 +0 +0 +0"
 
-run too_many 30 dlaunch -n $((NGPU + 1)) true
+run too_many 30 dlaunch -n $((NGPU + 1)) --gpu-bind isolate true
 expect too_many "refused before start, exit 2, saying how many GPUs" \
   eval '[ $rc = 2 ] && has "has $NGPU GPUs?, but its $((NGPU + 1)) ranks"'
 

@@ -175,9 +175,9 @@ TEST_CASE("gpu none, and a host without GPUs: nothing to set in any mode", "[hos
 TEST_CASE("gpu: more ranks than GPUs on a host that has some is an error naming the host, counts and fixes",
           "[hostfiles][gpu]") {
   const Gpus four{"0", "1", "2", "3"};
-  SECTION("visible, 5 ranks on 4 GPUs") {
-    const std::string m = shortage("visible", four, 5, 1, "gpu07");
-    CHECK(m == "--gpu-bind visible: host gpu07 has 4 GPUs, but its 5 ranks x 1 GPU each (--gpus-per-rank 1) need 5; "
+  SECTION("isolate, 5 ranks on 4 GPUs") {
+    const std::string m = shortage("isolate", four, 5, 1, "gpu07");
+    CHECK(m == "--gpu-bind isolate: host gpu07 has 4 GPUs, but its 5 ranks x 1 GPU each (--gpus-per-rank 1) need 5; "
                "run at most 4 ranks on gpu07 (-n, --npernode), leave the GPUs alone with --gpu-bind none, or let "
                "ranks share them round-robin with --oversubscribe-gpus");
   }
@@ -189,7 +189,7 @@ TEST_CASE("gpu: more ranks than GPUs on a host that has some is an error naming 
     CHECK_THAT(m, Catch::Contains("--gpu-bind none") && Catch::Contains("--oversubscribe-gpus"));
   }
   SECTION("one rank wanting more GPUs than the host has") {
-    const std::string m = shortage("visible", {"0"}, 1, 2, "box");
+    const std::string m = shortage("isolate", {"0"}, 1, 2, "box");
     CHECK_THAT(m, Catch::Contains("host box has 1 GPU, but its 1 rank x 2 GPUs each") &&
                       Catch::Contains("lower --gpus-per-rank to at most 1"));
   }
@@ -197,6 +197,20 @@ TEST_CASE("gpu: more ranks than GPUs on a host that has some is an error naming 
     CHECK(plan_gpus("visible", four, 4, 1, false, "h").size() == 4);
     CHECK(plan_gpus("isolate", four, 2, 2, false, "h").size() == 2);
   }
+}
+
+TEST_CASE("gpu: visible shares a host's GPUs round-robin when they are too few, with a warning naming the flag",
+          "[hostfiles][gpu]") {
+  const Gpus two{"0", "1"};
+  const auto v = plan_gpus("visible", two, 3, 1, false, "h");
+  CHECK(devices_of(v) == Gpus{"0", "1", "0"});
+  const std::string w = gpu_sharing_warning("visible", 2, 3, 1, false, "h", "--nproc-per-node");
+  CHECK_THAT(w, Catch::StartsWith("dlaunch: warning: --gpu-bind visible: host h has 2 GPUs for 3 ranks x 1,") &&
+                    Catch::Contains("run at most 2 on h (--nproc-per-node)") && Catch::EndsWith("\n"));
+  CHECK(gpu_sharing_warning("visible", 2, 2, 1, false, "h", "-n").empty());  // they fit
+  CHECK(gpu_sharing_warning("visible", 2, 3, 1, true, "h", "-n").empty());   // --oversubscribe-gpus: meant
+  CHECK(gpu_sharing_warning("isolate", 2, 3, 1, false, "h", "-n").empty());  // refused instead, by plan_gpus
+  CHECK(gpu_sharing_warning("visible", 0, 3, 1, false, "h", "-n").empty());  // no GPUs, nothing shared
 }
 
 TEST_CASE("gpu: --oversubscribe-gpus lets ranks share GPUs round-robin by local rank", "[hostfiles][gpu]") {

@@ -246,3 +246,40 @@ TEST_CASE("4 ranks x 20000 print()ed lines arrive whole and in order through the
   for (int r = 0; r < 4; ++r) CHECK(next[r] == 20000);
   CHECK(res.out.find('\r') == std::string::npos);
 }
+
+// Issue 30: the ranks' pty fakes a terminal for output that reaches none. The
+// pty stays (the tests above: a pipe loses printf's line on --timeout), but
+// the ranks get TERM=dumb, so programs that colour or decorate for a
+// terminal (ls, grep, git, rich) write plain text into files and pipes.
+TEST_CASE("with dlaunch's stdout a pipe the ranks get TERM=dumb, and ls --color=auto writes no escape codes",
+          "[integration][buffering]") {
+  RunSpec s = dlaunch({"-n", "1", "/bin/ls", "--color=auto", "-d", "/"});
+  s.set_env["TERM"] = "xterm-256color";
+  RunResult r = run(s, 30);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "/\n");
+  CHECK(r.err.find("instead of the inherited") == std::string::npos);  // TERM is no inherited identity
+  // The user's own TERM (-x) wins.
+  RunSpec x = dlaunch({"-n", "1", "-x", "TERM=xterm", "/bin/sh", "-c", "echo $TERM"});
+  RunResult rx = run(x, 30);
+  INFO(rx.err);
+  CHECK(rx.out == "xterm\n");
+}
+
+TEST_CASE("with dlaunch's stdout a terminal the ranks keep its TERM and ls colours", "[integration][buffering]") {
+  // script(1) gives dlaunch a pty for stdout; what it writes comes back through ours.
+  if (::access("/usr/bin/script", X_OK) != 0) {
+    WARN("no /usr/bin/script: skipped");
+    return;
+  }
+  const std::string cmd = "'" + bin("dlaunch") + "' -n 1 /bin/sh -c 'echo term=$TERM; ls --color=auto -d /'";
+  RunSpec s;
+  s.argv = {"/usr/bin/script", "-qec", cmd, "/dev/null"};
+  s.set_env["TERM"] = "xterm";
+  RunResult r = run(s, 30);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("term=xterm") != std::string::npos);
+  CHECK(r.out.find("\x1b[") != std::string::npos);
+}

@@ -96,3 +96,14 @@ TEST_CASE("the launcher and agent raise their descriptor limit to the hard one, 
   CHECK(r.out.find("rank 1024\n") != std::string::npos);
   CHECK(r.out.find("Max open files            4096                 4096") != std::string::npos);
 }
+
+TEST_CASE("env: -x FOO=bar over the shell's FOO is the user's choice, no inherited-identity warning", "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "1", "-x", "FOO=bar", "/bin/sh", "-c", "echo $FOO"};
+  s.set_env["FOO"] = "shell";
+  RunResult r = run(s, 30);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "bar\n");
+  CHECK(r.err.find("instead of the inherited") == std::string::npos);
+}

@@ -146,9 +146,9 @@ TEST_CASE("gpu-bind visible: --gpus-per-rank 2 gives local rank L devices 2L and
   CHECK(got.at(1).own == "2,3");
 }
 
-TEST_CASE("gpu-bind: 5 ranks on 4 GPUs fail before anything starts, naming the host and the fixes",
+TEST_CASE("gpu-bind isolate: 5 ranks on 4 GPUs fail before anything starts, naming the host and the fixes",
           "[integration][gpu]") {
-  for (const std::string mode : {"visible", "isolate"}) {
+  for (const std::string mode : {"isolate"}) {
     INFO("--gpu-bind " << mode);
     Job j(5, {"--gpus-per-node", "4", "--gpu-bind", mode}, mode);
     const std::string flag = j.tmp.path + "/started";
@@ -164,6 +164,26 @@ TEST_CASE("gpu-bind: 5 ranks on 4 GPUs fail before anything starts, naming the h
                           Catch::Contains("--oversubscribe-gpus") && Catch::Contains("--gpus-per-rank"));
     CHECK(::access(flag.c_str(), F_OK) != 0);
   }
+}
+
+TEST_CASE("gpu-bind visible: a CPU job of 3 ranks on a host of 1 GPU runs, with a warning naming --nproc-per-node",
+          "[integration][gpu]") {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp.path + "/root");
+  RunSpec s;
+  s.set_env = {{"DLAUNCH_SYSFS_ROOT", tmp.path + "/root"}};
+  s.unset_env = {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "DLAUNCH_GPUS"};
+  s.argv = {bin("dlaunch"), "--nproc-per-node", "3", "--gpus-per-node", "1", "/bin/sh", "-c", "echo ran"};
+  RunResult r = run(s, 30);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "ran\nran\nran\n");
+  CHECK_THAT(r.err, Catch::Contains("--gpu-bind visible: host localhost has 1 GPU for 3 ranks x 1") &&
+                        Catch::Contains("run at most 1 on localhost (--nproc-per-node)"));
+  s.argv.insert(s.argv.begin() + 1, "--oversubscribe-gpus");  // meant: no warning
+  r = run(s, 30);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("warning") == std::string::npos);
 }
 
 TEST_CASE("gpu-bind: --oversubscribe-gpus lets 5 ranks share 4 GPUs round-robin", "[integration][gpu]") {
@@ -275,7 +295,8 @@ TEST_CASE("gpu-bind: --dry-run shows each rank's visible list, DLAUNCH_GPUS and 
   CHECK(rows[0] == std::vector<std::string>{"nodeA", "0", "0", "0,1", "0", "0"});
   CHECK(rows[3] == std::vector<std::string>{"nodeB", "1", "1", "0,1", "1", "1"});
   CHECK_THAT(r.out, Catch::Contains("visible is CUDA_VISIBLE_DEVICES (nvidia, --gpu-bind visible)"));
-  s.argv = {bin("dlaunch"), "--dry-run", "-n", "3", "-H", "nodeA:3", "--gpus-per-node", "2", "./train"};
+  s.argv = {bin("dlaunch"), "--dry-run", "-n", "3", "-H", "nodeA:3", "--gpus-per-node", "2", "--gpu-bind", "isolate",
+            "./train"};
   r = run(s, 10);
   CHECK(r.code == 2);  // the launch would be refused: so is the dry run
   CHECK_THAT(r.err, Catch::Contains("host nodeA has 2 GPUs, but its 3 ranks"));

@@ -21,7 +21,10 @@ std::map<std::string, std::string> env_of(const std::string& dir, int rank) {
 }
 
 // Ranks of `n` contexts write `env` (and, first, their cwd) into DIR/rank.N.
-void check_two_contexts(const std::vector<std::string>& args, const TempDir& out, const std::string& wdir) {
+// The -x GLOBAL=g given first reaches every context with --app FILE, and
+// the first context only with ':' (as under mpirun and mpiexec.hydra).
+void check_two_contexts(const std::vector<std::string>& args, const TempDir& out, const std::string& wdir,
+                        bool global_everywhere) {
   RunSpec s;
   s.argv = {bin("dlaunch"), "--output-filename", out.path, "-x", "GLOBAL=g"};
   s.argv.insert(s.argv.end(), args.begin(), args.end());
@@ -36,7 +39,8 @@ void check_two_contexts(const std::vector<std::string>& args, const TempDir& out
     CHECK(e["PMIX_APPNUM"] == (server ? "0" : "1"));
     CHECK(e["RANK"] == std::to_string(rank));
     CHECK(e["WORLD_SIZE"] == "3");
-    CHECK(e["GLOBAL"] == "g");  // a global -x reaches every context
+    CHECK(e.count("GLOBAL") == (server || global_everywhere ? 1u : 0u));
+    if (server) CHECK(e["GLOBAL"] == "g");
     // Each context's program, arguments and -x.
     CHECK(e["ROLE"] == (server ? "server" : "worker"));
     CHECK(e.count("ONLY_SERVER") == (server ? 1u : 0u));
@@ -50,23 +54,25 @@ TEST_CASE("mpmd: two contexts with their own program, arguments, -x and --wdir",
   TempDir out, work;
   const std::string wdir = std::filesystem::canonical(work.path).string();
   // The server runs `env` directly; the workers run a shell that records its
-  // cwd, so a context's --wdir is seen where the rank runs. A -x before the
-  // first program is the whole job's: the server's own variable is set by env.
+  // cwd, so a context's --wdir is seen where the rank runs. The server's own
+  // variable is set by env.
   check_two_contexts({"-n", "1", "/usr/bin/env", "ONLY_SERVER=1", "ROLE=server", "/usr/bin/env", ":",
                       "-n", "2", "-x", "ONLY_WORKER=1", "--wdir", wdir, "/bin/sh", "-c",
                       "PWD_SEEN=$(pwd -P) ROLE=worker exec /usr/bin/env"},
-                     out, wdir);
+                     out, wdir, false);
 }
 
-TEST_CASE("mpmd: a -x before the first program reaches every context", "[integration]") {
+TEST_CASE("mpmd: a -x before the first ':' reaches the first context only, --env-file every one", "[integration]") {
+  TempDir tmp;
+  write_file(tmp.path + "/env", "ALL=e\n");
   RunSpec s;
-  s.argv = {bin("dlaunch"), "--tag-output", "-x", "FIRST=f", "-n", "1", "/bin/sh", "-c", "echo a$FIRST", ":", "-n", "1",
-            "/bin/sh", "-c", "echo b$FIRST"};
+  s.argv = {bin("dlaunch"), "--tag-output", "--env-file", tmp.path + "/env", "-x", "FIRST=f", "-n", "1", "/bin/sh",
+            "-c", "echo a$FIRST$ALL", ":", "-n", "1", "/bin/sh", "-c", "echo b$FIRST$ALL"};
   RunResult r = run(s, 30);
   INFO(r.err);
   REQUIRE(r.code == 0);
-  CHECK(r.out.find("] af\n") != std::string::npos);
-  CHECK(r.out.find("] bf\n") != std::string::npos);
+  CHECK(r.out.find("] afe\n") != std::string::npos);
+  CHECK(r.out.find("] be\n") != std::string::npos);
 }
 
 TEST_CASE("mpmd: --app FILE runs one context per line", "[integration]") {
@@ -76,7 +82,7 @@ TEST_CASE("mpmd: --app FILE runs one context per line", "[integration]") {
   write_file(app, "# server first\n-n 1 -x ONLY_SERVER=1 /usr/bin/env ROLE=server /usr/bin/env\n\n"
                   "-n 2 -x ONLY_WORKER=1 --wdir " + wdir +
                   " /bin/sh -c 'PWD_SEEN=$(pwd -P) ROLE=worker exec /usr/bin/env'\n");
-  check_two_contexts({"--app", app}, out, wdir);
+  check_two_contexts({"--app", app}, out, wdir, true);
 }
 
 TEST_CASE("mpmd: an argument ':' after '--' is the program's", "[integration]") {

@@ -37,9 +37,10 @@ TEST_CASE("app contexts: ':' separates contexts, each with its own -n, -x, --wdi
   REQUIRE(o.apps.size() == 3);
   CHECK(o.np == 6);
   CHECK(o.command == std::vector<std::string>{"./server", "--port", "7"});
-  CHECK(o.exports == std::vector<std::string>{"G=1"});  // global
+  // A -x before the first ':' is the first context's, as under mpirun and mpiexec.hydra.
+  CHECK(o.exports.empty());
   CHECK(o.apps[0].np == 1);
-  CHECK(o.apps[0].exports.empty());
+  CHECK(o.apps[0].exports == std::vector<std::string>{"G=1"});
   CHECK(o.apps[1].np == 3);
   CHECK(o.apps[1].command == std::vector<std::string>{"./worker", "a"});
   CHECK(o.apps[1].exports == std::vector<std::string>{"W=2"});
@@ -137,18 +138,20 @@ TEST_CASE("launch plan: MPMD ranks get their context's program, MPI_APPNUM, -x a
   LaunchPlan plan = plan_launch(in);
   REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
   const msg::Launch& m = *plan.launches.at(0);
-  CHECK(m.env.at("G") == "1");
+  CHECK(m.env.count("G") == 0);  // the first context's, not the job's
   CHECK(m.wdir == "/job");
   REQUIRE(m.ranks.size() == 3);
   CHECK(m.ranks[0].argv == std::vector<std::string>{"./server"});
   CHECK(m.ranks[0].env.at("MPI_APPNUM") == "0");
   CHECK(m.ranks[0].env.at("PMIX_APPNUM") == "0");
   CHECK(m.ranks[0].env.count("W") == 0);
+  CHECK(m.ranks[0].env.at("G") == "1");
   CHECK_FALSE(m.ranks[0].wdir);
   for (int r : {1, 2}) {
     CHECK(m.ranks[r].argv == std::vector<std::string>{"./worker"});
     CHECK(m.ranks[r].env.at("MPI_APPNUM") == "1");
     CHECK(m.ranks[r].env.at("W") == "2");
+    CHECK(m.ranks[r].env.count("G") == 0);
     CHECK(m.ranks[r].wdir == std::optional<std::string>("/w"));
   }
   REQUIRE(m.mpi);

@@ -218,7 +218,15 @@ TEST_CASE("launch plan: --gpu-bind visible (the default): every rank sees its ho
     CHECK(env_of(plan, 1, "CUDA_VISIBLE_DEVICES") == "4,5,6,7");
     CHECK(env_of(plan, 3, "DLAUNCH_GPUS") == "2,3");
   }
-  SECTION("more ranks than GPUs on one host: refused before anything starts, naming that host") {
+  SECTION("visible, more ranks than GPUs on one host: they share it, with a warning naming that host") {
+    in.nodes[1].hello->gpus = {"0"};
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(env_of(plan, 3, "DLAUNCH_GPUS") == "0");
+    CHECK_THAT(plan.warnings, Catch::Contains("host n1 has 1 GPU for 2 ranks") && Catch::Contains("(-n)"));
+  }
+  SECTION("isolate, more ranks than GPUs on one host: refused before anything starts, naming that host") {
+    o.gpu_bind_mode = "isolate";
     in.nodes[1].hello->gpus = {"0"};
     const auto plan = plan_launch(in);
     CHECK(plan.refusal == LaunchPlan::Refusal::kBadRequest);
@@ -648,6 +656,25 @@ TEST_CASE("inherited_identity_warning: names what the ranks get other values for
   CHECK(inherited_identity_warning(launch, {{"DLAUNCH_TOKEN", "other"}}).empty());
   // A launch message without ranks has nothing to contradict.
   CHECK(inherited_identity_warning(msg::Launch{}, {{"RANK", "5"}}).empty());
+  // What the user chose (-x, --env-file) is no inherited identity; nor is TERM.
+  CHECK(inherited_identity_warning(launch, {{"RANK", "5"}, {"FOO", "shell"}}, {{"FOO", "bar"}}) ==
+        "dlaunch: warning: the ranks get dlaunch's own values instead of the inherited RANK" + tail);
+  CHECK(inherited_identity_warning(launch, {{"TERM", "xterm"}}).empty());
+}
+
+TEST_CASE("plan_launch: TERM=dumb for the ranks when dlaunch's output reaches no terminal", "[launcher][plan]") {
+  const auto p = placement(1, 1);
+  auto o = options();
+  auto in = input(p, o);
+  in.output_terminal = true;
+  CHECK(plan_launch(in).launches[0]->env.count("TERM") == 0);
+  in.output_terminal = false;
+  CHECK(plan_launch(in).launches[0]->env.at("TERM") == "dumb");
+  in.exports["TERM"] = "xterm";  // the user's -x TERM wins
+  CHECK(plan_launch(in).launches[0]->env.at("TERM") == "xterm");
+  in.exports.clear();
+  o.output_pty = false;  // a pipe is no terminal: nothing to undo
+  CHECK(plan_launch(in).launches[0]->env.count("TERM") == 0);
 }
 
 TEST_CASE("launch plan: OMP_NUM_THREADS=1 where several ranks share a host, unless the user chose", "[launcher][plan]") {

@@ -116,14 +116,14 @@ TEST_CASE("gpu hosts: 2 GPUs on A and 4 on B, every rank gets a distinct GPU of 
   CHECK(wait_clean(c, "resolve.py").empty());
 }
 
-TEST_CASE("gpu hosts: more ranks than the smaller host has GPUs is refused, naming that host",
+TEST_CASE("gpu hosts: isolate, more ranks than the smaller host has GPUs is refused, naming that host",
           "[multihost][cluster][gpu][slow]") {
   Cluster c(3);
   give_gpus(c, 1, 2);
   give_gpus(c, 2, 4);
   // B's 4 slots fit its 4 GPUs; A's 3 do not fit its 2.
   const std::string mark = unique_marker();
-  auto r = run(c, hostfile(c, 3, 4), "-n 7 sleep " + mark);
+  auto r = run(c, hostfile(c, 3, 4), "-n 7 --gpu-bind isolate sleep " + mark);
   INFO(r.output);
   CHECK(r.status == 2);
   CHECK(contains(r.output, "host " + c.address(1) + " has 2 GPUs, but its 3 ranks"));
