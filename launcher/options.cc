@@ -68,7 +68,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("nproc-per-node", po::value<std::string>(), "ranks per node: N, or gpu, cpu or auto (torchrun's name)")
     ("oversubscribe", po::bool_switch(&o.oversubscribe), "allow more ranks and MPI_Comm_spawn children than slots")
     ("dry-run", po::bool_switch(&o.dry_run), "print the rank map and exit")
-    ("display-map", "alias of --dry-run")  // a second bool_switch on dry_run would reset it
+    ("display-map", po::bool_switch(&o.display_map), "print the rank map, then run the job (mpirun's; --dry-run only prints)")
     ("x,x", val(&o.exports, help)->composing(), "export VAR, VAR=value or 'PREFIX*' to every rank (-x)")
     ("env-file", val(&o.env_file, help), "NAME=value lines for every rank (DeepSpeed's .deepspeed_env); -x wins")
     ("wdir", val(&o.wdir, help), "working directory of the ranks")
@@ -304,6 +304,9 @@ void torchrun_rendezvous(RunOptions& o, bool master_port_given) {
 
 // Per-node mode: --rdzv names it; the hostfile options do not mix with it.
 void validate_per_node(RunOptions& o, bool per_node_flags) {
+  if (o.display_map && !o.rdzv.empty())
+    throw UsageError("--display-map with --rdzv: each node knows the whole map only once all have met; --dry-run "
+                     "prints it (and starts nothing), -v names each node's ranks");
   if (o.rdzv.empty()) {
     if (per_node_flags) throw UsageError("--nnodes and --node-rank need --rdzv tcp://HOST:PORT (or --rdzv env)");
     return;
@@ -516,7 +519,6 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
     o.gpu_bind_mode = "none";
   }
   o.gpu_bind = o.gpu_bind_mode != "none";
-  if (vm.count("display-map")) o.dry_run = true;
   o.version = vm.count("version") > 0;
   if (o.version) return o;
   if (vm.count("output-pty") && vm.count("no-output-pty"))

@@ -18,7 +18,8 @@ struct RunOptions {
   std::string map_by = "slot";   // --map-by slot|node
   int per_node = 0;              // --npernode/--ppn/--nproc-per-node
   bool oversubscribe = false;    // --oversubscribe
-  bool dry_run = false;          // --dry-run/--display-map
+  bool dry_run = false;          // --dry-run: print the rank map and exit
+  bool display_map = false;      // --display-map (mpirun's): print the rank map, then run the job
   // Environment.
   std::vector<std::string> exports;  // -x VAR, -x VAR=value or -x 'PREFIX*'; --env-file lines come first
   std::string env_file;              // --env-file FILE: NAME=value lines for every rank

@@ -177,9 +177,9 @@ int run_command(const std::vector<std::string>& args) {
     return run_per_node(std::move(o));
   }
   hostfiles::Placement p = plan(o);
-  if (o.dry_run) {
-    std::cout << rank_map_table(p, o);
-    return 0;
+  if (o.dry_run || o.display_map) {
+    std::cout << rank_map_table(p, o) << std::flush;
+    if (o.dry_run) return 0;
   }
   // The local agent is forked now, before the Job's event loop, signal
   // handlers and threads exist, and waits for its command line: its start

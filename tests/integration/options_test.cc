@@ -112,9 +112,9 @@ TEST_CASE("dlaunch --dry-run prints the rank map for -H and starts nothing", "[i
   CHECK_FALSE(exists(flag));
 }
 
-TEST_CASE("dlaunch --display-map is --dry-run and --map-by node changes the table", "[integration]") {
+TEST_CASE("dlaunch --dry-run prints the table and --map-by node changes it", "[integration]") {
   RunSpec s;
-  s.argv = {bin("dlaunch"), "--display-map", "--map-by", "node", "-n", "4", "-H", "h1:2,h2:2", "/bin/true"};
+  s.argv = {bin("dlaunch"), "--dry-run", "--map-by", "node", "-n", "4", "-H", "h1:2,h2:2", "/bin/true"};
   RunResult r = run(s, 10);
   CHECK(r.code == 0);
   std::map<int, std::string> host_of;
@@ -617,4 +617,16 @@ TEST_CASE("habits: --mca reaches every rank as OMPI_MCA_, --role as ROLE_NAME, M
   CHECK(t.code != 0);
   CHECK(t.seconds < 15);
   CHECK(t.err.find("ran past MPIEXEC_TIMEOUT 1 s") != std::string::npos);
+}
+
+TEST_CASE("habits: mpirun's -display-map prints the rank map, then runs the job", "[integration][habits]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-display-map", "-n", "2", "--gpus-per-node", "0", "/bin/echo", "ran"};
+  RunResult r = run(s, 30);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const auto out = lines(r.out);
+  REQUIRE(out.size() >= 5);
+  CHECK(out[0].rfind("rank", 0) == 0);  // the table's head, before any rank's line
+  CHECK(std::count(out.begin(), out.end(), "ran") == 2);
 }

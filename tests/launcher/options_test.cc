@@ -73,7 +73,8 @@ TEST_CASE("options: every flag lands in its field", "[launcher]") {
   CHECK(o.dry_run);
   CHECK(o.verbose);
   CHECK(o.command == Args{"./app", "x"});
-  CHECK(parse({"--display-map", "./a"}).dry_run);
+  CHECK(parse({"--display-map", "./a"}).display_map);
+  CHECK_FALSE(parse({"--display-map", "./a"}).dry_run);
 }
 
 TEST_CASE("options: defaults", "[launcher]") {
@@ -393,9 +394,12 @@ TEST_CASE("options: mpirun's flags from job scripts - honoured, or refused namin
     CHECK_THROWS_WITH(parse({"--mca", "btl"}), Catch::Contains("--mca takes NAME VALUE"));
     CHECK_THROWS_WITH(parse({"--mca", "a-b", "1", "./a"}), Catch::Contains("letters, digits and _"));
   }
-  SECTION("-display-map and --display-map print the placement, as --dry-run") {
-    CHECK(parse({"-display-map", "./a"}).dry_run);
-    CHECK(parse({"--display-map", "./a"}).dry_run);
+  SECTION("-display-map and --display-map print the placement and run the job, as mpirun") {
+    CHECK(parse({"-display-map", "./a"}).display_map);
+    CHECK_FALSE(parse({"-display-map", "./a"}).dry_run);
+    CHECK_THROWS_WITH(parse({"--display-map", "--rdzv", "tcp://127.0.0.1:1", "--nnodes", "2", "--node-rank", "0",
+                             "t.py"}),
+                      Catch::Contains("--dry-run"));
   }
   SECTION("--map-by ppr:N:node is --npernode N") {
     auto o = parse({"--map-by", "ppr:4:node", "./a"});
