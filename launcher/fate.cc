@@ -107,11 +107,11 @@ bool Fate::on_mpi_refused(int rank, const std::string& host, const std::string& 
 
 bool Fate::on_spawn_refused(std::string verdict) { return fail(exit_codes::kFailure, std::move(verdict)); }
 
-bool Fate::on_timeout(double seconds) {
+bool Fate::on_timeout(double seconds, const std::string& source) {
   final_ = true;
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", seconds);
-  return fail(exit_codes::kTimeout, std::string("the job ran past --timeout ") + buf + " s; all ranks were stopped");
+  return fail(exit_codes::kTimeout, "the job ran past " + source + " " + buf + " s; all ranks were stopped");
 }
 
 bool Fate::on_peer_failure(int code, const std::string& verdict) {

@@ -73,7 +73,8 @@ class Fate {
   // Whether rank `rank` ended (or counts as ended).
   bool done(int rank) const { return rank >= 0 && static_cast<size_t>(rank) < done_.size() && done_[static_cast<size_t>(rank)]; }
   // --timeout fired.
-  bool on_timeout(double seconds);
+  // `source` names what set the bound (--timeout, MPIEXEC_TIMEOUT).
+  bool on_timeout(double seconds, const std::string& source = "--timeout");
   // Replaces the verdict of a failure already recorded (several hosts that
   // failed to start are named together); the exit code stays.
   void restate(std::string verdict) {

@@ -155,7 +155,7 @@ int Job::run() {
       // Between two attempts nothing runs: the timeout is the verdict (teardown finishes).
       if (phase_.is(Phase::kRestarting)) fate_ = Fate(static_cast<int>(plan_.ranks.size()));
       // Where every rank is, then the teardown (docs/hangs.md).
-      if (fate_.on_timeout(opts_.timeout_s)) stacks_->on_timeout(opts_.timeout_s, [this] { teardown(grace_ms()); });
+      if (fate_.on_timeout(opts_.timeout_s, opts_.timeout_from)) stacks_->on_timeout(opts_.timeout_s, [this] { teardown(grace_ms()); });
     });
   }
   control_port_ = port;

@@ -149,6 +149,7 @@ JobEnv job_env(const PlanInput& in) {
   je.slurm = in.launcher_env.count(env::kSlurmJobId) > 0;
   je.restart_count = in.restart_count;
   je.max_restarts = in.opts->max_restarts;
+  je.role = in.opts->role;
   if (in.shared) {
     je.master_addr = in.shared->master_addr;
     je.master_port = in.shared->master_port;

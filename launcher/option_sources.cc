@@ -26,7 +26,7 @@ const std::map<std::string, std::string>& refused() {
       {"np", "a job's size belongs to the job (and -n does not mix with --rdzv): give -n on the command line"},
       {"x", "it is a list: put the variables in a file and set env-file = FILE"},
       {"dry-run", "it would keep every job from starting"},
-      {"display-map", "it would keep every job from starting"},
+      {"display-map", "it prints the rank map of every job: give it on the command line"},
       {"nnodes", "it places one job in a per-node launch (and DLAUNCH_NNODES is the ranks' variable)"},
       {"node-rank", "it places one job in a per-node launch (and DLAUNCH_NODE_RANK is the ranks' variable)"},
       {"rdzv", "it names one job's meeting point"},

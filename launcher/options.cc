@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <boost/program_options.hpp>
 #include <sstream>
@@ -67,7 +68,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("nproc-per-node", po::value<std::string>(), "ranks per node: N, or gpu, cpu or auto (torchrun's name)")
     ("oversubscribe", po::bool_switch(&o.oversubscribe), "allow more ranks and MPI_Comm_spawn children than slots")
     ("dry-run", po::bool_switch(&o.dry_run), "print the rank map and exit")
-    ("display-map", "alias of --dry-run")  // a second bool_switch on dry_run would reset it
+    ("display-map", po::bool_switch(&o.display_map), "print the rank map, then run the job (mpirun's; --dry-run only prints)")
     ("x,x", val(&o.exports, help)->composing(), "export VAR, VAR=value or 'PREFIX*' to every rank (-x)")
     ("env-file", val(&o.env_file, help), "NAME=value lines for every rank (DeepSpeed's .deepspeed_env); -x wins")
     ("wdir", val(&o.wdir, help), "working directory of the ranks")
@@ -126,6 +127,11 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("rdzv-endpoint", val(&o.rdzv_endpoint, help), "torchrun's: HOST[:PORT] where the nodes meet (--rdzv tcp://...)")
     ("rdzv-backend", val(&o.rdzv_backend, help), "torchrun's: c10d or static, both served by dlaunch's own store")
     ("standalone", po::bool_switch(&o.standalone), "torchrun's: one node, this machine (the default)")
+    ("monitor-interval", po::value<std::string>(), "torchrun's: accepted; dlaunch watches its ranks by their exit, not by polling")
+    ("rdzv-conf", po::value<std::string>(), "torchrun's: accepted; dlaunch's store takes no backend settings")
+    ("role", val(&o.role, help), "torchrun's: the ranks' ROLE_NAME")
+    ("start-method", po::value<std::string>(), "torchrun's: spawn, fork or forkserver; each rank is a new process either way")
+    ("run-path", "torchrun's: accepted; a .py PROGRAM runs under the interpreter as a script")
     ("module,m", po::bool_switch(&o.module), "PROGRAM is a Python module: run python3 -m PROGRAM")
     ("no-python", po::bool_switch(&o.no_python), "run PROGRAM as it is, even when it ends in .py")
     ("log-dir", val(&o.log_dir, help), "torchrun's: where -r/-t write DIR/rank.N/{stdout,stderr}")
@@ -142,8 +148,12 @@ po::options_description describe(RunOptions& o, bool help = false) {
 // torchrun's underscores (--nproc_per_node=4): no dlaunch option has one.
 std::string normalize(const std::string& a) {
   if (a == "-np" || a == "-npernode" || a == "-ppn" || a == "-hostfile" || a == "-machinefile" || a == "-host" ||
-      a == "-wdir" || a == "-oversubscribe")
+      a == "-wdir" || a == "-oversubscribe" || a == "-display-map")
     return "-" + a;
+  // srun's spellings of dlaunch options.
+  if (a == "-l" || a == "--label") return "--tag-output";
+  if (a == "--ntasks") return "--np";
+  if (a.rfind("--ntasks=", 0) == 0) return "--np=" + a.substr(9);
   if (a.rfind("--", 0) == 0) {
     std::string out = a;
     for (size_t k = 2; k < out.size() && out[k] != '='; ++k)
@@ -151,6 +161,117 @@ std::string normalize(const std::string& a) {
     return out;
   }
   return a;
+}
+
+// The option word `typed` with its value: attached (--opt=V) or the next word.
+std::string value_after(const std::vector<std::string>& raw, size_t& i, const std::string& typed) {
+  const size_t eq = raw[i].find('=');
+  if (eq != std::string::npos) return raw[i].substr(eq + 1);
+  if (i + 1 >= raw.size()) throw UsageError(typed + " needs a value");
+  return raw[++i];
+}
+
+// mpirun's flags that dlaunch does not honour: refused, naming what it offers.
+void refuse_unhonoured(const std::string& typed, const std::string& name) {
+  if (name == "--merge-stderr-to-stdout")
+    throw UsageError(typed + ": dlaunch writes the ranks' stderr to its own stderr; merge them as for any program "
+                     "(dlaunch ... 2>&1), or keep each rank's streams apart with --output-filename DIR");
+  if (name == "--use-hwthread-cpus")
+    throw UsageError(typed + ": dlaunch counts cores, not hardware threads; give slots in the hostfile or -H "
+                     "host:N, and --bind-to core to pin");
+  if (name == "--rankfile")
+    throw UsageError(typed + ": rank files are not supported; place ranks with --hostfile/-H, --map-by slot|node "
+                     "and --npernode, pin with --bind-to core|numa");
+}
+
+// mpirun's --mca NAME VALUE at raw[i]: the ranks' OMPI_MCA_NAME=VALUE, as -x.
+void mca_export(const std::vector<std::string>& raw, size_t& i, std::vector<std::string>& mine) {
+  const std::string& typed = raw[i];
+  if (i + 2 >= raw.size()) throw UsageError(typed + " takes NAME VALUE (e.g. " + typed + " btl tcp,self)");
+  const std::string var = "OMPI_MCA_" + raw[i + 1];
+  if (!is_env_name(var)) throw UsageError(typed + " " + raw[i + 1] + ": an MCA parameter name is letters, digits and _");
+  mine.push_back("-x");
+  mine.push_back(var + "=" + raw[i + 2]);
+  i += 2;
+}
+
+// torchrun's --nnodes N, or N:N; an elastic MIN:MAX is refused.
+std::string fixed_nnodes(const std::string& typed, const std::string& v) {
+  const size_t colon = v.find(':');
+  if (colon != std::string::npos && v.substr(0, colon) != v.substr(colon + 1))
+    throw UsageError(typed + " " + v + ": elastic sizes (MIN:MAX) are not supported; give the fixed number of nodes, "
+                     "e.g. " + typed + " " + v.substr(colon + 1) + "; every node must then arrive (--rdzv-timeout "
+                     "bounds the wait)");
+  return v.substr(0, colon);
+}
+
+// mpirun, srun and torchrun habits that are no dlaunch option as they are
+// written: raw[i] either becomes dlaunch words in `mine` (returns true, i
+// past its values) or is refused, naming what dlaunch offers. Returns false
+// for every other word.
+bool translate_habit(const std::vector<std::string>& raw, size_t& i, std::vector<std::string>& mine) {
+  const std::string typed = raw[i].substr(0, raw[i].find('='));
+  const std::string name = normalize(typed);
+  refuse_unhonoured(typed, name);
+  if (typed == "--allow-run-as-root" || typed == "-allow-run-as-root") return true;  // dlaunch runs as root anyway
+  if (typed == "--mca" || typed == "-mca" || typed == "--gmca" || typed == "-gmca") {
+    mca_export(raw, i, mine);
+    return true;
+  }
+  if (name == "--cpu-bind") {
+    const std::string v = value_after(raw, i, typed);
+    if (v != "cores" && v != "none")
+      throw UsageError(typed + " " + v + ": dlaunch binds with --bind-to core (srun's cores), numa or none");
+    mine.push_back(v == "cores" ? "--bind-to=core" : "--bind-to=none");
+    return true;
+  }
+  if (name == "--nnodes") {
+    mine.push_back("--nnodes=" + fixed_nnodes(typed, value_after(raw, i, typed)));
+    return true;
+  }
+  return false;
+}
+
+// mpirun's and srun's values of dlaunch options: those with a dlaunch
+// meaning become it, the rest are refused naming the nearest option.
+void mpirun_values(RunOptions& o, const po::variables_map& vm) {
+  if (o.map_by.rfind("ppr:", 0) == 0) {  // ppr:N:node, N ranks per node
+    const std::string n = o.map_by.substr(4, o.map_by.rfind(':') - 4);
+    if (o.map_by.size() < 10 || o.map_by.compare(o.map_by.size() - 5, 5, ":node") != 0 || n.empty() ||
+        n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1)
+      throw UsageError("--map-by " + o.map_by + ": dlaunch places N ranks per node with ppr:N:node (or --npernode "
+                       "N); per socket it does not place");
+    if (vm.count("npernode") || vm.count("ppn") || vm.count("nproc-per-node"))
+      throw UsageError("give --map-by " + o.map_by + " or --npernode, not both");
+    o.per_node = std::stoi(n);
+    o.map_by = "slot";
+  }
+  if (o.bind_to == "socket")
+    throw UsageError("--bind-to socket: dlaunch pins to a NUMA node (--bind-to numa; one per socket on most "
+                     "machines) or to cores (--bind-to core)");
+  if (o.bind_to == "hwthread")
+    throw UsageError("--bind-to hwthread: dlaunch pins to whole cores: --bind-to core (--cpus-per-rank N for more)");
+  if (o.mpi == "pmi2") o.mpi = "pmi";  // srun's --mpi=pmi2: dlaunch's PMI server speaks PMI-1 and PMI-2
+  if (vm.count("start-method")) {
+    const auto m = vm["start-method"].as<std::string>();
+    if (m != "spawn" && m != "fork" && m != "forkserver")
+      throw UsageError("--start-method takes spawn, fork or forkserver, got '" + m + "'");
+  }
+  // mpirun's and mpiexec.hydra's job bound, below --timeout (a given or default one).
+  const char* env_timeout = std::getenv("MPIEXEC_TIMEOUT");
+  if (env_timeout && *env_timeout && !vm.count("timeout")) {
+    o.timeout_s = parse_seconds("MPIEXEC_TIMEOUT", env_timeout, kMaxJobSeconds, "no timeout");
+    o.timeout_from = "MPIEXEC_TIMEOUT";
+  }
+}
+
+// Whether the user spelt `option` (its dash form) with underscores, as torchrun's.
+bool typed_with_underscores(const std::string& option, const std::vector<std::string>& raw) {
+  for (const auto& word : raw) {
+    const std::string typed = word.substr(0, word.find('='));
+    if (typed.find('_') != std::string::npos && normalize(typed) == option) return true;
+  }
+  return false;
 }
 
 // torchrun's ways of naming where the nodes meet, as --rdzv tcp://HOST:PORT:
@@ -183,6 +304,9 @@ void torchrun_rendezvous(RunOptions& o, bool master_port_given) {
 
 // Per-node mode: --rdzv names it; the hostfile options do not mix with it.
 void validate_per_node(RunOptions& o, bool per_node_flags) {
+  if (o.display_map && !o.rdzv.empty())
+    throw UsageError("--display-map with --rdzv: each node knows the whole map only once all have met; --dry-run "
+                     "prints it (and starts nothing), -v names each node's ranks");
   if (o.rdzv.empty()) {
     if (per_node_flags) throw UsageError("--nnodes and --node-rank need --rdzv tcp://HOST:PORT (or --rdzv env)");
     return;
@@ -300,8 +424,13 @@ std::vector<std::string> long_names(const po::options_description& d) {
 }  // namespace
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  // A near miss is a slip of a word long enough to be recognised: one edit
+  // in four letters (a swap of two letters counts two), and none for names
+  // of one or two letters (-c, -N: another tool's option, not a typo).
+  const size_t letters = word.size() - std::min(word.find_first_not_of('-'), word.size());
+  if (letters <= 2) return "";
   std::string best;
-  size_t best_d = 3;  // more than 2 edits away is no near miss
+  size_t best_d = std::max<size_t>(1, letters / 4) + 1;  // that many edits or more is no near miss
   for (const auto& c : candidates) {
     std::vector<size_t> prev(c.size() + 1), cur(c.size() + 1);
     for (size_t j = 0; j <= c.size(); ++j) prev[j] = j;
@@ -353,6 +482,7 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
     std::string a = normalize(raw[i]);
     if (a == "--") { ++i, verbatim = true; break; }
     if (a.size() < 2 || a[0] != '-') break;
+    if (translate_habit(raw, i, mine)) continue;
     mine.push_back(a);
     std::string name = a.substr(a.find_first_not_of('-'));
     if (name.find('=') != std::string::npos) continue;
@@ -382,6 +512,8 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
     po::notify(vm);
   } catch (const po::unknown_option& e) {
     std::string hint = did_you_mean(e.get_option_name(), long_names(desc));
+    if (typed_with_underscores(e.get_option_name(), raw))
+      std::replace(hint.begin() + std::min<size_t>(2, hint.size()), hint.end(), '-', '_');
     throw UsageError("unknown option '" + e.get_option_name() + "'" + (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
   } catch (const po::error& e) {
     throw UsageError(e.what());
@@ -393,7 +525,6 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
     o.gpu_bind_mode = "none";
   }
   o.gpu_bind = o.gpu_bind_mode != "none";
-  if (vm.count("display-map")) o.dry_run = true;
   o.version = vm.count("version") > 0;
   if (o.version) return o;
   if (vm.count("output-pty") && vm.count("no-output-pty"))
@@ -403,6 +534,7 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   gather_app_contexts(o, std::move(more), vm.count("np") > 0);
   if (o.command.empty() && !o.dry_run) throw UsageError("no program given; try: dlaunch -n 4 ./app");
   if (vm.count("np") && o.np < 1) throw UsageError("-n needs a positive number of ranks, got " + std::to_string(o.np));
+  mpirun_values(o, vm);
   if (o.map_by != "slot" && o.map_by != "node") throw UsageError("--map-by takes 'slot' or 'node', got '" + o.map_by + "'");
   if (o.mpi != "auto" && o.mpi != "pmix" && o.mpi != "pmi" && o.mpi != "none")
     throw UsageError("--mpi takes pmix, pmi, none or auto, got '" + o.mpi + "'");
@@ -456,11 +588,33 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
 }  // namespace
 
 namespace {
+// `message` with each option the user spelt with underscores (torchrun's
+// --max_restarts) spelt so again where it names the dash form.
+std::string as_typed(std::string message, const std::vector<std::string>& raw) {
+  for (const auto& word : raw) {
+    if (word == "--") break;
+    const std::string typed = word.substr(0, word.find('='));
+    if (typed.rfind("--", 0) != 0 || typed.find('_') == std::string::npos) continue;
+    const std::string dashed = normalize(typed);
+    for (size_t at = message.find(dashed); at != std::string::npos; at = message.find(dashed, at + typed.size())) {
+      const size_t after = at + dashed.size();
+      if (after < message.size() && (std::isalnum(static_cast<unsigned char>(message[after])) || message[after] == '-'))
+        continue;
+      message.replace(at, dashed.size(), typed);
+    }
+  }
+  return message;
+}
+
 RunOptions parse_with(RunOptions& o, const po::options_description& desc, const std::vector<std::string>& raw,
                       bool* help, const OptionDefaults& defaults) {
   std::vector<const OptionSetting*> stored;
   try {
-    return parse_over(o, desc, raw, help, defaults, stored);
+    try {
+      return parse_over(o, desc, raw, help, defaults, stored);
+    } catch (const UsageError& e) {
+      throw UsageError(as_typed(e.what(), raw));
+    }
   } catch (const UsageError& e) {
     if (stored.empty()) throw;
     std::string note = " (option defaults in effect:";

@@ -20,7 +20,8 @@ struct RunOptions {
   int per_node = 0;              // --npernode/--ppn/--nproc-per-node
   std::string per_node_flag = "-n";  // the one of those the user typed, for hints ("-n" when none)
   bool oversubscribe = false;    // --oversubscribe
-  bool dry_run = false;          // --dry-run/--display-map
+  bool dry_run = false;          // --dry-run: print the rank map and exit
+  bool display_map = false;      // --display-map (mpirun's): print the rank map, then run the job
   // Environment.
   std::vector<std::string> exports;  // -x VAR, -x VAR=value or -x 'PREFIX*'; --env-file lines come first
   std::string env_file;              // --env-file FILE: NAME=value lines for every rank
@@ -48,6 +49,7 @@ struct RunOptions {
   // Lifecycle.
   double kill_grace_s = 3.0;        // --kill-grace: SIGTERM -> SIGKILL delay on teardown
   double timeout_s = 0;             // --timeout: whole-job bound, 0 = none
+  std::string timeout_from = "--timeout";  // what set it, for the verdict: --timeout or MPIEXEC_TIMEOUT
   // Where every rank is stuck (docs/hangs.md): collected on --timeout and SIGQUIT.
   double stack_timeout_s = 10;      // --stack-timeout: bound of each collection; 0 = collect none
   std::string report_dir;           // --report-dir: the full stacks; "" = a new temp dir, named and kept
@@ -80,6 +82,7 @@ struct RunOptions {
   int master_port = 0;              // --master-port; 0 = torchrun's 29500
   std::string rdzv_endpoint;        // --rdzv-endpoint HOST[:PORT] (port 29400): --rdzv tcp://HOST:PORT
   std::string rdzv_backend;         // --rdzv-backend c10d|static: accepted; dlaunch's own store serves both
+  std::string role = "default";     // --role NAME: the ranks' ROLE_NAME
   bool standalone = false;          // --standalone: one node, this machine
   bool module = false;              // -m/--module: the program is a Python module (python3 -m PROGRAM)
   bool no_python = false;           // --no-python: run PROGRAM as it is, even a .py

@@ -24,7 +24,7 @@ EnvMap node_env(const JobEnv& job, int node) {
   EnvMap e = {
       // torchrun
       {env::kWorldSize, world}, {env::kLocalWorldSize, lsize}, {env::kGroupRank, n}, {env::kGroupWorldSize, nnodes},
-      {env::kRoleWorldSize, world}, {env::kRoleName, "default"}, {env::kNodeRank, n},
+      {env::kRoleWorldSize, world}, {env::kRoleName, job.role}, {env::kNodeRank, n},
       {env::kMasterAddr, job.master_addr}, {env::kMasterPort, std::to_string(job.master_port)},
       // OpenMPI
       {env::kOmpiSize, world}, {env::kOmpiLocalSize, lsize}, {env::kOmpiNodeRank, n},

@@ -22,6 +22,7 @@ struct JobEnv {
   bool slurm = false;        // dlaunch runs inside a Slurm job: rewrite the per-task SLURM_* variables
   int restart_count = 0;     // --max-restarts: which attempt this is (0 = the first)
   int max_restarts = 0;      // --max-restarts
+  std::string role = "default";  // --role: ROLE_NAME
 };
 
 // The variables dlaunch sets for `rank`: torchrun's (torchelastic's included,

@@ -113,9 +113,9 @@ TEST_CASE("dlaunch --dry-run prints the rank map for -H and starts nothing", "[i
   CHECK_FALSE(exists(flag));
 }
 
-TEST_CASE("dlaunch --display-map is --dry-run and --map-by node changes the table", "[integration]") {
+TEST_CASE("dlaunch --dry-run prints the table and --map-by node changes it", "[integration]") {
   RunSpec s;
-  s.argv = {bin("dlaunch"), "--display-map", "--map-by", "node", "-n", "4", "-H", "h1:2,h2:2", "/bin/true"};
+  s.argv = {bin("dlaunch"), "--dry-run", "--map-by", "node", "-n", "4", "-H", "h1:2,h2:2", "/bin/true"};
   RunResult r = run(s, 10);
   CHECK(r.code == 0);
   std::map<int, std::string> host_of;
@@ -635,4 +635,45 @@ TEST_CASE("dlaunch -x with a PREFIX pattern and --env-file reach the ranks, a ba
   CHECK(r.code == 2);
   CHECK(r.err.find(file + ":2: expected NAME=value") != std::string::npos);
   CHECK(marked(mark).empty());
+}
+
+TEST_CASE("habits: --mca reaches every rank as OMPI_MCA_, --role as ROLE_NAME, MPIEXEC_TIMEOUT ends the job",
+          "[integration][habits]") {
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--allow-run-as-root", "--ntasks", "2", "-mca", "btl", "tcp,self", "--mca",
+            "pml", "ob1", "--role", "trainer", "--gpus-per-node", "0", "--output-filename", tmp.path, "/usr/bin/env"};
+  RunResult r = run(s, 30);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto e = parse_env(read_file(tmp.path + "/rank." + std::to_string(rank) + "/stdout"));
+    INFO("rank " << rank);
+    CHECK(e["OMPI_MCA_btl"] == "tcp,self");
+    CHECK(e["OMPI_MCA_pml"] == "ob1");
+    CHECK(e["ROLE_NAME"] == "trainer");
+  }
+  CHECK_FALSE(std::filesystem::exists(tmp.path + "/rank.2"));  // --ntasks 2: two ranks
+
+  RunSpec slow;
+  slow.argv = {bin("dlaunch"), "-n", "1", "--gpus-per-node", "0", "--stack-timeout", "0", "/bin/sleep", "30"};
+  slow.set_env = {{"MPIEXEC_TIMEOUT", "1"}};
+  RunResult t = run(slow, 20);
+  INFO(t.err);
+  CHECK_FALSE(t.timed_out);
+  CHECK(t.code != 0);
+  CHECK(t.seconds < 15);
+  CHECK(t.err.find("ran past MPIEXEC_TIMEOUT 1 s") != std::string::npos);
+}
+
+TEST_CASE("habits: mpirun's -display-map prints the rank map, then runs the job", "[integration][habits]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-display-map", "-n", "2", "--gpus-per-node", "0", "/bin/echo", "ran"};
+  RunResult r = run(s, 30);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const auto out = lines(r.out);
+  REQUIRE(out.size() >= 5);
+  CHECK(out[0].rfind("rank", 0) == 0);  // the table's head, before any rank's line
+  CHECK(std::count(out.begin(), out.end(), "ran") == 2);
 }

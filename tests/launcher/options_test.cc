@@ -73,7 +73,8 @@ TEST_CASE("options: every flag lands in its field", "[launcher]") {
   CHECK(o.dry_run);
   CHECK(o.verbose);
   CHECK(o.command == Args{"./app", "x"});
-  CHECK(parse({"--display-map", "./a"}).dry_run);
+  CHECK(parse({"--display-map", "./a"}).display_map);
+  CHECK_FALSE(parse({"--display-map", "./a"}).dry_run);
 }
 
 TEST_CASE("options: defaults", "[launcher]") {
@@ -369,4 +370,109 @@ TEST_CASE("env file: a directory or a device is refused, not read as empty", "[l
   CHECK_THROWS_WITH(dl::launcher::read_env_file("/tmp"), Catch::StartsWith("--env-file /tmp: is a directory"));
   CHECK_THROWS_WITH(dl::launcher::read_env_file("/dev/zero"),
                     Catch::StartsWith("--env-file /dev/zero: is a character device"));
+}
+
+namespace {
+std::string usage_error_of(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const dl::UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST_CASE("options: mpirun's flags from job scripts - honoured, or refused naming dlaunch's", "[launcher][habits]") {
+  SECTION("--allow-run-as-root changes nothing; --mca/-mca NAME VALUE reach the ranks as OMPI_MCA_NAME") {
+    auto o = parse({"--allow-run-as-root", "-mca", "btl", "tcp,self", "--mca", "pml", "ob1", "-x", "A=1", "-n", "2",
+                    "./a", "--mca", "x", "y"});
+    CHECK(o.exports == Args{"OMPI_MCA_btl=tcp,self", "OMPI_MCA_pml=ob1", "A=1"});
+    CHECK(o.np == 2);
+    CHECK(o.command == Args{"./a", "--mca", "x", "y"});
+    CHECK(parse({"-allow-run-as-root", "./a"}).command == Args{"./a"});
+    CHECK_THROWS_WITH(parse({"--mca", "btl"}), Catch::Contains("--mca takes NAME VALUE"));
+    CHECK_THROWS_WITH(parse({"--mca", "a-b", "1", "./a"}), Catch::Contains("letters, digits and _"));
+  }
+  SECTION("-display-map and --display-map print the placement and run the job, as mpirun") {
+    CHECK(parse({"-display-map", "./a"}).display_map);
+    CHECK_FALSE(parse({"-display-map", "./a"}).dry_run);
+    CHECK_THROWS_WITH(parse({"--display-map", "--rdzv", "tcp://127.0.0.1:1", "--nnodes", "2", "--node-rank", "0",
+                             "t.py"}),
+                      Catch::Contains("--dry-run"));
+  }
+  SECTION("--map-by ppr:N:node is --npernode N") {
+    auto o = parse({"--map-by", "ppr:4:node", "./a"});
+    CHECK(o.per_node == 4);
+    CHECK(o.map_by == "slot");
+    CHECK_THROWS_WITH(parse({"--map-by", "ppr:2:socket", "./a"}), Catch::Contains("--npernode"));
+    CHECK_THROWS_WITH(parse({"--map-by", "ppr:x:node", "./a"}), Catch::Contains("ppr:N:node"));
+    CHECK_THROWS_WITH(parse({"--map-by", "ppr:2:node", "--npernode", "2", "./a"}), Catch::Contains("not both"));
+  }
+  SECTION("what dlaunch cannot honour is refused, naming what it offers") {
+    CHECK_THROWS_WITH(parse({"--bind-to", "socket", "./a"}), Catch::Contains("--bind-to numa"));
+    CHECK_THROWS_WITH(parse({"--bind-to", "hwthread", "./a"}), Catch::Contains("--bind-to core"));
+    CHECK_THROWS_WITH(parse({"--use-hwthread-cpus", "./a"}), Catch::Contains("--bind-to core"));
+    CHECK_THROWS_WITH(parse({"--merge-stderr-to-stdout", "./a"}), Catch::Contains("2>&1"));
+    CHECK_THROWS_WITH(parse({"--rankfile", "rf", "./a"}), Catch::Contains("--hostfile"));
+  }
+}
+
+TEST_CASE("options: srun's spellings", "[launcher][habits]") {
+  CHECK(parse({"--ntasks", "3", "./a"}).np == 3);
+  CHECK(parse({"--ntasks=5", "./a"}).np == 5);
+  CHECK(parse({"-l", "./a"}).tag_output);
+  CHECK(parse({"--label", "./a"}).tag_output);
+  CHECK(parse({"--cpu-bind=cores", "./a"}).bind_to == "core");
+  CHECK(parse({"--cpu-bind", "none", "./a"}).bind_to == "none");
+  CHECK_THROWS_WITH(parse({"--cpu-bind=sockets", "./a"}), Catch::Contains("--bind-to core"));
+  CHECK(parse({"--mpi=pmi2", "./a"}).mpi == "pmi");
+  CHECK(parse({"--mpi=pmix", "./a"}).mpi == "pmix");
+}
+
+TEST_CASE("options: MPIEXEC_TIMEOUT bounds the job as mpirun and hydra do, below --timeout", "[launcher][habits]") {
+  struct Restore {
+    ~Restore() { ::unsetenv("MPIEXEC_TIMEOUT"); }
+  } restore;
+  ::setenv("MPIEXEC_TIMEOUT", "30", 1);
+  CHECK(parse({"./a"}).timeout_s == 30);
+  CHECK(parse({"./a"}).timeout_from == "MPIEXEC_TIMEOUT");
+  CHECK(parse({"--timeout", "5", "./a"}).timeout_s == 5);
+  ::setenv("MPIEXEC_TIMEOUT", "soon", 1);
+  CHECK_THROWS_WITH(parse({"./a"}), Catch::Contains("MPIEXEC_TIMEOUT"));
+}
+
+TEST_CASE("options: a suggestion is likely or absent", "[launcher][habits]") {
+  for (const auto& letter : {"-c", "-N", "-q", "-V"}) {
+    INFO(letter);
+    const std::string w = usage_error_of({letter, "1", "./a"});
+    CHECK(w.find("unknown option") != std::string::npos);
+    CHECK(w.find("did you mean") == std::string::npos);
+  }
+  CHECK(usage_error_of({"--mca", "btl", "tcp", "./a"}) == "no error");
+  CHECK(dl::launcher::did_you_mean("--mcb", {"--mpi", "--mca"}) == "--mca");
+  CHECK(dl::launcher::did_you_mean("--mxx", {"--mpi"}).empty());  // 2 edits in 3 letters is another word
+  CHECK(dl::launcher::did_you_mean("-x", {"--x"}).empty());
+  CHECK(usage_error_of({"--nprocs-per-node", "2", "./a"}).find("did you mean '--nproc-per-node'") != std::string::npos);
+}
+
+TEST_CASE("options: torchrun's elastic sizes and harmless flags, named as typed", "[launcher][torchrun][habits]") {
+  const std::string w = usage_error_of({"--nnodes", "1:2", "t.py"});
+  CHECK(w.find("--nnodes 1:2: elastic sizes") != std::string::npos);
+  CHECK(w.find("--nnodes 2") != std::string::npos);
+  CHECK(parse({"--nnodes=1:1", "t.py"}).nnodes == 1);
+  auto o = parse({"--monitor_interval", "0.1", "--rdzv_conf", "timeout=900", "--role", "trainer", "--start_method",
+                  "spawn", "--run_path", "--nproc_per_node", "2", "t.py"});
+  CHECK(o.per_node == 2);
+  CHECK(o.role == "trainer");
+  CHECK(parse({"t.py"}).role == "default");
+  CHECK(o.command == Args{"t.py"});
+  CHECK(usage_error_of({"--start_method", "thread", "t.py"}).find("--start_method takes") != std::string::npos);
+  CHECK(usage_error_of({"--max_restarts", "-1", "t.py"}).find("--max_restarts takes") != std::string::npos);
+  CHECK(usage_error_of({"--nnodes", "1:2", "t.py"}).find("--nnodes") != std::string::npos);
+}
+
+TEST_CASE("options: a near miss typed with underscores is answered with underscores", "[launcher][torchrun][habits]") {
+  CHECK(usage_error_of({"--monitr_interval", "1", "t.py"}) ==
+        "unknown option '--monitr_interval'; did you mean '--monitor_interval'?");
 }
