@@ -203,7 +203,6 @@ int run_command(const std::vector<std::string>& args) {
     return 0;
   }
   if (o.display_map) std::cout << rank_map_table(p, o) << std::flush;
-  }
   // The local agent is forked now, before the Job's event loop, signal
   // handlers and threads exist, and waits for its command line: its start
   // then needs no exec (remote/early_agent.h). Only where a local node is
