@@ -7,7 +7,7 @@ run at full speed) and cuts each run at the syscalls that mark its phases:
                  relocated the libraries, static constructors ran)
   setup          -> the agent's fork (options, token, control and store
                  servers)
-  agent start    the local agent, forked from dlaunch (since session 12):
+  agent start    the local agent, forked from dlaunch:
                  the fork -> its command line read (it waits while dlaunch
                  sets up its job); an exec'd one (DLAUNCH_LOCAL_AGENT=exec):
                  its execve -> its first connect or hello
@@ -90,7 +90,7 @@ def phases(events, n):
                                                     (e[2] in ("sendto", "sendmsg") and '\\"hello\\"' in e[3])),
                        agent_exec[1])
     else:
-        # The local agent forked from dlaunch (since session 12): it starts at
+        # The local agent forked from dlaunch: it starts at
         # the fork and waits for its command line while dlaunch sets up its job.
         agent = int(re.search(r"= (\d+)$", forked[3]).group(1))
         agent_exec = forked
