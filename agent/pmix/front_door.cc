@@ -36,19 +36,6 @@ sockaddr_in loopback(uint16_t port) {
 
 }  // namespace
 
-namespace {
-
-// The uid owning the client end of accepted socket `fd`; -1 when unknown.
-long peer_uid(int fd, uint16_t our_port) {
-  sockaddr_in peer{};
-  socklen_t len = sizeof peer;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return -1;
-  auto uid = wire::loopback_peer_uid(ntohs(peer.sin_port), our_port, wire::kTcpTable);
-  return uid ? static_cast<long>(*uid) : -1;
-}
-
-}  // namespace
-
 std::string describe_user(long uid) {
   return uid < 0 ? "unknown user" : wire::describe_uid(static_cast<unsigned>(uid));
 }
@@ -178,16 +165,19 @@ void FrontDoor::report_refusal(long uid) {
 }
 
 void FrontDoor::accept_waiting() {
-  for (;;) {
-    const int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (c < 0) return;
-    const long uid = peer_uid(c, port_);
-    if (uid != static_cast<long>(::geteuid())) {
-      ::close(c);
+  std::vector<int> accepted;
+  for (int c; (c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;) accepted.push_back(c);
+  // The owners as the kernel reports them (wire/socket_owner.h), the same
+  // lookup the store and the control port make.
+  const auto owners = wire::local_peer_owners(accepted);
+  for (size_t i = 0; i < accepted.size(); ++i) {
+    const long uid = owners[i].uid ? static_cast<long>(*owners[i].uid) : -1;
+    if (uid == static_cast<long>(::geteuid())) {
+      admitted_.push_back(accepted[i]);
+    } else {
+      ::close(accepted[i]);
       report_refusal(uid);
-      continue;
     }
-    admitted_.push_back(c);
   }
 }
 
