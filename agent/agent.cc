@@ -82,7 +82,7 @@ int Agent::run() {
   hello.pmix = MpiJob::available();
   if (a.cpu_topology) {
     CpuTopology topo = read_cpu_topology(own_allowed_cpus());
-    hello.cpu = msg::CpuReport{topo.cores, topo.numa, topo.numa_ids};
+    hello.cpu = msg::CpuReport{topo.cores, topo.numa, topo.numa_ids, topo.packages};
   }
   link_->send_message(hello);
   // The ranks' PMIx port and the server's thread (mpi_job.h): made while the

@@ -53,7 +53,16 @@ CpuTopology read_cpu_topology(const std::vector<int>& allowed, const std::string
     const int core = read_int(dir + "core_id", 100000 + c);
     cores[{pkg, core}].push_back(c);
   }
-  for (auto& [key, threads] : cores) t.cores.push_back(threads);
+  std::map<int, std::vector<int>> packages;
+  for (auto& [key, threads] : cores) {
+    t.cores.push_back(threads);
+    auto& pkg = packages[key.first];
+    pkg.insert(pkg.end(), threads.begin(), threads.end());
+  }
+  for (auto& [id, cpus] : packages) {
+    std::sort(cpus.begin(), cpus.end());
+    t.packages.push_back(cpus);
+  }
   std::vector<int> node_ids;  // node directories may be sparse (node0, node2)
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(sysfs_root + "/devices/system/node", ec)) {

@@ -46,8 +46,11 @@ struct CpuReport {
   // without usable CPUs are left out of `numa`, so its index is no node id.
   // Absent from an older agent: --bind-to numa cannot follow the GPUs there.
   std::optional<std::vector<int>> numa_ids = std::nullopt;
+  // Sockets (physical packages), each its usable CPUs, for --bind-to socket
+  // and --map-by ppr:N:socket; absent from an older agent.
+  std::optional<std::vector<std::vector<int>>> packages = std::nullopt;
   template <class S, class V> static void fields(S& s, V& v) {
-    v("cores", s.cores), v("numa", s.numa), v("numa_ids", s.numa_ids);
+    v("cores", s.cores), v("numa", s.numa), v("numa_ids", s.numa_ids), v("packages", s.packages);
   }
 };
 

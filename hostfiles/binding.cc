@@ -86,6 +86,30 @@ std::vector<std::vector<int>> plan_cpus(const std::string& policy, const CpuTopo
     }
     return out;
   }
+  if (policy == "hwthread") {
+    std::vector<int> threads;  // core by core
+    for (const auto& core : topo.cores) threads.insert(threads.end(), core.begin(), core.end());
+    const size_t need = static_cast<size_t>(local_world) * static_cast<size_t>(cpus_per_rank);
+    if (threads.size() < need)
+      throw std::runtime_error("--bind-to hwthread: " + host + " has " + std::to_string(threads.size()) +
+                               " usable hardware threads, but " + std::to_string(local_world) + " ranks there x " +
+                               std::to_string(cpus_per_rank) + " --cpus-per-rank need " + std::to_string(need) +
+                               "; run fewer ranks per host, lower --cpus-per-rank, or use --bind-to numa or none");
+    for (size_t l = 0; l < out.size(); ++l) {
+      const auto first = threads.begin() + static_cast<long>(l * static_cast<size_t>(cpus_per_rank));
+      out[l].assign(first, first + cpus_per_rank);
+      std::sort(out[l].begin(), out[l].end());
+    }
+    return out;
+  }
+  if (policy == "socket") {
+    if (topo.packages.empty())
+      throw std::runtime_error("--bind-to socket: " + host + " reported no sockets (an older dlaunch agent there?); "
+                               "use --bind-to numa or core");
+    const size_t sockets = topo.packages.size();
+    for (size_t l = 0; l < out.size(); ++l) out[l] = topo.packages[l * sockets / static_cast<size_t>(local_world)];
+    return out;
+  }
   if (policy == "numa") {
     if (topo.numa.empty()) throw std::runtime_error("--bind-to numa: " + host + " reported no usable CPUs");
     const size_t nodes = topo.numa.size();
@@ -101,7 +125,7 @@ std::vector<std::vector<int>> plan_cpus(const std::string& policy, const CpuTopo
     }
     return out;
   }
-  throw std::runtime_error("--bind-to takes none, core or numa, got '" + policy + "'");
+  throw std::runtime_error("--bind-to takes none, core, hwthread, socket or numa, got '" + policy + "'");
 }
 
 const char* gpu_visibility_variable(const std::string& vendor) {

@@ -19,6 +19,9 @@ struct CpuTopology {
   // The kernel's node id of each entry of `numa` (parallel; -1 unknown), the
   // ids GPUs are reported by; empty when unknown (an older agent).
   std::vector<int> numa_ids = {};
+  // Sockets (physical packages) in id order, each its usable CPUs; empty
+  // when unknown (an older agent).
+  std::vector<std::vector<int>> packages = {};
 };
 
 // "0,1,GPU-ab" <-> {"0","1","GPU-ab"}: the form of device lists in the
@@ -35,6 +38,11 @@ std::string format_cpu_list(const std::vector<int>& cpus);
 //   "core": local rank L gets cores [L*c, L*c + c) with all their hardware
 //           threads (c = cpus_per_rank); fails when the host has fewer than
 //           local_world * c cores;
+//   "hwthread": local rank L gets hardware threads [L*c, L*c + c), counted
+//           core by core (both threads of core 0, then core 1's, ...);
+//           fails when the host has fewer than local_world * c threads;
+//   "socket": the local ranks are spread over the sockets in blocks (ranks
+//           0..k-1 on socket 0, ...), each rank all its socket's CPUs;
 //   "numa": each local rank gets a whole NUMA node: the node of its GPU,
 //           when `gpu_numa` (by local rank, the node id of the rank's first
 //           GPU, -1 unknown) names a node of topo.numa_ids that has usable

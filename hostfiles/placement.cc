@@ -103,7 +103,9 @@ std::vector<int> host_of_ranks(const Caps& c, MapBy map_by, long np) {
   return order;
 }
 
-Placement build(const std::vector<HostEntry>& hosts, const std::vector<int>& host_of_rank) {
+}  // namespace
+
+Placement place_given(const std::vector<HostEntry>& hosts, const std::vector<int>& host_of_rank) {
   Placement p;
   std::vector<int> node_of_host(hosts.size(), -1);
   for (int h : host_of_rank) node_of_host[h] = 0;  // mark used hosts
@@ -120,8 +122,6 @@ Placement build(const std::vector<HostEntry>& hosts, const std::vector<int>& hos
   return p;
 }
 
-}  // namespace
-
 Placement place(const std::vector<HostEntry>& hosts, const PlacementOptions& opts) {
   if (opts.np < 0) throw UsageError("-n must be a positive number of ranks, got " + std::to_string(opts.np));
   if (opts.per_node < 0) throw UsageError("--npernode must be positive, got " + std::to_string(opts.per_node));
@@ -135,13 +135,13 @@ Placement place(const std::vector<HostEntry>& hosts, const PlacementOptions& opt
                            : std::accumulate(caps.soft.begin(), caps.soft.end(), 0L);
   }
   check_fits(hosts, opts, np, caps);
-  return build(hosts, host_of_ranks(caps, opts.map_by, np));
+  return place_given(hosts, host_of_ranks(caps, opts.map_by, np));
 }
 
 Placement place_local(int np, int slots) {
   if (np < 1) throw UsageError("-n must be a positive number of ranks, got " + std::to_string(np));
   HostEntry local{"localhost", "", 0, std::max(1, slots), 0, false, std::string(kLocalCpusOrigin)};
-  return build({local}, std::vector<int>(static_cast<std::size_t>(np), 0));
+  return place_given({local}, std::vector<int>(static_cast<std::size_t>(np), 0));
 }
 
 }  // namespace dl::hostfiles

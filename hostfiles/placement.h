@@ -31,6 +31,7 @@ struct RankPlace {
   int rank;
   int node;        // index into Placement::nodes; hostfile order = NODE_RANK
   int local_rank;  // dense 0..local_size-1 per node, in global rank order
+  std::string cpus = {};  // --rankfile: the rank's slot= text (rankfile.h), "" = not pinned by it
 };
 
 struct Placement {
@@ -46,6 +47,10 @@ struct Placement {
 // --oversubscribe"), more than per_node * hosts, more than max_slots allows,
 // no hosts, or a negative np/per_node.
 Placement place(const std::vector<HostEntry>& hosts, const PlacementOptions& opts);
+
+// The placement that puts rank r on hosts[host_of_rank[r]]: the nodes are
+// the hosts that got ranks, in `hosts` order; local ranks in rank order.
+Placement place_given(const std::vector<HostEntry>& hosts, const std::vector<int>& host_of_rank);
 
 // The origin of place_local's host: its slots are the CPUs dlaunch may use
 // there (usable_cpus.h), not a count the user wrote.

@@ -38,11 +38,21 @@ size_t parse_context_options(const std::vector<std::string>& args, size_t at, in
       c.exports.push_back(value_of(a));
       check_export(c.exports.back(), context_name(number) + ": -x");
     }
-    else if (a == "--wdir" || a == "-wdir") c.wdir = value_of(a);
+    else if (a == "--ntasks") c.np = parse_np(value_of(a), number);  // srun's -n
+    else if (a.rfind("--ntasks=", 0) == 0) c.np = parse_np(a.substr(9), number);
+    else if (a == "-env" || a == "--mca" || a == "-mca") {  // mpiexec.hydra's -env NAME VALUE, mpirun's MCA
+      const std::string name = value_of(a), value = value_of(a);
+      c.exports.push_back((a == "-env" ? "" : "OMPI_MCA_") + name + "=" + value);
+      check_export(c.exports.back(), context_name(number) + ": " + a);
+    }
+    else if (a == "--wdir" || a == "-wdir" || a == "-wd" || a == "--wd") c.wdir = value_of(a);
     else if (a.rfind("--wdir=", 0) == 0) c.wdir = a.substr(7);
+    else if (a == "-H" || a == "-host" || a == "--host" || a.rfind("--host=", 0) == 0)
+      throw UsageError(context_name(number) + ": " + a + ": the hosts are the whole job's (give --hostfile or -H "
+                       "before the first program); each context's ranks follow the ranks before them");
     else
       throw UsageError(context_name(number) + ": '" + a + "' is not an app context option (a context after ':' takes " +
-                       "-n, -x and --wdir; options for the whole job go before the first program)");
+                       "-n, -x, -env, --mca and --wdir; options for the whole job go before the first program)");
   }
   return at;
 }

@@ -10,6 +10,7 @@
 #include "errors/error.h"
 #include "hostfiles/binding.h"
 #include "hostfiles/hostfile.h"
+#include "hostfiles/rankfile.h"
 #include "remote/agent_starter.h"
 
 namespace dl::launcher {
@@ -24,11 +25,18 @@ struct GpuCells {
 // --bind-to on a host that is this machine: the CPUs each local rank would
 // be pinned to, planned as at launch from this machine's topology (GPU NUMA
 // nodes included when the GPU columns were planned). A remote host's are
-// known once its agent reports its topology: "?".
+// known once its agent reports its topology: "?". `slots` are the local
+// ranks' rankfile slots (--rankfile).
 void plan_local_cpus(const RunOptions& o, const std::string& host, std::vector<GpuCells>& mine,
-                     const std::vector<int>& gpu_numa) {
+                     const std::vector<int>& gpu_numa, const std::vector<std::string>& slots) {
   static const hostfiles::CpuTopology topo = agent::read_cpu_topology(agent::own_allowed_cpus());
   try {
+    if (o.bind_to == "rankfile") {
+      for (size_t l = 0; l < mine.size(); ++l)
+        if (!slots[l].empty())
+          mine[l].cpus = hostfiles::format_cpu_list(hostfiles::rankfile_cpus(slots[l], topo, host, o.rankfile));
+      return;
+    }
     const auto per_local =
         hostfiles::plan_cpus(o.bind_to, topo, static_cast<int>(mine.size()), o.cpus_per_rank, host, gpu_numa);
     for (size_t l = 0; l < per_local.size(); ++l) mine[l].cpus = hostfiles::format_cpu_list(per_local[l]);
@@ -65,8 +73,12 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
     auto& mine = cells[n];
     mine.assign(static_cast<size_t>(local_world), GpuCells{});
     const bool local = remote::is_local_host(p.nodes[n].host);
+    std::vector<std::string> slots(mine.size());  // --rankfile's, by local rank
+    if (o.bind_to == "rankfile")
+      for (const auto& r : p.ranks)
+        if (r.node == static_cast<int>(n)) slots.at(static_cast<size_t>(r.local_rank)) = r.cpus;
     if (o.bind_to != "none") {
-      if (local) plan_local_cpus(o, host, mine, {});
+      if (local) plan_local_cpus(o, host, mine, {}, slots);
       else for (auto& c : mine) c.cpus = "?";
     }
     if (!bind) {
@@ -99,7 +111,7 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
         }
         gpu_numa.push_back(node);
       }
-      if (o.bind_to == "numa" && local) plan_local_cpus(o, host, mine, gpu_numa);
+      if (o.bind_to == "numa" && local) plan_local_cpus(o, host, mine, gpu_numa, slots);
     } catch (const std::runtime_error& e) {
       throw UsageError(e.what());  // the launch would refuse the same way: exit 2
     }

@@ -48,6 +48,7 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> vie
   out.tag = opts_.tag_output, out.timestamp = opts_.timestamp_output, out.dir = opts_.output_dir;
   // torchrun's -r/-t maps are keyed by local rank; parse_run_options has checked the text.
   out.log_dir = opts_.log_dir;
+  out.merge_stderr = opts_.merge_stderr;
   out.redirects = parse_std_spec(opts_.redirects, "-r/--redirects");
   out.tee = parse_std_spec(opts_.tee, "-t/--tee");
   out.console_ranks = parse_rank_list(opts_.local_ranks_filter, "--local-ranks-filter");
@@ -69,6 +70,8 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> vie
   // The files and report paths are checked before anything starts: a
   // refusal is a usage error (exit 2), not a job lost after launch.
   sink_->make_files(ours);
+  if (!opts_.log_dir.empty() && !ours.empty() && (opts_.verbose || ::isatty(2) == 1))
+    write_fully(2, "dlaunch: --log-dir: this run's files are in " + sink_->files_path() + "\n");
   check_report_paths(opts_.report_dir, opts_.report_json);
 }
 

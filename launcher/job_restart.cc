@@ -101,6 +101,7 @@ void Job::relaunch(int master_port) {
   signals_seen_ = 0;
   peer_failed_ = published_ = false;
   attempts_.relaunched();
+  sink_->next_attempt(attempts_.restarts());
   if (view_) view_->next_attempt(attempts_.restarts());
   if (store_) store_->erase_all_but(kStoreKeepPrefix);
   PlanInput in = plan_input();

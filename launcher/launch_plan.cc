@@ -6,6 +6,7 @@
 #include "agent/gpu_binding.h"
 #include "control/env_names.h"
 #include "hostfiles/binding.h"
+#include "hostfiles/rankfile.h"
 
 namespace dl::launcher {
 
@@ -78,6 +79,16 @@ bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
   return true;
 }
 
+// --map-by ppr:N:socket planned every host with this machine's sockets:
+// one with another count would get too many or too few ranks per socket.
+void check_sockets(const RunOptions& o, const hostfiles::CpuTopology& topo, const std::string& host) {
+  if (o.per_socket <= 0 || static_cast<int>(topo.packages.size()) == o.sockets_per_node) return;
+  throw std::runtime_error("--map-by ppr:" + std::to_string(o.per_socket) + ":socket: " + host + " has " +
+                           std::to_string(topo.packages.size()) + " usable socket(s), but the ranks per node were "
+                           "planned for " + std::to_string(o.sockets_per_node) + " (this machine's); run on hosts "
+                           "alike, or give --npernode and --bind-to socket");
+}
+
 // --bind-to: every rank's CPUs, from what its agent reported, by local rank;
 // `gpu_numa` (rank -> the NUMA node of its first GPU) lets numa follow the GPU.
 bool plan_cpus(const PlanInput& in, LaunchPlan& plan, std::map<int, std::vector<int>>& cpus,
@@ -89,12 +100,21 @@ bool plan_cpus(const PlanInput& in, LaunchPlan& plan, std::map<int, std::vector<
     if (n.hello->cpu) {
       topo.cores = n.hello->cpu->cores, topo.numa = n.hello->cpu->numa;
       if (n.hello->cpu->numa_ids) topo.numa_ids = *n.hello->cpu->numa_ids;
+      if (n.hello->cpu->packages) topo.packages = *n.hello->cpu->packages;
     }
     std::vector<int> by_local(n.ranks.size(), -1);
     for (int r : n.ranks)
       if (auto g = gpu_numa.find(r); g != gpu_numa.end())
         by_local.at(static_cast<size_t>(in.placement->ranks.at(static_cast<size_t>(r)).local_rank)) = g->second;
     try {
+      check_sockets(*in.opts, topo, n.host);
+      if (in.opts->bind_to == "rankfile") {
+        for (int r : n.ranks)
+          if (const auto& place = in.placement->ranks.at(static_cast<size_t>(r)); !place.cpus.empty())
+            cpus[r] = hostfiles::rankfile_cpus(place.cpus, topo, n.host,
+                                               in.opts->rankfile + " (rank " + std::to_string(r) + ")");
+        continue;
+      }
       auto per_local = hostfiles::plan_cpus(in.opts->bind_to, topo, static_cast<int>(n.ranks.size()),
                                             in.opts->cpus_per_rank, n.host, by_local);
       for (int r : n.ranks)

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <boost/program_options.hpp>
 #include <sstream>
 #include <type_traits>
@@ -62,7 +63,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("hostfile", val(&o.hostfile, help), "hostfile (OpenMPI, MPICH or DeepSpeed format)")
     ("machinefile", val(&o.hostfile, help), "alias of --hostfile")
     ("host,H", val(&o.hosts, help), "host list: h1:2,h2:2,node[01-04]")
-    ("map-by", val(&o.map_by, help), "slot (fill each host) or node (round-robin)")
+    ("map-by", val(&o.map_by, help), "slot (fill each host), node (round-robin), ppr:N:node or ppr:N:socket")
     ("npernode", val(&o.per_node, help), "ranks per node")
     ("ppn", val(&o.per_node, help), "alias of --npernode")
     ("nproc-per-node", po::value<std::string>(), "ranks per node: N, or gpu, cpu or auto (torchrun's name)")
@@ -80,13 +81,16 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("gpu-vendor", val(&o.gpu_vendor, help), "nvidia, amd or intel: whose GPUs to bind on a host with two vendors")
     ("oversubscribe-gpus", po::bool_switch(&o.oversubscribe_gpus), "let more ranks than GPUs share them round-robin")
     ("report-bindings", po::bool_switch(&o.report_bindings), "print each rank's GPUs and CPUs at start-up")
-    ("bind-to", val(&o.bind_to, help), "pin ranks to CPUs: none, core or numa (by local rank)")
-    ("cpus-per-rank", val(&o.cpus_per_rank, help), "cores each rank gets with --bind-to core")
+    ("bind-to", val(&o.bind_to, help), "pin ranks to CPUs: none, core, hwthread, socket or numa (by local rank)")
+    ("cpus-per-rank", val(&o.cpus_per_rank, help), "cores (hardware threads) each rank gets with --bind-to core (hwthread)")
+    ("use-hwthread-cpus", po::bool_switch(&o.use_hwthread_cpus), "mpirun's: --bind-to core pins hardware threads")
+    ("rankfile", val(&o.rankfile, help), "mpirun's: place rank N on a host and CPUs, one line each: rank N=HOST slot=CPUS")
     ("mpi", val(&o.mpi, help), "pmix, pmi, none or auto (PMI, and PMIx when the agents have libpmix)")
     ("fence-timeout", seconds(&o.fence_timeout_s, help, "--fence-timeout", kMaxWaitSeconds),
      "seconds an MPI fence across hosts may take")
     ("tag-output", po::bool_switch(&o.tag_output), "prefix lines with [rank@host]")
     ("timestamp-output", po::bool_switch(&o.timestamp_output), "prefix lines with the time")
+    ("merge-stderr-to-stdout", po::bool_switch(&o.merge_stderr), "the ranks' stderr goes where their stdout goes (mpirun's)")
     ("output-filename", val(&o.output_dir, help), "write DIR/rank.N/{stdout,stderr} instead of the console (OpenMPI writes both)")
     ("stdin", val(&o.stdin_target, help), "rank that reads dlaunch's stdin, or none")
     ("output-pty", "each rank's stdout is a pseudo-terminal, so print/printf line-buffer (default)")
@@ -171,19 +175,6 @@ std::string value_after(const std::vector<std::string>& raw, size_t& i, const st
   return raw[++i];
 }
 
-// mpirun's flags that dlaunch does not honour: refused, naming what it offers.
-void refuse_unhonoured(const std::string& typed, const std::string& name) {
-  if (name == "--merge-stderr-to-stdout")
-    throw UsageError(typed + ": dlaunch writes the ranks' stderr to its own stderr; merge them as for any program "
-                     "(dlaunch ... 2>&1), or keep each rank's streams apart with --output-filename DIR");
-  if (name == "--use-hwthread-cpus")
-    throw UsageError(typed + ": dlaunch counts cores, not hardware threads; give slots in the hostfile or -H "
-                     "host:N, and --bind-to core to pin");
-  if (name == "--rankfile")
-    throw UsageError(typed + ": rank files are not supported; place ranks with --hostfile/-H, --map-by slot|node "
-                     "and --npernode, pin with --bind-to core|numa");
-}
-
 // mpirun's --mca NAME VALUE at raw[i]: the ranks' OMPI_MCA_NAME=VALUE, as -x.
 void mca_export(const std::vector<std::string>& raw, size_t& i, std::vector<std::string>& mine) {
   const std::string& typed = raw[i];
@@ -212,7 +203,6 @@ std::string fixed_nnodes(const std::string& typed, const std::string& v) {
 bool translate_habit(const std::vector<std::string>& raw, size_t& i, std::vector<std::string>& mine) {
   const std::string typed = raw[i].substr(0, raw[i].find('='));
   const std::string name = normalize(typed);
-  refuse_unhonoured(typed, name);
   if (typed == "--allow-run-as-root" || typed == "-allow-run-as-root") return true;  // dlaunch runs as root anyway
   if (typed == "--mca" || typed == "-mca" || typed == "--gmca" || typed == "-gmca") {
     mca_export(raw, i, mine);
@@ -220,9 +210,13 @@ bool translate_habit(const std::vector<std::string>& raw, size_t& i, std::vector
   }
   if (name == "--cpu-bind") {
     const std::string v = value_after(raw, i, typed);
-    if (v != "cores" && v != "none")
-      throw UsageError(typed + " " + v + ": dlaunch binds with --bind-to core (srun's cores), numa or none");
-    mine.push_back(v == "cores" ? "--bind-to=core" : "--bind-to=none");
+    static const std::map<std::string, std::string> srun_to_dlaunch = {
+        {"none", "none"}, {"cores", "core"}, {"threads", "hwthread"}, {"sockets", "socket"}, {"ldoms", "numa"}};
+    const auto it = srun_to_dlaunch.find(v);
+    if (it == srun_to_dlaunch.end())
+      throw UsageError(typed + " " + v + ": dlaunch binds with srun's cores, threads, sockets, ldoms or none "
+                       "(--bind-to core, hwthread, socket, numa, none), by local rank");
+    mine.push_back("--bind-to=" + it->second);
     return true;
   }
   if (name == "--nnodes") {
@@ -232,25 +226,46 @@ bool translate_habit(const std::vector<std::string>& raw, size_t& i, std::vector
   return false;
 }
 
+// mpirun's --map-by ppr:N:node (N ranks per node, as --npernode N) and
+// ppr:N:socket (N per socket: N x the sockets of this machine per node, each
+// rank pinned to its socket unless --bind-to says otherwise; a host whose
+// agent reports another socket count is refused before any rank starts).
+void ranks_per_resource(RunOptions& o, const po::variables_map& vm) {
+  const std::string spec = o.map_by;
+  const size_t colon = spec.find(':', 4);
+  const std::string n = spec.substr(4, colon == std::string::npos ? std::string::npos : colon - 4);
+  const std::string unit = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (n.empty() || n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1 ||
+      (unit != "node" && unit != "socket" && unit != "package"))
+    throw UsageError("--map-by " + spec + ": expected ppr:N:node (N ranks per node) or ppr:N:socket (N per socket)");
+  if (vm.count("npernode") || vm.count("ppn") || vm.count("nproc-per-node"))
+    throw UsageError("give --map-by " + spec + " or --npernode, not both");
+  o.per_node = std::stoi(n);
+  o.map_by = "slot";
+  if (unit == "node") return;
+  o.per_socket = o.per_node;
+  if (!vm.count("bind-to")) o.bind_to = "socket";
+}
+
+// --rankfile places and pins every rank: what else would place or pin them is refused.
+void rankfile_rules(RunOptions& o, const po::variables_map& vm) {
+  for (const char* other : {"npernode", "ppn", "nproc-per-node", "map-by", "bind-to", "cpus-per-rank"})
+    if (vm.count(other))
+      throw UsageError(std::string("give --rankfile or --") + other + ", not both: the rankfile places every rank "
+                       "on its host and its CPUs (rank N=HOST slot=CPUS)");
+  if (vm.count("rdzv") || vm.count("nnodes"))
+    throw UsageError("--rankfile places the ranks of one launch; per-node mode (--rdzv, --nnodes) places each node's "
+                     "own");
+  o.bind_to = "rankfile";
+}
+
 // mpirun's and srun's values of dlaunch options: those with a dlaunch
 // meaning become it, the rest are refused naming the nearest option.
 void mpirun_values(RunOptions& o, const po::variables_map& vm) {
-  if (o.map_by.rfind("ppr:", 0) == 0) {  // ppr:N:node, N ranks per node
-    const std::string n = o.map_by.substr(4, o.map_by.rfind(':') - 4);
-    if (o.map_by.size() < 10 || o.map_by.compare(o.map_by.size() - 5, 5, ":node") != 0 || n.empty() ||
-        n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1)
-      throw UsageError("--map-by " + o.map_by + ": dlaunch places N ranks per node with ppr:N:node (or --npernode "
-                       "N); per socket it does not place");
-    if (vm.count("npernode") || vm.count("ppn") || vm.count("nproc-per-node"))
-      throw UsageError("give --map-by " + o.map_by + " or --npernode, not both");
-    o.per_node = std::stoi(n);
-    o.map_by = "slot";
-  }
-  if (o.bind_to == "socket")
-    throw UsageError("--bind-to socket: dlaunch pins to a NUMA node (--bind-to numa; one per socket on most "
-                     "machines) or to cores (--bind-to core)");
-  if (o.bind_to == "hwthread")
-    throw UsageError("--bind-to hwthread: dlaunch pins to whole cores: --bind-to core (--cpus-per-rank N for more)");
+  if (o.map_by.rfind("ppr:", 0) == 0) ranks_per_resource(o, vm);
+  // --use-hwthread-cpus: a hardware thread is what a core was.
+  if (o.use_hwthread_cpus && o.bind_to == "core") o.bind_to = "hwthread";
+  if (!o.rankfile.empty()) rankfile_rules(o, vm);
   if (o.mpi == "pmi2") o.mpi = "pmi";  // srun's --mpi=pmi2: dlaunch's PMI server speaks PMI-1 and PMI-2
   if (vm.count("start-method")) {
     const auto m = vm["start-method"].as<std::string>();
@@ -553,14 +568,16 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
     throw UsageError("--gpu-bind takes visible, isolate or none, got '" + o.gpu_bind_mode + "'");
   if (!o.gpu_vendor.empty() && o.gpu_vendor != "nvidia" && o.gpu_vendor != "amd" && o.gpu_vendor != "intel")
     throw UsageError("--gpu-vendor takes nvidia, amd or intel, got '" + o.gpu_vendor + "'");
-  if (o.bind_to != "none" && o.bind_to != "core" && o.bind_to != "numa")
-    throw UsageError("--bind-to takes none, core or numa, got '" + o.bind_to + "'");
+  if (o.bind_to != "none" && o.bind_to != "core" && o.bind_to != "hwthread" && o.bind_to != "socket" &&
+      o.bind_to != "numa" && o.bind_to != "rankfile")
+    throw UsageError("--bind-to takes none, core, hwthread, socket or numa, got '" + o.bind_to + "'");
   if (o.cpus_per_rank < 1) throw UsageError("--cpus-per-rank needs at least 1");
   // The method itself (auto, slurm) is resolved where the environment is read (run.cc).
   if (const auto names = remote::start_method_names(); std::find(names.begin(), names.end(), o.launcher) == names.end())
     remote::resolve_start_method(o.launcher, "");  // throws, naming every method
   if (o.ssh_parallel < 1) throw UsageError("--ssh-parallel needs at least 1");
-  if (o.cpus_per_rank != 1 && o.bind_to != "core") throw UsageError("--cpus-per-rank needs --bind-to core");
+  if (o.cpus_per_rank != 1 && o.bind_to != "core" && o.bind_to != "hwthread")
+    throw UsageError("--cpus-per-rank needs --bind-to core or hwthread");
   if (vm.count("npernode") || vm.count("ppn")) o.per_node_flag = vm.count("ppn") ? "--ppn" : "--npernode";
   if (vm.count("nproc-per-node")) {
     o.per_node_flag = "--nproc-per-node";

@@ -28,7 +28,12 @@ struct RunOptions {
   std::string wdir;                  // --wdir; "" = the launcher's cwd
   int gpus_per_node = -1;            // --gpus-per-node; -1 = detect per host
   int gpus_per_rank = 1;             // --gpus-per-rank
-  std::string bind_to = "none";      // --bind-to none|core|numa
+  std::string bind_to = "none";      // --bind-to none|core|hwthread|socket|numa; "rankfile" with --rankfile
+  int per_socket = 0;                // --map-by ppr:N:socket: N (per_node is N x this machine's sockets)
+  int sockets_per_node = 0;          // with per_socket: the sockets every host must have (this machine's)
+  bool use_hwthread_cpus = false;    // mpirun's --use-hwthread-cpus: --bind-to core pins hardware threads
+  bool merge_stderr = false;         // --merge-stderr-to-stdout
+  std::string rankfile;              // --rankfile FILE (mpirun's): rank -> host and CPUs
   int cpus_per_rank = 1;             // --cpus-per-rank (cores each rank gets with --bind-to core)
   // --gpu-bind visible|isolate|none (hostfiles/binding.h, plan_gpus). gpu_bind is false exactly when the mode is
   // none (--gpu-bind none, --no-gpu-bind): the agents then do not even detect GPUs.

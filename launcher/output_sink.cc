@@ -234,8 +234,33 @@ std::string OutputSink::prefix(int rank) const {
 }
 
 wire::PrivateDir& OutputSink::files_dir() {
-  if (!files_dir_) files_dir_ = wire::PrivateDir::open(opts_.dir.empty() ? opts_.log_dir : opts_.dir, true);
-  return *files_dir_;
+  if (files_dir_) return *files_dir_;
+  if (!opts_.dir.empty()) return files_dir_.emplace(wire::PrivateDir::open(opts_.dir, true));
+  // --log-dir: a directory of this run's own, one of each attempt in it.
+  if (run_name_.empty()) {
+    char stamp[32];
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    ::localtime_r(&now, &tm);
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    run_name_ = std::string("dlaunch_") + stamp + "_" + std::to_string(::getpid());
+  }
+  return files_dir_.emplace(
+      wire::PrivateDir::open(opts_.log_dir, true).sub(run_name_).sub("attempt_" + std::to_string(attempt_)));
+}
+
+std::string OutputSink::files_path() {
+  if (opts_.dir.empty() && opts_.log_dir.empty()) return "";
+  return files_dir().path();
+}
+
+void OutputSink::next_attempt(int attempt) {
+  if (opts_.log_dir.empty()) return;  // --output-filename: every attempt's bytes, one after the other
+  for (auto& [k, fd] : files_) ::close(fd);
+  files_.clear();
+  made_.clear();
+  files_dir_.reset();
+  attempt_ = attempt;
 }
 
 void OutputSink::make_files(const std::vector<int>& ranks) {
@@ -311,6 +336,7 @@ void OutputSink::end_open_line(std::optional<OpenLine>& open) {
 }
 
 void OutputSink::write(int rank, int stream, std::string_view bytes) {
+  if (opts_.merge_stderr) stream = 1;
   const Route r = route(opts_, rank, stream);
   if (r.file) write_fully(file_for(rank, stream), bytes);
   if (!r.console || bytes.empty()) return;

@@ -38,6 +38,9 @@ std::vector<int> parse_rank_list(const std::string& text, const std::string& opt
 struct OutputOptions {
   bool tag = false;
   bool timestamp = false;
+  // --merge-stderr-to-stdout: every rank's stderr is its stdout here (the
+  // console's stdout, the stdout file), in the order the chunks arrive.
+  bool merge_stderr = false;
   std::string dir;  // --output-filename DIR: every stream to DIR/rank.N/{stdout,stderr}, nothing to the console
   // torchrun's spellings (docs/dlaunch.md): with log_dir, the streams that
   // redirects or tee name go to log_dir/rank.N/{stdout,stderr} (same layout as
@@ -94,6 +97,13 @@ class OutputSink {
   void show_held(Clock::time_point now, bool behind = false);
   // When the first partial line will have waited kHoldFor; none if none waits.
   std::optional<Clock::time_point> next_due() const;
+  // The directory the rank directories are made in: --output-filename's DIR;
+  // for --log-dir, LOG_DIR/dlaunch_<date>-<time>_<pid>/attempt_<k> (a fresh
+  // one per run and attempt, as torchrun's); "" when no stream goes to files.
+  std::string files_path();
+  // A restart: the files of `attempt` go to its own directory (--log-dir);
+  // --output-filename's files go on, the failed attempt's output kept above.
+  void next_attempt(int attempt);
   // Bytes held back waiting for a newline (for tests).
   size_t pending() const;
 
@@ -129,6 +139,8 @@ class OutputSink {
   std::optional<OpenLine> open_[2];  // per cursor: out_fd_'s, err_fd_'s
   Clock::time_point last_shown_[2];  // per cursor: when something was last written there
   std::optional<wire::PrivateDir> files_dir_;
+  std::string run_name_;  // --log-dir: this run's directory in it
+  int attempt_ = 0;
   std::set<Key> made_;  // files make_files emptied, not yet opened again
   std::map<Key, int> files_;
 };

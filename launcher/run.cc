@@ -9,11 +9,13 @@
 #include <string_view>
 #include <thread>
 
+#include "agent/cpu_binding.h"
 #include "agent/gpu_binding.h"
 #include "errors/error.h"
 #include "hostfiles/allocation.h"
 #include "hostfiles/hostfile.h"
 #include "hostfiles/placement.h"
+#include "hostfiles/rankfile.h"
 #include "hostfiles/usable_cpus.h"
 #include "launcher/dry_run.h"
 #include "launcher/dry_run_program.h"
@@ -71,6 +73,14 @@ void check_placed(const RunOptions& o, long local_ranks, long world) {
   check_local_limits({local_ranks, world, !o.output_dir.empty() || !o.log_dir.empty()});
 }
 
+// How many of the placed ranks run on this machine.
+long local_ranks(const hostfiles::Placement& p) {
+  long local = 0;
+  for (size_t n = 0; n < p.nodes.size(); ++n)
+    if (remote::is_local_host(p.nodes[n].host)) local += p.local_size[n];
+  return local;
+}
+
 // Entries that are this machine under several names become one host (the
 // slots added) before anything is placed; said on a terminal, with -v and
 // --dry-run, and in a placement error (the user counted two hosts there).
@@ -89,6 +99,11 @@ std::vector<hostfiles::HostEntry> merge_this_machine(std::vector<hostfiles::Host
 hostfiles::Placement plan(const RunOptions& o) {
   std::string merged;
   std::vector<hostfiles::HostEntry> hosts = merge_this_machine(job_hosts(o), o, merged);
+  if (!o.rankfile.empty()) {
+    hostfiles::Placement p = hostfiles::place_by_rankfile(hostfiles::read_rankfile(o.rankfile), hosts, o.np);
+    check_placed(o, local_ranks(p), static_cast<long>(p.ranks.size()));
+    return p;
+  }
   if (hosts.empty()) {
     const int np = o.np > 0 ? o.np : (o.per_node > 0 ? o.per_node : 1);
     check_placed(o, np, np);  // before the placement of a million ranks is built
@@ -113,10 +128,7 @@ hostfiles::Placement plan(const RunOptions& o) {
     if (merged.empty()) throw;
     throw UsageError(std::string(e.what()) + " (" + merged + ")");
   }
-  long local = 0;
-  for (size_t n = 0; n < p.nodes.size(); ++n)
-    if (remote::is_local_host(p.nodes[n].host)) local += p.local_size[n];
-  check_placed(o, local, static_cast<long>(p.ranks.size()));
+  check_placed(o, local_ranks(p), static_cast<long>(p.ranks.size()));
   return p;
 }
 
@@ -124,6 +136,11 @@ hostfiles::Placement plan(const RunOptions& o) {
 // as an agent here would detect them (--gpus-per-node, CUDA_VISIBLE_DEVICES,
 // the driver), the CPUs as the OS counts them.
 void resolve_torchrun_words(RunOptions& o) {
+  if (o.per_socket > 0) {  // --map-by ppr:N:socket, with this machine's sockets for every host
+    const auto sockets = agent::read_cpu_topology(agent::own_allowed_cpus()).packages.size();
+    o.sockets_per_node = static_cast<int>(std::max<size_t>(sockets, 1));
+    o.per_node = o.per_socket * o.sockets_per_node;
+  }
   if (!o.nproc_per_node_kind.empty()) {
     int gpus = 0;
     if (o.nproc_per_node_kind != "cpu") {

@@ -47,12 +47,16 @@ TEST_CASE("topology: hyperthread siblings form one core, NUMA nodes limited to t
   REQUIRE(t.numa.size() == 2);
   CHECK(t.numa[1] == V{2, 3, 6, 7});
   CHECK(t.numa_ids == V{0, 2});  // the kernel's ids, which GPUs' numa_node name, not positions
+  REQUIRE(t.packages.size() == 2);  // sockets, for --bind-to socket and --rankfile's S:CORES
+  CHECK(t.packages[0] == V{0, 1, 4, 5});
+  CHECK(t.packages[1] == V{2, 3, 6, 7});
   // A taskset/cgroup that leaves only some CPUs: only those count.
   CpuTopology u = read_cpu_topology({2, 3}, fs.root);
   CHECK(u.cores.size() == 2);
   REQUIRE(u.numa.size() == 1);
   CHECK(u.numa[0] == V{2, 3});
   CHECK(u.numa_ids == V{2});  // node0 has no allowed CPU: left out, and node2 keeps its id
+  CHECK(u.packages == std::vector<V>{{2, 3}});  // a socket with no allowed CPU is left out
 }
 
 TEST_CASE("topology without sysfs information: every CPU a core, one node", "[agent]") {

@@ -43,6 +43,32 @@ TEST_CASE("bind-to core: consecutive cores by local rank, all their threads", "[
   }
 }
 
+TEST_CASE("bind-to hwthread: consecutive hardware threads, core by core", "[hostfiles]") {
+  CpuTopology t;
+  t.cores = {{0, 4}, {1, 5}, {2, 6}, {3, 7}};
+  CHECK(plan_cpus("hwthread", t, 3, 1, "h1") == std::vector<V>{{0}, {4}, {1}});
+  CHECK(plan_cpus("hwthread", t, 2, 3, "h1") == std::vector<V>{{0, 1, 4}, {2, 5, 6}});
+  CHECK(plan_cpus("hwthread", t, 8, 1, "h1").back() == V{7});
+  try {
+    plan_cpus("hwthread", t, 5, 2, "node3");
+    FAIL("expected an error");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).find("node3 has 8 usable hardware threads") != std::string::npos);
+    CHECK(std::string(e.what()).find("need 10") != std::string::npos);
+  }
+}
+
+TEST_CASE("bind-to socket: local ranks in blocks over the sockets, each its whole socket", "[hostfiles]") {
+  CpuTopology t;
+  t.cores = {{0, 4}, {1, 5}, {2, 6}, {3, 7}};
+  t.packages = {{0, 1, 4, 5}, {2, 3, 6, 7}};
+  CHECK(plan_cpus("socket", t, 4, 1, "h") ==
+        std::vector<V>{{0, 1, 4, 5}, {0, 1, 4, 5}, {2, 3, 6, 7}, {2, 3, 6, 7}});
+  CHECK(plan_cpus("socket", t, 1, 1, "h") == std::vector<V>{{0, 1, 4, 5}});
+  t.packages.clear();  // an agent that reports no sockets
+  CHECK_THROWS_WITH(plan_cpus("socket", t, 1, 1, "node9"), Catch::Contains("node9 reported no sockets"));
+}
+
 TEST_CASE("bind-to numa: local ranks in blocks over the nodes, and none binds nothing", "[hostfiles]") {
   CpuTopology t;
   t.cores = {{0}, {1}, {2}, {3}};

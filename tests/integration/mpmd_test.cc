@@ -75,6 +75,23 @@ TEST_CASE("mpmd: a -x before the first ':' reaches the first context only, --env
   CHECK(r.out.find("] be\n") != std::string::npos);
 }
 
+TEST_CASE("mpmd: a context's mpirun and hydra habits (-np -env --mca -wd --ntasks) are its own", "[integration]") {
+  TempDir out, wd;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--output-filename", out.path, "-np", "1", "/bin/sh", "-c", "pwd; env", ":",
+            "--ntasks", "1", "-env", "ONLY_SECOND", "2", "--mca", "btl", "tcp", "-wd", wd.path, "/bin/sh", "-c",
+            "pwd; env"};
+  RunResult r = run(s, 60);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto first = env_of(out.path, 0), second = env_of(out.path, 1);
+  CHECK(first.count("ONLY_SECOND") == 0);
+  CHECK(first.count("OMPI_MCA_btl") == 0);
+  CHECK(second["ONLY_SECOND"] == "2");
+  CHECK(second["OMPI_MCA_btl"] == "tcp");
+  CHECK(lines(read_file(out.path + "/rank.1/stdout")).front() == std::filesystem::canonical(wd.path).string());
+}
+
 TEST_CASE("mpmd: --app FILE runs one context per line", "[integration]") {
   TempDir out, work;
   const std::string wdir = std::filesystem::canonical(work.path).string();
@@ -149,6 +166,8 @@ TEST_CASE("mpmd: a ':' that starts no app context is an error saying what was ex
       {{"-n", "1", "/bin/true", ":", "-n", "0", "/bin/true"}, "app context 2: -n needs a positive number"},
       {{"-n", "1", "/bin/true", ":", "-n", "1", "--tag-output", "/bin/true"},
        "app context 2: '--tag-output' is not an app context option"},
+      {{"-n", "1", "/bin/true", ":", "-n", "1", "-host", "h2", "/bin/true"},
+       "app context 2: -host: the hosts are the whole job's"},
       {{"--app", bad_app}, bad_app + ":2: app context 2: '--bind-to' is not an app context option"},
       {{"--app", bad_app, "/bin/true"}, "--app " + bad_app + " names the programs"},
       {{"--app", tmp.path + "/missing"}, "cannot read it"},

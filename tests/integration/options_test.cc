@@ -677,3 +677,77 @@ TEST_CASE("habits: mpirun's -display-map prints the rank map, then runs the job"
   CHECK(out[0].rfind("rank", 0) == 0);  // the table's head, before any rank's line
   CHECK(std::count(out.begin(), out.end(), "ran") == 2);
 }
+
+TEST_CASE("habits: --rankfile places each rank on its host and pins it to its slot, a bad slot names the rank",
+          "[integration][habits]") {
+  const std::vector<int> mine = allowed_in(read_file("/proc/self/status"));
+  REQUIRE(!mine.empty());
+  const int first = mine.front(), last = mine.back();
+  TempDir tmp;
+  const std::string rf = tmp.path + "/ranks";
+  write_file(rf, "# one line per rank\nrank 1=localhost slot=" + std::to_string(first) + "\nrank 0=localhost slot=" +
+                     std::to_string(last) + "\nrank 2=localhost\n");
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--rankfile", rf, "--output-filename", tmp.path + "/out", "/bin/cat", "/proc/self/status"};
+  RunResult r = run(s, 30);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(allowed_in(read_file(tmp.path + "/out/rank.0/stdout")) == std::vector<int>{last});
+  CHECK(allowed_in(read_file(tmp.path + "/out/rank.1/stdout")) == std::vector<int>{first});
+  CHECK(allowed_in(read_file(tmp.path + "/out/rank.2/stdout")) == mine);  // no slot: not pinned
+  CHECK_FALSE(std::filesystem::exists(tmp.path + "/out/rank.3"));   // -n is the rankfile's count
+
+  write_file(rf, "rank 0=localhost slot=4000\n");
+  const std::string flag = tmp.path + "/started";
+  RunSpec bad;
+  bad.argv = {bin("dlaunch"), "--rankfile", rf, "/usr/bin/touch", flag};
+  RunResult b = run(bad, 30);
+  INFO(b.err);
+  CHECK(b.code == 2);
+  CHECK(b.err.find(rf + " (rank 0): slot=4000: CPU 4000 is not one") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(flag));
+}
+
+TEST_CASE("habits: --bind-to hwthread gives each rank a hardware thread of its own, --bind-to socket its socket",
+          "[integration][habits]") {
+  const std::vector<int> mine = allowed_in(read_file("/proc/self/status"));
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", std::to_string(mine.size()), "--bind-to", "hwthread", "--output-filename",
+            tmp.path + "/t", "/bin/cat", "/proc/self/status"};
+  RunResult r = run(s, 30);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  std::vector<int> all;
+  for (size_t rank = 0; rank < mine.size(); ++rank) {
+    const auto cpus = allowed_in(read_file(tmp.path + "/t/rank." + std::to_string(rank) + "/stdout"));
+    CHECK(cpus.size() == 1);
+    all.insert(all.end(), cpus.begin(), cpus.end());
+  }
+  std::sort(all.begin(), all.end());
+  CHECK(all == mine);
+  // One rank per socket of this machine, each all the CPUs of its socket.
+  RunSpec sock;
+  sock.argv = {bin("dlaunch"), "--map-by", "ppr:1:socket", "--output-filename", tmp.path + "/s", "/bin/cat",
+               "/proc/self/status"};
+  RunResult q = run(sock, 30);
+  INFO(q.err);
+  REQUIRE(q.code == 0);
+  std::set<int> seen;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path + "/s")) {
+    const auto cpus = allowed_in(read_file(e.path().string() + "/stdout"));
+    CHECK(!cpus.empty());
+    seen.insert(cpus.begin(), cpus.end());
+  }
+  CHECK(std::vector<int>(seen.begin(), seen.end()) == mine);  // the sockets together cover the host
+}
+
+TEST_CASE("habits: --merge-stderr-to-stdout sends every rank's stderr to dlaunch's stdout", "[integration][habits]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--merge-stderr-to-stdout", "/bin/sh", "-c", "echo out-$RANK; echo err-$RANK >&2"};
+  RunResult r = run(s, 30);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(sorted_lines(r.out) == std::vector<std::string>{"err-0", "err-1", "out-0", "out-1"});
+  CHECK(r.err.find("err-") == std::string::npos);
+}

@@ -28,8 +28,19 @@ std::vector<std::string> sorted_lines(const std::string& text) {
 }
 
 bool exists(const std::string& p) { return std::filesystem::exists(p); }
+// The one run directory --log-dir DIR made (DIR/dlaunch_<time>_<pid>), or "".
+std::string run_dir(const std::string& dir) {
+  std::vector<std::string> runs;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) runs.push_back(e.path().string());
+  INFO("runs in " << dir << ": " << runs.size());
+  REQUIRE(runs.size() == 1);
+  CHECK(std::filesystem::path(runs[0]).filename().string().rfind("dlaunch_", 0) == 0);
+  return runs[0];
+}
+// A rank's file of the first attempt of the one run in --log-dir `dir`.
 std::string file(const std::string& dir, int rank, const char* stream) {
-  return dir + "/rank." + std::to_string(rank) + "/" + stream;
+  return run_dir(dir) + "/attempt_0/rank." + std::to_string(rank) + "/" + stream;
 }
 using Lines = std::vector<std::string>;
 }  // namespace
@@ -106,7 +117,7 @@ TEST_CASE("torchrun logs: a per-local-rank map -r 0:1,1:2 redirects each rank's 
   CHECK_FALSE(exists(file(dir, 0, "stderr")));
   CHECK(read_file(file(dir, 1, "stderr")) == "err-1\n");
   CHECK_FALSE(exists(file(dir, 1, "stdout")));
-  CHECK_FALSE(exists(dir + "/rank.2"));  // local rank 2 is not in the map: console only
+  CHECK_FALSE(exists(run_dir(dir) + "/attempt_0/rank.2"));  // local rank 2 is not in the map: console only
 }
 
 TEST_CASE("torchrun logs: --local-ranks-filter 1 with -t 3 shows rank 1 and writes every rank's files",
@@ -156,4 +167,29 @@ TEST_CASE("torchrun logs: usage errors exit 2 before anything starts, naming the
   INFO(ok.err);
   CHECK(ok.code == 0);
   CHECK(ok.out == "out-0\n");
+}
+
+TEST_CASE("torchrun logs: every run and every attempt of --log-dir gets a directory of its own",
+          "[integration][torchrun]") {
+  TempDir tmp;
+  const std::string dir = tmp.path + "/logs";
+  // Two runs, the second restarting once: rank 0 fails in its first attempt.
+  const char* script = "echo try-$TORCHELASTIC_RESTART_COUNT; [ $TORCHELASTIC_RESTART_COUNT -gt 0 ] || exit 3";
+  for (const char* restarts : {"0", "1"}) {
+    RunSpec s;
+    s.argv = {bin("dlaunch"), "-n", "1", "--log-dir", dir, "-r", "3", "--max-restarts", restarts, "-v",
+              "/bin/sh", "-c", script};
+    RunResult r = run(s, 30);
+    INFO(r.out << r.err);
+    CHECK(r.code == (restarts[0] == '0' ? 3 : 0));
+    CHECK(r.err.find("dlaunch: --log-dir: this run's files are in " + dir + "/dlaunch_") != std::string::npos);
+  }
+  std::vector<std::string> runs;  // the restarted run last
+  for (const auto& e : std::filesystem::directory_iterator(dir)) runs.push_back(e.path().string());
+  REQUIRE(runs.size() == 2);
+  if (exists(runs[0] + "/attempt_1")) std::swap(runs[0], runs[1]);
+  CHECK(read_file(runs[0] + "/attempt_0/rank.0/stdout") == "try-0\n");
+  CHECK_FALSE(exists(runs[0] + "/attempt_1"));
+  CHECK(read_file(runs[1] + "/attempt_0/rank.0/stdout") == "try-0\n");
+  CHECK(read_file(runs[1] + "/attempt_1/rank.0/stdout") == "try-1\n");
 }

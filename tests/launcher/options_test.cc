@@ -401,20 +401,31 @@ TEST_CASE("options: mpirun's flags from job scripts - honoured, or refused namin
                              "t.py"}),
                       Catch::Contains("--dry-run"));
   }
-  SECTION("--map-by ppr:N:node is --npernode N") {
+  SECTION("--map-by ppr:N:node is --npernode N; ppr:N:socket pins to sockets") {
     auto o = parse({"--map-by", "ppr:4:node", "./a"});
     CHECK(o.per_node == 4);
     CHECK(o.map_by == "slot");
-    CHECK_THROWS_WITH(parse({"--map-by", "ppr:2:socket", "./a"}), Catch::Contains("--npernode"));
+    CHECK(o.per_socket == 0);
+    auto s = parse({"--map-by", "ppr:2:socket", "./a"});
+    CHECK(s.per_socket == 2);
+    CHECK(s.bind_to == "socket");
+    CHECK(parse({"--map-by", "ppr:2:socket", "--bind-to", "core", "./a"}).bind_to == "core");
     CHECK_THROWS_WITH(parse({"--map-by", "ppr:x:node", "./a"}), Catch::Contains("ppr:N:node"));
+    CHECK_THROWS_WITH(parse({"--map-by", "ppr:2:board", "./a"}), Catch::Contains("ppr:N:socket"));
     CHECK_THROWS_WITH(parse({"--map-by", "ppr:2:node", "--npernode", "2", "./a"}), Catch::Contains("not both"));
   }
-  SECTION("what dlaunch cannot honour is refused, naming what it offers") {
-    CHECK_THROWS_WITH(parse({"--bind-to", "socket", "./a"}), Catch::Contains("--bind-to numa"));
-    CHECK_THROWS_WITH(parse({"--bind-to", "hwthread", "./a"}), Catch::Contains("--bind-to core"));
-    CHECK_THROWS_WITH(parse({"--use-hwthread-cpus", "./a"}), Catch::Contains("--bind-to core"));
-    CHECK_THROWS_WITH(parse({"--merge-stderr-to-stdout", "./a"}), Catch::Contains("2>&1"));
-    CHECK_THROWS_WITH(parse({"--rankfile", "rf", "./a"}), Catch::Contains("--hostfile"));
+  SECTION("binding, hardware threads, merged streams and rank files as mpirun's") {
+    CHECK(parse({"--bind-to", "socket", "./a"}).bind_to == "socket");
+    CHECK(parse({"--bind-to", "hwthread", "--cpus-per-rank", "2", "./a"}).cpus_per_rank == 2);
+    CHECK(parse({"--use-hwthread-cpus", "--bind-to", "core", "./a"}).bind_to == "hwthread");
+    CHECK(parse({"--use-hwthread-cpus", "./a"}).bind_to == "none");
+    CHECK(parse({"--merge-stderr-to-stdout", "./a"}).merge_stderr);
+    auto r = parse({"--rankfile", "rf", "./a"});
+    CHECK(r.rankfile == "rf");
+    CHECK(r.bind_to == "rankfile");
+    CHECK_THROWS_WITH(parse({"--rankfile", "rf", "--bind-to", "core", "./a"}), Catch::Contains("not both"));
+    CHECK_THROWS_WITH(parse({"--rankfile", "rf", "--npernode", "2", "./a"}), Catch::Contains("not both"));
+    CHECK_THROWS_WITH(parse({"--bind-to", "board", "./a"}), Catch::Contains("hwthread, socket"));
   }
 }
 
@@ -425,7 +436,10 @@ TEST_CASE("options: srun's spellings", "[launcher][habits]") {
   CHECK(parse({"--label", "./a"}).tag_output);
   CHECK(parse({"--cpu-bind=cores", "./a"}).bind_to == "core");
   CHECK(parse({"--cpu-bind", "none", "./a"}).bind_to == "none");
-  CHECK_THROWS_WITH(parse({"--cpu-bind=sockets", "./a"}), Catch::Contains("--bind-to core"));
+  CHECK(parse({"--cpu-bind=sockets", "./a"}).bind_to == "socket");
+  CHECK(parse({"--cpu-bind=threads", "./a"}).bind_to == "hwthread");
+  CHECK(parse({"--cpu-bind=ldoms", "./a"}).bind_to == "numa");
+  CHECK_THROWS_WITH(parse({"--cpu-bind=map_cpu:1,2", "./a"}), Catch::Contains("--bind-to core"));
   CHECK(parse({"--mpi=pmi2", "./a"}).mpi == "pmi");
   CHECK(parse({"--mpi=pmix", "./a"}).mpi == "pmix");
 }
