@@ -73,7 +73,7 @@ int help_command(const std::vector<std::string>& args) {
   std::cout << "dlaunch " DLAUNCH_VERSION ": start one program as many processes on many machines\n\n"
                "usage: dlaunch [COMMAND] [options] ...\n\ncommands:\n";
   for (const auto& c : commands()) std::printf("  %-9s %s\n", c.name, c.summary);
-  std::cout << "\n`dlaunch help run` lists the options of a job; the manual is docs/dlaunch.md.\n";
+  std::cout << "\n`dlaunch help run` lists the options of a job; the manual is `man dlaunch`.\n";
   return 0;
 }
 

@@ -1,5 +1,6 @@
 #include "cli/completion.h"
 
+#include <algorithm>
 #include <iostream>
 #include <set>
 
@@ -7,7 +8,11 @@
 #include "errors/error.h"
 #include "hostfiles/hostfile.h"
 #include "launcher/options.h"
+#include "remote/start_method.h"
 #include "rendezvous/bootstrap.h"
+#if DLAUNCH_HAVE_DOCTOR
+#include "doctor/options.h"
+#endif
 
 namespace dl::cli {
 
@@ -21,7 +26,9 @@ constexpr const char* kScript = R"SH(# bash completion for dlaunch @VERSION@, ge
 
 _dlaunch_commands="@COMMANDS@"
 _dlaunch_options="@OPTIONS@"
+_dlaunch_underscored="@UNDERSCORED@"
 _dlaunch_valued=" @VALUED@ "
+_dlaunch_doctor_options="@DOCTOR@"
 
 # The candidates for word $1 into _dlaunch_reply, given the earlier words
 # _dlaunch_w[0..n-2].
@@ -35,6 +42,8 @@ _dlaunch_candidates() {
     run) start=2 ;;
     help) (( n == 3 )) && mapfile -t _dlaunch_reply < <(compgen -W "$_dlaunch_commands" -- "$cur"); return ;;
     completion) (( n == 3 )) && mapfile -t _dlaunch_reply < <(compgen -W "bash hosts" -- "$cur"); return ;;
+    doctor) [[ $cur == -* ]] && { mapfile -t _dlaunch_reply < <(compgen -W "$_dlaunch_doctor_options" -- "$cur"); return; }
+            start=2 ;;
     *) [[ " $_dlaunch_commands " == *" ${_dlaunch_w[1]} "* ]] &&
          { mapfile -t _dlaunch_reply < <(compgen -f -- "$cur"); return; } ;;
   esac
@@ -47,6 +56,7 @@ _dlaunch_candidates() {
       --) mapfile -t _dlaunch_reply < <(compgen -f -- "$cur"); return ;;
       --hostfile=*|--machinefile=*) hostfile=${t#*=} ;;
       --hostfile|--machinefile) hostfile=${_dlaunch_w[i+1]}; (( i++ )) ;;
+      --mca|-mca|--gmca|-gmca) (( i += 2 )) ;;                       # NAME VALUE
       -*=*) ;;
       -*) [[ $_dlaunch_valued == *" $t "* ]] && (( i++ )) ;;
       *) mapfile -t _dlaunch_reply < <(compgen -f -- "$cur"); return ;;   # the program's arguments
@@ -59,7 +69,9 @@ _dlaunch_candidates() {
   if [[ $cur == -*=* ]]; then
     opt=${cur%%=*} val=${cur#*=} pre=$opt=
   elif (( n - 2 < start )) || [[ $_dlaunch_valued != *" $opt "* ]]; then
-    if [[ $cur == -* ]]; then
+    if [[ $cur == --*_* ]]; then   # torchrun's spelling, answered in it
+      mapfile -t _dlaunch_reply < <(compgen -W "$_dlaunch_underscored" -- "$cur")
+    elif [[ $cur == -* ]]; then
       mapfile -t _dlaunch_reply < <(compgen -W "$_dlaunch_options" -- "$cur")
     else
       mapfile -t _dlaunch_reply < <([[ $cur != */* ]] && compgen -c -- "$cur"; compgen -f -- "$cur")
@@ -73,14 +85,7 @@ _dlaunch_candidates() {
       [[ -x $dl ]] || dl=dlaunch
       pre=$pre${val%"${val##*,}"} val=${val##*,}
       words=$("$dl" completion hosts ${hostfile:+"$hostfile"} 2>/dev/null) ;;
-    --map-by) words="slot node" ;;
-    --mpi) words="auto pmix none" ;;
-    --bind-to) words="none core numa" ;;
-    --gpu-bind) words="visible isolate none" ;;
-    --gpu-vendor) words="nvidia amd intel" ;;
-    --stdin) words="0 none" ;;
-    --nproc-per-node) words="gpu cpu auto" ;;
-    --wdir|--output-filename|--log-dir|--prefix)
+@WORDS@    --wdir|--output-filename|--log-dir|--prefix)
       mapfile -t _dlaunch_reply < <(compgen -d -P "$pre" -- "$val"); return ;;
     --hostfile|--machinefile|--env-file|--ssh-config|--token-file)
       mapfile -t _dlaunch_reply < <(compgen -f -P "$pre" -- "$val"); return ;;
@@ -126,12 +131,27 @@ int print_hosts(const std::vector<std::string>& args) {
     if (seen.insert(e.host).second) std::cout << e.host << "\n";
   return 0;
 }
+
+// "a b c" from words.
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
 }  // namespace
 
 std::string bash_completion_script(const std::vector<std::string>& commands) {
-  std::string cmds, opts, valued;
-  for (const auto& c : commands) cmds += (cmds.empty() ? "" : " ") + c;
-  for (const auto& o : launcher::run_option_table()) {
+  std::string opts, valued, underscored, words;
+  std::vector<launcher::OptionSpec> table = launcher::run_option_table();
+  const auto& habits = launcher::habit_options();
+  table.insert(table.end(), habits.begin(), habits.end());
+  for (const auto& o : table) {
+    // torchrun's underscores, for every long option that has a dash.
+    if (o.name.find('-') != std::string::npos) {
+      std::string u = o.name;
+      std::replace(u.begin(), u.end(), '-', '_');
+      underscored += (underscored.empty() ? "--" : " --") + u;
+    }
     // -x's long name is "x" too (Program_options' "x,x"): "--x" is nobody's spelling.
     for (const std::string& spelled : {o.short_name, o.name.size() > 1 ? "--" + o.name : std::string()}) {
       if (spelled.empty()) continue;
@@ -139,9 +159,20 @@ std::string bash_completion_script(const std::vector<std::string>& commands) {
       if (o.takes_value) valued += (valued.empty() ? "" : " ") + spelled;
     }
   }
+  // The words of options that take one of a few (launcher::option_words), and the start methods.
+  auto values = launcher::option_words();
+  values.push_back({"launcher", remote::start_method_names()});
+  for (const auto& w : values) words += "    --" + w.option + ") words=\"" + joined(w.words) + "\" ;;\n";
   std::string s = kScript;
   replace(s, "@VERSION@", DLAUNCH_VERSION);
-  replace(s, "@COMMANDS@", cmds);
+  replace(s, "@COMMANDS@", joined(commands));
+  replace(s, "@UNDERSCORED@", underscored);
+  replace(s, "@WORDS@", words);
+#if DLAUNCH_HAVE_DOCTOR
+  replace(s, "@DOCTOR@", joined(doctor::doctor_option_names()));
+#else
+  replace(s, "@DOCTOR@", "");
+#endif
   replace(s, "@OPTIONS@", opts);
   replace(s, "@VALUED@", valued);
   return s;

@@ -14,6 +14,7 @@
 #include "doctor/cuda_probe.h"
 #include "doctor/peer.h"
 #include "errors/error.h"
+#include "hostfiles/allocation.h"
 #include "remote/agent_starter.h"
 #include "remote/ssh/quote.h"
 #include "wire/handshake.h"
@@ -116,8 +117,24 @@ void Doctor::progress(const std::string& text) const {
   std::cerr << "\r\033[K" << (text.empty() ? "" : "dlaunch doctor: " + text) << std::flush;
 }
 
+namespace {
+// The hosts to check: --hostfile or -H, else those of the allocation the
+// doctor runs in, else this machine (as `dlaunch run` picks them).
+std::vector<hostfiles::HostEntry> hosts_to_check(const DoctorOptions& o) {
+  if (!o.hostfile.empty()) return hostfiles::parse_hostfile(o.hostfile);
+  if (!o.hosts.empty()) return hostfiles::parse_host_list(o.hosts);
+  if (auto alloc = hostfiles::detect_allocation()) {
+    std::cerr << "dlaunch doctor: the hosts of the allocation of " << alloc->scheduler << " job " << alloc->job_id
+              << ": " << alloc->source << "\n";
+    return alloc->hosts;
+  }
+  std::cerr << "dlaunch doctor: no --hostfile or -H: checking this machine\n";
+  return hostfiles::parse_host_list("localhost");
+}
+}  // namespace
+
 void Doctor::stage_hostfile() {
-  entries_ = o_.hostfile.empty() ? hostfiles::parse_host_list(o_.hosts) : hostfiles::parse_hostfile(o_.hostfile);
+  entries_ = hosts_to_check(o_);
   std::vector<std::string> names;
   for (const auto& e : entries_) names.push_back(hostfiles::describe(e));
   report_ = std::make_unique<Report>(names);

@@ -54,6 +54,22 @@ po::options_description describe(DoctorOptions& o) {
   return d;
 }
 
+}  // namespace
+
+std::vector<std::string> doctor_option_names() {
+  DoctorOptions o;
+  std::vector<std::string> out;
+  const auto desc = describe(o);
+  for (const auto& od : desc.options()) {
+    if (od->long_name() == "peer" || od->long_name() == "cuda-probe") continue;  // internal
+    if (od->long_name().size() > 1) out.push_back("--" + od->long_name());
+    const std::string shortname = od->canonical_display_name(po::command_line_style::allow_dash_for_short);
+    if (shortname.size() == 2 && shortname[0] == '-') out.push_back(shortname);
+  }
+  return out;
+}
+
+namespace {
 std::string normalize(const std::string& a) {
   if (a == "-np" || a == "-hostfile" || a == "-machinefile" || a == "-host") return "-" + a;
   return a;
@@ -62,8 +78,6 @@ std::string normalize(const std::string& a) {
 void validate(const DoctorOptions& o) {
   if (o.peer || o.cuda_probe) return;
   if (!o.hostfile.empty() && !o.hosts.empty()) throw UsageError("give either --hostfile or -H, not both");
-  if (o.hostfile.empty() && o.hosts.empty())
-    throw UsageError("dlaunch doctor needs the hosts to check: --hostfile FILE or -H h1,h2");
   if (o.np < 0) throw UsageError("-n must be positive, got " + std::to_string(o.np));
   if (o.ssh_parallel < 1) throw UsageError("--ssh-parallel must be at least 1");
   if (!o.ssh_config.empty()) read_user_file(o.ssh_config, "--ssh-config", "give an ssh client config file (ssh -F)");

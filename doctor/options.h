@@ -38,5 +38,7 @@ struct DoctorOptions {
 // Sets *help when --help was given (then nothing else is validated).
 DoctorOptions parse_doctor_options(const std::vector<std::string>& args, bool* help);
 std::string doctor_options_help();
+// Every option's spellings ("--hostfile", "-H", ...), internal ones left out: bash completion's.
+std::vector<std::string> doctor_option_names();
 
 }  // namespace dl::doctor

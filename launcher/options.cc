@@ -175,6 +175,21 @@ std::string value_after(const std::vector<std::string>& raw, size_t& i, const st
   return raw[++i];
 }
 
+// "a, b or c".
+std::string or_list(const std::vector<std::string>& words) {
+  std::string out;
+  for (size_t k = 0; k < words.size(); ++k)
+    out += (k == 0 ? "" : k + 1 == words.size() ? " or " : ", ") + words[k];
+  return out;
+}
+
+// UsageError unless `value` is one of option_words()'s words of `option`.
+void check_words(const std::string& option, const std::string& value) {
+  for (const auto& w : option_words())
+    if (w.option == option && std::find(w.words.begin(), w.words.end(), value) == w.words.end())
+      throw UsageError("--" + option + " takes " + or_list(w.words) + ", got '" + value + "'");
+}
+
 // mpirun's --mca NAME VALUE at raw[i]: the ranks' OMPI_MCA_NAME=VALUE, as -x.
 void mca_export(const std::vector<std::string>& raw, size_t& i, std::vector<std::string>& mine) {
   const std::string& typed = raw[i];
@@ -269,8 +284,7 @@ void mpirun_values(RunOptions& o, const po::variables_map& vm) {
   if (o.mpi == "pmi2") o.mpi = "pmi";  // srun's --mpi=pmi2: dlaunch's PMI server speaks PMI-1 and PMI-2
   if (vm.count("start-method")) {
     const auto m = vm["start-method"].as<std::string>();
-    if (m != "spawn" && m != "fork" && m != "forkserver")
-      throw UsageError("--start-method takes spawn, fork or forkserver, got '" + m + "'");
+    check_words("start-method", m);
   }
   // mpirun's and mpiexec.hydra's job bound, below --timeout (a given or default one).
   const char* env_timeout = std::getenv("MPIEXEC_TIMEOUT");
@@ -550,9 +564,9 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   if (o.command.empty() && !o.dry_run) throw UsageError("no program given; try: dlaunch -n 4 ./app");
   if (vm.count("np") && o.np < 1) throw UsageError("-n needs a positive number of ranks, got " + std::to_string(o.np));
   mpirun_values(o, vm);
-  if (o.map_by != "slot" && o.map_by != "node") throw UsageError("--map-by takes 'slot' or 'node', got '" + o.map_by + "'");
-  if (o.mpi != "auto" && o.mpi != "pmix" && o.mpi != "pmi" && o.mpi != "none")
-    throw UsageError("--mpi takes pmix, pmi, none or auto, got '" + o.mpi + "'");
+  if (o.map_by != "slot" && o.map_by != "node")
+    throw UsageError("--map-by takes slot, node, ppr:N:node or ppr:N:socket, got '" + o.map_by + "'");
+  check_words("mpi", o.mpi);
   if (o.max_restarts < 0) throw UsageError("--max-restarts takes a number of restarts, 0 or more");
   // An MPI job cannot be restarted (docs/failures.md): restarts are for
   // torch-style jobs, which meet through MASTER_ADDR/PORT and the store.
@@ -564,13 +578,9 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
                      "--mpi none for programs that do not call MPI_Init");
   check_given_values(o, vm);
   if (o.gpus_per_rank < 1) throw UsageError("--gpus-per-rank needs at least 1");
-  if (o.gpu_bind_mode != "visible" && o.gpu_bind_mode != "isolate" && o.gpu_bind_mode != "none")
-    throw UsageError("--gpu-bind takes visible, isolate or none, got '" + o.gpu_bind_mode + "'");
-  if (!o.gpu_vendor.empty() && o.gpu_vendor != "nvidia" && o.gpu_vendor != "amd" && o.gpu_vendor != "intel")
-    throw UsageError("--gpu-vendor takes nvidia, amd or intel, got '" + o.gpu_vendor + "'");
-  if (o.bind_to != "none" && o.bind_to != "core" && o.bind_to != "hwthread" && o.bind_to != "socket" &&
-      o.bind_to != "numa" && o.bind_to != "rankfile")
-    throw UsageError("--bind-to takes none, core, hwthread, socket or numa, got '" + o.bind_to + "'");
+  check_words("gpu-bind", o.gpu_bind_mode);
+  if (!o.gpu_vendor.empty()) check_words("gpu-vendor", o.gpu_vendor);
+  if (o.rankfile.empty()) check_words("bind-to", o.bind_to);
   if (o.cpus_per_rank < 1) throw UsageError("--cpus-per-rank needs at least 1");
   // The method itself (auto, slurm) is resolved where the environment is read (run.cc).
   if (const auto names = remote::start_method_names(); std::find(names.begin(), names.end(), o.launcher) == names.end())
@@ -745,6 +755,30 @@ std::string run_options_help(const OptionDefaults& defaults) {
     << describe(o, /*help=*/true)
     << describe_defaults(defaults) << bad;
   return s.str();
+}
+
+const std::vector<OptionWords>& option_words() {
+  static const std::vector<OptionWords> table = {
+      {"mpi", {"pmix", "pmi", "none", "auto"}},
+      {"bind-to", {"none", "core", "hwthread", "socket", "numa"}},
+      {"gpu-bind", {"visible", "isolate", "none"}},
+      {"gpu-vendor", {"nvidia", "amd", "intel"}},
+      {"map-by", {"slot", "node", "ppr:"}},  // ppr:N:node, ppr:N:socket (checked where they are read)
+      {"nproc-per-node", {"gpu", "cpu", "auto"}},
+      {"stdin", {"0", "none"}},  // or any rank
+      {"start-method", {"spawn", "fork", "forkserver"}},
+      {"rdzv-backend", {"c10d", "static"}},
+      {"cpu-bind", {"cores", "threads", "sockets", "ldoms", "none"}},
+  };
+  return table;
+}
+
+const std::vector<OptionSpec>& habit_options() {
+  static const std::vector<OptionSpec> table = {
+      {"allow-run-as-root", "", false}, {"mca", "", true}, {"gmca", "", true}, {"cpu-bind", "", true},
+      {"ntasks", "", true}, {"label", "-l", false},
+  };
+  return table;
 }
 
 std::vector<OptionSpec> run_option_table() {

@@ -121,6 +121,18 @@ std::string run_options_help();
 std::string run_options_help(const OptionDefaults& defaults);
 // Every option of the run table (for config files and shell completion).
 std::vector<OptionSpec> run_option_table();
+// Options whose value is one of a few words: the parse checks them against
+// this (where the option is not free-form beside them: --stdin takes any
+// rank, --map-by ppr:N:...), and bash completion offers them.
+struct OptionWords {
+  std::string option;  // long name, without dashes
+  std::vector<std::string> words;
+};
+const std::vector<OptionWords>& option_words();
+// Other launchers' options that are not in run_option_table() but are taken
+// as their meaning in dlaunch (mpirun's --mca, srun's --ntasks and -l, ...):
+// completion offers them too.
+const std::vector<OptionSpec>& habit_options();
 
 // --env-file FILE (DeepSpeed's .deepspeed_env): one NAME=value per line, the
 // value taken as it is (no quotes, no expansion); blank lines and lines

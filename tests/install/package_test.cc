@@ -198,6 +198,23 @@ TEST_CASE("the .deb installs into a scratch root: demo, man page, completion, pk
     }
     CHECK(sections >= 8);
     CHECK(page.find("--kill-grace") != std::string::npos);
+    // The pages it names are installed, and it says where.
+    CHECK(page.find("/usr/share/doc/dlaunch") != std::string::npos);
+    CHECK(fs::is_regular_file(root.dir + "/usr/share/doc/dlaunch/mpi.md"));
+  }
+  // At 80 columns: no word hyphenated at a line's end (an option name cut
+  // in two cannot be copied), and troff never stretches or squeezes a line.
+  {
+    RunSpec s = spec({"/usr/bin/man", "--warnings=w", "-l", root.dir + "/usr/share/man/man1/dlaunch.1.gz"},
+                     {{"MANWIDTH", "80"}});
+    s.unset_env = {"MANPAGER", "PAGER"};
+    const RunResult r = must_run(s, 60, "man --warnings -l");
+    INFO(r.err);
+    CHECK(r.err.find("cannot adjust") == std::string::npos);
+    for (const auto& line : lines(r.out)) {
+      INFO(line);
+      CHECK_FALSE((line.size() >= 3 && line.compare(line.size() - 3, 3, "\u2010") == 0));
+    }
   }
 
   // Bash completion: commands, options, and hosts from the hostfile given earlier on the line.
@@ -226,7 +243,21 @@ TEST_CASE("the .deb installs into a scratch root: demo, man page, completion, pk
                    {{"DLAUNCH_CONFIG", config}}) == std::vector<std::string>{"beta"});
     CHECK(has(complete(root, "dlaunch doc", {"dlaunch", "doc"}, work), "doctor"));
     CHECK(complete(root, "dlaunch -n 2 --map-by ", {"dlaunch", "-n", "2", "--map-by", ""}, work) ==
-          std::vector<std::string>{"node", "slot"});
+          std::vector<std::string>{"node", "ppr:", "slot"});
+    // The values come from the options' own word lists, the spellings of
+    // other launchers and torchrun's underscores from the option tables.
+    CHECK(complete(root, "dlaunch --mpi p", {"dlaunch", "--mpi", "p"}, work) ==
+          std::vector<std::string>{"pmi", "pmix"});
+    CHECK(complete(root, "dlaunch --bind-to s", {"dlaunch", "--bind-to", "s"}, work) ==
+          std::vector<std::string>{"socket"});
+    CHECK(complete(root, "dlaunch --nproc_per", {"dlaunch", "--nproc_per"}, work) ==
+          std::vector<std::string>{"--nproc_per_node"});
+    CHECK(complete(root, "dlaunch --mc", {"dlaunch", "--mc"}, work) == std::vector<std::string>{"--mca"});
+    CHECK(has(complete(root, "dlaunch --mca btl tcp --ta", {"dlaunch", "--mca", "btl", "tcp", "--ta"}, work),
+              "--tag-output"));
+    CHECK(complete(root, "dlaunch doctor --write-h", {"dlaunch", "doctor", "--write-h"}, work) ==
+          std::vector<std::string>{"--write-healthy"});
+    CHECK_FALSE(has(complete(root, "dlaunch doctor --", {"dlaunch", "doctor", "--"}, work), "--peer"));
     CHECK(complete(root, "dlaunch --map-by=n", {"dlaunch", "--map-by", "=", "n"}, work) ==
           std::vector<std::string>{"node"});
     // After the program, its own arguments: files, never dlaunch's options.

@@ -751,3 +751,15 @@ TEST_CASE("habits: --merge-stderr-to-stdout sends every rank's stderr to dlaunch
   CHECK(sorted_lines(r.out) == std::vector<std::string>{"err-0", "err-1", "out-0", "out-1"});
   CHECK(r.err.find("err-") == std::string::npos);
 }
+
+TEST_CASE("dlaunch doctor with no hosts checks this machine, as a job with no hosts runs here", "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "doctor", "--quick"};
+  s.unset_env = {"SLURM_JOB_NODELIST", "SLURM_NODELIST", "PBS_NODEFILE", "LSB_DJOB_HOSTFILE", "LSB_MCPU_HOSTS"};
+  RunResult r = run(s, 60);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("dlaunch doctor: no --hostfile or -H: checking this machine") != std::string::npos);
+  CHECK(r.out.find("localhost") != std::string::npos);
+  CHECK(r.out.find("healthy: 1 of 1 hosts passed") != std::string::npos);
+}
