@@ -72,16 +72,29 @@ ProgramCheck check_programs(const hostfiles::Placement& p, const RunOptions& o) 
   return out;
 }
 
-std::string interpreter_note(const RunOptions& o, const std::string& python, const std::vector<std::string>& typed) {
-  const std::string what = typed.empty() ? "the program" : typed[0];
+namespace {
+// Where `python` is on the ranks' PATH here: "/usr/bin/python3 on this
+// machine (the ranks' PATH; $PYTHON names another)", and a pyenv shim named.
+std::string interpreter_found(const RunOptions& o, const std::string& python) {
   const agent::Resolved res = agent::resolve_program(python, ranks_path(o, {}), ranks_wdir(o, ""));
-  std::string note = "dlaunch: " + what + " runs under " + python + ": ";
-  if (res.code != 0) return note + res.message + " on this machine\n";
-  note += res.path + " on this machine (the ranks' PATH; $PYTHON names another)";
+  if (res.code != 0) return res.message + " on this machine";
+  std::string note = res.path + " on this machine (the ranks' PATH; $PYTHON names another)";
   if (res.path.find("/shims/") != std::string::npos)
     note += "; a pyenv shim: the version it runs depends on the rank's directory and PYENV_VERSION, so a "
             "module installed for another version is not found";
-  return note + "\n";
+  return note;
+}
+}  // namespace
+
+std::string interpreter_note(const RunOptions& o, const std::string& python, const std::vector<std::string>& typed) {
+  const std::string what = typed.empty() ? "the program" : typed[0];
+  return "dlaunch: " + what + " runs under " + python + ": " + interpreter_found(o, python) + "\n";
+}
+
+std::string interpreter_hint(const RunOptions& o, const std::string& error) {
+  if (o.interpreter.empty() || error.rfind("ModuleNotFoundError", 0) != 0) return "";
+  return "; the rank ran under " + o.interpreter + ": " + interpreter_found(o, o.interpreter) +
+         "; install the module for that interpreter, or name the one that has it with $PYTHON";
 }
 
 }  // namespace dl::launcher

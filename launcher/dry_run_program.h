@@ -31,4 +31,11 @@ ProgramCheck check_programs(const hostfiles::Placement& p, const RunOptions& o);
 // `typed` is the command as the user gave it. Ends in '\n'.
 std::string interpreter_note(const RunOptions& o, const std::string& python, const std::vector<std::string>& typed);
 
+// A Python rank's failure (`error`, its exception as the agent reported it)
+// that an interpreter explains: for a ModuleNotFoundError of a rank that
+// dlaunch runs under o.interpreter, which interpreter that is here and what
+// to do ("; the rank ran python3: /usr/bin/python3 on this machine ...").
+// "" for any other error.
+std::string interpreter_hint(const RunOptions& o, const std::string& error);
+
 }  // namespace dl::launcher

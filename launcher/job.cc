@@ -11,6 +11,7 @@
 #include "errors/error.h"
 #include "errors/exit_codes.h"
 #include "launcher/dry_run.h"
+#include "launcher/dry_run_program.h"
 #include "launcher/launch_plan.h"
 #include "launcher/shared_env.h"
 #include "launcher/stdin_forwarder.h"
@@ -388,6 +389,7 @@ void Job::on_message(int node, const control::FromAgent& m) {
                    e.rank = x.rank, e.host = n.host, e.pid = x.pid, e.code = x.code.value_or(0);
                    e.signal = x.signal.value_or(0), e.core = x.core.value_or(false), e.by_agent = x.by_agent;
                    e.error = x.error.value_or("");
+                   e.error += interpreter_hint(opts_, e.error);
                    e.name = spawns_->describe(x.rank);
                    on_rank_exit(std::move(e));
                  },

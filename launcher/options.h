@@ -97,6 +97,9 @@ struct RunOptions {
   std::string redirects = "0";      // -r/--redirects 0-3 or LOCAL_RANK:0-3,..: those streams to files only
   std::string tee = "0";            // -t/--tee, same values: those streams to files and the console
   std::string local_ranks_filter;   // --local-ranks-filter 0,2: only these (global) ranks on the console
+  // The interpreter dlaunch runs a .py PROGRAM (or --module) under
+  // (python3, $PYTHON), set when it did; "" for any other program.
+  std::string interpreter;
   // The program and its arguments (the first app context's, with MPMD).
   std::vector<std::string> command;
   // MPMD (launcher/app_context.h): every app context, in rank order, when the

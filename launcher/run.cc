@@ -155,7 +155,8 @@ void resolve_torchrun_words(RunOptions& o) {
   const std::string python = py && *py ? py : "python3";
   const std::vector<std::string> typed = o.command;
   o.command = program_argv(o, python);
-  if (o.verbose && o.apps.empty() && o.command != typed) write_fully(2, interpreter_note(o, python, typed));
+  if (o.apps.empty() && o.command != typed) o.interpreter = python;
+  if (o.verbose && !o.interpreter.empty()) write_fully(2, interpreter_note(o, python, typed));
   for (auto& app : o.apps) app.command = program_argv(o, app.command, py && *py ? py : "python3");
 }
 // True if the options (the words before the program or "--") hold one of `names`.

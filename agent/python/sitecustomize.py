@@ -4,8 +4,10 @@
 # without Python ranks never has one). On SIGQUIT the interpreter's fault
 # handler writes every thread's stack to a file there, which the agent reads;
 # the rank goes on running. torch's error files (TORCHELASTIC_ERROR_FILE) go
-# there too. Then the sitecustomize module this one shadows (if any) runs as
-# it would have.
+# there too, and an uncaught exception that torch's @record did not write is
+# written there in its format, so the verdict names it (ModuleNotFoundError:
+# No module named 'x' (at train.py:3)) for any Python rank. Then the
+# sitecustomize module this one shadows (if any) runs as it would have.
 def _dlaunch_stack_hook():
     import os, sys
     here = os.path.dirname(os.path.abspath(__file__))
@@ -28,5 +30,26 @@ def _dlaunch_stack_hook():
         mod = importlib.util.module_from_spec(spec)
         sys.modules["sitecustomize"] = mod
         spec.loader.exec_module(mod)
+def _dlaunch_error_hook():
+    import os, sys
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    previous = sys.excepthook
+    def write_uncaught(kind, value, tb):
+        try:
+            if not os.path.exists(path):  # @record wrote it first: its text stands
+                import json, time, traceback
+                text = "".join(traceback.format_exception(kind, value, tb))
+                message = {"message": "%s: %s" % (kind.__name__, value),
+                           "extraInfo": {"py_callstack": text, "timestamp": str(int(time.time()))}}
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    json.dump({"message": message}, f)
+        except Exception:
+            pass
+        previous(kind, value, tb)
+    sys.excepthook = write_uncaught
 _dlaunch_stack_hook()
-del _dlaunch_stack_hook
+_dlaunch_error_hook()
+del _dlaunch_stack_hook, _dlaunch_error_hook

@@ -59,3 +59,34 @@ TEST_CASE("interpreter: -v says when the python on the ranks' PATH is a pyenv sh
   CHECK(line.find("runs under python3: " + shims + "/python3 on this machine") != std::string::npos);
   CHECK(line.find("; a pyenv shim: the version it runs depends on the rank's directory") != std::string::npos);
 }
+
+TEST_CASE("interpreter: a ModuleNotFoundError verdict names the interpreter the rank ran under and the fix",
+          "[integration]") {
+  TempDir tmp;
+  const std::string script = tmp.path + "/needs.py";
+  std::ofstream(script) << "import os\nimport dlaunch_no_such_module\n";
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "1", "-x", "PATH=/usr/bin:/bin", script};
+  s.unset_env = {"PYTHON"};
+  RunResult r = run(s, 60);
+  INFO(r.out << r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("exited with code 1: ModuleNotFoundError: No module named 'dlaunch_no_such_module' (at " + script +
+                   ":2); the rank ran under python3: /usr/bin/python3 on this machine (the ranks' PATH; $PYTHON "
+                   "names another); install the module for that interpreter, or name the one that has it with "
+                   "$PYTHON") != std::string::npos);
+}
+
+TEST_CASE("interpreter: any uncaught Python exception is the verdict's cause, without torch's @record",
+          "[integration]") {
+  TempDir tmp;
+  const std::string script = tmp.path + "/raises.py";
+  std::ofstream(script) << "def train(lr):\n    raise ValueError('bad lr %g' % lr)\n\ntrain(3.0)\n";
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", script};
+  RunResult r = run(s, 60);
+  INFO(r.out << r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("exited with code 1: ValueError: bad lr 3 (at " + script + ":2)") != std::string::npos);
+  CHECK(r.err.find("the rank ran under") == std::string::npos);  // only a missing module is the interpreter's
+}
