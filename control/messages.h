@@ -130,7 +130,7 @@ struct MpiAbort {
   }
 };
 
-// --max-restarts with --mpi auto (serve "refuse"): a rank started MPI's
+// --max-restarts with --mpi auto, or per-node mode (serve "refuse"): a rank started MPI's
 // wire-up ("PMIx": it connected to its PMIx address; "PMI": it wrote on its
 // PMI_FD). Nothing serves it: the launcher ends the job (docs/failures.md).
 struct MpiRefused {

@@ -319,7 +319,9 @@ void Job::launch_all() {
     return teardown(0);
   }
   if (plan.serve == "refuse" && in.restart_count == 0)
-    log("MPI is not served (--max-restarts: an MPI job cannot be restarted); a rank that calls MPI_Init ends the job");
+    log(std::string("MPI is not served (") +
+        (view_ ? "per-node mode" : "--max-restarts: an MPI job cannot be restarted") +
+        "); a rank that calls MPI_Init ends the job");
   mpi_ = plan.mpi;
   phase_.to(Phase::kLaunched);
   progress_.stop();
@@ -363,7 +365,7 @@ void Job::on_message(int node, const control::FromAgent& m) {
                  },
                  [&](const msg::MpiRefused& r) {
                    own(r.rank);
-                   if (fate_.on_mpi_refused(r.rank, n.host, r.wire)) teardown(grace_ms());
+                   if (fate_.on_mpi_refused(r.rank, n.host, r.wire, view_.has_value())) teardown(grace_ms());
                  },
                  [&](const msg::SpawnRequest& r) {
                    own(r.rank);

@@ -54,11 +54,17 @@ bool check_machines(const PlanInput& in, LaunchPlan& plan) {
 // --mpi: which wire-ups the agents serve. pmix needs every agent to serve
 // PMIx; pmi needs nothing of them; auto serves PMI always and PMIx too when
 // every agent can, so that one command line runs OpenMPI and MPICH programs
-// alike (docs/mpi.md). Per-node mode never does (no fences between nodes).
-// With --max-restarts, auto serves neither: "refuse" (below).
+// alike (docs/mpi.md). Per-node mode never serves (no fences between
+// nodes), nor does auto with --max-restarts: "refuse", so that a rank that
+// calls MPI_Init ends the job rather than run as a singleton.
 bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
   const std::string& mode = in.opts->mpi;
-  if (mode == "none" || in.shared) return true;
+  if (mode == "none") return true;
+  if (in.shared) {
+    plan.mpi = true;
+    plan.serve = "refuse";
+    return true;
+  }
   std::vector<std::string> without;
   for (const auto& n : in.nodes)
     if (!n.external && !n.hello->pmix) without.push_back(n.host);

@@ -610,6 +610,10 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   torchrun_rendezvous(o, vm.count("master-port") > 0);
   // --nnodes 1 (torchrun's default, often written out) needs no rendezvous.
   validate_per_node(o, (vm.count("nnodes") > 0 && o.nnodes != 1) || (vm.count("node-rank") > 0 && o.node_rank != 0));
+  if (!o.rdzv.empty() && (o.mpi == "pmix" || o.mpi == "pmi"))
+    throw UsageError("--mpi " + o.mpi + " with --rdzv: per-node mode serves no MPI (its nodes meet at a store, with "
+                     "no MPI fences between them); start an MPI program from one dlaunch with --hostfile or -H (or "
+                     "inside a Slurm allocation), or use --mpi none for programs that do not call MPI_Init");
   return o;
 }
 }  // namespace

@@ -112,6 +112,27 @@ TEST_CASE("per-node: two nodes meet and their ranks get one world's identity", "
   for (auto& w : rows1) CHECK((w[4] == "1" && w[3] == "3" && std::stoi(w[0]) >= 2 && std::stoi(w[2]) == std::stoi(w[0]) - 2));
 }
 
+TEST_CASE("per-node: an MPI program ends both nodes with 2 naming per-node mode, never singletons",
+          "[integration][per-node]") {
+  const int port = some_free_port();
+  for (const char* program : {"mpi_hello", "mpich_hello"}) {
+    INFO(program);
+    Child n1 = start(node(1, 2, port, {"--nproc-per-node", "1", bin(program)}));
+    ChildGuard g1{n1, port_marker(port)};
+    RunResult r0 = run(node(0, 2, port, {"--nproc-per-node", "1", bin(program)}), 60);
+    RunResult r1 = wait(n1, 60);
+    INFO("node 0: " << r0.out << r0.err << "\nnode 1: " << r1.out << r1.err);
+    CHECK(r0.code == 2);
+    CHECK(r1.code == 2);
+    CHECK(r0.err.find("called MPI_Init") != std::string::npos);
+    CHECK(r0.err.find("per-node mode (--rdzv) serves no MPI") != std::string::npos);
+    CHECK((r0.out + r1.out).find("of 1") == std::string::npos);  // no "rank 0 of 1" singleton
+  }
+  RunResult usage = run(node(0, 2, port, {"--mpi", "pmix", bin("mpi_hello")}), 30);
+  CHECK(usage.code == 2);
+  CHECK(usage.err.find("--mpi pmix with --rdzv: per-node mode serves no MPI") != std::string::npos);
+}
+
 TEST_CASE("per-node: a failing rank on node 1 stops node 0's ranks, both exit with its code", "[integration][per-node]") {
   const std::string m = new_marker();
   const int port = some_free_port();

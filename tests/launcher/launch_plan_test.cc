@@ -526,12 +526,13 @@ TEST_CASE("launch plan: per-node mode plans only its own node, with the shared i
   in.store_port = 0;
   const auto plan = plan_launch(in);
   REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
-  CHECK_FALSE(plan.mpi);
+  CHECK(plan.serve == "refuse");  // no MPI served: a rank's MPI_Init ends the job, never a singleton
   REQUIRE(plan.launches.size() == 3);
   CHECK_FALSE(plan.launches[0]);  // external nodes get no launch message
   CHECK_FALSE(plan.launches[2]);
   REQUIRE(plan.launches[1]);
-  CHECK_FALSE(plan.launches[1]->mpi);
+  REQUIRE(plan.launches[1]->mpi);
+  CHECK(plan.launches[1]->mpi->serve == "refuse");
   REQUIRE(plan.launches[1]->ranks.size() == 2);
   CHECK(plan.launches[1]->ranks[0].rank == 2);
   for (int r : {2, 3}) {
