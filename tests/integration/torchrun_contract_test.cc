@@ -228,7 +228,10 @@ TEST_CASE("torchrun contract: srun ... dlaunch --rdzv env, each rank's SLURM_* a
   };
   Child c1 = start(node(1));
   Child c0 = start(node(0));
-  ChildGuard g0{c0, "--rdzv env"}, g1{c1, "--rdzv env"};
+  // The port argument, unique to this test (a marker of words such as
+  // "--rdzv env" also matched the test binary whose argument is this test's name).
+  const std::string marker = std::string("--rdzv-port") + '\0' + std::to_string(port) + '\0';
+  ChildGuard g0{c0, marker}, g1{c1, marker};
   RunResult r0 = wait(c0, 30), r1 = wait(c1, 30);
   INFO(r0.out << r0.err << "---\n" << r1.out << r1.err);
   REQUIRE(r0.code == 0);
@@ -251,7 +254,8 @@ TEST_CASE("torchrun contract: torchrun's per-node command line (--nnodes, --node
   };
   Child c1 = start(node(1));
   Child c0 = start(node(0));
-  ChildGuard g0{c0, "--node_rank=0"}, g1{c1, "--node_rank=1"};
+  const std::string marker = std::string("--master_port") + '\0' + std::to_string(port) + '\0';
+  ChildGuard g0{c0, marker}, g1{c1, marker};
   RunResult r0 = wait(c0, 30), r1 = wait(c1, 30);
   INFO(r0.out << r0.err << "---\n" << r1.out << r1.err);
   REQUIRE(r0.code == 0);
