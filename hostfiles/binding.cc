@@ -5,6 +5,26 @@
 
 namespace dl::hostfiles {
 
+const char* to_string(CpuBind policy) {
+  switch (policy) {
+    case CpuBind::kNone: return "none";
+    case CpuBind::kCore: return "core";
+    case CpuBind::kHwthread: return "hwthread";
+    case CpuBind::kSocket: return "socket";
+    case CpuBind::kNuma: return "numa";
+  }
+  return "?";
+}
+
+const char* to_string(GpuBind mode) {
+  switch (mode) {
+    case GpuBind::kVisible: return "visible";
+    case GpuBind::kIsolate: return "isolate";
+    case GpuBind::kNone: return "none";
+  }
+  return "?";
+}
+
 std::vector<std::string> split_id_list(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -64,11 +84,11 @@ std::string format_cpu_list(const std::vector<int>& cpus) {
   return s;
 }
 
-std::vector<std::vector<int>> plan_cpus(const std::string& policy, const CpuTopology& topo, int local_world,
+std::vector<std::vector<int>> plan_cpus(CpuBind policy, const CpuTopology& topo, int local_world,
                                         int cpus_per_rank, const std::string& host, const std::vector<int>& gpu_numa) {
   std::vector<std::vector<int>> out(static_cast<size_t>(std::max(local_world, 0)));
-  if (policy == "none" || local_world <= 0) return out;
-  if (policy == "core") {
+  if (policy == CpuBind::kNone || local_world <= 0) return out;
+  if (policy == CpuBind::kCore) {
     const size_t need = static_cast<size_t>(local_world) * static_cast<size_t>(cpus_per_rank);
     if (topo.cores.size() < need)
       throw std::runtime_error(
@@ -86,7 +106,7 @@ std::vector<std::vector<int>> plan_cpus(const std::string& policy, const CpuTopo
     }
     return out;
   }
-  if (policy == "hwthread") {
+  if (policy == CpuBind::kHwthread) {
     std::vector<int> threads;  // core by core
     for (const auto& core : topo.cores) threads.insert(threads.end(), core.begin(), core.end());
     const size_t need = static_cast<size_t>(local_world) * static_cast<size_t>(cpus_per_rank);
@@ -102,7 +122,7 @@ std::vector<std::vector<int>> plan_cpus(const std::string& policy, const CpuTopo
     }
     return out;
   }
-  if (policy == "socket") {
+  if (policy == CpuBind::kSocket) {
     if (topo.packages.empty())
       throw std::runtime_error("--bind-to socket: " + host + " reported no sockets (an older dlaunch agent there?); "
                                "use --bind-to numa or core");
@@ -110,22 +130,20 @@ std::vector<std::vector<int>> plan_cpus(const std::string& policy, const CpuTopo
     for (size_t l = 0; l < out.size(); ++l) out[l] = topo.packages[l * sockets / static_cast<size_t>(local_world)];
     return out;
   }
-  if (policy == "numa") {
-    if (topo.numa.empty()) throw std::runtime_error("--bind-to numa: " + host + " reported no usable CPUs");
-    const size_t nodes = topo.numa.size();
-    for (int l = 0; l < local_world; ++l) {
-      const size_t li = static_cast<size_t>(l);
-      size_t node = li * nodes / static_cast<size_t>(local_world);
-      // The GPU's node, when the host reported it and it has CPUs we may use.
-      const int want = li < gpu_numa.size() ? gpu_numa[li] : -1;
-      if (want >= 0 && topo.numa_ids.size() == nodes)
-        if (auto it = std::find(topo.numa_ids.begin(), topo.numa_ids.end(), want); it != topo.numa_ids.end())
-          node = static_cast<size_t>(it - topo.numa_ids.begin());
-      out[li] = topo.numa[node];
-    }
-    return out;
+  // CpuBind::kNuma
+  if (topo.numa.empty()) throw std::runtime_error("--bind-to numa: " + host + " reported no usable CPUs");
+  const size_t nodes = topo.numa.size();
+  for (int l = 0; l < local_world; ++l) {
+    const size_t li = static_cast<size_t>(l);
+    size_t node = li * nodes / static_cast<size_t>(local_world);
+    // The GPU's node, when the host reported it and it has CPUs we may use.
+    const int want = li < gpu_numa.size() ? gpu_numa[li] : -1;
+    if (want >= 0 && topo.numa_ids.size() == nodes)
+      if (auto it = std::find(topo.numa_ids.begin(), topo.numa_ids.end(), want); it != topo.numa_ids.end())
+        node = static_cast<size_t>(it - topo.numa_ids.begin());
+    out[li] = topo.numa[node];
   }
-  throw std::runtime_error("--bind-to takes none, core, hwthread, socket or numa, got '" + policy + "'");
+  return out;
 }
 
 const char* gpu_visibility_variable(const std::string& vendor) {
@@ -138,9 +156,9 @@ const char* gpu_visibility_variable(const std::string& vendor) {
 namespace {
 
 // Too many ranks for a host's GPUs: the counts, and every way out.
-std::string gpu_shortage(const std::string& mode, const std::string& host, int gpus, int local_world, int per_rank) {
+std::string gpu_shortage(GpuBind mode, const std::string& host, int gpus, int local_world, int per_rank) {
   const std::string s = local_world == 1 ? "" : "s";
-  std::string m = "--gpu-bind " + mode + ": host " + host + " has " + std::to_string(gpus) + " GPU" +
+  std::string m = std::string("--gpu-bind ") + to_string(mode) + ": host " + host + " has " + std::to_string(gpus) + " GPU" +
                   (gpus == 1 ? "" : "s") + ", but its " + std::to_string(local_world) + " rank" + s + " x " +
                   std::to_string(per_rank) + " GPU" + (per_rank == 1 ? "" : "s") + " each (--gpus-per-rank " +
                   std::to_string(per_rank) + ") need " + std::to_string(local_world * per_rank) + "; ";
@@ -155,16 +173,14 @@ std::string gpu_shortage(const std::string& mode, const std::string& host, int g
 }
 }  // namespace
 
-std::vector<GpuAssignment> plan_gpus(const std::string& mode, const std::vector<std::string>& gpus, int local_world,
+std::vector<GpuAssignment> plan_gpus(GpuBind mode, const std::vector<std::string>& gpus, int local_world,
                                      int per_rank, bool oversubscribe, const std::string& host) {
-  if (mode != "visible" && mode != "isolate" && mode != "none")
-    throw std::runtime_error("--gpu-bind takes visible, isolate or none, got '" + mode + "'");
   std::vector<GpuAssignment> out;
-  if (mode == "none" || gpus.empty() || local_world <= 0) return out;
+  if (mode == GpuBind::kNone || gpus.empty() || local_world <= 0) return out;
   const int n = static_cast<int>(gpus.size());
   const int want = std::max(per_rank, 1);
   // Two ranks on one GPU is rarely meant: NCCL refuses it, and memory runs out.
-  if (static_cast<long>(local_world) * want > n && !oversubscribe && mode != "visible")
+  if (static_cast<long>(local_world) * want > n && !oversubscribe && mode != GpuBind::kVisible)
     throw std::runtime_error(gpu_shortage(mode, host, n, local_world, want));
   const int k = std::min(want, n);  // shared round-robin, but never more GPUs than the host has
   const std::string all = join_id_list(gpus);
@@ -175,19 +191,19 @@ std::vector<GpuAssignment> plan_gpus(const std::string& mode, const std::vector<
       const int idx = (l * k + i) % n;
       a.physical.push_back(gpus[static_cast<size_t>(idx)]);
       a.positions.push_back(idx);
-      indices.push_back(std::to_string(mode == "visible" ? idx : i));
+      indices.push_back(std::to_string(mode == GpuBind::kVisible ? idx : i));
     }
-    a.visible = mode == "visible" ? all : join_id_list(a.physical);
+    a.visible = mode == GpuBind::kVisible ? all : join_id_list(a.physical);
     a.devices = join_id_list(indices);
     out.push_back(std::move(a));
   }
   return out;
 }
 
-std::string gpu_sharing_warning(const std::string& mode, int gpus, int local_world, int per_rank, bool oversubscribe,
+std::string gpu_sharing_warning(GpuBind mode, int gpus, int local_world, int per_rank, bool oversubscribe,
                                 const std::string& host, const std::string& flag) {
   const int want = std::max(per_rank, 1);
-  if (mode != "visible" || oversubscribe || gpus == 0 || static_cast<long>(local_world) * want <= gpus) return "";
+  if (mode != GpuBind::kVisible || oversubscribe || gpus == 0 || static_cast<long>(local_world) * want <= gpus) return "";
   const int fit = std::max(gpus / want, 1);
   return "dlaunch: warning: --gpu-bind visible: host " + host + " has " + std::to_string(gpus) + " GPU" +
          (gpus == 1 ? "" : "s") + " for " + std::to_string(local_world) + " ranks x " + std::to_string(want) +

@@ -31,7 +31,7 @@ void plan_local_cpus(const RunOptions& o, const std::string& host, std::vector<G
                      const std::vector<int>& gpu_numa, const std::vector<std::string>& slots) {
   static const hostfiles::CpuTopology topo = agent::read_cpu_topology(agent::own_allowed_cpus());
   try {
-    if (o.bind_to == "rankfile") {
+    if (!o.rankfile.empty()) {
       for (size_t l = 0; l < mine.size(); ++l)
         if (!slots[l].empty())
           mine[l].cpus = hostfiles::format_cpu_list(hostfiles::rankfile_cpus(slots[l], topo, host, o.rankfile));
@@ -62,7 +62,7 @@ std::string with_app(std::string line, const std::string& cell) {
 }  // namespace
 
 std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
-  const bool bind = o.gpu_bind && o.gpu_bind_mode != "none";
+  const bool bind = o.gpu_bind_mode != hostfiles::GpuBind::kNone;
   // Detect once: every local host is this machine (and --gpus-per-node stands for every host).
   std::optional<std::vector<agent::VendorGpus>> here;
   std::map<std::string, std::string> variables;  // variable -> vendor, for the note under the table
@@ -74,10 +74,10 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
     mine.assign(static_cast<size_t>(local_world), GpuCells{});
     const bool local = remote::is_local_host(p.nodes[n].host);
     std::vector<std::string> slots(mine.size());  // --rankfile's, by local rank
-    if (o.bind_to == "rankfile")
+    if (!o.rankfile.empty())
       for (const auto& r : p.ranks)
         if (r.node == static_cast<int>(n)) slots.at(static_cast<size_t>(r.local_rank)) = r.cpus;
-    if (o.bind_to != "none") {
+    if (pins_cpus(o)) {
       if (local) plan_local_cpus(o, host, mine, {}, slots);
       else for (auto& c : mine) c.cpus = "?";
     }
@@ -111,7 +111,7 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
         }
         gpu_numa.push_back(node);
       }
-      if (o.bind_to == "numa" && local) plan_local_cpus(o, host, mine, gpu_numa, slots);
+      if (o.bind_to == hostfiles::CpuBind::kNuma && local) plan_local_cpus(o, host, mine, gpu_numa, slots);
     } catch (const std::runtime_error& e) {
       throw UsageError(e.what());  // the launch would refuse the same way: exit 2
     }
@@ -122,7 +122,7 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
     for (const auto& c : node) vw = std::max(vw, c.visible.size());
   std::string out;
   char line[1024];
-  const bool cpus = o.bind_to != "none";
+  const bool cpus = pins_cpus(o);
   const bool mpmd = o.apps.size() > 1;
   size_t pw = 8;
   for (const auto& node : cells)
@@ -149,13 +149,13 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
     out += "CPUs: ? = a remote host's, planned once its agent reports its cores (--report-bindings shows them)\n";
   if (!bind) out += "GPUs: not bound (--gpu-bind none): every rank inherits the visibility variables as they are\n";
   for (const auto& [var, vendor] : variables)
-    out += "GPUs: visible is " + var + " (" + vendor + ", --gpu-bind " + o.gpu_bind_mode +
+    out += "GPUs: visible is " + var + " (" + vendor + ", --gpu-bind " + hostfiles::to_string(o.gpu_bind_mode) +
            "); DLAUNCH_GPUS indexes it\n";
   return out;
 }
 
 std::string binding_report(const LaunchPlan& plan, const std::vector<std::string>& hosts, const RunOptions& o) {
-  const bool bind = o.gpu_bind && o.gpu_bind_mode != "none";
+  const bool bind = o.gpu_bind_mode != hostfiles::GpuBind::kNone;
   std::map<int, std::string> lines;
   for (size_t n = 0; n < plan.launches.size(); ++n) {
     if (!plan.launches[n]) continue;

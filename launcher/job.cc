@@ -226,11 +226,11 @@ AgentStartSpec Job::agent_spec(const Node& n) const {
   spec.token = token_;
   spec.args.node = n.index;
   spec.args.gpus_per_node = opts_.gpus_per_node;
-  spec.args.detect_gpus = opts_.gpu_bind;
-  spec.args.cpu_topology = opts_.bind_to != "none";
+  spec.args.detect_gpus = opts_.gpu_bind_mode != hostfiles::GpuBind::kNone;
+  spec.args.cpu_topology = pins_cpus(opts_);
   // No PMIx server warming up beside ranks that will not use it.
   spec.args.prepare_pmix =
-      !(opts_.mpi == "none" || opts_.mpi == "pmi" || opts_.max_restarts > 0 || (n.local && view_));
+      !(opts_.mpi == MpiMode::kNone || opts_.mpi == MpiMode::kPmi || opts_.max_restarts > 0 || (n.local && view_));
   return spec;
 }
 

@@ -58,8 +58,8 @@ bool check_machines(const PlanInput& in, LaunchPlan& plan) {
 // nodes), nor does auto with --max-restarts: "refuse", so that a rank that
 // calls MPI_Init ends the job rather than run as a singleton.
 bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
-  const std::string& mode = in.opts->mpi;
-  if (mode == "none") return true;
+  const MpiMode mode = in.opts->mpi;
+  if (mode == MpiMode::kNone) return true;
   if (in.shared) {
     plan.mpi = true;
     plan.serve = "refuse";
@@ -68,7 +68,7 @@ bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
   std::vector<std::string> without;
   for (const auto& n : in.nodes)
     if (!n.external && !n.hello->pmix) without.push_back(n.host);
-  if (mode == "pmix" && !without.empty()) {
+  if (mode == MpiMode::kPmix && !without.empty()) {
     plan.refusal = LaunchPlan::Refusal::kNoPmix;
     plan.hosts = join(without);
     plan.why = "--mpi pmix: the dlaunch-agent on " + plan.hosts +
@@ -77,7 +77,7 @@ bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
     return false;
   }
   plan.mpi = true;
-  plan.serve = mode == "pmix" ? "pmix" : mode == "pmi" || !without.empty() ? "pmi" : "pmix,pmi";
+  plan.serve = mode == MpiMode::kPmix ? "pmix" : mode == MpiMode::kPmi || !without.empty() ? "pmi" : "pmix,pmi";
   // --max-restarts: an MPI job cannot be restarted (docs/failures.md), so
   // nothing is served, and a rank that calls MPI_Init ends the job rather
   // than running as a singleton (options.cc refuses --mpi pmix|pmi).
@@ -99,7 +99,7 @@ void check_sockets(const RunOptions& o, const hostfiles::CpuTopology& topo, cons
 // `gpu_numa` (rank -> the NUMA node of its first GPU) lets numa follow the GPU.
 bool plan_cpus(const PlanInput& in, LaunchPlan& plan, std::map<int, std::vector<int>>& cpus,
                const std::map<int, int>& gpu_numa) {
-  if (in.opts->bind_to == "none") return true;
+  if (!pins_cpus(*in.opts)) return true;
   for (const auto& n : in.nodes) {
     if (n.external) continue;
     hostfiles::CpuTopology topo;
@@ -114,7 +114,7 @@ bool plan_cpus(const PlanInput& in, LaunchPlan& plan, std::map<int, std::vector<
         by_local.at(static_cast<size_t>(in.placement->ranks.at(static_cast<size_t>(r)).local_rank)) = g->second;
     try {
       check_sockets(*in.opts, topo, n.host);
-      if (in.opts->bind_to == "rankfile") {
+      if (!in.opts->rankfile.empty()) {
         for (int r : n.ranks)
           if (const auto& place = in.placement->ranks.at(static_cast<size_t>(r)); !place.cpus.empty())
             cpus[r] = hostfiles::rankfile_cpus(place.cpus, topo, n.host,
@@ -139,7 +139,7 @@ bool plan_cpus(const PlanInput& in, LaunchPlan& plan, std::map<int, std::vector<
 // NUMA node of each rank's first GPU where its agent knew it (for --bind-to numa).
 bool plan_gpus(const PlanInput& in, LaunchPlan& plan, std::map<int, EnvMap>& gpu_env, std::map<int, int>& gpu_numa) {
   const RunOptions& o = *in.opts;
-  if (!o.gpu_bind || o.gpu_bind_mode == "none") return true;
+  if (o.gpu_bind_mode == hostfiles::GpuBind::kNone) return true;
   for (const auto& n : in.nodes) {
     if (n.external) continue;
     try {

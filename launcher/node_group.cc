@@ -479,9 +479,6 @@ int NodeGroup::leave(int code) {
 }
 
 int run_per_node(RunOptions o) {
-  if (o.mpi == "pmix")
-    throw UsageError("--mpi pmix does not work with --rdzv: MPI fences do not cross nodes in per-node mode; start MPI "
-                     "programs with a hostfile launch, or with srun --mpi=pmix");
   const RdzvTarget t = rdzv_target(o, rdzv::process_environment());
   auto token = rdzv::load_token(o.token_file);
   if (!token)

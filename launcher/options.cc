@@ -63,7 +63,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("hostfile", val(&o.hostfile, help), "hostfile (OpenMPI, MPICH or DeepSpeed format)")
     ("machinefile", val(&o.hostfile, help), "alias of --hostfile")
     ("host,H", val(&o.hosts, help), "host list: h1:2,h2:2,node[01-04]")
-    ("map-by", val(&o.map_by, help), "slot (fill each host), node (round-robin), ppr:N:node or ppr:N:socket")
+    ("map-by", val(&o.as_written.map_by, help), "slot (fill each host), node (round-robin), ppr:N:node or ppr:N:socket")
     ("npernode", val(&o.per_node, help), "ranks per node")
     ("ppn", val(&o.per_node, help), "alias of --npernode")
     ("nproc-per-node", po::value<std::string>(), "ranks per node: N, or gpu, cpu or auto (torchrun's name)")
@@ -75,17 +75,17 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("wdir", val(&o.wdir, help), "working directory of the ranks")
     ("gpus-per-node", val(&o.gpus_per_node, help), "GPUs per host (default: detect)")
     ("gpus-per-rank", val(&o.gpus_per_rank, help), "consecutive GPUs each rank gets")
-    ("gpu-bind", val(&o.gpu_bind_mode, help),
+    ("gpu-bind", val(&o.as_written.gpu_bind, help),
      "visible (every rank sees the host's GPUs, LOCAL_RANK indexes them), isolate (each sees only its own), none")
     ("no-gpu-bind", "alias of --gpu-bind none")
     ("gpu-vendor", val(&o.gpu_vendor, help), "nvidia, amd or intel: whose GPUs to bind on a host with two vendors")
     ("oversubscribe-gpus", po::bool_switch(&o.oversubscribe_gpus), "let more ranks than GPUs share them round-robin")
     ("report-bindings", po::bool_switch(&o.report_bindings), "print each rank's GPUs and CPUs at start-up")
-    ("bind-to", val(&o.bind_to, help), "pin ranks to CPUs: none, core, hwthread, socket or numa (by local rank)")
+    ("bind-to", val(&o.as_written.bind_to, help), "pin ranks to CPUs: none, core, hwthread, socket or numa (by local rank)")
     ("cpus-per-rank", val(&o.cpus_per_rank, help), "cores (hardware threads) each rank gets with --bind-to core (hwthread)")
     ("use-hwthread-cpus", po::bool_switch(&o.use_hwthread_cpus), "mpirun's: --bind-to core pins hardware threads")
     ("rankfile", val(&o.rankfile, help), "mpirun's: place rank N on a host and CPUs, one line each: rank N=HOST slot=CPUS")
-    ("mpi", val(&o.mpi, help), "pmix, pmi, none or auto (PMI, and PMIx when the agents have libpmix)")
+    ("mpi", val(&o.as_written.mpi, help), "pmix, pmi, none or auto (PMI, and PMIx when the agents have libpmix)")
     ("fence-timeout", seconds(&o.fence_timeout_s, help, "--fence-timeout", kMaxWaitSeconds),
      "seconds an MPI fence across hosts may take")
     ("tag-output", po::bool_switch(&o.tag_output), "prefix lines with [rank@host]")
@@ -175,6 +175,32 @@ std::string value_after(const std::vector<std::string>& raw, size_t& i, const st
   return raw[++i];
 }
 
+// An option's words and what each means.
+template <class E>
+using Choices = std::vector<std::pair<std::string, E>>;
+
+const Choices<hostfiles::MapBy> kMapBy = {{"slot", hostfiles::MapBy::kSlot}, {"node", hostfiles::MapBy::kNode}};
+const Choices<hostfiles::CpuBind> kBindTo = {
+    {"none", hostfiles::CpuBind::kNone},         {"core", hostfiles::CpuBind::kCore},
+    {"hwthread", hostfiles::CpuBind::kHwthread}, {"socket", hostfiles::CpuBind::kSocket},
+    {"numa", hostfiles::CpuBind::kNuma}};
+const Choices<hostfiles::GpuBind> kGpuBind = {
+    {"visible", hostfiles::GpuBind::kVisible}, {"isolate", hostfiles::GpuBind::kIsolate},
+    {"none", hostfiles::GpuBind::kNone}};
+// srun's --mpi=pmi2 is pmi: dlaunch's PMI server speaks PMI-1 and PMI-2.
+const Choices<MpiMode> kMpi = {{"pmix", MpiMode::kPmix}, {"pmi", MpiMode::kPmi}, {"none", MpiMode::kNone},
+                               {"auto", MpiMode::kAuto}, {"pmi2", MpiMode::kPmi}};
+
+// The words to offer and name: each value's first (pmi2 is pmi's alias).
+template <class E>
+std::vector<std::string> words_of(const Choices<E>& c) {
+  std::vector<std::string> out;
+  for (size_t k = 0; k < c.size(); ++k)
+    if (std::none_of(c.begin(), c.begin() + static_cast<long>(k), [&](const auto& e) { return e.second == c[k].second; }))
+      out.push_back(c[k].first);
+  return out;
+}
+
 // "a, b or c".
 std::string or_list(const std::vector<std::string>& words) {
   std::string out;
@@ -188,6 +214,25 @@ void check_words(const std::string& option, const std::string& value) {
   for (const auto& w : option_words())
     if (w.option == option && std::find(w.words.begin(), w.words.end(), value) == w.words.end())
       throw UsageError("--" + option + " takes " + or_list(w.words) + ", got '" + value + "'");
+}
+
+// `text`'s meaning for --`option`, or UsageError naming the words it takes.
+template <class E>
+E choose(const std::string& option, const std::string& text, const Choices<E>& c, const std::string& more = "") {
+  for (const auto& [word, value] : c)
+    if (word == text) return value;
+  std::vector<std::string> words = words_of(c);
+  if (!more.empty()) words.push_back(more);
+  throw UsageError("--" + option + " takes " + or_list(words) + ", got '" + text + "'");
+}
+
+// The modes as written, typed: nothing after the parse compares their words.
+void type_modes(RunOptions& o) {
+  const auto& w = o.as_written;
+  o.map_by = choose("map-by", w.map_by, kMapBy, "ppr:N:node or ppr:N:socket");
+  o.mpi = choose("mpi", w.mpi, kMpi);
+  o.gpu_bind_mode = choose("gpu-bind", w.gpu_bind, kGpuBind);
+  o.bind_to = choose("bind-to", w.bind_to, kBindTo);
 }
 
 // mpirun's --mca NAME VALUE at raw[i]: the ranks' OMPI_MCA_NAME=VALUE, as -x.
@@ -246,7 +291,7 @@ bool translate_habit(const std::vector<std::string>& raw, size_t& i, std::vector
 // rank pinned to its socket unless --bind-to says otherwise; a host whose
 // agent reports another socket count is refused before any rank starts).
 void ranks_per_resource(RunOptions& o, const po::variables_map& vm) {
-  const std::string spec = o.map_by;
+  const std::string spec = o.as_written.map_by;
   const size_t colon = spec.find(':', 4);
   const std::string n = spec.substr(4, colon == std::string::npos ? std::string::npos : colon - 4);
   const std::string unit = colon == std::string::npos ? "" : spec.substr(colon + 1);
@@ -256,10 +301,10 @@ void ranks_per_resource(RunOptions& o, const po::variables_map& vm) {
   if (vm.count("npernode") || vm.count("ppn") || vm.count("nproc-per-node"))
     throw UsageError("give --map-by " + spec + " or --npernode, not both");
   o.per_node = std::stoi(n);
-  o.map_by = "slot";
+  o.as_written.map_by = "slot";
   if (unit == "node") return;
   o.per_socket = o.per_node;
-  if (!vm.count("bind-to")) o.bind_to = "socket";
+  if (!vm.count("bind-to")) o.as_written.bind_to = "socket";
 }
 
 // --rankfile places and pins every rank: what else would place or pin them is refused.
@@ -271,17 +316,16 @@ void rankfile_rules(RunOptions& o, const po::variables_map& vm) {
   if (vm.count("rdzv") || vm.count("nnodes"))
     throw UsageError("--rankfile places the ranks of one launch; per-node mode (--rdzv, --nnodes) places each node's "
                      "own");
-  o.bind_to = "rankfile";
 }
 
 // mpirun's and srun's values of dlaunch options: those with a dlaunch
 // meaning become it, the rest are refused naming the nearest option.
 void mpirun_values(RunOptions& o, const po::variables_map& vm) {
-  if (o.map_by.rfind("ppr:", 0) == 0) ranks_per_resource(o, vm);
+  auto& w = o.as_written;
+  if (w.map_by.rfind("ppr:", 0) == 0) ranks_per_resource(o, vm);
   // --use-hwthread-cpus: a hardware thread is what a core was.
-  if (o.use_hwthread_cpus && o.bind_to == "core") o.bind_to = "hwthread";
+  if (o.use_hwthread_cpus && w.bind_to == "core") w.bind_to = "hwthread";
   if (!o.rankfile.empty()) rankfile_rules(o, vm);
-  if (o.mpi == "pmi2") o.mpi = "pmi";  // srun's --mpi=pmi2: dlaunch's PMI server speaks PMI-1 and PMI-2
   if (vm.count("start-method")) {
     const auto m = vm["start-method"].as<std::string>();
     check_words("start-method", m);
@@ -549,11 +593,10 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   }
   *help = vm.count("help") > 0;
   if (vm.count("no-gpu-bind")) {
-    if (vm.count("gpu-bind") && o.gpu_bind_mode != "none")
-      throw UsageError("--no-gpu-bind contradicts --gpu-bind " + o.gpu_bind_mode + "; give one of them");
-    o.gpu_bind_mode = "none";
+    if (vm.count("gpu-bind") && o.as_written.gpu_bind != "none")
+      throw UsageError("--no-gpu-bind contradicts --gpu-bind " + o.as_written.gpu_bind + "; give one of them");
+    o.as_written.gpu_bind = "none";
   }
-  o.gpu_bind = o.gpu_bind_mode != "none";
   o.version = vm.count("version") > 0;
   if (o.version) return o;
   if (vm.count("output-pty") && vm.count("no-output-pty"))
@@ -564,29 +607,25 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   if (o.command.empty() && !o.dry_run) throw UsageError("no program given; try: dlaunch -n 4 ./app");
   if (vm.count("np") && o.np < 1) throw UsageError("-n needs a positive number of ranks, got " + std::to_string(o.np));
   mpirun_values(o, vm);
-  if (o.map_by != "slot" && o.map_by != "node")
-    throw UsageError("--map-by takes slot, node, ppr:N:node or ppr:N:socket, got '" + o.map_by + "'");
-  check_words("mpi", o.mpi);
+  type_modes(o);
   if (o.max_restarts < 0) throw UsageError("--max-restarts takes a number of restarts, 0 or more");
   // An MPI job cannot be restarted (docs/failures.md): restarts are for
   // torch-style jobs, which meet through MASTER_ADDR/PORT and the store.
   // With --mpi auto the agents serve no MPI, and a rank that calls MPI_Init
   // ends the job (launch_plan.cc): never a singleton.
-  if (o.max_restarts > 0 && (o.mpi == "pmix" || o.mpi == "pmi"))
-    throw UsageError("--max-restarts with --mpi " + o.mpi +
+  if (o.max_restarts > 0 && (o.mpi == MpiMode::kPmix || o.mpi == MpiMode::kPmi))
+    throw UsageError(std::string("--max-restarts with --mpi ") + to_string(o.mpi) +
                      ": an MPI job cannot be restarted; drop --max-restarts to run it as one MPI job, or use "
                      "--mpi none for programs that do not call MPI_Init");
   check_given_values(o, vm);
   if (o.gpus_per_rank < 1) throw UsageError("--gpus-per-rank needs at least 1");
-  check_words("gpu-bind", o.gpu_bind_mode);
   if (!o.gpu_vendor.empty()) check_words("gpu-vendor", o.gpu_vendor);
-  if (o.rankfile.empty()) check_words("bind-to", o.bind_to);
   if (o.cpus_per_rank < 1) throw UsageError("--cpus-per-rank needs at least 1");
   // The method itself (auto, slurm) is resolved where the environment is read (run.cc).
   if (const auto names = remote::start_method_names(); std::find(names.begin(), names.end(), o.launcher) == names.end())
     remote::resolve_start_method(o.launcher, "");  // throws, naming every method
   if (o.ssh_parallel < 1) throw UsageError("--ssh-parallel needs at least 1");
-  if (o.cpus_per_rank != 1 && o.bind_to != "core" && o.bind_to != "hwthread")
+  if (o.cpus_per_rank != 1 && o.bind_to != hostfiles::CpuBind::kCore && o.bind_to != hostfiles::CpuBind::kHwthread)
     throw UsageError("--cpus-per-rank needs --bind-to core or hwthread");
   if (vm.count("npernode") || vm.count("ppn")) o.per_node_flag = vm.count("ppn") ? "--ppn" : "--npernode";
   if (vm.count("nproc-per-node")) {
@@ -610,8 +649,8 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   torchrun_rendezvous(o, vm.count("master-port") > 0);
   // --nnodes 1 (torchrun's default, often written out) needs no rendezvous.
   validate_per_node(o, (vm.count("nnodes") > 0 && o.nnodes != 1) || (vm.count("node-rank") > 0 && o.node_rank != 0));
-  if (!o.rdzv.empty() && (o.mpi == "pmix" || o.mpi == "pmi"))
-    throw UsageError("--mpi " + o.mpi + " with --rdzv: per-node mode serves no MPI (its nodes meet at a store, with "
+  if (!o.rdzv.empty() && (o.mpi == MpiMode::kPmix || o.mpi == MpiMode::kPmi))
+    throw UsageError(std::string("--mpi ") + to_string(o.mpi) + " with --rdzv: per-node mode serves no MPI (its nodes meet at a store, with "
                      "no MPI fences between them); start an MPI program from one dlaunch with --hostfile or -H (or "
                      "inside a Slurm allocation), or use --mpi none for programs that do not call MPI_Init");
   return o;
@@ -763,9 +802,9 @@ std::string run_options_help(const OptionDefaults& defaults) {
 
 const std::vector<OptionWords>& option_words() {
   static const std::vector<OptionWords> table = {
-      {"mpi", {"pmix", "pmi", "none", "auto"}},
-      {"bind-to", {"none", "core", "hwthread", "socket", "numa"}},
-      {"gpu-bind", {"visible", "isolate", "none"}},
+      {"mpi", words_of(kMpi)},
+      {"bind-to", words_of(kBindTo)},
+      {"gpu-bind", words_of(kGpuBind)},
       {"gpu-vendor", {"nvidia", "amd", "intel"}},
       {"map-by", {"slot", "node", "ppr:"}},  // ppr:N:node, ppr:N:socket (checked where they are read)
       {"nproc-per-node", {"gpu", "cpu", "auto"}},
@@ -783,6 +822,12 @@ const std::vector<OptionSpec>& habit_options() {
       {"ntasks", "", true}, {"label", "-l", false},
   };
   return table;
+}
+
+const char* to_string(MpiMode mode) {
+  for (const auto& [word, value] : kMpi)
+    if (value == mode) return word.c_str();
+  return "?";
 }
 
 std::vector<OptionSpec> run_option_table() {

@@ -5,10 +5,16 @@
 #include <string_view>
 #include <vector>
 
+#include "hostfiles/binding.h"
+#include "hostfiles/placement.h"
 #include "launcher/app_context.h"
 #include "launcher/option_sources.h"
 
 namespace dl::launcher {
+
+// --mpi: auto = PMI, and PMIx when every agent has libpmix (docs/mpi.md).
+enum class MpiMode { kAuto, kPmix, kPmi, kNone };
+const char* to_string(MpiMode mode);
 
 struct RunOptions {
   // Placement.
@@ -16,7 +22,7 @@ struct RunOptions {
   std::string hostfile;          // --hostfile/--machinefile
   std::string hostfile_origin;   // where a hostfile default came from ("env DLAUNCH_HOSTFILE"); "" = the command line
   std::string hosts;             // -H/--host list
-  std::string map_by = "slot";   // --map-by slot|node
+  hostfiles::MapBy map_by = hostfiles::MapBy::kSlot;  // --map-by slot|node (ppr:N:... set per_node)
   int per_node = 0;              // --npernode/--ppn/--nproc-per-node
   std::string per_node_flag = "-n";  // the one of those the user typed, for hints ("-n" when none)
   bool oversubscribe = false;    // --oversubscribe
@@ -28,21 +34,20 @@ struct RunOptions {
   std::string wdir;                  // --wdir; "" = the launcher's cwd
   int gpus_per_node = -1;            // --gpus-per-node; -1 = detect per host
   int gpus_per_rank = 1;             // --gpus-per-rank
-  std::string bind_to = "none";      // --bind-to none|core|hwthread|socket|numa; "rankfile" with --rankfile
+  hostfiles::CpuBind bind_to = hostfiles::CpuBind::kNone;  // --bind-to; none with --rankfile (the rankfile pins)
   int per_socket = 0;                // --map-by ppr:N:socket: N (per_node is N x this machine's sockets)
   int sockets_per_node = 0;          // with per_socket: the sockets every host must have (this machine's)
   bool use_hwthread_cpus = false;    // mpirun's --use-hwthread-cpus: --bind-to core pins hardware threads
   bool merge_stderr = false;         // --merge-stderr-to-stdout
   std::string rankfile;              // --rankfile FILE (mpirun's): rank -> host and CPUs
   int cpus_per_rank = 1;             // --cpus-per-rank (cores each rank gets with --bind-to core)
-  // --gpu-bind visible|isolate|none (hostfiles/binding.h, plan_gpus). gpu_bind is false exactly when the mode is
-  // none (--gpu-bind none, --no-gpu-bind): the agents then do not even detect GPUs.
-  std::string gpu_bind_mode = "visible";
-  bool gpu_bind = true;
+  // --gpu-bind (hostfiles/binding.h, plan_gpus); none (--gpu-bind none,
+  // --no-gpu-bind): the agents do not even detect GPUs.
+  hostfiles::GpuBind gpu_bind_mode = hostfiles::GpuBind::kVisible;
   std::string gpu_vendor;            // --gpu-vendor nvidia|amd|intel; "" = the first a host has (nvidia, amd, intel)
   bool oversubscribe_gpus = false;   // --oversubscribe-gpus: more ranks x --gpus-per-rank than GPUs share them
   bool report_bindings = false;      // --report-bindings: each rank's GPUs and CPUs on stderr at start-up
-  std::string mpi = "auto";          // --mpi pmix|pmi|none|auto; auto = PMI, and PMIx when every agent has libpmix
+  MpiMode mpi = MpiMode::kAuto;      // --mpi pmix|pmi|none|auto
   double fence_timeout_s = 60;       // --fence-timeout: an MPI fence across hosts must complete within it
   // Output.
   bool tag_output = false;        // --tag-output: "[rank@host] " before each line
@@ -107,7 +112,16 @@ struct RunOptions {
   // first's. Empty for a job of one program.
   std::vector<AppContext> apps;
   std::string app_file;             // --app FILE: one app context per line
+  // The modes above as the command line, a config file or a variable wrote
+  // them: read by parse_run_options only, which types them (every later
+  // reader uses the enums).
+  struct AsWritten {
+    std::string map_by = "slot", bind_to = "none", gpu_bind = "visible", mpi = "auto";
+  } as_written;
 };
+
+// Whether ranks are pinned to CPUs: --bind-to, or a rankfile's slots.
+inline bool pins_cpus(const RunOptions& o) { return o.bind_to != hostfiles::CpuBind::kNone || !o.rankfile.empty(); }
 
 // Parses `args` (without the program name and subcommand) over the option
 // defaults of the config files and DLAUNCH_<OPTION> variables

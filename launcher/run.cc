@@ -118,7 +118,7 @@ hostfiles::Placement plan(const RunOptions& o) {
   }
   hostfiles::PlacementOptions po;
   po.np = o.np;
-  po.map_by = o.map_by == "node" ? hostfiles::MapBy::kNode : hostfiles::MapBy::kSlot;
+  po.map_by = o.map_by;
   po.per_node = o.per_node;
   po.oversubscribe = o.oversubscribe;
   hostfiles::Placement p;

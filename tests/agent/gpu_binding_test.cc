@@ -231,11 +231,11 @@ TEST_CASE("gpu numa: --bind-to numa puts each rank on its GPU's node, from fake 
   // What the launch plan does with it: GPUs by local rank, then each rank's first GPU's node.
   const auto gpus = pick_gpus(reported_gpus(got), "", "h");
   REQUIRE(gpus);
-  const auto assigned = dl::hostfiles::plan_gpus("visible", gpus->ids, 4, 1, false, "h");
+  const auto assigned = dl::hostfiles::plan_gpus(dl::hostfiles::GpuBind::kVisible, gpus->ids, 4, 1, false, "h");
   std::vector<int> gpu_numa;
   for (const auto& a : assigned) gpu_numa.push_back(gpus->numa.at(static_cast<size_t>(a.positions.at(0))));
   CpuTopology reported{got.cpu->cores, got.cpu->numa, *got.cpu->numa_ids};
-  const auto cpus = dl::hostfiles::plan_cpus("numa", reported, 4, 1, "h", gpu_numa);
+  const auto cpus = dl::hostfiles::plan_cpus(dl::hostfiles::CpuBind::kNuma, reported, 4, 1, "h", gpu_numa);
   using V = std::vector<int>;
   CHECK(cpus == std::vector<V>{{4, 5, 6, 7}, {4, 5, 6, 7}, {0, 1, 2, 3}, {0, 1, 2, 3}});
 }

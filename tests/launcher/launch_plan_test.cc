@@ -226,7 +226,7 @@ TEST_CASE("launch plan: --gpu-bind visible (the default): every rank sees its ho
     CHECK_THAT(plan.warnings, Catch::Contains("host n1 has 1 GPU for 2 ranks") && Catch::Contains("(-n)"));
   }
   SECTION("isolate, more ranks than GPUs on one host: refused before anything starts, naming that host") {
-    o.gpu_bind_mode = "isolate";
+    o.gpu_bind_mode = dl::hostfiles::GpuBind::kIsolate;
     in.nodes[1].hello->gpus = {"0"};
     const auto plan = plan_launch(in);
     CHECK(plan.refusal == LaunchPlan::Refusal::kBadRequest);
@@ -264,7 +264,7 @@ TEST_CASE("launch plan: --gpu-bind isolate gives each rank only its own GPUs, no
   in.nodes[1].hello->gpus = {"0", "1"};
 
   SECTION("isolate: one GPU per rank, device 0 is its own, LOCAL_RANK stays the true local rank") {
-    o.gpu_bind_mode = "isolate";
+    o.gpu_bind_mode = dl::hostfiles::GpuBind::kIsolate;
     const auto plan = plan_launch(in);
     REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
     CHECK(env_of(plan, 0, "CUDA_VISIBLE_DEVICES") == "4");
@@ -275,7 +275,7 @@ TEST_CASE("launch plan: --gpu-bind isolate gives each rank only its own GPUs, no
     for (int r = 0; r < 4; ++r) CHECK(env_of(plan, r, "DLAUNCH_GPUS") == "0");
   }
   SECTION("isolate --gpus-per-rank 2: consecutive pairs of the node's own GPU ids") {
-    o.gpu_bind_mode = "isolate";
+    o.gpu_bind_mode = dl::hostfiles::GpuBind::kIsolate;
     o.gpus_per_rank = 2;
     in.nodes[1].hello->gpus = {"0", "1", "2", "3"};
     const auto plan = plan_launch(in);
@@ -284,11 +284,11 @@ TEST_CASE("launch plan: --gpu-bind isolate gives each rank only its own GPUs, no
     CHECK(env_of(plan, 1, "DLAUNCH_GPUS") == "0,1");
   }
   SECTION("none (--gpu-bind none, or --no-gpu-bind's gpu_bind = false): nobody's GPU variables are touched") {
-    o.gpu_bind_mode = "none";
+    o.gpu_bind_mode = dl::hostfiles::GpuBind::kNone;
     auto plan = plan_launch(in);
     for (int r = 0; r < 4; ++r) CHECK(env_of(plan, r, "CUDA_VISIBLE_DEVICES") == "<unset>");
-    o.gpu_bind_mode = "visible";
-    o.gpu_bind = false;
+    o.gpu_bind_mode = dl::hostfiles::GpuBind::kVisible;
+    o.gpu_bind_mode = dl::hostfiles::GpuBind::kNone;
     in.nodes[1].hello->gpus = {"0"};  // not even too many ranks for the GPUs: nothing is bound
     plan = plan_launch(in);
     REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
@@ -322,7 +322,7 @@ TEST_CASE("launch plan: each vendor's GPUs go in its own variable, and --gpu-ven
     CHECK(env_of(plan, 3, "DLAUNCH_GPUS") == "1");
   }
   SECTION("isolate on AMD: ROCR_VISIBLE_DEVICES is the rank's own GPU") {
-    o.gpu_bind_mode = "isolate";
+    o.gpu_bind_mode = dl::hostfiles::GpuBind::kIsolate;
     const auto plan = plan_launch(in);
     CHECK(env_of(plan, 3, "ROCR_VISIBLE_DEVICES") == "1");
     CHECK(env_of(plan, 5, "ZE_AFFINITY_MASK") == "1");
@@ -354,7 +354,7 @@ TEST_CASE("launch plan: GPUs go by local rank, not by global rank, under --map-b
   // Round robin: node 0 runs ranks 0 and 2, node 1 runs 1 and 3.
   const auto p = placement(2, 2, hf::MapBy::kNode);
   auto o = options();
-  o.gpu_bind_mode = "isolate";
+  o.gpu_bind_mode = dl::hostfiles::GpuBind::kIsolate;
   auto in = input(p, o);
   in.nodes[0].hello->gpus = {"0", "1"};
   in.nodes[1].hello->gpus = {"0", "1"};
@@ -363,7 +363,7 @@ TEST_CASE("launch plan: GPUs go by local rank, not by global rank, under --map-b
   CHECK(env_of(plan, 2, "CUDA_VISIBLE_DEVICES") == "1");
   CHECK(env_of(plan, 1, "CUDA_VISIBLE_DEVICES") == "0");
   CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "1");
-  o.gpu_bind_mode = "visible";
+  o.gpu_bind_mode = dl::hostfiles::GpuBind::kVisible;
   plan = plan_launch(in);
   CHECK(env_of(plan, 2, "DLAUNCH_GPUS") == "1");
   CHECK(env_of(plan, 1, "DLAUNCH_GPUS") == "0");
@@ -472,14 +472,14 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
     }
   }
   SECTION("pmi: PMI only, even where every agent could serve PMIx") {
-    o.mpi = "pmi";
+    o.mpi = dl::launcher::MpiMode::kPmi;
     const auto plan = plan_launch(in);
     CHECK(plan.refusal == LaunchPlan::Refusal::kNone);
     REQUIRE(plan.launches[0]->mpi);
     CHECK(plan.launches[0]->mpi->serve == "pmi");
   }
   SECTION("pmix with one agent without PMIx: refused, naming that host") {
-    o.mpi = "pmix";
+    o.mpi = dl::launcher::MpiMode::kPmix;
     in.nodes[2].hello->pmix = false;
     const auto plan = plan_launch(in);
     CHECK(plan.refusal == LaunchPlan::Refusal::kNoPmix);
@@ -489,7 +489,7 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
     for (const auto& l : plan.launches) CHECK_FALSE(l);  // nothing is launched
   }
   SECTION("pmix with two agents without PMIx: both named, in node order") {
-    o.mpi = "pmix";
+    o.mpi = dl::launcher::MpiMode::kPmix;
     in.nodes[0].hello->pmix = false;
     in.nodes[2].hello->pmix = false;
     const auto plan = plan_launch(in);
@@ -497,7 +497,7 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
     CHECK(plan.hosts == "n0, n2");
   }
   SECTION("pmix with every agent serving PMIx: MPI, PMIx only (PMI clients are refused)") {
-    o.mpi = "pmix";
+    o.mpi = dl::launcher::MpiMode::kPmix;
     const auto plan = plan_launch(in);
     CHECK(plan.refusal == LaunchPlan::Refusal::kNone);
     CHECK(plan.mpi);
@@ -506,7 +506,7 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
     CHECK_FALSE(plan.launches[0]->mpi->serves("pmi"));
   }
   SECTION("none: no MPI even where every agent could") {
-    o.mpi = "none";
+    o.mpi = dl::launcher::MpiMode::kNone;
     const auto plan = plan_launch(in);
     CHECK(plan.refusal == LaunchPlan::Refusal::kNone);
     CHECK_FALSE(plan.mpi);
@@ -517,7 +517,7 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
 TEST_CASE("launch plan: per-node mode plans only its own node, with the shared identity", "[launcher][plan][per-node]") {
   const auto p = placement(3, 2);
   auto o = options();
-  o.mpi = "pmix";  // even pmix: per-node mode has no fences between nodes, so never MPI (and no refusal)
+  o.mpi = dl::launcher::MpiMode::kPmix;  // even pmix: per-node mode has no fences between nodes, so never MPI (and no refusal)
   auto in = input(p, o);
   // This dlaunch runs node 1; nodes 0 and 2 are other dlaunches' and sent no hello.
   in.nodes[0].external = true, in.nodes[0].hello.reset();
@@ -547,7 +547,7 @@ TEST_CASE("launch plan: per-node mode plans only its own node, with the shared i
 TEST_CASE("launch plan: --bind-to core gives each local rank its cores from the hello", "[launcher][plan][cpu]") {
   const auto p = placement(2, 2, hf::MapBy::kNode);  // node 0: ranks 0, 2; node 1: ranks 1, 3
   auto o = options();
-  o.bind_to = "core";
+  o.bind_to = dl::hostfiles::CpuBind::kCore;
   auto in = input(p, o);
   // Four cores, each with two hardware threads (n, n+4), on both hosts.
   for (auto& n : in.nodes) n.hello->cpu = msg::CpuReport{{{0, 4}, {1, 5}, {2, 6}, {3, 7}}, {{0, 1, 2, 3, 4, 5, 6, 7}}};
@@ -581,7 +581,7 @@ TEST_CASE("launch plan: --bind-to core gives each local rank its cores from the 
     CHECK_THAT(plan.why, Catch::Contains("n0"));
   }
   SECTION("--bind-to none: no CPU lists at all") {
-    o.bind_to = "none";
+    o.bind_to = dl::hostfiles::CpuBind::kNone;
     const auto plan = plan_launch(in);
     for (int r = 0; r < 4; ++r) CHECK_FALSE(spec_of(plan, r).cpus);
   }
@@ -590,7 +590,7 @@ TEST_CASE("launch plan: --bind-to core gives each local rank its cores from the 
 TEST_CASE("launch plan: --bind-to numa puts each rank on the NUMA node of its GPU", "[launcher][plan][cpu][numa]") {
   const auto p = placement(1, 4);
   auto o = options();
-  o.bind_to = "numa";
+  o.bind_to = dl::hostfiles::CpuBind::kNuma;
   auto in = input(p, o);
   // Two sockets (kernel ids 0 and 1); GPUs 0,1 hang off node 1 and 2,3 off node 0.
   in.nodes[0].hello->cpu = msg::CpuReport{{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}, {{0, 1, 2, 3}, {4, 5, 6, 7}},
@@ -608,7 +608,7 @@ TEST_CASE("launch plan: --bind-to numa puts each rank on the NUMA node of its GP
     CHECK(spec_of(plan, 3).cpus == node0);
   }
   SECTION("isolate follows the rank's own GPU too") {
-    o.gpu_bind_mode = "isolate";
+    o.gpu_bind_mode = dl::hostfiles::GpuBind::kIsolate;
     in.nodes[0].hello->gpu_numa = std::vector<int>{0, 1, 0, 1};
     const auto plan = plan_launch(in);
     CHECK(spec_of(plan, 0).cpus == node0);
@@ -618,7 +618,7 @@ TEST_CASE("launch plan: --bind-to numa puts each rank on the NUMA node of its GP
     for (int pass = 0; pass < 3; ++pass) {
       if (pass == 0) in.nodes[0].hello->gpu_numa.reset();
       if (pass == 1) in.nodes[0].hello->cpu->numa_ids.reset();
-      if (pass == 2) o.gpu_bind = false, o.gpu_bind_mode = "none";
+      if (pass == 2) o.gpu_bind_mode = dl::hostfiles::GpuBind::kNone;
       const auto plan = plan_launch(in);
       INFO("pass " << pass);
       CHECK(spec_of(plan, 0).cpus == node0);
@@ -759,8 +759,8 @@ TEST_CASE("binding_report: one line per rank, by rank, with what it sees, the ph
           "dlaunch: rank 3 on n1: GPUs 1 (physical 1) of ROCR_VISIBLE_DEVICES=0,1\n");
   }
   SECTION("isolate with --bind-to core: CPUs too; a host without GPUs says so") {
-    o.gpu_bind_mode = "isolate";
-    o.bind_to = "core";
+    o.gpu_bind_mode = dl::hostfiles::GpuBind::kIsolate;
+    o.bind_to = dl::hostfiles::CpuBind::kCore;
     for (auto& n : in.nodes) n.hello->cpu = msg::CpuReport{{{0, 4}, {1, 5}}, {{0, 1, 4, 5}}};
     in.nodes[1].hello->gpus.clear();
     const auto plan = plan_launch(in);
@@ -772,8 +772,8 @@ TEST_CASE("binding_report: one line per rank, by rank, with what it sees, the ph
           "dlaunch: rank 3 on n1: no GPUs; CPUs 1,5\n");
   }
   SECTION("none: not bound") {
-    o.gpu_bind_mode = "none";
-    o.gpu_bind = false;
+    o.gpu_bind_mode = dl::hostfiles::GpuBind::kNone;
+    o.gpu_bind_mode = dl::hostfiles::GpuBind::kNone;
     const auto plan = plan_launch(in);
     CHECK_THAT(binding_report(plan, hosts, o),
                Catch::StartsWith("dlaunch: rank 0 on n0: GPUs not bound (--gpu-bind none)\n"));

@@ -112,12 +112,12 @@ TEST_CASE("option defaults: a group given on the command line takes none of its 
   const auto d = load(env);
   auto o = parse({"./app"}, d);
   CHECK(o.hostfile == "/home/someone/hosts");  // a leading ~/ is HOME
-  CHECK(o.gpu_bind_mode == "isolate");
+  CHECK(o.gpu_bind_mode == dl::hostfiles::GpuBind::kIsolate);
   CHECK(o.per_node == 2);
   o = parse({"-H", "a,b", "--no-gpu-bind", "--ppn", "3", "./app"}, d);
   CHECK(o.hostfile.empty());
   CHECK(o.hosts == "a,b");
-  CHECK(o.gpu_bind_mode == "none");
+  CHECK(o.gpu_bind_mode == dl::hostfiles::GpuBind::kNone);
   CHECK(o.per_node == 3);
   // --rdzv names where the nodes meet: a default hostfile would contradict it.
   o = parse({"--rdzv", "tcp://h:1", "--nnodes", "2", "--node-rank", "0", "./app"}, d);

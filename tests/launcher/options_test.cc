@@ -68,8 +68,8 @@ TEST_CASE("options: every flag lands in its field", "[launcher]") {
   CHECK(o.timeout_s == 60);
   CHECK(o.gpus_per_node == 4);
   CHECK(o.gpus_per_rank == 2);
-  CHECK_FALSE(o.gpu_bind);
-  CHECK(o.map_by == "node");
+  CHECK(o.gpu_bind_mode == dl::hostfiles::GpuBind::kNone);
+  CHECK(o.map_by == dl::hostfiles::MapBy::kNode);
   CHECK(o.dry_run);
   CHECK(o.verbose);
   CHECK(o.command == Args{"./app", "x"});
@@ -79,10 +79,10 @@ TEST_CASE("options: every flag lands in its field", "[launcher]") {
 
 TEST_CASE("options: defaults", "[launcher]") {
   auto o = parse({"./a"});
-  CHECK(o.gpu_bind);
+  CHECK(o.gpu_bind_mode == dl::hostfiles::GpuBind::kVisible);
   CHECK(o.gpus_per_node == -1);
   CHECK(o.gpus_per_rank == 1);
-  CHECK(o.map_by == "slot");
+  CHECK(o.map_by == dl::hostfiles::MapBy::kSlot);
   CHECK(o.stdin_target == "0");
   CHECK(o.kill_grace_s > 0);
   CHECK(o.timeout_s == 0);
@@ -295,7 +295,7 @@ TEST_CASE("help run shows each option's default where it has one, and parsing is
   // Defaults stay out of parsing: an option not given still counts as not given.
   bool h = false;
   auto o = parse_run_options({"-n", "2", "true"}, &h);
-  CHECK(o.map_by == "slot");
+  CHECK(o.map_by == dl::hostfiles::MapBy::kSlot);
   CHECK(o.rdzv.empty());
   CHECK(o.nnodes == RunOptions{}.nnodes);
 }
@@ -304,12 +304,12 @@ TEST_CASE("options: --max-restarts, torchrun's --max_restarts - --mpi auto stays
           "--mpi pmix|pmi refused",
           "[launcher][restart]") {
   CHECK(parse({"./app"}).max_restarts == 0);
-  CHECK(parse({"./app"}).mpi == "auto");
+  CHECK(parse({"./app"}).mpi == dl::launcher::MpiMode::kAuto);
   CHECK(parse({"--max-restarts", "3", "./app"}).max_restarts == 3);
   CHECK(parse({"--max_restarts=2", "./app"}).max_restarts == 2);
-  CHECK(parse({"--max-restarts", "3", "./app"}).mpi == "auto");
-  CHECK(parse({"--max-restarts", "3", "--mpi", "none", "./app"}).mpi == "none");
-  CHECK(parse({"--max-restarts", "0", "--mpi", "pmix", "./app"}).mpi == "pmix");
+  CHECK(parse({"--max-restarts", "3", "./app"}).mpi == dl::launcher::MpiMode::kAuto);
+  CHECK(parse({"--max-restarts", "3", "--mpi", "none", "./app"}).mpi == dl::launcher::MpiMode::kNone);
+  CHECK(parse({"--max-restarts", "0", "--mpi", "pmix", "./app"}).mpi == dl::launcher::MpiMode::kPmix);
   CHECK_THROWS_WITH(parse({"--max-restarts", "-1", "./app"}), Catch::Contains("--max-restarts takes"));
   CHECK_THROWS_WITH(parse({"--max-restarts", "1", "--mpi", "pmix", "./app"}),
                     Catch::Contains("--max-restarts with --mpi pmix: an MPI job cannot be restarted; drop --max-restarts"));
@@ -404,25 +404,26 @@ TEST_CASE("options: mpirun's flags from job scripts - honoured, or refused namin
   SECTION("--map-by ppr:N:node is --npernode N; ppr:N:socket pins to sockets") {
     auto o = parse({"--map-by", "ppr:4:node", "./a"});
     CHECK(o.per_node == 4);
-    CHECK(o.map_by == "slot");
+    CHECK(o.map_by == dl::hostfiles::MapBy::kSlot);
     CHECK(o.per_socket == 0);
     auto s = parse({"--map-by", "ppr:2:socket", "./a"});
     CHECK(s.per_socket == 2);
-    CHECK(s.bind_to == "socket");
-    CHECK(parse({"--map-by", "ppr:2:socket", "--bind-to", "core", "./a"}).bind_to == "core");
+    CHECK(s.bind_to == dl::hostfiles::CpuBind::kSocket);
+    CHECK(parse({"--map-by", "ppr:2:socket", "--bind-to", "core", "./a"}).bind_to == dl::hostfiles::CpuBind::kCore);
     CHECK_THROWS_WITH(parse({"--map-by", "ppr:x:node", "./a"}), Catch::Contains("ppr:N:node"));
     CHECK_THROWS_WITH(parse({"--map-by", "ppr:2:board", "./a"}), Catch::Contains("ppr:N:socket"));
     CHECK_THROWS_WITH(parse({"--map-by", "ppr:2:node", "--npernode", "2", "./a"}), Catch::Contains("not both"));
   }
   SECTION("binding, hardware threads, merged streams and rank files as mpirun's") {
-    CHECK(parse({"--bind-to", "socket", "./a"}).bind_to == "socket");
+    CHECK(parse({"--bind-to", "socket", "./a"}).bind_to == dl::hostfiles::CpuBind::kSocket);
     CHECK(parse({"--bind-to", "hwthread", "--cpus-per-rank", "2", "./a"}).cpus_per_rank == 2);
-    CHECK(parse({"--use-hwthread-cpus", "--bind-to", "core", "./a"}).bind_to == "hwthread");
-    CHECK(parse({"--use-hwthread-cpus", "./a"}).bind_to == "none");
+    CHECK(parse({"--use-hwthread-cpus", "--bind-to", "core", "./a"}).bind_to == dl::hostfiles::CpuBind::kHwthread);
+    CHECK(parse({"--use-hwthread-cpus", "./a"}).bind_to == dl::hostfiles::CpuBind::kNone);
     CHECK(parse({"--merge-stderr-to-stdout", "./a"}).merge_stderr);
     auto r = parse({"--rankfile", "rf", "./a"});
     CHECK(r.rankfile == "rf");
-    CHECK(r.bind_to == "rankfile");
+    CHECK(r.bind_to == dl::hostfiles::CpuBind::kNone);  // the rankfile's slots pin
+    CHECK(dl::launcher::pins_cpus(r));
     CHECK_THROWS_WITH(parse({"--rankfile", "rf", "--bind-to", "core", "./a"}), Catch::Contains("not both"));
     CHECK_THROWS_WITH(parse({"--rankfile", "rf", "--npernode", "2", "./a"}), Catch::Contains("not both"));
     CHECK_THROWS_WITH(parse({"--bind-to", "board", "./a"}), Catch::Contains("hwthread, socket"));
@@ -434,14 +435,14 @@ TEST_CASE("options: srun's spellings", "[launcher][habits]") {
   CHECK(parse({"--ntasks=5", "./a"}).np == 5);
   CHECK(parse({"-l", "./a"}).tag_output);
   CHECK(parse({"--label", "./a"}).tag_output);
-  CHECK(parse({"--cpu-bind=cores", "./a"}).bind_to == "core");
-  CHECK(parse({"--cpu-bind", "none", "./a"}).bind_to == "none");
-  CHECK(parse({"--cpu-bind=sockets", "./a"}).bind_to == "socket");
-  CHECK(parse({"--cpu-bind=threads", "./a"}).bind_to == "hwthread");
-  CHECK(parse({"--cpu-bind=ldoms", "./a"}).bind_to == "numa");
+  CHECK(parse({"--cpu-bind=cores", "./a"}).bind_to == dl::hostfiles::CpuBind::kCore);
+  CHECK(parse({"--cpu-bind", "none", "./a"}).bind_to == dl::hostfiles::CpuBind::kNone);
+  CHECK(parse({"--cpu-bind=sockets", "./a"}).bind_to == dl::hostfiles::CpuBind::kSocket);
+  CHECK(parse({"--cpu-bind=threads", "./a"}).bind_to == dl::hostfiles::CpuBind::kHwthread);
+  CHECK(parse({"--cpu-bind=ldoms", "./a"}).bind_to == dl::hostfiles::CpuBind::kNuma);
   CHECK_THROWS_WITH(parse({"--cpu-bind=map_cpu:1,2", "./a"}), Catch::Contains("--bind-to core"));
-  CHECK(parse({"--mpi=pmi2", "./a"}).mpi == "pmi");
-  CHECK(parse({"--mpi=pmix", "./a"}).mpi == "pmix");
+  CHECK(parse({"--mpi=pmi2", "./a"}).mpi == dl::launcher::MpiMode::kPmi);
+  CHECK(parse({"--mpi=pmix", "./a"}).mpi == dl::launcher::MpiMode::kPmix);
 }
 
 TEST_CASE("options: MPIEXEC_TIMEOUT bounds the job as mpirun and hydra do, below --timeout", "[launcher][habits]") {
