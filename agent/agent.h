@@ -19,9 +19,9 @@
 #include <string>
 
 #include "agent/loop_watch.h"
-#include "agent/mpi_job.h"
-#include "agent/pmi/pmi_service.h"
-#include "agent/pmix_tripwire.h"
+#include "mpi/mpi_job.h"
+#include "mpi/pmi/pmi_service.h"
+#include "mpi/pmix_tripwire.h"
 #include "agent/rank_environment.h"
 #include "agent/rank_supervisor.h"
 #include "agent/stack_dump.h"
@@ -83,7 +83,7 @@ class Agent {
   std::shared_ptr<control::Connection> link_;
   RankSupervisor ranks_;
   std::unique_ptr<MpiJob> mpi_;  // PMIx server of an MPI job, else null
-  std::unique_ptr<pmi::PmiService> pmi_;  // PMI server of an MPI job (agent/pmi/), else null
+  std::unique_ptr<pmi::PmiService> pmi_;  // PMI server of an MPI job (mpi/pmi/), else null
   std::unique_ptr<PmixTripwire> tripwire_;  // --max-restarts: the ranks' unserved PMIx ports, else null
   std::unique_ptr<PythonDir> py_dir_;  // the Python ranks' files, named at the first launch (agent/python_dir.h)
   std::unique_ptr<TorchErrorFiles> error_files_;  // the ranks' TORCHELASTIC_ERROR_FILEs, from the launch on

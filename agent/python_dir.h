@@ -10,7 +10,7 @@
 // Named dlaunch-<agent pid>-py-<random hex> under $TMPDIR (or /tmp),
 // canonical (the path a rank's /proc/PID/fd shows, even under a symlinked
 // TMPDIR), so that when the agent is killed outright the next agent on the
-// host finds its owner gone and removes it (agent/mpi_job.cc). The name is
+// host finds its owner gone and removes it (mpi/mpi_job.cc). The name is
 // unguessable and only this user's processes see it (their environment).
 #include <string>
 

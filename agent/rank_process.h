@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "control/env_names.h"
+
 namespace dl::agent {
 
 // What looking up a program the way a shell does found.
@@ -26,9 +28,9 @@ struct Resolved {
 // remote agent's $HOME, `--wdir /scratch ./worker` was "not found".)
 Resolved resolve_program(const std::string& argv0, const std::string& path_var, const std::string& dir = "");
 
-// The descriptor a rank gets SpawnSpec::inherit_fd as. A rank's table holds
-// 0, 1, 2 and this one, nothing else of the agent's.
-inline constexpr int kRankInheritedFd = 3;
+// The descriptor a rank gets SpawnSpec::inherit_fd as (control/env_names.h).
+// A rank's table holds 0, 1, 2 and this one, nothing else of the agent's.
+using env::kRankInheritedFd;
 
 struct SpawnSpec {
   std::string exe;                 // resolved path

@@ -32,6 +32,9 @@ inline constexpr const char* kOmpiNodeRank = "OMPI_COMM_WORLD_NODE_RANK";
 inline constexpr const char* kPmiRank = "PMI_RANK";
 inline constexpr const char* kPmiSize = "PMI_SIZE";
 inline constexpr const char* kPmiFd = "PMI_FD";  // the inherited socket of the agent's PMI server
+// The descriptor number a rank inherits its one extra descriptor as (its PMI
+// socket, PMI_FD's value): the agent's spawn puts it there, mpi/ names it.
+inline constexpr int kRankInheritedFd = 3;
 inline constexpr const char* kMpiLocalRankId = "MPI_LOCALRANKID";
 inline constexpr const char* kMpiLocalNRanks = "MPI_LOCALNRANKS";
 // MPMD: the rank's app context (0-based), as Hydra's and PMIx's names.

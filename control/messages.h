@@ -304,7 +304,7 @@ struct RankSpec {
   }
 };
 
-// With --mpi (pmix): the agent serves PMIx to its ranks (agent/mpi_job.h).
+// With --mpi (pmix): the agent serves PMIx to its ranks (mpi/mpi_job.h).
 struct MpiSection {
   std::string nspace;
   int world_size = 0, node_rank = 0, universe_size = 0;

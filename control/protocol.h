@@ -50,7 +50,7 @@ struct DataChunk {
 DataChunk parse_data(std::string_view payload);
 
 // Fence ids: the PMIx server's count 0, 1, 2, ...; the PMI server's
-// (agent/pmi/) have this bit set, so that both count on in one job.
+// (mpi/pmi/) have this bit set, so that both count on in one job.
 inline constexpr uint64_t kPmiFenceBit = uint64_t{1} << 63;
 // "fence 3" (PMIx) or "PMI fence 3", for logs and verdicts.
 std::string fence_name(uint64_t id);

@@ -3,7 +3,7 @@
 // tables (/proc/net/tcp and /proc/net/tcp6: every socket of this network
 // namespace with its owner's uid, readable by any user). TCP carries no
 // credentials, so this is how a server tells a connection from another
-// local user from one of its own job (agent/pmix/front_door.h, the
+// local user from one of its own job (mpi/pmix/front_door.h, the
 // pre-handshake caps of wire/admission.h), and how a client names the
 // program that holds the port it expected a dlaunch server on. For a
 // connection's peer the kernel is asked directly (sock_diag, as ss(8) does:

@@ -1,11 +1,11 @@
-// The agent's PMI server (agent/pmi/) on mutated PMI-1 and PMI-2 input: a
+// The agent's PMI server (mpi/pmi/) on mutated PMI-1 and PMI-2 input: a
 // rank may send anything on PMI_FD. The parser must take off whole commands
 // or refuse them without reading past the input; the handler, fed the same
 // bytes in chunks, must answer and never crash; a fence result the launcher
 // relays must decode or be refused with a dl::Error.
 #include <catch2/catch.hpp>
 
-#include "agent/pmi/pmi_server.h"
+#include "mpi/pmi/pmi_server.h"
 #include "tests/fuzz/fuzz_harness.h"
 
 using namespace dl::fuzz;

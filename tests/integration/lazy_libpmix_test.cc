@@ -1,6 +1,6 @@
 // dlaunch-agent loads libpmix and hwloc (and libevent, munge, udev with
 // them) in its PMIx server thread when a rank connects, not at exec
-// (agent/pmix/pmix_loader.h): `dlaunch-agent --version`, the agent of a
+// (mpi/pmix/pmix_loader.h): `dlaunch-agent --version`, the agent of a
 // `--mpi none` job and that of an MPI job whose ranks never call MPI_Init
 // never map them; the agent of a rank that calls MPI_Init does.
 // These fail as soon as anything links libpmix into dlaunch-agent, or into

@@ -1,4 +1,4 @@
-// The PMI server's handler (agent/pmi/pmi_server.h) without sockets: the
+// The PMI server's handler (mpi/pmi/pmi_server.h) without sockets: the
 // requests MPICH's PMI-1 and PMI-2 clients send at MPI_Init and MPI_Finalize,
 // answered as Hydra's proxy answers them; a fence across two "hosts" (two
 // servers, the launcher's relay played by the test); errors for what is not
@@ -7,7 +7,7 @@
 
 #include <map>
 
-#include "agent/pmi/pmi_server.h"
+#include "mpi/pmi/pmi_server.h"
 
 using namespace dl::agent::pmi;
 

@@ -1,4 +1,4 @@
-// The PMI server's sockets (agent/pmi/pmi_service.h), real socketpairs: a
+// The PMI server's sockets (mpi/pmi/pmi_service.h), real socketpairs: a
 // rank's socket is registered with the loop only at watch_started, and what
 // a rank wrote before that (even a rank that has ended since) is handled
 // then: the request answered, the ended socket closed, the silent one
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/pmi/pmi_service.h"
+#include "mpi/pmi/pmi_service.h"
 
 using namespace dl::agent::pmi;
 

@@ -1,10 +1,10 @@
-// The PMI-1 and PMI-2 parsers and encoders (agent/pmi/pmi_wire.h) on the
+// The PMI-1 and PMI-2 parsers and encoders (mpi/pmi/pmi_wire.h) on the
 // exact bytes MPICH's clients send, and on malformed input: an error that
 // names what was expected, never a crash or a hang.
 #include <catch2/catch.hpp>
 
-#include "agent/pmi/pmi_job.h"
-#include "agent/pmi/pmi_wire.h"
+#include "mpi/pmi/pmi_job.h"
+#include "mpi/pmi/pmi_wire.h"
 
 using namespace dl::agent::pmi;
 

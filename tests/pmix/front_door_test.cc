@@ -1,4 +1,4 @@
-// The agent's early PMIx address (agent/pmix/front_door.h) and the rank
+// The agent's early PMIx address (mpi/pmix/front_door.h) and the rank
 // environment written before the server exists (predicted_rank_env): real
 // sockets and, for the prediction, a real libpmix server in this process
 // (each ctest case is its own process).
@@ -19,9 +19,9 @@
 #include <string>
 #include <thread>
 
-#include "agent/pmix/front_door.h"
-#include "agent/pmix/listener_seal.h"
-#include "agent/pmix/pmix_server.h"
+#include "mpi/pmix/front_door.h"
+#include "mpi/pmix/listener_seal.h"
+#include "mpi/pmix/pmix_server.h"
 #include "errors/error.h"
 
 using namespace dl::agent::pmix;

@@ -1,8 +1,8 @@
-// Pure layout answers of agent/pmix/job_map.h, checked against maps written
+// Pure layout answers of mpi/pmix/job_map.h, checked against maps written
 // out by hand.
 #include <catch2/catch.hpp>
 
-#include "agent/pmix/job_map.h"
+#include "mpi/pmix/job_map.h"
 #include "errors/error.h"
 
 using namespace dl::agent::pmix;

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/pmix/pmix_server.h"
+#include "mpi/pmix/pmix_server.h"
 #include "errors/error.h"
 
 extern char** environ;

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <map>
 
-#include "agent/pmix/pmix_server.h"
+#include "mpi/pmix/pmix_server.h"
 #include "errors/error.h"
 
 using namespace dl::agent::pmix;

@@ -91,7 +91,7 @@ struct Victim {
   pid_t agent = -1;
 
   // `restarts`: --max-restarts 1, where the ranks' PMIx ports serve nothing
-  // (agent/pmix_tripwire.h).
+  // (mpi/pmix_tripwire.h).
   explicit Victim(bool mpi, bool restarts = false) {
     char tmpl[] = "/tmp/dlsec-victim.XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);

@@ -1,5 +1,5 @@
 #pragma once
-// Internal to agent/pmix: the pmix_info_t lists handed to libpmix, built from
+// Internal to mpi/pmix: the pmix_info_t lists handed to libpmix, built from
 // a JobMap. Every key and why it is there is listed in docs/mpi.md.
 #include <pmix.h>
 #include <pmix_server.h>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/pmix/job_map.h"
+#include "mpi/pmix/job_map.h"
 
 namespace dl::agent::pmix {
 

@@ -1,4 +1,4 @@
-#include "agent/pmix/local_topology.h"
+#include "mpi/pmix/local_topology.h"
 
 #include <hwloc.h>
 

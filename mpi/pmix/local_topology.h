@@ -1,5 +1,5 @@
 #pragma once
-// Internal to agent/pmix: this host's hwloc topology, discovered once per
+// Internal to mpi/pmix: this host's hwloc topology, discovered once per
 // agent. libpmix gets the object at PMIx_server_init (PMIX_TOPOLOGY2, so it
 // does not discover it a second time), and every rank gets it as XML in
 // PMIX_LOCAL_TOPO, so that each OpenMPI rank does not rediscover it (mpirun

@@ -1,4 +1,4 @@
-#include "agent/pmi/pmi_job.h"
+#include "mpi/pmi/pmi_job.h"
 
 #include "errors/error.h"
 #include "wire/coding.h"

@@ -1,6 +1,4 @@
-#include "agent/pmi/pmi_service.h"
-
-#include "agent/rank_process.h"
+#include "mpi/pmi/pmi_service.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -56,7 +54,7 @@ PmiService::RankEnd PmiService::open_rank(int rank) {
   links_[rank] = link;
   RankEnd end;
   end.child_fd = fds[1];
-  end.env = {{env::kPmiFd, std::to_string(kRankInheritedFd)}};  // spawn_rank moves it there
+  end.env = {{env::kPmiFd, std::to_string(env::kRankInheritedFd)}};  // spawn_rank moves it there
   return end;
 }
 

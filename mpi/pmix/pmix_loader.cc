@@ -1,6 +1,6 @@
 // The forwarders of pmix_loader.h: one per libpmix and hwloc function
-// agent/pmix calls, with the library's own prototype, resolved on first call.
-#include "agent/pmix/pmix_loader.h"
+// mpi/pmix calls, with the library's own prototype, resolved on first call.
+#include "mpi/pmix/pmix_loader.h"
 
 #include <dlfcn.h>
 #include <hwloc.h>

@@ -1,4 +1,4 @@
-#include "agent/mpi_job.h"
+#include "mpi/mpi_job.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -25,11 +25,11 @@
 #include "wire/quiet_thread.h"
 
 #if DLAUNCH_HAVE_PMIX
-#include "agent/pmix/front_door.h"
-#include "agent/pmix/listener_seal.h"
-#include "agent/pmix/local_topology.h"
-#include "agent/pmix/pmix_loader.h"
-#include "agent/pmix/pmix_server.h"
+#include "mpi/pmix/front_door.h"
+#include "mpi/pmix/listener_seal.h"
+#include "mpi/pmix/local_topology.h"
+#include "mpi/pmix/pmix_loader.h"
+#include "mpi/pmix/pmix_server.h"
 #endif
 
 namespace dl::agent {

@@ -1,4 +1,4 @@
-#include "agent/pmi/pmi_server.h"
+#include "mpi/pmi/pmi_server.h"
 
 #include <cstdlib>
 

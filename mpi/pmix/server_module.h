@@ -1,5 +1,5 @@
 #pragma once
-// Internal to agent/pmix: the state libpmix's upcalls share with PmixServer,
+// Internal to mpi/pmix: the state libpmix's upcalls share with PmixServer,
 // and the upcall table handed to PMIx_server_init. Not for the agent.
 #include <pmix.h>
 #include <pmix_server.h>
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "agent/pmix/pmix_server.h"
+#include "mpi/pmix/pmix_server.h"
 
 namespace dl::agent::pmix {
 

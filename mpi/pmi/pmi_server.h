@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/pmi/pmi_job.h"
-#include "agent/pmi/pmi_wire.h"
+#include "mpi/pmi/pmi_job.h"
+#include "mpi/pmi/pmi_wire.h"
 
 namespace dl::agent::pmi {
 

@@ -16,7 +16,7 @@
 // loads them either. Neither binary carries a RUNPATH: a library ld.so does
 // not find by SONAME is tried at the path the build found it.
 //
-// A libpmix or hwloc function that agent/pmix starts to call must be added
+// A libpmix or hwloc function that mpi/pmix starts to call must be added
 // to the list in pmix_loader.cc (dlaunch-agent's link fails, naming it, until
 // it is), or the build configured with -DDLAUNCH_LAZY_PMIX=OFF. Test
 // programs link the libraries directly and never use the forwarders.

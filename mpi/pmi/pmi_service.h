@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/pmi/pmi_server.h"
+#include "mpi/pmi/pmi_server.h"
 
 namespace dl::agent::pmi {
 

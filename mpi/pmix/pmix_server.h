@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/pmix/job_map.h"
+#include "mpi/pmix/job_map.h"
 
 namespace dl::agent::pmix {
 

@@ -1,7 +1,7 @@
 // libpmix's upcalls. They run on libpmix's progress thread: each one records
 // what it owes libpmix under the state's mutex and hands the event to the
 // agent through Callbacks::post, never calling the agent directly.
-#include "agent/pmix/server_module.h"
+#include "mpi/pmix/server_module.h"
 
 #include <atomic>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "agent/pmix/pmix_server.h"
+#include "mpi/pmix/pmix_server.h"
 
 #include <sched.h>
 #include <sys/stat.h>
@@ -12,10 +12,10 @@
 #include <filesystem>
 #include <map>
 
-#include "agent/pmix/job_info.h"
-#include "agent/pmix/listener_seal.h"
-#include "agent/pmix/local_topology.h"
-#include "agent/pmix/server_module.h"
+#include "mpi/pmix/job_info.h"
+#include "mpi/pmix/listener_seal.h"
+#include "mpi/pmix/local_topology.h"
+#include "mpi/pmix/server_module.h"
 #include "errors/error.h"
 
 namespace dl::agent::pmix {

@@ -1,4 +1,4 @@
-#include "agent/pmi/pmi_wire.h"
+#include "mpi/pmi/pmi_wire.h"
 
 #include <cctype>
 #include <cstdio>

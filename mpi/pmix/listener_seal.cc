@@ -1,4 +1,4 @@
-#include "agent/pmix/listener_seal.h"
+#include "mpi/pmix/listener_seal.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "agent/pmix/front_door.h"
+#include "mpi/pmix/front_door.h"
 #include "wire/socket_owner.h"
 #include "errors/error.h"
 

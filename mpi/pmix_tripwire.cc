@@ -1,13 +1,13 @@
-#include "agent/pmix_tripwire.h"
+#include "mpi/pmix_tripwire.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "agent/mpi_job.h"
+#include "mpi/mpi_job.h"
 #include "errors/error.h"
 
 #if DLAUNCH_HAVE_PMIX
-#include "agent/pmix/front_door.h"
+#include "mpi/pmix/front_door.h"
 #endif
 
 namespace dl::agent {

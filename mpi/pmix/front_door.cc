@@ -1,4 +1,4 @@
-#include "agent/pmix/front_door.h"
+#include "mpi/pmix/front_door.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

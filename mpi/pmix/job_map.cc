@@ -1,4 +1,4 @@
-#include "agent/pmix/job_map.h"
+#include "mpi/pmix/job_map.h"
 
 #include "errors/error.h"
 

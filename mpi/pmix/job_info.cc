@@ -1,4 +1,4 @@
-#include "agent/pmix/job_info.h"
+#include "mpi/pmix/job_info.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -1,7 +1,7 @@
 #pragma once
 // The agent's MPI side: a temp dir and, when dlaunch-agent was built with
 // libpmix (DLAUNCH_HAVE_PMIX), the PMIx server of this host's ranks
-// (agent/pmix/pmix_server.h). The only agent file that knows libpmix exists.
+// (mpi/pmix/pmix_server.h). The only agent file that knows libpmix exists.
 //
 // Starting a PMIx server costs 30-200 ms (hwloc's topology discovery and
 // PMIx_server_init), which a job that never calls MPI_Init must not pay
@@ -69,7 +69,7 @@ class MpiJob {
   // A server that fails later (libpmix) is reported on stderr, and the
   // ranks' MPI_Init fails.
   void start(const control::msg::MpiSection& mpi, MpiHooks hooks);
-  // --max-restarts (agent/pmix_tripwire.h): the PMIx variables local rank
+  // --max-restarts (mpi/pmix_tripwire.h): the PMIx variables local rank
   // `rank` of `mpi` would get, pointing at 127.0.0.1:`port`, where no server
   // runs. Empty without libpmix. Throws UsageError for a rank not on this host.
   static std::vector<std::pair<std::string, std::string>> unserved_rank_env(const control::msg::MpiSection& mpi,
