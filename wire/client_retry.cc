@@ -15,7 +15,7 @@ Millis retry_pause(int number) {
   const int doublings = std::clamp(number - 1, 0, 20);
   const auto d = std::min(kRetryFirstPause * (int64_t{1} << doublings), kRetryLongestPause);
   thread_local std::mt19937 gen(std::random_device{}());
-  return Millis(std::uniform_int_distribution<int64_t>(d.count() / 2, d.count())(gen));
+  return Millis(std::uniform_int_distribution<int64_t>(0, d.count())(gen));
 }
 
 void retry_until(const std::string& peer, Millis timeout, const std::function<void(const Try&)>& attempt) {

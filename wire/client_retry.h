@@ -2,10 +2,12 @@
 // A client's way in to a server that may be starting, busy or flooded by
 // someone else's connections (wire/admission.h): every try that is refused,
 // reset, closed or left without a handshake answer is tried again after a
-// pause, until the client's overall connect timeout. The pauses double and
-// are drawn at random from [d/2, d], so that clients turned away together do
-// not come back together. A server that answers but is not ours (AuthError)
-// is not tried again.
+// pause, until the client's overall connect timeout. The pauses grow
+// exponentially with "full jitter": each is drawn at random from [0, d] with
+// d doubling per try, so that thousands of clients turned away together (a
+// listen backlog overflowing in a connect storm) come back spread over the
+// whole window instead of in a smaller wave at the same moment. A server
+// that answers but is not ours (AuthError) is not tried again.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -42,7 +44,7 @@ void retry_until(const std::string& peer, Millis timeout, const std::function<vo
 Socket connect_authenticated(const std::string& host, uint16_t port, std::string_view token, std::string_view tag,
                              const std::string& peer, Millis timeout);
 
-// The pause before try `number` + 1: random in [d/2, d], with d
+// The pause before try `number` + 1: random in [0, d], with d
 // kRetryFirstPause doubled per try up to kRetryLongestPause.
 Millis retry_pause(int number);
 
