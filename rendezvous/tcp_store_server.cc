@@ -25,6 +25,7 @@
 #include "wire/coding.h"
 #include "wire/frame.h"
 #include "wire/handshake.h"
+#include "wire/socket.h"
 
 namespace dl::rdzv {
 
@@ -41,6 +42,8 @@ constexpr size_t kReadChunk = 16384;
 // While a session's handling is held up (a parked request, or replies the
 // client is not reading), reading stops once this much input is buffered.
 constexpr size_t kMaxHeldInput = 1u << 20;
+// Over net.core.somaxconn, so the kernel's cap is what applies.
+constexpr int kListenBacklog = 65535;
 
 using WaiterPtr = StoreState::WaiterPtr;
 // Nonces drawn per getrandom call for the handshakes of a burst of clients.
@@ -90,6 +93,7 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   void arm_hs_timer();
   void on_hs_timer();
   void accept_ready();
+  void start_session(wire::Admission::Accepted& a);
   void wait_accept();
   void note(const std::string& line) { if (log) log("store: " + line); }
   void answer(const WaiterPtr& w, const proto::Reply& r);
@@ -352,32 +356,44 @@ struct Session : std::enable_shared_from_this<Session> {
 };
 }  // namespace
 
-// Accepts every pending connection (one readiness event serves a burst of
-// clients), closing those of a peer over its limit of unauthenticated ones
-// (wire/admission.h), then waits for more.
+// Accepts what is pending (one readiness event serves a burst of clients),
+// closing those of a peer over its limit of unauthenticated ones
+// (wire/admission.h), and starts their handshakes. Asio's reactor is
+// edge-triggered and a batch stops at Admission::kMaxBatch, so after a
+// batch that took anything the next is posted rather than waited for: the
+// server accepts until the backlog is empty (accept4 says EAGAIN), and a
+// storm larger than one batch never sits in the backlog waiting for an edge
+// that only a new connection would raise. Posted, not looped: the sessions
+// accepted meanwhile are served between batches, so neither starves.
 void Impl::accept_ready() {
   if (stopped) return;
   auto batch = admission.accept_pending(acceptor.native_handle());
   for (const auto& line : batch.notes) note(line);
-  for (auto& a : batch.admitted) {
-    // TCP_NODELAY comes from the listening socket (Linux copies it to
-    // accepted sockets), so no setsockopt per client.
-    tcp::socket sock(io);
-    error_code ec;
-    sock.assign(protocol, a.fd, ec);
-    if (ec) {
-      ::close(a.fd);
-      note("cannot serve a client: " + ec.message());
-      continue;
-    }
-    auto s = std::make_shared<Session>(shared_from_this(), std::move(sock), std::move(a.slot));
-    sessions.insert(s);
-    s->start();
+  for (auto& a : batch.admitted) start_session(a);
+  if (batch.starved) {
+    // Out of descriptors or a transient error: retry shortly.
+    auto t = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
+    t->async_wait([self = shared_from_this(), t](error_code) { self->accept_ready(); });
+    return;
   }
-  if (!batch.starved) return wait_accept();
-  // Out of descriptors or a transient error: retry shortly.
-  auto t = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
-  t->async_wait([self = shared_from_this(), t](error_code) { self->accept_ready(); });
+  if (batch.taken == 0) return wait_accept();
+  asio::post(io, [self = shared_from_this()] { self->accept_ready(); });
+}
+
+void Impl::start_session(wire::Admission::Accepted& a) {
+  // TCP_NODELAY comes from the listening socket (Linux copies it to
+  // accepted sockets), so no setsockopt per client.
+  tcp::socket sock(io);
+  error_code ec;
+  sock.assign(protocol, a.fd, ec);
+  if (ec) {
+    ::close(a.fd);
+    note("cannot serve a client: " + ec.message());
+    return;
+  }
+  auto s = std::make_shared<Session>(shared_from_this(), std::move(sock), std::move(a.slot));
+  sessions.insert(s);
+  s->start();
 }
 
 void Impl::watch_handshake(const std::shared_ptr<Session>& s) {
@@ -460,6 +476,9 @@ void Impl::shutdown() {
 
 TcpStoreServer::TcpStoreServer(asio::io_context& io, const std::string& bind_host, uint16_t port, std::string token)
     : impl_(std::make_shared<Impl>(io, std::move(token))) {
+  // A descriptor per client: the usual soft limit of 1024 would turn a
+  // thousand ranks away (rank 0 hosting the store has not raised it).
+  wire::raise_descriptor_limit();
   const std::string where = (bind_host.empty() ? "0.0.0.0" : bind_host) + ":" + std::to_string(port);
   try {
     auto addr = asio::ip::make_address(bind_host.empty() ? "0.0.0.0" : bind_host);
@@ -473,7 +492,11 @@ TcpStoreServer::TcpStoreServer(asio::io_context& io, const std::string& bind_hos
     impl_->acceptor.set_option(tcp::no_delay(true));
     impl_->acceptor.non_blocking(true);
     impl_->acceptor.bind(ep);
-    impl_->acceptor.listen(asio::socket_base::max_listen_connections);
+    // The kernel caps the backlog at net.core.somaxconn: asking for more
+    // gets the system's whole allowance (4096 by default since Linux 5.4),
+    // with no tuning asked of users; clients turned away when even that
+    // overflows try again with backoff (wire/client_retry.h).
+    impl_->acceptor.listen(kListenBacklog);
   } catch (const boost::system::system_error& e) {
     throw IoError("store server cannot listen on " + where + ": " + e.code().message() +
                   " (is another server on that port, or is the address not this host's?)");
