@@ -98,6 +98,18 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   void note(const std::string& line) { if (log) log("store: " + line); }
   void answer(const WaiterPtr& w, const proto::Reply& r);
   void shutdown();
+  // The reply frame of `r`, whose list many sessions send: framed once per
+  // list while its sessions still hold it.
+  std::shared_ptr<const std::string> shared_frame(const proto::Reply& r, proto::Op op) {
+    auto frame = framed.lock();
+    if (frame && framed_list.lock() == r.list) return frame;
+    std::string f;
+    wire::append_frame(f, proto::kReply, proto::encode(r, op));
+    frame = std::make_shared<const std::string>(std::move(f));
+    framed = frame, framed_list = r.list;
+    return frame;
+  }
+  std::weak_ptr<const std::string> framed, framed_list;
 };
 
 namespace {
@@ -116,6 +128,10 @@ struct Session : std::enable_shared_from_this<Session> {
   std::unique_ptr<char[]> in;
   size_t cap = 0, head = 0, tail = 0;
   std::string out;
+  // A reply frame shared with other sessions (an all-gather's list), sent
+  // after `out`; handling waits until it is gone, so replies stay in order.
+  std::shared_ptr<const std::string> shared_out;
+  size_t shared_at = 0;
   WaiterPtr parked;  // at most one request is parked
   Clock::time_point replied_at{};  // when the last reply was queued
   bool read_waiting = false, write_waiting = false, closing = false, closed = false;
@@ -140,7 +156,7 @@ struct Session : std::enable_shared_from_this<Session> {
     on_readable();  // the client speaks first: its hello may be here already
   }
 
-  bool held() const { return parked || write_waiting; }
+  bool held() const { return parked || write_waiting || shared_out; }
 
   void wait_readable() {
     if (read_waiting || closing || closed) return;
@@ -169,8 +185,7 @@ struct Session : std::enable_shared_from_this<Session> {
       if (n > 0) {
         const bool hot = Clock::now() - replied_at < kSpinWhenFaster;
         tail += static_cast<size_t>(n);
-        handle_input();
-        flush();
+        serve_input();
         if (static_cast<size_t>(n) < room) {
           const bool may_spin = hot && spins < kMaxSpins && store_spin().count() > 0 && !held() && out.empty();
           if (may_spin && backoff.take()) {
@@ -212,8 +227,7 @@ struct Session : std::enable_shared_from_this<Session> {
   // Goes on after a parked request was answered or the replies were sent.
   void resume() {
     if (closing || closed || held()) return;
-    handle_input();
-    flush();
+    serve_input();
     if (!read_waiting) on_readable();
   }
 
@@ -240,6 +254,20 @@ struct Session : std::enable_shared_from_this<Session> {
     std::memcpy(bigger.get(), in.get(), tail);
     in = std::move(bigger);
     cap = want;
+  }
+
+  // Handles the whole frames buffered and sends the replies. A shared reply
+  // sent at once no longer holds the requests behind it: go on with them.
+  void serve_input() {
+    do {
+      handle_input();
+      flush();
+    } while (!held() && has_frame() && !closing && !closed);
+  }
+
+  bool has_frame() const {
+    return tail - head >= wire::kHeaderSize &&
+           tail - head >= wire::kHeaderSize + wire::decode_frame_header(in.get() + head).length;
   }
 
   // Handles whole frames in order until one parks or replies back up.
@@ -287,7 +315,7 @@ struct Session : std::enable_shared_from_this<Session> {
     std::string bad = proto::check_limits(req);
     if (!bad.empty()) {
       srv->note(peer() + ": " + bad);
-      return reply({proto::Status::kError, bad, 0, {}}, req.op);
+      return reply({proto::Status::kError, bad, 0, {}, nullptr}, req.op);
     }
     StoreState::Result r = srv->state.execute(req);
     if (r.parked) {
@@ -300,7 +328,8 @@ struct Session : std::enable_shared_from_this<Session> {
   }
 
   void reply(const proto::Reply& r, proto::Op op) {
-    wire::append_frame(out, proto::kReply, proto::encode(r, op));
+    if (r.list) shared_out = srv->shared_frame(r, op), shared_at = 0;
+    else wire::append_frame(out, proto::kReply, proto::encode(r, op));
     replied_at = Clock::now();
   }
 
@@ -315,16 +344,20 @@ struct Session : std::enable_shared_from_this<Session> {
     flush();
   }
 
-  // Sends what `out` holds with one non-blocking send; waits for room only
-  // when the client is not reading fast enough.
+  // Sends what `out` holds (then shared_out) with non-blocking sends; waits
+  // for room only when the client is not reading fast enough.
   void flush() {
     if (write_waiting || closed) return;
-    while (!out.empty()) {
-      ssize_t n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (!out.empty() || shared_out) {
+      const std::string_view next =
+          !out.empty() ? std::string_view(out) : std::string_view(*shared_out).substr(shared_at);
+      ssize_t n = ::send(fd, next.data(), next.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return close(false);
-      if (n > 0) out.erase(0, static_cast<size_t>(n));
-      if (out.empty()) break;
+      const size_t sent = n > 0 ? static_cast<size_t>(n) : 0;
+      if (!out.empty()) out.erase(0, sent);
+      else if ((shared_at += sent) == shared_out->size()) shared_out.reset(), shared_at = 0;
+      if (sent == next.size()) continue;
       write_waiting = true;
       sock.async_wait(tcp::socket::wait_write, [self = shared_from_this()](error_code ec) {
         self->write_waiting = false;
@@ -350,6 +383,7 @@ struct Session : std::enable_shared_from_this<Session> {
     error_code ignored;
     if (ours) sock.shutdown(tcp::socket::shutdown_both, ignored);
     sock.close(ignored);
+    shared_out.reset();
     slot.release();
     srv->sessions.erase(shared_from_this());
   }
