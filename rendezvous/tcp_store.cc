@@ -77,7 +77,7 @@ void TcpStore::connect_once(const wire::Try& t) {
   inbuf_.clear();
   recv_timeout_ = Millis(-1);  // a new socket has none set
   sock_.close();
-  sock_ = wire::connect_tcp(host_, port_, t.left);
+  sock_ = wire::connect_tcp(host_, port_, t.connect_wait);
   try {
     wire::ClientHandshake hs(token_, proto::kStoreTag, peer_);
     const auto sent = Clock::now();

@@ -44,6 +44,8 @@ constexpr size_t kReadChunk = 16384;
 constexpr size_t kMaxHeldInput = 1u << 20;
 // Over net.core.somaxconn, so the kernel's cap is what applies.
 constexpr int kListenBacklog = 65535;
+// Connections accepted in one round before their handshakes are served.
+constexpr size_t kAcceptsPerWake = 16384;
 
 using WaiterPtr = StoreState::WaiterPtr;
 // Nonces drawn per getrandom call for the handshakes of a burst of clients.
@@ -392,25 +394,35 @@ struct Session : std::enable_shared_from_this<Session> {
 
 // Accepts what is pending (one readiness event serves a burst of clients),
 // closing those of a peer over its limit of unauthenticated ones
-// (wire/admission.h), and starts their handshakes. Asio's reactor is
-// edge-triggered and a batch stops at Admission::kMaxBatch, so after a
-// batch that took anything the next is posted rather than waited for: the
-// server accepts until the backlog is empty (accept4 says EAGAIN), and a
-// storm larger than one batch never sits in the backlog waiting for an edge
-// that only a new connection would raise. Posted, not looped: the sessions
-// accepted meanwhile are served between batches, so neither starves.
+// (wire/admission.h), then starts the handshakes of those admitted.
+// Accepting comes first, up to kAcceptsPerWake connections: accept4 costs
+// a few microseconds and a handshake tens, and a connect storm that finds
+// the backlog full loses its SYNs (the kernel sends them again after 1 s),
+// so the backlog is emptied before the handshakes are served. Asio's reactor
+// is edge-triggered: when the last batch was full (more may be pending) the
+// next round is posted rather than waited for, so a storm larger than one
+// round never sits in the backlog waiting for an edge that only a new
+// connection would raise; posted, not looped, so the sessions accepted
+// meanwhile are served between rounds and neither side starves.
 void Impl::accept_ready() {
   if (stopped) return;
-  auto batch = admission.accept_pending(acceptor.native_handle());
-  for (const auto& line : batch.notes) note(line);
-  for (auto& a : batch.admitted) start_session(a);
+  std::vector<wire::Admission::Accepted> admitted;
+  wire::Admission::Batch batch;
+  for (size_t taken = 0; taken < kAcceptsPerWake;) {
+    batch = admission.accept_pending(acceptor.native_handle());
+    for (const auto& line : batch.notes) note(line);
+    for (auto& a : batch.admitted) admitted.push_back(std::move(a));
+    taken += batch.taken;
+    if (batch.starved || batch.taken < wire::Admission::kMaxBatch) break;
+  }
+  for (auto& a : admitted) start_session(a);
   if (batch.starved) {
     // Out of descriptors or a transient error: retry shortly.
     auto t = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
     t->async_wait([self = shared_from_this(), t](error_code) { self->accept_ready(); });
     return;
   }
-  if (batch.taken == 0) return wait_accept();
+  if (batch.taken < wire::Admission::kMaxBatch) return wait_accept();
   asio::post(io, [self = shared_from_this()] { self->accept_ready(); });
 }
 

@@ -24,12 +24,20 @@ inline constexpr Millis kRetryLongestPause{1000};
 // later try waits twice as long as the one before, up to kRetryLongestWait.
 inline constexpr Millis kRetryFirstWait{2000};
 inline constexpr Millis kRetryLongestWait{8000};
+// How long the first try waits for its TCP connect to complete; each later
+// try waits twice as long, up to that try's handshake wait. A SYN that finds
+// the server's listen backlog full is dropped and sent again by the kernel
+// only after 1 s: a fresh try after 250 ms (and a jittered pause) gets in
+// sooner, and a connect on a LAN or loopback takes well under a millisecond.
+inline constexpr Millis kRetryFirstConnectWait{250};
 
-// One try's budget: `left` of the overall timeout, and `wait`, how long it
-// may wait for the server's handshake answer (never more than left).
+// One try's budget: `left` of the overall timeout, `connect_wait`, how long
+// its TCP connect may take, and `wait`, how long it may wait for the
+// server's handshake answer (neither more than left).
 struct Try {
   int number = 1;
   Millis left{0};
+  Millis connect_wait{0};
   Millis wait{0};
 };
 
@@ -43,6 +51,9 @@ void retry_until(const std::string& peer, Millis timeout, const std::function<vo
 // that passed the token handshake with `peer` (host:port named in errors).
 Socket connect_authenticated(const std::string& host, uint16_t port, std::string_view token, std::string_view tag,
                              const std::string& peer, Millis timeout);
+
+// The waits of try `number` (from 1) with `left` of the overall timeout.
+Try try_budget(int number, Millis left);
 
 // The pause before try `number` + 1: random in [0, d], with d
 // kRetryFirstPause doubled per try up to kRetryLongestPause.
