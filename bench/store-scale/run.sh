@@ -4,7 +4,8 @@
 # 64-byte values, against dlaunch's store at N, and side by side with torch
 # 1.13's TCPStore server at 1,024 and 4,096 clients (its barrier and
 # all-gather made as torch makes them: add + wait, and one get per rank).
-# Each configuration runs once; the last lines printed are one per
+# Each configuration runs once (its barrier_s: the median of 5 barriers);
+# the last lines printed are one per
 # configuration:
 #   store-scale clients=N mode=M connect_s=X barrier_s=Y allgather_s=Z failed=F server_conns=C
 #   bench/store-scale/run.sh N           (build store_scale first: cmake --build build --target store_scale)
@@ -31,7 +32,8 @@ run() {  # mode clients
   echo "store-scale: $1 at $2 clients (load $(cut -d' ' -f1 /proc/loadavg))" >&2
   # A client that never gets through shows in failed=; the whole run is
   # bounded too, for a server that hangs.
-  if out=$(timeout $((4 * timeout_s + 60)) "$bin" --clients "$2" --mode "$1" --timeout-s "$timeout_s" --python "$python"); then
+  if out=$(timeout $((8 * timeout_s + 60)) "$bin" --clients "$2" --mode "$1" --timeout-s "$timeout_s" --barriers 5 \
+      --python "$python"); then
     lines+=("$out")
   else
     lines+=("store-scale clients=$2 mode=$1 FAILED (exit $?)")
