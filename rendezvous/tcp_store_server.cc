@@ -136,6 +136,10 @@ struct Session : std::enable_shared_from_this<Session> {
   size_t shared_at = 0;
   WaiterPtr parked;  // at most one request is parked
   Clock::time_point replied_at{};  // when the last reply was queued
+  // Until when the client may take to prove it holds the token: from its
+  // accept, and again from our answer, so a server that answers late (a
+  // connect storm) does not refuse clients for its own delay.
+  Clock::time_point hs_deadline{};
   bool read_waiting = false, write_waiting = false, closing = false, closed = false;
 
   Session(std::shared_ptr<Impl> s, tcp::socket so, wire::PreAuthSlot sl)
@@ -154,6 +158,7 @@ struct Session : std::enable_shared_from_this<Session> {
 
   void start() {
     hs.emplace(srv->token, std::string(proto::kStoreTag), srv->next_nonce());
+    hs_deadline = Clock::now() + wire::kPreAuthDeadline;
     srv->watch_handshake(shared_from_this());
     on_readable();  // the client speaks first: its hello may be here already
   }
@@ -292,6 +297,7 @@ struct Session : std::enable_shared_from_this<Session> {
           auto answer = hs->answer(payload);
           if (!answer) return refuse(hs->error());
           wire::append_frame(out, wire::kHandshake, *answer);
+          hs_deadline = Clock::now() + wire::kPreAuthDeadline;
           continue;
         }
         // Nothing after the proof is looked at before this check passes.
@@ -465,6 +471,13 @@ void Impl::on_hs_timer() {
     auto s = weak.lock();
     if (s && s->hs && !s->closed) {
       if (deadline > now) break;
+      if (s->hs_deadline > now) {
+        // Answered since: watched again until its later deadline (queued
+        // behind later accepts, which may then be refused up to that much late).
+        handshaking.pop_front();
+        handshaking.emplace_back(s->hs_deadline, weak);
+        continue;
+      }
       s->refuse("no handshake within " + std::to_string(wire::kPreAuthDeadline.count()) + " ms");
     }
     handshaking.pop_front();

@@ -27,9 +27,12 @@ inline constexpr Millis kRetryLongestWait{8000};
 // How long the first try waits for its TCP connect to complete; each later
 // try waits twice as long, up to that try's handshake wait. A SYN that finds
 // the server's listen backlog full is dropped and sent again by the kernel
-// only after 1 s: a fresh try after 250 ms (and a jittered pause) gets in
-// sooner, and a connect on a LAN or loopback takes well under a millisecond.
-inline constexpr Millis kRetryFirstConnectWait{250};
+// only after 1 s: a fresh try after 500 ms (and a jittered pause) gets in
+// sooner, while a connect on a LAN or loopback takes well under a
+// millisecond. Not shorter: with 250 ms, 16,384 clients on one 2-core host
+// sent SYNs so often that the server, sharing the cores, took 15-40 s to
+// let them all in (docs/benchmarks.md, "Store at scale").
+inline constexpr Millis kRetryFirstConnectWait{500};
 
 // One try's budget: `left` of the overall timeout, `connect_wait`, how long
 // its TCP connect may take, and `wait`, how long it may wait for the

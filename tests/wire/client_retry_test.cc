@@ -90,6 +90,25 @@ TEST_CASE("client retry: pauses double up to the longest, each drawn from [0, d]
   }
 }
 
+TEST_CASE("client retry: each try waits longer for its connect and its handshake answer within what is left",
+          "[wire]") {
+  const Try first = try_budget(1, Millis(60000));
+  CHECK(first.connect_wait == kRetryFirstConnectWait);
+  CHECK(first.wait == kRetryFirstWait);
+  const Try second = try_budget(2, Millis(60000));
+  CHECK(second.connect_wait == 2 * kRetryFirstConnectWait);
+  CHECK(second.wait == 2 * kRetryFirstWait);
+  // The connect never waits longer than the handshake answer, nor either
+  // longer than the time left.
+  const Try late = try_budget(12, Millis(60000));
+  CHECK(late.wait == kRetryLongestWait);
+  CHECK(late.connect_wait == kRetryLongestWait);
+  const Try short_left = try_budget(3, Millis(300));
+  CHECK(short_left.wait == Millis(300));
+  CHECK(short_left.connect_wait == Millis(300));
+  CHECK(try_budget(1, Millis(0)).left == Millis(1));
+}
+
 TEST_CASE("client retry: a server that closes and then ignores the client is tried again", "[wire]") {
   const std::string token = new_token();
   std::vector<Socket> silent;
