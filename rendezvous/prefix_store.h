@@ -36,6 +36,11 @@ class PrefixStore : public Store {
     return inner_->barrier(k(key), count, timeout);
   }
   using Store::barrier;
+  std::vector<Bytes> all_gather(const std::string& prefix, int64_t rank, int64_t count, const Bytes& value,
+                                Millis timeout) override {
+    return inner_->all_gather(k(prefix), rank, count, value, timeout);
+  }
+  using Store::all_gather;
   void describe_key(const std::string& key, std::string text) override { inner_->describe_key(k(key), std::move(text)); }
 
   Store& inner() { return *inner_; }

@@ -1,6 +1,7 @@
 #include "rendezvous/store.h"
 
 #include "errors/error.h"
+#include "rendezvous/store_protocol.h"
 #include "rendezvous/store_semantics.h"
 
 namespace dl::rdzv {
@@ -58,6 +59,49 @@ int64_t Store::barrier(const std::string& key, int64_t count, Millis timeout) {
     throw TimeoutError(barrier_timeout_message(timeout, key, count));
   }
   return me;
+}
+
+void Store::check_all_gather(const std::string& prefix, int64_t rank, int64_t count, size_t value_size) {
+  std::string bad = semantics::all_gather_error(prefix, rank, count, value_size);
+  if (!bad.empty()) throw UsageError(bad);
+}
+
+std::vector<Bytes> Store::all_gather(const std::string& prefix, int64_t rank, int64_t count, const Bytes& value,
+                                     Millis timeout) {
+  check_all_gather(prefix, rank, count, value.size());
+  std::vector<std::string> keys;
+  keys.reserve(static_cast<size_t>(count));
+  for (int64_t r = 0; r < count; ++r) keys.push_back(prefix + "/rank/" + std::to_string(r));
+  set(keys[static_cast<size_t>(rank)], value);
+  try {
+    wait(keys, timeout);
+  } catch (const TimeoutError&) {
+    std::vector<std::string> missing;
+    size_t unnamed = 0;
+    for (const auto& k : keys) {
+      if (check({k})) continue;
+      if (missing.size() < proto::kMaxNamedMissing) missing.push_back("rank/" + std::to_string(rank_of_key(k)));
+      else ++unnamed;
+    }
+    if (unnamed > 0) missing.push_back("... and " + std::to_string(unnamed) + " more ranks");
+    throw TimeoutError(all_gather_timeout_message(timeout, prefix, count, missing));
+  }
+  std::vector<Bytes> values;
+  values.reserve(keys.size());
+  for (const auto& k : keys) values.push_back(get(k));
+  return values;
+}
+
+std::string Store::all_gather_timeout_message(Millis waited, const std::string& prefix, int64_t count,
+                                              const std::vector<std::string>& missing) {
+  std::string ranks;
+  for (const auto& k : missing) {
+    const int r = rank_of_key(k);
+    ranks += (ranks.empty() ? "" : ", ") + (r >= 0 ? std::to_string(r) : k);
+  }
+  return "timed out after " + std::to_string(waited.count()) + " ms at the all-gather of " + std::to_string(count) +
+         " ranks at store key '" + prefix + "': no value from rank(s) " + ranks +
+         " (did they start, are they stuck before it, and can they reach the store?)";
 }
 
 std::string Store::barrier_timeout_message(Millis waited, const std::string& key, int64_t count) {

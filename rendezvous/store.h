@@ -65,6 +65,24 @@ class Store {
   virtual int64_t barrier(const std::string& key, int64_t count, Millis timeout);
   int64_t barrier(const std::string& key, int64_t count) { return barrier(key, count, timeout_); }
 
+  // An all-gather of `count` callers under `prefix`: contributes `value` as
+  // `rank` (in [0, count)) and returns every caller's value, in rank order,
+  // once all count have contributed. Every caller passes the same count; use
+  // a fresh prefix for each all-gather. A rank that calls again (a retry)
+  // replaces its value, or gets the result when the all-gather is complete.
+  // Throws UsageError for a count outside [1, proto::kMaxGatherCount], a rank
+  // outside [0, count), or values too big for the all-gather's bound
+  // (store_protocol.h, kMaxGatherBytes); TimeoutError naming the ranks whose
+  // value never came. The TCP store does it in one round trip per caller, the
+  // server answering all at once when the last value arrives, and keeps the
+  // list under `prefix`; the others set "<prefix>/<rank>", wait for every
+  // rank's key, and get them.
+  virtual std::vector<Bytes> all_gather(const std::string& prefix, int64_t rank, int64_t count, const Bytes& value,
+                                        Millis timeout);
+  std::vector<Bytes> all_gather(const std::string& prefix, int64_t rank, int64_t count, const Bytes& value) {
+    return all_gather(prefix, rank, count, value, timeout_);
+  }
+
   Millis timeout() const { return timeout_; }
   void set_timeout(Millis t) { timeout_ = t; }
 
@@ -78,6 +96,12 @@ class Store {
   std::string timeout_message(Millis waited, const std::vector<std::string>& missing);
   // Throws UsageError unless count >= 1.
   static void check_barrier_count(const std::string& key, int64_t count);
+  // Throws UsageError unless all_gather's arguments are within its bounds.
+  static void check_all_gather(const std::string& prefix, int64_t rank, int64_t count, size_t value_size);
+  // The TimeoutError message of all_gather(), naming the ranks whose keys
+  // ("rank/<r>") are in `missing`.
+  std::string all_gather_timeout_message(Millis waited, const std::string& prefix, int64_t count,
+                                         const std::vector<std::string>& missing);
   // The TimeoutError message of barrier(): how many of count arrived.
   std::string barrier_timeout_message(Millis waited, const std::string& key, int64_t count);
 

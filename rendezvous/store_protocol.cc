@@ -94,6 +94,9 @@ std::string encode(const Request& r) {
     case Op::kDelete: put_str(out, key); break;
     case Op::kNumKeys: break;
     case Op::kBarrier: put_i64(out, r.number), put_str(out, key), put_i64(out, r.count); break;
+    case Op::kAllGather:
+      put_i64(out, r.number), put_str(out, key), put_i64(out, r.rank), put_i64(out, r.count), put_str(out, r.value);
+      break;
   }
   return out;
 }
@@ -115,6 +118,10 @@ Request decode_request(std::string_view payload) {
     case Op::kDelete: r.keys.push_back(in.str("key")); break;
     case Op::kNumKeys: break;
     case Op::kBarrier: r.number = in.i64("timeout"), r.keys.push_back(in.str("key")), r.count = in.i64("count"); break;
+    case Op::kAllGather:
+      r.number = in.i64("timeout"), r.keys.push_back(in.str("prefix"));
+      r.rank = in.i64("rank"), r.count = in.i64("count"), r.value = in.str("value");
+      break;
     default: in.fail("unknown op " + std::to_string(op));
   }
   in.done();
@@ -122,8 +129,10 @@ Request decode_request(std::string_view payload) {
 }
 
 std::string check_limits(const Request& r) {
-  if (r.op == Op::kBarrier) {
-    std::string bad = semantics::barrier_count_error(r.keys.empty() ? kNoKey : r.keys[0], r.count);
+  const std::string& key = r.keys.empty() ? kNoKey : r.keys[0];
+  if (r.op == Op::kBarrier || r.op == Op::kAllGather) {
+    std::string bad = r.op == Op::kBarrier ? semantics::barrier_count_error(key, r.count)
+                                           : semantics::all_gather_error(key, r.rank, r.count, r.value.size());
     if (!bad.empty()) return bad;
   }
   for (const auto& k : r.keys) {
@@ -151,6 +160,7 @@ std::string encode(const Reply& r, Op op) {
     case Op::kGet: case Op::kCas: put_str(out, r.value); break;
     case Op::kAdd: case Op::kNumKeys: case Op::kBarrier: put_i64(out, r.number); break;
     case Op::kCheck: case Op::kDelete: out.push_back(r.number ? 1 : 0); break;
+    case Op::kAllGather: out += r.list ? *r.list : r.value; break;
     default: break;
   }
   return out;
@@ -169,6 +179,7 @@ Reply decode_reply(std::string_view payload, Op op) {
         case Op::kGet: case Op::kCas: r.value = in.str("value"); break;
         case Op::kAdd: case Op::kNumKeys: case Op::kBarrier: r.number = in.i64("number"); break;
         case Op::kCheck: case Op::kDelete: r.number = in.u8("flag"); break;
+        case Op::kAllGather: r.value = std::string(in.p), in.p = {}; break;
         default: break;
       }
       break;
@@ -176,6 +187,27 @@ Reply decode_reply(std::string_view payload, Op op) {
   }
   in.done();
   return r;
+}
+
+std::string encode_values(const std::vector<std::string>& values) {
+  size_t bytes = 0;
+  for (const auto& v : values) bytes += v.size();
+  std::string out;
+  out.reserve(values_list_size(values.size(), bytes));
+  put_strs(out, values);
+  return out;
+}
+
+std::vector<std::string> decode_values(std::string_view list) {
+  Reader in{list, "all-gather values list"};
+  const uint32_t n = in.u32("value count");
+  // Each value takes at least its 4-byte length (as strs() checks keys).
+  if (n > in.p.size() / 4) in.fail(std::to_string(n) + " values announced, " + std::to_string(in.p.size()) + " bytes left");
+  std::vector<std::string> v;
+  v.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) v.push_back(in.str("value"));
+  in.done();
+  return v;
 }
 
 }  // namespace dl::rdzv::proto

@@ -17,10 +17,14 @@
 //     kDelete   str key
 //     kNumKeys  (nothing)
 //     kBarrier  i64 timeout_ms | str key | i64 count   (add 1, parked until key >= count)
+//     kAllGather i64 timeout_ms | str prefix | i64 rank | i64 count | str value
+//                                 (parked until all count ranks contributed)
 //   reply payload:    u8 status | body
 //     kOk       kSet/kWait: nothing; kGet/kCas: str value; kAdd/kNumKeys: i64;
 //               kBarrier: i64 this caller's arrival (the value its add made);
-//               kCheck/kDelete: u8 0/1
+//               kCheck/kDelete: u8 0/1;
+//               kAllGather: the values list (the rest of the payload):
+//                 u32 n | n x str value, in rank order
 //     kTimeout  u32 n | n x str missing key
 //     kError    the message text (rest of the payload)
 //
@@ -31,6 +35,7 @@
 // The decoders take any bytes: they read only within the payload, allocate
 // no more than it could hold, and throw RemoteError on anything malformed.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,27 +47,40 @@ inline constexpr size_t kMaxKeySize = 4096;                 // bytes per key
 inline constexpr size_t kMaxValueSize = 16u << 20;          // 16 MiB per value
 inline constexpr size_t kMaxKeysPerRequest = 65536;         // keys in one wait/check
 inline constexpr size_t kMaxFramePayload = 2 * kMaxValueSize + 2 * kMaxKeySize + 64;
+// An all-gather's bounds: its count, and its values list (every value with
+// its 4-byte length, plus 4), which is also the value stored under its
+// prefix once complete, so it is bounded as one value is. A contribution
+// that would take the list over is refused, so no caller grows the server
+// past kMaxValueSize per all-gather, whatever count it names.
+inline constexpr int64_t kMaxGatherCount = int64_t{1} << 20;
+inline constexpr size_t kMaxGatherBytes = kMaxValueSize;
+// Missing ranks named in an all-gather's timeout reply, at most.
+inline constexpr size_t kMaxNamedMissing = 64;
 
 // Frame types (wire/frame.h reserves 0-15).
 inline constexpr uint8_t kRequest = 16;
 inline constexpr uint8_t kReply = 17;
 
-enum class Op : uint8_t { kSet = 1, kGet, kAdd, kCas, kWait, kCheck, kDelete, kNumKeys, kBarrier };
+enum class Op : uint8_t { kSet = 1, kGet, kAdd, kCas, kWait, kCheck, kDelete, kNumKeys, kBarrier, kAllGather };
 enum class Status : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };
 
 struct Request {
   Op op = Op::kNumKeys;
   std::vector<std::string> keys;  // one key for every op but kWait/kCheck/kNumKeys
-  std::string value, desired;     // kSet value; kCas expected (value) and desired
-  int64_t number = 0;             // kAdd delta; kGet/kWait/kBarrier timeout in ms
-  int64_t count = 0;              // kBarrier: arrivals to wait for
+  std::string value, desired;     // kSet/kAllGather value; kCas expected (value) and desired
+  int64_t number = 0;             // kAdd delta; kGet/kWait/kBarrier/kAllGather timeout in ms
+  int64_t count = 0;              // kBarrier: arrivals to wait for; kAllGather: ranks
+  int64_t rank = 0;               // kAllGather: the caller's rank, in [0, count)
 };
 
 struct Reply {
   Status status = Status::kOk;
-  std::string value;               // kGet/kCas value, kError message
+  std::string value;               // kGet/kCas value, kAllGather values list, kError message
   int64_t number = 0;              // kAdd/kNumKeys/kBarrier result; kCheck/kDelete 0/1
   std::vector<std::string> keys;   // kTimeout: the keys still missing
+  // kAllGather kOk from the server's state: the values list, one copy shared
+  // by every caller's reply; encode() writes it in place of `value`.
+  std::shared_ptr<const std::string> list;
 };
 
 std::string encode(const Request& r);
@@ -79,5 +97,13 @@ std::string encode(const Reply& r, Op op);
 // Decodes a reply payload to a request of `op` (any value). Throws
 // RemoteError when it is malformed (as decode_request).
 Reply decode_reply(std::string_view payload, Op op);
+
+// An all-gather's values list (see kAllGather above): what its reply carries
+// and what is stored under its prefix once complete.
+std::string encode_values(const std::vector<std::string>& values);
+// Throws RemoteError when `list` is malformed (as decode_reply).
+std::vector<std::string> decode_values(std::string_view list);
+// The size encode_values gives a list holding values of these sizes.
+inline size_t values_list_size(size_t count, size_t value_bytes) { return 4 + 4 * count + value_bytes; }
 
 }  // namespace dl::rdzv::proto

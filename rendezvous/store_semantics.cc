@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "errors/error.h"
+#include "rendezvous/store_protocol.h"
 
 namespace dl::rdzv::semantics {
 
@@ -70,6 +71,20 @@ std::string barrier_count_error(const std::string& key, int64_t count) {
   if (count >= 1) return {};
   return "barrier at store key " + quoted(key) + " for " + std::to_string(count) +
          " callers: the count must be at least 1";
+}
+
+std::string all_gather_error(const std::string& prefix, int64_t rank, int64_t count, size_t value_size) {
+  const std::string what = "all-gather at store key " + quoted(prefix);
+  if (count < 1 || count > proto::kMaxGatherCount)
+    return what + " for " + std::to_string(count) + " ranks: the count must be in [1, " +
+           std::to_string(proto::kMaxGatherCount) + "]";
+  if (rank < 0 || rank >= count)
+    return what + ": rank " + std::to_string(rank) + " is outside [0, " + std::to_string(count) + ")";
+  if (proto::values_list_size(static_cast<size_t>(count), value_size) > proto::kMaxGatherBytes)
+    return what + ": a value of " + std::to_string(value_size) + " bytes from rank " + std::to_string(rank) +
+           " is over the all-gather's limit (" + std::to_string(proto::kMaxGatherBytes) + " bytes for all " +
+           std::to_string(count) + " values with their lengths; the server also bounds their running total)";
+  return {};
 }
 
 }  // namespace dl::rdzv::semantics

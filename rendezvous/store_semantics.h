@@ -103,5 +103,12 @@ inline int64_t barrier_arrive(KeyValue& kv, const std::string& key) { return add
 // of them.
 inline bool barrier_open(int64_t arrivals, int64_t count) { return arrivals >= count; }
 
+// all_gather(prefix, rank, count, value): the reason a call is refused (""
+// when count is in [1, proto::kMaxGatherCount], rank in [0, count), and a
+// list of this value and count - 1 empty ones fits proto::kMaxGatherBytes;
+// the TCP server bounds the running total of the values as they come).
+// Every store reports it with this text.
+std::string all_gather_error(const std::string& prefix, int64_t rank, int64_t count, size_t value_size);
+
 }  // namespace semantics
 }  // namespace dl::rdzv

@@ -11,7 +11,7 @@ using proto::Op;
 namespace {
 const std::string kNoKey;  // the key of key-less requests (never read)
 
-proto::Reply error_reply(std::string message) { return {proto::Status::kError, std::move(message), 0, {}}; }
+proto::Reply error_reply(std::string message) { return {proto::Status::kError, std::move(message), 0, {}, nullptr}; }
 }  // namespace
 
 StoreState::Result StoreState::execute(const proto::Request& r) { return run(r, nullptr); }
@@ -64,17 +64,125 @@ StoreState::Result StoreState::run(const proto::Request& r, const Clock::time_po
     case Op::kCheck: out.reply.number = semantics::has_all(data_, r.keys); break;
     case Op::kDelete: out.reply.number = semantics::delete_key(data_, key); break;
     case Op::kNumKeys: out.reply.number = semantics::num_keys(data_); break;
+    case Op::kAllGather: return all_gather(r, now);
   }
   return out;
+}
+
+StoreState::Result StoreState::all_gather(const proto::Request& r, const Clock::time_point* now) {
+  const std::string& prefix = r.keys[0];
+  std::string bad = semantics::all_gather_error(prefix, r.rank, r.count, r.value.size());
+  if (!bad.empty()) return {error_reply(std::move(bad)), nullptr};
+  if (const Bytes* done = data_.find(prefix)) {
+    // Complete already (or a key of that name): answered from what is stored.
+    Result out;
+    try {
+      const size_t n = proto::decode_values(*done).size();
+      if (static_cast<int64_t>(n) == r.count) return out.reply.value = *done, out;
+    } catch (const RemoteError&) {}
+    return {error_reply("all-gather at store key '" + prefix.substr(0, 200) + "' for " + std::to_string(r.count) +
+                        " ranks: the key holds another value (an all-gather of another count, or a set): "
+                        "use a fresh prefix for each all-gather"),
+            nullptr};
+  }
+  auto [it, fresh] = gathers_.try_emplace(prefix);
+  bad = contribute(it->second, r);
+  if (!bad.empty()) {
+    if (fresh) gathers_.erase(it);
+    return {error_reply(std::move(bad)), nullptr};
+  }
+  if (static_cast<int64_t>(it->second.values.size()) == r.count) return complete(prefix);
+  Result out;
+  out.parked = park(r, 0, now);
+  return out;
+}
+
+// Adds (or replaces) r's value in g; the reason when it is refused.
+std::string StoreState::contribute(Gather& g, const proto::Request& r) {
+  const std::string what = "all-gather at store key '" + r.keys[0].substr(0, 200) + "'";
+  if (g.count == 0) g.count = r.count, g.list_bytes = proto::values_list_size(0, 0);
+  if (g.count != r.count)
+    return what + ": rank " + std::to_string(r.rank) + " says " + std::to_string(r.count) + " ranks, others said " +
+           std::to_string(g.count);
+  auto old = g.values.find(r.rank);
+  const size_t before = old == g.values.end() ? 0 : 4 + old->second.size();
+  const size_t bytes = g.list_bytes - before + 4 + r.value.size();
+  if (bytes > proto::kMaxGatherBytes)
+    return what + ": the value of rank " + std::to_string(r.rank) + " (" + std::to_string(r.value.size()) +
+           " bytes) takes the values over the limit of " + std::to_string(proto::kMaxGatherBytes) + " bytes";
+  g.list_bytes = bytes;
+  g.values.insert_or_assign(r.rank, r.value);
+  return {};
+}
+
+// The last value arrived: the list goes under the prefix and to every
+// caller parked on it; the caller that completed it gets it in the Result.
+StoreState::Result StoreState::complete(const std::string& prefix) {
+  auto node = gathers_.extract(prefix);
+  Gather& g = node.mapped();
+  std::vector<Bytes> ordered(static_cast<size_t>(g.count));
+  for (auto& [rank, value] : g.values) ordered[static_cast<size_t>(rank)] = std::move(value);
+  g.values.clear();
+  auto list = std::make_shared<const std::string>(proto::encode_values(ordered));
+  ordered.clear();
+  data_.put(prefix, *list);
+  proto::Reply done;
+  done.list = list;
+  for (const auto& w : g.ws) {
+    if (w->done) continue;
+    unpark(w);
+    answer_(w, done);
+  }
+  notify(prefix);  // get(prefix) and wait callers
+  return {std::move(done), nullptr};
+}
+
+// The kTimeout reply of a parked all-gather: "rank/<r>" for the ranks whose
+// value has not come, at most kMaxNamedMissing of them, then "... and N more".
+proto::Reply StoreState::gather_timeout(const proto::Request& req) const {
+  proto::Reply r;
+  r.status = proto::Status::kTimeout;
+  auto it = gathers_.find(req.keys[0]);
+  if (it == gathers_.end()) return r;
+  const Gather& g = it->second;
+  int64_t unnamed = 0;
+  for (int64_t rank = 0; rank < g.count; ++rank) {
+    if (g.values.count(rank)) continue;
+    if (r.keys.size() < proto::kMaxNamedMissing) r.keys.push_back("rank/" + std::to_string(rank));
+    else ++unnamed;
+  }
+  if (unnamed > 0) r.keys.push_back("... and " + std::to_string(unnamed) + " more ranks");
+  return r;
+}
+
+size_t StoreState::erase_all_but(const std::string& keep) {
+  for (auto it = gathers_.begin(); it != gathers_.end();) {
+    if (it->first.rfind(keep, 0) == 0) {
+      ++it;
+      continue;
+    }
+    const std::vector<WaiterPtr> ws = std::move(it->second.ws);
+    it = gathers_.erase(it);
+    for (const auto& w : ws) {
+      if (w->done) continue;
+      unpark(w);
+      answer_(w, error_reply("the all-gather at store key '" + w->req.keys[0].substr(0, 200) +
+                             "' was dropped: the job restarted and its store keys were cleared"));
+    }
+  }
+  return data_.erase_all_but(keep);
 }
 
 StoreState::WaiterPtr StoreState::park(const proto::Request& req, int64_t arrival, const Clock::time_point* now) {
   auto w = std::make_shared<Waiter>(req);
   w->arrival = arrival;
+  if (req.op == Op::kAllGather) std::string().swap(w->req.value);  // kept once, in the Gather
   if (req.op == Op::kBarrier) {
     auto& b = barriers_[req.keys[0]];
     b.ws.push_back(w);
     b.min_count = std::min(b.min_count, req.count);
+  } else if (req.op == Op::kAllGather) {
+    gathers_[req.keys[0]].ws.push_back(w);
   } else {
     for (const auto& k : semantics::missing(data_, req.keys)) waiters_[k].push_back(w);
   }
@@ -95,6 +203,13 @@ void StoreState::unpark(const WaiterPtr& w) {
     auto& v = it->second.ws;
     v.erase(std::remove(v.begin(), v.end(), w), v.end());  // min_count may stay low: one extra scan
     if (v.empty()) barriers_.erase(it);
+    return;
+  }
+  if (w->req.op == Op::kAllGather) {
+    auto it = gathers_.find(w->req.keys[0]);
+    if (it == gathers_.end()) return;
+    auto& v = it->second.ws;
+    v.erase(std::remove(v.begin(), v.end(), w), v.end());  // the values so far stay
     return;
   }
   for (const auto& k : w->req.keys) {
@@ -144,7 +259,9 @@ void StoreState::notify(const std::string& key) {
 void StoreState::finish(const WaiterPtr& w, bool timed_out) {
   unpark(w);
   proto::Reply r;
-  if (timed_out) {
+  if (timed_out && w->req.op == Op::kAllGather) {
+    r = gather_timeout(w->req);
+  } else if (timed_out) {
     r.status = proto::Status::kTimeout;
     r.keys = w->req.op == Op::kBarrier ? w->req.keys : semantics::missing(data_, w->req.keys);
   } else if (w->req.op == Op::kGet) {

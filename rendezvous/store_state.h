@@ -83,8 +83,10 @@ class StoreState {
   size_t parked() const { return deadlines_.size(); }
   const KeyValue& data() const { return data_; }
   // Removes every key that does not start with `keep` (a job's restart,
-  // launcher/attempts.h); parked requests stay parked. Returns how many.
-  size_t erase_all_but(const std::string& keep) { return data_.erase_all_but(keep); }
+  // launcher/attempts.h), and the all-gathers in progress outside it (their
+  // callers get an error reply); other parked requests stay parked. Returns
+  // how many keys.
+  size_t erase_all_but(const std::string& keep);
 
  private:
   Result run(const proto::Request& r, const Clock::time_point* now);
@@ -93,6 +95,17 @@ class StoreState {
   void notify(const std::string& key);
   void wake_barriers(const std::string& key);
   void finish(const WaiterPtr& w, bool timed_out);
+  // An all-gather in progress: the values so far by rank, and who waits.
+  struct Gather {
+    int64_t count = 0;
+    size_t list_bytes = 0;  // proto::values_list_size of the values so far
+    std::unordered_map<int64_t, Bytes> values;
+    std::vector<WaiterPtr> ws;
+  };
+  Result all_gather(const proto::Request& r, const Clock::time_point* now);
+  static std::string contribute(Gather& g, const proto::Request& r);
+  Result complete(const std::string& prefix);
+  proto::Reply gather_timeout(const proto::Request& req) const;
 
   Answer answer_;
   KeyValueMap data_;
@@ -103,6 +116,7 @@ class StoreState {
     std::vector<WaiterPtr> ws;
   };
   std::unordered_map<std::string, Barriers> barriers_;
+  std::unordered_map<std::string, Gather> gathers_;  // by prefix
   Deadlines deadlines_;
 };
 

@@ -77,7 +77,7 @@ void TcpStore::connect_once(const wire::Try& t) {
   inbuf_.clear();
   recv_timeout_ = Millis(-1);  // a new socket has none set
   sock_.close();
-  sock_ = wire::connect_tcp(host_, port_, t.left);
+  sock_ = wire::connect_tcp(host_, port_, t.connect_wait);
   try {
     wire::ClientHandshake hs(token_, proto::kStoreTag, peer_);
     const auto sent = Clock::now();
@@ -209,7 +209,7 @@ proto::Reply TcpStore::call(const proto::Request& req, Millis reply_timeout) {
   try {
     // Requests that are answered at once spin for their reply while round
     // trips are fast; one that parks (wait, barrier) never does.
-    const bool immediate = req.op != Op::kWait && req.op != Op::kBarrier;
+    const bool immediate = req.op != Op::kWait && req.op != Op::kBarrier && req.op != Op::kAllGather;
     const bool spin = immediate && fast_ && store_spin().count() > 0 && spin_backoff_.take();
     outbuf_.clear();
     wire::append_frame(outbuf_, proto::kRequest, proto::encode(req));
@@ -285,6 +285,21 @@ int64_t TcpStore::barrier(const std::string& key, int64_t count, Millis timeout)
   auto r = call(req, timeout + kReplyGrace);
   if (r.status == proto::Status::kTimeout) throw TimeoutError(barrier_timeout_message(timeout, key, count));
   return r.number;
+}
+
+std::vector<Bytes> TcpStore::all_gather(const std::string& prefix, int64_t rank, int64_t count, const Bytes& value,
+                                        Millis timeout) {
+  check_all_gather(prefix, rank, count, value.size());
+  proto::Request req{Op::kAllGather, {prefix}, value, {}, timeout.count()};
+  req.count = count, req.rank = rank;
+  auto r = call(req, timeout + kReplyGrace);
+  if (r.status == proto::Status::kTimeout)
+    throw TimeoutError(all_gather_timeout_message(timeout, prefix, count, r.keys));
+  try {
+    return proto::decode_values(r.value);
+  } catch (const RemoteError& e) {
+    throw RemoteError(peer_ + " sent a malformed all-gather reply: " + e.what());
+  }
 }
 
 int64_t TcpStore::num_keys() { return call({Op::kNumKeys, {}, {}, {}, 0}, timeout()).number; }

@@ -75,6 +75,11 @@ class TcpStore : public Store {
   // One round trip: the server adds and parks the reply (store_protocol.h).
   int64_t barrier(const std::string& key, int64_t count, Millis timeout) override;
   using Store::barrier;
+  // One round trip: the server keeps the value and parks the reply until the
+  // last rank's arrives (store_protocol.h).
+  std::vector<Bytes> all_gather(const std::string& prefix, int64_t rank, int64_t count, const Bytes& value,
+                                Millis timeout) override;
+  using Store::all_gather;
 
   // "host:port" of the server.
   const std::string& peer() const { return peer_; }

@@ -25,6 +25,7 @@
 #include "wire/coding.h"
 #include "wire/frame.h"
 #include "wire/handshake.h"
+#include "wire/socket.h"
 
 namespace dl::rdzv {
 
@@ -41,6 +42,10 @@ constexpr size_t kReadChunk = 16384;
 // While a session's handling is held up (a parked request, or replies the
 // client is not reading), reading stops once this much input is buffered.
 constexpr size_t kMaxHeldInput = 1u << 20;
+// Over net.core.somaxconn, so the kernel's cap is what applies.
+constexpr int kListenBacklog = 65535;
+// Connections accepted in one round before their handshakes are served.
+constexpr size_t kAcceptsPerWake = 16384;
 
 using WaiterPtr = StoreState::WaiterPtr;
 // Nonces drawn per getrandom call for the handshakes of a burst of clients.
@@ -90,10 +95,23 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   void arm_hs_timer();
   void on_hs_timer();
   void accept_ready();
+  void start_session(wire::Admission::Accepted& a);
   void wait_accept();
   void note(const std::string& line) { if (log) log("store: " + line); }
   void answer(const WaiterPtr& w, const proto::Reply& r);
   void shutdown();
+  // The reply frame of `r`, whose list many sessions send: framed once per
+  // list while its sessions still hold it.
+  std::shared_ptr<const std::string> shared_frame(const proto::Reply& r, proto::Op op) {
+    auto frame = framed.lock();
+    if (frame && framed_list.lock() == r.list) return frame;
+    std::string f;
+    wire::append_frame(f, proto::kReply, proto::encode(r, op));
+    frame = std::make_shared<const std::string>(std::move(f));
+    framed = frame, framed_list = r.list;
+    return frame;
+  }
+  std::weak_ptr<const std::string> framed, framed_list;
 };
 
 namespace {
@@ -112,8 +130,16 @@ struct Session : std::enable_shared_from_this<Session> {
   std::unique_ptr<char[]> in;
   size_t cap = 0, head = 0, tail = 0;
   std::string out;
+  // A reply frame shared with other sessions (an all-gather's list), sent
+  // after `out`; handling waits until it is gone, so replies stay in order.
+  std::shared_ptr<const std::string> shared_out;
+  size_t shared_at = 0;
   WaiterPtr parked;  // at most one request is parked
   Clock::time_point replied_at{};  // when the last reply was queued
+  // Until when the client may take to prove it holds the token: from its
+  // accept, and again from our answer, so a server that answers late (a
+  // connect storm) does not refuse clients for its own delay.
+  Clock::time_point hs_deadline{};
   bool read_waiting = false, write_waiting = false, closing = false, closed = false;
 
   Session(std::shared_ptr<Impl> s, tcp::socket so, wire::PreAuthSlot sl)
@@ -132,11 +158,12 @@ struct Session : std::enable_shared_from_this<Session> {
 
   void start() {
     hs.emplace(srv->token, std::string(proto::kStoreTag), srv->next_nonce());
+    hs_deadline = Clock::now() + wire::kPreAuthDeadline;
     srv->watch_handshake(shared_from_this());
     on_readable();  // the client speaks first: its hello may be here already
   }
 
-  bool held() const { return parked || write_waiting; }
+  bool held() const { return parked || write_waiting || shared_out; }
 
   void wait_readable() {
     if (read_waiting || closing || closed) return;
@@ -165,8 +192,7 @@ struct Session : std::enable_shared_from_this<Session> {
       if (n > 0) {
         const bool hot = Clock::now() - replied_at < kSpinWhenFaster;
         tail += static_cast<size_t>(n);
-        handle_input();
-        flush();
+        serve_input();
         if (static_cast<size_t>(n) < room) {
           const bool may_spin = hot && spins < kMaxSpins && store_spin().count() > 0 && !held() && out.empty();
           if (may_spin && backoff.take()) {
@@ -208,8 +234,7 @@ struct Session : std::enable_shared_from_this<Session> {
   // Goes on after a parked request was answered or the replies were sent.
   void resume() {
     if (closing || closed || held()) return;
-    handle_input();
-    flush();
+    serve_input();
     if (!read_waiting) on_readable();
   }
 
@@ -238,6 +263,20 @@ struct Session : std::enable_shared_from_this<Session> {
     cap = want;
   }
 
+  // Handles the whole frames buffered and sends the replies. A shared reply
+  // sent at once no longer holds the requests behind it: go on with them.
+  void serve_input() {
+    do {
+      handle_input();
+      flush();
+    } while (!held() && has_frame() && !closing && !closed);
+  }
+
+  bool has_frame() const {
+    return tail - head >= wire::kHeaderSize &&
+           tail - head >= wire::kHeaderSize + wire::decode_frame_header(in.get() + head).length;
+  }
+
   // Handles whole frames in order until one parks or replies back up.
   void handle_input() {
     while (!held() && !closing && !closed && tail - head >= wire::kHeaderSize) {
@@ -258,6 +297,7 @@ struct Session : std::enable_shared_from_this<Session> {
           auto answer = hs->answer(payload);
           if (!answer) return refuse(hs->error());
           wire::append_frame(out, wire::kHandshake, *answer);
+          hs_deadline = Clock::now() + wire::kPreAuthDeadline;
           continue;
         }
         // Nothing after the proof is looked at before this check passes.
@@ -283,7 +323,7 @@ struct Session : std::enable_shared_from_this<Session> {
     std::string bad = proto::check_limits(req);
     if (!bad.empty()) {
       srv->note(peer() + ": " + bad);
-      return reply({proto::Status::kError, bad, 0, {}}, req.op);
+      return reply({proto::Status::kError, bad, 0, {}, nullptr}, req.op);
     }
     StoreState::Result r = srv->state.execute(req);
     if (r.parked) {
@@ -296,7 +336,8 @@ struct Session : std::enable_shared_from_this<Session> {
   }
 
   void reply(const proto::Reply& r, proto::Op op) {
-    wire::append_frame(out, proto::kReply, proto::encode(r, op));
+    if (r.list) shared_out = srv->shared_frame(r, op), shared_at = 0;
+    else wire::append_frame(out, proto::kReply, proto::encode(r, op));
     replied_at = Clock::now();
   }
 
@@ -311,16 +352,20 @@ struct Session : std::enable_shared_from_this<Session> {
     flush();
   }
 
-  // Sends what `out` holds with one non-blocking send; waits for room only
-  // when the client is not reading fast enough.
+  // Sends what `out` holds (then shared_out) with non-blocking sends; waits
+  // for room only when the client is not reading fast enough.
   void flush() {
     if (write_waiting || closed) return;
-    while (!out.empty()) {
-      ssize_t n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (!out.empty() || shared_out) {
+      const std::string_view next =
+          !out.empty() ? std::string_view(out) : std::string_view(*shared_out).substr(shared_at);
+      ssize_t n = ::send(fd, next.data(), next.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return close(false);
-      if (n > 0) out.erase(0, static_cast<size_t>(n));
-      if (out.empty()) break;
+      const size_t sent = n > 0 ? static_cast<size_t>(n) : 0;
+      if (!out.empty()) out.erase(0, sent);
+      else if ((shared_at += sent) == shared_out->size()) shared_out.reset(), shared_at = 0;
+      if (sent == next.size()) continue;
       write_waiting = true;
       sock.async_wait(tcp::socket::wait_write, [self = shared_from_this()](error_code ec) {
         self->write_waiting = false;
@@ -346,38 +391,61 @@ struct Session : std::enable_shared_from_this<Session> {
     error_code ignored;
     if (ours) sock.shutdown(tcp::socket::shutdown_both, ignored);
     sock.close(ignored);
+    shared_out.reset();
     slot.release();
     srv->sessions.erase(shared_from_this());
   }
 };
 }  // namespace
 
-// Accepts every pending connection (one readiness event serves a burst of
-// clients), closing those of a peer over its limit of unauthenticated ones
-// (wire/admission.h), then waits for more.
+// Accepts what is pending (one readiness event serves a burst of clients),
+// closing those of a peer over its limit of unauthenticated ones
+// (wire/admission.h), then starts the handshakes of those admitted.
+// Accepting comes first, up to kAcceptsPerWake connections: accept4 costs
+// a few microseconds and a handshake tens, and a connect storm that finds
+// the backlog full loses its SYNs (the kernel sends them again after 1 s),
+// so the backlog is emptied before the handshakes are served. Asio's reactor
+// is edge-triggered: when the last batch was full (more may be pending) the
+// next round is posted rather than waited for, so a storm larger than one
+// round never sits in the backlog waiting for an edge that only a new
+// connection would raise; posted, not looped, so the sessions accepted
+// meanwhile are served between rounds and neither side starves.
 void Impl::accept_ready() {
   if (stopped) return;
-  auto batch = admission.accept_pending(acceptor.native_handle());
-  for (const auto& line : batch.notes) note(line);
-  for (auto& a : batch.admitted) {
-    // TCP_NODELAY comes from the listening socket (Linux copies it to
-    // accepted sockets), so no setsockopt per client.
-    tcp::socket sock(io);
-    error_code ec;
-    sock.assign(protocol, a.fd, ec);
-    if (ec) {
-      ::close(a.fd);
-      note("cannot serve a client: " + ec.message());
-      continue;
-    }
-    auto s = std::make_shared<Session>(shared_from_this(), std::move(sock), std::move(a.slot));
-    sessions.insert(s);
-    s->start();
+  std::vector<wire::Admission::Accepted> admitted;
+  wire::Admission::Batch batch;
+  for (size_t taken = 0; taken < kAcceptsPerWake;) {
+    batch = admission.accept_pending(acceptor.native_handle());
+    for (const auto& line : batch.notes) note(line);
+    for (auto& a : batch.admitted) admitted.push_back(std::move(a));
+    taken += batch.taken;
+    if (batch.starved || batch.taken < wire::Admission::kMaxBatch) break;
   }
-  if (!batch.starved) return wait_accept();
-  // Out of descriptors or a transient error: retry shortly.
-  auto t = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
-  t->async_wait([self = shared_from_this(), t](error_code) { self->accept_ready(); });
+  for (auto& a : admitted) start_session(a);
+  if (batch.starved) {
+    // Out of descriptors or a transient error: retry shortly.
+    auto t = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
+    t->async_wait([self = shared_from_this(), t](error_code) { self->accept_ready(); });
+    return;
+  }
+  if (batch.taken < wire::Admission::kMaxBatch) return wait_accept();
+  asio::post(io, [self = shared_from_this()] { self->accept_ready(); });
+}
+
+void Impl::start_session(wire::Admission::Accepted& a) {
+  // TCP_NODELAY comes from the listening socket (Linux copies it to
+  // accepted sockets), so no setsockopt per client.
+  tcp::socket sock(io);
+  error_code ec;
+  sock.assign(protocol, a.fd, ec);
+  if (ec) {
+    ::close(a.fd);
+    note("cannot serve a client: " + ec.message());
+    return;
+  }
+  auto s = std::make_shared<Session>(shared_from_this(), std::move(sock), std::move(a.slot));
+  sessions.insert(s);
+  s->start();
 }
 
 void Impl::watch_handshake(const std::shared_ptr<Session>& s) {
@@ -403,6 +471,13 @@ void Impl::on_hs_timer() {
     auto s = weak.lock();
     if (s && s->hs && !s->closed) {
       if (deadline > now) break;
+      if (s->hs_deadline > now) {
+        // Answered since: watched again until its later deadline (queued
+        // behind later accepts, which may then be refused up to that much late).
+        handshaking.pop_front();
+        handshaking.emplace_back(s->hs_deadline, weak);
+        continue;
+      }
       s->refuse("no handshake within " + std::to_string(wire::kPreAuthDeadline.count()) + " ms");
     }
     handshaking.pop_front();
@@ -460,6 +535,9 @@ void Impl::shutdown() {
 
 TcpStoreServer::TcpStoreServer(asio::io_context& io, const std::string& bind_host, uint16_t port, std::string token)
     : impl_(std::make_shared<Impl>(io, std::move(token))) {
+  // A descriptor per client: the usual soft limit of 1024 would turn a
+  // thousand ranks away (rank 0 hosting the store has not raised it).
+  wire::raise_descriptor_limit();
   const std::string where = (bind_host.empty() ? "0.0.0.0" : bind_host) + ":" + std::to_string(port);
   try {
     auto addr = asio::ip::make_address(bind_host.empty() ? "0.0.0.0" : bind_host);
@@ -473,7 +551,11 @@ TcpStoreServer::TcpStoreServer(asio::io_context& io, const std::string& bind_hos
     impl_->acceptor.set_option(tcp::no_delay(true));
     impl_->acceptor.non_blocking(true);
     impl_->acceptor.bind(ep);
-    impl_->acceptor.listen(asio::socket_base::max_listen_connections);
+    // The kernel caps the backlog at net.core.somaxconn: asking for more
+    // gets the system's whole allowance (4096 by default since Linux 5.4),
+    // with no tuning asked of users; clients turned away when even that
+    // overflows try again with backoff (wire/client_retry.h).
+    impl_->acceptor.listen(kListenBacklog);
   } catch (const boost::system::system_error& e) {
     throw IoError("store server cannot listen on " + where + ": " + e.code().message() +
                   " (is another server on that port, or is the address not this host's?)");

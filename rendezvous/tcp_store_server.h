@@ -17,7 +17,8 @@
 // accepted in batches, one readiness event for many.
 //
 // Failure: a client that fails the token handshake (or has not passed it
-// within wire::kPreAuthDeadline), sends a malformed or oversized frame, or
+// within wire::kPreAuthDeadline of its accept, or of our answer when that
+// came late), sends a malformed or oversized frame, or
 // disconnects (even inside a wait) is closed; keys or values over the limits
 // get an error reply. Either way every other client is served on and no
 // stored data is lost. A peer may hold only so many connections that have

@@ -80,10 +80,10 @@ size_t Admission::waiting(const std::string& key) const {
 Admission::Batch Admission::accept_pending(int listen_fd) {
   Batch b;
   std::vector<int> fds;
-  for (size_t taken = 0; taken < kMaxBatch;) {
+  while (b.taken < kMaxBatch) {
     const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
-      fds.push_back(fd), ++taken;
+      fds.push_back(fd), ++b.taken;
       if (fds.size() == kRound) admit(fds, b), fds.clear();
       continue;
     }

@@ -83,6 +83,9 @@ class Admission {
     // accept failed (out of descriptors, or another error): call again after
     // a short pause rather than at the next readiness event.
     bool starved = false;
+    // Connections taken off the backlog, admitted or closed: 0 means the
+    // backlog was empty (accept said EAGAIN at once).
+    size_t taken = 0;
   };
 
   explicit Admission(Limits limits);

@@ -15,7 +15,17 @@ Millis retry_pause(int number) {
   const int doublings = std::clamp(number - 1, 0, 20);
   const auto d = std::min(kRetryFirstPause * (int64_t{1} << doublings), kRetryLongestPause);
   thread_local std::mt19937 gen(std::random_device{}());
-  return Millis(std::uniform_int_distribution<int64_t>(d.count() / 2, d.count())(gen));
+  return Millis(std::uniform_int_distribution<int64_t>(0, d.count())(gen));
+}
+
+Try try_budget(int number, Millis left) {
+  Try t;
+  t.number = number;
+  t.left = std::max(left, Millis(1));
+  const int doublings = std::clamp(number - 1, 0, 20);
+  t.wait = std::min({kRetryFirstWait * (int64_t{1} << doublings), kRetryLongestWait, t.left});
+  t.connect_wait = std::min(kRetryFirstConnectWait * (int64_t{1} << doublings), t.wait);
+  return t;
 }
 
 void retry_until(const std::string& peer, Millis timeout, const std::function<void(const Try&)>& attempt) {
@@ -23,9 +33,7 @@ void retry_until(const std::string& peer, Millis timeout, const std::function<vo
   Try t;
   std::string last;
   for (;; ++t.number) {
-    t.left = std::max(std::chrono::duration_cast<Millis>(deadline - Clock::now()), Millis(1));
-    const int doublings = std::min(t.number - 1, 20);
-    t.wait = std::min({kRetryFirstWait * (int64_t{1} << doublings), kRetryLongestWait, t.left});
+    t = try_budget(t.number, std::chrono::duration_cast<Millis>(deadline - Clock::now()));
     try {
       return attempt(t);
     } catch (const UnresolvedHost&) {
@@ -48,7 +56,7 @@ Socket connect_authenticated(const std::string& host, uint16_t port, std::string
                              const std::string& peer, Millis timeout) {
   Socket s;
   retry_until(peer, timeout, [&](const Try& t) {
-    s = connect_tcp(host, port, t.left);
+    s = connect_tcp(host, port, t.connect_wait);
     client_handshake(s, token, tag, peer, t.wait);
   });
   return s;

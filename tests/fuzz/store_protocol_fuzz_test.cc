@@ -39,6 +39,9 @@ bool decode_reply(std::string_view in) {
   const auto got = proto::decode_reply(in.substr(1), static_cast<proto::Op>(in[0]));
   const proto::Reply* r = decoded(got);
   if (r) (void)proto::encode(*r, static_cast<proto::Op>(in[0]));
+  // An all-gather's body is a values list the client decodes in turn.
+  if (r && r->status == proto::Status::kOk && static_cast<proto::Op>(in[0]) == proto::Op::kAllGather)
+    (void)proto::decode_values(r->value);
   return r != nullptr;
 }
 
@@ -64,6 +67,8 @@ TEST_CASE("fuzz: store protocol request decoder refuses malformed requests and r
   cas.desired = "4";
   proto::Request barrier = request(Op::kBarrier, {"barrier/0"}, {}, 30000);
   barrier.count = 4;
+  proto::Request gather = request(Op::kAllGather, {"nccl/ids"}, "0123456789abcdef", 30000);
+  gather.rank = 2, gather.count = 8;
   const std::vector<std::string> seeds = {
       proto::encode(request(Op::kSet, {"rank/0/addr"}, "10.0.0.1:29500")),
       proto::encode(request(Op::kGet, {"rank/1/addr"}, {}, 5000)),
@@ -74,6 +79,7 @@ TEST_CASE("fuzz: store protocol request decoder refuses malformed requests and r
       proto::encode(request(Op::kDelete, {"gone"})),
       proto::encode(request(Op::kNumKeys, {})),
       proto::encode(barrier),
+      proto::encode(gather),
   };
   FuzzOptions opt;
   opt.seed = 0x5707e;
@@ -101,6 +107,7 @@ TEST_CASE("fuzz: store protocol reply decoder refuses malformed replies", "[fuzz
       reply_input(Op::kAdd, reply(Status::kOk, {}, -1)),
       reply_input(Op::kNumKeys, reply(Status::kOk, {}, 12)),
       reply_input(Op::kBarrier, reply(Status::kOk, {}, 3)),
+      reply_input(Op::kAllGather, reply(Status::kOk, proto::encode_values({"a", "bb", ""}), 0)),
       reply_input(Op::kCheck, reply(Status::kOk, {}, 1)),
       reply_input(Op::kDelete, reply(Status::kOk, {}, 0)),
       reply_input(Op::kWait, reply(Status::kTimeout, {}, 0, {"rank/3/addr", "rank/7/addr"})),

@@ -164,3 +164,48 @@ TEMPLATE_TEST_CASE("store add on a non-integer value fails with the same text ev
   CHECK_THROWS_WITH(s->add("max", 1), Catch::Contains("overflows a 64-bit integer"));
   CHECK(s->add("max", -1) == INT64_MAX - 1);
 }
+
+TEMPLATE_TEST_CASE("store all_gather gives every caller all values in rank order", "[rendezvous]", HashEnv, TcpEnv,
+                   FileEnv) {
+  TestType env;
+  constexpr int kCallers = 6;
+  std::vector<std::unique_ptr<Store>> clients;
+  for (int i = 0; i < kCallers; ++i) clients.push_back(env.client());
+  std::vector<std::vector<Bytes>> got(kCallers);
+  std::vector<std::thread> ts;
+  // Ranks arrive in reverse order, with values of different sizes.
+  for (int i = kCallers - 1; i >= 0; --i)
+    ts.emplace_back([&, i] { got[i] = clients[i]->all_gather("ids", i, kCallers, std::string(i, 'a' + i), 10000ms); });
+  for (auto& t : ts) t.join();
+  std::vector<Bytes> want;
+  for (int i = 0; i < kCallers; ++i) want.push_back(std::string(i, 'a' + i));
+  for (int i = 0; i < kCallers; ++i) CHECK(got[i] == want);
+  // A rank calling again once it is complete (a retry) gets the same values.
+  CHECK(env.client()->all_gather("ids", 2, kCallers, "cc", 1000ms) == want);
+}
+
+TEMPLATE_TEST_CASE("store all_gather timeout names the ranks whose value never came", "[rendezvous]", HashEnv,
+                   TcpEnv, FileEnv) {
+  TestType env;
+  auto a = env.client(), b = env.client();
+  // b contributes and gives up first; a waits longer, so b's value is in
+  // when a's wait runs out, however late b's thread starts.
+  std::thread t([&] { CHECK_THROWS_AS(b->all_gather("g", 3, 5, "b", 300ms), dl::TimeoutError); });
+  try {
+    a->all_gather("g", 0, 5, "a", 1500ms);
+    FAIL("all_gather did not time out");
+  } catch (const dl::TimeoutError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("all-gather of 5 ranks at store key '") &&
+                             Catch::Contains("no value from rank(s) ") && Catch::Contains("1, 2") &&
+                             Catch::Contains(", 4 ("));
+    // Only the absent ranks are named: 0 and 3 contributed.
+    CHECK_THAT(e.what(), !Catch::Contains("rank(s) 0") && !Catch::Contains("2, 3"));
+  }
+  t.join();
+  CHECK_THROWS_AS(a->all_gather("h", 0, 0, "x", 100ms), dl::UsageError);
+  CHECK_THROWS_AS(a->all_gather("h", 2, 2, "x", 100ms), dl::UsageError);
+  CHECK_THROWS_AS(a->all_gather("h", -1, 2, "x", 100ms), dl::UsageError);
+  CHECK_THROWS_AS(a->all_gather("h", 0, proto::kMaxGatherCount + 1, "x", 100ms), dl::UsageError);
+  CHECK_THROWS_WITH(a->all_gather("h", 0, 1024, std::string(proto::kMaxGatherBytes - 4096, 'v'), 100ms),
+                    Catch::Contains("over the all-gather's limit"));
+}

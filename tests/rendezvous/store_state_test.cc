@@ -255,3 +255,74 @@ TEST_CASE("store state: a restart keeps only the keys under a prefix - a wait pa
   REQUIRE(h.answers.size() == 1);
   CHECK(h.answers[0].first == w);
 }
+
+namespace {
+Request gather(const std::string& prefix, int64_t rank, int64_t count, std::string value, int64_t timeout_ms = 1000) {
+  Request r{Op::kAllGather, {prefix}, std::move(value), {}, timeout_ms};
+  r.rank = rank, r.count = count;
+  return r;
+}
+}  // namespace
+
+TEST_CASE("state: an all-gather parks each rank and answers all with one list when the last arrives",
+          "[rendezvous]") {
+  Harness h;
+  auto w2 = h.parks(gather("g", 2, 3, "two"));
+  auto w0 = h.parks(gather("g", 0, 3, "zero"));
+  // A rank that contributes again (a retry) replaces its value.
+  auto w0b = h.parks(gather("g", 0, 3, "ZERO"));
+  CHECK(h.answers.empty());
+  auto last = h.now(gather("g", 1, 3, "one"));
+  const std::vector<std::string> want{"ZERO", "one", "two"};
+  REQUIRE(last.list);
+  CHECK(proto::decode_values(*last.list) == want);
+  REQUIRE(h.answers.size() == 3);
+  for (auto& [w, r] : h.answers) CHECK(r.list == last.list);  // one list, shared
+  CHECK(h.state.parked() == 0);
+  // Complete: kept under the prefix, and a late call is answered from it.
+  CHECK(proto::decode_values(*h.state.data().find("g")) == want);
+  CHECK(proto::decode_values(h.now(gather("g", 1, 3, "x")).value) == want);
+  CHECK(h.now(gather("g", 1, 4, "x")).status == Status::kError);  // another count
+}
+
+TEST_CASE("state: an all-gather refuses a count that differs and values over its bound", "[rendezvous]") {
+  Harness h;
+  h.parks(gather("g", 0, 4, "a"));
+  auto r = h.now(gather("g", 1, 5, "b"));
+  CHECK(r.status == Status::kError);
+  CHECK_THAT(r.value, Catch::Contains("says 5 ranks, others said 4"));
+  // Values of different sizes: the running total is what is bounded.
+  const std::string big(proto::kMaxGatherBytes / 2, 'x');
+  h.parks(gather("g", 1, 4, big));
+  r = h.now(gather("g", 2, 4, big));
+  CHECK(r.status == Status::kError);
+  CHECK_THAT(r.value, Catch::Contains("over the limit"));
+  CHECK(h.now(gather("h", 4, 4, "x")).status == Status::kError);  // rank outside [0, count)
+  CHECK(h.state.parked() == 2);
+}
+
+TEST_CASE("state: an all-gather timeout names the missing ranks up to kMaxNamedMissing", "[rendezvous]") {
+  Harness h;
+  h.parks(gather("g", 5, 200, "v", 100));
+  h.state.expire(StoreState::Clock::time_point{} + 200ms);
+  REQUIRE(h.answers.size() == 1);
+  const auto& r = h.answers[0].second;
+  CHECK(r.status == Status::kTimeout);
+  REQUIRE(r.keys.size() == proto::kMaxNamedMissing + 1);
+  CHECK(r.keys[0] == "rank/0");
+  CHECK(r.keys[5] == "rank/6");  // 5 contributed
+  CHECK(r.keys.back() == "... and " + std::to_string(199 - proto::kMaxNamedMissing) + " more ranks");
+}
+
+TEST_CASE("state: clearing the store for a restart drops the all-gathers outside what it keeps", "[rendezvous]") {
+  Harness h;
+  h.parks(gather("old/g", 0, 2, "a"));
+  h.parks(gather("attempt1/g", 0, 2, "a"));
+  h.state.erase_all_but("attempt1/");
+  REQUIRE(h.answers.size() == 1);
+  CHECK(h.answers[0].second.status == Status::kError);
+  CHECK_THAT(h.answers[0].second.value, Catch::Contains("the job restarted"));
+  // The one kept completes; the dropped one starts afresh.
+  CHECK(h.now(gather("attempt1/g", 1, 2, "b")).list);
+  h.parks(gather("old/g", 1, 2, "b"));
+}

@@ -75,15 +75,38 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 }  // namespace
 
-TEST_CASE("client retry: pauses double up to the longest, each drawn from [d/2, d]", "[wire]") {
+TEST_CASE("client retry: pauses double up to the longest, each drawn from [0, d] (full jitter)", "[wire]") {
   for (int n = 1; n <= 12; ++n) {
     const auto d = std::min(kRetryFirstPause * (1 << std::min(n - 1, 10)), kRetryLongestPause);
-    for (int k = 0; k < 20; ++k) {
+    int below_half = 0;
+    for (int k = 0; k < 200; ++k) {
       const auto p = retry_pause(n);
-      CHECK(p >= d / 2);
+      CHECK(p >= Millis(0));
       CHECK(p <= d);
+      below_half += p < d / 2;
     }
+    // Full jitter spreads over the whole window, not only its upper half.
+    CHECK(below_half > 0);
   }
+}
+
+TEST_CASE("client retry: each try waits longer for its connect and its handshake answer within what is left",
+          "[wire]") {
+  const Try first = try_budget(1, Millis(60000));
+  CHECK(first.connect_wait == kRetryFirstConnectWait);
+  CHECK(first.wait == kRetryFirstWait);
+  const Try second = try_budget(2, Millis(60000));
+  CHECK(second.connect_wait == 2 * kRetryFirstConnectWait);
+  CHECK(second.wait == 2 * kRetryFirstWait);
+  // The connect never waits longer than the handshake answer, nor either
+  // longer than the time left.
+  const Try late = try_budget(12, Millis(60000));
+  CHECK(late.wait == kRetryLongestWait);
+  CHECK(late.connect_wait == kRetryLongestWait);
+  const Try short_left = try_budget(3, Millis(300));
+  CHECK(short_left.wait == Millis(300));
+  CHECK(short_left.connect_wait == Millis(300));
+  CHECK(try_budget(1, Millis(0)).left == Millis(1));
 }
 
 TEST_CASE("client retry: a server that closes and then ignores the client is tried again", "[wire]") {

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# bench/store-scale: N real store clients (about 1,000 per process, over
+# epoll) through a connect storm, one barrier of all N and one all-gather of
+# 64-byte values, against dlaunch's store at N, and side by side with torch
+# 1.13's TCPStore server at 1,024 and 4,096 clients (its barrier and
+# all-gather made as torch makes them: add + wait, and one get per rank).
+# Each configuration runs once (its barrier_s: the median of 5 barriers);
+# the last lines printed are one per
+# configuration:
+#   store-scale clients=N mode=M connect_s=X barrier_s=Y allgather_s=Z failed=F server_conns=C
+#   bench/store-scale/run.sh N           (build store_scale first: cmake --build build --target store_scale)
+#   DLAUNCH_BUILD=build                  the build directory (default: build)
+#   STORE_SCALE_TIMEOUT=60               seconds per client per phase (connect, barrier, all-gather)
+#   STORE_SCALE_TORCH="1024 4096"        torch's client counts ("" for none)
+# docs/benchmarks.md, "Store at scale", says what each column measures.
+set -euo pipefail
+n=${1:?usage: bench/store-scale/run.sh N}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${DLAUNCH_BUILD:-$root/build}/bin/store_scale
+[ -x "$bin" ] || { echo "no $bin: cmake --build build --target store_scale" >&2; exit 1; }
+timeout_s=${STORE_SCALE_TIMEOUT:-60}
+python=/usr/bin/python3
+torch_ns=${STORE_SCALE_TORCH-1024 4096}
+if ! "$python" -c 'import torch.distributed' 2>/dev/null; then
+  echo "store-scale: no torch for $python (apt-get install python3-torch): torch rows skipped" >&2
+  torch_ns=""
+fi
+
+lines=()
+run() {  # mode clients
+  local out
+  echo "store-scale: $1 at $2 clients (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+  # A client that never gets through shows in failed=; the whole run is
+  # bounded too, for a server that hangs.
+  if out=$(timeout $((8 * timeout_s + 60)) "$bin" --clients "$2" --mode "$1" --timeout-s "$timeout_s" --barriers 5 \
+      --python "$python"); then
+    lines+=("$out")
+  else
+    lines+=("store-scale clients=$2 mode=$1 FAILED (exit $?)")
+  fi
+}
+
+for c in $torch_ns; do
+  run dlaunch "$c"
+  run torch "$c"
+done
+case " $torch_ns " in *" $n "*) ;; *) run dlaunch "$n" ;; esac
+printf '%s\n' "${lines[@]}"
