@@ -43,7 +43,10 @@ void ControlServer::accept() {
 }
 
 // Every pending connection, less those of a peer over its limit of
-// unauthenticated ones; out of descriptors, tries again shortly.
+// unauthenticated ones; out of descriptors, tries again shortly. Asio's
+// reactor is edge-triggered: after a full batch (more may be pending) the
+// next one is posted, not waited for, or a thousand agents connecting at
+// once would leave the rest in the backlog until another one connected.
 void ControlServer::accept_pending() {
   auto batch = admission_.accept_pending(acceptor_.native_handle());
   for (const auto& line : batch.notes) h_.log("control port: " + line);
@@ -58,6 +61,10 @@ void ControlServer::accept_pending() {
     sock.set_option(ip::tcp::no_delay(true), ec);
     serve(std::move(sock), false, std::move(a.slot));
   }
+  if (!batch.starved && batch.taken >= wire::Admission::kMaxBatch)
+    return boost::asio::post(io_, [this] {
+      if (accepting_) accept_pending();
+    });
   if (!batch.starved) return accept();
   accept_retry_.expires_after(std::chrono::milliseconds(50));
   accept_retry_.async_wait([this](boost::system::error_code ec) {
