@@ -47,12 +47,10 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, std::optional<NodeView> vie
   for (const auto& r : plan_.ranks) rank_hosts.push_back(plan_.nodes.at(static_cast<size_t>(r.node)).host);
   OutputOptions out;
   out.tag = opts_.tag_output, out.timestamp = opts_.timestamp_output, out.dir = opts_.output_dir;
-  // torchrun's -r/-t maps are keyed by local rank; parse_run_options has checked the text.
+  // torchrun's -r/-t maps are keyed by local rank.
   out.log_dir = opts_.log_dir;
   out.merge_stderr = opts_.merge_stderr;
-  out.redirects = parse_std_spec(opts_.redirects, "-r/--redirects");
-  out.tee = parse_std_spec(opts_.tee, "-t/--tee");
-  out.console_ranks = parse_rank_list(opts_.local_ranks_filter, "--local-ranks-filter");
+  out.redirects = opts_.redirects, out.tee = opts_.tee, out.console_ranks = opts_.console_ranks;
   for (const auto& r : plan_.ranks) out.local_ranks.push_back(r.local_rank);
   sink_ = std::make_unique<OutputSink>(std::move(out), std::move(rank_hosts));
   nodes_.resize(plan_.nodes.size());

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/machine_identity.h"
 #include "errors/error.h"
 #include "errors/exit_codes.h"
 #include "remote/agent_starter.h"
@@ -122,8 +123,8 @@ RdzvTarget rdzv_target(const RunOptions& o, const rdzv::Environment& env) {
 }
 
 std::string to_json(const NodeRecord& r) {
-  return json{{"node_rank", r.node_rank}, {"host", r.host}, {"addr", r.addr}, {"nproc", r.nproc},
-              {"master_port", r.master_port}, {"pid", r.pid}}.dump();
+  return json{{"node_rank", r.node_rank}, {"host", r.host},         {"addr", r.addr},      {"nproc", r.nproc},
+              {"master_port", r.master_port}, {"pid", r.pid}, {"machine", r.machine}}.dump();
 }
 
 NodeRecord node_record_from_json(const std::string& s) {
@@ -131,7 +132,25 @@ NodeRecord node_record_from_json(const std::string& s) {
   NodeRecord r;
   r.node_rank = j.at("node_rank"), r.host = j.at("host"), r.addr = j.at("addr"), r.nproc = j.at("nproc");
   r.master_port = j.at("master_port"), r.pid = j.at("pid");
+  r.machine = j.value("machine", std::string());
   return r;
+}
+
+std::string same_machine_warning(const std::vector<NodeRecord>& nodes) {
+  std::map<std::string, std::vector<const NodeRecord*>> by_machine;
+  for (const auto& n : nodes)
+    if (!n.machine.empty()) by_machine[n.machine].push_back(&n);
+  std::string out;
+  for (const auto& [machine, same] : by_machine) {
+    if (same.size() < 2) continue;
+    std::string ranks;
+    for (size_t k = 0; k < same.size(); ++k)
+      ranks += (k == 0 ? "" : k + 1 == same.size() ? " and " : ", ") + std::to_string(same[k]->node_rank);
+    out += "dlaunch: warning: node ranks " + ranks + " run on one machine (" + same.front()->host +
+           "): their ranks share LOCAL_RANK values, so `cuda:LOCAL_RANK` puts two ranks on one GPU; run one dlaunch "
+           "per machine, with --nproc-per-node for all of its ranks\n";
+  }
+  return out;
 }
 
 hostfiles::Placement world_placement(const std::vector<NodeRecord>& nodes) {
@@ -223,6 +242,7 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
   me.nproc = o.per_node;
   me.master_port = t.node_rank == 0 ? wire::free_tcp_port() : 0;
   me.pid = static_cast<int>(::getpid());
+  me.machine = agent::machine_identity();
   const std::string mine = to_json(me);
   if (auto prev = store->compare_set(k("node/" + std::to_string(t.node_rank)), "", mine); prev != mine) {
     NodeRecord other = node_record_from_json(prev);
@@ -273,6 +293,7 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
   }
   progress("");
   for (int n = 0; n < t.nnodes; ++n) g->nodes_.push_back(node_record_from_json(store->get(keys[static_cast<size_t>(n)])));
+  if (const std::string w = same_machine_warning(g->nodes_); !w.empty()) write_fully(2, w);
   // From here a store that stops answering is a lost node 0: reconnect for
   // no longer than a heartbeat timeout.
   g->store_ = std::make_unique<rdzv::TcpStore>(t.host, t.port, token, secs(o.heartbeat_timeout_s));

@@ -59,9 +59,15 @@ struct NodeRecord {
   int nproc = 1;      // ranks it runs
   int master_port = 0;  // node 0 only: a free port for MASTER_PORT
   int pid = 0;
+  std::string machine;  // agent/machine_identity.h: two nodes on one machine share it ("" from an older node)
 };
 std::string to_json(const NodeRecord& r);
 NodeRecord node_record_from_json(const std::string& s);
+
+// The warning for node ranks that run on one machine (the same `machine`),
+// whose ranks share LOCAL_RANK values, or "" when every node is a machine
+// of its own. Pure.
+std::string same_machine_warning(const std::vector<NodeRecord>& nodes);
 
 // The world's placement: node K's ranks follow node K-1's (pure).
 hostfiles::Placement world_placement(const std::vector<NodeRecord>& nodes);

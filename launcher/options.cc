@@ -139,10 +139,10 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("module,m", po::bool_switch(&o.module), "PROGRAM is a Python module: run python3 -m PROGRAM")
     ("no-python", po::bool_switch(&o.no_python), "run PROGRAM as it is, even when it ends in .py")
     ("log-dir", val(&o.log_dir, help), "torchrun's: where -r/-t write DIR/rank.N/{stdout,stderr}")
-    ("redirects,r", val(&o.redirects, help),
+    ("redirects,r", val(&o.as_written.redirects, help),
      "torchrun's: streams to files only (needs --log-dir): 0 none, 1 stdout, 2 stderr, 3 both, or 0:3,1:2 by local rank")
-    ("tee,t", val(&o.tee, help), "torchrun's: streams to files and the console (needs --log-dir); values as -r")
-    ("local-ranks-filter", val(&o.local_ranks_filter, help), "torchrun's: only these ranks' output on the console: 0,2")
+    ("tee,t", val(&o.as_written.tee, help), "torchrun's: streams to files and the console (needs --log-dir); values as -r")
+    ("local-ranks-filter", val(&o.as_written.local_ranks_filter, help), "torchrun's: only these ranks' output on the console: 0,2")
     ("app", val(&o.app_file, help), "MPMD: one app context per line of FILE (-n N [-x V] [--wdir D] PROGRAM ARGS)")
     ("version", "print the version");
   return d;
@@ -405,18 +405,20 @@ void validate_per_node(RunOptions& o, bool per_node_flags) {
 // torchrun's -r/-t/--log-dir/--local-ranks-filter. torchrun without --log-dir
 // writes its files under a fresh mkdtemp directory that it names only in an
 // INFO log; dlaunch asks for the directory rather than hide the output there.
-void validate_torchrun_output(const RunOptions& o) {
-  const StdSpec r = parse_std_spec(o.redirects, "-r/--redirects"), t = parse_std_spec(o.tee, "-t/--tee");
-  parse_rank_list(o.local_ranks_filter, "--local-ranks-filter");
+void validate_torchrun_output(RunOptions& o) {
+  const auto& w = o.as_written;
+  o.redirects = parse_std_spec(w.redirects, "-r/--redirects"), o.tee = parse_std_spec(w.tee, "-t/--tee");
+  o.console_ranks = parse_rank_list(w.local_ranks_filter, "--local-ranks-filter");
   auto names_streams = [](const StdSpec& s) {
     if (s.all != 0) return true;
     for (const auto& [rank, mask] : s.by_local_rank)
       if (mask != 0) return true;
     return false;
   };
-  if (o.log_dir.empty() && (names_streams(r) || names_streams(t)))
-    throw UsageError(std::string(names_streams(r) ? "-r/--redirects " + o.redirects : "-t/--tee " + o.tee) +
-                     " writes files: give --log-dir DIR (dlaunch writes DIR/rank.N/stdout and stderr)");
+  if (o.log_dir.empty() && (names_streams(o.redirects) || names_streams(o.tee)))
+    throw UsageError(std::string(names_streams(o.redirects) ? "-r/--redirects " + w.redirects : "-t/--tee " + w.tee) +
+                     " writes files: give --log-dir DIR (dlaunch writes each rank's stdout and stderr in a directory of the run's "
+                     "own there)");
   if (!o.log_dir.empty() && !o.output_dir.empty())
     throw UsageError("give --output-filename or torchrun's --log-dir, not both");
 }

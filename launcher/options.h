@@ -9,6 +9,7 @@
 #include "hostfiles/placement.h"
 #include "launcher/app_context.h"
 #include "launcher/option_sources.h"
+#include "launcher/std_spec.h"
 
 namespace dl::launcher {
 
@@ -97,11 +98,11 @@ struct RunOptions {
   bool module = false;              // -m/--module: the program is a Python module (python3 -m PROGRAM)
   bool no_python = false;           // --no-python: run PROGRAM as it is, even a .py
   bool version = false;             // --version
-  // torchrun's output options (launcher/output_sink.h, route): the text as given, checked here.
-  std::string log_dir;              // --log-dir DIR: the files -r/-t write, DIR/rank.N/{stdout,stderr}
-  std::string redirects = "0";      // -r/--redirects 0-3 or LOCAL_RANK:0-3,..: those streams to files only
-  std::string tee = "0";            // -t/--tee, same values: those streams to files and the console
-  std::string local_ranks_filter;   // --local-ranks-filter 0,2: only these (global) ranks on the console
+  // torchrun's output options (launcher/std_spec.h; routed by output_sink.h).
+  std::string log_dir;              // --log-dir DIR: the files -r/-t write (a directory per run and attempt)
+  StdSpec redirects;                // -r/--redirects 0-3 or LOCAL_RANK:0-3,..: those streams to files only
+  StdSpec tee;                      // -t/--tee, same values: those streams to files and the console
+  std::vector<int> console_ranks;   // --local-ranks-filter 0,2: only these (global) ranks on the console; empty = all
   // The interpreter dlaunch runs a .py PROGRAM (or --module) under
   // (python3, $PYTHON), set when it did; "" for any other program.
   std::string interpreter;
@@ -117,6 +118,7 @@ struct RunOptions {
   // reader uses the enums).
   struct AsWritten {
     std::string map_by = "slot", bind_to = "none", gpu_bind = "visible", mpi = "auto";
+    std::string redirects = "0", tee = "0", local_ranks_filter;
   } as_written;
 };
 

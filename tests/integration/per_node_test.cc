@@ -110,6 +110,9 @@ TEST_CASE("per-node: two nodes meet and their ranks get one world's identity", "
   CHECK(jobs.size() == 1);
   for (auto& w : rows0) CHECK((w[4] == "0" && w[3] == "2" && std::stoi(w[0]) < 2 && w[2] == w[0]));
   for (auto& w : rows1) CHECK((w[4] == "1" && w[3] == "3" && std::stoi(w[0]) >= 2 && std::stoi(w[2]) == std::stoi(w[0]) - 2));
+  // Both nodes are this machine: each says so (their LOCAL_RANKs overlap).
+  for (const std::string* err : {&r0.err, &r1.err})
+    CHECK(err->find("dlaunch: warning: node ranks 0 and 1 run on one machine") != std::string::npos);
 }
 
 TEST_CASE("per-node: an MPI program ends both nodes with 2 naming per-node mode, never singletons",

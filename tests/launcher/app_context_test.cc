@@ -77,7 +77,7 @@ TEST_CASE("app contexts: each bad ':' says what was expected", "[launcher][mpmd]
   CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-n", "x", "./b"}),
              Catch::Contains("app context 2: -n needs a positive number of ranks, got 'x'"));
   CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-n", "1", "-H", "h", "./b"}),
-             Catch::Contains("app context 2: '-H' is not an app context option"));
+             Catch::Contains("app context 2: -H: the hosts are the whole job's"));
   CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-n", "1", "./b", ":", "-x"}),
              Catch::Contains("app context 3: -x needs a value"));
   CHECK_THAT(usage_error({"--app", "/nonexistent/app", "-n", "2"}),

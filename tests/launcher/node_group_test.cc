@@ -78,7 +78,22 @@ TEST_CASE("world placement: node K's ranks follow node K-1's, local ranks dense"
 }
 
 TEST_CASE("node records survive the store as JSON", "[launcher][per-node]") {
-  NodeRecord r{3, "node07", "10.0.0.7", 8, 0, 4242};
+  NodeRecord r{3, "node07", "10.0.0.7", 8, 0, 4242, "m1/b1/net:7"};
   NodeRecord back = node_record_from_json(to_json(r));
   CHECK((back.node_rank == 3 && back.host == "node07" && back.addr == "10.0.0.7" && back.nproc == 8 && back.pid == 4242));
+  CHECK(back.machine == "m1/b1/net:7");
+  // A node of an older dlaunch says nothing of its machine.
+  CHECK(node_record_from_json(R"({"node_rank":1,"host":"h","addr":"a","nproc":1,"master_port":0,"pid":2})").machine.empty());
+}
+
+TEST_CASE("per-node: node ranks on one machine are named with what it costs, machines of their own say nothing",
+          "[launcher][per-node]") {
+  std::vector<NodeRecord> nodes = {{0, "gpu1", "a", 4, 0, 1, "m1"}, {1, "gpu2", "b", 4, 0, 2, "m2"},
+                                   {2, "gpu1", "a", 4, 0, 3, "m1"}, {3, "old", "c", 4, 0, 4, ""}};
+  const std::string w = same_machine_warning(nodes);
+  CHECK(w == "dlaunch: warning: node ranks 0 and 2 run on one machine (gpu1): their ranks share LOCAL_RANK values, so "
+             "`cuda:LOCAL_RANK` puts two ranks on one GPU; run one dlaunch per machine, with --nproc-per-node for all "
+             "of its ranks\n");
+  nodes[2].machine = "m3";
+  CHECK(same_machine_warning(nodes).empty());
 }

@@ -231,11 +231,12 @@ TEST_CASE("options: torchrun's --log_dir, -r/--redirects, -t/--tee and --local_r
   using dl::UsageError;
   auto o = parse({"--log_dir", "/l", "-r", "1", "--tee=0:3,1:2", "--local_ranks_filter=0,2", "t.py", "-r", "9"});
   CHECK(o.log_dir == "/l");
-  CHECK(o.redirects == "1");
-  CHECK(o.tee == "0:3,1:2");
-  CHECK(o.local_ranks_filter == "0,2");
+  CHECK(o.redirects.all == 1);
+  CHECK(o.tee.mapped);
+  CHECK(o.tee.by_local_rank == std::map<int, int>{{0, 3}, {1, 2}});
+  CHECK(o.console_ranks == std::vector<int>{0, 2});
   CHECK(o.command == Args{"t.py", "-r", "9"});  // the program's -r is its own
-  CHECK(parse({"-t3", "--log-dir=/l", "t.py"}).tee == "3");
+  CHECK(parse({"-t3", "--log-dir=/l", "t.py"}).tee.all == 3);
   CHECK(parse({"-r", "0", "-t", "0", "t.py"}).log_dir.empty());  // torchrun's defaults need no directory
   try {
     parse({"--redirects", "3", "t.py"});

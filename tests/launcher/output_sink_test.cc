@@ -277,8 +277,13 @@ TEST_CASE("output: -t 3 with a filter writes every rank's files, tags the consol
   OutputOptions o = torchrun("1", "2", "1");
   o.log_dir = tmp.path + "/logs";
   o.tag = true;
+  std::string files;  // LOG_DIR/dlaunch_<time>_<pid>/attempt_0
   {
     OutputSink sink(o, {"h", "h"}, out.fd, err.fd);
+    files = sink.files_path();
+    CHECK(files.rfind(o.log_dir + "/dlaunch_", 0) == 0);
+    CHECK(files.size() > 10);
+    CHECK(files.compare(files.size() - 10, 10, "/attempt_0") == 0);
     sink.write(0, 1, "o0\n");
     sink.write(0, 2, "e0\n");
     sink.write(1, 1, "o1 he");
@@ -291,10 +296,10 @@ TEST_CASE("output: -t 3 with a filter writes every rank's files, tags the consol
   // stdout: redirected (files only); stderr: tee'd, but only rank 1 reaches the console.
   CHECK(out.text().empty());
   CHECK(err.text() == "[1@h] e1 hello\n[1@h] part\n");
-  CHECK(slurp(o.log_dir + "/rank.0/stdout") == "o0\n");
-  CHECK(slurp(o.log_dir + "/rank.0/stderr") == "e0\n");
-  CHECK(slurp(o.log_dir + "/rank.1/stdout") == "o1 hello\n");
-  CHECK(slurp(o.log_dir + "/rank.1/stderr") == "e1 hello\npart");
+  CHECK(slurp(files + "/rank.0/stdout") == "o0\n");
+  CHECK(slurp(files + "/rank.0/stderr") == "e0\n");
+  CHECK(slurp(files + "/rank.1/stdout") == "o1 hello\n");
+  CHECK(slurp(files + "/rank.1/stderr") == "e1 hello\npart");
 }
 
 TEST_CASE("output: a filtered-out stream written nowhere is not held back", "[launcher]") {
@@ -482,9 +487,10 @@ TEST_CASE("output: make_files refuses a planted link with a usage error naming t
   OutputOptions o;
   o.log_dir = tmp.path + "/logs";
   o.redirects = dl::launcher::parse_std_spec("3", "-r");
-  std::filesystem::create_directories(o.log_dir + "/rank.0");
-  std::filesystem::create_symlink(victim.path, o.log_dir + "/rank.0/stderr");
   OutputSink sink(o, {"h"}, out.fd, err.fd);
+  const std::string files = sink.files_path();  // this run's directory, made 0700
+  std::filesystem::create_directories(files + "/rank.0");
+  std::filesystem::create_symlink(victim.path, files + "/rank.0/stderr");
   CHECK_THROWS_WITH(sink.make_files({0}), Catch::Contains("--log-dir") && Catch::Contains("rank.0/stderr") &&
                                                Catch::Contains("symbolic link"));
   CHECK(victim.text() == "precious\n");

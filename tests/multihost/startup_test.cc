@@ -134,6 +134,7 @@ TEST_CASE("per-node mode: one dlaunch per host meets at h0's store", "[multihost
   REQUIRE(masters.size() == 1);
   CHECK(masters.begin()->rfind(c.address(0) + ":", 0) == 0);
   CHECK(stores == std::set<std::string>{c.address(0) + ":29477"});
+  for (auto* r : {&r0, &r1, &r2}) CHECK(r->output.find("run on one machine") == std::string::npos);  // hosts of their own
 }
 
 TEST_CASE("per-node mode: a rank failing on h2 stops h0 and h1", "[multihost][cluster][slow]") {
