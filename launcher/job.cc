@@ -14,6 +14,7 @@
 #include "launcher/dry_run_program.h"
 #include "launcher/launch_plan.h"
 #include "launcher/shared_env.h"
+#include "launcher/signal_policy.h"
 #include "launcher/stdin_forwarder.h"
 #include "remote/start_method.h"
 #include "rendezvous/bootstrap.h"
@@ -534,29 +535,26 @@ void Job::abort_before_launch() {
 
 void Job::on_signal(int sig) {
   signals_.async_wait([this](auto ec, int s) { if (!ec) on_signal(s); });
-  if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) return suspend(sig);
-  if (sig == SIGCONT) return continued();
-  if (sig == SIGUSR1 || sig == SIGUSR2) {
-    // To every rank's process group, on every host; the job goes on.
-    if (phase_.is(Phase::kLaunched) || phase_.is(Phase::kTearingDown)) server_->broadcast(msg::Signal{sig});
-    log(std::string("SIG") + ::sigabbrev_np(sig) + (phase_.is(Phase::kLaunched) ? " forwarded to every rank" : " ignored: no ranks run now"));
-    return;
-  }
-  if (phase_.is(Phase::kRestarting)) {
-    fate_.on_signal(sig);  // ends the job: the failed attempt's verdict stands, not restarted
-    return restart_failed(std::string("dlaunch was stopped (SIG") + ::sigabbrev_np(sig) + ")");
-  }
-  if (!phase_.launched()) {
-    fate_.on_host_lost("(startup)", std::string("interrupted by SIG") + ::sigabbrev_np(sig), {});
-    return teardown(0);
-  }
-  if (++signals_seen_ == 1) {
-    fate_.on_signal(sig);
-    if (isatty(2)) write_fully(2, std::string("dlaunch: forwarding SIG") + ::sigabbrev_np(sig) +
-                                      " to all ranks (again to kill them at once)\n");
-    server_->broadcast(msg::Signal{sig});
-  } else {
-    teardown(0);
+  const std::string name = std::string("SIG") + ::sigabbrev_np(sig);
+  switch (signal_action(phase_.now(), sig, signals_seen_)) {
+    case SignalAction::kSuspend: return suspend(sig);
+    case SignalAction::kContinue: return continued();
+    case SignalAction::kForwardNotice:
+      server_->broadcast(msg::Signal{sig});  // to every rank's process group, on every host
+      return log(name + " forwarded to every rank");
+    case SignalAction::kIgnoreNotice: return log(name + " ignored: no ranks run now");
+    case SignalAction::kEndRestart:
+      fate_.on_signal(sig);  // ends the job: the failed attempt's verdict stands, not restarted
+      return restart_failed("dlaunch was stopped (" + name + ")");
+    case SignalAction::kAbortStartup:
+      fate_.on_host_lost("(startup)", "interrupted by " + name, {});
+      return teardown(0);
+    case SignalAction::kForward:
+      ++signals_seen_;
+      fate_.on_signal(sig);
+      if (isatty(2)) write_fully(2, "dlaunch: forwarding " + name + " to all ranks (again to kill them at once)\n");
+      return server_->broadcast(msg::Signal{sig});
+    case SignalAction::kKillNow: return teardown(0);
   }
 }
 
