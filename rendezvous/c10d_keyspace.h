@@ -1,0 +1,66 @@
+#pragma once
+// The keys of dlaunch's c10d store (rendezvous/c10d_store.h) and what each
+// of torch's queries does to them, with torch's TCPStore semantics: ADD
+// keeps a decimal number, COMPARE_SET sets an absent key only when the
+// expected value is empty, WAIT parks until every key exists, CANCEL_WAIT
+// ends a parked WAIT. Pure: no sockets; clients are numbers.
+//
+// Thread-safety: none; one keyspace belongs to its server's thread.
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "rendezvous/c10d_protocol.h"
+
+namespace dl::rdzv::c10d {
+
+class Keyspace {
+ public:
+  using Client = uint64_t;
+  struct Limits {
+    size_t max_keys = 1u << 20;
+    size_t max_bytes = 256u << 20;  // keys and values
+  };
+  Keyspace() = default;
+  explicit Keyspace(Limits l) : limits_(l) {}
+
+  // Handles `q` from `client` and appends its reply (if its type has one)
+  // to `reply`. Returns "" or, when the keyspace would pass its limits,
+  // why the query is refused (nothing is changed then).
+  std::string handle(Client client, const Query& q, std::string& reply);
+  // Clients whose parked WAIT the queries handled since the last call
+  // completed; each must be sent kStopWaiting.
+  std::vector<Client> take_woken();
+  // `client` closed: its parked WAIT is dropped.
+  void forget(Client client);
+  // Every key goes; parked WAITs stay parked.
+  void clear();
+  size_t keys() const { return data_.size(); }
+
+  // What torch's rendezvous left in the keys (C10dStore::Seen).
+  std::set<int> ranks;       // N of every key set that ends in "/rank_N" (gloo's address of rank N)
+  int64_t registered = 0;    // the value of torch's "init/" key (TCPStore clients counted in)
+  int64_t barrier = 0;       // the highest value of a "store_based_barrier_key" key
+
+ private:
+  bool store(const std::string& key, std::string value, std::string& why);
+  void changed(const std::string& key);
+  void park(Client client, const std::vector<std::string>& keys, std::string& reply);
+  void unpark(Client client);
+  int64_t add(const std::string& key, int64_t delta, std::string& why);
+  void note(const std::string& key, int64_t count);
+
+  Limits limits_;
+  std::unordered_map<std::string, std::string> data_;
+  size_t bytes_ = 0;
+  // A parked WAIT: the keys it still misses; and who waits for each key.
+  std::unordered_map<Client, std::unordered_set<std::string>> parked_;
+  std::unordered_map<std::string, std::unordered_set<Client>> waiting_;
+  std::vector<Client> woken_;
+};
+
+}  // namespace dl::rdzv::c10d
