@@ -89,6 +89,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("timestamp-output", po::bool_switch(&o.timestamp_output), "prefix lines with the time")
     ("output-filename", val(&o.output_dir, help), "write DIR/rank.N/{stdout,stderr} instead of the console (OpenMPI writes both)")
     ("stdin", val(&o.stdin_target, help), "rank that reads dlaunch's stdin, or none")
+    ("torch-store", val(&o.torch_store, help), "served (dlaunch serves torch's c10d store on MASTER_PORT) or rank0 (rank 0's torch hosts it)")
     ("output-pty", "each rank's stdout is a pseudo-terminal, so print/printf line-buffer (default)")
     ("no-output-pty", "each rank's stdout is a pipe (its stdio may hold output until it exits)")
     ("verbose,v", po::bool_switch(&o.verbose), "say what dlaunch does")
@@ -365,6 +366,8 @@ void check_given_values(const RunOptions& o, const po::variables_map& vm) {
   if (!o.ssh_config.empty()) read_user_file(o.ssh_config, "--ssh-config", "give an ssh client config file (ssh -F)");
   // The job's size is known here only with -n; run.cc checks again after placement.
   check_stdin_rank(o.stdin_target, o.np > 0 ? o.np : std::numeric_limits<int>::max());
+  if (o.torch_store != "served" && o.torch_store != "rank0")
+    throw UsageError("--torch-store takes served or rank0, got '" + o.torch_store + "'");
 }
 
 // MPMD: the contexts of the command line (the first is the options' -n and

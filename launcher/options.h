@@ -44,6 +44,7 @@ struct RunOptions {
   bool timestamp_output = false;  // --timestamp-output
   std::string output_dir;         // --output-filename DIR: DIR/rank.N/{stdout,stderr}
   std::string stdin_target = "0"; // --stdin 0|none: which rank gets dlaunch's stdin
+  std::string torch_store = "served";  // --torch-store served|rank0: who hosts torch's c10d store (MASTER_PORT)
   bool output_pty = true;         // --output-pty (default) / --no-output-pty: each rank's stdout a pseudo-terminal
   bool verbose = false;           // -v/--verbose
   // Lifecycle.
