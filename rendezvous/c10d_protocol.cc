@@ -152,7 +152,7 @@ bool decide(std::string_view in, Dialect& d) {
 }  // namespace
 
 std::string dialect_name(Dialect d) {
-  return d == Dialect::kValidated ? "torch 2.x (validated)" : d == Dialect::kLegacy ? "torch 1.x/2.0 (legacy)" : "unknown";
+  return d == Dialect::kValidated ? "torch 2.x, validated" : d == Dialect::kLegacy ? "torch 1.x or 2.0, legacy" : "unknown";
 }
 
 Parsed parse(std::string_view in, Dialect& dialect, const Limits& limits) {

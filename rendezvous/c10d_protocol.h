@@ -66,7 +66,7 @@ struct Parsed {
 Parsed parse(std::string_view in, Dialect& dialect, const Limits& limits);
 Parsed parse(std::string_view in, Dialect& dialect);  // with the default Limits
 
-// "torch 1.x/2.0 (legacy)" or "torch 2.x (validated)".
+// "torch 1.x or 2.0, legacy" or "torch 2.x, validated".
 std::string dialect_name(Dialect d);
 
 // Replies.

@@ -82,7 +82,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
       at += p.used;
       count(p.query.op);
       if (auto why = srv->keys.handle(id, p.query, out); !why.empty())
-        return refuse("torch's client (" + c10d::dialect_name(dialect) + ") was refused: " + why), false;
+        return refuse("torch's TCPStore client (" + c10d::dialect_name(dialect) + " protocol) was refused: " + why), false;
     }
     in.erase(0, at);
     if (in.size() > kMaxInput) return refuse("a query over " + std::to_string(kMaxInput >> 20) + " MiB"), false;
