@@ -62,8 +62,16 @@ std::vector<std::string> TorchStore::unfinished() const {
   if (!absent.empty())
     lines.push_back("  never reached the rendezvous (no address published for gloo): rank" +
                     std::string(absent.size() > 1 ? "s " : " ") + by_host(placement_, hosts_, absent));
-  if (seen.barrier > 0 && seen.barrier < world)
-    lines.push_back("  torch's store-based barrier: " + std::to_string(seen.barrier) + " of " + std::to_string(world));
+  if (seen.barrier > 0 && seen.barrier < world) {
+    std::vector<int> missing;  // arrived, known to the barrier's count by name, and not in it
+    for (int r : seen.ranks)
+      if (!seen.at_barrier.count(r)) missing.push_back(r);
+    const bool named = static_cast<int64_t>(seen.at_barrier.size()) == seen.barrier && !missing.empty();
+    lines.push_back("  torch's store-based barrier: " + std::to_string(seen.barrier) + " of " + std::to_string(world) +
+                    (named ? "; never reached it: rank" + std::string(missing.size() > 1 ? "s " : " ") +
+                                 by_host(placement_, hosts_, missing)
+                           : ""));
+  }
   return lines;
 }
 

@@ -28,7 +28,9 @@ std::string Keyspace::handle(Client client, const Query& q, std::string& reply) 
   switch (q.op) {
     case Op::kValidate: break;
     case Op::kPing: put_u32(reply, static_cast<uint32_t>(q.number)); break;
-    case Op::kSet: store(q.keys[0], q.values[0], why); break;
+    case Op::kSet:
+      if (store(q.keys[0], q.values[0], why)) set_by(client, q.keys[0]);
+      break;
     case Op::kAppend: {
       auto it = data_.find(q.keys[0]);
       store(q.keys[0], (it == data_.end() ? std::string() : it->second) + q.values[0], why);
@@ -50,7 +52,7 @@ std::string Keyspace::handle(Client client, const Query& q, std::string& reply) 
       break;
     }
     case Op::kAdd: {
-      const int64_t v = add(q.keys[0], q.number, why);
+      const int64_t v = add(client, q.keys[0], q.number, why);
       if (why.empty()) put_i64(reply, v);
       break;
     }
@@ -105,22 +107,34 @@ bool Keyspace::store(const std::string& key, std::string value, std::string& why
   return true;
 }
 
-int64_t Keyspace::add(const std::string& key, int64_t delta, std::string& why) {
+int64_t Keyspace::add(Client client, const std::string& key, int64_t delta, std::string& why) {
   int64_t v = 0;
   if (auto it = data_.find(key); it != data_.end())
     std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
   v += delta;
   if (!store(key, std::to_string(v), why)) return 0;
-  note(key, v);
+  note(client, key, delta, v);
   return v;
 }
 
 // What torch's rendezvous says through its keys: gloo publishes each
 // rank's address as ".../rank_N"; every TCPStore client adds 1 to "init/";
 // torch 1.x's store-based barrier counts ranks in "...store_based_barrier_key:N".
-void Keyspace::note(const std::string& key, int64_t count) {
+void Keyspace::note(Client client, const std::string& key, int64_t delta, int64_t count) {
   if (ends_with(key, "init/")) registered = std::max(registered, count);
-  if (key.find("store_based_barrier_key") != std::string::npos) barrier = std::max(barrier, count);
+  if (key.find("store_based_barrier_key") == std::string::npos || delta <= 0) return;
+  barrier = std::max(barrier, count);
+  auto r = rank_of_.find(client);
+  if (r != rank_of_.end()) at_barrier.insert(r->second);
+  else barrier_unknown_.insert(client);
+}
+
+// The client that sets gloo's ".../rank_N" is rank N's.
+void Keyspace::set_by(Client client, const std::string& key) {
+  const int r = rank_of(key);
+  if (r < 0) return;
+  rank_of_[client] = r;
+  if (barrier_unknown_.erase(client)) at_barrier.insert(r);
 }
 
 void Keyspace::changed(const std::string& key) {
@@ -160,13 +174,19 @@ void Keyspace::unpark(Client client) {
 
 std::vector<Keyspace::Client> Keyspace::take_woken() { return std::exchange(woken_, {}); }
 
-void Keyspace::forget(Client client) { unpark(client); }
+void Keyspace::forget(Client client) {
+  unpark(client);
+  barrier_unknown_.erase(client);
+}
 
 void Keyspace::clear() {
   data_.clear();
   bytes_ = 0;
   ranks.clear();
   registered = barrier = 0;
+  at_barrier.clear();
+  rank_of_.clear();
+  barrier_unknown_.clear();
 }
 
 }  // namespace dl::rdzv::c10d

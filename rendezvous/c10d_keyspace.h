@@ -42,17 +42,19 @@ class Keyspace {
   size_t keys() const { return data_.size(); }
 
   // What torch's rendezvous left in the keys (C10dStore::Seen).
-  std::set<int> ranks;       // N of every key set that ends in "/rank_N" (gloo's address of rank N)
+  std::set<int> ranks;       // N of every key set that ends in "/rank_N" (gloo's rank N, its host name)
   int64_t registered = 0;    // the value of torch's "init/" key (TCPStore clients counted in)
   int64_t barrier = 0;       // the highest value of a "store_based_barrier_key" key
+  std::set<int> at_barrier;  // ranks whose client added to it (a client is rank N once it set ".../rank_N")
 
  private:
   bool store(const std::string& key, std::string value, std::string& why);
   void changed(const std::string& key);
   void park(Client client, const std::vector<std::string>& keys, std::string& reply);
   void unpark(Client client);
-  int64_t add(const std::string& key, int64_t delta, std::string& why);
-  void note(const std::string& key, int64_t count);
+  int64_t add(Client client, const std::string& key, int64_t delta, std::string& why);
+  void note(Client client, const std::string& key, int64_t delta, int64_t count);
+  void set_by(Client client, const std::string& key);
 
   Limits limits_;
   std::unordered_map<std::string, std::string> data_;
@@ -61,6 +63,8 @@ class Keyspace {
   std::unordered_map<Client, std::unordered_set<std::string>> parked_;
   std::unordered_map<std::string, std::unordered_set<Client>> waiting_;
   std::vector<Client> woken_;
+  std::unordered_map<Client, int> rank_of_;      // from the "/rank_N" key a client set
+  std::unordered_set<Client> barrier_unknown_;   // added to the barrier before naming its rank
 };
 
 }  // namespace dl::rdzv::c10d

@@ -203,7 +203,7 @@ void C10dStore::clear() {
 }
 
 C10dStore::Seen C10dStore::seen() const {
-  return Seen{impl_->clients, impl_->keys.ranks, impl_->keys.registered, impl_->keys.barrier};
+  return Seen{impl_->clients, impl_->keys.ranks, impl_->keys.registered, impl_->keys.barrier, impl_->keys.at_barrier};
 }
 
 void C10dStore::stop() {

@@ -54,6 +54,7 @@ class C10dStore {
     std::set<int> ranks;                 // ranks that published their address (gloo's ".../rank_N" key)
     int64_t registered = 0;              // TCPStore clients counted in torch's "init/" key
     int64_t barrier = 0;                 // the highest count of torch's store-based barrier
+    std::set<int> at_barrier;            // the ranks (of `ranks`) whose client added to it
   };
 
   // Binds bind_host on a free port and starts accepting. Throws IoError

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "errors/error.h"
+#include "rendezvous/c10d_keyspace.h"
 #include "rendezvous/c10d_protocol.h"
 #include "rendezvous/c10d_store.h"
 #include "wire/socket.h"
@@ -237,4 +238,29 @@ TEST_CASE("c10d protocol waits for a whole query and tells the dialects apart", 
   c10d::Query q{c10d::Op::kAdd, {"init/"}, {}, 1};
   CHECK(hex(c10d::encode(q, c10d::Dialect::kValidated)) == kTorch2[2].query);
   CHECK(hex(c10d::encode(q, c10d::Dialect::kLegacy)) == kTorch113[0].query);
+}
+
+TEST_CASE("c10d keyspace names the ranks in torch's barrier by the client that published each rank", "[rendezvous]") {
+  c10d::Keyspace keys;
+  std::string reply;
+  auto set = [&](uint64_t client, const std::string& key) {
+    keys.handle(client, c10d::Query{c10d::Op::kSet, {key}, {"host"}, 0}, reply);
+  };
+  auto arrive = [&](uint64_t client) {
+    keys.handle(client, c10d::Query{c10d::Op::kAdd, {"/worker/attempt_0/default_pg/store_based_barrier_key:1"}, {}, 1},
+                reply);
+  };
+  set(10, "/worker/attempt_0/default_pg/0/0/rank_0");
+  set(11, "/worker/attempt_0/default_pg/0/0/rank_1");
+  set(12, "/worker/attempt_0/default_pg/0/0/rank_2");
+  arrive(10);
+  arrive(13);  // a client that names its rank only later
+  set(13, "/worker/attempt_0/default_pg/0/0/rank_3");
+  CHECK(keys.ranks == std::set<int>{0, 1, 2, 3});
+  CHECK(keys.barrier == 2);
+  CHECK(keys.at_barrier == std::set<int>{0, 3});
+  keys.clear();
+  CHECK(keys.ranks.empty());
+  CHECK(keys.at_barrier.empty());
+  CHECK(keys.keys() == 0);
 }
