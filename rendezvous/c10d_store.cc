@@ -37,6 +37,9 @@ struct C10dStore::Impl : std::enable_shared_from_this<Impl> {
   std::map<std::string, int> clients;  // Seen::clients
   uint64_t next_id = 0;
   bool stopped = false;
+  // Every client is read on readiness into this one buffer, so an idle
+  // connection holds no read buffer (a job opens up to two per rank).
+  std::array<char, 65536> scratch;
 
   Impl(asio::io_context& c, Options o)
       : io(c), acceptor(c), opts(std::move(o)), keys({opts.max_keys, opts.max_bytes}) {}
@@ -57,17 +60,20 @@ struct Conn : std::enable_shared_from_this<Conn> {
   std::string peer;  // its address
   c10d::Dialect dialect = c10d::Dialect::kUnknown;
   std::string in, out, sending;
-  std::array<char, 65536> buf;
   bool counted = false, closed = false;
 
   Conn(std::shared_ptr<Impl> s, tcp::socket so, uint64_t i, std::string p)
       : srv(std::move(s)), sock(std::move(so)), id(i), peer(std::move(p)) {}
 
+  // Waits until the client sent something, then reads what is there.
   void read() {
-    sock.async_read_some(asio::buffer(buf), [self = shared_from_this()](error_code ec, size_t n) {
+    sock.async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
       if (self->closed) return;
       if (ec) return self->close();
-      self->in.append(self->buf.data(), n);
+      const size_t n = self->sock.read_some(asio::buffer(self->srv->scratch), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) return self->read();
+      if (ec) return self->close();
+      self->in.append(self->srv->scratch.data(), n);
       if (self->handle_all()) self->read();
     });
   }
@@ -158,6 +164,7 @@ void Impl::accept() {
       self->note("closed a connection: " + std::to_string(self->conns.size()) + " clients are connected, the most");
     } else if (!ec && self->admitted(s, who)) {
       s.set_option(tcp::no_delay(true), ec);
+      s.non_blocking(true, ec);
       ::fcntl(s.native_handle(), F_SETFD, FD_CLOEXEC);
       const uint64_t id = ++self->next_id;
       auto c = std::make_shared<Conn>(self, std::move(s), id, who);
