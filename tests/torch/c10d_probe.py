@@ -1,7 +1,7 @@
 # A rank that probes torch's c10d store under dlaunch (tests/torch/c10d_store_test.cc).
 #   listeners  the rank's own listening TCP ports before and after
 #              init_process_group("gloo"), and MASTER_PORT; then an all_reduce
-#   absent     rank 1 never calls init_process_group (sleeps); the others do
+#   absent     the last rank never calls init_process_group (sleeps); the others do
 #   survive    rank 0 sets a key through its TCPStore client and exits; rank 1
 #              waits until rank 0's process is gone, then reads the key
 #   unknown    no torch: VALIDATE, then query type 42, on MASTER_PORT
@@ -64,7 +64,7 @@ if mode == "listeners":
           flush=True)
     dist.destroy_process_group()
 elif mode == "absent":
-    if rank == 1:
+    if rank == int(os.environ["WORLD_SIZE"]) - 1:
         time.sleep(120)
     else:
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
