@@ -4,6 +4,8 @@
 #include <charconv>
 #include <utility>
 
+#include "errors/error.h"
+
 namespace dl::rdzv::c10d {
 
 namespace {
@@ -23,98 +25,83 @@ int rank_of(const std::string& key) {
 }
 }  // namespace
 
+// The value at `key`, "" when it is missing (torch's server answers a GET of
+// a missing key with nothing only after its client has waited for it).
+const std::string& Keyspace::value(const std::string& key) const {
+  static const std::string none;
+  const Bytes* v = find(key);
+  return v ? *v : none;
+}
+
 std::string Keyspace::handle(Client client, const Query& q, std::string& reply) {
-  std::string why;
+  try {
+    answer(client, q, reply);
+  } catch (const RemoteError& e) {
+    return e.what();  // a bound, or ADD on a value that is no integer: nothing was changed
+  }
+  return "";
+}
+
+void Keyspace::answer(Client client, const Query& q, std::string& reply) {
   switch (q.op) {
     case Op::kValidate: break;
     case Op::kPing: put_u32(reply, static_cast<uint32_t>(q.number)); break;
     case Op::kSet:
-      if (store(q.keys[0], q.values[0], why)) set_by(client, q.keys[0]);
+      put(q.keys[0], q.values[0]);
+      set_by(client, q.keys[0]);
       break;
-    case Op::kAppend: {
-      auto it = data_.find(q.keys[0]);
-      store(q.keys[0], (it == data_.end() ? std::string() : it->second) + q.values[0], why);
-      break;
-    }
-    case Op::kCompareSet: {
-      auto it = data_.find(q.keys[0]);
-      const bool absent = it == data_.end();
-      if ((absent && q.values[0].empty()) || (!absent && it->second == q.values[0])) {
-        if (store(q.keys[0], q.values[1], why)) put_bytes(reply, q.values[1]);
-      } else {
-        put_bytes(reply, absent ? q.values[0] : it->second);
-      }
-      break;
-    }
-    case Op::kGet: {
-      auto it = data_.find(q.keys[0]);
-      put_bytes(reply, it == data_.end() ? std::string() : it->second);
-      break;
-    }
+    case Op::kAppend: put(q.keys[0], value(q.keys[0]) + q.values[0]); break;
+    case Op::kCompareSet: put_bytes(reply, semantics::compare_set(*this, q.keys[0], q.values[0], q.values[1]).value); break;
+    case Op::kGet: put_bytes(reply, value(q.keys[0])); break;
     case Op::kAdd: {
-      const int64_t v = add(client, q.keys[0], q.number, why);
-      if (why.empty()) put_i64(reply, v);
+      const int64_t v = semantics::add(*this, q.keys[0], q.number);
+      note(client, q.keys[0], q.number, v);
+      put_i64(reply, v);
       break;
     }
-    case Op::kCheck: {
-      bool all = true;
-      for (const auto& k : q.keys) all = all && data_.count(k);
-      put_u8(reply, all ? kReady : kNotReady);
-      break;
-    }
+    case Op::kCheck: put_u8(reply, semantics::has_all(*this, q.keys) ? kReady : kNotReady); break;
     case Op::kWait: park(client, q.keys, reply); break;
-    case Op::kNumKeys: put_i64(reply, static_cast<int64_t>(data_.size())); break;
-    case Op::kDelete: {
-      auto it = data_.find(q.keys[0]);
-      const bool found = it != data_.end();
-      if (found) bytes_ -= it->first.size() + it->second.size(), data_.erase(it);
-      put_i64(reply, found ? 1 : 0);
-      break;
-    }
+    case Op::kNumKeys: put_i64(reply, semantics::num_keys(*this)); break;
+    case Op::kDelete: put_i64(reply, semantics::delete_key(*this, q.keys[0]) ? 1 : 0); break;
     case Op::kMultiGet:
-      for (const auto& k : q.keys) {
-        auto it = data_.find(k);
-        put_bytes(reply, it == data_.end() ? std::string() : it->second);
-      }
+      for (const auto& k : q.keys) put_bytes(reply, value(k));
       break;
     case Op::kMultiSet:
-      for (size_t i = 0; i < q.keys.size() && why.empty(); ++i) store(q.keys[i], q.values[i], why);
+      for (size_t i = 0; i < q.keys.size(); ++i) put(q.keys[i], q.values[i]);
       break;
     case Op::kCancelWait:
       unpark(client);
       put_u8(reply, kWaitCanceled);
       break;
   }
-  return why;
 }
 
-// Sets `key`, unless the keyspace would pass its limits (`why` says so).
-bool Keyspace::store(const std::string& key, std::string value, std::string& why) {
+const Bytes* Keyspace::find(const std::string& key) const {
+  auto it = data_.find(key);
+  return it == data_.end() ? nullptr : &it->second;
+}
+
+// Sets `key` and wakes its waiters; throws RemoteError (nothing changed)
+// when the keyspace would pass its limits.
+void Keyspace::put(const std::string& key, Bytes value) {
   auto it = data_.find(key);
   const size_t old = it == data_.end() ? 0 : key.size() + it->second.size();
   const size_t now = key.size() + value.size();
-  if (it == data_.end() && data_.size() >= limits_.max_keys) {
-    why = "the store holds " + std::to_string(data_.size()) + " keys, its most";
-    return false;
-  }
-  if (bytes_ - old + now > limits_.max_bytes) {
-    why = "the store would hold over " + std::to_string(limits_.max_bytes >> 20) + " MiB, its most";
-    return false;
-  }
+  if (it == data_.end() && data_.size() >= limits_.max_keys)
+    throw RemoteError("the store holds " + std::to_string(data_.size()) + " keys, its most");
+  if (bytes_ - old + now > limits_.max_bytes)
+    throw RemoteError("the store would hold over " + std::to_string(limits_.max_bytes >> 20) + " MiB, its most");
   bytes_ = bytes_ - old + now;
   data_[key] = std::move(value);
   changed(key);
-  return true;
 }
 
-int64_t Keyspace::add(Client client, const std::string& key, int64_t delta, std::string& why) {
-  int64_t v = 0;
-  if (auto it = data_.find(key); it != data_.end())
-    std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-  v += delta;
-  if (!store(key, std::to_string(v), why)) return 0;
-  note(client, key, delta, v);
-  return v;
+bool Keyspace::erase(const std::string& key) {
+  auto it = data_.find(key);
+  if (it == data_.end()) return false;
+  bytes_ -= it->first.size() + it->second.size();
+  data_.erase(it);
+  return true;
 }
 
 // What torch's rendezvous says through its keys: gloo publishes each

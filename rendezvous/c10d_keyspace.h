@@ -1,9 +1,9 @@
 #pragma once
 // The keys of dlaunch's c10d store (rendezvous/c10d_store.h) and what each
-// of torch's queries does to them, with torch's TCPStore semantics: ADD
-// keeps a decimal number, COMPARE_SET sets an absent key only when the
-// expected value is empty, WAIT parks until every key exists, CANCEL_WAIT
-// ends a parked WAIT. Pure: no sockets; clients are numbers.
+// of torch's queries does to them, with the c10d semantics every dlaunch
+// store shares (rendezvous/store_semantics.h: ADD on decimal integers,
+// COMPARE_SET's rule), WAIT parked until every key exists and CANCEL_WAIT
+// ending a parked WAIT. Pure: no sockets; clients are numbers.
 //
 // Thread-safety: none; one keyspace belongs to its server's thread.
 #include <cstdint>
@@ -15,10 +15,11 @@
 #include <vector>
 
 #include "rendezvous/c10d_protocol.h"
+#include "rendezvous/store_semantics.h"
 
 namespace dl::rdzv::c10d {
 
-class Keyspace {
+class Keyspace : private KeyValue {
  public:
   using Client = uint64_t;
   struct Limits {
@@ -29,8 +30,10 @@ class Keyspace {
   explicit Keyspace(Limits l) : limits_(l) {}
 
   // Handles `q` from `client` and appends its reply (if its type has one)
-  // to `reply`. Returns "" or, when the keyspace would pass its limits,
-  // why the query is refused (nothing is changed then).
+  // to `reply`. Returns "" or why the query is refused (the keyspace would
+  // pass its limits, an ADD to a value that is no integer or overflows);
+  // what it would have written is not (a MULTI_SET keeps the keys before
+  // the refused one).
   std::string handle(Client client, const Query& q, std::string& reply);
   // Clients whose parked WAIT the queries handled since the last call
   // completed; each must be sent kStopWaiting.
@@ -48,11 +51,16 @@ class Keyspace {
   std::set<int> at_barrier;  // ranks whose client added to it (a client is rank N once it set ".../rank_N")
 
  private:
-  bool store(const std::string& key, std::string value, std::string& why);
+  void answer(Client client, const Query& q, std::string& reply);
+  const std::string& value(const std::string& key) const;
+  // KeyValue, for store_semantics; put() throws RemoteError over the limits.
+  const Bytes* find(const std::string& key) const override;
+  void put(const std::string& key, Bytes value) override;
+  bool erase(const std::string& key) override;
+  size_t size() const override { return data_.size(); }
   void changed(const std::string& key);
   void park(Client client, const std::vector<std::string>& keys, std::string& reply);
   void unpark(Client client);
-  int64_t add(Client client, const std::string& key, int64_t delta, std::string& why);
   void note(Client client, const std::string& key, int64_t delta, int64_t count);
   void set_by(Client client, const std::string& key);
 
