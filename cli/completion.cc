@@ -78,7 +78,6 @@ _dlaunch_candidates() {
     --bind-to) words="none core numa" ;;
     --gpu-bind) words="visible isolate none" ;;
     --gpu-vendor) words="nvidia amd intel" ;;
-    --torch-store) words="served rank0" ;;
     --stdin) words="0 none" ;;
     --nproc-per-node) words="gpu cpu auto" ;;
     --wdir|--output-filename|--log-dir|--prefix)
