@@ -73,12 +73,14 @@ inline bool is_slurm_task_only_var(std::string_view name) {
 // torchelastic's variables (torchrun sets them for every worker). The run id
 // makes torch.distributed.is_torchelastic_launched() true; the error file is
 // where torch's @record writes a rank's uncaught exception (JSON), which the
-// agent reads after the rank fails. TORCHELASTIC_USE_AGENT_STORE is never
-// set: it would make torch expect a store on MASTER_PORT that dlaunch does not host.
+// agent reads after the rank fails. TORCHELASTIC_USE_AGENT_STORE=True tells
+// torch's env:// that the store on MASTER_PORT is served (dlaunch's c10d
+// store, launcher/torch_store.h), so no rank starts one.
 inline constexpr const char* kTorchelasticRunId = "TORCHELASTIC_RUN_ID";
 inline constexpr const char* kTorchelasticRestartCount = "TORCHELASTIC_RESTART_COUNT";
 inline constexpr const char* kTorchelasticMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
 inline constexpr const char* kTorchelasticErrorFile = "TORCHELASTIC_ERROR_FILE";
+inline constexpr const char* kTorchelasticUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
 
 // Set to 1 by the launch plan when several ranks share a host and the user chose nothing (as torchrun does).
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";

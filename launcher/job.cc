@@ -16,6 +16,7 @@
 #include "launcher/shared_env.h"
 #include "launcher/signal_policy.h"
 #include "launcher/stdin_forwarder.h"
+#include "launcher/torch_store.h"
 #include "remote/start_method.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/tcp_store_server.h"
@@ -109,6 +110,7 @@ int Job::run() {
   if (!view_) {
     store_ = std::make_unique<rdzv::TcpStoreServer>(io_, bind, 0, token_);
     store_->set_logger([this](const std::string& line) { log(line); });
+    if (opts_.torch_store == TorchStoreMode::kServed) start_torch_store(bind);
   }
   spawns_ = std::make_unique<SpawnBook>(job_id_, static_cast<int>(plan_.ranks.size()));
   names_ = std::make_unique<NameService>(io_, secs(opts_.fence_timeout_s));
@@ -157,6 +159,8 @@ int Job::run() {
       if (ec) return;
       // Between two attempts nothing runs: the timeout is the verdict (teardown finishes).
       if (phase_.is(Phase::kRestarting)) fate_ = Fate(static_cast<int>(plan_.ranks.size()));
+      if (torch_store_)
+        for (const auto& line : torch_store_->unfinished()) write_fully(2, "dlaunch: " + line + "\n");
       // Where every rank is, then the teardown (docs/hangs.md).
       if (fate_.on_timeout(opts_.timeout_s, opts_.timeout_from)) stacks_->on_timeout(opts_.timeout_s, [this] { teardown(grace_ms()); });
     });
@@ -284,6 +288,7 @@ PlanInput Job::plan_input() const {
   in.token = token_;
   in.control_host = control_host_;
   in.store_port = store_ ? store_->port() : 0;
+  in.torch_store_port = torch_store_ ? torch_store_->port() : 0;
   if (view_) in.shared = SharedIdentity{view_->master_addr, view_->store_addr, view_->master_port};
   char cwd[4096] = {};
   in.wdir = opts_.wdir.empty() ? (::getcwd(cwd, sizeof cwd) ? cwd : "") : opts_.wdir;

@@ -42,6 +42,7 @@ namespace dl::rdzv { class TcpStoreServer; }
 namespace dl::launcher {
 
 namespace asio = boost::asio;
+class TorchStore;
 
 // Per-node mode (launcher/node_group.h): this Job runs one node of a job
 // whose nodes met at a store. The placement is the whole world's; only
@@ -138,6 +139,9 @@ class Job : public ControlServer::Handler {
   void start_stdin_reader();
   void show_held_output();
   void start_stack_collector();
+  // torch's c10d store on `bind`, and which node a client's address is.
+  void start_torch_store(const std::string& bind);
+  int node_at(const std::string& address) const;
   void check_finished();
   void finish();
   void stop();
@@ -156,6 +160,7 @@ class Job : public ControlServer::Handler {
   std::vector<Node> nodes_;
   std::unique_ptr<ControlServer> server_;
   std::unique_ptr<rdzv::TcpStoreServer> store_;
+  std::unique_ptr<TorchStore> torch_store_;  // --torch-store served (launcher/torch_store.h)
   std::unique_ptr<FenceRelay> fences_;
   std::unique_ptr<AgentStarter> starter_;
   asio::signal_set signals_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "launcher/output_sink.h"
+#include "launcher/torch_store.h"
 #include "rendezvous/tcp_store_server.h"
 
 namespace dl::launcher {
@@ -104,6 +105,7 @@ void Job::relaunch(int master_port) {
   sink_->next_attempt(attempts_.restarts());
   if (view_) view_->next_attempt(attempts_.restarts());
   if (store_) store_->erase_all_but(kStoreKeepPrefix);
+  if (torch_store_) torch_store_->clear();  // torch's keys of the last attempt (its own prefix aside)
   PlanInput in = plan_input();
   in.master_port = master_port;
   if (in.shared) in.shared->master_port = master_port;

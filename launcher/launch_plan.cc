@@ -187,6 +187,12 @@ JobEnv job_env(const PlanInput& in) {
   je.master_addr = all_local ? "127.0.0.1" : (n0.local ? in.control_host : n0.reach_addr);
   je.master_port = in.master_port ? in.master_port : n0.hello ? n0.hello->free_port : 29500;
   je.store_addr = (all_local ? std::string("127.0.0.1") : in.control_host) + ":" + std::to_string(in.store_port);
+  if (in.torch_store_port) {
+    // torch's store is ours, beside dlaunch's: every rank's torch is its client.
+    je.master_addr = all_local ? std::string("127.0.0.1") : in.control_host;
+    je.master_port = in.torch_store_port;
+    je.agent_store = true;
+  }
   return je;
 }
 // A rank's app context (MPMD): its program and arguments, MPI_APPNUM and

@@ -46,6 +46,7 @@ struct PlanInput {
   bool output_terminal = true;        // dlaunch's stdout is a terminal and no --output-filename takes the output
   int restart_count = 0;              // --max-restarts: the attempt being launched (0 = the first)
   int master_port = 0;                // a restart's fresh MASTER_PORT (node 0's `ready`); 0 = node 0's hello
+  int torch_store_port = 0;           // torch's c10d store, served here (launcher/torch_store.h); 0 = rank 0 hosts it
 };
 
 struct LaunchPlan {

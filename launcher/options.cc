@@ -93,6 +93,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("merge-stderr-to-stdout", po::bool_switch(&o.merge_stderr), "the ranks' stderr goes where their stdout goes (mpirun's)")
     ("output-filename", val(&o.output_dir, help), "write DIR/rank.N/{stdout,stderr} instead of the console (OpenMPI writes both)")
     ("stdin", val(&o.stdin_target, help), "rank that reads dlaunch's stdin, or none")
+    ("torch-store", val(&o.as_written.torch_store, help), "served (dlaunch serves torch's c10d store on MASTER_PORT) or rank0 (rank 0's torch hosts it)")
     ("output-pty", "each rank's stdout is a pseudo-terminal, so print/printf line-buffer (default)")
     ("no-output-pty", "each rank's stdout is a pipe (its stdio may hold output until it exits)")
     ("verbose,v", po::bool_switch(&o.verbose), "say what dlaunch does")
@@ -190,6 +191,7 @@ const Choices<hostfiles::GpuBind> kGpuBind = {
 // srun's --mpi=pmi2 is pmi: dlaunch's PMI server speaks PMI-1 and PMI-2.
 const Choices<MpiMode> kMpi = {{"pmix", MpiMode::kPmix}, {"pmi", MpiMode::kPmi}, {"none", MpiMode::kNone},
                                {"auto", MpiMode::kAuto}, {"pmi2", MpiMode::kPmi}};
+const Choices<TorchStoreMode> kTorchStore = {{"served", TorchStoreMode::kServed}, {"rank0", TorchStoreMode::kRank0}};
 
 // The words to offer and name: each value's first (pmi2 is pmi's alias).
 template <class E>
@@ -233,6 +235,7 @@ void type_modes(RunOptions& o) {
   o.mpi = choose("mpi", w.mpi, kMpi);
   o.gpu_bind_mode = choose("gpu-bind", w.gpu_bind, kGpuBind);
   o.bind_to = choose("bind-to", w.bind_to, kBindTo);
+  o.torch_store = choose("torch-store", w.torch_store, kTorchStore);
 }
 
 // mpirun's --mca NAME VALUE at raw[i]: the ranks' OMPI_MCA_NAME=VALUE, as -x.
@@ -813,6 +816,7 @@ const std::vector<OptionWords>& option_words() {
       {"stdin", {"0", "none"}},  // or any rank
       {"start-method", {"spawn", "fork", "forkserver"}},
       {"rdzv-backend", {"c10d", "static"}},
+      {"torch-store", words_of(kTorchStore)},
       {"cpu-bind", {"cores", "threads", "sockets", "ldoms", "none"}},
   };
   return table;

@@ -15,6 +15,8 @@ namespace dl::launcher {
 
 // --mpi: auto = PMI, and PMIx when every agent has libpmix (docs/mpi.md).
 enum class MpiMode { kAuto, kPmix, kPmi, kNone };
+// --torch-store: the launcher serves torch's c10d store, or rank 0's torch hosts it.
+enum class TorchStoreMode { kServed, kRank0 };
 const char* to_string(MpiMode mode);
 
 struct RunOptions {
@@ -55,6 +57,7 @@ struct RunOptions {
   bool timestamp_output = false;  // --timestamp-output
   std::string output_dir;         // --output-filename DIR: DIR/rank.N/{stdout,stderr}
   std::string stdin_target = "0"; // --stdin 0|none: which rank gets dlaunch's stdin
+  TorchStoreMode torch_store = TorchStoreMode::kServed;  // --torch-store served|rank0: who hosts torch's c10d store (MASTER_PORT)
   bool output_pty = true;         // --output-pty (default) / --no-output-pty: each rank's stdout a pseudo-terminal
   bool verbose = false;           // -v/--verbose
   // Lifecycle.
@@ -118,7 +121,7 @@ struct RunOptions {
   // reader uses the enums).
   struct AsWritten {
     std::string map_by = "slot", bind_to = "none", gpu_bind = "visible", mpi = "auto";
-    std::string redirects = "0", tee = "0", local_ranks_filter;
+    std::string redirects = "0", tee = "0", local_ranks_filter, torch_store = "served";
   } as_written;
 };
 

@@ -23,6 +23,7 @@ struct JobEnv {
   int restart_count = 0;     // --max-restarts: which attempt this is (0 = the first)
   int max_restarts = 0;      // --max-restarts
   std::string role = "default";  // --role: ROLE_NAME
+  bool agent_store = false;      // MASTER_ADDR:MASTER_PORT is dlaunch's c10d store (TORCHELASTIC_USE_AGENT_STORE)
 };
 
 // The variables dlaunch sets for `rank`: torchrun's (torchelastic's included,

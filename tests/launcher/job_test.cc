@@ -383,8 +383,9 @@ TEST_CASE("job: every rank exits 0, the job exits 0", "[launcher][job]") {
     CHECK(seen.launch->ranks[0].rank == 2 * i);
     CHECK(seen.launch->ranks[1].rank == 2 * i + 1);
     CHECK(seen.launch->ranks[0].argv == std::vector<std::string>{"/bin/true"});
-    // Node 0 is remote: the ranks meet at its address as ssh reached it; the store is this launcher's.
-    CHECK(rank_var(*seen.launch, seen.launch->ranks[0], "MASTER_ADDR") == "10.1.0.1");
+    // torch's c10d store and dlaunch's are this launcher's (--control-addr), whichever host rank 0 is on.
+    CHECK(rank_var(*seen.launch, seen.launch->ranks[0], "MASTER_ADDR") == "127.0.0.1");
+    CHECK(rank_var(*seen.launch, seen.launch->ranks[0], "TORCHELASTIC_USE_AGENT_STORE") == "True");
     CHECK_THAT(rank_var(*seen.launch, seen.launch->ranks[0], "DLAUNCH_STORE_ADDR"), Catch::StartsWith("127.0.0.1:"));
   }
 }
@@ -523,6 +524,7 @@ TEST_CASE("job: --max-restarts, a rank fails once: the same agents launch again 
           "[launcher][job][restart]") {
   auto o = fast_options();
   o.max_restarts = 2;
+  o.torch_store = dl::launcher::TorchStoreMode::kRank0;  // MASTER_PORT is node 0's: a fresh one per attempt
   // Launch 0: rank 3 exits 1 (the others run until the kill). Launch 1: every rank exits 0.
   auto out = run_scripted({{0, {.by_launch = {{}, {{0, 0}, {1, 0}}}}},
                            {1, {.by_launch = {{{3, 1}}, {{2, 0}, {3, 0}}}}}},

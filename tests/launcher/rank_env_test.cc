@@ -118,7 +118,7 @@ TEST_CASE("rank_env: a restarted attempt's count and the maximum (--max-restarts
   CHECK(e["TORCHELASTIC_RUN_ID"] == "dl-abcd");  // the run id stays
 }
 
-TEST_CASE("rank_env: torchelastic's variables, never one that makes torch expect an agent store", "[launcher]") {
+TEST_CASE("rank_env: torchelastic's variables and the agent store only when dlaunch serves it", "[launcher]") {
   auto p = dl::hostfiles::place_local(2, 1);
   JobEnv j = job(&p);
   for (int r = 0; r < 2; ++r) {
@@ -127,11 +127,13 @@ TEST_CASE("rank_env: torchelastic's variables, never one that makes torch expect
     CHECK(e["TORCHELASTIC_RESTART_COUNT"] == "0");
     CHECK(e["TORCHELASTIC_MAX_RESTARTS"] == "0");
     CHECK(e["DLAUNCH_RESTART_COUNT"] == "0");
-    // With it, torch's env:// would connect to a store on MASTER_PORT as a client only.
+    // With it, torch's env:// connects to a store on MASTER_PORT as a client only.
     CHECK(e.count("TORCHELASTIC_USE_AGENT_STORE") == 0);
     // A path on the rank's host: its agent sets it.
     CHECK(e.count("TORCHELASTIC_ERROR_FILE") == 0);
   }
+  j.agent_store = true;  // dlaunch serves torch's c10d store on MASTER_PORT
+  for (int r = 0; r < 2; ++r) CHECK(rank_env(j, r)["TORCHELASTIC_USE_AGENT_STORE"] == "True");
 }
 
 TEST_CASE("rank_env: inside Slurm the per-task SLURM_* variables agree with RANK", "[launcher][slurm]") {

@@ -4,8 +4,10 @@ the --max-restarts tests' job (tests/torch/restart_test.cc).
 
     restart_train.py CKPT_DIR [--fail-rank R --fail-step S] [MARKER]
 
-Every rank appends "RUN rank=R restart=N" to CKPT_DIR/runs.R when it starts
-(N is TORCHELASTIC_RESTART_COUNT), loads CKPT_DIR/ckpt.pt if there is one
+Every rank appends "RUN rank=R restart=N master_port=P leftover=L" to
+CKPT_DIR/runs.R when it starts (N is TORCHELASTIC_RESTART_COUNT; L says
+whether a key the rank set in the store on MASTER_PORT on an earlier attempt
+is still there, "na" unless dlaunch serves that store), loads CKPT_DIR/ckpt.pt if there is one
 (model, optimizer and the last finished step) and trains the remaining
 steps. After each step rank 0 writes the checkpoint (to a temporary file,
 then renamed), and a barrier makes sure every rank knows it was written. On
@@ -40,6 +42,17 @@ def arg(name):
     return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else None
 
 
+def leftover(rank, restart):
+    """With the store dlaunch serves: whether this rank's key of an earlier
+    attempt is still there ("yes" or "no"), leaving one for the next."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return "na"
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), None, False,
+                          datetime.timedelta(seconds=60), wait_for_workers=False)
+    # torch 1.13's Python TCPStore has no check(): the count says it.
+    return "yes" if store.add("leftover/%d" % rank, 1) > 1 else "no"
+
+
 def main():
     faulthandler.dump_traceback_later(float(os.environ.get("DDP_TRAIN_WATCHDOG_S", "150")), exit=True)
     torch.set_num_threads(1)
@@ -50,7 +63,8 @@ def main():
     dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     with open(os.path.join(ckpt_dir, "runs.%d" % rank), "a") as f:
-        f.write("RUN rank=%d restart=%d master_port=%s\n" % (rank, restart, os.environ["MASTER_PORT"]))
+        f.write("RUN rank=%d restart=%d master_port=%s leftover=%s\n" %
+                (rank, restart, os.environ["MASTER_PORT"], leftover(rank, restart)))
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(FEATURES, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)

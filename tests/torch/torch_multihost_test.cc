@@ -1,4 +1,5 @@
-// The gloo DDP script across two namespace hosts (tests/cluster): dlaunch runs
+// torch across two namespace hosts (tests/cluster): the gloo DDP script, and
+// torch's c10d store naming a rank that never arrived. dlaunch runs
 // in h0 and starts 2 ranks on each host over ssh. The final parameters must
 // equal those of torchrun --nproc_per_node 4 on this machine (same world
 // size, same ring order), and nothing may be left on either host.
@@ -41,4 +42,23 @@ TEST_CASE("gloo DDP on 2 hosts x 2 ranks converges as under torchrun on one host
   CHECK(rt.code == 0);
   CHECK(sha_cluster == check_converged(parse_ddp(rt.out), 4, "env"));
   CHECK(dl::it::wait_marked_gone(m2, 5).empty());
+}
+
+TEST_CASE("torch c10d store across 2 hosts: --timeout names the rank that never arrived and its host",
+          "[torch][multihost][cluster][slow]") {
+  Cluster c(2);
+  const std::string m = dl::multihost::unique_marker();
+  const std::string probe = std::string(DLAUNCH_SOURCE_DIR) + "/tests/torch/c10d_probe.py";
+  // Rank 3, the second host's second rank, sleeps instead of init_process_group.
+  auto r = dl::multihost::run_dlaunch(c, "-n 4 --timeout 40 --stack-timeout 0 -x GLOO_SOCKET_IFNAME=eth0 " + kPython +
+                                             " " + probe + " absent " + m, 180s);
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.output, Catch::Contains("torch's rendezvous did not complete: 3 of 4 ranks' clients connected"));
+  // Hosts as the hostfile names them (the cluster's is by address).
+  CHECK_THAT(r.output, Catch::Contains(c.address(1) + ": 1 of its 2 ranks connected"));
+  CHECK_THAT(r.output, Catch::Contains("never reached the rendezvous (no address published for gloo): rank 3 on " +
+                                       c.address(1)));
+  CHECK(r.output.find(c.address(0) + ": ") == std::string::npos);  // the first host's clients were all counted as its
+  CHECK(dl::multihost::wait_clean(c, m) == "");
 }

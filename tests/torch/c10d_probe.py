@@ -1,0 +1,79 @@
+# A rank that probes torch's c10d store under dlaunch (tests/torch/c10d_store_test.cc).
+#   listeners  the rank's own listening TCP ports before and after
+#              init_process_group("gloo"), and MASTER_PORT; then an all_reduce
+#   absent     the last rank never calls init_process_group (sleeps); the others do
+#   survive    rank 0 sets a key through its TCPStore client and exits; rank 1
+#              waits until rank 0's process is gone, then reads the key
+#   unknown    no torch: VALIDATE, then query type 42, on MASTER_PORT
+# The last argument is the test's marker (it only names the processes).
+import os
+import socket
+import struct
+import sys
+import time
+
+mode = sys.argv[1]
+rank = int(os.environ["RANK"])
+addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+
+
+def own_listening_ports():
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = []
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and cols[9] in inodes:  # LISTEN, ours
+                    ports.append(int(cols[1].split(":")[1], 16))
+    return sorted(ports)
+
+
+def deadline_wait(cond, what, seconds=60):
+    until = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > until:
+            sys.exit("rank %d: timed out after %d s waiting for %s" % (rank, seconds, what))
+        time.sleep(0.05)
+
+
+if mode == "unknown":
+    s = socket.create_connection((addr, port), timeout=60)
+    s.sendall(struct.pack("<BI", 0, 0x3C85F7CE) + bytes([42]))
+    s.recv(1)  # the store closes the connection; the job ends before any timeout
+    time.sleep(60)
+    sys.exit(0)
+
+import datetime  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+if mode == "listeners":
+    print("c10d listeners-before rank=%d ports=%s master_port=%d" % (rank, own_listening_ports(), port), flush=True)
+    dist.init_process_group("gloo")
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    print("c10d listeners-after rank=%d ports=%s master_port=%d sum=%d" % (rank, own_listening_ports(), port, int(t.item())),
+          flush=True)
+    dist.destroy_process_group()
+elif mode == "absent":
+    if rank == int(os.environ["WORLD_SIZE"]) - 1:
+        time.sleep(120)
+    else:
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+elif mode == "survive":
+    store = dist.TCPStore(addr, port, int(os.environ["WORLD_SIZE"]), False, datetime.timedelta(seconds=60))
+    if rank == 0:
+        store.set("survive/value", "from rank 0")
+        store.set("survive/pid", str(os.getpid()))
+        sys.exit(0)
+    pid = int(store.get("survive/pid"))
+    deadline_wait(lambda: not os.path.exists("/proc/%d" % pid), "rank 0 (pid %d) to exit" % pid)
+    print("c10d survive rank=%d value=%s" % (rank, store.get("survive/value").decode()), flush=True)

@@ -1,0 +1,93 @@
+// torch's c10d store served by dlaunch, with Debian's torch 1.13: rank 0
+// hosts no store (and does with --torch-store rank0), the report at
+// --timeout names the rank that never arrived, the store outlives rank 0, a
+// query the store does not serve ends the job at once.
+#include <catch2/catch.hpp>
+
+#include <regex>
+
+#include "tests/integration/run_command.h"
+#include "tests/torch/ddp_result.h"
+
+using namespace dl::it;
+using namespace dl::torch_test;
+
+namespace {
+std::string probe() { return std::string(DLAUNCH_SOURCE_DIR) + "/tests/torch/c10d_probe.py"; }
+
+RunResult run_probe(std::vector<std::string> flags, const std::string& mode, double timeout_s = 120) {
+  const std::string m = new_marker();
+  RunSpec s;
+  s.argv = {bin("dlaunch")};
+  s.argv.insert(s.argv.end(), flags.begin(), flags.end());
+  s.argv.insert(s.argv.end(), {kPython, probe(), mode, m});
+  Child c = start(s);
+  ChildGuard guard{c, m};
+  RunResult r = wait(c, timeout_s);
+  CHECK_FALSE(r.timed_out);
+  CHECK(wait_marked_gone(m, 10).empty());
+  return r;
+}
+
+// rank -> the ports it listened on, from "c10d listeners-<when> rank=R ports=[...] master_port=P".
+struct Listeners {
+  std::map<int, std::string> ports;
+  std::map<int, std::string> master_port;
+};
+Listeners listeners(const std::string& out, const std::string& when) {
+  static const std::regex re(R"(c10d listeners-(\w+) rank=(\d+) ports=\[([0-9, ]*)\] master_port=(\d+))");
+  Listeners l;
+  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it)
+    if ((*it)[1] == when) l.ports[std::stoi((*it)[2])] = ", " + std::string((*it)[3]) + ",", l.master_port[std::stoi((*it)[2])] = (*it)[4];
+  return l;
+}
+bool listens_on(const Listeners& l, int rank, const std::string& port) {
+  return l.ports.at(rank).find(", " + port + ",") != std::string::npos;
+}
+}  // namespace
+
+TEST_CASE("torch c10d store: rank 0 hosts no store under dlaunch and does with --torch-store rank0",
+          "[torch][slow]") {
+  RunResult r = run_probe({"-n", "2"}, "listeners");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  auto before = listeners(r.out, "before"), after = listeners(r.out, "after");
+  REQUIRE(before.ports.size() == 2);
+  REQUIRE(after.ports.size() == 2);
+  CHECK(r.out.find("sum=2") != std::string::npos);
+  CHECK(before.ports[0] == ", ,");  // nothing of rank 0's listens before gloo's
+  CHECK_FALSE(listens_on(after, 0, after.master_port[0]));  // gloo's pairs only, never MASTER_PORT
+  CHECK_FALSE(listens_on(after, 1, after.master_port[1]));
+
+  RunResult t = run_probe({"-n", "2", "--torch-store", "rank0"}, "listeners");
+  INFO(t.out << t.err);
+  REQUIRE(t.code == 0);
+  auto own = listeners(t.out, "after");
+  REQUIRE(own.ports.size() == 2);
+  CHECK(listens_on(own, 0, own.master_port[0]));  // torch's own arrangement: the test can tell
+}
+
+TEST_CASE("torch c10d store: --timeout names the rank that never reached init_process_group and its host",
+          "[torch][slow]") {
+  RunResult r = run_probe({"-n", "3", "--timeout", "25", "--stack-timeout", "0"}, "absent");
+  INFO(r.out << r.err);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.err, Catch::Contains("torch's rendezvous did not complete: 2 of 3 ranks' clients connected"));
+  CHECK_THAT(r.err, Catch::Contains("never reached the rendezvous (no address published for gloo): rank 2 on localhost"));
+  CHECK_THAT(r.err, Catch::Contains(": 2 of its 3 ranks connected"));
+}
+
+TEST_CASE("torch c10d store: the store outlives rank 0", "[torch][slow]") {
+  RunResult r = run_probe({"-n", "2"}, "survive");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("c10d survive rank=1 value=from rank 0"));
+}
+
+TEST_CASE("torch c10d store: a query type it does not know ends the job at once naming it", "[torch]") {
+  RunResult r = run_probe({"-n", "1"}, "unknown", 50);
+  INFO(r.out << r.err);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("query type 42") && Catch::Contains("torch 2.x, validated") &&
+                        Catch::Contains("--torch-store rank0"));
+}
