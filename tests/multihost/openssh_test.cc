@@ -46,12 +46,12 @@ TEST_CASE("launcher ssh: every rank on 4 hosts gets its identity", "[multihost][
   CHECK(pids_matching(c, "h0", "BatchMode").empty());
 }
 
-TEST_CASE("launcher ssh: rank 0 on a remote host, MASTER_ADDR is its address from SSH_CONNECTION",
+TEST_CASE("launcher ssh: rank 0 on a remote host, MASTER_ADDR is its address from SSH_CONNECTION (--torch-store rank0)",
           "[multihost][cluster][slow]") {
   Cluster c(4);
   const std::string hf = c.dir() + "/hosts.h2h3";
   std::ofstream(hf) << "root@" << c.address(2) << " port=22 slots=2\n" << c.address(3) << " slots=2\n";
-  auto r = c.run_in("h0", bin("dlaunch") + " --launcher ssh -n 4 --hostfile " + hf + " --ssh-config " +
+  auto r = c.run_in("h0", bin("dlaunch") + " --launcher ssh --torch-store rank0 -n 4 --hostfile " + hf + " --ssh-config " +
                               c.ssh_config() + " sh -c 'echo ID $RANK $(hostname) $MASTER_ADDR' </dev/null");
   INFO(r.output);
   REQUIRE(r.status == 0);
@@ -64,8 +64,8 @@ TEST_CASE("launcher ssh: rank 0 on a remote host, MASTER_ADDR is its address fro
   const std::string slow_ssh = c.dir() + "/slow-stdout-ssh";
   std::ofstream(slow_ssh) << "#!/bin/sh\nssh \"$@\" | { sleep 1; cat; }\n";
   std::filesystem::permissions(slow_ssh, std::filesystem::perms::owner_all);
-  r = c.run_in("h0", bin("dlaunch") + " --launcher ssh --launcher-exec " + slow_ssh + " -n 4 --hostfile " + hf +
-                         " --ssh-config " + c.ssh_config() + " sh -c 'echo ID $RANK $(hostname) $MASTER_ADDR' </dev/null");
+  r = c.run_in("h0", bin("dlaunch") + " --launcher ssh --torch-store rank0 --launcher-exec " + slow_ssh + " -n 4 --hostfile " +
+                         hf + " --ssh-config " + c.ssh_config() + " sh -c 'echo ID $RANK $(hostname) $MASTER_ADDR' </dev/null");
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK(contains(r.output, "ID 0 h2 " + c.address(2)));

@@ -37,25 +37,31 @@ const char* kIdentity =
     "MASTER=$MASTER_ADDR:$MASTER_PORT STORE=$DLAUNCH_STORE_ADDR HOST=$(hostname)'";
 }  // namespace
 
-TEST_CASE("rank 0 on a remote host: MASTER_ADDR is that host's address", "[multihost][cluster][slow]") {
+TEST_CASE("rank 0 on a remote host: MASTER_ADDR is the served store's, or with --torch-store rank0 that host's",
+          "[multihost][cluster][slow]") {
   Cluster c(4);
   // Launcher on h0; the job's hosts are h2 and h3 only.
   const std::string hf = c.dir() + "/hosts.h2h3";
   std::ofstream(hf) << c.address(2) << " slots=2\n" << c.address(3) << " slots=2\n";
-  auto r = c.run_in("h0", bin("dlaunch") + " -n 4 --hostfile " + hf + " --ssh-config " + c.ssh_config() + " " +
-                              kIdentity + " </dev/null");
-  INFO(r.output);
-  REQUIRE(r.status == 0);
-  auto rows = fields(r.output, "ID:");
-  REQUIRE(rows.size() == 4);
-  std::set<std::string> masters;
-  for (auto& m : rows) {
-    masters.insert(m["MASTER"]);
-    CHECK(m["HOST"] == "h" + std::to_string(2 + std::stoi(m["RANK"]) / 2));
+  // By default the launcher serves torch's store: MASTER_ADDR is h0's address
+  // as the agents reach it; with rank0, rank 0's torch hosts it on h2.
+  for (const std::string store : {"served", "rank0"}) {
+    INFO("--torch-store " << store);
+    auto r = c.run_in("h0", bin("dlaunch") + " -n 4 --torch-store " + store + " --hostfile " + hf +
+                                " --ssh-config " + c.ssh_config() + " " + kIdentity + " </dev/null");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    auto rows = fields(r.output, "ID:");
+    REQUIRE(rows.size() == 4);
+    std::set<std::string> masters;
+    for (auto& m : rows) {
+      masters.insert(m["MASTER"]);
+      CHECK(m["HOST"] == "h" + std::to_string(2 + std::stoi(m["RANK"]) / 2));
+    }
+    REQUIRE(masters.size() == 1);
+    CHECK(masters.begin()->rfind(c.address(store == "served" ? 0 : 2) + ":", 0) == 0);
+    CHECK(wait_clean(c, "ID:").empty());
   }
-  REQUIRE(masters.size() == 1);
-  CHECK(masters.begin()->rfind(c.address(2) + ":", 0) == 0);
-  CHECK(wait_clean(c, "ID:").empty());
 }
 
 TEST_CASE("on a terminal, start-up shows agents connected and failed, without one nothing", "[multihost][cluster][slow]") {
