@@ -191,6 +191,7 @@ const Choices<hostfiles::GpuBind> kGpuBind = {
 // srun's --mpi=pmi2 is pmi: dlaunch's PMI server speaks PMI-1 and PMI-2.
 const Choices<MpiMode> kMpi = {{"pmix", MpiMode::kPmix}, {"pmi", MpiMode::kPmi}, {"none", MpiMode::kNone},
                                {"auto", MpiMode::kAuto}, {"pmi2", MpiMode::kPmi}};
+const Choices<NprocKind> kNproc = {{"gpu", NprocKind::kGpu}, {"cpu", NprocKind::kCpu}, {"auto", NprocKind::kAuto}};
 const Choices<TorchStoreMode> kTorchStore = {{"served", TorchStoreMode::kServed}, {"rank0", TorchStoreMode::kRank0}};
 
 // The words to offer and name: each value's first (pmi2 is pmi's alias).
@@ -636,7 +637,9 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   if (vm.count("nproc-per-node")) {
     o.per_node_flag = "--nproc-per-node";
     const std::string v = vm["nproc-per-node"].as<std::string>();
-    if (v == "gpu" || v == "cpu" || v == "auto") o.nproc_per_node_kind = v;
+    if (auto kind = std::find_if(kNproc.begin(), kNproc.end(), [&](const auto& c) { return c.first == v; });
+        kind != kNproc.end())
+      o.nproc_per_node_kind = kind->second;
     else if (!v.empty() && v.size() < 7 && v.find_first_not_of("0123456789") == std::string::npos && std::stoi(v) > 0)
       o.per_node = std::stoi(v);
     else throw UsageError("--nproc-per-node takes a number of ranks, or gpu, cpu or auto, got '" + v + "'");
@@ -720,16 +723,15 @@ std::vector<std::string> program_argv(const RunOptions& o, const std::vector<std
   return argv;
 }
 
-int resolve_nproc_per_node(const std::string& kind, int gpus, int cores) {
-  if (kind == "gpu") {
+int resolve_nproc_per_node(NprocKind kind, int gpus, int cores) {
+  if (kind == NprocKind::kGpu) {
     if (gpus < 1)
       throw UsageError("--nproc-per-node gpu: this host has no GPUs (none in CUDA_VISIBLE_DEVICES nor from the "
                        "driver); give a number, or cpu");
     return gpus;
   }
-  if (kind == "cpu") return cores > 0 ? cores : 1;
-  if (kind == "auto") return gpus > 0 ? gpus : 1;
-  throw UsageError("--nproc-per-node takes a number of ranks, or gpu, cpu or auto, got '" + kind + "'");
+  if (kind == NprocKind::kCpu) return cores > 0 ? cores : 1;
+  return gpus > 0 ? gpus : 1;  // auto (a number never comes here)
 }
 
 void check_stdin_rank(const std::string& target, int world_size) {
@@ -812,7 +814,7 @@ const std::vector<OptionWords>& option_words() {
       {"gpu-bind", words_of(kGpuBind)},
       {"gpu-vendor", {"nvidia", "amd", "intel"}},
       {"map-by", {"slot", "node", "ppr:"}},  // ppr:N:node, ppr:N:socket (checked where they are read)
-      {"nproc-per-node", {"gpu", "cpu", "auto"}},
+      {"nproc-per-node", words_of(kNproc)},
       {"stdin", {"0", "none"}},  // or any rank
       {"start-method", {"spawn", "fork", "forkserver"}},
       {"rdzv-backend", {"c10d", "static"}},

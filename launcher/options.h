@@ -17,6 +17,8 @@ namespace dl::launcher {
 enum class MpiMode { kAuto, kPmix, kPmi, kNone };
 // --torch-store: the launcher serves torch's c10d store, or rank 0's torch hosts it.
 enum class TorchStoreMode { kServed, kRank0 };
+// --nproc-per-node's words (a number is per_node): counted on this host (run.cc).
+enum class NprocKind { kNumber, kGpu, kCpu, kAuto };
 const char* to_string(MpiMode mode);
 
 struct RunOptions {
@@ -91,7 +93,7 @@ struct RunOptions {
   std::string token_file;           // --token-file: the shared job token (else DLAUNCH_TOKEN)
   // torchrun's spellings (docs/dlaunch.md, "torchrun's command line"); its
   // underscores (--nproc_per_node) are read as dashes.
-  std::string nproc_per_node_kind;  // --nproc-per-node gpu|cpu|auto, resolved on this host (run.cc); "" = a number
+  NprocKind nproc_per_node_kind = NprocKind::kNumber;  // --nproc-per-node gpu|cpu|auto, resolved on this host (run.cc)
   std::string master_addr;          // --master-addr: with --nnodes > 1, the nodes meet at tcp://ADDR:--master-port
   int master_port = 0;              // --master-port; 0 = torchrun's 29500
   std::string rdzv_endpoint;        // --rdzv-endpoint HOST[:PORT] (port 29400): --rdzv tcp://HOST:PORT
@@ -184,7 +186,7 @@ std::vector<std::string> program_argv(const RunOptions& o, const std::vector<std
 
 // --nproc-per-node gpu|cpu|auto on a host with `gpus` GPUs and `cores` CPUs:
 // gpu the GPUs (UsageError with none), cpu the CPUs, auto the GPUs or else 1.
-int resolve_nproc_per_node(const std::string& kind, int gpus, int cores);
+int resolve_nproc_per_node(NprocKind kind, int gpus, int cores);
 
 // The closest of `candidates` to `word` within a small edit distance, or "".
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);

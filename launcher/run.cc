@@ -141,9 +141,9 @@ void resolve_torchrun_words(RunOptions& o) {
     o.sockets_per_node = static_cast<int>(std::max<size_t>(sockets, 1));
     o.per_node = o.per_socket * o.sockets_per_node;
   }
-  if (!o.nproc_per_node_kind.empty()) {
+  if (o.nproc_per_node_kind != NprocKind::kNumber) {
     int gpus = 0;
-    if (o.nproc_per_node_kind != "cpu") {
+    if (o.nproc_per_node_kind != NprocKind::kCpu) {
       const auto found = agent::detect_gpus(o.gpus_per_node);
       if (!found.empty()) gpus = static_cast<int>(found.front().ids.size());
     }

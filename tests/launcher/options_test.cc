@@ -142,10 +142,11 @@ TEST_CASE("options: torchrun's spellings, underscores included", "[launcher][tor
     CHECK(parse({"--nproc-per-node=3", "t.py"}).per_node == 3);
     CHECK(parse({"--nproc_per_node=2", "t.py"}).per_node == 2);
     auto g = parse({"--nproc_per_node", "gpu", "t.py"});
-    CHECK(g.nproc_per_node_kind == "gpu");
+    CHECK(g.nproc_per_node_kind == dl::launcher::NprocKind::kGpu);
     CHECK(g.command == Args{"t.py"});
-    CHECK(parse({"--nproc-per-node", "cpu", "t.py"}).nproc_per_node_kind == "cpu");
-    CHECK(parse({"--nproc-per-node", "auto", "t.py"}).nproc_per_node_kind == "auto");
+    CHECK(parse({"--nproc-per-node", "cpu", "t.py"}).nproc_per_node_kind == dl::launcher::NprocKind::kCpu);
+    CHECK(parse({"--nproc-per-node", "auto", "t.py"}).nproc_per_node_kind == dl::launcher::NprocKind::kAuto);
+    CHECK(parse({"--nproc-per-node", "3", "t.py"}).nproc_per_node_kind == dl::launcher::NprocKind::kNumber);
     CHECK_THROWS_AS(parse({"--nproc-per-node", "many", "t.py"}), UsageError);
     CHECK_THROWS_AS(parse({"--nproc-per-node", "0", "t.py"}), UsageError);
   }
@@ -220,11 +221,12 @@ TEST_CASE("program_argv: .py and -m run under the interpreter, as torchrun does"
 
 TEST_CASE("resolve_nproc_per_node: gpu, cpu and auto on a host", "[launcher][torchrun]") {
   using dl::launcher::resolve_nproc_per_node;
-  CHECK(resolve_nproc_per_node("gpu", 8, 64) == 8);
-  CHECK_THROWS_AS(resolve_nproc_per_node("gpu", 0, 64), dl::UsageError);
-  CHECK(resolve_nproc_per_node("cpu", 8, 64) == 64);
-  CHECK(resolve_nproc_per_node("auto", 8, 64) == 8);
-  CHECK(resolve_nproc_per_node("auto", 0, 64) == 1);
+  using dl::launcher::NprocKind;
+  CHECK(resolve_nproc_per_node(NprocKind::kGpu, 8, 64) == 8);
+  CHECK_THROWS_AS(resolve_nproc_per_node(NprocKind::kGpu, 0, 64), dl::UsageError);
+  CHECK(resolve_nproc_per_node(NprocKind::kCpu, 8, 64) == 64);
+  CHECK(resolve_nproc_per_node(NprocKind::kAuto, 8, 64) == 8);
+  CHECK(resolve_nproc_per_node(NprocKind::kAuto, 0, 64) == 1);
 }
 
 TEST_CASE("options: torchrun's --log_dir, -r/--redirects, -t/--tee and --local_ranks_filter", "[launcher][torchrun]") {
