@@ -1,0 +1,581 @@
+#include "tests/chaos/chaos.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "tests/multihost/multihost_util.h"
+
+namespace dl::chaos {
+namespace {
+using dl::cluster::Cluster;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+using multihost::contains;
+
+constexpr double kGrace = 1;         // --kill-grace of every job
+constexpr double kStackTimeout = 2;  // --stack-timeout of every job
+constexpr double kStopRankTimeout = 8;  // --timeout of a job whose rank is stopped: only it ends that job
+constexpr int kSlots = 2;            // the cluster's hostfile: 2 slots per host
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string file_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return s;
+}
+
+// "KEY=VALUE" of a process's environment, or "".
+std::string env_of(int pid, const std::string& key) {
+  std::string env = file_text("/proc/" + std::to_string(pid) + "/environ");
+  std::istringstream in(env);
+  for (std::string kv; std::getline(in, kv, '\0');)
+    if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
+  return "";
+}
+
+int parent_of(int pid) {
+  std::istringstream in(file_text("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind("PPid:", 0) == 0) return std::atoi(l.c_str() + 5);
+  return 0;
+}
+
+std::string comm_of(int pid) {
+  std::string s = file_text("/proc/" + std::to_string(pid) + "/comm");
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+// ---- the job -------------------------------------------------------------
+
+int ranks_of(const Cluster& c) { return kSlots * c.size(); }
+
+// Each rank prints "chaos RANK I a=ATTEMPT MARK" for I = 0..lines-1, one every 50 ms.
+std::string job_command(const Cluster& c, const Case& k, const Options& o, const std::string& mark,
+                        const std::string& report_dir) {
+  std::ostringstream cmd;
+  cmd << "-n " << ranks_of(c) << " --report-dir " << report_dir << " --kill-grace " << kGrace << " --heartbeat-timeout " << o.heartbeat_s
+      << " --stack-timeout " << kStackTimeout << " --timeout " << (k.fault == Fault::stop_rank ? kStopRankTimeout : 90)
+      << (k.openssh ? " --launcher ssh" : "");
+  if (k.job == JobKind::mpi || k.job == JobKind::mpich) {
+    if (k.job == JobKind::mpi) cmd << " -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+    cmd << " " << multihost::bin(k.job == JobKind::mpi ? "chaos_mpi" : "chaos_mpich") << " " << o.lines << " " << mark;
+    return cmd.str();
+  }
+  if (k.job == JobKind::restart) cmd << " --max-restarts 1";
+  cmd << " sh -c 'i=0; while [ $i -lt $0 ]; do echo \"chaos $RANK $i a=${DLAUNCH_RESTART_COUNT:-0} $1\"; "
+         "i=$((i+1)); sleep 0.05; done' "
+      << o.lines << " " << mark;
+  return cmd.str();
+}
+
+// ---- what the job must end with -------------------------------------------
+
+struct Expected {
+  int status = 0;
+  std::vector<std::string> lines;  // each must appear in the output
+  double bound_s = 0;              // from the fault to dlaunch's exit
+  int complete_attempt = -1;       // the attempt whose every line must be there (-1: none)
+  bool no_output = false;          // no rank may have run
+};
+
+bool retried(const Case& k) {
+  if (k.job != JobKind::restart) return false;
+  switch (k.fault) {
+    case Fault::kill_rank:
+    case Fault::kill_agent:
+    case Fault::kill_ssh:
+    case Fault::stop_agent:
+    case Fault::link_down:
+    case Fault::partition:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Seconds a job's lines take once its ranks run, with room for a loaded machine.
+double run_time(const Options& o) { return o.lines * 0.05 * 2 + 4; }
+
+Expected expected(const Cluster& c, const Case& k, const Options& o) {
+  Expected e;
+  const std::string addr = c.address(k.host);
+  const std::string rank = "rank " + std::to_string(k.rank) + " on ";
+  const std::string lost = "lost the agent on " + addr;
+  const double teardown = kGrace + 2;
+  switch (k.fault) {
+    case Fault::kill_rank:
+      e = {128 + SIGKILL, {rank, "was killed by signal 9"}, 1 + teardown};
+      break;
+    case Fault::kill_agent:
+    case Fault::kill_ssh:
+      e = {1, {lost}, 1 + teardown};
+      break;
+    case Fault::stop_agent:
+    case Fault::link_down:
+    case Fault::partition:
+      e = {1, {lost + " (no heartbeat"}, o.heartbeat_s + 2 + teardown};
+      break;
+    case Fault::kill_launcher:
+      e = {128 + SIGKILL, {}, 1};
+      break;
+    case Fault::stop_rank:
+      e = {124, {"the job ran past --timeout", rank + addr + ": stopped by a signal"},
+           kStopRankTimeout + kStackTimeout + teardown};
+      break;
+    case Fault::refuse_ssh:
+      e = {1, {"error: " + addr, "refused"}, 5};
+      e.no_output = true;
+      break;
+    case Fault::slow_net:
+      e = {0, {}, run_time(o)};
+      e.complete_attempt = 0;
+      break;
+  }
+  if (retried(k)) {
+    if (!e.lines.empty()) e.lines.front() = "attempt 1 of 2 failed: " + e.lines.front();
+    e.lines.push_back("attempt 2 of 2 succeeded");
+    e.status = 0;
+    e.complete_attempt = 1;
+    e.bound_s += run_time(o) + 3;  // the second attempt: a new agent (ssh) where one was lost, then every line
+  }
+  return e;
+}
+
+// ---- finding the processes a fault hits ------------------------------------
+
+// The pid of `rank` (its environment's RANK) among the processes with `mark`, or 0.
+int rank_pid(const Cluster& c, const Case& k, const std::string& mark) {
+  for (int pid : multihost::pids_matching(c, c.host(k.host), mark))
+    if (env_of(pid, "RANK") == std::to_string(k.rank) && !contains(comm_of(pid), "sleep")) return pid;
+  return 0;
+}
+
+// The agent on `host` (by its name: h0's ssh clients of --launcher ssh have "dlaunch-agent" in their argv).
+int agent_pid(const Cluster& c, int host) {
+  std::vector<int> v;
+  for (int pid : c.pids_in(c.host(host)))
+    if (comm_of(pid) == "dlaunch-agent") v.push_back(pid);
+  return v.size() == 1 ? v[0] : 0;
+}
+
+// The process that carries `host`'s agent over ssh: the ssh client on h0
+// (--launcher ssh) or the sshd session on the host (libssh), or 0.
+int ssh_pid(const Cluster& c, const Case& k) {
+  if (k.openssh) {
+    for (int pid : multihost::pids_matching(c, "h0", c.address(k.host)))
+      if (comm_of(pid) == "ssh") return pid;
+    return 0;
+  }
+  for (int pid = agent_pid(c, k.host); pid > 1; pid = parent_of(pid))
+    if (comm_of(pid) == "sshd") return pid;
+  return 0;
+}
+
+// ---- the job's temp dirs ----------------------------------------------------
+
+// Net namespace inodes of the cluster's hosts.
+std::set<ino_t> namespace_inodes(const Cluster& c) {
+  std::set<ino_t> out;
+  for (auto& h : c.hosts()) {
+    struct stat st {};
+    if (::stat(("/run/netns/" + c.netns(h)).c_str(), &st) == 0) out.insert(st.st_ino);
+  }
+  return out;
+}
+
+// Pids of every dlaunch-agent running in the cluster, read from /proc.
+std::set<int> agents_now(const std::set<ino_t>& inodes) {
+  std::set<int> out;
+  DIR* d = ::opendir("/proc");
+  while (dirent* e = d ? ::readdir(d) : nullptr) {
+    const int pid = std::atoi(e->d_name);
+    if (pid <= 0 || comm_of(pid) != "dlaunch-agent") continue;
+    struct stat st {};
+    if (::stat(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), &st) == 0 && inodes.count(st.st_ino)) out.insert(pid);
+  }
+  if (d) ::closedir(d);
+  return out;
+}
+
+// Watches the cluster for agents while a job runs (their pids name their
+// temp dirs: /tmp/dlaunch-<pid>-..., /dev/shm/dlaunch-<pid>-...).
+class AgentWatch {
+ public:
+  explicit AgentWatch(const Cluster& c) : inodes_(namespace_inodes(c)), thread_([this] { loop(); }) {}
+  ~AgentWatch() { stop(); }
+  std::set<int> stop() {
+    if (thread_.joinable()) {
+      done_ = true;
+      thread_.join();
+    }
+    return seen_;
+  }
+
+ private:
+  void loop() {
+    while (!done_) {
+      for (int p : agents_now(inodes_)) seen_.insert(p);
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  std::set<ino_t> inodes_;
+  std::set<int> seen_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// Entries of /tmp and /dev/shm named dlaunch-<pid>-... for a pid in `pids`.
+std::vector<std::string> dirs_of(const std::set<int>& pids) {
+  std::vector<std::string> out;
+  for (const char* base : {"/tmp", "/dev/shm"}) {
+    DIR* d = ::opendir(base);
+    while (dirent* e = d ? ::readdir(d) : nullptr) {
+      const std::string n = e->d_name;
+      if (n.rfind("dlaunch-", 0) != 0) continue;
+      const int pid = std::atoi(n.c_str() + 8);
+      if (pids.count(pid)) out.push_back(std::string(base) + "/" + n);
+    }
+    if (d) ::closedir(d);
+  }
+  return out;
+}
+
+// ---- checking the output ----------------------------------------------------
+
+// "" when every rank's numbered lines of every attempt are 0..k with no hole,
+// repeat or splice, and the complete attempt has all of them; else what is wrong.
+std::string check_lines(const std::string& out, const std::string& mark, int ranks, const Expected& e, int lines) {
+  const std::regex line_re("^chaos (\\d+) (\\d+) a=(\\d+) " + std::regex_replace(mark, std::regex("\\."), "\\.") + "\\r?$");
+  std::map<std::pair<int, int>, std::vector<int>> seen;  // (attempt, rank) -> numbers in order
+  std::istringstream in(out);
+  int count = 0;
+  for (std::string l; std::getline(in, l);) {
+    if (!contains(l, mark) || l.rfind("dlaunch", 0) == 0) continue;
+    std::smatch m;
+    if (!std::regex_match(l, m, line_re)) return "a spliced line: '" + l + "'";
+    seen[{std::stoi(m[3]), std::stoi(m[1])}].push_back(std::stoi(m[2]));
+    ++count;
+  }
+  if (e.no_output && count > 0) return std::to_string(count) + " lines of ranks that should not have run";
+  for (auto& [key, nums] : seen)
+    for (size_t i = 0; i < nums.size(); ++i)
+      if (nums[i] != static_cast<int>(i))
+        return "attempt " + std::to_string(key.first) + " rank " + std::to_string(key.second) + ": line " +
+               std::to_string(i) + " is number " + std::to_string(nums[i]) + " (lost or repeated lines)";
+  if (e.complete_attempt >= 0)
+    for (int r = 0; r < ranks; ++r)
+      if (static_cast<int>(seen[{e.complete_attempt, r}].size()) != lines)
+        return "attempt " + std::to_string(e.complete_attempt) + " rank " + std::to_string(r) + " printed " +
+               std::to_string(seen[{e.complete_attempt, r}].size()) + " of " + std::to_string(lines) + " lines";
+  return "";
+}
+
+// The exit code, the expected lines, and: a killed rank named with its host
+// and pid, no host but the fault's named as lost.
+std::string check_verdict(const dl::cluster::RunResult& r, const Expected& e, int killed_rank, const std::string& addr,
+                          int rank) {
+  if (r.status != e.status)
+    return "exit " + std::to_string(r.status) + ", expected " + std::to_string(e.status);
+  for (auto& l : e.lines)
+    if (!contains(r.output, l)) return "no '" + l + "' in the output";
+  if (killed_rank > 0) {
+    const std::string named = "rank " + std::to_string(rank) + " on " + addr + " (pid " + std::to_string(killed_rank) +
+                              ") was killed by signal 9";
+    if (!contains(r.output, named)) return "no '" + named + "' in the output";
+  }
+  std::istringstream in(r.output);
+  for (std::string l; std::getline(in, l);)
+    if (auto at = l.find("lost the agent on "); at != std::string::npos && l.compare(at + 18, addr.size() + 1, addr + " ") != 0)
+      return "a host the fault did not touch is named lost: '" + l + "'";
+  return "";
+}
+
+// ---- injecting the fault ----------------------------------------------------
+
+bool send(int pid, int sig) { return pid > 0 && ::kill(pid, sig) == 0; }
+
+struct Injected {
+  bool ok = true;
+  std::string why;
+  int stopped = 0;       // a pid to SIGCONT later
+  int killed_agent = 0;  // the agent SIGKILLed
+  int killed_rank = 0;   // the rank SIGKILLed
+};
+
+Injected inject(const Cluster& c, const Case& k, const std::string& mark) {
+  const std::string h = c.host(k.host);
+  switch (k.fault) {
+    case Fault::kill_rank: {
+      int pid = rank_pid(c, k, mark);
+      return {send(pid, SIGKILL), "rank " + std::to_string(k.rank) + " not found on " + h, 0, 0, pid};
+    }
+    case Fault::stop_rank: {
+      int pid = rank_pid(c, k, mark);
+      return {send(pid, SIGSTOP), "rank " + std::to_string(k.rank) + " not found on " + h, pid};
+    }
+    case Fault::kill_agent: {
+      int pid = agent_pid(c, k.host);
+      return {send(pid, SIGKILL), "no agent on " + h, 0, pid};
+    }
+    case Fault::stop_agent: {
+      int pid = agent_pid(c, k.host);
+      return {send(pid, SIGSTOP), "no agent on " + h, pid};
+    }
+    case Fault::kill_launcher:
+      return {send(multihost::launcher_pid(mark), SIGKILL), "no dlaunch process"};
+    case Fault::kill_ssh:
+      return {send(ssh_pid(c, k), SIGKILL), "no ssh session for " + h};
+    case Fault::link_down:
+      return {c.script({"link", c.id(), h, "down"}).status == 0, "cluster.sh link down failed"};
+    case Fault::partition: {
+      const bool ok = c.script({"block", c.id(), "h0", h, "any"}).status == 0 &&
+                      c.script({"block", c.id(), h, "h0", "any"}).status == 0;
+      return {ok, "cluster.sh block failed"};
+    }
+    case Fault::slow_net: {
+      auto r = c.script({"slow", c.id(), h, "20ms"});
+      if (r.status == 4) r = c.script({"slow", c.id(), h, "0", "1mbit"});  // no sch_netem: rate only
+      return {r.status == 0, "cluster.sh slow failed: " + r.output};
+    }
+    case Fault::refuse_ssh:
+      return {};  // done before the launch
+  }
+  return {};
+}
+
+// Undoes what the fault left in the cluster (a cable, a stopped process, netem).
+void heal(const Cluster& c, const Case& k, const Injected& in) {
+  const std::string h = c.host(k.host);
+  if (k.fault == Fault::link_down) c.script({"link", c.id(), h, "up"});
+  if (k.fault == Fault::partition) c.script({"unblock", c.id(), h}), c.script({"unblock", c.id(), "h0"});
+  if (k.fault == Fault::slow_net) c.script({"unslow", c.id(), h});
+  if (k.fault == Fault::refuse_ssh) c.script({"start-sshd", c.id(), h});
+  if (k.fault == Fault::stop_agent && in.stopped) ::kill(in.stopped, SIGCONT);
+}
+
+// How long after the fault the cluster heals while the job still runs: a
+// frozen host or cut cable comes back once the launcher should have given
+// it up (so a restart can reach it); -1: only after the job.
+double heal_after(const Case& k, const Options& o) {
+  if (k.fault == Fault::stop_agent || k.fault == Fault::link_down || k.fault == Fault::partition)
+    return o.heartbeat_s + 1;
+  return -1;
+}
+
+// Waits for the job, healing the cluster at `heal_at` while it runs when
+// `early`, else once it has ended.
+dl::cluster::RunResult wait_job(std::future<dl::cluster::RunResult>& f, const Cluster& c, const Case& k,
+                               const Injected& in, Clock::time_point heal_at, bool early) {
+  bool healed = false;
+  while (f.wait_for(50ms) != std::future_status::ready)
+    if (early && !healed && Clock::now() >= heal_at) {
+      heal(c, k, in);
+      healed = true;
+    }
+  auto r = f.get();
+  if (!healed) heal(c, k, in);
+  return r;
+}
+
+// Waits until every host runs `per_host` processes with `mark`, or the job ended.
+bool wait_running(const Cluster& c, const std::string& mark, std::future<dl::cluster::RunResult>& f) {
+  auto all_running = [&] {
+    for (auto& h : c.hosts())
+      if (static_cast<int>(multihost::pids_matching(c, h, mark).size()) < kSlots) return false;
+    return true;
+  };
+  for (const auto end = Clock::now() + 30s; Clock::now() < end;) {
+    if (all_running()) return true;
+    if (f.wait_for(100ms) == std::future_status::ready) return false;
+  }
+  return false;
+}
+
+// Temp dirs: a live or cleanly ended agent's must be gone; a SIGKILLed
+// agent's cannot be removed by it, and the next MPI job's agents remove them
+// (agent/mpi_job.cc): checked once such a job has run.
+template <class Fail>
+void check_dirs(const Case& k, std::set<int> seen, int killed_agent, std::vector<std::string>& killed_dirs, Fail fail) {
+  std::string list;
+  if ((k.job == JobKind::mpi || k.job == JobKind::mpich) && k.fault != Fault::refuse_ssh) {
+    for (auto& d : killed_dirs)
+      if (std::filesystem::exists(d)) list += d + " (of an agent SIGKILLed before this job)\n";
+    killed_dirs.clear();
+  }
+  seen.erase(killed_agent);
+  for (auto& d : dirs_of(seen)) list += d + "\n";
+  if (!list.empty()) fail(Verdict::leftovers, "temp dirs left:\n" + list);
+  if (killed_agent)
+    for (auto& d : dirs_of({killed_agent})) killed_dirs.push_back(d);
+}
+
+}  // namespace
+
+const char* name(Verdict v) {
+  switch (v) {
+    case Verdict::correct: return "correct";
+    case Verdict::wrong_verdict: return "wrong_verdict";
+    case Verdict::hung: return "hung";
+    case Verdict::leftovers: return "leftovers";
+    case Verdict::lost_output: return "lost_output";
+  }
+  return "?";
+}
+
+static const char* name(JobKind j) {
+  switch (j) {
+    case JobKind::shell: return "shell";
+    case JobKind::restart: return "restart";
+    case JobKind::mpi: return "openmpi";
+    case JobKind::mpich: return "mpich";
+  }
+  return "?";
+}
+
+static const char* name(Fault f) {
+  switch (f) {
+    case Fault::kill_rank: return "kill-rank";
+    case Fault::kill_agent: return "kill-agent";
+    case Fault::kill_launcher: return "kill-launcher";
+    case Fault::kill_ssh: return "kill-ssh";
+    case Fault::stop_agent: return "stop-agent";
+    case Fault::stop_rank: return "stop-rank";
+    case Fault::link_down: return "link-down";
+    case Fault::partition: return "partition";
+    case Fault::refuse_ssh: return "refuse-ssh";
+    case Fault::slow_net: return "slow-net";
+  }
+  return "?";
+}
+
+Case make_case(uint64_t seed, int index, int hosts) {
+  // One generator per case, seeded from (seed, index) alone: a case replays
+  // without the ones before it.
+  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(index)};
+  std::mt19937_64 rng(seq);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
+  Case k;
+  k.seed = seed;
+  k.index = index;
+  const int j = pick(10);  // shell 3/10, restart 3/10, OpenMPI 2/10, MPICH 2/10
+  k.job = j < 3 ? JobKind::shell : j < 6 ? JobKind::restart : j < 8 ? JobKind::mpi : JobKind::mpich;
+  k.fault = static_cast<Fault>(pick(kFaultKinds));
+  k.openssh = pick(2) == 1;
+  // h0 runs the launcher and its agent without ssh: faults of a remote
+  // host's network or ssh hit h1.., the others any host.
+  const bool remote = k.fault == Fault::kill_ssh || k.fault == Fault::link_down || k.fault == Fault::partition ||
+                      k.fault == Fault::refuse_ssh || k.fault == Fault::slow_net;
+  k.host = remote ? 1 + pick(hosts - 1) : pick(hosts);
+  k.rank = k.host * kSlots + pick(kSlots);
+  k.at_s = pick(1500) / 1000.0;
+  return k;
+}
+
+std::string describe(const Case& k) {
+  std::ostringstream s;
+  s << "seed=" << k.seed << " job=" << k.index << " kind=" << name(k.job) << (k.openssh ? "(--launcher ssh)" : "")
+    << " fault=" << name(k.fault) << " host=h" << k.host;
+  if (k.fault == Fault::kill_rank || k.fault == Fault::stop_rank) s << " rank=" << k.rank;
+  s << " at=" << k.at_s << "s";
+  return s.str();
+}
+
+Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<std::string>& killed_dirs) {
+  Result res;
+  const std::string mark = multihost::unique_marker();
+  const Expected e = expected(c, k, o);
+  auto fail = [&](Verdict v, std::string why) {
+    if (res.verdict == Verdict::correct) {
+      res.verdict = v;
+      res.why = std::move(why);
+    }
+  };
+  if (k.fault == Fault::refuse_ssh && c.script({"stop-sshd", c.id(), c.host(k.host)}).status != 0) {
+    fail(Verdict::wrong_verdict, "cluster.sh stop-sshd failed");
+    return res;
+  }
+  AgentWatch agents(c);
+  const double limit = 20 + e.bound_s + run_time(o) + kStopRankTimeout;
+  // --timeout's stacks go where the run removes them (dlaunch leaves its report dir to the user).
+  const std::string report_dir = c.dir() + "/report-" + mark;
+  struct RemoveDir {
+    std::string path;
+    ~RemoveDir() { std::filesystem::remove_all(path); }
+  } remove_report{report_dir};
+  auto f = multihost::start_dlaunch(c, job_command(c, k, o, mark, report_dir),
+                                    std::chrono::milliseconds(static_cast<int>(limit * 1000)));
+  Injected in;
+  auto fault_at = Clock::now();
+  if (k.fault != Fault::refuse_ssh) {
+    if (!wait_running(c, mark, f)) {
+      auto r = f.get();
+      heal(c, k, in);
+      res.output = r.output;
+      fail(Verdict::wrong_verdict, "the ranks did not start on every host within 30 s (exit " +
+                                       std::to_string(r.status) + ")");
+      return res;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(k.at_s * 1000)));
+    fault_at = Clock::now();
+    in = inject(c, k, mark);
+    if (!in.ok) fail(Verdict::wrong_verdict, "could not inject the fault: " + in.why);
+  }
+  const double heal_s = heal_after(k, o);
+  auto r = wait_job(f, c, k, in, fault_at + std::chrono::milliseconds(static_cast<int>(heal_s * 1000)), heal_s >= 0);
+  res.took_s = seconds_since(fault_at);
+  res.output = r.output;
+  // A stopped rank stays stopped after its job: SIGKILL has ended it (or it is left).
+  if (in.ok) {
+    if (r.status == 124 && e.status != 124)
+      fail(Verdict::hung, "dlaunch did not end within " + std::to_string(static_cast<int>(limit)) + " s");
+    else if (res.took_s > e.bound_s)
+      fail(Verdict::hung, "dlaunch ended " + std::to_string(res.took_s) + " s after the fault; the bound is " +
+                              std::to_string(e.bound_s) + " s");
+    if (auto why = check_verdict(r, e, in.killed_rank, c.address(k.host), k.rank); !why.empty()) fail(Verdict::wrong_verdict, why);
+  }
+  // What is left: processes (the teardown of a lost launcher takes its agents' heartbeat timeout).
+  const auto cleanup = std::chrono::milliseconds(static_cast<int>((o.heartbeat_s + kGrace + 3) * 1000));
+  if (auto left = multihost::wait_clean(c, mark, cleanup); !left.empty()) {
+    fail(Verdict::leftovers, "left running:\n" + left);
+    for (auto& h : c.hosts())  // so that the next case starts clean
+      for (int pid : multihost::pids_matching(c, h, mark)) ::kill(pid, SIGKILL);
+  }
+  check_dirs(k, agents.stop(), in.killed_agent, killed_dirs, fail);
+  if (auto why = check_lines(r.output, mark, ranks_of(c), e, o.lines); !why.empty()) fail(Verdict::lost_output, why);
+  return res;
+}
+
+void Tally::add(Verdict v) {
+  ++faults;
+  ++jobs;
+  switch (v) {
+    case Verdict::correct: ++correct; break;
+    case Verdict::wrong_verdict: ++wrong_verdict; break;
+    case Verdict::hung: ++hung; break;
+    case Verdict::leftovers: ++leftovers; break;
+    case Verdict::lost_output: ++lost_output; break;
+  }
+}
+
+std::string Tally::line(uint64_t seed) const {
+  std::ostringstream s;
+  s << "chaos faults=" << faults << " jobs=" << jobs << " correct=" << correct << " wrong_verdict=" << wrong_verdict
+    << " hung=" << hung << " leftovers=" << leftovers << " lost_output=" << lost_output << " seed=" << seed;
+  return s.str();
+}
+
+}  // namespace dl::chaos
