@@ -45,8 +45,15 @@ int read_ptrace_scope() {
 // is why a job stands still, whatever its stack says (a shell shows wait4),
 // and a Python rank's fault handler cannot answer while it is stopped.
 bool stopped_by_signal(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // read(2), not a stream: libstdc++'s filebuf throws when a read fails, as
+  // it does (ESRCH) for a rank that exits meanwhile.
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n <= 0) return false;
+  const std::string stat(buf, static_cast<size_t>(n));
   const size_t paren = stat.rfind(')');
   return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
 }

@@ -31,10 +31,15 @@ constexpr int kSlots = 2;            // the cluster's hostfile: 2 slots per host
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// A /proc file's text, "" when the process is gone (libstdc++'s filebuf
+// throws when read(2) fails with ESRCH).
 std::string file_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return s;
+  try {
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    return "";
+  }
 }
 
 // "KEY=VALUE" of a process's environment, or "".
