@@ -87,6 +87,57 @@ std::string job_command(const Cluster& c, const Case& k, const Options& o, const
   return cmd.str();
 }
 
+// Lines per rank: a per-node job runs past the detection of a silent node,
+// so that no other node has finished (and exited 0, as torchrun's agents do) by then.
+int lines_of(const Case& k, const Options& o) {
+  return k.job == JobKind::rdzv ? std::max(o.lines, static_cast<int>((o.heartbeat_s + 5) * 20)) : o.lines;
+}
+
+// Per-node mode: node `node`'s dlaunch, run inside its host; node 0 hosts the store.
+std::string node_command(const Cluster& c, const Case& k, const Options& o, const std::string& mark,
+                         const std::string& token_file, int node) {
+  std::ostringstream cmd;
+  cmd << multihost::bin("dlaunch") << " --nnodes " << c.size() << " --node-rank " << node << " --rdzv tcp://"
+      << c.address(0) << ":29400 --token-file " << token_file << " --nproc-per-node " << kSlots
+      << " --rdzv-timeout 30 --timeout 90 --kill-grace " << kGrace << " --heartbeat-timeout " << o.heartbeat_s
+      << " sh -c 'i=0; while [ $i -lt $0 ]; do echo \"chaos $RANK $i a=0 $1\"; i=$((i+1)); sleep 0.05; done' "
+      << lines_of(k, o) << " " << mark << " </dev/null";
+  return cmd.str();
+}
+
+// The job token every node reads (--token-file: never on a command line), made once per cluster.
+std::string token_file(const Cluster& c) {
+  const std::string path = c.dir() + "/chaos-token";
+  if (!std::filesystem::exists(path)) {
+    auto r = dl::cluster::run_argv({multihost::bin("dlaunch"), "token"});
+    std::ofstream f(path);
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    f << r.output.substr(0, r.output.find('\n')) << "\n";
+  }
+  return path;
+}
+
+// Starts the job: one dlaunch in h0, or one per host (rdzv). The result's
+// status is that of node `k.host`'s dlaunch for rdzv; `nodes` gets each node's.
+std::future<dl::cluster::RunResult> start_job(const Cluster& c, const Case& k, const Options& o, const std::string& mark,
+                                              const std::string& report_dir, std::chrono::milliseconds limit,
+                                              std::shared_ptr<std::vector<dl::cluster::RunResult>> nodes) {
+  if (k.job != JobKind::rdzv) return multihost::start_dlaunch(c, job_command(c, k, o, mark, report_dir), limit);
+  const std::string token = token_file(c);
+  return std::async(std::launch::async, [&c, &o, k, mark, token, limit, nodes] {
+    std::vector<std::future<dl::cluster::RunResult>> each;
+    for (int n = 0; n < c.size(); ++n)
+      each.push_back(std::async(std::launch::async, [&, n] { return c.run_in(c.host(n), node_command(c, k, o, mark, token, n), limit); }));
+    dl::cluster::RunResult all;
+    for (int n = 0; n < c.size(); ++n) {
+      nodes->push_back(each[static_cast<size_t>(n)].get());
+      all.output += "== node " + std::to_string(n) + " exit " + std::to_string(nodes->back().status) + "\n" + nodes->back().output;
+    }
+    all.status = (*nodes)[static_cast<size_t>(k.host)].status;
+    return all;
+  });
+}
+
 // ---- what the job must end with -------------------------------------------
 
 struct Expected {
@@ -95,6 +146,9 @@ struct Expected {
   double bound_s = 0;              // from the fault to dlaunch's exit
   int complete_attempt = -1;       // the attempt whose every line must be there (-1: none)
   bool no_output = false;          // no rank may have run
+  // rdzv: what every other node's dlaunch must end with.
+  int others_status = 0;
+  std::vector<std::string> others_lines;
 };
 
 bool retried(const Case& k) {
@@ -113,7 +167,40 @@ bool retried(const Case& k) {
 }
 
 // Seconds a job's lines take once its ranks run, with room for a loaded machine.
-double run_time(const Options& o) { return o.lines * 0.05 * 2 + 4; }
+double run_time(const Case& k, const Options& o) { return lines_of(k, o) * 0.05 * 2 + 4; }
+
+// Per-node mode (docs/dlaunch.md, "Failing together"): the node hit and
+// every other node, which names it ("node 2 (h2): ..."). Lines name hosts by
+// host name there.
+Expected expected_per_node(const Cluster& c, const Case& k, const Options& o, Expected e) {
+  const std::string h = c.host(k.host), node = "node " + std::to_string(k.host) + " (" + h;
+  const std::string rank = "rank " + std::to_string(k.rank) + " on " + h;
+  const std::string lost = "lost the agent on " + h;
+  const double silent = o.heartbeat_s + 2 + kGrace + 2;
+  switch (k.fault) {
+    case Fault::kill_rank:
+      e.lines = {rank}, e.others_status = 128 + SIGKILL, e.others_lines = {node + "): " + rank};
+      break;
+    case Fault::kill_agent:
+    case Fault::stop_agent:
+      e.lines = {lost}, e.others_status = 1, e.others_lines = {node + "): " + lost};
+      break;
+    case Fault::kill_launcher:  // node 0 hosts the store: the others lose it
+      e.status = 128 + SIGKILL, e.lines = {}, e.others_status = 1, e.bound_s = silent;
+      e.others_lines = {k.host == 0 ? "lost the rendezvous store at " + c.address(0) : node + ", pid "};
+      break;
+    case Fault::link_down:
+    case Fault::partition:
+      e.lines = {"lost the rendezvous store at " + c.address(0)}, e.others_status = 1;
+      e.others_lines = {node + ", pid ", "sent no heartbeat for"};
+      break;
+    case Fault::slow_net:
+      break;
+    default:
+      e.lines = {"no expectation for this fault in per-node mode"};
+  }
+  return e;
+}
 
 Expected expected(const Cluster& c, const Case& k, const Options& o) {
   Expected e;
@@ -146,36 +233,49 @@ Expected expected(const Cluster& c, const Case& k, const Options& o) {
       e.no_output = true;
       break;
     case Fault::slow_net:
-      e = {0, {}, run_time(o)};
+      e = {0, {}, run_time(k, o)};
       e.complete_attempt = 0;
       break;
   }
+  if (k.job == JobKind::rdzv) return expected_per_node(c, k, o, e);
   if (retried(k)) {
     if (!e.lines.empty()) e.lines.front() = "attempt 1 of 2 failed: " + e.lines.front();
     e.lines.push_back("attempt 2 of 2 succeeded");
     e.status = 0;
     e.complete_attempt = 1;
-    e.bound_s += run_time(o) + 3;  // the second attempt: a new agent (ssh) where one was lost, then every line
+    e.bound_s += run_time(k, o) + 3;  // the second attempt: a new agent (ssh) where one was lost, then every line
   }
   return e;
 }
 
 // ---- finding the processes a fault hits ------------------------------------
 
-// The pid of `rank` (its environment's RANK) among the processes with `mark`, or 0.
+// The ranks in `host`: processes with `mark` in their argv whose parent is an
+// agent (dlaunch's own argv and the shell that runs it hold the mark too).
+std::vector<int> rank_pids(const Cluster& c, const std::string& host, const std::string& mark) {
+  std::vector<int> out;
+  for (int pid : multihost::pids_matching(c, host, mark))
+    if (comm_of(parent_of(pid)) == "dlaunch-agent") out.push_back(pid);
+  return out;
+}
+
+// The pid of `rank` (its environment's RANK), or 0.
 int rank_pid(const Cluster& c, const Case& k, const std::string& mark) {
-  for (int pid : multihost::pids_matching(c, c.host(k.host), mark))
-    if (env_of(pid, "RANK") == std::to_string(k.rank) && !contains(comm_of(pid), "sleep")) return pid;
+  for (int pid : rank_pids(c, c.host(k.host), mark))
+    if (env_of(pid, "RANK") == std::to_string(k.rank)) return pid;
   return 0;
 }
 
-// The agent on `host` (by its name: h0's ssh clients of --launcher ssh have "dlaunch-agent" in their argv).
-int agent_pid(const Cluster& c, int host) {
+// The one process named `comm` in `host`, or 0 (by name: h0's ssh clients
+// of --launcher ssh have "dlaunch-agent" in their argv).
+int process_named(const Cluster& c, int host, const std::string& comm) {
   std::vector<int> v;
   for (int pid : c.pids_in(c.host(host)))
-    if (comm_of(pid) == "dlaunch-agent") v.push_back(pid);
+    if (comm_of(pid) == comm) v.push_back(pid);
   return v.size() == 1 ? v[0] : 0;
 }
+
+int agent_pid(const Cluster& c, int host) { return process_named(c, host, "dlaunch-agent"); }
 
 // The process that carries `host`'s agent over ssh: the ssh client on h0
 // (--launcher ssh) or the sshd session on the host (libssh), or 0.
@@ -290,22 +390,35 @@ std::string check_lines(const std::string& out, const std::string& mark, int ran
 }
 
 // The exit code, the expected lines, and: a killed rank named with its host
-// and pid, no host but the fault's named as lost.
-std::string check_verdict(const dl::cluster::RunResult& r, const Expected& e, int killed_rank, const std::string& addr,
-                          int rank) {
-  if (r.status != e.status)
-    return "exit " + std::to_string(r.status) + ", expected " + std::to_string(e.status);
-  for (auto& l : e.lines)
+// (`who`: its address, or its name in per-node mode) and pid, no host but
+// the fault's named as lost.
+std::string check_verdict(const dl::cluster::RunResult& r, int status, const std::vector<std::string>& lines,
+                          int killed_rank, const std::string& who, int rank) {
+  if (r.status != status) return "exit " + std::to_string(r.status) + ", expected " + std::to_string(status);
+  for (auto& l : lines)
     if (!contains(r.output, l)) return "no '" + l + "' in the output";
   if (killed_rank > 0) {
-    const std::string named = "rank " + std::to_string(rank) + " on " + addr + " (pid " + std::to_string(killed_rank) +
+    const std::string named = "rank " + std::to_string(rank) + " on " + who + " (pid " + std::to_string(killed_rank) +
                               ") was killed by signal 9";
     if (!contains(r.output, named)) return "no '" + named + "' in the output";
   }
   std::istringstream in(r.output);
   for (std::string l; std::getline(in, l);)
-    if (auto at = l.find("lost the agent on "); at != std::string::npos && l.compare(at + 18, addr.size() + 1, addr + " ") != 0)
+    if (auto at = l.find("lost the agent on "); at != std::string::npos && l.compare(at + 18, who.size() + 1, who + " ") != 0)
       return "a host the fault did not touch is named lost: '" + l + "'";
+  return "";
+}
+
+// The same for every node of a per-node job: node `k.host` as the fault's, the others as told.
+std::string check_nodes(const std::vector<dl::cluster::RunResult>& nodes, const Expected& e, const Case& k,
+                        int killed_rank, const std::string& who) {
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const bool hit = static_cast<int>(n) == k.host;
+    if (auto why = check_verdict(nodes[n], hit ? e.status : e.others_status, hit ? e.lines : e.others_lines,
+                                 killed_rank, who, k.rank);
+        !why.empty())
+      return "node " + std::to_string(n) + ": " + why;
+  }
   return "";
 }
 
@@ -341,7 +454,8 @@ Injected inject(const Cluster& c, const Case& k, const std::string& mark) {
       return {send(pid, SIGSTOP), "no agent on " + h, pid};
     }
     case Fault::kill_launcher:
-      return {send(multihost::launcher_pid(mark), SIGKILL), "no dlaunch process"};
+      return {send(k.job == JobKind::rdzv ? process_named(c, k.host, "dlaunch") : multihost::launcher_pid(mark), SIGKILL),
+              "no dlaunch process"};
     case Fault::kill_ssh:
       return {send(ssh_pid(c, k), SIGKILL), "no ssh session for " + h};
     case Fault::link_down:
@@ -400,7 +514,7 @@ dl::cluster::RunResult wait_job(std::future<dl::cluster::RunResult>& f, const Cl
 bool wait_running(const Cluster& c, const std::string& mark, std::future<dl::cluster::RunResult>& f) {
   auto all_running = [&] {
     for (auto& h : c.hosts())
-      if (static_cast<int>(multihost::pids_matching(c, h, mark).size()) < kSlots) return false;
+      if (static_cast<int>(rank_pids(c, h, mark).size()) < kSlots) return false;
     return true;
   };
   for (const auto end = Clock::now() + 30s; Clock::now() < end;) {
@@ -447,6 +561,7 @@ static const char* name(JobKind j) {
     case JobKind::restart: return "restart";
     case JobKind::mpi: return "openmpi";
     case JobKind::mpich: return "mpich";
+    case JobKind::rdzv: return "rdzv";
   }
   return "?";
 }
@@ -476,10 +591,18 @@ Case make_case(uint64_t seed, int index, int hosts) {
   Case k;
   k.seed = seed;
   k.index = index;
-  const int j = pick(10);  // shell 3/10, restart 3/10, OpenMPI 2/10, MPICH 2/10
-  k.job = j < 3 ? JobKind::shell : j < 6 ? JobKind::restart : j < 8 ? JobKind::mpi : JobKind::mpich;
+  const int j = pick(10);  // shell, restart, OpenMPI, rdzv 2/10 each, MPICH 1/10
+  k.job = j < 3 ? JobKind::shell : j < 5 ? JobKind::restart : j < 7 ? JobKind::mpi : j < 8 ? JobKind::mpich : JobKind::rdzv;
   k.fault = static_cast<Fault>(pick(kFaultKinds));
   k.openssh = pick(2) == 1;
+  if (k.job == JobKind::rdzv) {
+    // One dlaunch per host: no ssh, and no --timeout to see a stopped rank.
+    constexpr Fault per_node[] = {Fault::kill_rank, Fault::kill_agent, Fault::kill_launcher, Fault::stop_agent,
+                                  Fault::link_down, Fault::partition, Fault::slow_net};
+    if (k.fault == Fault::kill_ssh || k.fault == Fault::refuse_ssh || k.fault == Fault::stop_rank)
+      k.fault = per_node[pick(std::size(per_node))];
+    k.openssh = false;
+  }
   // h0 runs the launcher and its agent without ssh: faults of a remote
   // host's network or ssh hit h1.., the others any host.
   const bool remote = k.fault == Fault::kill_ssh || k.fault == Fault::link_down || k.fault == Fault::partition ||
@@ -514,15 +637,15 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
     return res;
   }
   AgentWatch agents(c);
-  const double limit = 20 + e.bound_s + run_time(o) + kStopRankTimeout;
+  const double limit = 20 + e.bound_s + run_time(k, o) + kStopRankTimeout;
   // --timeout's stacks go where the run removes them (dlaunch leaves its report dir to the user).
   const std::string report_dir = c.dir() + "/report-" + mark;
   struct RemoveDir {
     std::string path;
     ~RemoveDir() { std::filesystem::remove_all(path); }
   } remove_report{report_dir};
-  auto f = multihost::start_dlaunch(c, job_command(c, k, o, mark, report_dir),
-                                    std::chrono::milliseconds(static_cast<int>(limit * 1000)));
+  auto nodes = std::make_shared<std::vector<dl::cluster::RunResult>>();
+  auto f = start_job(c, k, o, mark, report_dir, std::chrono::milliseconds(static_cast<int>(limit * 1000)), nodes);
   Injected in;
   auto fault_at = Clock::now();
   if (k.fault != Fault::refuse_ssh) {
@@ -550,7 +673,10 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
     else if (res.took_s > e.bound_s)
       fail(Verdict::hung, "dlaunch ended " + std::to_string(res.took_s) + " s after the fault; the bound is " +
                               std::to_string(e.bound_s) + " s");
-    if (auto why = check_verdict(r, e, in.killed_rank, c.address(k.host), k.rank); !why.empty()) fail(Verdict::wrong_verdict, why);
+    const std::string why = k.job == JobKind::rdzv
+                                ? check_nodes(*nodes, e, k, in.killed_rank, c.host(k.host))
+                                : check_verdict(r, e.status, e.lines, in.killed_rank, c.address(k.host), k.rank);
+    if (!why.empty()) fail(Verdict::wrong_verdict, why);
   }
   // What is left: processes (the teardown of a lost launcher takes its agents' heartbeat timeout).
   const auto cleanup = std::chrono::milliseconds(static_cast<int>((o.heartbeat_s + kGrace + 3) * 1000));
@@ -560,7 +686,7 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
       for (int pid : multihost::pids_matching(c, h, mark)) ::kill(pid, SIGKILL);
   }
   check_dirs(k, agents.stop(), in.killed_agent, killed_dirs, fail);
-  if (auto why = check_lines(r.output, mark, ranks_of(c), e, o.lines); !why.empty()) fail(Verdict::lost_output, why);
+  if (auto why = check_lines(r.output, mark, ranks_of(c), e, lines_of(k, o)); !why.empty()) fail(Verdict::lost_output, why);
   return res;
 }
 

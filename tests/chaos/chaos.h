@@ -16,7 +16,7 @@
 
 namespace dl::chaos {
 
-enum class JobKind { shell, restart, mpi, mpich };
+enum class JobKind { shell, restart, mpi, mpich, rdzv };
 enum class Fault {
   kill_rank,      // SIGKILL one rank
   kill_agent,     // SIGKILL one host's agent
@@ -36,7 +36,7 @@ struct Case {
   int index = 0;
   JobKind job = JobKind::shell;
   Fault fault = Fault::kill_rank;
-  bool openssh = false;  // --launcher ssh instead of libssh
+  bool openssh = false;  // --launcher ssh instead of libssh (not for rdzv: one dlaunch per host, no ssh)
   int host = 0;          // the host the fault hits
   int rank = 0;          // the rank it hits (kill_rank, stop_rank)
   double at_s = 0;       // seconds after every rank runs

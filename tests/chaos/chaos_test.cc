@@ -58,7 +58,7 @@ TEST_CASE("chaos: the short form's seeds hit every kind of fault and job", "[cha
       jobs.insert(make_case(seed, i, kHosts).job);
     }
   CHECK(faults.size() == kFaultKinds);
-  CHECK(jobs.size() == 4);
+  CHECK(jobs.size() == 5);
 }
 
 TEST_CASE("chaos: the last line's form", "[chaos]") {
