@@ -21,7 +21,7 @@ cpu_ns() { for p in "$@"; do cat "/proc/$p"/task/*/schedstat 2>/dev/null; done |
 agents() { for h in $(seq 0 $((K - 1))); do ip netns pids "dl$DL_CLUSTER_ID-h$h"; done | while read -r p; do
   [ "$(cat /proc/"$p"/comm 2>/dev/null)" = dlaunch-agent ] && echo "$p"; done; }
 echo "# heartbeat: $K namespace hosts x 2 ranks of sleep, at rest for $idle s; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
-printf '| %s | %s | %s | %s | %s |\n' "--heartbeat-timeout" "frames/s (all agents, both ways)" \
+printf '| %s | %s | %s | %s | %s |\n' "--heartbeat-timeout" "heartbeat frames/s (all agents, both ways: 2K/(S/4))" \
   "launcher CPU at rest" "agents' CPU at rest (sum)" "silent host found after (x S)"
 echo "|---|---|---|---|---|"
 for S in ${TIMEOUTS:-10 3}; do

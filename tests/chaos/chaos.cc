@@ -75,9 +75,9 @@ std::string job_command(const Cluster& c, const Case& k, const Options& o, const
   cmd << "-n " << ranks_of(c) << " --report-dir " << report_dir << " --kill-grace " << kGrace << " --heartbeat-timeout " << o.heartbeat_s
       << " --stack-timeout " << kStackTimeout << " --timeout " << (k.fault == Fault::stop_rank ? kStopRankTimeout : 90)
       << (k.openssh ? " --launcher ssh" : "");
-  if (k.job == JobKind::mpi || k.job == JobKind::mpich) {
-    if (k.job == JobKind::mpi) cmd << " -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
-    cmd << " " << multihost::bin(k.job == JobKind::mpi ? "chaos_mpi" : "chaos_mpich") << " " << o.lines << " " << mark;
+  if (k.job == JobKind::openmpi || k.job == JobKind::mpich) {
+    if (k.job == JobKind::openmpi) cmd << " -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+    cmd << " " << multihost::bin(k.job == JobKind::openmpi ? "chaos_mpi" : "chaos_mpich") << " " << o.lines << " " << mark;
     return cmd.str();
   }
   if (k.job == JobKind::restart) cmd << " --max-restarts 1";
@@ -530,7 +530,7 @@ bool wait_running(const Cluster& c, const std::string& mark, std::future<dl::clu
 template <class Fail>
 void check_dirs(const Case& k, std::set<int> seen, int killed_agent, std::vector<std::string>& killed_dirs, Fail fail) {
   std::string list;
-  if ((k.job == JobKind::mpi || k.job == JobKind::mpich) && k.fault != Fault::refuse_ssh) {
+  if ((k.job == JobKind::openmpi || k.job == JobKind::mpich) && k.fault != Fault::refuse_ssh) {
     for (auto& d : killed_dirs)
       if (std::filesystem::exists(d)) list += d + " (of an agent SIGKILLed before this job)\n";
     killed_dirs.clear();
@@ -559,7 +559,7 @@ static const char* name(JobKind j) {
   switch (j) {
     case JobKind::shell: return "shell";
     case JobKind::restart: return "restart";
-    case JobKind::mpi: return "openmpi";
+    case JobKind::openmpi: return "openmpi";
     case JobKind::mpich: return "mpich";
     case JobKind::rdzv: return "rdzv";
   }
@@ -592,7 +592,7 @@ Case make_case(uint64_t seed, int index, int hosts) {
   k.seed = seed;
   k.index = index;
   const int j = pick(10);  // shell, restart, OpenMPI, rdzv 2/10 each, MPICH 1/10
-  k.job = j < 3 ? JobKind::shell : j < 5 ? JobKind::restart : j < 7 ? JobKind::mpi : j < 8 ? JobKind::mpich : JobKind::rdzv;
+  k.job = j < 3 ? JobKind::shell : j < 5 ? JobKind::restart : j < 7 ? JobKind::openmpi : j < 8 ? JobKind::mpich : JobKind::rdzv;
   k.fault = static_cast<Fault>(pick(kFaultKinds));
   k.openssh = pick(2) == 1;
   if (k.job == JobKind::rdzv) {

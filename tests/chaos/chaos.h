@@ -16,7 +16,7 @@
 
 namespace dl::chaos {
 
-enum class JobKind { shell, restart, mpi, mpich, rdzv };
+enum class JobKind { shell, restart, openmpi, mpich, rdzv };
 enum class Fault {
   kill_rank,      // SIGKILL one rank
   kill_agent,     // SIGKILL one host's agent
