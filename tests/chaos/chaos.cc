@@ -28,6 +28,7 @@ constexpr double kGrace = 1;         // --kill-grace of every job
 constexpr double kStackTimeout = 2;  // --stack-timeout of every job
 constexpr double kStopRankTimeout = 8;  // --timeout of a job whose rank is stopped: only it ends that job
 constexpr int kSlots = 2;            // the cluster's hostfile: 2 slots per host
+constexpr double kSshTimeout = 10;   // dlaunch's --ssh-timeout default: how long an unreachable host may take
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -229,11 +230,11 @@ Expected expected(const Cluster& c, const Case& k, const Options& o) {
            kStopRankTimeout + kStackTimeout + teardown};
       break;
     case Fault::refuse_ssh:
-      e = {1, {"error: " + addr, "refused"}, 5};
+      e = {1, {"error: " + addr, "refused"}, kSshTimeout + 2};  // a refusal is at once; a loaded host's start is not
       e.no_output = true;
       break;
     case Fault::slow_net:
-      e = {0, {}, run_time(k, o)};
+      e = {0, {}, 2 * run_time(k, o) + 10};  // no detection to time: the job's own run, slowed (an MPI step is a few round trips)
       e.complete_attempt = 0;
       break;
   }

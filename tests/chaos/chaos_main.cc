@@ -1,11 +1,15 @@
 // dlaunch-chaos: the chaos run's driver (bench/chaos/run.sh; docs/failures.md,
 // "The chaos run"). Brings up a namespace cluster, runs N jobs with one
 // seeded fault each, prints one line per case and, last, the tally.
+#include <signal.h>
+#include <unistd.h>
+
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "tests/chaos/chaos.h"
 
@@ -64,6 +68,28 @@ bool parse(int argc, char** argv, Args& a) {
   }
   return true;
 }
+// Ctrl-C or SIGTERM: take the cluster down (every job in it with it) and
+// leave. A handler that writes to a pipe, not a blocked mask: the jobs
+// inherit a mask, but handlers end at exec.
+int signal_pipe[2] = {-1, -1};
+
+void take_down_on_signal(const dl::cluster::Cluster& cluster) {
+  if (::pipe(signal_pipe) != 0) return;
+  struct sigaction sa {};
+  sa.sa_handler = [](int sig) {
+    const unsigned char b = static_cast<unsigned char>(sig);
+    (void)!::write(signal_pipe[1], &b, 1);
+  };
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  std::thread([&cluster] {
+    unsigned char sig = 0;
+    if (::read(signal_pipe[0], &sig, 1) != 1) return;
+    std::fprintf(stderr, "dlaunch-chaos: %s: taking cluster %s down\n", sigabbrev_np(sig), cluster.id().c_str());
+    dl::cluster::run_argv({dl::cluster::Cluster::script_path(), "down", cluster.id()});
+    ::_exit(128 + sig);
+  }).detach();
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,6 +97,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, a)) return 2;
   try {
     dl::cluster::Cluster cluster(a.hosts);
+    take_down_on_signal(cluster);
     dl::chaos::Tally tally;
     std::vector<std::string> killed_dirs;
     const int first = a.replay >= 0 ? a.replay : 0, end = a.replay >= 0 ? a.replay + 1 : a.faults;
