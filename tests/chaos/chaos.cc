@@ -25,7 +25,7 @@ using namespace std::chrono_literals;
 using multihost::contains;
 
 constexpr double kGrace = 1;         // --kill-grace of every job
-constexpr double kStackTimeout = 2;  // --stack-timeout of every job
+constexpr double kStackTimeout = 5;  // --stack-timeout of every job (an agent starved on a loaded machine answers late)
 constexpr double kStopRankTimeout = 8;  // --timeout of a job whose rank is stopped: only it ends that job
 constexpr int kSlots = 2;            // the cluster's hostfile: 2 slots per host
 constexpr double kSshTimeout = 10;   // dlaunch's --ssh-timeout default: how long an unreachable host may take
