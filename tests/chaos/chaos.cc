@@ -81,6 +81,10 @@ std::string job_command(const Cluster& c, const Case& k, const Options& o, const
     cmd << " " << multihost::bin(k.job == JobKind::openmpi ? "chaos_mpi" : "chaos_mpich") << " " << o.lines << " " << mark;
     return cmd.str();
   }
+  if (k.job == JobKind::torch) {
+    cmd << " /usr/bin/python3 " << DLAUNCH_SOURCE_DIR << "/tests/chaos/chaos_torch.py " << o.lines << " " << mark;
+    return cmd.str();
+  }
   if (k.job == JobKind::restart) cmd << " --max-restarts 1";
   cmd << " sh -c 'i=0; while [ $i -lt $0 ]; do echo \"chaos $RANK $i a=${DLAUNCH_RESTART_COUNT:-0} $1\"; "
          "i=$((i+1)); sleep 0.05; done' "
@@ -168,7 +172,9 @@ bool retried(const Case& k) {
 }
 
 // Seconds a job's lines take once its ranks run, with room for a loaded machine.
-double run_time(const Case& k, const Options& o) { return lines_of(k, o) * 0.05 * 2 + 4; }
+double run_time(const Case& k, const Options& o) {
+  return lines_of(k, o) * 0.05 * 2 + (k.job == JobKind::torch ? 20 : 4);  // 8 ranks' torch imports take 12 s here
+}
 
 // Per-node mode (docs/dlaunch.md, "Failing together"): the node hit and
 // every other node, which names it ("node 2 (h2): ..."). Lines name hosts by
@@ -563,6 +569,7 @@ static const char* name(JobKind j) {
     case JobKind::openmpi: return "openmpi";
     case JobKind::mpich: return "mpich";
     case JobKind::rdzv: return "rdzv";
+    case JobKind::torch: return "torch";
   }
   return "?";
 }
@@ -583,7 +590,7 @@ static const char* name(Fault f) {
   return "?";
 }
 
-Case make_case(uint64_t seed, int index, int hosts) {
+Case make_case(uint64_t seed, int index, int hosts, bool torch) {
   // One generator per case, seeded from (seed, index) alone: a case replays
   // without the ones before it.
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(index)};
@@ -611,6 +618,7 @@ Case make_case(uint64_t seed, int index, int hosts) {
   k.host = remote ? 1 + pick(hosts - 1) : pick(hosts);
   k.rank = k.host * kSlots + pick(kSlots);
   k.at_s = pick(1500) / 1000.0;
+  if (torch && k.job == JobKind::shell && pick(2) == 0) k.job = JobKind::torch;  // last: the other draws stay
   return k;
 }
 

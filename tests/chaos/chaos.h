@@ -16,7 +16,7 @@
 
 namespace dl::chaos {
 
-enum class JobKind { shell, restart, openmpi, mpich, rdzv };
+enum class JobKind { shell, restart, openmpi, mpich, rdzv, torch };
 enum class Fault {
   kill_rank,      // SIGKILL one rank
   kill_agent,     // SIGKILL one host's agent
@@ -57,7 +57,9 @@ struct Result {
   double took_s = 0;   // from the fault to dlaunch's exit
 };
 
-Case make_case(uint64_t seed, int index, int hosts);
+// `torch`: half the shell jobs become gloo torch jobs (about 12 s of
+// imports each here); off, a seed's cases are as they always were.
+Case make_case(uint64_t seed, int index, int hosts, bool torch = false);
 std::string describe(const Case& c);
 // `killed_dirs`: the temp dirs of agents SIGKILLed by earlier cases, which
 // the next MPI job's agents must remove (agent/mpi_job.cc); run_case checks

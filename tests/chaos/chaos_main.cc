@@ -19,11 +19,12 @@ struct Args {
   uint64_t seed = 1;
   int hosts = 4;
   int replay = -1;  // a job index to rerun alone
+  bool torch = false;
   dl::chaos::Options options;
 };
 
 const char* kUsage =
-    "usage: dlaunch-chaos [--faults N] [--seed S] [--hosts K] [--replay S:I] [--heartbeat-timeout S] [--lines N] [-v]\n";
+    "usage: dlaunch-chaos [--faults N] [--seed S] [--hosts K] [--replay S:I] [--heartbeat-timeout S] [--lines N] [--torch] [-v]\n";
 
 bool number(const std::string& s, auto& out) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -34,8 +35,8 @@ bool number(const std::string& s, auto& out) {
 bool parse(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     const std::string opt = argv[i];
-    if (opt == "-v") {
-      a.options.verbose = true;
+    if (opt == "-v" || opt == "--torch") {
+      (opt == "-v" ? a.options.verbose : a.torch) = true;
       continue;
     }
     if (opt == "-h" || opt == "--help") {
@@ -102,7 +103,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> killed_dirs;
     const int first = a.replay >= 0 ? a.replay : 0, end = a.replay >= 0 ? a.replay + 1 : a.faults;
     for (int i = first; i < end; ++i) {
-      const auto k = dl::chaos::make_case(a.seed, i, a.hosts);
+      const auto k = dl::chaos::make_case(a.seed, i, a.hosts, a.torch);
       const auto r = dl::chaos::run_case(cluster, k, a.options, killed_dirs);
       tally.add(r.verdict);
       std::printf("case %s: %s (%.1f s after the fault)%s%s\n", dl::chaos::describe(k).c_str(),
@@ -110,8 +111,8 @@ int main(int argc, char** argv) {
       if (r.verdict != dl::chaos::Verdict::correct || a.options.verbose)
         std::printf("--- dlaunch's output:\n%s---\n", r.output.c_str());
       if (r.verdict != dl::chaos::Verdict::correct)
-        std::printf("replay: bench/chaos/run.sh --hosts %d --heartbeat-timeout %g --lines %d --replay %llu:%d\n", a.hosts,
-                    a.options.heartbeat_s, a.options.lines, static_cast<unsigned long long>(a.seed), i);
+        std::printf("replay: bench/chaos/run.sh --hosts %d --heartbeat-timeout %g --lines %d%s --replay %llu:%d\n", a.hosts,
+                    a.options.heartbeat_s, a.options.lines, a.torch ? " --torch" : "", static_cast<unsigned long long>(a.seed), i);
       std::fflush(stdout);
     }
     std::printf("%s\n", tally.line(a.seed).c_str());
