@@ -27,8 +27,12 @@ using multihost::contains;
 constexpr double kGrace = 1;         // --kill-grace of every job
 constexpr double kStackTimeout = 5;  // --stack-timeout of every job (an agent starved on a loaded machine answers late)
 constexpr double kStopRankTimeout = 8;  // --timeout of a job whose rank is stopped: only it ends that job
+constexpr double kTorchStart = 20;      // 8 ranks' torch imports and gloo group: 12 s on this 2-core VM
 constexpr int kSlots = 2;            // the cluster's hostfile: 2 slots per host
 constexpr double kSshTimeout = 10;   // dlaunch's --ssh-timeout default: how long an unreachable host may take
+
+// A torch job's --timeout starts before its 12 s of imports.
+double stop_rank_timeout(const Case& k) { return kStopRankTimeout + (k.job == JobKind::torch ? kTorchStart : 0); }
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -74,7 +78,7 @@ std::string job_command(const Cluster& c, const Case& k, const Options& o, const
                         const std::string& report_dir) {
   std::ostringstream cmd;
   cmd << "-n " << ranks_of(c) << " --report-dir " << report_dir << " --kill-grace " << kGrace << " --heartbeat-timeout " << o.heartbeat_s
-      << " --stack-timeout " << kStackTimeout << " --timeout " << (k.fault == Fault::stop_rank ? kStopRankTimeout : 90)
+      << " --stack-timeout " << kStackTimeout << " --timeout " << (k.fault == Fault::stop_rank ? stop_rank_timeout(k) : 90)
       << (k.openssh ? " --launcher ssh" : "");
   if (k.job == JobKind::openmpi || k.job == JobKind::mpich) {
     if (k.job == JobKind::openmpi) cmd << " -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
@@ -82,7 +86,8 @@ std::string job_command(const Cluster& c, const Case& k, const Options& o, const
     return cmd.str();
   }
   if (k.job == JobKind::torch) {
-    cmd << " /usr/bin/python3 " << DLAUNCH_SOURCE_DIR << "/tests/chaos/chaos_torch.py " << o.lines << " " << mark;
+    cmd << " /usr/bin/python3 " << DLAUNCH_SOURCE_DIR << "/tests/chaos/chaos_torch.py " << o.lines << " " << mark << " "
+        << report_dir;
     return cmd.str();
   }
   if (k.job == JobKind::restart) cmd << " --max-restarts 1";
@@ -173,7 +178,7 @@ bool retried(const Case& k) {
 
 // Seconds a job's lines take once its ranks run, with room for a loaded machine.
 double run_time(const Case& k, const Options& o) {
-  return lines_of(k, o) * 0.05 * 2 + (k.job == JobKind::torch ? 20 : 4);  // 8 ranks' torch imports take 12 s here
+  return lines_of(k, o) * 0.05 * 2 + (k.job == JobKind::torch ? kTorchStart : 4);
 }
 
 // Per-node mode (docs/dlaunch.md, "Failing together"): the node hit and
@@ -233,7 +238,7 @@ Expected expected(const Cluster& c, const Case& k, const Options& o) {
       break;
     case Fault::stop_rank:
       e = {124, {"the job ran past --timeout", rank + addr + ": stopped by a signal"},
-           kStopRankTimeout + kStackTimeout + teardown};
+           stop_rank_timeout(k) + kStackTimeout + teardown};
       break;
     case Fault::refuse_ssh:
       e = {1, {"error: " + addr, "refused"}, kSshTimeout + 2};  // a refusal is at once; a loaded host's start is not
@@ -517,6 +522,18 @@ dl::cluster::RunResult wait_job(std::future<dl::cluster::RunResult>& f, const Cl
   return r;
 }
 
+// A torch job's ranks each make `dir`/ready.RANK once their process group is
+// up (chaos_torch.py): waits for all of them (60 s at most) or the job's end.
+void wait_torch_ready(const Cluster& c, const std::string& dir, std::future<dl::cluster::RunResult>& f) {
+  auto all_ready = [&] {
+    for (int r = 0; r < ranks_of(c); ++r)
+      if (!std::filesystem::exists(dir + "/ready." + std::to_string(r))) return false;
+    return true;
+  };
+  for (const auto end = Clock::now() + 60s; Clock::now() < end && !all_ready();)
+    if (f.wait_for(100ms) == std::future_status::ready) return;
+}
+
 // Waits until every host runs `per_host` processes with `mark`, or the job ended.
 bool wait_running(const Cluster& c, const std::string& mark, std::future<dl::cluster::RunResult>& f) {
   auto all_running = [&] {
@@ -646,13 +663,15 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
     return res;
   }
   AgentWatch agents(c);
-  const double limit = 20 + e.bound_s + run_time(k, o) + kStopRankTimeout;
+  const double limit = 20 + e.bound_s + run_time(k, o) + stop_rank_timeout(k);
   // --timeout's stacks go where the run removes them (dlaunch leaves its report dir to the user).
   const std::string report_dir = c.dir() + "/report-" + mark;
   struct RemoveDir {
     std::string path;
     ~RemoveDir() { std::filesystem::remove_all(path); }
   } remove_report{report_dir};
+  std::filesystem::create_directory(report_dir);  // a torch job's ranks say there that they are up
+  std::filesystem::permissions(report_dir, std::filesystem::perms::owner_all);
   auto nodes = std::make_shared<std::vector<dl::cluster::RunResult>>();
   auto f = start_job(c, k, o, mark, report_dir, std::chrono::milliseconds(static_cast<int>(limit * 1000)), nodes);
   Injected in;
@@ -666,6 +685,7 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
                                        std::to_string(r.status) + ")");
       return res;
     }
+    if (k.job == JobKind::torch) wait_torch_ready(c, report_dir, f);
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(k.at_s * 1000)));
     fault_at = Clock::now();
     in = inject(c, k, mark);
