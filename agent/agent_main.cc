@@ -6,6 +6,7 @@
 // The job token arrives as the first line of stdin, never on the command
 // line; stdin then stays open, and its EOF means the launcher is gone.
 #include <limits.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -58,6 +59,12 @@ void agent_get_ready(int ranks) { RankSupervisor::get_ready_for(static_cast<size
 int agent_main(int argc, char** argv) {
   dl::wire::open_standard_descriptors();
   dl::wire::raise_descriptor_limit();
+  // stdout and stderr are the launcher's ssh channel: once the launcher is
+  // gone a write there must fail (EPIPE), not end the agent before it kills
+  // its ranks' leftovers and removes the job's temp dirs (an agent stopped
+  // for longer than --heartbeat-timeout wrote its last line there and died).
+  // Ranks get the default back (rank_process.cc resets ignored signals).
+  ::signal(SIGPIPE, SIG_IGN);
   dl::agent::AgentOptions o;
   try {
     auto parsed = dl::control::parse_agent_args(std::vector<std::string>(argv + 1, argv + argc));

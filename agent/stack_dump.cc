@@ -40,6 +40,24 @@ int read_ptrace_scope() {
   return (f >> v) ? v : -1;
 }
 
+// Whether `pid` is stopped by a signal (SIGSTOP, SIGTSTP: state T in
+// /proc/PID/stat, after the command name's closing parenthesis). Such a rank
+// is why a job stands still, whatever its stack says (a shell shows wait4),
+// and a Python rank's fault handler cannot answer while it is stopped.
+bool stopped_by_signal(pid_t pid) {
+  // read(2), not a stream: libstdc++'s filebuf throws when a read fails, as
+  // it does (ESRCH) for a rank that exits meanwhile.
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n <= 0) return false;
+  const std::string stat(buf, static_cast<size_t>(n));
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
+}
+
 off_t file_size(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
@@ -165,6 +183,9 @@ void StackDumper::start_next() {
     c.out[i].rank = t.rank, c.out[i].pid = static_cast<int>(t.pid);
     if (!t.running) {
       c.out[i].error = "had ended";
+      finish_entry(c, i);
+    } else if (stopped_by_signal(t.pid)) {
+      c.out[i].error = "stopped by a signal (SIGSTOP or SIGTSTP: it runs again only after SIGCONT)";
       finish_entry(c, i);
     } else if (holds_dump_file(t.pid)) {
       start_python(c, i);

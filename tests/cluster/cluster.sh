@@ -10,7 +10,7 @@
 # Fault hooks:
 #   cluster.sh stop-sshd ID HOST | start-sshd ID HOST
 #   cluster.sh link ID HOST down|up            the host's cable (switch-side veth)
-#   cluster.sh block ID FROM TO PORT [drop|reject] | unblock ID TO
+#   cluster.sh block ID FROM TO PORT|any [drop|reject] | unblock ID TO
 #   cluster.sh slow ID HOST DELAY [RATE]       tc netem on HOST's egress (50ms 10mbit); DELAY 0: rate only
 #   cluster.sh unslow ID HOST
 #   cluster.sh setenv ID HOST NAME=VALUE...    sshd SetEnv for HOST's sessions (e.g. PATH)
@@ -336,7 +336,10 @@ cmd_block() {
   [ "$verdict" = reject ] && verdict="reject with tcp reset"
   ip netns exec "$ns" nft add table inet dlfault
   ip netns exec "$ns" nft add chain inet dlfault input '{ type filter hook input priority 0; }'
-  ip netns exec "$ns" nft add rule inet dlfault input ip saddr "$(addr_of "$2")" tcp dport "$4" $verdict
+  local match="tcp dport $4"
+  [ "$4" = any ] && match="meta l4proto tcp"  # every TCP port: a partition between the two hosts
+  # shellcheck disable=SC2086
+  ip netns exec "$ns" nft add rule inet dlfault input ip saddr "$(addr_of "$2")" $match $verdict
 }
 cmd_unblock() { load "$1"; check_host "$2"; ip netns exec "$(ns_of "$2")" nft delete table inet dlfault 2>/dev/null; return 0; }
 cmd_slow() {  # DELAY "0" means rate only (tbf, works without the netem module)

@@ -2,6 +2,8 @@
 // this machine: every dialect dlaunch promises, checked value by value.
 #include <catch2/catch.hpp>
 
+#include <sstream>
+
 #include "tests/integration/run_command.h"
 
 using namespace dl::it;
@@ -106,4 +108,22 @@ TEST_CASE("env: -x FOO=bar over the shell's FOO is the user's choice, no inherit
   REQUIRE(r.code == 0);
   CHECK(r.out == "bar\n");
   CHECK(r.err.find("instead of the inherited") == std::string::npos);
+}
+
+// The agent ignores SIGPIPE (its stderr is a channel the launcher may have
+// closed; agent/agent_main.cc), and so does this test process, which dlaunch
+// inherits: a rank still starts with the default, so `yes | head -1` ends.
+TEST_CASE("ranks start with SIGPIPE at its default though dlaunch and its agent ignore it", "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "sh", "-c", "yes | head -1 && grep SigIgn /proc/self/status"};
+  RunResult r = run(s, 30);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  std::istringstream lines(r.out);
+  int ys = 0, defaults = 0, other = 0;
+  for (std::string l; std::getline(lines, l);)
+    (l == "y" ? ys : l == "SigIgn:\t0000000000000000" ? defaults : other) += 1;
+  CHECK(ys == 2);
+  CHECK(defaults == 2);  // nothing ignored: SIGPIPE (bit 13) included
+  CHECK(other == 0);
 }

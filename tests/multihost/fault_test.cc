@@ -93,6 +93,35 @@ TEST_CASE("agent SIGSTOPped on h1: the heartbeat timeout names h1", "[multihost]
   CHECK(wait_clean(c, mark) == "");
 }
 
+// Found by the chaos run (stop-agent): resumed, the agent wrote its last
+// line to the launcher's closed ssh channel and died of SIGPIPE before it
+// removed the job's temp dirs.
+TEST_CASE("agent SIGSTOPped on h1 and resumed after the launcher gave it up: it removes its temp dir",
+          "[multihost][cluster][slow]") {
+  Cluster c(4);
+  const std::string mark = unique_marker();
+  // Python ranks: the agent makes their dir (/tmp/dlaunch-<agent pid>-py-...) before they start.
+  auto f = start_dlaunch(c, "-n 8 --kill-grace 1 --heartbeat-timeout 3 python3 -c 'import time; time.sleep(60)' " + mark);
+  if (!wait_running(c, mark, 2)) {
+    auto r = f.get();
+    FAIL("the ranks did not start on every host: " << r.output);
+  }
+  auto agents = pids_matching(c, "h1", "dlaunch-agent");
+  REQUIRE(agents.size() == 1);
+  const std::string dirs = "/tmp/dlaunch-" + std::to_string(agents[0]) + "-py-";
+  auto made = c.run_in("h1", "ls -d " + dirs + "*");
+  REQUIRE(made.status == 0);
+  REQUIRE(::kill(agents[0], SIGSTOP) == 0);
+  auto r = f.get();  // the launcher gives it up and leaves
+  ::kill(agents[0], SIGCONT);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(contains(r.output, "lost the agent on " + c.address(1)));
+  CHECK(wait_clean(c, mark) == "");
+  auto left = c.run_in("h1", "ls -d " + dirs + "* 2>/dev/null");
+  CHECK(left.output == "");
+}
+
 TEST_CASE("SIGINT to the launcher stops ranks on every host", "[multihost][cluster][slow]") {
   Cluster c(4);
   const std::string mark = unique_marker();

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# bench/chaos: the chaos run (docs/failures.md, "The chaos run"). Brings up
+# a namespace cluster (tests/cluster), runs N real multi-host jobs (a shell
+# job with numbered lines, the same with --max-restarts 1, OpenMPI and MPICH
+# jobs, per-node --rdzv jobs),
+# each with one fault chosen from the seed, and checks each job's exit code,
+# verdict, time to end, leftovers and output. Needs root.
+#
+#   bench/chaos/run.sh --faults 200 --seed 7             # 4 hosts x 2 ranks
+#   bench/chaos/run.sh --faults 40 --seed 7 --hosts 8
+#   bench/chaos/run.sh --replay 7:31                     # case 31 of seed 7 alone
+#   bench/chaos/run.sh ... --heartbeat-timeout 10        # the default (the run's is 3)
+#   bench/chaos/run.sh ... --torch                       # half the shell jobs become gloo torch jobs
+#   BUILD=build-rel bench/chaos/run.sh ...               # another build dir (default: build)
+# The last line: chaos faults=N jobs=J correct=C wrong_verdict=W hung=H leftovers=L lost_output=O seed=S
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+build=${BUILD:-$src/build}
+if [ ! -x "$build/bin/dlaunch-chaos" ]; then
+  echo "bench/chaos: $build/bin/dlaunch-chaos is not built: cmake --build $build --target dlaunch-chaos" \
+       "(the chaos test folder must be configured: DLAUNCH_TEST_FOLDERS all, or one with chaos)" >&2
+  exit 2
+fi
+exec "$build/bin/dlaunch-chaos" "$@"

@@ -1,0 +1,741 @@
+#include "tests/chaos/chaos.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "tests/multihost/multihost_util.h"
+
+namespace dl::chaos {
+namespace {
+using dl::cluster::Cluster;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+using multihost::contains;
+
+constexpr double kGrace = 1;         // --kill-grace of every job
+constexpr double kStackTimeout = 5;  // --stack-timeout of every job (an agent starved on a loaded machine answers late)
+constexpr double kStopRankTimeout = 8;  // --timeout of a job whose rank is stopped: only it ends that job
+constexpr double kTorchStart = 20;      // 8 ranks' torch imports and gloo group: 12 s on this 2-core VM
+constexpr int kSlots = 2;            // the cluster's hostfile: 2 slots per host
+constexpr double kSshTimeout = 10;   // dlaunch's --ssh-timeout default: how long an unreachable host may take
+
+// A torch job's --timeout starts before its 12 s of imports.
+double stop_rank_timeout(const Case& k) { return kStopRankTimeout + (k.job == JobKind::torch ? kTorchStart : 0); }
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A /proc file's text, "" when the process is gone (libstdc++'s filebuf
+// throws when read(2) fails with ESRCH).
+std::string file_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  try {
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    return "";
+  }
+}
+
+// "KEY=VALUE" of a process's environment, or "".
+std::string env_of(int pid, const std::string& key) {
+  std::string env = file_text("/proc/" + std::to_string(pid) + "/environ");
+  std::istringstream in(env);
+  for (std::string kv; std::getline(in, kv, '\0');)
+    if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
+  return "";
+}
+
+int parent_of(int pid) {
+  std::istringstream in(file_text("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind("PPid:", 0) == 0) return std::atoi(l.c_str() + 5);
+  return 0;
+}
+
+std::string comm_of(int pid) {
+  std::string s = file_text("/proc/" + std::to_string(pid) + "/comm");
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+// ---- the job -------------------------------------------------------------
+
+int ranks_of(const Cluster& c) { return kSlots * c.size(); }
+
+// Each rank prints "chaos RANK I a=ATTEMPT MARK" for I = 0..lines-1, one every 50 ms.
+std::string job_command(const Cluster& c, const Case& k, const Options& o, const std::string& mark,
+                        const std::string& report_dir) {
+  std::ostringstream cmd;
+  cmd << "-n " << ranks_of(c) << " --report-dir " << report_dir << " --kill-grace " << kGrace << " --heartbeat-timeout " << o.heartbeat_s
+      << " --stack-timeout " << kStackTimeout << " --timeout " << (k.fault == Fault::stop_rank ? stop_rank_timeout(k) : 90)
+      << (k.openssh ? " --launcher ssh" : "");
+  if (k.job == JobKind::openmpi || k.job == JobKind::mpich) {
+    if (k.job == JobKind::openmpi) cmd << " -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+    cmd << " " << multihost::bin(k.job == JobKind::openmpi ? "chaos_mpi" : "chaos_mpich") << " " << o.lines << " " << mark;
+    return cmd.str();
+  }
+  if (k.job == JobKind::torch) {
+    cmd << " /usr/bin/python3 " << DLAUNCH_SOURCE_DIR << "/tests/chaos/chaos_torch.py " << o.lines << " " << mark << " "
+        << report_dir;
+    return cmd.str();
+  }
+  if (k.job == JobKind::restart) cmd << " --max-restarts 1";
+  cmd << " sh -c 'i=0; while [ $i -lt $0 ]; do echo \"chaos $RANK $i a=${DLAUNCH_RESTART_COUNT:-0} $1\"; "
+         "i=$((i+1)); sleep 0.05; done' "
+      << o.lines << " " << mark;
+  return cmd.str();
+}
+
+// Lines per rank: a per-node job runs past the detection of a silent node,
+// so that no other node has finished (and exited 0, as torchrun's agents do) by then.
+int lines_of(const Case& k, const Options& o) {
+  return k.job == JobKind::rdzv ? std::max(o.lines, static_cast<int>((o.heartbeat_s + 5) * 20)) : o.lines;
+}
+
+// Per-node mode: node `node`'s dlaunch, run inside its host; node 0 hosts the store.
+std::string node_command(const Cluster& c, const Case& k, const Options& o, const std::string& mark,
+                         const std::string& token_file, int node) {
+  std::ostringstream cmd;
+  cmd << multihost::bin("dlaunch") << " --nnodes " << c.size() << " --node-rank " << node << " --rdzv tcp://"
+      << c.address(0) << ":29400 --token-file " << token_file << " --nproc-per-node " << kSlots
+      << " --rdzv-timeout 30 --timeout 90 --kill-grace " << kGrace << " --heartbeat-timeout " << o.heartbeat_s
+      << " sh -c 'i=0; while [ $i -lt $0 ]; do echo \"chaos $RANK $i a=0 $1\"; i=$((i+1)); sleep 0.05; done' "
+      << lines_of(k, o) << " " << mark << " </dev/null";
+  return cmd.str();
+}
+
+// The job token every node reads (--token-file: never on a command line), made once per cluster.
+std::string token_file(const Cluster& c) {
+  const std::string path = c.dir() + "/chaos-token";
+  if (!std::filesystem::exists(path)) {
+    auto r = dl::cluster::run_argv({multihost::bin("dlaunch"), "token"});
+    std::ofstream f(path);
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    f << r.output.substr(0, r.output.find('\n')) << "\n";
+  }
+  return path;
+}
+
+// Starts the job: one dlaunch in h0, or one per host (rdzv). The result's
+// status is that of node `k.host`'s dlaunch for rdzv; `nodes` gets each node's.
+std::future<dl::cluster::RunResult> start_job(const Cluster& c, const Case& k, const Options& o, const std::string& mark,
+                                              const std::string& report_dir, std::chrono::milliseconds limit,
+                                              std::shared_ptr<std::vector<dl::cluster::RunResult>> nodes) {
+  if (k.job != JobKind::rdzv) return multihost::start_dlaunch(c, job_command(c, k, o, mark, report_dir), limit);
+  const std::string token = token_file(c);
+  return std::async(std::launch::async, [&c, &o, k, mark, token, limit, nodes] {
+    std::vector<std::future<dl::cluster::RunResult>> each;
+    for (int n = 0; n < c.size(); ++n)
+      each.push_back(std::async(std::launch::async, [&, n] { return c.run_in(c.host(n), node_command(c, k, o, mark, token, n), limit); }));
+    dl::cluster::RunResult all;
+    for (int n = 0; n < c.size(); ++n) {
+      nodes->push_back(each[static_cast<size_t>(n)].get());
+      all.output += "== node " + std::to_string(n) + " exit " + std::to_string(nodes->back().status) + "\n" + nodes->back().output;
+    }
+    all.status = (*nodes)[static_cast<size_t>(k.host)].status;
+    return all;
+  });
+}
+
+// ---- what the job must end with -------------------------------------------
+
+struct Expected {
+  int status = 0;
+  std::vector<std::string> lines;  // each must appear in the output
+  double bound_s = 0;              // from the fault to dlaunch's exit
+  int complete_attempt = -1;       // the attempt whose every line must be there (-1: none)
+  bool no_output = false;          // no rank may have run
+  // rdzv: what every other node's dlaunch must end with.
+  int others_status = 0;
+  std::vector<std::string> others_lines;
+};
+
+bool retried(const Case& k) {
+  if (k.job != JobKind::restart) return false;
+  switch (k.fault) {
+    case Fault::kill_rank:
+    case Fault::kill_agent:
+    case Fault::kill_ssh:
+    case Fault::stop_agent:
+    case Fault::link_down:
+    case Fault::partition:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Seconds a job's lines take once its ranks run, with room for a loaded machine.
+double run_time(const Case& k, const Options& o) {
+  return lines_of(k, o) * 0.05 * 2 + (k.job == JobKind::torch ? kTorchStart : 4);
+}
+
+// Per-node mode (docs/dlaunch.md, "Failing together"): the node hit and
+// every other node, which names it ("node 2 (h2): ..."). Lines name hosts by
+// host name there.
+Expected expected_per_node(const Cluster& c, const Case& k, const Options& o, Expected e) {
+  const std::string h = c.host(k.host), node = "node " + std::to_string(k.host) + " (" + h;
+  const std::string rank = "rank " + std::to_string(k.rank) + " on " + h;
+  const std::string lost = "lost the agent on " + h;
+  const double silent = o.heartbeat_s + 2 + kGrace + 2;
+  switch (k.fault) {
+    case Fault::kill_rank:
+      e.lines = {rank}, e.others_status = 128 + SIGKILL, e.others_lines = {node + "): " + rank};
+      break;
+    case Fault::kill_agent:
+    case Fault::stop_agent:
+      e.lines = {lost}, e.others_status = 1, e.others_lines = {node + "): " + lost};
+      break;
+    case Fault::kill_launcher:  // node 0 hosts the store: the others lose it
+      e.status = 128 + SIGKILL, e.lines = {}, e.others_status = 1, e.bound_s = silent;
+      e.others_lines = {k.host == 0 ? "lost the rendezvous store at " + c.address(0) : node + ", pid "};
+      break;
+    case Fault::link_down:
+    case Fault::partition:
+      e.lines = {"lost the rendezvous store at " + c.address(0)}, e.others_status = 1;
+      e.others_lines = {node + ", pid ", "sent no heartbeat for"};
+      break;
+    case Fault::slow_net:
+      break;
+    default:
+      e.lines = {"no expectation for this fault in per-node mode"};
+  }
+  return e;
+}
+
+Expected expected(const Cluster& c, const Case& k, const Options& o) {
+  Expected e;
+  const std::string addr = c.address(k.host);
+  const std::string rank = "rank " + std::to_string(k.rank) + " on ";
+  const std::string lost = "lost the agent on " + addr;
+  const double teardown = kGrace + 2;
+  switch (k.fault) {
+    case Fault::kill_rank:
+      e = {128 + SIGKILL, {rank, "was killed by signal 9"}, 1 + teardown};
+      break;
+    case Fault::kill_agent:
+    case Fault::kill_ssh:
+      e = {1, {lost}, 1 + teardown};
+      break;
+    case Fault::stop_agent:
+    case Fault::link_down:
+    case Fault::partition:
+      e = {1, {lost + " (no heartbeat"}, o.heartbeat_s + 2 + teardown};
+      break;
+    case Fault::kill_launcher:
+      e = {128 + SIGKILL, {}, 1};
+      break;
+    case Fault::stop_rank:
+      e = {124, {"the job ran past --timeout", rank + addr + ": stopped by a signal"},
+           stop_rank_timeout(k) + kStackTimeout + teardown};
+      break;
+    case Fault::refuse_ssh:
+      e = {1, {"error: " + addr, "refused"}, kSshTimeout + 2};  // a refusal is at once; a loaded host's start is not
+      e.no_output = true;
+      break;
+    case Fault::slow_net:
+      e = {0, {}, 2 * run_time(k, o) + 10};  // no detection to time: the job's own run, slowed (an MPI step is a few round trips)
+      e.complete_attempt = 0;
+      break;
+  }
+  if (k.job == JobKind::rdzv) return expected_per_node(c, k, o, e);
+  if (retried(k)) {
+    if (!e.lines.empty()) e.lines.front() = "attempt 1 of 2 failed: " + e.lines.front();
+    e.lines.push_back("attempt 2 of 2 succeeded");
+    e.status = 0;
+    e.complete_attempt = 1;
+    e.bound_s += run_time(k, o) + 3;  // the second attempt: a new agent (ssh) where one was lost, then every line
+  }
+  return e;
+}
+
+// ---- finding the processes a fault hits ------------------------------------
+
+// The ranks in `host`: processes with `mark` in their argv whose parent is an
+// agent (dlaunch's own argv and the shell that runs it hold the mark too).
+std::vector<int> rank_pids(const Cluster& c, const std::string& host, const std::string& mark) {
+  std::vector<int> out;
+  for (int pid : multihost::pids_matching(c, host, mark))
+    if (comm_of(parent_of(pid)) == "dlaunch-agent") out.push_back(pid);
+  return out;
+}
+
+// The pid of `rank` (its environment's RANK), or 0.
+int rank_pid(const Cluster& c, const Case& k, const std::string& mark) {
+  for (int pid : rank_pids(c, c.host(k.host), mark))
+    if (env_of(pid, "RANK") == std::to_string(k.rank)) return pid;
+  return 0;
+}
+
+// The one process named `comm` in `host`, or 0 (by name: h0's ssh clients
+// of --launcher ssh have "dlaunch-agent" in their argv).
+int process_named(const Cluster& c, int host, const std::string& comm) {
+  std::vector<int> v;
+  for (int pid : c.pids_in(c.host(host)))
+    if (comm_of(pid) == comm) v.push_back(pid);
+  return v.size() == 1 ? v[0] : 0;
+}
+
+int agent_pid(const Cluster& c, int host) { return process_named(c, host, "dlaunch-agent"); }
+
+// The process that carries `host`'s agent over ssh: the ssh client on h0
+// (--launcher ssh) or the sshd session on the host (libssh), or 0.
+int ssh_pid(const Cluster& c, const Case& k) {
+  if (k.openssh) {
+    for (int pid : multihost::pids_matching(c, "h0", c.address(k.host)))
+      if (comm_of(pid) == "ssh") return pid;
+    return 0;
+  }
+  for (int pid = agent_pid(c, k.host); pid > 1; pid = parent_of(pid))
+    if (comm_of(pid) == "sshd") return pid;
+  return 0;
+}
+
+// ---- the job's temp dirs ----------------------------------------------------
+
+// Net namespace inodes of the cluster's hosts.
+std::set<ino_t> namespace_inodes(const Cluster& c) {
+  std::set<ino_t> out;
+  for (auto& h : c.hosts()) {
+    struct stat st {};
+    if (::stat(("/run/netns/" + c.netns(h)).c_str(), &st) == 0) out.insert(st.st_ino);
+  }
+  return out;
+}
+
+// Pids of every dlaunch-agent running in the cluster, read from /proc.
+std::set<int> agents_now(const std::set<ino_t>& inodes) {
+  std::set<int> out;
+  DIR* d = ::opendir("/proc");
+  while (dirent* e = d ? ::readdir(d) : nullptr) {
+    const int pid = std::atoi(e->d_name);
+    if (pid <= 0 || comm_of(pid) != "dlaunch-agent") continue;
+    struct stat st {};
+    if (::stat(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), &st) == 0 && inodes.count(st.st_ino)) out.insert(pid);
+  }
+  if (d) ::closedir(d);
+  return out;
+}
+
+// Watches the cluster for agents while a job runs (their pids name their
+// temp dirs: /tmp/dlaunch-<pid>-..., /dev/shm/dlaunch-<pid>-...).
+class AgentWatch {
+ public:
+  explicit AgentWatch(const Cluster& c) : inodes_(namespace_inodes(c)), thread_([this] { loop(); }) {}
+  ~AgentWatch() { stop(); }
+  std::set<int> stop() {
+    if (thread_.joinable()) {
+      done_ = true;
+      thread_.join();
+    }
+    return seen_;
+  }
+
+ private:
+  void loop() {
+    while (!done_) {
+      for (int p : agents_now(inodes_)) seen_.insert(p);
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  std::set<ino_t> inodes_;
+  std::set<int> seen_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// Entries of /tmp and /dev/shm named dlaunch-<pid>-... for a pid in `pids`.
+std::vector<std::string> dirs_of(const std::set<int>& pids) {
+  std::vector<std::string> out;
+  for (const char* base : {"/tmp", "/dev/shm"}) {
+    DIR* d = ::opendir(base);
+    while (dirent* e = d ? ::readdir(d) : nullptr) {
+      const std::string n = e->d_name;
+      if (n.rfind("dlaunch-", 0) != 0) continue;
+      const int pid = std::atoi(n.c_str() + 8);
+      if (pids.count(pid)) out.push_back(std::string(base) + "/" + n);
+    }
+    if (d) ::closedir(d);
+  }
+  return out;
+}
+
+// ---- checking the output ----------------------------------------------------
+
+// "" when every rank's numbered lines of every attempt are 0..k with no hole,
+// repeat or splice, and the complete attempt has all of them; else what is wrong.
+std::string check_lines(const std::string& out, const std::string& mark, int ranks, const Expected& e, int lines) {
+  const std::regex line_re("^chaos (\\d+) (\\d+) a=(\\d+) " + std::regex_replace(mark, std::regex("\\."), "\\.") + "\\r?$");
+  std::map<std::pair<int, int>, std::vector<int>> seen;  // (attempt, rank) -> numbers in order
+  std::istringstream in(out);
+  int count = 0;
+  for (std::string l; std::getline(in, l);) {
+    if (!contains(l, mark) || l.rfind("dlaunch", 0) == 0) continue;
+    std::smatch m;
+    if (!std::regex_match(l, m, line_re)) return "a spliced line: '" + l + "'";
+    seen[{std::stoi(m[3]), std::stoi(m[1])}].push_back(std::stoi(m[2]));
+    ++count;
+  }
+  if (e.no_output && count > 0) return std::to_string(count) + " lines of ranks that should not have run";
+  for (auto& [key, nums] : seen)
+    for (size_t i = 0; i < nums.size(); ++i)
+      if (nums[i] != static_cast<int>(i))
+        return "attempt " + std::to_string(key.first) + " rank " + std::to_string(key.second) + ": line " +
+               std::to_string(i) + " is number " + std::to_string(nums[i]) + " (lost or repeated lines)";
+  if (e.complete_attempt >= 0)
+    for (int r = 0; r < ranks; ++r)
+      if (static_cast<int>(seen[{e.complete_attempt, r}].size()) != lines)
+        return "attempt " + std::to_string(e.complete_attempt) + " rank " + std::to_string(r) + " printed " +
+               std::to_string(seen[{e.complete_attempt, r}].size()) + " of " + std::to_string(lines) + " lines";
+  return "";
+}
+
+// The exit code, the expected lines, and: a killed rank named with its host
+// (`who`: its address, or its name in per-node mode) and pid, no host but
+// the fault's named as lost.
+std::string check_verdict(const dl::cluster::RunResult& r, int status, const std::vector<std::string>& lines,
+                          int killed_rank, const std::string& who, int rank) {
+  if (r.status != status) return "exit " + std::to_string(r.status) + ", expected " + std::to_string(status);
+  for (auto& l : lines)
+    if (!contains(r.output, l)) return "no '" + l + "' in the output";
+  if (killed_rank > 0) {
+    const std::string named = "rank " + std::to_string(rank) + " on " + who + " (pid " + std::to_string(killed_rank) +
+                              ") was killed by signal 9";
+    if (!contains(r.output, named)) return "no '" + named + "' in the output";
+  }
+  std::istringstream in(r.output);
+  for (std::string l; std::getline(in, l);)
+    if (auto at = l.find("lost the agent on "); at != std::string::npos && l.compare(at + 18, who.size() + 1, who + " ") != 0)
+      return "a host the fault did not touch is named lost: '" + l + "'";
+  return "";
+}
+
+// The same for every node of a per-node job: node `k.host` as the fault's, the others as told.
+std::string check_nodes(const std::vector<dl::cluster::RunResult>& nodes, const Expected& e, const Case& k,
+                        int killed_rank, const std::string& who) {
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const bool hit = static_cast<int>(n) == k.host;
+    if (auto why = check_verdict(nodes[n], hit ? e.status : e.others_status, hit ? e.lines : e.others_lines,
+                                 killed_rank, who, k.rank);
+        !why.empty())
+      return "node " + std::to_string(n) + ": " + why;
+  }
+  return "";
+}
+
+// ---- injecting the fault ----------------------------------------------------
+
+bool send(int pid, int sig) { return pid > 0 && ::kill(pid, sig) == 0; }
+
+struct Injected {
+  bool ok = true;
+  std::string why;
+  int stopped = 0;       // a pid to SIGCONT later
+  int killed_agent = 0;  // the agent SIGKILLed
+  int killed_rank = 0;   // the rank SIGKILLed
+};
+
+Injected inject(const Cluster& c, const Case& k, const std::string& mark) {
+  const std::string h = c.host(k.host);
+  switch (k.fault) {
+    case Fault::kill_rank: {
+      int pid = rank_pid(c, k, mark);
+      return {send(pid, SIGKILL), "rank " + std::to_string(k.rank) + " not found on " + h, 0, 0, pid};
+    }
+    case Fault::stop_rank: {
+      int pid = rank_pid(c, k, mark);
+      return {send(pid, SIGSTOP), "rank " + std::to_string(k.rank) + " not found on " + h, pid};
+    }
+    case Fault::kill_agent: {
+      int pid = agent_pid(c, k.host);
+      return {send(pid, SIGKILL), "no agent on " + h, 0, pid};
+    }
+    case Fault::stop_agent: {
+      int pid = agent_pid(c, k.host);
+      return {send(pid, SIGSTOP), "no agent on " + h, pid};
+    }
+    case Fault::kill_launcher:
+      return {send(k.job == JobKind::rdzv ? process_named(c, k.host, "dlaunch") : multihost::launcher_pid(mark), SIGKILL),
+              "no dlaunch process"};
+    case Fault::kill_ssh:
+      return {send(ssh_pid(c, k), SIGKILL), "no ssh session for " + h};
+    case Fault::link_down:
+      return {c.script({"link", c.id(), h, "down"}).status == 0, "cluster.sh link down failed"};
+    case Fault::partition: {
+      const bool ok = c.script({"block", c.id(), "h0", h, "any"}).status == 0 &&
+                      c.script({"block", c.id(), h, "h0", "any"}).status == 0;
+      return {ok, "cluster.sh block failed"};
+    }
+    case Fault::slow_net: {
+      auto r = c.script({"slow", c.id(), h, "20ms"});
+      if (r.status == 4) r = c.script({"slow", c.id(), h, "0", "1mbit"});  // no sch_netem: rate only
+      return {r.status == 0, "cluster.sh slow failed: " + r.output};
+    }
+    case Fault::refuse_ssh:
+      return {};  // done before the launch
+  }
+  return {};
+}
+
+// Undoes what the fault left in the cluster (a cable, a stopped process, netem).
+void heal(const Cluster& c, const Case& k, const Injected& in) {
+  const std::string h = c.host(k.host);
+  if (k.fault == Fault::link_down) c.script({"link", c.id(), h, "up"});
+  if (k.fault == Fault::partition) c.script({"unblock", c.id(), h}), c.script({"unblock", c.id(), "h0"});
+  if (k.fault == Fault::slow_net) c.script({"unslow", c.id(), h});
+  if (k.fault == Fault::refuse_ssh) c.script({"start-sshd", c.id(), h});
+  if (k.fault == Fault::stop_agent && in.stopped) ::kill(in.stopped, SIGCONT);
+}
+
+// How long after the fault the cluster heals while the job still runs: a
+// frozen host or cut cable comes back once the launcher should have given
+// it up (so a restart can reach it); -1: only after the job.
+double heal_after(const Case& k, const Options& o) {
+  if (k.fault == Fault::stop_agent || k.fault == Fault::link_down || k.fault == Fault::partition)
+    return o.heartbeat_s + 1;
+  return -1;
+}
+
+// Waits for the job, healing the cluster at `heal_at` while it runs when
+// `early`, else once it has ended.
+dl::cluster::RunResult wait_job(std::future<dl::cluster::RunResult>& f, const Cluster& c, const Case& k,
+                               const Injected& in, Clock::time_point heal_at, bool early) {
+  bool healed = false;
+  while (f.wait_for(50ms) != std::future_status::ready)
+    if (early && !healed && Clock::now() >= heal_at) {
+      heal(c, k, in);
+      healed = true;
+    }
+  auto r = f.get();
+  if (!healed) heal(c, k, in);
+  return r;
+}
+
+// A torch job's ranks each make `dir`/ready.RANK once their process group is
+// up (chaos_torch.py): waits for all of them (60 s at most) or the job's end.
+void wait_torch_ready(const Cluster& c, const std::string& dir, std::future<dl::cluster::RunResult>& f) {
+  auto all_ready = [&] {
+    for (int r = 0; r < ranks_of(c); ++r)
+      if (!std::filesystem::exists(dir + "/ready." + std::to_string(r))) return false;
+    return true;
+  };
+  for (const auto end = Clock::now() + 60s; Clock::now() < end && !all_ready();)
+    if (f.wait_for(100ms) == std::future_status::ready) return;
+}
+
+// Waits until every host runs `per_host` processes with `mark`, or the job ended.
+bool wait_running(const Cluster& c, const std::string& mark, std::future<dl::cluster::RunResult>& f) {
+  auto all_running = [&] {
+    for (auto& h : c.hosts())
+      if (static_cast<int>(rank_pids(c, h, mark).size()) < kSlots) return false;
+    return true;
+  };
+  for (const auto end = Clock::now() + 30s; Clock::now() < end;) {
+    if (all_running()) return true;
+    if (f.wait_for(100ms) == std::future_status::ready) return false;
+  }
+  return false;
+}
+
+// Temp dirs: a live or cleanly ended agent's must be gone; a SIGKILLed
+// agent's cannot be removed by it, and the next MPI job's agents remove them
+// (agent/mpi_job.cc): checked once such a job has run.
+template <class Fail>
+void check_dirs(const Case& k, std::set<int> seen, int killed_agent, std::vector<std::string>& killed_dirs, Fail fail) {
+  std::string list;
+  if ((k.job == JobKind::openmpi || k.job == JobKind::mpich) && k.fault != Fault::refuse_ssh) {
+    for (auto& d : killed_dirs)
+      if (std::filesystem::exists(d)) list += d + " (of an agent SIGKILLed before this job)\n";
+    killed_dirs.clear();
+  }
+  seen.erase(killed_agent);
+  for (auto& d : dirs_of(seen)) list += d + "\n";
+  if (!list.empty()) fail(Verdict::leftovers, "temp dirs left:\n" + list);
+  if (killed_agent)
+    for (auto& d : dirs_of({killed_agent})) killed_dirs.push_back(d);
+}
+
+}  // namespace
+
+const char* name(Verdict v) {
+  switch (v) {
+    case Verdict::correct: return "correct";
+    case Verdict::wrong_verdict: return "wrong_verdict";
+    case Verdict::hung: return "hung";
+    case Verdict::leftovers: return "leftovers";
+    case Verdict::lost_output: return "lost_output";
+  }
+  return "?";
+}
+
+static const char* name(JobKind j) {
+  switch (j) {
+    case JobKind::shell: return "shell";
+    case JobKind::restart: return "restart";
+    case JobKind::openmpi: return "openmpi";
+    case JobKind::mpich: return "mpich";
+    case JobKind::rdzv: return "rdzv";
+    case JobKind::torch: return "torch";
+  }
+  return "?";
+}
+
+static const char* name(Fault f) {
+  switch (f) {
+    case Fault::kill_rank: return "kill-rank";
+    case Fault::kill_agent: return "kill-agent";
+    case Fault::kill_launcher: return "kill-launcher";
+    case Fault::kill_ssh: return "kill-ssh";
+    case Fault::stop_agent: return "stop-agent";
+    case Fault::stop_rank: return "stop-rank";
+    case Fault::link_down: return "link-down";
+    case Fault::partition: return "partition";
+    case Fault::refuse_ssh: return "refuse-ssh";
+    case Fault::slow_net: return "slow-net";
+  }
+  return "?";
+}
+
+Case make_case(uint64_t seed, int index, int hosts, bool torch) {
+  // One generator per case, seeded from (seed, index) alone: a case replays
+  // without the ones before it.
+  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(index)};
+  std::mt19937_64 rng(seq);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
+  Case k;
+  k.seed = seed;
+  k.index = index;
+  const int j = pick(10);  // shell, restart, OpenMPI, rdzv 2/10 each, MPICH 1/10
+  k.job = j < 3 ? JobKind::shell : j < 5 ? JobKind::restart : j < 7 ? JobKind::openmpi : j < 8 ? JobKind::mpich : JobKind::rdzv;
+  k.fault = static_cast<Fault>(pick(kFaultKinds));
+  k.openssh = pick(2) == 1;
+  if (k.job == JobKind::rdzv) {
+    // One dlaunch per host: no ssh, and no --timeout to see a stopped rank.
+    constexpr Fault per_node[] = {Fault::kill_rank, Fault::kill_agent, Fault::kill_launcher, Fault::stop_agent,
+                                  Fault::link_down, Fault::partition, Fault::slow_net};
+    if (k.fault == Fault::kill_ssh || k.fault == Fault::refuse_ssh || k.fault == Fault::stop_rank)
+      k.fault = per_node[pick(std::size(per_node))];
+    k.openssh = false;
+  }
+  // h0 runs the launcher and its agent without ssh: faults of a remote
+  // host's network or ssh hit h1.., the others any host.
+  const bool remote = k.fault == Fault::kill_ssh || k.fault == Fault::link_down || k.fault == Fault::partition ||
+                      k.fault == Fault::refuse_ssh || k.fault == Fault::slow_net;
+  k.host = remote ? 1 + pick(hosts - 1) : pick(hosts);
+  k.rank = k.host * kSlots + pick(kSlots);
+  k.at_s = pick(1500) / 1000.0;
+  if (torch && k.job == JobKind::shell && pick(2) == 0) k.job = JobKind::torch;  // last: the other draws stay
+  return k;
+}
+
+std::string describe(const Case& k) {
+  std::ostringstream s;
+  s << "seed=" << k.seed << " job=" << k.index << " kind=" << name(k.job) << (k.openssh ? "(--launcher ssh)" : "")
+    << " fault=" << name(k.fault) << " host=h" << k.host;
+  if (k.fault == Fault::kill_rank || k.fault == Fault::stop_rank) s << " rank=" << k.rank;
+  s << " at=" << k.at_s << "s";
+  return s.str();
+}
+
+Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<std::string>& killed_dirs) {
+  Result res;
+  const std::string mark = multihost::unique_marker();
+  const Expected e = expected(c, k, o);
+  auto fail = [&](Verdict v, std::string why) {
+    if (res.verdict == Verdict::correct) {
+      res.verdict = v;
+      res.why = std::move(why);
+    }
+  };
+  if (k.fault == Fault::refuse_ssh && c.script({"stop-sshd", c.id(), c.host(k.host)}).status != 0) {
+    fail(Verdict::wrong_verdict, "cluster.sh stop-sshd failed");
+    return res;
+  }
+  AgentWatch agents(c);
+  const double limit = 20 + e.bound_s + run_time(k, o) + stop_rank_timeout(k);
+  // --timeout's stacks go where the run removes them (dlaunch leaves its report dir to the user).
+  const std::string report_dir = c.dir() + "/report-" + mark;
+  struct RemoveDir {
+    std::string path;
+    ~RemoveDir() { std::filesystem::remove_all(path); }
+  } remove_report{report_dir};
+  std::filesystem::create_directory(report_dir);  // a torch job's ranks say there that they are up
+  std::filesystem::permissions(report_dir, std::filesystem::perms::owner_all);
+  auto nodes = std::make_shared<std::vector<dl::cluster::RunResult>>();
+  auto f = start_job(c, k, o, mark, report_dir, std::chrono::milliseconds(static_cast<int>(limit * 1000)), nodes);
+  Injected in;
+  auto fault_at = Clock::now();
+  if (k.fault != Fault::refuse_ssh) {
+    if (!wait_running(c, mark, f)) {
+      auto r = f.get();
+      heal(c, k, in);
+      res.output = r.output;
+      fail(Verdict::wrong_verdict, "the ranks did not start on every host within 30 s (exit " +
+                                       std::to_string(r.status) + ")");
+      return res;
+    }
+    if (k.job == JobKind::torch) wait_torch_ready(c, report_dir, f);
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(k.at_s * 1000)));
+    fault_at = Clock::now();
+    in = inject(c, k, mark);
+    if (!in.ok) fail(Verdict::wrong_verdict, "could not inject the fault: " + in.why);
+  }
+  const double heal_s = heal_after(k, o);
+  auto r = wait_job(f, c, k, in, fault_at + std::chrono::milliseconds(static_cast<int>(heal_s * 1000)), heal_s >= 0);
+  res.took_s = seconds_since(fault_at);
+  res.output = r.output;
+  // A stopped rank stays stopped after its job: SIGKILL has ended it (or it is left).
+  if (in.ok) {
+    if (r.status == 124 && e.status != 124)
+      fail(Verdict::hung, "dlaunch did not end within " + std::to_string(static_cast<int>(limit)) + " s");
+    else if (res.took_s > e.bound_s)
+      fail(Verdict::hung, "dlaunch ended " + std::to_string(res.took_s) + " s after the fault; the bound is " +
+                              std::to_string(e.bound_s) + " s");
+    const std::string why = k.job == JobKind::rdzv
+                                ? check_nodes(*nodes, e, k, in.killed_rank, c.host(k.host))
+                                : check_verdict(r, e.status, e.lines, in.killed_rank, c.address(k.host), k.rank);
+    if (!why.empty()) fail(Verdict::wrong_verdict, why);
+  }
+  // What is left: processes (the teardown of a lost launcher takes its agents' heartbeat timeout).
+  const auto cleanup = std::chrono::milliseconds(static_cast<int>((o.heartbeat_s + kGrace + 3) * 1000));
+  if (auto left = multihost::wait_clean(c, mark, cleanup); !left.empty()) {
+    fail(Verdict::leftovers, "left running:\n" + left);
+    for (auto& h : c.hosts())  // so that the next case starts clean
+      for (int pid : multihost::pids_matching(c, h, mark)) ::kill(pid, SIGKILL);
+  }
+  check_dirs(k, agents.stop(), in.killed_agent, killed_dirs, fail);
+  if (auto why = check_lines(r.output, mark, ranks_of(c), e, lines_of(k, o)); !why.empty()) fail(Verdict::lost_output, why);
+  return res;
+}
+
+void Tally::add(Verdict v) {
+  ++faults;
+  ++jobs;
+  switch (v) {
+    case Verdict::correct: ++correct; break;
+    case Verdict::wrong_verdict: ++wrong_verdict; break;
+    case Verdict::hung: ++hung; break;
+    case Verdict::leftovers: ++leftovers; break;
+    case Verdict::lost_output: ++lost_output; break;
+  }
+}
+
+std::string Tally::line(uint64_t seed) const {
+  std::ostringstream s;
+  s << "chaos faults=" << faults << " jobs=" << jobs << " correct=" << correct << " wrong_verdict=" << wrong_verdict
+    << " hung=" << hung << " leftovers=" << leftovers << " lost_output=" << lost_output << " seed=" << seed;
+  return s.str();
+}
+
+}  // namespace dl::chaos

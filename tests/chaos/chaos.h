@@ -1,0 +1,79 @@
+#pragma once
+// The chaos run (docs/failures.md, "The chaos run"): real multi-host jobs on
+// the namespace cluster, one seeded fault each, every outcome checked.
+//
+//   dl::cluster::Cluster c(4);
+//   dl::chaos::Options o;
+//   auto r = dl::chaos::run_case(c, dl::chaos::make_case(7, 3, c.size()), o);
+//
+// A case is a pure function of (seed, index) and the host count, so
+// `--replay S:I` reruns exactly the job and fault that failed.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tests/cluster/cluster_fixture.h"
+
+namespace dl::chaos {
+
+enum class JobKind { shell, restart, openmpi, mpich, rdzv, torch };
+enum class Fault {
+  kill_rank,      // SIGKILL one rank
+  kill_agent,     // SIGKILL one host's agent
+  kill_launcher,  // SIGKILL dlaunch itself
+  kill_ssh,       // SIGKILL the ssh session that carries one host's agent
+  stop_agent,     // SIGSTOP one host's agent (a silent host), SIGCONT later
+  stop_rank,      // SIGSTOP one rank: nothing but --timeout can see it
+  link_down,      // unplug one host's cable, plug it back later
+  partition,      // drop TCP between one host and h0 (the launcher's), both ways; the others still reach it
+  refuse_ssh,     // one host's sshd is down when the job starts
+  slow_net,       // 20 ms delay on one host's packets: the job must succeed
+};
+constexpr int kFaultKinds = 10;
+
+struct Case {
+  uint64_t seed = 0;
+  int index = 0;
+  JobKind job = JobKind::shell;
+  Fault fault = Fault::kill_rank;
+  bool openssh = false;  // --launcher ssh instead of libssh (not for rdzv: one dlaunch per host, no ssh)
+  int host = 0;          // the host the fault hits
+  int rank = 0;          // the rank it hits (kill_rank, stop_rank)
+  double at_s = 0;       // seconds after every rank runs
+};
+
+struct Options {
+  double heartbeat_s = 3;  // --heartbeat-timeout of every job
+  int lines = 40;          // numbered lines per rank (one every 50 ms)
+  bool verbose = false;    // print every job's output, not only a failing one's
+};
+
+enum class Verdict { correct, wrong_verdict, hung, leftovers, lost_output };
+
+struct Result {
+  Verdict verdict = Verdict::correct;
+  std::string why;     // what was wrong ("" when correct)
+  std::string output;  // dlaunch's output
+  double took_s = 0;   // from the fault to dlaunch's exit
+};
+
+// `torch`: half the shell jobs become gloo torch jobs (about 12 s of
+// imports each here); off, a seed's cases are as they always were.
+Case make_case(uint64_t seed, int index, int hosts, bool torch = false);
+std::string describe(const Case& c);
+// `killed_dirs`: the temp dirs of agents SIGKILLed by earlier cases, which
+// the next MPI job's agents must remove (agent/mpi_job.cc); run_case checks
+// them after an MPI job and adds its own killed agent's.
+Result run_case(const dl::cluster::Cluster& cluster, const Case& c, const Options& o,
+                std::vector<std::string>& killed_dirs);
+const char* name(Verdict v);
+
+// Counts of a run and its last line:
+// "chaos faults=N jobs=J correct=C wrong_verdict=W hung=H leftovers=L lost_output=O seed=S".
+struct Tally {
+  int faults = 0, jobs = 0, correct = 0, wrong_verdict = 0, hung = 0, leftovers = 0, lost_output = 0;
+  void add(Verdict v);
+  std::string line(uint64_t seed) const;
+};
+
+}  // namespace dl::chaos

@@ -1,0 +1,124 @@
+// dlaunch-chaos: the chaos run's driver (bench/chaos/run.sh; docs/failures.md,
+// "The chaos run"). Brings up a namespace cluster, runs N jobs with one
+// seeded fault each, prints one line per case and, last, the tally.
+#include <signal.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "tests/chaos/chaos.h"
+
+namespace {
+struct Args {
+  int faults = 40;
+  uint64_t seed = 1;
+  int hosts = 4;
+  int replay = -1;  // a job index to rerun alone
+  bool torch = false;
+  dl::chaos::Options options;
+};
+
+const char* kUsage =
+    "usage: dlaunch-chaos [--faults N] [--seed S] [--hosts K] [--replay S:I] [--heartbeat-timeout S] [--lines N] [--torch] [-v]\n";
+
+bool number(const std::string& s, auto& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+// Parses argv; prints why and returns false on bad input.
+bool parse(int argc, char** argv, Args& a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string opt = argv[i];
+    if (opt == "-v" || opt == "--torch") {
+      (opt == "-v" ? a.options.verbose : a.torch) = true;
+      continue;
+    }
+    if (opt == "-h" || opt == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    }
+    if (i + 1 >= argc) {
+      std::cerr << "dlaunch-chaos: " << opt << " needs a value\n" << kUsage;
+      return false;
+    }
+    const std::string v = argv[++i];
+    bool ok = false;
+    if (opt == "--faults") ok = number(v, a.faults) && a.faults > 0;
+    else if (opt == "--seed") ok = number(v, a.seed);
+    else if (opt == "--hosts") ok = number(v, a.hosts) && a.hosts >= 2 && a.hosts <= 64;
+    else if (opt == "--lines") ok = number(v, a.options.lines) && a.options.lines > 0 && a.options.lines <= 10000;
+    else if (opt == "--heartbeat-timeout") ok = number(v, a.options.heartbeat_s) && a.options.heartbeat_s > 0;
+    else if (opt == "--replay") {
+      auto colon = v.find(':');
+      ok = colon != std::string::npos && number(v.substr(0, colon), a.seed) && number(v.substr(colon + 1), a.replay) &&
+           a.replay >= 0;
+    } else {
+      std::cerr << "dlaunch-chaos: unknown option " << opt << "\n" << kUsage;
+      return false;
+    }
+    if (!ok) {
+      std::cerr << "dlaunch-chaos: bad value for " << opt << ": '" << v << "'\n" << kUsage;
+      return false;
+    }
+  }
+  return true;
+}
+// Ctrl-C or SIGTERM: take the cluster down (every job in it with it) and
+// leave. A handler that writes to a pipe, not a blocked mask: the jobs
+// inherit a mask, but handlers end at exec.
+int signal_pipe[2] = {-1, -1};
+
+void take_down_on_signal(const dl::cluster::Cluster& cluster) {
+  if (::pipe(signal_pipe) != 0) return;
+  struct sigaction sa {};
+  sa.sa_handler = [](int sig) {
+    const unsigned char b = static_cast<unsigned char>(sig);
+    (void)!::write(signal_pipe[1], &b, 1);
+  };
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  std::thread([&cluster] {
+    unsigned char sig = 0;
+    if (::read(signal_pipe[0], &sig, 1) != 1) return;
+    std::fprintf(stderr, "dlaunch-chaos: %s: taking cluster %s down\n", sigabbrev_np(sig), cluster.id().c_str());
+    dl::cluster::run_argv({dl::cluster::Cluster::script_path(), "down", cluster.id()});
+    ::_exit(128 + sig);
+  }).detach();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (!parse(argc, argv, a)) return 2;
+  try {
+    dl::cluster::Cluster cluster(a.hosts);
+    take_down_on_signal(cluster);
+    dl::chaos::Tally tally;
+    std::vector<std::string> killed_dirs;
+    const int first = a.replay >= 0 ? a.replay : 0, end = a.replay >= 0 ? a.replay + 1 : a.faults;
+    for (int i = first; i < end; ++i) {
+      const auto k = dl::chaos::make_case(a.seed, i, a.hosts, a.torch);
+      const auto r = dl::chaos::run_case(cluster, k, a.options, killed_dirs);
+      tally.add(r.verdict);
+      std::printf("case %s: %s (%.1f s after the fault)%s%s\n", dl::chaos::describe(k).c_str(),
+                  dl::chaos::name(r.verdict), r.took_s, r.why.empty() ? "" : ": ", r.why.c_str());
+      if (r.verdict != dl::chaos::Verdict::correct || a.options.verbose)
+        std::printf("--- dlaunch's output:\n%s---\n", r.output.c_str());
+      if (r.verdict != dl::chaos::Verdict::correct)
+        std::printf("replay: bench/chaos/run.sh --hosts %d --heartbeat-timeout %g --lines %d%s --replay %llu:%d\n", a.hosts,
+                    a.options.heartbeat_s, a.options.lines, a.torch ? " --torch" : "", static_cast<unsigned long long>(a.seed), i);
+      std::fflush(stdout);
+    }
+    std::printf("%s\n", tally.line(a.seed).c_str());
+    return tally.correct == tally.faults ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlaunch-chaos: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,77 @@
+// The chaos run's short form (docs/failures.md, "The chaos run"): fixed
+// seeds, a few dozen faults in real multi-host jobs on the namespace cluster,
+// every one of them must end as expected. A failing case prints dlaunch's
+// output and the command that replays it alone.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "tests/chaos/chaos.h"
+
+using namespace dl::chaos;
+
+namespace {
+constexpr int kHosts = 4;
+constexpr int kFaults = 16;  // per seed: two seeds run side by side under ctest -j2, about 70 s each
+constexpr uint64_t kSeeds[] = {11, 12};
+
+void run_seed(uint64_t seed) {
+  dl::cluster::Cluster cluster(kHosts);
+  Options o;
+  Tally tally;
+  std::vector<std::string> killed_dirs;
+  for (int i = 0; i < kFaults; ++i) {
+    const Case k = make_case(seed, i, kHosts);
+    const Result r = run_case(cluster, k, o, killed_dirs);
+    tally.add(r.verdict);
+    INFO(describe(k) << ": " << name(r.verdict) << ": " << r.why << "\ndlaunch's output:\n"
+                     << r.output << "replay: bench/chaos/run.sh --replay " << seed << ":" << i);
+    CHECK(r.verdict == Verdict::correct);
+  }
+  INFO(tally.line(seed));
+  CHECK(tally.correct == kFaults);
+}
+}  // namespace
+
+TEST_CASE("chaos: a case is a function of its seed and index alone", "[chaos]") {
+  for (int i : {0, 5, 31}) {
+    CHECK(describe(make_case(7, i, 4)) == describe(make_case(7, i, 4)));
+    CHECK(describe(make_case(7, i, 4)) != describe(make_case(8, i, 4)));
+  }
+  CHECK(describe(make_case(7, 3, 4)).rfind("seed=7 job=3 ", 0) == 0);
+  // Faults of a remote host's ssh or network never hit h0, which runs the launcher.
+  for (int i = 0; i < 200; ++i) {
+    const Case k = make_case(1, i, 4);
+    if (k.fault == Fault::kill_ssh || k.fault == Fault::link_down || k.fault == Fault::partition ||
+        k.fault == Fault::refuse_ssh || k.fault == Fault::slow_net)
+      CHECK(k.host != 0);
+    CHECK(k.rank / 2 == k.host);
+  }
+}
+
+TEST_CASE("chaos: the short form's seeds hit every kind of fault and job", "[chaos]") {
+  std::set<Fault> faults;
+  std::set<JobKind> jobs;
+  for (uint64_t seed : kSeeds)
+    for (int i = 0; i < kFaults; ++i) {
+      faults.insert(make_case(seed, i, kHosts).fault);
+      jobs.insert(make_case(seed, i, kHosts).job);
+    }
+  CHECK(faults.size() == kFaultKinds);
+  CHECK(jobs.size() == 5);
+}
+
+TEST_CASE("chaos: the last line's form", "[chaos]") {
+  Tally t;
+  t.add(Verdict::correct);
+  t.add(Verdict::hung);
+  CHECK(t.line(9) == "chaos faults=2 jobs=2 correct=1 wrong_verdict=0 hung=1 leftovers=0 lost_output=0 seed=9");
+}
+
+TEST_CASE("chaos: seed 11 - every fault ends as expected and leaves nothing", "[chaos][cluster][slow]") {
+  run_seed(kSeeds[0]);
+}
+
+TEST_CASE("chaos: seed 12 - every fault ends as expected and leaves nothing", "[chaos][cluster][slow]") {
+  run_seed(kSeeds[1]);
+}
