@@ -173,7 +173,8 @@ TEST_CASE("stacks: a host without eu-stack and gdb says so, and the job still en
   kill_marked(m);
 }
 
-TEST_CASE("stacks: a stopped rank is named as not answering within --stack-timeout", "[integration][stacks]") {
+TEST_CASE("stacks: a stopped rank is named as stopped by a signal, at once, not as a rank that did not answer",
+          "[integration][stacks]") {
   const std::string m = new_marker();
   TempDir tmp, report;
   write_file(tmp.path + "/stop.py",
@@ -186,7 +187,7 @@ TEST_CASE("stacks: a stopped rank is named as not answering within --stack-timeo
   RunResult r = run(s, 60);
   INFO(r.err);
   CHECK(r.code == 124);
-  CHECK(line_starting(r.err, "dlaunch:   rank 1 on localhost: did not answer within 1 s") != "");
+  CHECK(line_starting(r.err, "dlaunch:   rank 1 on localhost: stopped by a signal (SIGSTOP or SIGTSTP") != "");
   CHECK(line_starting(r.err, "dlaunch:   rank 0 on localhost: <module>") != "");
   CHECK(wait_marked_gone(m, 2).empty());
   kill_marked(m);
