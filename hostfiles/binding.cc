@@ -5,25 +5,32 @@
 
 namespace dl::hostfiles {
 
-const char* to_string(CpuBind policy) {
-  switch (policy) {
-    case CpuBind::kNone: return "none";
-    case CpuBind::kCore: return "core";
-    case CpuBind::kHwthread: return "hwthread";
-    case CpuBind::kSocket: return "socket";
-    case CpuBind::kNuma: return "numa";
-  }
-  return "?";
+const std::vector<std::pair<std::string, CpuBind>>& cpu_bind_words() {
+  static const std::vector<std::pair<std::string, CpuBind>> words = {{"none", CpuBind::kNone},
+                                                                     {"core", CpuBind::kCore},
+                                                                     {"hwthread", CpuBind::kHwthread},
+                                                                     {"socket", CpuBind::kSocket},
+                                                                     {"numa", CpuBind::kNuma}};
+  return words;
 }
 
-const char* to_string(GpuBind mode) {
-  switch (mode) {
-    case GpuBind::kVisible: return "visible";
-    case GpuBind::kIsolate: return "isolate";
-    case GpuBind::kNone: return "none";
-  }
+const std::vector<std::pair<std::string, GpuBind>>& gpu_bind_words() {
+  static const std::vector<std::pair<std::string, GpuBind>> words = {
+      {"visible", GpuBind::kVisible}, {"isolate", GpuBind::kIsolate}, {"none", GpuBind::kNone}};
+  return words;
+}
+
+namespace {
+template <class E>
+const char* word_of(const std::vector<std::pair<std::string, E>>& words, E value) {
+  for (const auto& [word, v] : words)
+    if (v == value) return word.c_str();
   return "?";
 }
+}  // namespace
+
+const char* to_string(CpuBind policy) { return word_of(cpu_bind_words(), policy); }
+const char* to_string(GpuBind mode) { return word_of(gpu_bind_words(), mode); }
 
 std::vector<std::string> split_id_list(const std::string& s) {
   std::vector<std::string> out;

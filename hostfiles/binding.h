@@ -6,6 +6,7 @@
 // agent/rank_process.cc pins the rank between fork and exec). Pure.
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dl::hostfiles {
@@ -27,6 +28,10 @@ struct CpuTopology {
 // --bind-to and --gpu-bind, typed once where the command line is parsed.
 enum class CpuBind { kNone, kCore, kHwthread, kSocket, kNuma };
 enum class GpuBind { kVisible, kIsolate, kNone };
+// The option's words and what each means, in the order the help names them:
+// the launcher parses and completes --bind-to and --gpu-bind from these.
+const std::vector<std::pair<std::string, CpuBind>>& cpu_bind_words();
+const std::vector<std::pair<std::string, GpuBind>>& gpu_bind_words();
 // The option value that names each ("core", "isolate"), for messages.
 const char* to_string(CpuBind policy);
 const char* to_string(GpuBind mode);

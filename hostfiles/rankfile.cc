@@ -88,17 +88,19 @@ Placement place_by_rankfile(const std::vector<RankfileLine>& lines, const std::v
                      " ranks (" + lines.front().origin.substr(0, lines.front().origin.rfind(':')) +
                      "); leave -n out, or give a rankfile line to each rank");
   std::vector<HostEntry> order = hosts;
+  std::map<std::string, int> index;  // host name -> its place in `order` (the first entry of that name)
+  for (size_t h = 0; h < order.size(); ++h) index.emplace(order[h].host, static_cast<int>(h));
   std::vector<int> host_of_rank;
   for (const auto& l : lines) {
-    auto it = std::find_if(order.begin(), order.end(), [&](const HostEntry& h) { return h.host == l.host; });
-    if (it == order.end()) {
+    auto it = index.find(l.host);
+    if (it == index.end()) {
       if (!hosts.empty())
         throw UsageError(l.origin + ": host '" + l.host + "' is not one of the job's hosts (" +
                          hosts.front().origin + "); add it there, or name one of them");
       order.push_back(HostEntry{l.host, "", 0, 1, 0, false, l.origin});
-      it = order.end() - 1;
+      it = index.emplace(l.host, static_cast<int>(order.size() - 1)).first;
     }
-    host_of_rank.push_back(static_cast<int>(it - order.begin()));
+    host_of_rank.push_back(it->second);
   }
   Placement p = place_given(order, host_of_rank);
   for (size_t r = 0; r < lines.size(); ++r) p.ranks[r].cpus = lines[r].slot;

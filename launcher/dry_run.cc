@@ -67,18 +67,18 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
   std::optional<std::vector<agent::VendorGpus>> here;
   std::map<std::string, std::string> variables;  // variable -> vendor, for the note under the table
   std::vector<std::vector<GpuCells>> cells(p.nodes.size());  // by node, by local rank
+  std::vector<std::vector<std::string>> slots(p.nodes.size());  // --rankfile's, by node, by local rank
+  for (size_t n = 0; n < p.nodes.size(); ++n) slots[n].resize(n < p.local_size.size() ? p.local_size[n] : 0);
+  if (!o.rankfile.empty())
+    for (const auto& r : p.ranks) slots.at(static_cast<size_t>(r.node)).at(static_cast<size_t>(r.local_rank)) = r.cpus;
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     const int local_world = n < p.local_size.size() ? p.local_size[n] : 0;
     const std::string host = hostfiles::describe(p.nodes[n]);
     auto& mine = cells[n];
     mine.assign(static_cast<size_t>(local_world), GpuCells{});
     const bool local = remote::is_local_host(p.nodes[n].host);
-    std::vector<std::string> slots(mine.size());  // --rankfile's, by local rank
-    if (!o.rankfile.empty())
-      for (const auto& r : p.ranks)
-        if (r.node == static_cast<int>(n)) slots.at(static_cast<size_t>(r.local_rank)) = r.cpus;
     if (pins_cpus(o)) {
-      if (local) plan_local_cpus(o, host, mine, {}, slots);
+      if (local) plan_local_cpus(o, host, mine, {}, slots[n]);
       else for (auto& c : mine) c.cpus = "?";
     }
     if (!bind) {
@@ -111,7 +111,7 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
         }
         gpu_numa.push_back(node);
       }
-      if (o.bind_to == hostfiles::CpuBind::kNuma && local) plan_local_cpus(o, host, mine, gpu_numa, slots);
+      if (o.bind_to == hostfiles::CpuBind::kNuma && local) plan_local_cpus(o, host, mine, gpu_numa, slots[n]);
     } catch (const std::runtime_error& e) {
       throw UsageError(e.what());  // the launch would refuse the same way: exit 2
     }

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
-#include <map>
 #include <boost/program_options.hpp>
 #include <sstream>
 #include <type_traits>
@@ -181,13 +180,11 @@ template <class E>
 using Choices = std::vector<std::pair<std::string, E>>;
 
 const Choices<hostfiles::MapBy> kMapBy = {{"slot", hostfiles::MapBy::kSlot}, {"node", hostfiles::MapBy::kNode}};
-const Choices<hostfiles::CpuBind> kBindTo = {
-    {"none", hostfiles::CpuBind::kNone},         {"core", hostfiles::CpuBind::kCore},
-    {"hwthread", hostfiles::CpuBind::kHwthread}, {"socket", hostfiles::CpuBind::kSocket},
-    {"numa", hostfiles::CpuBind::kNuma}};
-const Choices<hostfiles::GpuBind> kGpuBind = {
-    {"visible", hostfiles::GpuBind::kVisible}, {"isolate", hostfiles::GpuBind::kIsolate},
-    {"none", hostfiles::GpuBind::kNone}};
+const Choices<hostfiles::CpuBind>& kBindTo = hostfiles::cpu_bind_words();
+const Choices<hostfiles::GpuBind>& kGpuBind = hostfiles::gpu_bind_words();
+// srun's --cpu-bind values, as the --bind-to words they mean.
+const Choices<std::string> kSrunCpuBind = {
+    {"cores", "core"}, {"threads", "hwthread"}, {"sockets", "socket"}, {"ldoms", "numa"}, {"none", "none"}};
 // srun's --mpi=pmi2 is pmi: dlaunch's PMI server speaks PMI-1 and PMI-2.
 const Choices<MpiMode> kMpi = {{"pmix", MpiMode::kPmix}, {"pmi", MpiMode::kPmi}, {"none", MpiMode::kNone},
                                {"auto", MpiMode::kAuto}, {"pmi2", MpiMode::kPmi}};
@@ -274,10 +271,8 @@ bool translate_habit(const std::vector<std::string>& raw, size_t& i, std::vector
   }
   if (name == "--cpu-bind") {
     const std::string v = value_after(raw, i, typed);
-    static const std::map<std::string, std::string> srun_to_dlaunch = {
-        {"none", "none"}, {"cores", "core"}, {"threads", "hwthread"}, {"sockets", "socket"}, {"ldoms", "numa"}};
-    const auto it = srun_to_dlaunch.find(v);
-    if (it == srun_to_dlaunch.end())
+    const auto it = std::find_if(kSrunCpuBind.begin(), kSrunCpuBind.end(), [&](const auto& c) { return c.first == v; });
+    if (it == kSrunCpuBind.end())
       throw UsageError(typed + " " + v + ": dlaunch binds with srun's cores, threads, sockets, ldoms or none "
                        "(--bind-to core, hwthread, socket, numa, none), by local rank");
     mine.push_back("--bind-to=" + it->second);
@@ -819,7 +814,7 @@ const std::vector<OptionWords>& option_words() {
       {"start-method", {"spawn", "fork", "forkserver"}},
       {"rdzv-backend", {"c10d", "static"}},
       {"torch-store", words_of(kTorchStore)},
-      {"cpu-bind", {"cores", "threads", "sockets", "ldoms", "none"}},
+      {"cpu-bind", words_of(kSrunCpuBind)},
   };
   return table;
 }

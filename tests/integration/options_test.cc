@@ -696,6 +696,18 @@ TEST_CASE("habits: --rankfile places each rank on its host and pins it to its sl
   CHECK(allowed_in(read_file(tmp.path + "/out/rank.1/stdout")) == std::vector<int>{first});
   CHECK(allowed_in(read_file(tmp.path + "/out/rank.2/stdout")) == mine);  // no slot: not pinned
   CHECK_FALSE(std::filesystem::exists(tmp.path + "/out/rank.3"));   // -n is the rankfile's count
+  // --dry-run shows the same CPUs, each rank's slot as this machine resolves it.
+  RunSpec dry;
+  dry.argv = {bin("dlaunch"), "--rankfile", rf, "--dry-run", "/bin/true"};
+  RunResult d = run(dry, 30);
+  INFO(d.out << d.err);
+  REQUIRE(d.code == 0);
+  const auto rows = lines(d.out);
+  REQUIRE(rows.size() >= 4);
+  auto last_word = [](const std::string& l) { return l.substr(l.find_last_of(' ') + 1); };
+  CHECK(last_word(rows[1]) == std::to_string(last));   // rank 0
+  CHECK(last_word(rows[2]) == std::to_string(first));  // rank 1
+  CHECK(last_word(rows[3]) == "-");                    // rank 2: not pinned
 
   write_file(rf, "rank 0=localhost slot=4000\n");
   const std::string flag = tmp.path + "/started";
