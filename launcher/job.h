@@ -25,14 +25,16 @@
 #include "remote/early_agent.h"
 #include "launcher/attempts.h"
 #include "launcher/connect_relay.h"
-#include "launcher/control_server.h"
+#include "launcher/agent_links.h"
 #include "launcher/fate.h"
 #include "launcher/fence_relay.h"
 #include "launcher/job_phase.h"
 #include "launcher/launch_plan.h"
 #include "launcher/name_service.h"
 #include "launcher/options.h"
+#include "launcher/output_flow.h"
 #include "launcher/output_sink.h"
+#include "launcher/peers.h"
 #include "launcher/progress_line.h"
 #include "launcher/spawn_answer.h"
 #include "launcher/stack_collector.h"
@@ -44,55 +46,63 @@ namespace dl::launcher {
 namespace asio = boost::asio;
 class TorchStore;
 
-// Per-node mode (launcher/node_group.h): this Job runs one node of a job
-// whose nodes met at a store. The placement is the whole world's; only
-// `node` gets an agent here, the other nodes' ranks are theirs to run.
-struct NodeView {
-  int node = 0;
-  std::string token, job_id, store_addr, master_addr;
-  int master_port = 0;
-  // Tells the other nodes that this job failed; must not block.
-  std::function<void(int code, const std::string& verdict)> publish_failure;
-  // Starts watching the other nodes; `failed` may be called on any thread.
-  std::function<void(std::function<void(int, std::string)> failed)> watch;
-  // --max-restarts (NodeGroup's restart, abandon, next_attempt); without
-  // `restart` this node cannot restart. `done` may be called on any thread.
-  std::function<void(int attempt, int port, double wait_s, std::function<void(int port, std::string why)> done)> restart;
-  std::function<void(int attempt, const std::string& why)> abandon;
-  std::function<void(int attempt)> next_attempt;
-};
-
 // Makes the Job's agent starter (the real one by default; tests pass a fake).
 // The Job's agent starter is remote/agent_starter.h's interface.
 using remote::AgentStarter;
 using remote::AgentStartSpec;
 using StarterFactory = std::function<std::unique_ptr<AgentStarter>(asio::io_context&, AgentStarter::Events)>;
+// Makes the Job's links to its agents (launcher/agent_links.h): the
+// ControlServer by default; tests pass one that records what is sent.
+using LinksFactory = std::function<std::unique_ptr<AgentLinks>(asio::io_context&, const std::string& token,
+                                                               size_t nodes, AgentLinks::Handler&)>;
 
-class Job : public ControlServer::Handler {
+// What a Job is made of besides its options and placement; each empty part
+// is the real one.
+struct JobParts {
+  Peers* peers = nullptr;  // not owned; null: hostfile mode (Peers::none())
+  StarterFactory make_starter;
+  LinksFactory make_links;
+};
+
+class Job : public AgentLinks::Handler {
  public:
-  Job(RunOptions opts, hostfiles::Placement placement, std::optional<NodeView> view = std::nullopt,
-      StarterFactory make_starter = {});
+  Job(RunOptions opts, hostfiles::Placement placement, JobParts parts = {});
   ~Job() override;
   // The local agent forked before this Job's event loop existed
   // (remote/early_agent.h): the local node's first start uses it. Before run().
   void use_early_agent(std::unique_ptr<remote::EarlyAgent> early) { early_agent_ = std::move(early); }
   // Runs the job; returns dlaunch's exit code. Prints the verdict line.
+  // Is start(), the event loop until the job is done, and conclude().
   int run();
   Phase phase() const { return phase_.now(); }
 
+  // For tests that drive the Job step by step on their own thread: start()
+  // opens the links and starts the agents; io() runs what is due (poll());
+  // conclude() is run()'s end, once phase() is kDone.
+  void start();
+  asio::io_context& io() { return io_; }
+  int conclude();
+
  private:
+  enum class NodeState {
+    kExternal,     // per-node mode: another node's dlaunch runs it
+    kStarting,     // its agent is being started (or started anew for a restart)
+    kStartFailed,  // its agent could not be started
+    kUp,           // its agent said hello and the connection is open
+    kGone,         // its agent's connection closed
+  };
   struct Node {
     int index = 0;
     std::string host;  // as the hostfile names it
     bool local = false;
-    bool external = false;  // per-node mode: another node's dlaunch runs it
+    NodeState state = NodeState::kStarting;
     std::vector<int> ranks;
-    std::optional<control::msg::Hello> hello;
+    std::optional<control::msg::Hello> hello;  // its agent's (the last, after a restart)
     std::string reach_addr;  // this host's address as the other hosts reach it
-    bool start_failed = false;
+    bool ours() const { return state != NodeState::kExternal; }
   };
 
-  // ControlServer::Handler
+  // AgentLinks::Handler
   std::string on_hello(const control::msg::Hello& m) override;
   void on_message(int node, const control::FromAgent& m) override;
   void on_output(int node, const control::DataChunk& c) override;
@@ -103,16 +113,27 @@ class Job : public ControlServer::Handler {
   void on_rank_exit(RankExit e);
   void on_peer_failed(int code, const std::string& verdict);
   int own_nodes() const;
-  // The agent starter (remote::make_agent_starter, or the test's).
+  bool per_node() const { return peers_->per_node(); }
+  // start()'s steps: the links and their port, the stores, the MPI relays,
+  // the timers.
+  std::string open_links(bool any_remote);
+  void start_stores(const std::string& bind);
+  void start_mpi_relays();
+  void arm_timers(bool any_remote);
+  void show_progress();
+  // Agents (launcher/job_agents.cc): the starter (remote::make_agent_starter,
+  // or the test's), starting them (with_port: those that need the control
+  // port, once it is open; else the local one, first), their failures.
   void make_starter();
-  // Starts the agents that need the control port (with_port, once it is
-  // open: control_port_), or those that do not (the local one, first).
   void start_agents(bool with_port);
+  AgentStartSpec agent_spec(const Node& n) const;
   void node_failed_to_start(int node, const std::string& why);
   bool all_agents_settled() const;
+  void on_agent_timeout();
   void launch_all();
   void teardown(int grace_ms);
   void abort_before_launch();
+  // Signals (launcher/job_signals.cc); the decisions are launcher/signal_policy.h's.
   void on_signal(int sig);
   // Ctrl-Z (SIGTSTP, and SIGTTIN/SIGTTOU): the ranks everywhere are stopped
   // (SIGSTOP to their groups, the agents stop counting our silence), then
@@ -130,14 +151,12 @@ class Job : public ControlServer::Handler {
   void all_ready();
   void restart_failed(const std::string& why);
   std::string hello_again(Node& n, const control::msg::Hello& m);
-  AgentStartSpec agent_spec(const Node& n) const;
   // MPI_Comm_spawn and publish/lookup (launcher/job_spawn.cc).
   void on_spawn_request(int node, const control::msg::SpawnRequest& r);
   void on_mpi_names(int node, const control::FromAgent& m);
   int node_of(int rank) const;
   std::unique_ptr<ConnectRelay> make_connect_relay();
   void start_stdin_reader();
-  void show_held_output();
   void start_stack_collector();
   // torch's c10d store on `bind`, and which node a client's address is.
   void start_torch_store(const std::string& bind);
@@ -146,11 +165,14 @@ class Job : public ControlServer::Handler {
   void finish();
   void stop();
   int grace_ms() const { return static_cast<int>(opts_.kill_grace_s * 1000); }
+  static std::chrono::milliseconds secs(double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); }
 
   RunOptions opts_;
   hostfiles::Placement plan_;
-  std::optional<NodeView> view_;
+  std::unique_ptr<Peers> own_peers_;  // hostfile mode's (Peers::none())
+  Peers* peers_;
   StarterFactory make_starter_;
+  LinksFactory make_links_;
   std::shared_ptr<remote::EarlyAgent> early_agent_;  // until make_starter() hands it on
   JobPhase phase_;
   bool peer_failed_ = false, published_ = false;  // per-node mode: who reported the failure
@@ -158,21 +180,19 @@ class Job : public ControlServer::Handler {
   std::string token_, job_id_, control_host_;
   uint16_t control_port_ = 0;
   std::vector<Node> nodes_;
-  std::unique_ptr<ControlServer> server_;
+  std::unique_ptr<AgentLinks> server_;
   std::unique_ptr<rdzv::TcpStoreServer> store_;
   std::unique_ptr<TorchStore> torch_store_;  // --torch-store served (launcher/torch_store.h)
   std::unique_ptr<FenceRelay> fences_;
   std::unique_ptr<AgentStarter> starter_;
   asio::signal_set signals_;
   asio::steady_timer agent_timer_, job_timer_, kill_timer_, close_timer_, restart_timer_, suspend_timer_;
-  asio::steady_timer output_timer_;  // the oldest partial line is due (show_held_output)
-  bool output_timer_armed_ = false;
   Attempts attempts_;
   ProgressLine progress_;                    // agents connected, on a terminal
   std::vector<std::string> start_failures_;  // hosts whose agent could not be started
-  bool output_held_ = false;                 // the agents' connections are not read: the console is behind
   bool mpi_ = false;                         // the agents serve PMIx (--mpi), decided at launch
   std::unique_ptr<OutputSink> sink_;
+  std::unique_ptr<OutputFlow> output_;      // from start() on
   std::unique_ptr<StackCollector> stacks_;  // where every rank is, on --timeout and SIGQUIT
   Fate fate_;
   std::unique_ptr<SpawnBook> spawns_;   // MPI_Comm_spawn's children, from run() on

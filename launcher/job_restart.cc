@@ -15,7 +15,7 @@ namespace dl::launcher {
 namespace msg = control::msg;
 
 bool Job::restartable() {
-  if (view_ && !view_->restart) {
+  if (!peers_->can_restart()) {
     attempts_.refuse("this node cannot meet the others for a restart");
     return false;
   }
@@ -31,10 +31,10 @@ void Job::restart() {
   phase_.to(Phase::kRestarting);
   kill_timer_.cancel();
   std::vector<int> own, anew;
-  for (const auto& n : nodes_) {
-    if (n.external) continue;
+  for (auto& n : nodes_) {
+    if (!n.ours()) continue;
     own.push_back(n.index);
-    if (!server_->connected(n.index)) anew.push_back(n.index);
+    if (n.state != NodeState::kUp) anew.push_back(n.index), n.state = NodeState::kStarting;
   }
   attempts_.begin_restart(own, anew);
   log("restart " + std::to_string(attempts_.next()) + ": waiting for every agent to be ready");
@@ -64,6 +64,7 @@ std::string Job::hello_again(Node& n, const msg::Hello& m) {
   if (!phase_.is(Phase::kRestarting) || !attempts_.anew(n.index))
     return "agent claims node " + std::to_string(m.node) + ", which already has one";
   n.hello = m;
+  n.state = NodeState::kUp;
   starter_->connected(n.index);
   log("new agent on " + n.host + " connected (pid " + std::to_string(m.pid) + ")");
   if (attempts_.ready(n.index, attempts_.next(), m.free_port)) all_ready();
@@ -75,15 +76,15 @@ void Job::on_ready(int node, const msg::Ready& r) {
   if (attempts_.ready(node, r.attempt, r.free_port)) all_ready();
 }
 
-// Every agent of ours is ready. Per-node mode: every node restarts together,
-// through the store (NodeGroup::restart): once all are ready, node 0's port
-// is the next MASTER_PORT; a node that will not restart stops the others.
+// Every agent of ours is ready. The peers agree on the next MASTER_PORT:
+// without any (hostfile mode), node 0's port at once; in per-node mode every
+// node restarts together, through the store (NodeGroup::restart): once all
+// are ready, node 0's port; a node that will not restart stops the others.
 void Job::all_ready() {
   restart_timer_.cancel();  // (the group's wait has a bound of its own)
-  if (!view_) return relaunch(attempts_.master_port());
   const double wait_s = opts_.kill_grace_s + opts_.heartbeat_timeout_s + 10;
-  log("restart " + std::to_string(attempts_.next()) + ": waiting for the other nodes at the store");
-  view_->restart(attempts_.restarts(), attempts_.master_port(), wait_s, [this](int port, std::string why) {
+  if (per_node()) log("restart " + std::to_string(attempts_.next()) + ": waiting for the other nodes at the store");
+  peers_->restart(attempts_.restarts(), attempts_.master_port(), wait_s, [this](int port, std::string why) {
     asio::post(io_, [this, port, why] {
       if (!phase_.is(Phase::kRestarting)) return;
       if (!why.empty()) return restart_failed(why);
@@ -98,12 +99,12 @@ void Job::relaunch(int master_port) {
   restart_timer_.cancel();
   fate_ = Fate(static_cast<int>(plan_.ranks.size()));
   for (const auto& n : nodes_)
-    if (n.external) fate_.not_ours(n.ranks);
+    if (!n.ours()) fate_.not_ours(n.ranks);
   signals_seen_ = 0;
   peer_failed_ = published_ = false;
   attempts_.relaunched();
   sink_->next_attempt(attempts_.restarts());
-  if (view_) view_->next_attempt(attempts_.restarts());
+  peers_->next_attempt(attempts_.restarts());
   if (store_) store_->erase_all_but(kStoreKeepPrefix);
   if (torch_store_) torch_store_->clear();  // torch's keys of the last attempt (its own prefix aside)
   PlanInput in = plan_input();
@@ -129,7 +130,7 @@ void Job::relaunch(int master_port) {
 // The restart cannot go on: the failed attempt's verdict ends the job.
 void Job::restart_failed(const std::string& why) {
   attempts_.refuse(why);
-  if (view_ && view_->abandon) view_->abandon(attempts_.restarts(), why);
+  peers_->abandon(attempts_.restarts(), why);
   if (phase_.is(Phase::kRestarting)) finish();
 }
 

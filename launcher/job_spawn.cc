@@ -52,7 +52,7 @@ void Job::on_spawn_request(int node, const msg::SpawnRequest& r) {
   for (int id : spawns_->ids_of(a.launch->parent_nspace, -1)) peers.insert(node_of(id));
   PendingSpawn pending{node, *a.launch, {}};
   for (int p : peers)
-    if (p != node && p >= 0 && !nodes_.at(static_cast<size_t>(p)).external && server_->connected(p)) {
+    if (p != node && p >= 0 && nodes_.at(static_cast<size_t>(p)).ours() && server_->connected(p)) {
       server_->send(p, known);
       pending.waiting.insert(p);
     }

@@ -25,7 +25,7 @@ void Job::start_torch_store(const std::string& bind) {
 // one it reported reaching us by).
 int Job::node_at(const std::string& address) const {
   for (const auto& n : nodes_) {
-    if (n.external) continue;
+    if (!n.ours()) continue;
     if (n.local ? wire::is_loopback_host(address) || address == control_host_
                 : address == n.reach_addr || (server_ && address == server_->addresses(n.index).remote_address))
       return n.index;

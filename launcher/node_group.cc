@@ -298,6 +298,7 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
   // no longer than a heartbeat timeout.
   g->store_ = std::make_unique<rdzv::TcpStore>(t.host, t.port, token, secs(o.heartbeat_timeout_s));
   g->store_->set_timeout(secs(o.heartbeat_timeout_s));
+  g->identity_ = {t.node_rank, token, g->job_id_, g->store_addr(), g->nodes_.at(0).addr, g->nodes_.at(0).master_port};
   return g;
 }
 
@@ -522,23 +523,11 @@ int run_per_node(RunOptions o) {
     std::fflush(stdout);
     return group->leave(0);
   }
-  NodeView v;
-  v.node = t.node_rank;
-  v.token = *token;
-  v.job_id = group->job_id();
-  v.store_addr = group->store_addr();
-  v.master_addr = group->nodes().at(0).addr;
-  v.master_port = group->nodes().at(0).master_port;
-  v.publish_failure = [g = group.get()](int code, const std::string& verdict) { g->publish_failure(code, verdict); };
-  v.watch = [g = group.get()](std::function<void(int, std::string)> failed) { g->watch(std::move(failed)); };
-  v.restart = [g = group.get()](int attempt, int port, double wait_s, std::function<void(int, std::string)> done) {
-    g->restart(attempt, port, wait_s, std::move(done));
-  };
-  v.abandon = [g = group.get()](int attempt, const std::string& why) { g->abandon(attempt, why); };
-  v.next_attempt = [g = group.get()](int attempt) { g->next_attempt(attempt); };
   int code = 0;
   {
-    Job job(std::move(o), std::move(world), std::move(v));
+    JobParts parts;
+    parts.peers = group.get();
+    Job job(std::move(o), std::move(world), std::move(parts));
     try {
       code = job.run();
     } catch (...) {

@@ -29,6 +29,7 @@
 
 #include "hostfiles/placement.h"
 #include "launcher/options.h"
+#include "launcher/peers.h"
 #include "rendezvous/bootstrap.h"
 
 namespace dl::rdzv {
@@ -72,39 +73,43 @@ std::string same_machine_warning(const std::vector<NodeRecord>& nodes);
 // The world's placement: node K's ranks follow node K-1's (pure).
 hostfiles::Placement world_placement(const std::vector<NodeRecord>& nodes);
 
-class NodeGroup {
+// The other nodes, as this node's Job sees them (launcher/peers.h).
+class NodeGroup final : public Peers {
  public:
   // Meets the other nodes; prints the progress line on a terminal. Throws
   // UsageError for a conflicting node, TimeoutError naming the node ranks that
   // never arrived (after telling the nodes that did), IoError when the store
   // cannot be reached.
   static std::unique_ptr<NodeGroup> join(const RunOptions& o, const RdzvTarget& t, const std::string& token);
-  ~NodeGroup();
+  ~NodeGroup() override;
 
   const std::vector<NodeRecord>& nodes() const { return nodes_; }
   const RdzvTarget& target() const { return target_; }
   const std::string& job_id() const { return job_id_; }
   std::string store_addr() const;  // host:port for the ranks' DLAUNCH_STORE_ADDR
   bool hosts_store() const { return server_ != nullptr; }
+  // What the nodes agreed on: this node, the token, job id, store and master.
+  const PeerIdentity* identity() const override { return &identity_; }
+  bool can_restart() const override { return true; }
 
   // Starts the watcher thread: heartbeats, the store host's check of every
   // node's heartbeat, and `on_failure` (on that thread) when another node
   // failed or the store is lost. Called once.
-  void watch(std::function<void(int code, std::string verdict)> on_failure);
+  void watch(Failed on_failure) override;
   // Records this node's failure for the others (sent by the watcher; the
   // first failure of the whole job wins).
-  void publish_failure(int code, const std::string& verdict);
+  void publish_failure(int code, const std::string& verdict) override;
   // --max-restarts: this node's attempt `attempt` ended and it can run the
   // next; `port` is free on this host (node 0's becomes MASTER_PORT).
   // Returns at once; on a thread of its own, waits until every node is ready
   // (node 0 then publishes the port), and calls done(port, "") or, when a
   // node abandoned or did not come within `wait_s`, done(0, why).
-  void restart(int attempt, int port, double wait_s, std::function<void(int port, std::string why)> done);
+  void restart(int attempt, int port, double wait_s, RestartDone done) override;
   // --max-restarts: this node will not run attempt+1 (told to stop, or no
   // restarts left): the nodes waiting in restart() stop with `why`.
-  void abandon(int attempt, const std::string& why);
+  void abandon(int attempt, const std::string& why) override;
   // The next attempt runs: failures are read and written under failed/K now.
-  void next_attempt(int attempt);
+  void next_attempt(int attempt) override;
   // After the local job ended with `code`: tells the others; the store's host
   // then serves until every node has finished or failed. Returns the code to
   // exit with (a failure seen elsewhere counts when this node succeeded).
@@ -125,6 +130,7 @@ class NodeGroup {
   void wait_for_restart(int attempt, int port, double wait_s, const std::function<void(int, std::string)>& done);
 
   RdzvTarget target_;
+  PeerIdentity identity_;
   std::string token_, prefix_, job_id_;
   double hb_timeout_s_ = 10, kill_grace_s_ = 3;
   std::vector<NodeRecord> nodes_;

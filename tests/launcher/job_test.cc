@@ -103,6 +103,20 @@ class StderrCapture {
   std::string text_;
 };
 
+// ---- per-node mode's peers, as a test sees them ----------------------------
+
+struct TestPeers : Peers {
+  PeerIdentity id;
+  int published_code = -1;
+  const PeerIdentity* identity() const override { return &id; }
+  void publish_failure(int code, const std::string&) override { published_code = code; }
+  void watch(Failed) override {}
+  bool can_restart() const override { return false; }
+  void restart(int, int, double, RestartDone done) override { done(0, "no restarts in this test"); }
+  void abandon(int, const std::string&) override {}
+  void next_attempt(int) override {}
+};
+
 // ---- a starter whose every start fails --------------------------------------
 
 struct FailingStarter : AgentStarter {
@@ -308,12 +322,13 @@ Outcome run_scripted(std::map<int, Script> scripts, RunOptions o = fast_options(
   for (size_t i = 0; i < p.nodes.size(); ++i) out.seen[static_cast<int>(i)];
   ScriptedStarter* starter = nullptr;
   {
-    Job job(std::move(o), std::move(p), std::nullopt,
-            [&](boost::asio::io_context& io, AgentStarter::Events ev) {
-              auto s = std::make_unique<ScriptedStarter>(io, std::move(ev), scripts, out.seen, out.specs);
-              starter = s.get();
-              return s;
-            });
+    JobParts parts;
+    parts.make_starter = [&](boost::asio::io_context& io, AgentStarter::Events ev) {
+      auto s = std::make_unique<ScriptedStarter>(io, std::move(ev), scripts, out.seen, out.specs);
+      starter = s.get();
+      return s;
+    };
+    Job job(std::move(o), std::move(p), std::move(parts));
     StderrCapture cap;
     const auto t0 = Clock::now();
     out.code = job.run();
@@ -329,11 +344,13 @@ Outcome run_scripted(std::map<int, Script> scripts, RunOptions o = fast_options(
 
 TEST_CASE("job: agents that cannot be started on any host end the job at once", "[launcher][job]") {
   FailingStarter* starter = nullptr;
-  Job job(fast_options(), two_fake_hosts(), std::nullopt, [&](boost::asio::io_context& io, AgentStarter::Events ev) {
+  JobParts parts;
+  parts.make_starter = [&](boost::asio::io_context& io, AgentStarter::Events ev) {
     auto s = std::make_unique<FailingStarter>(io, std::move(ev));
     starter = s.get();
     return s;
-  });
+  };
+  Job job(fast_options(), two_fake_hosts(), std::move(parts));
   StderrCapture cap;
   const auto t0 = Clock::now();
   const int code = job.run();
@@ -486,22 +503,22 @@ TEST_CASE("job: per-node mode, this node's agent never connects: the job fails",
   o.agent_timeout_s = 1;
   o.nnodes = 2;
   o.node_rank = 1;
-  int published_code = -1;
-  NodeView view;
-  view.node = 1;  // this dlaunch runs fake-b; fake-a (node 0) is another dlaunch's
-  view.token = std::string(64, 'c');
-  view.job_id = "dl-pernode";
-  view.store_addr = "127.0.0.1:1";
-  view.master_addr = "127.0.0.1";
-  view.master_port = 29500;
-  view.publish_failure = [&](int code, const std::string&) { published_code = code; };
-  view.watch = [](std::function<void(int, std::string)>) {};
+  TestPeers peers;
+  peers.id.node = 1;  // this dlaunch runs fake-b; fake-a (node 0) is another dlaunch's
+  peers.id.token = std::string(64, 'c');
+  peers.id.job_id = "dl-pernode";
+  peers.id.store_addr = "127.0.0.1:1";
+  peers.id.master_addr = "127.0.0.1";
+  peers.id.master_port = 29500;
   std::map<int, Seen> seen;
   std::vector<AgentStartSpec> specs;
-  Job job(o, two_fake_hosts(), view, [&](boost::asio::io_context& io, AgentStarter::Events ev) {
+  JobParts parts;
+  parts.peers = &peers;
+  parts.make_starter = [&](boost::asio::io_context& io, AgentStarter::Events ev) {
     return std::make_unique<ScriptedStarter>(io, std::move(ev), std::map<int, Script>{{1, {.connect = false}}}, seen,
                                              specs);
-  });
+  };
+  Job job(o, two_fake_hosts(), std::move(parts));
   StderrCapture cap;
   const auto t0 = Clock::now();
   const int code = job.run();
@@ -514,7 +531,7 @@ TEST_CASE("job: per-node mode, this node's agent never connects: the job fails",
   CHECK(specs[0].node == 1);
   CHECK(specs[0].local);
   CHECK(code == 1);
-  CHECK(published_code == 1);  // the other nodes are told
+  CHECK(peers.published_code == 1);  // the other nodes are told
   CHECK_THAT(err, Catch::Contains("fake-b") && Catch::Contains("did not connect"));
 }
 

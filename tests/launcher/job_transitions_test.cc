@@ -1,0 +1,441 @@
+// The Job as a state machine, driven step by step on the test's thread: its
+// links to the agents (launcher/agent_links.h) are a recorder, its agent
+// starter a recorder too, and the test calls the Job's handler with typed
+// messages, then looks at the phase and at what was sent to which node.
+// No agent process, no thread, no control socket (the job's rendezvous
+// store still listens on loopback, unused).
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "control/messages.h"
+#include "control/protocol.h"
+#include "errors/error.h"
+#include "launcher/job.h"
+#include "wire/frame.h"
+
+using namespace dl::launcher;
+namespace msg = dl::control::msg;
+namespace control = dl::control;
+namespace hf = dl::hostfiles;
+using std::chrono::milliseconds;
+
+namespace {
+
+// What the Job sent to one node, its JSON messages decoded.
+struct Sent {
+  std::vector<control::FromLauncher> messages;
+  template <class M> std::vector<M> all() const {
+    std::vector<M> out;
+    for (const auto& m : messages)
+      if (auto* x = std::get_if<M>(&m)) out.push_back(*x);
+    return out;
+  }
+  template <class M> int count() const { return static_cast<int>(all<M>().size()); }
+};
+
+class RecordingLinks final : public AgentLinks {
+ public:
+  RecordingLinks(size_t nodes, Handler& h) : h_(h), open_(nodes, false), sent_(nodes) {}
+  uint16_t listen(const std::string&) override { return 7000; }
+  void stop_accepting() override { accepting_ = false; }
+  void adopt(int fd) override { ::close(fd); }
+  void send(int node, std::string frame) override {
+    REQUIRE(frame.size() >= dl::wire::kHeaderSize);
+    if (static_cast<uint8_t>(frame[4]) != dl::wire::kJson) return;  // output and fence data: not looked at here
+    sent_.at(static_cast<size_t>(node)).messages.push_back(
+        control::decode_from_launcher(std::string_view(frame).substr(dl::wire::kHeaderSize)));
+  }
+  void broadcast_frame(const std::string& frame) override {
+    for (size_t i = 0; i < open_.size(); ++i)
+      if (open_[i]) send(static_cast<int>(i), frame);
+  }
+  bool connected(int node) const override { return open_.at(static_cast<size_t>(node)); }
+  bool any_open() const override {
+    for (bool o : open_)
+      if (o) return true;
+    return false;
+  }
+  dl::ssh::TcpConnection addresses(int) const override { return {}; }
+  void start_heartbeats(milliseconds, milliseconds) override { heartbeats_ = true; }
+  void stop_heartbeats() override { heartbeats_ = false; }
+  void hold_reading() override {}
+  void resume_reading() override {}
+  size_t queued_bytes() const override { return 0; }
+
+  // The agent of `node` says hello. As the real server does, the link is
+  // bound before the handler hears of it (its answer may be to send), and
+  // unbound again when the handler refuses it.
+  std::string hello(int node, int free_port = 29500) {
+    msg::Hello m;
+    m.version = "test", m.node = node, m.host = "fake-" + std::to_string(node), m.pid = 4000 + node;
+    m.free_port = free_port;
+    REQUIRE(!open_.at(static_cast<size_t>(node)));  // the server itself refuses a second one
+    open_.at(static_cast<size_t>(node)) = true;
+    const std::string refused = h_.on_hello(m);
+    if (!refused.empty()) open_.at(static_cast<size_t>(node)) = false;
+    return refused;
+  }
+  void say(int node, const control::FromAgent& m) { h_.on_message(node, m); }
+  void exited(int node, int rank, std::optional<int> code, std::optional<int> sig = std::nullopt) {
+    msg::Exited x;
+    x.rank = rank, x.pid = 5000 + rank, x.code = code, x.signal = sig, x.by_agent = sig.has_value();
+    say(node, x);
+  }
+  // The connection closes (as the real server reports it: once, after the hello).
+  void close(int node, const std::string& why) {
+    open_.at(static_cast<size_t>(node)) = false;
+    h_.on_closed(node, why);
+  }
+  const Sent& sent(int node) const { return sent_.at(static_cast<size_t>(node)); }
+  bool accepting_ = true, heartbeats_ = false;
+
+ private:
+  Handler& h_;
+  std::vector<bool> open_;
+  std::vector<Sent> sent_;
+};
+
+class RecordingStarter final : public AgentStarter {
+ public:
+  RecordingStarter(boost::asio::io_context& io, Events ev) : io_(io), ev_(std::move(ev)) {}
+  void start(const AgentStartSpec& spec) override {
+    specs.push_back(spec);
+    if (fail.count(spec.node))
+      boost::asio::post(io_, [ev = ev_, node = spec.node] { ev.failed(node, "fake-" + std::to_string(node) + ": cannot start (test)"); });
+  }
+  void connected(int node) override { connects.insert(node); }
+  void stop(int) override { stopped = true; }
+  std::vector<AgentStartSpec> specs;
+  std::set<int> fail, connects;
+  bool stopped = false;
+
+ private:
+  boost::asio::io_context& io_;
+  Events ev_;
+};
+
+RunOptions test_options() {
+  RunOptions o;
+  o.command = {"/bin/true"};
+  o.stdin_target = "none";
+  o.control_addr = "127.0.0.1";
+  o.agent_timeout_s = 30;
+  o.ssh_timeout_s = 1;
+  o.kill_grace_s = 0.5;
+  o.heartbeat_timeout_s = 5;
+  return o;
+}
+
+// Two hosts that are not this machine, two ranks each: node 0 runs ranks 0-1, node 1 ranks 2-3.
+hf::Placement two_hosts() {
+  hf::HostEntry a, b;
+  a.host = "fake-0", a.slots = 2;
+  b.host = "fake-1", b.slots = 2;
+  return hf::place({a, b}, {});
+}
+
+// Redirects fd 2 into a temporary file while it lives; text() restores it.
+class StderrCapture {
+ public:
+  StderrCapture() : file_(std::tmpfile()), saved_(::dup(2)) {
+    std::fflush(stderr);
+    ::dup2(::fileno(file_), 2);
+  }
+  ~StderrCapture() { text(); }
+  std::string text() {
+    if (saved_ >= 0) {
+      ::dup2(saved_, 2);
+      ::close(saved_);
+      saved_ = -1;
+      std::rewind(file_);
+      char buf[4096];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, file_)) > 0;) text_.append(buf, n);
+      std::fclose(file_);
+    }
+    return text_;
+  }
+
+ private:
+  FILE* file_;
+  int saved_;
+  std::string text_;
+};
+
+// A Job with recorders for its links and starter, started; every step is the
+// test's call followed by running what became due.
+struct Harness {
+  explicit Harness(RunOptions o = test_options(), Peers* peers = nullptr, std::set<int> fail = {}) {
+    JobParts parts;
+    parts.peers = peers;
+    parts.make_starter = [this, fail](boost::asio::io_context& io, AgentStarter::Events ev) {
+      auto s = std::make_unique<RecordingStarter>(io, std::move(ev));
+      s->fail = fail;
+      starter = s.get();
+      return s;
+    };
+    parts.make_links = [this](boost::asio::io_context&, const std::string&, size_t nodes, AgentLinks::Handler& h) {
+      auto l = std::make_unique<RecordingLinks>(nodes, h);
+      links = l.get();
+      return l;
+    };
+    job = std::make_unique<Job>(std::move(o), two_hosts(), std::move(parts));
+    job->start();
+    settle();
+  }
+  ~Harness() {
+    if (!concluded) finish();
+  }
+  void settle() { job->io().poll(); }
+  // Runs the Job's loop until it is done or `limit` passed (for its timers).
+  // Runs the Job's loop until it leaves `phase` or `limit` passed (for its timers).
+  void run_while(Phase phase, milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (job->phase() == phase && std::chrono::steady_clock::now() < until) job->io().run_one_for(milliseconds(20));
+  }
+  // The job's end: the agents' connections close as they do after a bye.
+  int finish() {
+    for (int n = 0; n < 2; ++n)
+      if (links->connected(n)) links->close(n, "closed by the agent");
+    settle();
+    concluded = true;
+    code = job->conclude();
+    err = cap.text();
+    return code;
+  }
+  void launch_both() {
+    REQUIRE(links->hello(0, 29500) == "");
+    REQUIRE(links->hello(1, 29600) == "");
+    settle();
+    REQUIRE(job->phase() == Phase::kLaunched);
+  }
+
+  StderrCapture cap;
+  RecordingLinks* links = nullptr;
+  RecordingStarter* starter = nullptr;
+  std::unique_ptr<Job> job;
+  bool concluded = false;
+  int code = -1;
+  std::string err;
+};
+
+std::string shared_var(const msg::Launch& l, const std::string& k) {
+  auto it = l.env.find(k);
+  return it == l.env.end() ? "" : it->second;
+}
+
+std::vector<int> ranks_of(const msg::Launch& l) {
+  std::vector<int> out;
+  for (const auto& r : l.ranks) out.push_back(r.rank);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("job transitions: both agents say hello, each node is launched with its own ranks",
+          "[launcher][job][transitions]") {
+  Harness h;
+  CHECK(h.job->phase() == Phase::kStarting);
+  REQUIRE(h.starter->specs.size() == 2);  // one agent per host, no launch before the last hello
+  REQUIRE(h.links->hello(0) == "");
+  h.settle();
+  CHECK(h.job->phase() == Phase::kStarting);
+  CHECK(h.links->sent(0).count<msg::Launch>() == 0);
+  REQUIRE(h.links->hello(1) == "");
+  h.settle();
+  CHECK(h.job->phase() == Phase::kLaunched);
+  CHECK(h.links->heartbeats_);
+  REQUIRE(h.links->sent(0).count<msg::Launch>() == 1);
+  REQUIRE(h.links->sent(1).count<msg::Launch>() == 1);
+  CHECK(ranks_of(h.links->sent(0).all<msg::Launch>()[0]) == std::vector<int>{0, 1});
+  CHECK(ranks_of(h.links->sent(1).all<msg::Launch>()[0]) == std::vector<int>{2, 3});
+  CHECK(h.starter->connects == std::set<int>{0, 1});
+}
+
+TEST_CASE("job transitions: every rank exits 0: a bye to each node, no kill, exit 0", "[launcher][job][transitions]") {
+  Harness h;
+  h.launch_both();
+  for (int r = 0; r < 4; ++r) h.links->exited(r / 2, r, 0);
+  h.settle();
+  CHECK(h.job->phase() == Phase::kClosing);
+  for (int n = 0; n < 2; ++n) {
+    CHECK(h.links->sent(n).count<msg::Bye>() == 1);
+    CHECK(h.links->sent(n).count<msg::Kill>() == 0);
+  }
+  CHECK(h.finish() == 0);
+  CHECK(h.job->phase() == Phase::kDone);
+}
+
+TEST_CASE("job transitions: one rank exits 3: every node is told to kill, the verdict names the rank",
+          "[launcher][job][transitions]") {
+  Harness h;
+  h.launch_both();
+  h.links->exited(1, 2, 3);
+  h.settle();
+  CHECK(h.job->phase() == Phase::kTearingDown);
+  CHECK(h.links->sent(0).count<msg::Kill>() == 1);
+  CHECK(h.links->sent(1).count<msg::Kill>() == 1);
+  CHECK(h.links->sent(0).count<msg::Bye>() == 0);  // not before every rank's exit is known
+  for (int r : {0, 1, 3}) h.links->exited(r / 2, r, std::nullopt, SIGTERM);
+  h.settle();
+  CHECK(h.job->phase() == Phase::kClosing);
+  CHECK(h.links->sent(0).count<msg::Bye>() == 1);
+  CHECK(h.finish() == 3);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("rank 2"));
+}
+
+TEST_CASE("job transitions: what an agent may not say is refused or closes its connection",
+          "[launcher][job][transitions]") {
+  Harness h;
+  REQUIRE(h.links->hello(0) == "");
+  REQUIRE(h.links->hello(1) == "");
+  h.settle();
+  CHECK_THROWS_AS(h.links->exited(0, 3, 0), dl::RemoteError);  // rank 3 is node 1's
+  CHECK_THROWS_AS(h.links->say(0, msg::Hello{}), dl::RemoteError);
+  control::DataChunk c;
+  c.rank = 2, c.stream = control::kStdout, c.bytes = "not yours\n";
+  CHECK_THROWS_AS(static_cast<AgentLinks::Handler&>(*h.job).on_output(0, c), dl::RemoteError);
+}
+
+TEST_CASE("job transitions: a host whose agent cannot be started: the job ends before any launch",
+          "[launcher][job][transitions]") {
+  Harness h(test_options(), nullptr, {1});
+  CHECK(h.job->phase() == Phase::kStarting);  // node 0 has not answered yet
+  REQUIRE(h.links->hello(0) == "");
+  h.settle();
+  CHECK(h.job->phase() == Phase::kAborting);
+  CHECK(h.links->sent(0).count<msg::Launch>() == 0);
+  CHECK(h.links->sent(0).count<msg::Bye>() == 1);
+  CHECK(h.finish() == 1);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("fake-1") && Catch::Contains("cannot start"));
+}
+
+TEST_CASE("job transitions: an agent that never says hello ends the job at --agent-timeout, naming its host",
+          "[launcher][job][transitions]") {
+  auto o = test_options();
+  o.agent_timeout_s = 0.2;
+  o.ssh_timeout_s = 0;
+  Harness h(o);
+  REQUIRE(h.links->hello(0) == "");
+  h.run_while(Phase::kStarting, milliseconds(5000));
+  CHECK(h.job->phase() == Phase::kAborting);
+  CHECK(h.links->sent(0).count<msg::Bye>() == 1);
+  CHECK(h.links->sent(0).count<msg::Launch>() == 0);
+  CHECK(h.finish() != 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("fake-1") && Catch::Contains("did not connect"));
+  CHECK_THAT(h.err, !Catch::Contains("fake-0:"));
+}
+
+TEST_CASE("job transitions: a connection lost after the launch: the host's ranks are lost, the others killed",
+          "[launcher][job][transitions]") {
+  Harness h;
+  h.launch_both();
+  h.links->close(1, "connection reset");
+  h.settle();
+  CHECK(h.job->phase() == Phase::kTearingDown);
+  CHECK(h.links->sent(0).count<msg::Kill>() == 1);
+  for (int r : {0, 1}) h.links->exited(0, r, std::nullopt, SIGTERM);
+  h.settle();
+  CHECK(h.job->phase() == Phase::kClosing);
+  CHECK(h.finish() != 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("fake-1") && Catch::Contains("connection reset"));
+}
+
+TEST_CASE("job transitions: --max-restarts: a lost agent is started anew, and node 0's ready port is MASTER_PORT",
+          "[launcher][job][transitions]") {
+  auto o = test_options();
+  o.max_restarts = 1;
+  o.torch_store = TorchStoreMode::kRank0;  // MASTER_PORT is then node 0's port, not the served store's
+  Harness h(o);
+  h.launch_both();
+  CHECK(shared_var(h.links->sent(0).all<msg::Launch>()[0], "MASTER_PORT") == "29500");
+  h.links->close(1, "connection reset");  // node 1's agent is gone with its ranks
+  h.settle();
+  for (int r : {0, 1}) h.links->exited(0, r, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  CHECK(h.links->sent(0).count<msg::Restart>() == 1);
+  REQUIRE(h.starter->specs.size() == 3);  // node 1 again
+  CHECK(h.starter->specs.back().node == 1);
+  h.links->say(0, msg::Ready{1, 31000});
+  h.settle();
+  CHECK(h.job->phase() == Phase::kRestarting);  // node 1's new agent is not there yet
+  REQUIRE(h.links->hello(1, 31001) == "");       // its hello is its ready
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  const auto launches0 = h.links->sent(0).all<msg::Launch>();
+  REQUIRE(launches0.size() == 2);
+  CHECK(shared_var(launches0[1], "MASTER_PORT") == "31000");
+  CHECK(h.links->sent(1).count<msg::Launch>() == 2);
+  for (int r = 0; r < 4; ++r) h.links->exited(r / 2, r, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+}
+
+namespace {
+struct RecordingPeers : Peers {
+  PeerIdentity id;
+  Failed failed;
+  std::vector<int> published;
+  RecordingPeers() {
+    id.node = 1, id.token = std::string(64, 'd'), id.job_id = "dl-peers", id.store_addr = "127.0.0.1:1";
+    id.master_addr = "10.0.0.1", id.master_port = 29400;
+  }
+  const PeerIdentity* identity() const override { return &id; }
+  void publish_failure(int code, const std::string&) override { published.push_back(code); }
+  void watch(Failed f) override { failed = std::move(f); }
+  bool can_restart() const override { return false; }
+  void restart(int, int, double, RestartDone done) override { done(0, "no"); }
+  void abandon(int, const std::string&) override {}
+  void next_attempt(int) override {}
+};
+}  // namespace
+
+TEST_CASE("job transitions: per-node peers: only this node's agent starts, a failure here is told once, "
+          "one there ends ours without telling back",
+          "[launcher][job][transitions][per-node]") {
+  SECTION("a rank of ours fails") {
+    RecordingPeers peers;
+    Harness h(test_options(), &peers);
+    REQUIRE(h.starter->specs.size() == 1);
+    CHECK(h.starter->specs[0].node == 1);
+    CHECK(h.starter->specs[0].token == peers.id.token);
+    CHECK_THAT(h.links->hello(0), Catch::Contains("not expected"));
+    REQUIRE(h.links->hello(1) == "");
+    h.settle();
+    REQUIRE(h.job->phase() == Phase::kLaunched);
+    const auto l = h.links->sent(1).all<msg::Launch>().at(0);
+    CHECK(shared_var(l, "MASTER_ADDR") == "10.0.0.1");
+    CHECK(shared_var(l, "MASTER_PORT") == "29400");
+    h.links->exited(1, 3, 5);
+    h.settle();
+    h.links->exited(1, 2, std::nullopt, SIGTERM);
+    h.settle();
+    CHECK(peers.published == std::vector<int>{5});
+    CHECK(h.finish() == 5);
+  }
+  SECTION("another node fails") {
+    RecordingPeers peers;
+    Harness h(test_options(), &peers);
+    REQUIRE(h.links->hello(1) == "");
+    h.settle();
+    REQUIRE(peers.failed);
+    peers.failed(7, "rank 0 (on fake-0) exited with code 7");
+    h.settle();
+    CHECK(h.job->phase() == Phase::kTearingDown);
+    CHECK(h.links->sent(1).count<msg::Kill>() == 1);
+    for (int r : {2, 3}) h.links->exited(1, r, std::nullopt, SIGTERM);
+    h.settle();
+    CHECK(peers.published.empty());  // the failure was theirs: not told back
+    CHECK(h.finish() == 7);
+  }
+}
