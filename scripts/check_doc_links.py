@@ -80,12 +80,13 @@ def sources(root):
 def flatten(text):
     """text with each line break (and the comment marker after it) made one
     space, and [(position in that text, line number)] where each line starts."""
-    out, lines, last, flat_len = [], [(0, 1)], 0, 0
-    for n, m in enumerate(COMMENT_BREAK.finditer(text), start=2):
+    out, lines, last, flat_len, n = [], [(0, 1)], 0, 0, 1
+    for m in COMMENT_BREAK.finditer(text):
         out.append(text[last:m.start()])
         out.append(" ")
         flat_len += m.start() - last + 1
         last = m.end()
+        n += m.group().count("\n")
         lines.append((flat_len, n))
     out.append(text[last:])
     return "".join(out), lines
