@@ -82,7 +82,7 @@ std::vector<std::string> to_argv(const AgentArgs& a) {
 // By hand, not Boost.Program_options: the agent parses one machine-made
 // command line per start, and building the options description and the
 // store took ~100 us of each local start (docs/benchmarks.md,
-// "What `--mpi auto` cost per rank, and the local agent's start").
+// "Measurements behind the design").
 ParsedAgentArgs parse_agent_args(const std::vector<std::string>& argv) {
   ParsedAgentArgs out;
   std::map<std::string, std::string> values;  // options with a value

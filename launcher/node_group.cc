@@ -182,8 +182,8 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
     // The port may be taken by a `dlaunch store` serving it (then join it as
     // a client), or by something else: a connection's end that took it as
     // its ephemeral port (gone in a moment), or a program that keeps it. The
-    // last one used to make node 0 wait --rdzv-timeout (300 s) for a store
-    // nobody serves, saying nothing; now it is refused within seconds.
+    // last one is refused within seconds, naming the port, rather than node 0
+    // waiting --rdzv-timeout (300 s) for a store nobody serves.
     const auto bind_deadline = std::min(deadline, Clock::now() + secs(5));
     for (;;) {
       try {

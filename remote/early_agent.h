@@ -3,8 +3,8 @@
 // exist, waiting there for its command line: started, it runs the agent's
 // main in that process, with no exec of dlaunch-agent (ld.so, relocations,
 // page faults and static set-up of a second program: 0.5-1 ms on the path
-// of every local job's start). docs/design.md, "The local agent is forked
-// from dlaunch, not exec'd". Remote hosts, and a local agent started again
+// of every local job's start). docs/design.md, "The local agent is a real
+// process, forked from dlaunch before its event loop". Remote hosts, and a local agent started again
 // (--max-restarts after it was lost), still run dlaunch-agent.
 #include <sys/types.h>
 

@@ -5,7 +5,7 @@
 // a helper sleeping in poll or on a condition would be woken for a signal
 // only the process's own loop handles. In the agent that was a sleeping
 // thread woken, on a CPU busy starting ranks, for each of a launch's
-// SIGCHLDs (docs/benchmarks.md, "The N=64 ratio again, and where a 64-rank job's end goes").
+// SIGCHLDs (docs/benchmarks.md, "Measurements behind the design").
 #include <pthread.h>
 #include <signal.h>
 

@@ -135,7 +135,7 @@ enum class Mode { kStore, kAddWait, kWakeup, kEcho };
 
 static void barrier(int w, Mode mode) {
   const bool no_store = mode == Mode::kWakeup;
-  // Nothing to warm up before forking: the handshake's HMAC no longer loads
+  // Nothing to warm up before forking: the handshake's HMAC loads no
   // OpenSSL (wire/sha256.h), and torch's children inherit an imported torch.
   // shared[0] is the port, shared[1 + i] child i's stamp.
   // With DL_STORE_BENCH_PHASES=1, each child also stamps when it was

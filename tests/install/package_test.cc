@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -198,9 +199,18 @@ TEST_CASE("the .deb installs into a scratch root: demo, man page, completion, pk
     }
     CHECK(sections >= 8);
     CHECK(page.find("--kill-grace") != std::string::npos);
-    // The pages it names are installed, and it says where.
+    // Every page it names is installed, and it says where.
     CHECK(page.find("/usr/share/doc/dlaunch") != std::string::npos);
-    CHECK(fs::is_regular_file(root.dir + "/usr/share/doc/dlaunch/mpi.md"));
+    std::set<std::string> named;
+    const std::string joined = std::regex_replace(page, std::regex("-\n\\s*"), "-");  // a name broken at its hyphen
+    const std::regex md("[a-z-]+\\.md");
+    for (auto it = std::sregex_iterator(joined.begin(), joined.end(), md); it != std::sregex_iterator(); ++it)
+      named.insert(it->str());
+    CHECK(named.count("mpi.md") == 1);
+    for (const auto& p : named) {
+      INFO("a page the man page names: " << p);
+      CHECK(fs::is_regular_file(root.dir + "/usr/share/doc/dlaunch/" + p));
+    }
   }
   // At 80 columns: no word hyphenated at a line's end (an option name cut
   // in two cannot be copied), and troff never stretches or squeezes a line.

@@ -3,8 +3,8 @@
 // inherited CUDA_VISIBLE_DEVICES, or a fake KFD tree via DLAUNCH_SYSFS_ROOT),
 // and each rank resolves its device the way torch does: the visible list
 // from its vendor's variable, indexed by LOCAL_RANK (`cuda:LOCAL_RANK`,
-// visible mode) or by 0 (`cuda:0`, isolate mode). Today's bug (issue 14) is
-// exactly an index past the visible list: "invalid device ordinal".
+// visible mode) or by 0 (`cuda:0`, isolate mode). The failure these guard
+// against is exactly an index past the visible list: "invalid device ordinal".
 #include <catch2/catch.hpp>
 
 #include <unistd.h>

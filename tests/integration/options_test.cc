@@ -145,8 +145,8 @@ TEST_CASE("dlaunch -x VAR=value and -x VAR reach every rank", "[integration]") {
 }
 
 // Environment values are bytes, not text: a Latin-1 value (or any that is
-// not UTF-8) passed by -x reaches the ranks unchanged. It used to make the
-// launcher's JSON writer throw, and the job failed as a lost agent.
+// not UTF-8) passed by -x reaches the ranks unchanged. A JSON writer that
+// takes strings for text throws on it, and the job fails as a lost agent.
 TEST_CASE("dlaunch -x passes a value that is not UTF-8 unchanged", "[integration]") {
   TempDir tmp;
   RunSpec s;
@@ -180,8 +180,8 @@ TEST_CASE("dlaunch --wdir sets the ranks' working directory and the default is d
 
 // mpirun -wdir and the docs' `--wdir /scratch ./worker`: a relative program
 // (or a relative PATH entry) is where the rank's exec finds it, in its working
-// directory. The agent used to look from its own directory (a remote agent's
-// is $HOME) and refused the rank as "not found".
+// directory, not from the agent's own (a remote agent's is $HOME), where the
+// rank would be refused as "not found".
 TEST_CASE("dlaunch --wdir DIR ./prog: the program is found in DIR, not in dlaunch's directory", "[integration]") {
   TempDir work, elsewhere;
   std::filesystem::create_directory(work.path + "/sub");
@@ -298,8 +298,8 @@ TEST_CASE("inherited identity variables are replaced or removed, with one warnin
 }
 
 TEST_CASE("a container's PMIx tuning (PMIX_MCA_*) reaches the ranks without a warning", "[integration]") {
-  // NVIDIA's PyTorch images set PMIX_MCA_gds=hash for every process; dlaunch
-  // used to strip it as an outer launcher's identity and warn on every job.
+  // NVIDIA's PyTorch images set PMIX_MCA_gds=hash for every process; it is
+  // configuration, not an outer launcher's identity to strip and warn about.
   TempDir tmp;
   RunSpec s;
   s.argv = {bin("dlaunch"), "-n", "2", "--output-filename", tmp.path, "/usr/bin/env"};

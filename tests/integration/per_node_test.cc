@@ -157,8 +157,8 @@ TEST_CASE("per-node: a failing rank on node 1 stops node 0's ranks, both exit wi
 TEST_CASE("per-node: node 0 whose port another program holds is refused within seconds, naming the port",
           "[integration][per-node]") {
   // A socket bound to the port and not listening: node 0 cannot listen
-  // there, and nothing answers a connect. Node 0 used to take that for a
-  // store served elsewhere and wait --rdzv-timeout (300 s) without a word.
+  // there, and nothing answers a connect. Taken for a store served
+  // elsewhere, node 0 would wait --rdzv-timeout (300 s) without a word.
   int fd = -1;
   const int port = held_port(fd);
   Child c0 = start(node(0, 2, port, {"true"}));

@@ -58,7 +58,7 @@ TEST_CASE("dlaunch-hello meets at a barrier in the launcher's store across hosts
   }
   // `dlaunch --hostfile hosts ./train`, the shape users type: a relative
   // program is found from the launcher's directory on every host (the remote
-  // agents start in $HOME; they used to look there and refuse the ranks).
+  // agents start in $HOME; looking there, they would refuse the ranks).
   const std::string hello = bin("dlaunch-hello");
   const std::string dir = hello.substr(0, hello.rfind("/bin/"));
   auto rel = c.run_in("h0", "cd '" + dir + "' && " + dlaunch_cmd(c, "-n 8 ./bin/dlaunch-hello") + " </dev/null");

@@ -1,5 +1,5 @@
 // What another local user can see of a running job, and what its bytes do to
-// the job's ports (docs/security.md, "What another user sees"): the job's
+// the job's ports (docs/security.md, "Threat model"): the job's
 // token is on no command line, the job's processes' environments are closed
 // to it, the temp dirs the job makes are 0700, and junk sent to every port
 // dlaunch listens on leaves the job running to a normal end.
