@@ -2,6 +2,20 @@
 
 namespace dl::launcher {
 
+std::unique_ptr<OutputSink> make_output_sink(const RunOptions& o, const hostfiles::Placement& p) {
+  std::vector<std::string> rank_hosts;
+  OutputOptions out;
+  out.tag = o.tag_output, out.timestamp = o.timestamp_output, out.dir = o.output_dir;
+  out.log_dir = o.log_dir;
+  out.merge_stderr = o.merge_stderr;
+  out.redirects = o.redirects, out.tee = o.tee, out.console_ranks = o.console_ranks;
+  for (const auto& r : p.ranks) {
+    rank_hosts.push_back(p.nodes.at(static_cast<size_t>(r.node)).host);
+    out.local_ranks.push_back(r.local_rank);
+  }
+  return std::make_unique<OutputSink>(std::move(out), std::move(rank_hosts));
+}
+
 OutputFlow::OutputFlow(boost::asio::io_context& io, OutputSink& sink, AgentLinks& links)
     : io_(io), sink_(sink), links_(links), timer_(io) {}
 

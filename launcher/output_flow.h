@@ -9,12 +9,19 @@
 //    has, rather than queue output without bound.
 // Everything runs on the Job's io_context thread.
 #include <boost/asio.hpp>
+#include <memory>
 
 #include "control/protocol.h"
 #include "launcher/agent_links.h"
+#include "launcher/options.h"
+#include "hostfiles/placement.h"
 #include "launcher/output_sink.h"
 
 namespace dl::launcher {
+
+// The job's OutputSink as the options and placement ask: tags, timestamps,
+// --output-filename, --log-dir, torchrun's -r/-t (keyed by local rank).
+std::unique_ptr<OutputSink> make_output_sink(const RunOptions& o, const hostfiles::Placement& p);
 
 class OutputFlow {
  public:
