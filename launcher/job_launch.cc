@@ -89,8 +89,8 @@ void Job::launch_all() {
 }
 
 void Job::start_stdin_reader() {
-  if (opts_.stdin_target == "none" || !may_read_stdin()) return;
-  const int target = std::stoi(opts_.stdin_target);
+  const int target = opts_.stdin_rank;
+  if (target == kNoStdin || !may_read_stdin()) return;
   if (target >= static_cast<int>(plan_.ranks.size())) return;
   const int node = plan_.ranks[static_cast<size_t>(target)].node;
   if (!nodes_.at(static_cast<size_t>(node)).ours()) return;

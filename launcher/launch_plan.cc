@@ -224,7 +224,6 @@ LaunchPlan plan_launch(const PlanInput& in) {
     return plan;
   const RunOptions& o = *in.opts;
   const JobEnv je = job_env(in);
-  const int stdin_rank = o.stdin_target == "none" ? -1 : std::stoi(o.stdin_target);
   // As torchrun: ranks sharing a host would each start a thread per core
   // and oversubscribe it, unless the user chose (here or with -x).
   const bool omp_chosen = in.launcher_env.count(env::kOmpNumThreads) || in.exports.count(env::kOmpNumThreads);
@@ -256,7 +255,7 @@ LaunchPlan plan_launch(const PlanInput& in) {
       app_spec(in, r, spec);
       if (auto g = gpu_env.find(r); g != gpu_env.end())
         for (const auto& [k, v] : g->second) spec.env[k] = v;
-      spec.stdin_open = r == stdin_rank;
+      spec.stdin_open = r == o.stdin_rank;
       if (auto c = cpus.find(r); c != cpus.end()) spec.cpus = c->second;
       m.ranks.push_back(std::move(spec));
     }

@@ -92,10 +92,9 @@ RdzvTarget rdzv_target(const RunOptions& o, const rdzv::Environment& env) {
   if (t.id.empty() && !get("SLURM_JOB_ID").empty())
     t.id = get("SLURM_JOB_ID") + (get("SLURM_STEP_ID").empty() ? "" : "." + get("SLURM_STEP_ID"));
   if (t.id.empty()) t.id = "default";
-  if (o.rdzv != "env") {
-    auto [host, port] = wire::split_host_port(std::string_view(o.rdzv).substr(6), "--rdzv");
-    if (host.empty() || port == 0) throw UsageError("--rdzv needs tcp://HOST:PORT with a host and a port, got '" + o.rdzv + "'");
-    t.host = host, t.port = port, t.nnodes = o.nnodes, t.node_rank = o.node_rank, t.source = "--rdzv";
+  if (o.rdzv == RdzvMode::kTcp) {
+    t.host = o.rdzv_host, t.port = static_cast<uint16_t>(o.rdzv_port), t.nnodes = o.nnodes, t.node_rank = o.node_rank;
+    t.source = "--rdzv";
     return t;
   }
   // One dlaunch per node, started by another launcher: its identity is the node's.

@@ -16,6 +16,7 @@
 #include "launcher/output_sink.h"
 #include "remote/start_method.h"
 #include "rendezvous/bootstrap.h"
+#include "wire/socket.h"
 
 namespace po = boost::program_options;
 
@@ -91,7 +92,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("timestamp-output", po::bool_switch(&o.timestamp_output), "prefix lines with the time")
     ("merge-stderr-to-stdout", po::bool_switch(&o.merge_stderr), "the ranks' stderr goes where their stdout goes (mpirun's)")
     ("output-filename", val(&o.output_dir, help), "write DIR/rank.N/{stdout,stderr} instead of the console (OpenMPI writes both)")
-    ("stdin", val(&o.stdin_target, help), "rank that reads dlaunch's stdin, or none")
+    ("stdin", val(&o.as_written.stdin, help), "rank that reads dlaunch's stdin, or none")
     ("torch-store", val(&o.as_written.torch_store, help), "served (dlaunch serves torch's c10d store on MASTER_PORT) or rank0 (rank 0's torch hosts it)")
     ("output-pty", "each rank's stdout is a pseudo-terminal, so print/printf line-buffer (default)")
     ("no-output-pty", "each rank's stdout is a pipe (its stdio may hold output until it exits)")
@@ -120,7 +121,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("launcher-exec", val(&o.launcher_exec, help), "the program that starts agents in place of srun or ssh")
     ("nnodes", val(&o.nnodes, help), "per-node mode: number of nodes that meet at --rdzv")
     ("node-rank", val(&o.node_rank, help), "per-node mode: this node's rank (0..nnodes-1)")
-    ("rdzv", val(&o.rdzv, help), "per-node mode: tcp://HOST:PORT, or env (Slurm, mpirun, PMI)")
+    ("rdzv", val(&o.as_written.rdzv, help), "per-node mode: tcp://HOST:PORT, or env (Slurm, mpirun, PMI)")
     ("rdzv-port", val(&o.rdzv_port, help), "the store's port with --rdzv env")
     ("rdzv-id", val(&o.rdzv_id, help), "job name at a shared store (default: SLURM_JOB_ID or 'default')")
     ("rdzv-timeout", seconds(&o.rdzv_timeout_s, help, "--rdzv-timeout", kMaxWaitSeconds),
@@ -227,6 +228,14 @@ E choose(const std::string& option, const std::string& text, const Choices<E>& c
 }
 
 // The modes as written, typed: nothing after the parse compares their words.
+// --stdin's value: a rank, or none.
+int stdin_rank(const std::string& typed) {
+  if (typed == "none") return kNoStdin;
+  const bool number = !typed.empty() && typed.size() < 10 && typed.find_first_not_of("0123456789") == std::string::npos;
+  if (!number) throw UsageError("--stdin takes a rank number or 'none', got '" + typed + "'");
+  return std::stoi(typed);
+}
+
 void type_modes(RunOptions& o) {
   const auto& w = o.as_written;
   o.map_by = choose("map-by", w.map_by, kMapBy, "ppr:N:node or ppr:N:socket");
@@ -234,6 +243,7 @@ void type_modes(RunOptions& o) {
   o.gpu_bind_mode = choose("gpu-bind", w.gpu_bind, kGpuBind);
   o.bind_to = choose("bind-to", w.bind_to, kBindTo);
   o.torch_store = choose("torch-store", w.torch_store, kTorchStore);
+  o.stdin_rank = stdin_rank(w.stdin);
 }
 
 // mpirun's --mca NAME VALUE at raw[i]: the ranks' OMPI_MCA_NAME=VALUE, as -x.
@@ -357,29 +367,41 @@ void torchrun_rendezvous(RunOptions& o, bool master_port_given) {
   if (o.master_port < 0 || o.master_port > 65535) throw UsageError("--master-port takes a port number");
   const bool named = !o.rdzv_endpoint.empty() || !o.master_addr.empty() || master_port_given;
   if (!named || o.nnodes <= 1) return;
-  if (!o.rdzv.empty()) throw UsageError("give --rdzv or torchrun's --rdzv-endpoint/--master-addr, not both");
+  if (!o.as_written.rdzv.empty()) throw UsageError("give --rdzv or torchrun's --rdzv-endpoint/--master-addr, not both");
   if (!o.rdzv_endpoint.empty()) {
     std::string ep = o.rdzv_endpoint.rfind("tcp://", 0) == 0 ? o.rdzv_endpoint.substr(6) : o.rdzv_endpoint;
     // [v6]:PORT or host:PORT; a bare IPv6 address needs its brackets, as with torchrun.
     const bool has_port = ep.rfind('[', 0) == 0 ? ep.find("]:") != std::string::npos
                                                 : std::count(ep.begin(), ep.end(), ':') == 1;
-    o.rdzv = "tcp://" + ep + (has_port ? "" : ":29400");
+    o.as_written.rdzv = "tcp://" + ep + (has_port ? "" : ":29400");
   } else {
-    o.rdzv = "tcp://" + (o.master_addr.empty() ? std::string("127.0.0.1") : o.master_addr) + ":" +
+    o.as_written.rdzv = "tcp://" + (o.master_addr.empty() ? std::string("127.0.0.1") : o.master_addr) + ":" +
              std::to_string(o.master_port > 0 ? o.master_port : 29500);
   }
   if (o.node_rank < 0)
-    throw UsageError("--nnodes " + std::to_string(o.nnodes) + " with " + o.rdzv.substr(6) +
+    throw UsageError("--nnodes " + std::to_string(o.nnodes) + " with " + o.as_written.rdzv.substr(6) +
                      " needs --node-rank K on each node (torchrun's c10d hands node ranks out on arrival; dlaunch's "
                      "nodes claim theirs)");
 }
 
+// --rdzv's value, checked to be env or tcp://..., as the mode, host and port.
+void type_rdzv(RunOptions& o) {
+  const std::string& w = o.as_written.rdzv;
+  if (w == "env") {
+    o.rdzv = RdzvMode::kEnv;
+    return;
+  }
+  auto [host, port] = wire::split_host_port(std::string_view(w).substr(6), "--rdzv");
+  if (host.empty() || port == 0) throw UsageError("--rdzv needs tcp://HOST:PORT with a host and a port, got '" + w + "'");
+  o.rdzv = RdzvMode::kTcp, o.rdzv_host = host, o.rdzv_port = port;
+}
+
 // Per-node mode: --rdzv names it; the hostfile options do not mix with it.
 void validate_per_node(RunOptions& o, bool per_node_flags) {
-  if (o.display_map && !o.rdzv.empty())
+  if (o.display_map && !o.as_written.rdzv.empty())
     throw UsageError("--display-map with --rdzv: each node knows the whole map only once all have met; --dry-run "
                      "prints it (and starts nothing), -v names each node's ranks");
-  if (o.rdzv.empty()) {
+  if (o.as_written.rdzv.empty()) {
     if (per_node_flags) throw UsageError("--nnodes and --node-rank need --rdzv tcp://HOST:PORT (or --rdzv env)");
     return;
   }
@@ -388,17 +410,18 @@ void validate_per_node(RunOptions& o, bool per_node_flags) {
                      "start every host over ssh)");
   if (o.np > 0) throw UsageError("with --rdzv give --nproc-per-node P, not -n (the world is nnodes x P)");
   if (o.per_node <= 0) o.per_node = 1;
-  if (o.rdzv == "env") {
+  if (o.as_written.rdzv == "env") {
     if (o.nnodes < 0 || o.node_rank < -1) throw UsageError("--nnodes and --node-rank cannot be negative");
   } else {
-    if (o.rdzv.rfind("tcp://", 0) != 0)
-      throw UsageError("--rdzv takes tcp://HOST:PORT or env, got '" + o.rdzv + "'");
-    if (o.nnodes < 1) throw UsageError("--rdzv " + o.rdzv + " needs --nnodes N (the number of nodes that meet)");
+    if (o.as_written.rdzv.rfind("tcp://", 0) != 0)
+      throw UsageError("--rdzv takes tcp://HOST:PORT or env, got '" + o.as_written.rdzv + "'");
+    if (o.nnodes < 1) throw UsageError("--rdzv " + o.as_written.rdzv + " needs --nnodes N (the number of nodes that meet)");
     if (o.node_rank < 0 || o.node_rank >= o.nnodes)
       throw UsageError("--node-rank must be in 0.." + std::to_string(o.nnodes - 1) + " for --nnodes " +
                        std::to_string(o.nnodes) + ", got " + std::to_string(o.node_rank));
   }
   if (o.rdzv_port <= 0 || o.rdzv_port > 65535) throw UsageError("--rdzv-port takes a port number");
+  type_rdzv(o);
 }
 
 // torchrun's -r/-t/--log-dir/--local-ranks-filter. torchrun without --log-dir
@@ -438,7 +461,7 @@ void check_given_values(const RunOptions& o, const po::variables_map& vm) {
     for (const auto& x : o.apps[0].exports) check_export(x, "-x");  // the first context's, before its ':'
   if (!o.ssh_config.empty()) read_user_file(o.ssh_config, "--ssh-config", "give an ssh client config file (ssh -F)");
   // The job's size is known here only with -n; run.cc checks again after placement.
-  check_stdin_rank(o.stdin_target, o.np > 0 ? o.np : std::numeric_limits<int>::max());
+  check_stdin_rank(o.stdin_rank, o.np > 0 ? o.np : std::numeric_limits<int>::max());
 }
 
 // MPMD: the contexts of the command line (the first is the options' -n and
@@ -458,7 +481,7 @@ void gather_app_contexts(RunOptions& o, std::vector<AppContext> more, bool np_gi
   }
   if (o.apps.empty()) return;
   check_app_contexts(o.apps);
-  if (!o.rdzv.empty() || o.nnodes > 1)
+  if (!o.as_written.rdzv.empty() || o.nnodes > 1)
     throw UsageError("several app contexts (':' or --app) need one dlaunch for the whole job: drop --rdzv/--nnodes");
   o.command = o.apps[0].command;
   o.np = 0;
@@ -641,7 +664,7 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   }
   if (o.module && o.no_python) throw UsageError("give --module or --no-python, not both");
   validate_torchrun_output(o);
-  if (o.standalone && (!o.rdzv.empty() || !o.hostfile.empty() || !o.hosts.empty() || o.nnodes > 1))
+  if (o.standalone && (!o.as_written.rdzv.empty() || !o.hostfile.empty() || !o.hosts.empty() || o.nnodes > 1))
     throw UsageError("--standalone runs one node on this machine: drop --rdzv, --hostfile/-H and --nnodes");
   if (!o.env_file.empty()) {
     // The file's lines first, so a -x on the command line wins over them.
@@ -652,7 +675,7 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   torchrun_rendezvous(o, vm.count("master-port") > 0);
   // --nnodes 1 (torchrun's default, often written out) needs no rendezvous.
   validate_per_node(o, (vm.count("nnodes") > 0 && o.nnodes != 1) || (vm.count("node-rank") > 0 && o.node_rank != 0));
-  if (!o.rdzv.empty() && (o.mpi == MpiMode::kPmix || o.mpi == MpiMode::kPmi))
+  if (o.rdzv != RdzvMode::kNone && (o.mpi == MpiMode::kPmix || o.mpi == MpiMode::kPmi))
     throw UsageError(std::string("--mpi ") + to_string(o.mpi) + " with --rdzv: per-node mode serves no MPI (its nodes meet at a store, with "
                      "no MPI fences between them); start an MPI program from one dlaunch with --hostfile or -H (or "
                      "inside a Slurm allocation), or use --mpi none for programs that do not call MPI_Init");
@@ -729,13 +752,9 @@ int resolve_nproc_per_node(NprocKind kind, int gpus, int cores) {
   return gpus > 0 ? gpus : 1;  // auto (a number never comes here)
 }
 
-void check_stdin_rank(const std::string& target, int world_size) {
-  const bool number =
-      !target.empty() && target.size() < 10 && target.find_first_not_of("0123456789") == std::string::npos;
-  if (target != "none" && !number)
-    throw UsageError("--stdin takes a rank number or 'none', got '" + target + "'");
-  if (number && std::stoi(target) >= world_size)
-    throw UsageError("--stdin " + target + ": the job has ranks 0 to " + std::to_string(world_size - 1) +
+void check_stdin_rank(int rank, int world_size) {
+  if (rank >= world_size)
+    throw UsageError("--stdin " + std::to_string(rank) + ": the job has ranks 0 to " + std::to_string(world_size - 1) +
                      "; give one of them, or none");
 }
 

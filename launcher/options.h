@@ -21,6 +21,12 @@ enum class TorchStoreMode { kServed, kRank0 };
 enum class NprocKind { kNumber, kGpu, kCpu, kAuto };
 const char* to_string(MpiMode mode);
 
+// Per-node mode (launcher/node_group.h): where the nodes meet, if they do.
+enum class RdzvMode { kNone, kTcp, kEnv };
+
+// --stdin none: no rank reads dlaunch's stdin.
+inline constexpr int kNoStdin = -1;
+
 struct RunOptions {
   // Placement.
   int np = 0;                    // -n/-np; 0 = one rank per slot (or 1 with no hostfile)
@@ -58,7 +64,7 @@ struct RunOptions {
   bool tag_output = false;        // --tag-output: "[rank@host] " before each line
   bool timestamp_output = false;  // --timestamp-output
   std::string output_dir;         // --output-filename DIR: DIR/rank.N/{stdout,stderr}
-  std::string stdin_target = "0"; // --stdin 0|none: which rank gets dlaunch's stdin
+  int stdin_rank = 0;               // --stdin 0|none: which rank gets dlaunch's stdin; kNoStdin: none
   TorchStoreMode torch_store = TorchStoreMode::kServed;  // --torch-store served|rank0: who hosts torch's c10d store (MASTER_PORT)
   bool output_pty = true;         // --output-pty (default) / --no-output-pty: each rank's stdout a pseudo-terminal
   bool verbose = false;           // -v/--verbose
@@ -86,8 +92,9 @@ struct RunOptions {
   // of nnodes, meeting the others at a store (docs/dlaunch.md, "Per-node launch").
   int nnodes = 0;                   // --nnodes; 0 = not per-node mode
   int node_rank = -1;               // --node-rank; -1 = from the environment (--rdzv env)
-  std::string rdzv;                 // --rdzv tcp://HOST:PORT | env
-  int rdzv_port = 29400;            // --rdzv-port: the store's port with --rdzv env
+  RdzvMode rdzv = RdzvMode::kNone;  // --rdzv tcp://HOST:PORT | env: per-node mode, where the nodes meet
+  std::string rdzv_host;            // --rdzv tcp://HOST:PORT's host
+  int rdzv_port = 29400;            // the store's port: --rdzv tcp://'s, or --rdzv-port with --rdzv env
   std::string rdzv_id;              // --rdzv-id: names this job at a shared store
   double rdzv_timeout_s = 300;      // --rdzv-timeout: wait for every node to arrive
   std::string token_file;           // --token-file: the shared job token (else DLAUNCH_TOKEN)
@@ -123,7 +130,8 @@ struct RunOptions {
   // reader uses the enums).
   struct AsWritten {
     std::string map_by = "slot", bind_to = "none", gpu_bind = "visible", mpi = "auto";
-    std::string redirects = "0", tee = "0", local_ranks_filter, torch_store = "served";
+    std::string redirects = "0", tee = "0", local_ranks_filter, torch_store = "served", stdin = "0";
+    std::string rdzv;  // "", env or tcp://HOST:PORT (torchrun's --rdzv-endpoint and --master-addr write it too)
   } as_written;
 };
 
@@ -174,7 +182,7 @@ void check_export(const std::string& entry, const std::string& where);
 
 // --stdin TARGET for a job of `world_size` ranks: "none" or a rank of it.
 // Throws UsageError naming the ranks there are.
-void check_stdin_rank(const std::string& target, int world_size);
+void check_stdin_rank(int rank, int world_size);
 
 // The ranks' argv, as torchrun builds it: `python` (the interpreter, e.g.
 // "python3") in front of a PROGRAM ending in .py, and `python -m` with

@@ -69,7 +69,7 @@ std::vector<hostfiles::HostEntry> job_hosts(const RunOptions& o) {
 // Checks what the ranks placed here take from this host's limits, and that
 // --stdin names one of the job's ranks.
 void check_placed(const RunOptions& o, long local_ranks, long world) {
-  check_stdin_rank(o.stdin_target, static_cast<int>(world));
+  check_stdin_rank(o.stdin_rank, static_cast<int>(world));
   check_local_limits({local_ranks, world, !o.output_dir.empty() || !o.log_dir.empty()});
 }
 
@@ -205,7 +205,7 @@ int run_command(const std::vector<std::string>& args) {
                                                                 : " (auto: not inside a Slurm job)")
                                         : "") +
                        "\n");
-  if (!o.rdzv.empty()) {
+  if (o.rdzv != RdzvMode::kNone) {
     check_local_limits({o.per_node, static_cast<long>(o.per_node) * std::max(o.nnodes, 1),
                         !o.output_dir.empty() || !o.log_dir.empty()});
     return run_per_node(std::move(o));

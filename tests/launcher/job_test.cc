@@ -58,7 +58,7 @@ hf::Placement two_fake_hosts() {
 RunOptions fast_options() {
   RunOptions o;
   o.command = {"/bin/true"};
-  o.stdin_target = "none";      // no stdin reader thread on the test's stdin
+  o.stdin_rank = kNoStdin;      // no stdin reader thread on the test's stdin
   o.control_addr = "127.0.0.1"; // remote hosts: the control server binds here, the fakes connect here
   o.agent_timeout_s = 5;
   o.ssh_timeout_s = 1;          // added to the agent timeout when hosts are remote

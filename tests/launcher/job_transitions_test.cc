@@ -123,7 +123,7 @@ class RecordingStarter final : public AgentStarter {
 RunOptions test_options() {
   RunOptions o;
   o.command = {"/bin/true"};
-  o.stdin_target = "none";
+  o.stdin_rank = kNoStdin;
   o.control_addr = "127.0.0.1";
   o.agent_timeout_s = 30;
   o.ssh_timeout_s = 1;

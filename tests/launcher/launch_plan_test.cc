@@ -411,9 +411,9 @@ TEST_CASE("launch plan: only the --stdin rank gets stdin", "[launcher][plan]") {
     return out;
   };
   CHECK(open_ranks() == std::vector<int>{0});  // the default, --stdin 0
-  o.stdin_target = "2";
+  o.stdin_rank = 2;
   CHECK(open_ranks() == std::vector<int>{2});
-  o.stdin_target = "none";
+  o.stdin_rank = kNoStdin;
   CHECK(open_ranks().empty());
 }
 

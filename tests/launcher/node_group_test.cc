@@ -58,6 +58,9 @@ TEST_CASE("rdzv target: contradictions and gaps are refused", "[launcher][per-no
   CHECK_THROWS_WITH(parse({"--rdzv", "tcp://h:1", "--node-rank", "0", "./app"}), Catch::Contains("needs --nnodes"));
   CHECK_THROWS_WITH(parse({"--rdzv", "udp://h:1", "--nnodes", "1", "--node-rank", "0", "./app"}),
                     Catch::Contains("tcp://HOST:PORT or env"));
+  // The address is checked where the options are parsed, before any node waits for this one.
+  CHECK_THROWS_WITH(parse({"--rdzv", "tcp://h", "--nnodes", "2", "--node-rank", "0", "./app"}),
+                    Catch::Contains("--rdzv: expected host:port"));
   CHECK_THROWS_WITH(parse({"--rdzv", "env", "-n", "8", "./app"}), Catch::Contains("--nproc-per-node P, not -n"));
   CHECK_THROWS_WITH(parse({"--rdzv", "env", "--hostfile", "h", "./app"}), Catch::Contains("drop --hostfile"));
   CHECK_THROWS_AS(rdzv_target(parse({"--nnodes", "1", "--node-rank", "0", "--rdzv", "tcp://nohost", "./app"}), {}),

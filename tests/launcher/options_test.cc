@@ -63,7 +63,7 @@ TEST_CASE("options: every flag lands in its field", "[launcher]") {
   CHECK(o.tag_output);
   CHECK(o.timestamp_output);
   CHECK(o.output_dir == "out");
-  CHECK(o.stdin_target == "none");
+  CHECK(o.stdin_rank == dl::launcher::kNoStdin);
   CHECK(o.kill_grace_s == 0.5);
   CHECK(o.timeout_s == 60);
   CHECK(o.gpus_per_node == 4);
@@ -83,7 +83,7 @@ TEST_CASE("options: defaults", "[launcher]") {
   CHECK(o.gpus_per_node == -1);
   CHECK(o.gpus_per_rank == 1);
   CHECK(o.map_by == dl::hostfiles::MapBy::kSlot);
-  CHECK(o.stdin_target == "0");
+  CHECK(o.stdin_rank == 0);
   CHECK(o.kill_grace_s > 0);
   CHECK(o.timeout_s == 0);
   CHECK_FALSE(o.tag_output);
@@ -157,29 +157,29 @@ TEST_CASE("options: torchrun's spellings, underscores included", "[launcher][tor
   SECTION("--standalone and --nnodes 1 are one local node") {
     auto o = parse({"--standalone", "--nnodes", "1", "--nproc_per_node", "2", "t.py"});
     CHECK(o.standalone);
-    CHECK(o.rdzv.empty());
+    CHECK(o.as_written.rdzv.empty());
     CHECK(parse({"--nnodes=1", "--node_rank=0", "--master_addr", "127.0.0.1", "--master_port", "29500", "t.py"})
-              .rdzv.empty());
+              .as_written.rdzv.empty());
     CHECK_THROWS_AS(parse({"--standalone", "--nnodes", "2", "t.py"}), UsageError);
     CHECK_THROWS_AS(parse({"--standalone", "-H", "a,b", "t.py"}), UsageError);
   }
   SECTION("--master_addr/--master_port with --nnodes > 1: the nodes meet there") {
     auto o = parse({"--nnodes", "2", "--node_rank", "1", "--master_addr", "head", "--master_port", "1234", "t.py"});
-    CHECK(o.rdzv == "tcp://head:1234");
+    CHECK(o.as_written.rdzv == "tcp://head:1234");
     CHECK(o.node_rank == 1);
     CHECK(o.nnodes == 2);
-    CHECK(parse({"--nnodes=2", "--node_rank=0", "--master_addr=head", "t.py"}).rdzv == "tcp://head:29500");
-    CHECK(parse({"--nnodes=2", "--node-rank=0", "--master-port=7", "t.py"}).rdzv == "tcp://127.0.0.1:7");
+    CHECK(parse({"--nnodes=2", "--node_rank=0", "--master_addr=head", "t.py"}).as_written.rdzv == "tcp://head:29500");
+    CHECK(parse({"--nnodes=2", "--node-rank=0", "--master-port=7", "t.py"}).as_written.rdzv == "tcp://127.0.0.1:7");
   }
   SECTION("--rdzv_endpoint, --rdzv_backend, --rdzv_id") {
     auto o = parse({"--nnodes", "2", "--node_rank", "0", "--rdzv_backend", "c10d", "--rdzv_endpoint", "head:29401",
                     "--rdzv_id", "job7", "t.py"});
-    CHECK(o.rdzv == "tcp://head:29401");
+    CHECK(o.as_written.rdzv == "tcp://head:29401");
     CHECK(o.rdzv_id == "job7");
     CHECK(o.rdzv_backend == "c10d");
-    CHECK(parse({"--nnodes=2", "--node_rank=1", "--rdzv_endpoint=head", "t.py"}).rdzv == "tcp://head:29400");
-    CHECK(parse({"--nnodes=2", "--node_rank=1", "--rdzv_endpoint=[::1]:5", "t.py"}).rdzv == "tcp://[::1]:5");
-    CHECK(parse({"--nnodes=2", "--node_rank=1", "--rdzv_backend=static", "--master_addr=h", "t.py"}).rdzv ==
+    CHECK(parse({"--nnodes=2", "--node_rank=1", "--rdzv_endpoint=head", "t.py"}).as_written.rdzv == "tcp://head:29400");
+    CHECK(parse({"--nnodes=2", "--node_rank=1", "--rdzv_endpoint=[::1]:5", "t.py"}).as_written.rdzv == "tcp://[::1]:5");
+    CHECK(parse({"--nnodes=2", "--node_rank=1", "--rdzv_backend=static", "--master_addr=h", "t.py"}).as_written.rdzv ==
           "tcp://h:29500");
     CHECK_THROWS_AS(parse({"--rdzv_backend", "etcd", "t.py"}), UsageError);
     // c10d hands node ranks out on arrival; dlaunch's nodes must say theirs.
@@ -299,7 +299,7 @@ TEST_CASE("help run shows each option's default where it has one, and parsing is
   bool h = false;
   auto o = parse_run_options({"-n", "2", "true"}, &h);
   CHECK(o.map_by == dl::hostfiles::MapBy::kSlot);
-  CHECK(o.rdzv.empty());
+  CHECK(o.as_written.rdzv.empty());
   CHECK(o.nnodes == RunOptions{}.nnodes);
 }
 
@@ -357,7 +357,7 @@ TEST_CASE("options: -x takes the --env-file name rule", "[launcher]") {
 TEST_CASE("options: values the job cannot use are refused, not ignored", "[launcher]") {
   CHECK_THROWS_WITH(parse({"--stdin", "5", "-n", "2", "./a"}),
                     "--stdin 5: the job has ranks 0 to 1; give one of them, or none");
-  CHECK(parse({"--stdin", "1", "-n", "2", "./a"}).stdin_target == "1");
+  CHECK(parse({"--stdin", "1", "-n", "2", "./a"}).stdin_rank == 1);
   CHECK_THROWS_WITH(parse({"--stdin", "99999999999", "./a"}), Catch::Contains("--stdin takes a rank number"));
   CHECK_THROWS_WITH(parse({"--npernode", "0", "./a"}), "--npernode needs at least 1 rank per node, got 0");
   CHECK_THROWS_WITH(parse({"--ppn", "-2", "./a"}), "--npernode needs at least 1 rank per node, got -2");
