@@ -16,7 +16,7 @@ import re
 import sys
 
 # Bottom up, as drawn in docs/design.md "Architecture".
-BANDS = [["errors"], ["wire"], ["control", "hostfiles"], ["rendezvous", "mpi"], ["agent", "collectives", "remote"],
+BANDS = [["errors"], ["wire"], ["control", "hostfiles"], ["rendezvous", "mpi", "machine"], ["agent", "collectives", "remote"],
          ["launcher", "doctor"], ["cli", "demo"]]
 BAND = {f: i for i, band in enumerate(BANDS) for f in band}
 LAYERS = [f for band in BANDS for f in band]

@@ -1,10 +1,10 @@
-#include "agent/machine_identity.h"
+#include "machine/identity.h"
 
 #include <sys/stat.h>
 
 #include <fstream>
 
-namespace dl::agent {
+namespace dl::machine {
 
 namespace {
 // The first line of a small file, or "" when it cannot be read.
@@ -23,4 +23,4 @@ std::string machine_identity() {
   return first_line("/etc/machine-id") + "/" + boot + "/net:" + std::to_string(net.st_ino);
 }
 
-}  // namespace dl::agent
+}  // namespace dl::machine

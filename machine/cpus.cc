@@ -1,4 +1,4 @@
-#include "agent/cpu_binding.h"
+#include "machine/cpus.h"
 
 #include <sched.h>
 
@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
-namespace dl::agent {
+namespace dl::machine {
 
 using hostfiles::parse_cpu_list;
 
@@ -88,4 +88,4 @@ CpuTopology read_cpu_topology(const std::vector<int>& allowed, const std::string
   return t;
 }
 
-}  // namespace dl::agent
+}  // namespace dl::machine
