@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
 #include "hostfiles/binding.h"
+#include "machine/files.h"
 
 namespace dl::machine {
 
@@ -56,11 +56,6 @@ std::vector<std::string> count_up(size_t n) {
   std::vector<std::string> ids;
   for (size_t i = 0; i < n; ++i) ids.push_back(std::to_string(i));
   return ids;
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
 // The entries of `dir` whose name is `prefix` followed by a number, by that

@@ -2,19 +2,9 @@
 
 #include <sys/stat.h>
 
-#include <fstream>
+#include "machine/files.h"
 
 namespace dl::machine {
-
-namespace {
-// The first line of a small file, or "" when it cannot be read.
-std::string first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-}  // namespace
 
 std::string machine_identity() {
   const std::string boot = first_line("/proc/sys/kernel/random/boot_id");
