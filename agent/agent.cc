@@ -9,14 +9,14 @@
 #include <cstring>
 #include <iostream>
 
-#include "agent/cpu_binding.h"
-#include "agent/gpu_binding.h"
-#include "agent/machine_identity.h"
 #include "agent/rank_environment.h"
 #include "agent/rank_process.h"
 #include "control/env_names.h"
 #include "control/protocol.h"
 #include "errors/error.h"
+#include "machine/cpus.h"
+#include "machine/gpu_report.h"
+#include "machine/identity.h"
 #include "wire/client_retry.h"
 #include "wire/handshake.h"
 #include "wire/socket.h"
@@ -77,11 +77,11 @@ int Agent::run() {
   hello.host = host_name();
   hello.pid = static_cast<int>(::getpid());
   hello.free_port = wire::free_tcp_port();
-  hello.machine = machine_identity();
-  if (a.detect_gpus) report_gpus(detect_gpus(a.gpus_per_node), hello);
+  hello.machine = machine::machine_identity();
+  if (a.detect_gpus) machine::report_gpus(machine::detect_gpus(a.gpus_per_node), hello);
   hello.pmix = MpiJob::available();
   if (a.cpu_topology) {
-    CpuTopology topo = read_cpu_topology(own_allowed_cpus());
+    const hostfiles::CpuTopology topo = machine::read_cpu_topology(machine::own_allowed_cpus());
     hello.cpu = msg::CpuReport{topo.cores, topo.numa, topo.numa_ids, topo.packages};
   }
   link_->send_message(hello);

@@ -68,13 +68,13 @@ struct Hello {
   // The vendor of `gpus`: "nvidia", "amd" or "intel"; absent (an older agent): nvidia.
   std::optional<std::string> gpu_vendor;
   // A host with GPUs of two or more vendors: each vendor's ids, comma-joined
-  // ("amd" -> "0,1"), so --gpu-vendor can pick one (agent/gpu_binding.h).
+  // ("amd" -> "0,1"), so --gpu-vendor can pick one (machine/gpu_report.h).
   std::optional<EnvVars> gpus_by_vendor;
   // The NUMA node of each of `gpus` (parallel; -1 unknown), from the PCI
   // device in sysfs, so --bind-to numa puts a rank next to its GPU; absent
   // when no node is known (an older agent, GPUs given by a variable).
   std::optional<std::vector<int>> gpu_numa;
-  // Which machine it runs on (agent/machine_identity.h): two agents of one
+  // Which machine it runs on (machine/identity.h): two agents of one
   // job reporting the same are one machine listed under two names, and the
   // job is refused before any rank starts. Absent or "": unknown (an older
   // agent, no /proc), compared with nothing.

@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "control/env_names.h"
+#include "doctor/gpu.h"
 #include "remote/ssh/quote.h"
 
 namespace dl::doctor {
@@ -42,30 +42,6 @@ nlohmann::json mem_available() {
   return nullptr;
 }
 
-// nvidia-smi's GPU list, or [] when it is not installed (no GPUs to see).
-nlohmann::json gpus(std::string* tool, std::string* error) {
-  nlohmann::json out = nlohmann::json::array();
-  int status = 0;
-  if (first_output_line("command -v nvidia-smi", &status).empty() || status != 0) return out;
-  *tool = "nvidia-smi";
-  FILE* p = ::popen("timeout 15 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader 2>&1", "r");
-  if (!p) return out;
-  char line[512];
-  while (std::fgets(line, sizeof line, p)) {
-    std::string l(line);
-    while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
-    std::vector<std::string> f;
-    std::istringstream in(l);
-    for (std::string x; std::getline(in, x, ',');) f.push_back(x.substr(x.find_first_not_of(' ') == std::string::npos ? 0 : x.find_first_not_of(' ')));
-    if (f.size() == 3 && !f[0].empty() && std::isdigit(static_cast<unsigned char>(f[0][0])))
-      out.push_back({{"index", std::atoi(f[0].c_str())}, {"name", f[1]}, {"memory", f[2]}});
-    else if (error->empty())
-      *error = l;
-  }
-  const int st = ::pclose(p);
-  if (st != 0 && error->empty()) *error = "nvidia-smi exited with status " + std::to_string(WEXITSTATUS(st));
-  return out;
-}
 std::string self_exe() {
   char buf[PATH_MAX] = {};
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -123,12 +99,14 @@ nlohmann::json collect_facts(const nlohmann::json& req) {
   struct statvfs vf;
   f["tmp_free_bytes"] = ::statvfs("/tmp", &vf) == 0 ? nlohmann::json(static_cast<unsigned long long>(vf.f_bavail) * vf.f_frsize) : nlohmann::json(nullptr);
   std::string tool, gpu_error;
-  f["gpus"] = gpus(&tool, &gpu_error);
+  f["gpus"] = host_gpu_facts(machine::host_gpu_sources(), &tool, &gpu_error);
   f["gpu_tool"] = tool;
   f["gpu_error"] = gpu_error;
   const char* cvd = std::getenv(env::kCudaVisibleDevices);
   f["cuda_visible_devices"] = cvd ? nlohmann::json(cvd) : nlohmann::json(nullptr);
-  if (!f["gpus"].empty()) {
+  GpuView listed;
+  view_gpu_list(f["gpus"], listed);
+  if (listed.vendor == "nvidia" && listed.listed > 0) {
     // What CUDA makes of them: the driver (always), and the runtime dlaunch's
     // NCCL check was built with (when it was).
     f["cuda"] = probe_json(ssh::shell_quote(self_exe()) + " doctor --cuda-probe", "the CUDA driver probe");

@@ -5,7 +5,7 @@
 //
 //   request: {"op":"facts","vars":["PATH",...],"program":"/abs/path"|"","agent":"/abs/dlaunch-agent"}
 //   reply:   {"version","hostname","env":{VAR: value|null},"cores","mem_bytes",
-//             "mem_available_bytes","tmp_free_bytes","gpus":[{"index","name","memory"}],
+//             "mem_available_bytes","tmp_free_bytes","gpus":[{"vendor","id","pci_bus_id","numa","memory_bytes",...}] (doctor/gpu.h),
 //             "gpu_tool":"nvidia-smi"|"", "program":{"path","ok","why"},
 //             "agent":{"path","ok","version","why"}}
 #include <nlohmann/json.hpp>

@@ -1,8 +1,102 @@
 #include "doctor/gpu.h"
 
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "doctor/facts.h"
 
 namespace dl::doctor {
+
+namespace {
+// nvidia-smi's "00000000:18:00.0" as sysfs writes it, "0000:18:00.0".
+std::string sysfs_bus_id(std::string id) {
+  for (auto& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const size_t colon = id.find(':');
+  return colon != std::string::npos && colon > 4 ? id.substr(colon - 4) : id;
+}
+
+std::string trimmed(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r");
+  const size_t b = s.find_last_not_of(" \t\r");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+// A MiB count of nvidia-smi's ("81559"), in bytes; 0 for "[N/A]" and the like.
+std::uint64_t mib(const std::string& s) {
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  return end == s.c_str() ? 0 : v << 20;
+}
+
+// The SmiGpu of `smi` for the `nth` NVIDIA GPU `g`: by PCI device, else by position.
+const SmiGpu* smi_of(const machine::Gpu& g, size_t nth, const std::vector<SmiGpu>& smi) {
+  if (g.pci_bus_id.empty()) return nth < smi.size() ? &smi[nth] : nullptr;
+  for (const auto& s : smi)
+    if (s.pci_bus_id == g.pci_bus_id) return &s;
+  return nullptr;
+}
+
+nlohmann::json gpu_fact(const std::string& vendor, const machine::Gpu& g, const SmiGpu* smi) {
+  nlohmann::json j{{"vendor", vendor}, {"id", g.id},          {"pci_bus_id", g.pci_bus_id},
+                   {"numa", g.numa},   {"memory_bytes", g.memory_bytes}};
+  if (!smi) return j;
+  j["name"] = smi->name, j["memory_used_bytes"] = smi->memory_used_bytes, j["driver"] = smi->driver;
+  if (smi->memory_bytes > 0) j["memory_bytes"] = smi->memory_bytes;
+  return j;
+}
+}  // namespace
+
+std::vector<SmiGpu> parse_smi_query(const std::string& text, std::string* error) {
+  std::vector<SmiGpu> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> f;
+    std::istringstream fields(line);
+    for (std::string x; std::getline(fields, x, ',');) f.push_back(trimmed(x));
+    if (f.size() == 5 && f[0].find(':') != std::string::npos)
+      out.push_back({sysfs_bus_id(f[0]), f[1], mib(f[2]), mib(f[3]), f[4]});
+    else if (error->empty() && !trimmed(line).empty())
+      *error = trimmed(line);
+  }
+  return out;
+}
+
+nlohmann::json gpu_facts(const std::vector<machine::VendorGpus>& found, const std::vector<SmiGpu>& smi) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& v : found)
+    for (size_t i = 0; i < v.gpus.size(); ++i)
+      out.push_back(gpu_fact(v.vendor, v.gpus[i], v.vendor == "nvidia" ? smi_of(v.gpus[i], i, smi) : nullptr));
+  return out;
+}
+
+nlohmann::json host_gpu_facts(machine::GpuSources src, std::string* tool, std::string* error) {
+  src.env = nullptr;
+  const auto found = machine::detect_gpus(-1, src);
+  int status = 0;
+  if (!src.nvidia_smi || first_output_line("command -v nvidia-smi", &status).empty() || status != 0)
+    return gpu_facts(found, {});
+  *tool = "nvidia-smi";
+  std::string text;
+  if (FILE* p = ::popen((std::string("timeout 15 ") + kSmiQuery + " 2>&1").c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
+    const int st = ::pclose(p);
+    if (st != 0 && text.empty()) *error = "nvidia-smi exited with status " + std::to_string(WEXITSTATUS(st));
+  }
+  return gpu_facts(found, parse_smi_query(text, error));
+}
+
+void view_gpu_list(const nlohmann::json& gpus, GpuView& v) {
+  v.listed = 0;
+  if (gpus.empty()) return;
+  v.vendor = gpus.front().value("vendor", "nvidia");
+  for (const auto& g : gpus) v.listed += g.value("vendor", "nvidia") == v.vendor ? 1 : 0;
+}
 
 namespace {
 const char* const kUnsetCvd =
@@ -39,10 +133,12 @@ bool hides_every_gpu(const std::string& v) {
 GpuVerdict judge_gpus(const std::string& host, const GpuView& v, int want) {
   GpuVerdict out;
   const std::string wants = ", --gpus-per-node wants " + std::to_string(want);
+  const bool nvidia = v.vendor == "nvidia";
   if (want >= 0 && v.listed < want) {
     out.mark = Mark::kFail;
     out.cell = std::to_string(v.listed);
-    out.what = host + ": sees " + std::to_string(v.listed) + " GPUs" + (v.has_smi ? "" : " (no nvidia-smi)") + wants;
+    out.what = host + ": sees " + std::to_string(v.listed) + (nvidia ? "" : " " + v.vendor) + " GPUs" +
+               (v.has_smi || v.listed > 0 ? "" : " (no nvidia-smi)") + wants;
     out.fix = v.smi_error.empty() ? "check the driver (nvidia-smi) on that host" : "nvidia-smi says: " + v.smi_error;
     return out;
   }
@@ -50,7 +146,11 @@ GpuVerdict judge_gpus(const std::string& host, const GpuView& v, int want) {
     out.cell = "none";
     return out;
   }
-  const std::string lists = host + ": nvidia-smi lists " + std::to_string(v.listed) + " GPU" + (v.listed == 1 ? "" : "s");
+  if (!nvidia) {  // bound by a launch, but neither CUDA nor the NCCL check can use them
+    out.cell = std::to_string(v.listed) + " " + v.vendor;
+    return out;
+  }
+  const std::string lists = host + ": the driver lists " + std::to_string(v.listed) + " GPU" + (v.listed == 1 ? "" : "s");
   if (v.cuda == 0) {
     auto [why, fix] = why_none(v);
     out.mark = Mark::kFail;
@@ -80,7 +180,7 @@ GpuVerdict judge_gpus(const std::string& host, const GpuView& v, int want) {
   out.cell = usable < v.listed ? of(usable, v.listed) : std::to_string(usable);
   if (usable == v.listed && (want < 0 || usable >= want)) return out;
   const std::string cvd = v.visible_devices ? " (CUDA_VISIBLE_DEVICES=" + *v.visible_devices + ")" : "";
-  out.what = host + ": CUDA sees " + of(usable, v.listed) + " GPUs nvidia-smi lists" + cvd;
+  out.what = host + ": CUDA sees " + of(usable, v.listed) + " GPUs the driver lists" + cvd;
   if (want >= 0 && usable < want) {
     out.mark = Mark::kFail;
     out.what += wants;
@@ -101,7 +201,7 @@ NcclPlan plan_nccl(const std::vector<int>& hosts, const std::vector<int>& usable
   int with = 0, gpus = 0;
   for (int u : usable) with += u > 0 ? 1 : 0, gpus += std::max(u, 0);
   if (with == 0) {
-    p.reason = "no host has a GPU (nvidia-smi lists none)";
+    p.reason = "no host has an NVIDIA GPU CUDA can use";
     return p;
   }
   if (!built) {

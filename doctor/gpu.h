@@ -1,19 +1,54 @@
 #pragma once
-// The doctor's GPU judgements, pure (no I/O), so each is unit-tested alone:
-// stage 3's verdict on what one host's nvidia-smi and CUDA see, and stage 6's
+// The doctor's GPUs. A host's list is the launch's (machine/gpus.h: the same
+// detector, so the doctor and a launch agree on what a GPU is), with what
+// only nvidia-smi knows (name, driver, memory in use) added to each NVIDIA
+// GPU. Then the judgements, pure (no I/O), so each is unit-tested alone:
+// stage 3's verdict on what one host's driver and CUDA see, and stage 6's
 // plan for the NCCL all_reduce (which hosts, how many ranks, or why not).
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "doctor/report.h"
+#include "machine/gpus.h"
 
 namespace dl::doctor {
 
+// What nvidia-smi says of one GPU that sysfs does not.
+struct SmiGpu {
+  std::string pci_bus_id;  // as sysfs writes it, "0000:18:00.0" (nvidia-smi's 8-digit domain cut to 4)
+  std::string name;        // "NVIDIA H100 80GB HBM3"
+  std::uint64_t memory_bytes = 0;
+  std::uint64_t memory_used_bytes = 0;
+  std::string driver;      // "550.54.15"
+};
+// The command whose output parse_smi_query() reads.
+inline constexpr const char* kSmiQuery =
+    "nvidia-smi --query-gpu=pci.bus_id,name,memory.total,memory.used,driver_version --format=csv,noheader,nounits";
+// One SmiGpu per line of kSmiQuery's output; the first line that is none
+// (what nvidia-smi printed instead: "No devices were found", a driver
+// mismatch) goes to *error.
+std::vector<SmiGpu> parse_smi_query(const std::string& text, std::string* error);
+
+// The facts' "gpus": every GPU of `found`, vendor by vendor, as
+// {"vendor","id","pci_bus_id","numa","memory_bytes"}, and an NVIDIA GPU's
+// "name","memory_bytes","memory_used_bytes","driver" from `smi` (matched by
+// PCI device, else by position where the list has no PCI devices).
+nlohmann::json gpu_facts(const std::vector<machine::VendorGpus>& found, const std::vector<SmiGpu>& smi);
+// This host's: machine::detect_gpus() with no visibility variable (the facts
+// report CUDA_VISIBLE_DEVICES apart, and CUDA's count shows what it hides),
+// and kSmiQuery when NVIDIA GPUs are found and nvidia-smi is installed
+// (*tool = "nvidia-smi"; what it printed instead of GPUs in *error).
+nlohmann::json host_gpu_facts(machine::GpuSources src, std::string* tool, std::string* error);
+
 // What one host reported about its GPUs (facts.h: "gpus", "cuda").
 struct GpuView {
-  int listed = 0;                    // GPUs nvidia-smi lists (0: none, or no nvidia-smi)
+  std::string vendor = "nvidia";     // the first vendor found, whose GPUs a launch binds
+  int listed = 0;                    // its GPUs the driver lists (0: none)
   bool has_smi = false;              // nvidia-smi is installed
   std::string smi_error;             // what nvidia-smi said when it failed
   int cuda = -1;                     // devices the CUDA driver API counts; -1: not probed
@@ -32,7 +67,12 @@ struct GpuVerdict {
   int usable = 0;     // GPUs a job can use there (one NCCL rank each)
 };
 
-// `want` is --gpus-per-node (-1: report only). `host` names the host in `what`.
+// `vendor` and `listed` from the facts' "gpus" (gpu_facts()).
+void view_gpu_list(const nlohmann::json& gpus, GpuView& v);
+
+// `want` is --gpus-per-node (-1: report only). `host` names the host in
+// `what`. CUDA's view is judged for NVIDIA GPUs; another vendor's count
+// only against `want`, and none is usable by the NCCL check.
 GpuVerdict judge_gpus(const std::string& host, const GpuView& v, int want);
 
 // True when CUDA_VISIBLE_DEVICES's value hides every GPU ("", "-1", "none", "NoDevFiles").

@@ -118,9 +118,9 @@ void Doctor::judge_host(int h, const nlohmann::json& f, long long offset_ns) {
          "synchronise the clocks (chrony or ntpd; `timedatectl set-ntp true`)");
   else
     report_->set(h, Check::kClock, Mark::kOk, signed_ms(off_ms));
-  // GPUs: what nvidia-smi lists and what CUDA makes of them.
+  // GPUs: what the driver lists and what CUDA makes of them.
   GpuView v;
-  v.listed = static_cast<int>(f.at("gpus").size());
+  view_gpu_list(f.at("gpus"), v);
   v.has_smi = !f.value("gpu_tool", "").empty();
   v.smi_error = f.value("gpu_error", "");
   if (f.contains("cuda_visible_devices") && f["cuda_visible_devices"].is_string())

@@ -2,8 +2,8 @@
 // CPU and GPU binding policy: which CPUs and GPUs each local rank of a host
 // gets. Planned by the launcher from what each agent reported (its cores,
 // NUMA nodes and GPU ids), next to placement because it is placement within
-// a host; applied by the agent (agent/cpu_binding.h reads the host,
-// agent/rank_process.cc pins the rank between fork and exec). Pure.
+// a host; applied by the agent (machine/cpus.h and machine/gpus.h read the
+// host, agent/rank_process.cc pins the rank between fork and exec). Pure.
 #include <optional>
 #include <string>
 #include <utility>

@@ -5,12 +5,12 @@
 #include <map>
 #include <optional>
 
-#include "agent/cpu_binding.h"
-#include "agent/gpu_binding.h"
 #include "errors/error.h"
 #include "hostfiles/binding.h"
 #include "hostfiles/hostfile.h"
 #include "hostfiles/rankfile.h"
+#include "machine/cpus.h"
+#include "machine/gpus.h"
 #include "remote/agent_starter.h"
 
 namespace dl::launcher {
@@ -29,7 +29,7 @@ struct GpuCells {
 // ranks' rankfile slots (--rankfile).
 void plan_local_cpus(const RunOptions& o, const std::string& host, std::vector<GpuCells>& mine,
                      const std::vector<int>& gpu_numa, const std::vector<std::string>& slots) {
-  static const hostfiles::CpuTopology topo = agent::read_cpu_topology(agent::own_allowed_cpus());
+  static const hostfiles::CpuTopology topo = machine::read_cpu_topology(machine::own_allowed_cpus());
   try {
     if (!o.rankfile.empty()) {
       for (size_t l = 0; l < mine.size(); ++l)
@@ -64,7 +64,7 @@ std::string with_app(std::string line, const std::string& cell) {
 std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
   const bool bind = o.gpu_bind_mode != hostfiles::GpuBind::kNone;
   // Detect once: every local host is this machine (and --gpus-per-node stands for every host).
-  std::optional<std::vector<agent::VendorGpus>> here;
+  std::optional<std::vector<machine::VendorGpus>> here;
   std::map<std::string, std::string> variables;  // variable -> vendor, for the note under the table
   std::vector<std::vector<GpuCells>> cells(p.nodes.size());  // by node, by local rank
   std::vector<std::vector<std::string>> slots(p.nodes.size());  // --rankfile's, by node, by local rank
@@ -89,13 +89,13 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
       for (auto& c : mine) c.visible = c.devices = c.physical = "?";
       continue;
     }
-    if (!here) here = agent::detect_gpus(o.gpus_per_node);
+    if (!here) here = machine::detect_gpus(o.gpus_per_node);
     try {
-      const auto gpus = agent::pick_gpus(*here, o.gpu_vendor, host);
+      const auto gpus = machine::pick_gpus(*here, o.gpu_vendor, host);
       if (!gpus) continue;
       const auto per_local =
-          hostfiles::plan_gpus(o.gpu_bind_mode, gpus->ids, local_world, o.gpus_per_rank, o.oversubscribe_gpus, host);
-      std::fputs(hostfiles::gpu_sharing_warning(o.gpu_bind_mode, static_cast<int>(gpus->ids.size()), local_world,
+          hostfiles::plan_gpus(o.gpu_bind_mode, gpus->ids(), local_world, o.gpus_per_rank, o.oversubscribe_gpus, host);
+      std::fputs(hostfiles::gpu_sharing_warning(o.gpu_bind_mode, static_cast<int>(gpus->gpus.size()), local_world,
                                                 o.gpus_per_rank, o.oversubscribe_gpus, host, o.per_node_flag)
                      .c_str(),
                  stderr);
@@ -105,10 +105,8 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
         mine[l].visible = per_local[l].visible, mine[l].devices = per_local[l].devices;
         mine[l].physical = hostfiles::join_id_list(per_local[l].physical);
         int node = -1;
-        if (!per_local[l].physical.empty() && !gpus->numa.empty()) {
-          auto it = std::find(gpus->ids.begin(), gpus->ids.end(), per_local[l].physical.front());
-          if (it != gpus->ids.end()) node = gpus->numa[static_cast<size_t>(it - gpus->ids.begin())];
-        }
+        for (const auto& g : gpus->gpus)
+          if (!per_local[l].physical.empty() && g.id == per_local[l].physical.front()) node = g.numa;
         gpu_numa.push_back(node);
       }
       if (o.bind_to == hostfiles::CpuBind::kNuma && local) plan_local_cpus(o, host, mine, gpu_numa, slots[n]);

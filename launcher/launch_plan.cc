@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <map>
 
-#include "agent/gpu_binding.h"
 #include "control/env_names.h"
 #include "hostfiles/binding.h"
 #include "hostfiles/rankfile.h"
+#include "machine/gpu_report.h"
 
 namespace dl::launcher {
 
@@ -32,8 +32,8 @@ std::string same_machine(const hostfiles::HostEntry& a, const hostfiles::HostEnt
          "with the slots added, e.g. " + (by_h ? "-H " + name + ":" + slots : "'" + name + " slots=" + slots + "'");
 }
 
-// Two of the job's entries whose agents report one machine (agent/
-// machine_identity.h) are refused, naming both: the placement (NODE_RANK,
+// Two of the job's entries whose agents report one machine
+// (machine/identity.h) are refused, naming both: the placement (NODE_RANK,
 // each host's ranks, the output files) was fixed before the agents started.
 // Entries under this machine's own names were merged then (hostfiles::merge_local).
 bool check_machines(const PlanInput& in, LaunchPlan& plan) {
@@ -143,19 +143,19 @@ bool plan_gpus(const PlanInput& in, LaunchPlan& plan, std::map<int, EnvMap>& gpu
   for (const auto& n : in.nodes) {
     if (n.external) continue;
     try {
-      const auto gpus = agent::pick_gpus(agent::reported_gpus(*n.hello), o.gpu_vendor, n.host);
+      const auto gpus = machine::pick_gpus(machine::reported_gpus(*n.hello), o.gpu_vendor, n.host);
       if (!gpus) continue;  // a host without GPUs: nothing to set, nothing wrong
       const int local_world = static_cast<int>(n.ranks.size());
-      const auto per_local = hostfiles::plan_gpus(o.gpu_bind_mode, gpus->ids, local_world, o.gpus_per_rank,
+      const auto per_local = hostfiles::plan_gpus(o.gpu_bind_mode, gpus->ids(), local_world, o.gpus_per_rank,
                                                   o.oversubscribe_gpus, n.host);
-      plan.warnings += hostfiles::gpu_sharing_warning(o.gpu_bind_mode, static_cast<int>(gpus->ids.size()), local_world,
+      plan.warnings += hostfiles::gpu_sharing_warning(o.gpu_bind_mode, static_cast<int>(gpus->gpus.size()), local_world,
                                                       o.gpus_per_rank, o.oversubscribe_gpus, n.host, o.per_node_flag);
       const std::string var = hostfiles::gpu_visibility_variable(gpus->vendor);
       for (int r : n.ranks) {
         const auto& a = per_local.at(static_cast<size_t>(in.placement->ranks.at(static_cast<size_t>(r)).local_rank));
         gpu_env[r] = {{var, a.visible}, {hostfiles::kDlaunchGpus, a.devices}};
-        if (!a.positions.empty() && static_cast<size_t>(a.positions[0]) < gpus->numa.size())
-          gpu_numa[r] = gpus->numa[static_cast<size_t>(a.positions[0])];
+        if (!a.positions.empty() && static_cast<size_t>(a.positions[0]) < gpus->gpus.size())
+          gpu_numa[r] = gpus->gpus[static_cast<size_t>(a.positions[0])].numa;
       }
     } catch (const std::exception& e) {
       plan.refusal = LaunchPlan::Refusal::kBadRequest;

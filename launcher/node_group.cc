@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/machine_identity.h"
+#include "machine/identity.h"
 #include "errors/error.h"
 #include "errors/exit_codes.h"
 #include "remote/agent_starter.h"
@@ -241,7 +241,7 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
   me.nproc = o.per_node;
   me.master_port = t.node_rank == 0 ? wire::free_tcp_port() : 0;
   me.pid = static_cast<int>(::getpid());
-  me.machine = agent::machine_identity();
+  me.machine = machine::machine_identity();
   const std::string mine = to_json(me);
   if (auto prev = store->compare_set(k("node/" + std::to_string(t.node_rank)), "", mine); prev != mine) {
     NodeRecord other = node_record_from_json(prev);

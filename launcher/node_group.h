@@ -60,7 +60,7 @@ struct NodeRecord {
   int nproc = 1;      // ranks it runs
   int master_port = 0;  // node 0 only: a free port for MASTER_PORT
   int pid = 0;
-  std::string machine;  // agent/machine_identity.h: two nodes on one machine share it ("" from an older node)
+  std::string machine;  // machine/identity.h: two nodes on one machine share it ("" from an older node)
 };
 std::string to_json(const NodeRecord& r);
 NodeRecord node_record_from_json(const std::string& s);

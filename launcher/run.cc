@@ -9,8 +9,6 @@
 #include <string_view>
 #include <thread>
 
-#include "agent/cpu_binding.h"
-#include "agent/gpu_binding.h"
 #include "errors/error.h"
 #include "hostfiles/allocation.h"
 #include "hostfiles/hostfile.h"
@@ -24,6 +22,8 @@
 #include "launcher/node_group.h"
 #include "launcher/options.h"
 #include "launcher/output_sink.h"
+#include "machine/cpus.h"
+#include "machine/gpus.h"
 #include "remote/agent_starter.h"
 #include "remote/early_agent.h"
 #include "remote/start_method.h"
@@ -137,15 +137,15 @@ hostfiles::Placement plan(const RunOptions& o) {
 // the driver), the CPUs as the OS counts them.
 void resolve_torchrun_words(RunOptions& o) {
   if (o.per_socket > 0) {  // --map-by ppr:N:socket, with this machine's sockets for every host
-    const auto sockets = agent::read_cpu_topology(agent::own_allowed_cpus()).packages.size();
+    const auto sockets = machine::read_cpu_topology(machine::own_allowed_cpus()).packages.size();
     o.sockets_per_node = static_cast<int>(std::max<size_t>(sockets, 1));
     o.per_node = o.per_socket * o.sockets_per_node;
   }
   if (o.nproc_per_node_kind != NprocKind::kNumber) {
     int gpus = 0;
     if (o.nproc_per_node_kind != NprocKind::kCpu) {
-      const auto found = agent::detect_gpus(o.gpus_per_node);
-      if (!found.empty()) gpus = static_cast<int>(found.front().ids.size());
+      const auto found = machine::detect_gpus(o.gpus_per_node);
+      if (!found.empty()) gpus = static_cast<int>(found.front().gpus.size());
     }
     o.per_node = resolve_nproc_per_node(o.nproc_per_node_kind, gpus, static_cast<int>(std::thread::hardware_concurrency()));
   }

@@ -9,14 +9,19 @@
    message name used as a JSON value).
 3. A production file is never named like a test.
 
-Usage: check_architecture.py [SOURCE_DIR]; prints each violation, exits 1 if any.
+Usage: check_architecture.py SOURCE_DIR PRINT_PROTOCOL_REFERENCE; prints each
+violation, exits 1 if any. The second argument is the built program that
+prints control::protocol_reference() (tests/control/print_protocol_reference.cc,
+build/bin/print_protocol_reference), whence the control messages' names:
+the protocol itself, not a copy of it. Its ctest passes both.
 """
 import os
 import re
+import subprocess
 import sys
 
 # Bottom up, as drawn in docs/design.md "Architecture".
-BANDS = [["errors"], ["wire"], ["control", "hostfiles"], ["rendezvous", "mpi"], ["agent", "collectives", "remote"],
+BANDS = [["errors"], ["wire"], ["control", "hostfiles"], ["rendezvous", "mpi", "machine"], ["agent", "collectives", "remote"],
          ["launcher", "doctor"], ["cli", "demo"]]
 BAND = {f: i for i, band in enumerate(BANDS) for f in band}
 LAYERS = [f for band in BANDS for f in band]
@@ -25,12 +30,11 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 TYPE_KEY = re.compile(r'(\{\s*"t"\s*,|\[\s*"t"\s*\]|\.at\(\s*"t"\s*\)|value\(\s*"t"\s*,)')
 
 
-def message_types(root):
-    """Every control message's name, from the table of docs/wire-protocol.md
-    that tests/control/messages_test.cc keeps equal to control's
-    protocol_reference(): "agent -> launcher  hello  {...}" names hello."""
-    text = open(os.path.join(root, "docs", "wire-protocol.md"), encoding="utf-8").read()
-    table = text.split("<!-- control-messages:begin", 1)[1].split("<!-- control-messages:end", 1)[0]
+def message_types(program):
+    """Every control message's name, from the table that `program` prints
+    (control::protocol_reference()): "agent -> launcher  hello  {...}" names
+    hello. Raises OSError or CalledProcessError when it does not run."""
+    table = subprocess.run([program], check=True, capture_output=True, text=True, timeout=60).stdout
     return sorted({m.group(1) for m in re.finditer(r"^\S+ -> \S+ {2}(\w+) {2}\{", table, re.M)})
 
 
@@ -42,13 +46,21 @@ def sources(root, folder):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    if len(sys.argv) != 3:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    root, program = sys.argv[1], sys.argv[2]
+    try:
+        types = message_types(program)
+    except (OSError, subprocess.SubprocessError) as e:
+        print(f"check_architecture: cannot read the control messages from {program}: {e}; build it with "
+              "`cmake --build build --target print_protocol_reference`", file=sys.stderr)
+        return 2
     cmake = open(os.path.join(root, "CMakeLists.txt")).read()
     m = re.search(r"set\(dlaunch_all_folders ([^)]*)\)", cmake)
     problems = []
-    types = message_types(root)
-    if len(types) < 12:
-        problems.append(f"docs/wire-protocol.md: its control-message table names {len(types)} messages; expected all")
+    if not types:
+        problems.append(f"{program}: printed no control message (expected lines like 'agent -> launcher  hello  {{...}}')")
     type_name = re.compile(r'(==|!=)\s*"(' + "|".join(types) + r')"|"t"\s*,\s*"(' + "|".join(types) + r')"')
     order = m.group(1).split() if m else []
     if sorted(order) != sorted(LAYERS) or [BAND[f] for f in order] != sorted(BAND[f] for f in order):

@@ -34,7 +34,7 @@ TEST_CASE("a healthy cluster is reported healthy, with the interface and busbw",
   CHECK(contains(r.output, "NCCL_SOCKET_IFNAME=eth0 GLOO_SOCKET_IFNAME=eth0 DLAUNCH_SOCKET_IFNAME=eth0"));
   CHECK(contains(r.output, "all_reduce: 4 MB float32 sum over 4 hosts, busbw "));
   // No GPU here: the NCCL check says it did not run, and why.
-  CHECK(contains(r.output, "\nnccl: skipped: no host has a GPU (nvidia-smi lists none)\n"));
+  CHECK(contains(r.output, "\nnccl: skipped: no host has an NVIDIA GPU CUDA can use\n"));
   for (int h = 0; h < 4; ++h) CHECK(row_of(r.output, c.address(h)).find(kFail) == std::string::npos);
   CHECK(contains(row_of(r.output, c.address(0)), "\u2713 local"));
   const std::string written = read_file(healthy);

@@ -19,7 +19,9 @@ using dl::cluster::Cluster;
 using namespace dl::doctor_test;
 
 namespace {
-// Gives `host` an nvidia-smi that lists `gpus` H100s: a copy of
+// Gives `host` an nvidia-smi that lists `gpus` H100s (for `-L`, which GPU
+// detection falls back to where the driver's /proc tree is missing, as here,
+// and for the doctor's --query-gpu): a copy of
 // /usr/local/sbin (on sshd's PATH) with the stand-in added, bind-mounted over
 // /usr/local/sbin in that host's sshd mount namespace only.
 void fake_nvidia_smi(const Cluster& c, int host, int gpus) {
@@ -28,8 +30,11 @@ void fake_nvidia_smi(const Cluster& c, int host, int gpus) {
   std::filesystem::copy("/usr/local/sbin", dir, std::filesystem::copy_options::recursive);
   {
     std::ofstream f(dir + "/nvidia-smi");
-    f << "#!/bin/sh\n# dlaunch test stand-in: " << gpus << " GPUs for --query-gpu=index,name,memory.total\n"
-      << "i=0; while [ $i -lt " << gpus << " ]; do echo \"$i, NVIDIA H100 80GB HBM3, 81559 MiB\"; i=$((i+1)); done\n";
+    f << "#!/bin/sh\n# dlaunch test stand-in: " << gpus << " GPUs for -L and --query-gpu=pci.bus_id,name,...\n"
+      << "i=0; while [ $i -lt " << gpus << " ]; do\n"
+      << "  if [ \"$1\" = -L ]; then echo \"GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-fake-$i)\"\n"
+      << "  else echo \"00000000:1$i:00.0, NVIDIA H100 80GB HBM3, 81559, 0, 550.54.15\"; fi\n"
+      << "  i=$((i+1))\ndone\n";
   }
   std::filesystem::permissions(dir + "/nvidia-smi", std::filesystem::perms::owner_all);
   const std::string pid = read_file(c.dir() + "/" + c.host(host) + "/sshd.pid");
@@ -41,7 +46,7 @@ void fake_nvidia_smi(const Cluster& c, int host, int gpus) {
 }
 }  // namespace
 
-TEST_CASE("gpus per node: each host's GPUs (nvidia-smi) against --gpus-per-node", "[doctor][cluster][slow]") {
+TEST_CASE("gpus per node: each host's GPUs (the driver's) against --gpus-per-node", "[doctor][cluster][slow]") {
   Cluster c(3);
   REQUIRE(contains(ssh_path(c), "/usr/local/sbin"));
   fake_nvidia_smi(c, 1, 2);
@@ -65,11 +70,14 @@ TEST_CASE("gpus per node: each host's GPUs (nvidia-smi) against --gpus-per-node"
     CHECK(doc["hosts"][0]["checks"]["gpus"]["mark"] == "ok");
     REQUIRE(doc["hosts"][1]["facts"]["gpus"].size() == 2);
     CHECK(doc["hosts"][1]["facts"]["gpus"][1]["name"] == "NVIDIA H100 80GB HBM3");
+    CHECK(doc["hosts"][1]["facts"]["gpus"][1]["vendor"] == "nvidia");
+    CHECK(doc["hosts"][1]["facts"]["gpus"][1]["driver"] == "550.54.15");
+    CHECK(doc["hosts"][1]["facts"]["gpus"][1]["memory_bytes"] == 81559ULL << 20);
     CHECK(leftovers(c) == "");
   }
 }
 
-TEST_CASE("nvidia-smi lists GPUs but CUDA sees none: the reason and the fix, per host", "[doctor][cluster][slow]") {
+TEST_CASE("the driver lists GPUs but CUDA sees none: the reason and the fix, per host", "[doctor][cluster][slow]") {
   Cluster c(3);
   fake_nvidia_smi(c, 1, 2);
   fake_nvidia_smi(c, 2, 4);
@@ -80,11 +88,11 @@ TEST_CASE("nvidia-smi lists GPUs but CUDA sees none: the reason and the fix, per
   CHECK(r.status == 1);
   auto f = failures(r.output, "gpus");
   REQUIRE(f.size() == 2);
-  CHECK(contains(r.output, kFail + " gpus: " + c.address(2) + ": nvidia-smi lists 4 GPUs but CUDA sees none: "
+  CHECK(contains(r.output, kFail + " gpus: " + c.address(2) + ": the driver lists 4 GPUs but CUDA sees none: "
                                    "CUDA_VISIBLE_DEVICES is set to '', which hides every GPU; unset CUDA_VISIBLE_DEVICES in that host's environment"));
   // h1: this machine has no NVIDIA driver, so the real probe finds no libcuda
   // (on a machine with one, cuInit finds no device behind the stand-in).
-  const auto h1 = lines_starting(r.output, kFail + " gpus: " + c.address(1) + ": nvidia-smi lists 2 GPUs but CUDA sees none: ");
+  const auto h1 = lines_starting(r.output, kFail + " gpus: " + c.address(1) + ": the driver lists 2 GPUs but CUDA sees none: ");
   REQUIRE(h1.size() == 1);
   CHECK((contains(h1[0], "libcuda.so.1 cannot be loaded") || contains(h1[0], "cuInit failed")));
   CHECK(contains(h1[0], "; "));  // a fix follows

@@ -146,6 +146,11 @@ fi
 
 run doctor 180 dlaunch doctor -H localhost --program "$(command -v python3)"
 expect doctor "doctor passes on the GPU host and runs its NCCL stage" eval '[ $rc = 0 ] && has "nccl: .*(busbw|GB/s|every element)"'
+# The doctor's GPU list is the launch's (machine/gpus.h): every GPU of
+# /proc/driver/nvidia/gpus by its PCI device, with nvidia-smi's driver version joined to each.
+run doctor_gpus 120 dlaunch doctor -H localhost --quick --json
+expect doctor_gpus "the doctor lists the $NGPU GPUs a launch binds, each with its PCI device and nvidia-smi's driver" \
+  eval '[ "$(count "\"pci_bus_id\": \"[0-9a-f]{4}:")" = "$NGPU" ] && [ "$(count "\"driver\": \"[0-9]")" = "$NGPU" ]'
 
 # torchrun's spellings on a GPU host: one rank per GPU the agent detects.
 run nproc_gpu 180 dlaunch --nproc_per_node gpu --report-bindings python3 tests/gpu/gpu_torch.py

@@ -9,14 +9,14 @@
 
 namespace remote = dl::remote;
 
-TEST_CASE("start method: auto is slurm inside a Slurm job, else libssh", "[launcher][slurm]") {
+TEST_CASE("start method: auto is slurm inside a Slurm job, else libssh", "[remote][slurm]") {
   CHECK(remote::resolve_start_method("auto", "") == "libssh");
   CHECK(remote::resolve_start_method("auto", "4242") == "slurm");
   CHECK(remote::resolve_start_method("libssh", "4242") == "libssh");
   CHECK(remote::resolve_start_method("slurm", "4242", {"/opt/slurm/bin/srun"}) == "slurm");
 }
 
-TEST_CASE("start method: bad choices say what to do", "[launcher][slurm]") {
+TEST_CASE("start method: bad choices say what to do", "[remote][slurm]") {
   CHECK_THROWS_WITH(remote::resolve_start_method("slurm", ""), Catch::Contains("SLURM_JOB_ID is unset"));
   CHECK_THROWS_WITH(remote::resolve_start_method("srun", ""),
                     "--launcher takes libssh, ssh, slurm, auto, got 'srun' (did you mean slurm?)");
@@ -24,13 +24,13 @@ TEST_CASE("start method: bad choices say what to do", "[launcher][slurm]") {
   CHECK_THROWS_AS(remote::resolve_start_method("", ""), dl::UsageError);
 }
 
-TEST_CASE("start method: --launcher-exec splits at blanks", "[launcher][slurm]") {
+TEST_CASE("start method: --launcher-exec splits at blanks", "[remote][slurm]") {
   CHECK(remote::split_launcher_exec("  /opt/srun   --reservation=r ") ==
         std::vector<std::string>{"/opt/srun", "--reservation=r"});
   CHECK(remote::split_launcher_exec("").empty());
 }
 
-TEST_CASE("slurm starter: one srun step, one task per node, the agent's argv after it", "[launcher][slurm]") {
+TEST_CASE("slurm starter: one srun step, one task per node, the agent's argv after it", "[remote][slurm]") {
   const auto v = remote::srun_argv({}, {"n2", "n1"}, {"/p/dlaunch-agent", "--connect", "10.0.0.1:5", "--node-names", "n2,n1"});
   CHECK(v == std::vector<std::string>{"srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=n2,n1",
                                       "--overlap", "--kill-on-bad-exit=1", "--cpu-bind=none", "--mpi=none",
@@ -42,7 +42,7 @@ TEST_CASE("slurm starter: one srun step, one task per node, the agent's argv aft
   CHECK(w.back() == "x");
 }
 
-TEST_CASE("slurm starter: srun's complaints are given to the node they name", "[launcher][slurm]") {
+TEST_CASE("slurm starter: srun's complaints are given to the node they name", "[remote][slurm]") {
   const auto by = remote::srun_errors_by_host(
       {"srun: error: n1: task 0: Exited with exit code 127", "srun: error: Node failure on n10.",
        "dlaunch-agent: error: this host (n2) is none", "srun: error: n[3-4,10]: tasks 1-3: Exited with exit code 2",
@@ -57,13 +57,13 @@ TEST_CASE("slurm starter: srun's complaints are given to the node they name", "[
   CHECK(by.size() == 6);  // "Job step aborted" names no host
 }
 
-TEST_CASE("slurm starter: the address that reaches a host", "[launcher][slurm]") {
+TEST_CASE("slurm starter: the address that reaches a host", "[remote][slurm]") {
   CHECK(remote::source_address_towards("127.0.0.1") == "127.0.0.1");
   CHECK(remote::source_address_towards("no-such-host.invalid").empty());
 }
 
 TEST_CASE("slurm starter: srun's lines that say it waits for resources are recognized, others are not",
-          "[launcher][slurm]") {
+          "[remote][slurm]") {
   // As srun writes them (src/srun: info() at the first and later retries; verbose() for a prolog).
   CHECK(dl::remote::srun_wait_reason("srun: Job 7 step creation temporarily disabled, retrying (Requested nodes are busy)") ==
         "Requested nodes are busy");
@@ -76,7 +76,7 @@ TEST_CASE("slurm starter: srun's lines that say it waits for resources are recog
   CHECK(dl::remote::srun_wait_reason("").empty());
 }
 
-TEST_CASE("slurm starter: the waiting message quotes srun, names the job's steps and what to do", "[launcher][slurm]") {
+TEST_CASE("slurm starter: the waiting message quotes srun, names the job's steps and what to do", "[remote][slurm]") {
   const std::string line = "srun: Job 7 step creation temporarily disabled, retrying (Requested nodes are busy)";
   const std::string m = dl::remote::srun_waiting_message(line, "7");
   CHECK_THAT(m, Catch::StartsWith("srun is waiting for resources to start the agents' step (" + line + ")"));
@@ -88,7 +88,7 @@ TEST_CASE("slurm starter: the waiting message quotes srun, names the job's steps
                          Catch::Contains("--control-addr"));
 }
 
-TEST_CASE("start method: libssh and ssh fork the local node's agent, slurm's srun starts it", "[launcher][slurm]") {
+TEST_CASE("start method: libssh and ssh fork the local node's agent, slurm's srun starts it", "[remote][slurm]") {
   CHECK(remote::forks_local_agent("libssh"));
   CHECK(remote::forks_local_agent("ssh"));
   CHECK_FALSE(remote::forks_local_agent("slurm"));

@@ -5,9 +5,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/cpu_binding.h"
+#include "machine/cpus.h"
 
-using namespace dl::agent;
+using namespace dl::machine;
+using dl::hostfiles::CpuTopology;
 using V = std::vector<int>;
 
 namespace {
@@ -32,7 +33,7 @@ struct FakeSysfs {
 };
 }  // namespace
 
-TEST_CASE("topology: hyperthread siblings form one core, NUMA nodes limited to the allowed CPUs", "[agent]") {
+TEST_CASE("topology: hyperthread siblings form one core, NUMA nodes limited to the allowed CPUs", "[machine]") {
   // 2 packages x 2 cores x 2 threads; siblings numbered n and n+4, as on Intel.
   FakeSysfs fs;
   for (int c = 0; c < 8; ++c) fs.cpu(c, (c % 4) / 2, c % 2);
@@ -59,7 +60,7 @@ TEST_CASE("topology: hyperthread siblings form one core, NUMA nodes limited to t
   CHECK(u.packages == std::vector<V>{{2, 3}});  // a socket with no allowed CPU is left out
 }
 
-TEST_CASE("topology without sysfs information: every CPU a core, one node", "[agent]") {
+TEST_CASE("topology without sysfs information: every CPU a core, one node", "[machine]") {
   FakeSysfs fs;
   CpuTopology t = read_cpu_topology({0, 1, 2}, fs.root);
   CHECK(t.cores.size() == 3);
@@ -68,7 +69,7 @@ TEST_CASE("topology without sysfs information: every CPU a core, one node", "[ag
   CHECK(t.numa_ids == V{-1});  // no node a GPU could name
 }
 
-TEST_CASE("this machine's own topology covers exactly the CPUs we may use", "[agent]") {
+TEST_CASE("this machine's own topology covers exactly the CPUs we may use", "[machine]") {
   const V allowed = own_allowed_cpus();
   REQUIRE(!allowed.empty());
   CpuTopology t = read_cpu_topology(allowed);

@@ -17,7 +17,7 @@ const std::vector<std::string> kHostile = {
     "'\"'$'\"'", "a\\'b",      ">/tmp/out"};
 }  // namespace
 
-TEST_CASE("ssh shell_quote round-trips hostile strings through sh, bash and dash", "[ssh]") {
+TEST_CASE("ssh shell_quote round-trips hostile strings through sh, bash and dash", "[remote][ssh]") {
   for (const char* shell : {"/bin/sh", "/bin/bash", "/bin/dash"}) {
     for (const auto& s : kHostile) {
       // The remote sshd does `$SHELL -c "<command>"`; do the same locally.
@@ -29,7 +29,7 @@ TEST_CASE("ssh shell_quote round-trips hostile strings through sh, bash and dash
   }
 }
 
-TEST_CASE("ssh join_quoted keeps word boundaries", "[ssh]") {
+TEST_CASE("ssh join_quoted keeps word boundaries", "[remote][ssh]") {
   auto r = dl::cluster::run_argv({"/bin/sh", "-c", ssh::join_quoted({"printf", "<%s>", "a b", "", "c"})});
   CHECK(r.output == "<a b><><c>");
   CHECK(ssh::join_quoted({"dlaunch-agent", "--job", "x1"}) == "dlaunch-agent --job x1");
@@ -37,7 +37,7 @@ TEST_CASE("ssh join_quoted keeps word boundaries", "[ssh]") {
   CHECK(ssh::shell_quote("it's") == "'it'\\''s'");
 }
 
-TEST_CASE("ssh parse_target reads user@host:port", "[ssh]") {
+TEST_CASE("ssh parse_target reads user@host:port", "[remote][ssh]") {
   auto t = ssh::parse_target("alice@node1:2222", "hosts:1");
   CHECK(t.user == "alice");
   CHECK(t.host == "node1");

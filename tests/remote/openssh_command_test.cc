@@ -36,7 +36,7 @@ dl::cluster::RunResult run_remote(const std::vector<std::string>& argv) {
 }
 }  // namespace
 
-TEST_CASE("openssh argv: batch mode, timeout, config, user, port, and the host after --", "[ssh]") {
+TEST_CASE("openssh argv: batch mode, timeout, config, user, port, and the host after --", "[remote][ssh]") {
   StarterOptions o;
   o.ssh_timeout = std::chrono::milliseconds(2500);
   o.ssh_config = "/etc/cluster ssh config";
@@ -63,7 +63,7 @@ TEST_CASE("openssh argv: batch mode, timeout, config, user, port, and the host a
   CHECK(has_pair(plain, "--", "-oProxyCommand=touch /tmp/x"));
 }
 
-TEST_CASE("openssh remote command: the connection line, then the agent with --connect to the client address", "[ssh]") {
+TEST_CASE("openssh remote command: the connection line, then the agent with --connect to the client address", "[remote][ssh]") {
   StarterOptions o;
   auto v = openssh_argv(o, spec_for("h1"), "/bin/echo");
   auto r = run_remote(v);
@@ -83,7 +83,7 @@ TEST_CASE("openssh remote command: the connection line, then the agent with --co
   CHECK(r.output.find("--connect [fd00::5]:4000") != std::string::npos);
 }
 
-TEST_CASE("openssh remote command: a hostile --prefix runs nothing and reads as not found", "[ssh]") {
+TEST_CASE("openssh remote command: a hostile --prefix runs nothing and reads as not found", "[remote][ssh]") {
   char dir[] = "/tmp/dl-openssh-XXXXXX";
   REQUIRE(mkdtemp(dir));
   const std::string pwned = std::string(dir) + "/pwned";
@@ -97,14 +97,14 @@ TEST_CASE("openssh remote command: a hostile --prefix runs nothing and reads as 
   ::rmdir(dir);
 }
 
-TEST_CASE("openssh remote command without SSH_CONNECTION says to pass --control-addr", "[ssh]") {
+TEST_CASE("openssh remote command without SSH_CONNECTION says to pass --control-addr", "[remote][ssh]") {
   auto v = openssh_argv(StarterOptions{}, spec_for("h1"), "/bin/echo");
   auto r = dl::cluster::run_argv({"env", "-u", "SSH_CONNECTION", "sh", "-c", v.back()});
   CHECK(r.status == 2);
   CHECK(r.output.find("--control-addr") != std::string::npos);
 }
 
-TEST_CASE("openssh failures name the host and the fix", "[ssh]") {
+TEST_CASE("openssh failures name the host and the fix", "[remote][ssh]") {
   CHECK(openssh_failure("h2", 255, "ssh: connect to host 10.0.0.3 port 22: Connection refused\r\n", "a")
             .find("h2: ssh failed (exit 255): ssh: connect to host 10.0.0.3 port 22: Connection refused: is sshd") == 0);
   CHECK(openssh_failure("h3", 255, "No ED25519 host key is known for h3 and you have requested strict checking.\n"

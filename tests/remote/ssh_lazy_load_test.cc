@@ -23,7 +23,7 @@ bool mapped(const std::string& lib) {
 }
 }  // namespace
 
-TEST_CASE("libssh is mapped only once an ssh session is started", "[ssh]") {
+TEST_CASE("libssh is mapped only once an ssh session is started", "[remote][ssh]") {
   // In a child, so that no earlier test in this process has loaded it.
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);

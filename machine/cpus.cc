@@ -1,29 +1,23 @@
-#include "agent/cpu_binding.h"
+#include "machine/cpus.h"
 
 #include <sched.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <utility>
 
-namespace dl::agent {
+#include "machine/files.h"
+
+namespace dl::machine {
 
 using hostfiles::parse_cpu_list;
 
 namespace {
 
-std::string read_line(const std::string& path) {
-  std::ifstream f(path);
-  std::string s;
-  std::getline(f, s);
-  return s;
-}
-
 int read_int(const std::string& path, int fallback) {
-  const std::string s = read_line(path);
+  const std::string s = first_line(path);
   try {
     return s.empty() ? fallback : std::stoi(s);
   } catch (const std::exception&) {
@@ -75,7 +69,7 @@ CpuTopology read_cpu_topology(const std::vector<int>& allowed, const std::string
   for (int node : node_ids) {
     std::vector<int> cpus;
     try {
-      cpus = parse_cpu_list(read_line(sysfs_root + "/devices/system/node/node" + std::to_string(node) + "/cpulist"));
+      cpus = parse_cpu_list(first_line(sysfs_root + "/devices/system/node/node" + std::to_string(node) + "/cpulist"));
     } catch (const std::invalid_argument&) {
       continue;
     }
@@ -88,4 +82,4 @@ CpuTopology read_cpu_topology(const std::vector<int>& allowed, const std::string
   return t;
 }
 
-}  // namespace dl::agent
+}  // namespace dl::machine

@@ -3,7 +3,7 @@
 
 #include "remote/ssh/fan_out.h"
 #include "remote/ssh/quote.h"
-#include "tests/cluster/ssh_test_util.h"
+#include "tests/remote/ssh_test_util.h"
 
 namespace ssh = dl::ssh;
 using dl::cluster::Cluster;
@@ -18,7 +18,7 @@ std::vector<ssh::Target> targets_of(const Cluster& c) {
 }
 }  // namespace
 
-TEST_CASE("ssh run_all runs hostname and cat with a payload on every host", "[cluster][ssh]") {
+TEST_CASE("ssh run_all runs hostname and cat with a payload on every host", "[remote][cluster][ssh]") {
   Cluster c(4);
   ScratchDir scratch;
   InNamespace in(c, "h0");
@@ -37,7 +37,7 @@ TEST_CASE("ssh run_all runs hostname and cat with a payload on every host", "[cl
   }
 }
 
-TEST_CASE("ssh start_all keeps commands running and reports each host's failure", "[cluster][ssh]") {
+TEST_CASE("ssh start_all keeps commands running and reports each host's failure", "[remote][cluster][ssh]") {
   Cluster c(4);
   ScratchDir scratch;
   REQUIRE(c.script({"stop-sshd", c.id(), "h2"}).status == 0);
@@ -72,7 +72,7 @@ TEST_CASE("ssh start_all keeps commands running and reports each host's failure"
 }
 
 TEST_CASE("ssh: a command that exits before reading its stdin payload is reported by its exit, not the write",
-          "[cluster][ssh]") {
+          "[remote][cluster][ssh]") {
   // 8 MiB is more than the channel's window: the write must wait for the
   // remote side, which exits without reading. Before, the write's failure
   // ("cannot write to the remote command's stdin") hid the exit status that

@@ -5,14 +5,14 @@
 #include "errors/error.h"
 #include "remote/ssh/quote.h"
 #include "remote/ssh/session.h"
-#include "tests/cluster/ssh_test_util.h"
+#include "tests/remote/ssh_test_util.h"
 
 namespace ssh = dl::ssh;
 using dl::cluster::Cluster;
 using dl::cluster::InNamespace;
 using dl::cluster::ScratchDir;
 
-TEST_CASE("ssh session runs a command with a stdin payload and keeps stdin open", "[cluster][ssh]") {
+TEST_CASE("ssh session runs a command with a stdin payload and keeps stdin open", "[remote][cluster][ssh]") {
   Cluster c(2);
   ScratchDir scratch;
   InNamespace in(c, "h0");
@@ -31,7 +31,7 @@ TEST_CASE("ssh session runs a command with a stdin payload and keeps stdin open"
   CHECK(p->wait(std::chrono::seconds(5)) == 0);
 }
 
-TEST_CASE("ssh session passes a hostile argument byte-identical", "[cluster][ssh]") {
+TEST_CASE("ssh session passes a hostile argument byte-identical", "[remote][cluster][ssh]") {
   Cluster c(2);
   ScratchDir scratch;
   InNamespace in(c, "h0");
@@ -44,7 +44,7 @@ TEST_CASE("ssh session passes a hostile argument byte-identical", "[cluster][ssh
   CHECK(access("/tmp/dl-pwned", F_OK) != 0);
 }
 
-TEST_CASE("ssh session reports exit status, stderr and signals", "[cluster][ssh]") {
+TEST_CASE("ssh session reports exit status, stderr and signals", "[remote][cluster][ssh]") {
   Cluster c(2);
   ScratchDir scratch;
   InNamespace in(c, "h0");
@@ -67,7 +67,7 @@ TEST_CASE("ssh session reports exit status, stderr and signals", "[cluster][ssh]
   CHECK(k->wait(std::chrono::seconds(5)) == 128 + 9);
 }
 
-TEST_CASE("ssh host keys: unknown refused, accept_new adds it, changed refused", "[cluster][ssh]") {
+TEST_CASE("ssh host keys: unknown refused, accept_new adds it, changed refused", "[remote][cluster][ssh]") {
   Cluster c(3);
   ScratchDir scratch;
   InNamespace in(c, "h0");
@@ -102,7 +102,7 @@ TEST_CASE("ssh host keys: unknown refused, accept_new adds it, changed refused",
   CHECK(dl::cluster::read_file(o.known_hosts_file) == h2_line);
 }
 
-TEST_CASE("ssh authentication failure names the user and the keys tried", "[cluster][ssh]") {
+TEST_CASE("ssh authentication failure names the user and the keys tried", "[remote][cluster][ssh]") {
   Cluster c(2);
   ScratchDir scratch;
   std::string wrong = scratch.path + "/wrong_key";
@@ -128,7 +128,7 @@ TEST_CASE("ssh authentication failure names the user and the keys tried", "[clus
   CHECK(ok.user() == "root");
 }
 
-TEST_CASE("ssh connection refused and unreachable are told apart", "[cluster][ssh]") {
+TEST_CASE("ssh connection refused and unreachable are told apart", "[remote][cluster][ssh]") {
   Cluster c(3);
   ScratchDir scratch;
   REQUIRE(c.script({"stop-sshd", c.id(), "h1"}).status == 0);

@@ -5,7 +5,7 @@
 // GPUs with LOCAL_RANK counted twice from 0.
 #include <string>
 
-namespace dl::agent {
+namespace dl::machine {
 
 // "<machine-id>/<boot id>/net:<inode>": /etc/machine-id (absent: empty), the
 // kernel's boot id (/proc/sys/kernel/random/boot_id, new at each boot) and
@@ -18,4 +18,4 @@ namespace dl::agent {
 // Reads two small files and one stat: no cost worth a flag.
 std::string machine_identity();
 
-}  // namespace dl::agent
+}  // namespace dl::machine

@@ -82,7 +82,7 @@ std::string slurp(const std::string& path) {
 
 TEST_CASE("early agent: started, it runs the agent main with its command line, the token on stdin, the control "
           "socket at fd 3, nothing else of dlaunch's",
-          "[launcher]") {
+          "[remote]") {
   char dir[] = "/tmp/dl-early-XXXXXX";
   REQUIRE(::mkdtemp(dir) != nullptr);
   const std::string file = std::string(dir) + "/seen";
@@ -118,7 +118,7 @@ TEST_CASE("early agent: started, it runs the agent main with its command line, t
 
 TEST_CASE("early agent: one never started leaves when dropped and is reaped, and none is forked with "
           "DLAUNCH_LOCAL_AGENT=exec or without an agent main",
-          "[launcher]") {
+          "[remote]") {
   const std::string out = in_child([] {
     remote::set_in_process_agent(&fake_agent_main);
     pid_t pid = -1;
@@ -143,7 +143,7 @@ TEST_CASE("early agent: one never started leaves when dropped and is reaped, and
   CHECK(out.find("unset 1\n") != std::string::npos);
 }
 
-TEST_CASE("early agent: one that died before it was started costs dlaunch no SIGPIPE", "[launcher]") {
+TEST_CASE("early agent: one that died before it was started costs dlaunch no SIGPIPE", "[remote]") {
   const std::string out = in_child([] {
     remote::set_in_process_agent(&fake_agent_main);
     auto early = remote::EarlyAgent::fork_now();
@@ -159,7 +159,7 @@ TEST_CASE("early agent: one that died before it was started costs dlaunch no SIG
   CHECK(out.find("alive 1 signal 9\n") != std::string::npos);
 }
 
-TEST_CASE("early agent: one that ended before it connected is named as forked, with what to do", "[launcher]") {
+TEST_CASE("early agent: one that ended before it connected is named as forked, with what to do", "[remote]") {
   CHECK(remote::forked_agent_exit_error(3 << 8) ==
         "the local agent (forked from dlaunch) exited with status 3 before it connected (its own message, if any, is "
         "above); to run it as the dlaunch-agent program instead, set DLAUNCH_LOCAL_AGENT=exec");
