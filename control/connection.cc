@@ -26,14 +26,14 @@ void Connection::start_server(const std::string& token, std::string_view tag, mi
   hs_deadline_.expires_after(deadline);
   hs_deadline_.async_wait([w = weak_from_this(), deadline](boost::system::error_code ec) {
     auto self = w.lock();
-    if (ec || !self || self->authed_) return;
+    if (ec || !self || self->life_ != Life::kHandshaking) return;
     self->close("no handshake within " + std::to_string(deadline.count() / 1000) + " s");
   });
   read();
 }
 
 void Connection::start() {
-  authed_ = true;
+  life_ = Life::kOpen;
   read();
 }
 
@@ -41,14 +41,14 @@ void Connection::read() {
   read_pending_ = true;
   sock_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
     self->read_pending_ = false;
-    if (self->closed_ || self->reading_stopped_) return;
+    if (self->life_ == Life::kClosed || self->reading_ == Reading::kStopped) return;
     if (ec) return self->close(ec == asio::error::eof ? "connection closed" : ec.message());
     self->last_rx_ = Clock::now();
     try {
       self->parser_.feed(self->buf_.data(), n);
       while (auto f = self->parser_.next()) {
-        if (self->closed_) return;
-        if (!self->authed_) {
+        if (self->life_ == Life::kClosed) return;
+        if (self->life_ == Life::kHandshaking) {
           self->on_handshake_frame(*f);
           continue;
         }
@@ -58,11 +58,13 @@ void Connection::read() {
     } catch (const std::exception& e) {
       return self->close(std::string("protocol error: ") + e.what());
     }
-    if (!self->closed_ && !self->reading_stopped_ && !self->read_held_) self->read();
+    if (self->life_ != Life::kClosed && self->reading_ == Reading::kOn) self->read();
   });
 }
 
-void Connection::hold_reading() { read_held_ = true; }
+void Connection::hold_reading() {
+  if (reading_ == Reading::kOn) reading_ = Reading::kHeld;
+}
 
 void Connection::resume_silence() {
   silence_paused_ = false;
@@ -70,10 +72,10 @@ void Connection::resume_silence() {
 }
 
 void Connection::resume_reading() {
-  if (!read_held_) return;
-  read_held_ = false;
+  if (reading_ != Reading::kHeld) return;
+  reading_ = Reading::kOn;
   last_rx_ = Clock::now();  // its silence counts from now
-  if (!read_pending_ && !closed_ && !reading_stopped_) read();
+  if (!read_pending_ && life_ != Life::kClosed) read();
 }
 
 // The server's half of wire/handshake.h: hello -> answer, then proof.
@@ -87,7 +89,7 @@ void Connection::on_handshake_frame(const wire::Frame& f) {
     return;
   }
   if (!hs_->verify(f.payload)) return close(hs_->error());
-  authed_ = true;
+  life_ = Life::kOpen;
   slot_.release();
   hs_deadline_.cancel();
 }
@@ -99,7 +101,7 @@ constexpr size_t kMaxFramesPerWrite = 64;
 }  // namespace
 
 void Connection::send(std::string frame) {
-  if (closed_) return;
+  if (life_ == Life::kClosed) return;
   queued_ += frame.size();
   sent_since_beat_ = true;
   txq_.push_back(std::move(frame));
@@ -108,7 +110,7 @@ void Connection::send(std::string frame) {
 }
 
 void Connection::write_next() {
-  if (txq_.empty() || closed_) {
+  if (txq_.empty() || life_ == Life::kClosed) {
     writing_ = false;
     if (flushed_) std::exchange(flushed_, nullptr)();
     return;
@@ -122,7 +124,7 @@ void Connection::write_next() {
   bufs.reserve(n);
   for (size_t i = 0; i < n; ++i) bufs.push_back(asio::buffer(txq_[i]));
   asio::async_write(sock_, bufs, [self = shared_from_this(), n](boost::system::error_code ec, size_t) {
-    if (self->closed_) return;
+    if (self->life_ == Life::kClosed) return;
     if (ec) {
       self->writing_ = false;
       return self->close("writing failed: " + ec.message());
@@ -164,15 +166,15 @@ void Connection::stop_heartbeats() {
 // Wakes at the next beat, or sooner when the peer's silence would reach the
 // timeout before it; a wake with a frame sent since the last beat sends none.
 void Connection::beat() {
-  if (hb_interval_.count() <= 0 || closed_) return;
+  if (hb_interval_.count() <= 0 || life_ == Life::kClosed) return;
   auto wake = next_beat_;
   if (hb_timeout_.count() > 0) wake = std::min(wake, last_rx_ + hb_timeout_);
   hb_timer_.expires_at(wake);
   hb_timer_.async_wait([w = weak_from_this()](boost::system::error_code ec) {
     auto self = w.lock();
-    if (ec || !self || self->closed_ || self->hb_interval_.count() <= 0) return;
+    if (ec || !self || self->life_ == Life::kClosed || self->hb_interval_.count() <= 0) return;
     const auto now = Clock::now();
-    if (self->read_held_ || self->silence_paused_) self->last_rx_ = now;  // not its silence: our choice
+    if (self->reading_ == Reading::kHeld || self->silence_paused_) self->last_rx_ = now;  // not its silence: our choice
     if (self->hb_timeout_.count() > 0 && now - self->last_rx_ >= self->hb_timeout_) {
       // Silence is judged only when this end was listening. Bytes waiting
       // unread mean the peer spoke and our loop has not read them yet; a
@@ -232,14 +234,15 @@ std::string Connection::tcp_details() {
 }
 
 void Connection::shutdown_receive() {
-  reading_stopped_ = true;
+  reading_ = Reading::kStopped;
   boost::system::error_code ec;
   sock_.shutdown(asio::socket_base::shutdown_receive, ec);
 }
 
 void Connection::close(const std::string& why) {
-  if (closed_) return;
-  closed_ = true;
+  if (life_ == Life::kClosed) return;
+  const bool authenticated = life_ == Life::kOpen;
+  life_ = Life::kClosed;
   slot_.release();
   hs_deadline_.cancel();
   hb_timer_.cancel();
@@ -248,7 +251,7 @@ void Connection::close(const std::string& why) {
   txq_.clear();
   queued_ = 0;
   flushed_ = nullptr;
-  if (cb_.closed) cb_.closed(why, authed_);
+  if (cb_.closed) cb_.closed(why, authenticated);
 }
 
 }  // namespace dl::control

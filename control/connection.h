@@ -90,8 +90,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The socket, for what the owner asks the kernel of it (its addresses).
   int native_handle() { return sock_.native_handle(); }
 
-  bool is_open() const { return !closed_; }
-  bool authenticated() const { return authed_; }
+  bool is_open() const { return life_ != Life::kClosed; }
+  // The peer proved the token (or needed not) and the connection is open.
+  bool authenticated() const { return life_ == Life::kOpen; }
   Clock::time_point last_rx() const { return last_rx_; }
 
  private:
@@ -109,8 +110,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::array<char, 65536> buf_{};
   std::deque<std::string> txq_;
   size_t queued_ = 0;
-  bool writing_ = false, paused_ = false, authed_ = false, closed_ = false, reading_stopped_ = false;
-  bool read_held_ = false, read_pending_ = false, silence_paused_ = false;
+  // Its life: the peer proves the token (server side), frames flow, it is closed.
+  enum class Life { kHandshaking, kOpen, kClosed };
+  // Reading from the peer: on, held by this end (backpressure), or stopped for good.
+  enum class Reading { kOn, kHeld, kStopped };
+  Life life_ = Life::kHandshaking;
+  Reading reading_ = Reading::kOn;
+  bool read_pending_ = false;  // an async read is in flight
+  bool writing_ = false;       // an async write is in flight
+  bool paused_ = false;        // above kPauseAbove since the last `drained`
+  bool silence_paused_ = false;
   std::function<void()> flushed_;
   std::chrono::milliseconds hb_interval_{0}, hb_timeout_{0};
   std::string silence_why_;
