@@ -1,7 +1,8 @@
 #pragma once
-// The agent's MPI side: a temp dir and, when dlaunch-agent was built with
-// libpmix (DLAUNCH_HAVE_PMIX), the PMIx server of this host's ranks
-// (mpi/pmix/pmix_server.h). The only agent file that knows libpmix exists.
+// The PMIx half of the agent's MPI side (mpi/mpi_side.h): a temp dir and,
+// when dlaunch-agent was built with libpmix (DLAUNCH_HAVE_PMIX), the PMIx
+// server of this host's ranks (mpi/pmix/pmix_server.h). The only file
+// outside mpi/pmix/ that knows libpmix exists.
 //
 // Starting a PMIx server costs 30-200 ms (hwloc's topology discovery and
 // PMIx_server_init), which a job that never calls MPI_Init must not pay
