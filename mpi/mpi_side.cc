@@ -15,7 +15,7 @@ namespace msg = control::msg;
 
 MpiSide::MpiSide(asio::io_context& io, Hooks hooks) : io_(io), hooks_(std::move(hooks)) {}
 
-// The PMIx server first, as before the rest: its thread may still post.
+// The PMIx server's thread is stopped first, while the rest still stands.
 MpiSide::~MpiSide() { pmix_.reset(); }
 
 bool MpiSide::available() { return MpiJob::available(); }

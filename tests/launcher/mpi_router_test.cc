@@ -187,3 +187,22 @@ TEST_CASE("mpi router: name service traffic outside an MPI job is refused", "[la
   CHECK_THROWS_AS(f.router.receive(0, msg::MpiLookup{1, 0, {"k"}, false, 0}), dl::RemoteError);
   CHECK(f.job->sent.empty());
 }
+
+TEST_CASE("mpi router: a connect a host never joins fails the job naming that host", "[launcher][mpi]") {
+  boost::asio::io_context io;
+  auto* job = new FakeJob;
+  MpiRouter router{io, "dl-t", 4, std::chrono::milliseconds(20), std::unique_ptr<MpiRouter::JobPort>(job)};
+  router.receive(0, msg::MpiConnect{7, "connect", {"dl-t:*"}, std::nullopt});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (job->teardowns == 0) {
+    if (std::chrono::steady_clock::now() > deadline) FAIL("timed out after 10 s waiting for the connect's expiry");
+    io.run_one_for(std::chrono::milliseconds(50));
+  }
+  CHECK(job->teardowns == 1);
+  CHECK(job->verdicts.verdict().find("MPI connect of dl-t:* did not complete within 0.02 s (--fence-timeout): no "
+                                     "request from node1") != std::string::npos);
+  // The host that asked is answered with the error.
+  REQUIRE(job->sent.size() == 1);
+  CHECK(job->sent[0].first == 0);
+  CHECK(std::get<msg::MpiConnectDone>(job->sent[0].second).error);
+}
