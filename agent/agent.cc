@@ -54,7 +54,17 @@ Agent::Agent(asio::io_context& io, AgentOptions opts)
                                        [this] { ready_if_done(), finish_if_done(); },
                                        [this](msg::Exited& x) { add_torch_error(x); },
                                        [this](pid_t pid) { if (stacks_) stacks_->child_reaped(pid); }}),
-      term_signals_(io, SIGTERM, SIGINT, SIGHUP), stdin_(io) {}
+      term_signals_(io, SIGTERM, SIGINT, SIGHUP), stdin_(io) {
+  MpiSide::Hooks mpi;
+  mpi.send = [this](control::MpiUp m) {
+    if (link_ && !done_) link_->send_message(m);
+  };
+  mpi.fence = [this](uint64_t id, std::string blob) { link_->send(control::fence_frame(id, blob)); };
+  mpi.start_children = [this](const msg::SpawnLaunch& m, const std::vector<EnvList>& envs, const std::string& error) {
+    start_children(m, envs, error);
+  };
+  mpi_ = std::make_unique<MpiSide>(io_, std::move(mpi));
+}
 
 Agent::~Agent() { mpi_.reset(); }
 
@@ -79,15 +89,15 @@ int Agent::run() {
   hello.free_port = wire::free_tcp_port();
   hello.machine = machine::machine_identity();
   if (a.detect_gpus) machine::report_gpus(machine::detect_gpus(a.gpus_per_node), hello);
-  hello.pmix = MpiJob::available();
+  hello.pmix = MpiSide::available();
   if (a.cpu_topology) {
     const hostfiles::CpuTopology topo = machine::read_cpu_topology(machine::own_allowed_cpus());
     hello.cpu = msg::CpuReport{topo.cores, topo.numa, topo.numa_ids, topo.packages};
   }
   link_->send_message(hello);
-  // The ranks' PMIx port and the server's thread (mpi_job.h): made while the
+  // The ranks' PMIx port and the server's thread (mpi/mpi_job.h): made while the
   // launcher plans the launch, not before the hello it waits for.
-  if (a.prepare_pmix) mpi_ = MpiJob::prepare();
+  if (a.prepare_pmix) mpi_->prepare_pmix();
   link_->start();
   watch_stdin();
   term_signals_.async_wait([this](auto ec, int sig) {
@@ -129,12 +139,7 @@ void Agent::on_frame(wire::Frame& f) {
   }
   if (f.type == control::kFence) {
     auto fence = control::parse_fence(f.payload);
-    if (pmi::is_pmi_fence(fence.id)) {
-      if (pmi_) pmi_->fence_done(fence.id, fence.blob);
-    } else if (mpi_) {
-      mpi_->fence_done(fence.id, std::string(fence.blob));
-    }
-    return;
+    return mpi_->fence_done(fence.id, fence.blob);
   }
   if (f.type != wire::kData) return;
   auto chunk = control::parse_data(f.payload);
@@ -153,28 +158,8 @@ void Agent::on_message(control::FromLauncher m) {
                    ranks_.signal_all(s.signal);
                  },
                  [this](const msg::Kill& k) { ranks_.teardown(milliseconds(k.grace_ms)); },
-                 [this](const msg::FenceFailed& f) {
-                   if (pmi::is_pmi_fence(f.id)) {
-                     if (pmi_) pmi_->fence_failed(f.id, f.message);
-                   } else if (mpi_) {
-                     mpi_->fence_failed(f.id);
-                   }
-                 },
                  [this](const msg::StdinEof& e) { ranks_.stdin_eof(e.rank); },
-                 [this](const msg::SpawnReply& r) {
-                   if (mpi_) mpi_->spawn_done(r.id, r.nspace.value_or(""), r.error.value_or(""));
-                 },
-                 [this](const msg::SpawnLaunch& l) { start_spawn(l); },
-                 [this](const msg::MpiLookupReply& r) {
-                   if (mpi_) mpi_->lookup_done(r);
-                 },
-                 [this](const msg::MpiConnectDone& d) {
-                   if (mpi_) mpi_->connect_done(d);
-                 },
-                 [this](const msg::MpiDmodexReply& r) {
-                   if (mpi_) mpi_->dmodex_done(r);
-                 },
-                 [this](const msg::MpiDmodexServe& d) { serve_dmodex(d); },
+                 [this](const control::MpiDown& d) { mpi_->receive(d); },
                  [this](const msg::DumpStacks& d) { dump_stacks(d); },
                  [this](const msg::Restart& r) {
                    restart_ = r.attempt;
@@ -206,7 +191,7 @@ void Agent::launch(msg::Launch incoming) {
   }
   // The agent's own environment, read once for all of this host's ranks.
   EnvVars inherited = own_environment();
-  MpiJob::scrub_rank_env(inherited);  // what the agent set for its own hwloc
+  MpiSide::scrub_rank_env(inherited);  // what the agent set for its own hwloc
   // Which signals each child must reset: asked once here, not by each child.
   reset_signals_ = non_default_signals();
   // One growth for all of the ranks' descriptors (a forked local agent
@@ -217,23 +202,21 @@ void Agent::launch(msg::Launch incoming) {
   // a table that is small anyway.
   if (ranks.size() >= 8) reserve_spawn_slots(1 + 4);
   const RankEnvBase base = rank_env_base(std::move(inherited), m.env);
-  // The ranks' PMI sockets are watched once they are all started (also when
+  // The ranks' MPI sockets are watched once they are all started (also when
   // preparing one threw): the sockets of ranks that ended meanwhile are
-  // closed without entering the loop's epoll set (pmi_service.h).
-  struct WatchPmi {
-    pmi::PmiService* pmi;
-    ~WatchPmi() {
-      if (pmi) pmi->watch_started();
-    }
-  } watch_pmi{pmi_.get()};
+  // closed without entering the loop's epoll set (mpi/pmi/pmi_service.h).
+  struct WatchTasks {
+    MpiSide& mpi;
+    ~WatchTasks() { mpi.tasks_started(); }
+  } watch_tasks{*mpi_};
   // Each rank is started as soon as it is prepared (spawn_all's helpers),
   // while the next ones are prepared here.
   ranks_.spawn_all(ranks.size(), [&](size_t i) -> RankSupervisor::Prepared {
     const auto& spec = ranks[i];
     auto s = prepare_rank(spec, m, base, nullptr);
     if (!s) return std::nullopt;
-    // The rank's PMI socket is the spec's now: spawn_rank closes the agent's copy.
-    if (pmi_) pmi_->child_end_closed(spec.rank);
+    // The rank's MPI socket is the spec's now: spawn_rank closes the agent's copy.
+    mpi_->task_spawned(spec.rank);
     return std::make_pair(spec.rank, std::move(*s));
   });
   // Once the ranks are on their way: its thread's start is not on the path
@@ -260,66 +243,18 @@ void Agent::dump_stacks(const msg::DumpStacks& d) {
   stacks_->collect(ranks_.targets(), milliseconds(d.timeout_ms), std::move(answer));
 }
 
-// Starts this host's PMIx server (when the job serves PMIx) and its PMI
-// server (always with MPI: with --mpi pmix it tells a PMI client that it is
-// not served). On failure every rank is reported as not started (code 1,
-// the reason) and false is returned.
+// Starts this host's MPI side for the launch (mpi/mpi_side.h). On failure
+// every rank is reported as not started (code 1, the reason) and false is
+// returned.
 bool Agent::start_mpi(const msg::Launch& m) {
-  auto fence = [this](uint64_t id, std::string blob) { link_->send(control::fence_frame(id, blob)); };
-  auto abort = [this](int rank, int status, std::string text) {
-    link_->send_message(msg::MpiAbort{rank, status, text});
-  };
-  if (m.mpi->serves("refuse")) return refuse_mpi(m), true;
   try {
-    if (m.mpi->serves("pmix")) {
-      MpiHooks hooks;
-      hooks.post = [this](std::function<void()> task) { asio::post(io_, std::move(task)); };
-      hooks.fence = fence;
-      hooks.abort = abort;
-      hooks.spawn = [this](uint64_t id, int rank, std::vector<msg::SpawnApp> apps) {
-        link_->send_message(msg::SpawnRequest{id, rank, std::move(apps)});
-      };
-      hooks.publish = [this](msg::MpiPublish p) { link_->send_message(p); };
-      hooks.unpublish = [this](msg::MpiUnpublish u) { link_->send_message(u); };
-      hooks.lookup = [this](msg::MpiLookup l) { link_->send_message(l); };
-      hooks.connect = [this](msg::MpiConnect c) { link_->send_message(c); };
-      hooks.dmodex = [this](msg::MpiDmodex d) { link_->send_message(d); };
-      if (!mpi_) mpi_ = MpiJob::prepare();  // --no-pmix, yet MPI was asked for: start it now
-      if (!mpi_) throw UsageError("this dlaunch-agent was built without libpmix: run with --mpi pmi or --mpi none, or rebuild with libpmix-dev");
-      mpi_->start(*m.mpi, std::move(hooks));
-    }
-    // A PMI fence of a job on this host alone is complete once this host's
-    // ranks are in it: answered here, without the launcher's round trip (two
-    // more processes to be scheduled among busy-polling MPICH ranks).
-    std::function<void(uint64_t, std::string)> pmi_fence = fence;
-    if (m.mpi->node_hosts.size() == 1)
-      pmi_fence = [this](uint64_t id, std::string blob) {
-        asio::post(io_, [this, id, blob = std::move(blob)] {
-          if (pmi_) pmi_->fence_done(id, blob);
-        });
-      };
-    pmi_ = std::make_unique<pmi::PmiService>(io_, pmi::job_from(*m.mpi, m.mpi->serves("pmi")),
-                                             pmi::PmiService::Hooks{pmi_fence, abort, {}});
+    mpi_->start(*m.mpi);
     return true;
   } catch (const Error& e) {
     for (const auto& spec : m.ranks)
       ranks_.refuse(spec.rank, 1, std::string("cannot start the MPI server: ") + e.what());
     return false;
   }
-}
-
-// --max-restarts: nothing serves MPI (docs/failures.md); a rank that
-// starts PMIx or PMI is reported, and the launcher ends the job.
-void Agent::refuse_mpi(const msg::Launch& m) {
-  auto refused = [this](const char* wire) {
-    return [this, wire](int rank) {
-      if (link_ && !done_) link_->send_message(msg::MpiRefused{rank, wire});
-    };
-  };
-  tripwire_ = std::make_unique<PmixTripwire>(io_, *m.mpi, refused("PMIx"));
-  pmi::PmiService::Hooks hooks;
-  hooks.refuse = refused("PMI");
-  pmi_ = std::make_unique<pmi::PmiService>(io_, pmi::job_from(*m.mpi, true), std::move(hooks));
 }
 
 void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const EnvVars& inherited,
@@ -331,43 +266,32 @@ void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const En
   } catch (const Error& e) {
     ranks_.refuse(spec.rank, 1, e.what());
   }
-  if (pmi_ && !spawned) {
-    pmi_->child_end_closed(spec.rank);  // spawn_rank closed it
-    pmi_->watch_started();
+  if (!spawned) {
+    mpi_->task_spawned(spec.rank);  // spawn_rank closed its socket
+    mpi_->tasks_started();
   }
 }
 
 std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const msg::Launch& m,
                                              const RankEnvBase& base,
                                              const std::vector<std::pair<std::string, std::string>>* spawned) {
-  // The PMIx server's variables (PMIX_RANK, PMIX_SERVER_URI*, ...) come
-  // last, after the filter removed any inherited ones.
-  std::vector<std::pair<std::string, std::string>> server_vars;
-  if (spawned) server_vars = *spawned;
-  else if (mpi_ && mpi_->started()) server_vars = mpi_->rank_env(spec.rank);
-  else if (tripwire_) {
+  // The MPI side's variables (PMIX_RANK, PMIX_SERVER_URI*, PMI_FD, ...)
+  // come last, after the filter removed any inherited ones; its socket is
+  // closed here when the rank is refused, else once the rank has it (the
+  // caller).
+  TaskEnv task;
+  if (spawned) {
+    task.vars = *spawned;
+  } else {
     try {
-      server_vars = tripwire_->rank_env(spec.rank);
+      task = mpi_->task_env(spec.rank);
     } catch (const Error& e) {
       ranks_.refuse(spec.rank, 1, e.what());
       return std::nullopt;
     }
-  }
-  // The rank's PMI socket (PMI_FD); the agent's copy of its end is closed
-  // once the rank has it (the caller), or here when it is refused.
-  pmi::PmiService::RankEnd pmi_end;
-  const bool with_pmi = pmi_ && !spawned;
-  if (with_pmi) {
-    try {
-      pmi_end = pmi_->open_rank(spec.rank);
-    } catch (const Error& e) {
-      ranks_.refuse(spec.rank, 1, e.what());
-      return std::nullopt;
-    }
-    server_vars.insert(server_vars.end(), pmi_end.env.begin(), pmi_end.env.end());
   }
   auto refuse = [&](int code, const std::string& why) {
-    if (with_pmi) pmi_->close_child_end(spec.rank);
+    if (!spawned) mpi_->task_refused(spec.rank);
     ranks_.refuse(spec.rank, code, why);
     return std::nullopt;
   };
@@ -378,7 +302,7 @@ std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const ms
   // uncaught exception there, and add_torch_error() reports it.
   if (error_files_ && !error_files_->path(spec.rank).empty())
     over[env::kTorchelasticErrorFile] = error_files_->path(spec.rank);
-  for (const auto& [k, v] : server_vars) over[k] = v;
+  for (const auto& [k, v] : task.vars) over[k] = v;
   if (stacks_) {
     // The stack hook goes in front of whatever PYTHONPATH the rank has.
     EnvVars py;
@@ -394,7 +318,7 @@ std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const ms
   s.want_stdin = spec.stdin_open;
   s.stdout_pty = m.stdout_pty.value_or(false);
   s.cpus = spec.cpus.value_or(std::vector<int>{});
-  s.inherit_fd = pmi_end.child_fd;
+  s.inherit_fd = task.inherit_fd;
   s.reset_signals = &reset_signals_;
   if (!s.wdir.empty()) {
     // Checked once per directory here, so that the refusal names it and says
@@ -447,7 +371,7 @@ void Agent::lost_launcher(const std::string& why) {
   const bool refused = why.rfind("bad message", 0) == 0 || why.rfind("protocol error", 0) == 0;
   if (any || refused)
     std::cerr << "dlaunch-agent: " << why << (any ? "; killed this host's ranks" : "") << "\n";
-  if (mpi_) mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
+  mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
   if (error_files_) error_files_->remove();  // main() _exits: no destructor does it
   if (stacks_) stacks_->remove();
   if (py_dir_) py_dir_->remove();
@@ -471,7 +395,7 @@ void Agent::ready_if_done() {
 void Agent::finish_if_done() {
   if (!bye_ || done_ || !ranks_.all_reported()) return;
   ranks_.kill_all();
-  if (mpi_) mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
+  mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
   if (error_files_) error_files_->remove();  // every exit was reported: nothing left to read
   if (stacks_) stacks_->remove();
   if (py_dir_) py_dir_->remove();

@@ -7,7 +7,8 @@
 //
 // Its parts: the control link (control::Connection, shared with the
 // launcher), the ranks (RankSupervisor), their environment
-// (compose_rank_env, pure) and the MPI side (MpiJob).
+// (compose_rank_env, pure) and the MPI side (mpi/mpi_side.h), to which it
+// hands every MPI message and from which each rank gets its MPI variables.
 //
 // Threading: everything runs on one io_context thread.
 #include <boost/asio.hpp>
@@ -19,9 +20,7 @@
 #include <string>
 
 #include "agent/loop_watch.h"
-#include "mpi/mpi_job.h"
-#include "mpi/pmi/pmi_service.h"
-#include "mpi/pmix_tripwire.h"
+#include "mpi/mpi_side.h"
 #include "agent/rank_environment.h"
 #include "agent/rank_supervisor.h"
 #include "agent/stack_dump.h"
@@ -56,21 +55,19 @@ class Agent {
   void on_message(control::FromLauncher m);
   void launch(control::msg::Launch m);
   bool start_mpi(const control::msg::Launch& m);
-  void refuse_mpi(const control::msg::Launch& m);
   // `spawned`: the PMIx variables of a child of MPI_Comm_spawn (no PMI, no
   // job-rank PMIx variables); null for the job's ranks.
   void start_rank(const control::msg::RankSpec& spec, const control::msg::Launch& m, const EnvVars& inherited,
                   const std::vector<std::pair<std::string, std::string>>* spawned = nullptr);
   // What start_rank starts: the rank's complete SpawnSpec, or nothing when it
-  // was refused (reported). The rank's PMI socket, if any, is its
+  // was refused (reported). The rank's MPI socket, if any, is its
   // SpawnSpec::inherit_fd, which spawn_rank closes in the agent; the caller
-  // then tells pmi_ (child_end_closed).
+  // then tells mpi_ (task_spawned).
   std::optional<SpawnSpec> prepare_rank(const control::msg::RankSpec& spec, const control::msg::Launch& m,
                                         const RankEnvBase& base,
                                         const std::vector<std::pair<std::string, std::string>>* spawned);
   // MPI_Comm_spawn's children on this host (agent/agent_spawn.cc).
-  void start_spawn(const control::msg::SpawnLaunch& m);
-  void serve_dmodex(const control::msg::MpiDmodexServe& m);
+  void start_children(const control::msg::SpawnLaunch& m, const std::vector<EnvList>& envs, const std::string& error);
   void watch_stdin();
   void lost_launcher(const std::string& why);
   void finish_if_done();
@@ -82,9 +79,7 @@ class Agent {
   AgentOptions opts_;
   std::shared_ptr<control::Connection> link_;
   RankSupervisor ranks_;
-  std::unique_ptr<MpiJob> mpi_;  // PMIx server of an MPI job, else null
-  std::unique_ptr<pmi::PmiService> pmi_;  // PMI server of an MPI job (mpi/pmi/), else null
-  std::unique_ptr<PmixTripwire> tripwire_;  // --max-restarts: the ranks' unserved PMIx ports, else null
+  std::unique_ptr<MpiSide> mpi_;  // the PMIx and PMI servers of an MPI job, or its tripwires
   std::unique_ptr<PythonDir> py_dir_;  // the Python ranks' files, named at the first launch (agent/python_dir.h)
   std::unique_ptr<TorchErrorFiles> error_files_;  // the ranks' TORCHELASTIC_ERROR_FILEs, from the launch on
   std::unique_ptr<LoopWatch> loop_watch_;  // says when this loop is held up, and where (loop_watch.h)

@@ -16,6 +16,8 @@ template <class T> struct is_optional : std::false_type {};
 template <class T> struct is_optional<std::optional<T>> : std::true_type {};
 template <class T> struct is_vector : std::false_type {};
 template <class T> struct is_vector<std::vector<T>> : std::true_type {};
+template <class T> struct is_variant : std::false_type {};
+template <class... T> struct is_variant<std::variant<T...>> : std::true_type {};
 
 // The JSON is written and read here, straight from and into the structs
 // (docs/wire-protocol.md, "Encoding"): no document tree in between, which
@@ -491,19 +493,40 @@ template <class T> void read_value(Reader& r, const Context& c, const Path& path
   }
 }
 
-// Picks the alternative of Variant whose kType is `t`.
+// True when `t` names a message of Variant, nested groups (MpiUp) included.
+template <class Variant, size_t I = 0> bool names_message(const std::string& t) {
+  if constexpr (I == std::variant_size_v<Variant>) {
+    return false;
+  } else {
+    using M = std::variant_alternative_t<I, Variant>;
+    if constexpr (is_variant<M>::value) {
+      if (names_message<M>(t)) return true;
+    } else {
+      if (t == M::kType) return true;
+    }
+    return names_message<Variant, I + 1>(t);
+  }
+}
+
+// Picks the alternative of Variant whose kType is `t`, or the nested group
+// (MpiUp, MpiDown) that holds it.
 template <class Variant, size_t I = 0>
 Variant decode_variant(const std::string& t, std::string_view text, const char* from) {
   if constexpr (I == std::variant_size_v<Variant>) {
     throw ProtocolError("unknown control message '" + t + "' from the " + from);
   } else {
     using M = std::variant_alternative_t<I, Variant>;
-    if (t != M::kType) return decode_variant<Variant, I + 1>(t, text, from);
-    M m{};
-    const Context c{M::kType};
-    Reader r(text.data(), text.data() + text.size());
-    read_struct(r, c, nullptr, m);  // its "t" is a member no field has: skipped
-    return Variant(std::move(m));
+    if constexpr (is_variant<M>::value) {
+      if (!names_message<M>(t)) return decode_variant<Variant, I + 1>(t, text, from);
+      return Variant(decode_variant<M>(t, text, from));
+    } else {
+      if (t != M::kType) return decode_variant<Variant, I + 1>(t, text, from);
+      M m{};
+      const Context c{M::kType};
+      Reader r(text.data(), text.data() + text.size());
+      read_struct(r, c, nullptr, m);  // its "t" is a member no field has: skipped
+      return Variant(std::move(m));
+    }
   }
 }
 
@@ -554,13 +577,14 @@ template <class M> std::string field_list() {
   return "{" + l.out + "}";
 }
 
-template <class Variant, size_t... I>
-std::string reference_lines(const char* direction, std::index_sequence<I...>) {
-  std::string out;
-  ((out += std::string(direction) + "  " + std::variant_alternative_t<I, Variant>::kType + "  " +
-           field_list<std::variant_alternative_t<I, Variant>>() + "\n"),
-   ...);
-  return out;
+// One line per message of Variant, the messages of a nested group in its place.
+template <class Variant, size_t I = 0> void reference_lines(std::string& out, const char* direction) {
+  if constexpr (I < std::variant_size_v<Variant>) {
+    using M = std::variant_alternative_t<I, Variant>;
+    if constexpr (is_variant<M>::value) reference_lines<M>(out, direction);
+    else out += std::string(direction) + "  " + M::kType + "  " + field_list<M>() + "\n";
+    reference_lines<Variant, I + 1>(out, direction);
+  }
 }
 
 template <class M> std::string nested_line(const char* name) { return std::string("  ") + name + "  " + field_list<M>() + "\n"; }
@@ -614,14 +638,22 @@ DL_CONTROL_MESSAGE(MpiDmodexServe)
 DL_CONTROL_MESSAGE(MpiDmodexReply)
 #undef DL_CONTROL_MESSAGE
 
+std::string encode(const MpiUp& m) {
+  return std::visit([](const auto& x) { return encode(x); }, m);
+}
+std::string encode(const MpiDown& m) {
+  return std::visit([](const auto& x) { return encode(x); }, m);
+}
+std::string frame(const MpiUp& m) { return wire::encode_frame(wire::kJson, encode(m)); }
+std::string frame(const MpiDown& m) { return wire::encode_frame(wire::kJson, encode(m)); }
+
 FromAgent decode_from_agent(std::string_view text) { return decode<FromAgent>(text, "agent"); }
 FromLauncher decode_from_launcher(std::string_view text) { return decode<FromLauncher>(text, "launcher"); }
 
 std::string protocol_reference() {
-  std::string out = reference_lines<FromAgent>("agent -> launcher",
-                                               std::make_index_sequence<std::variant_size_v<FromAgent>>{});
-  out += reference_lines<FromLauncher>("launcher -> agent",
-                                       std::make_index_sequence<std::variant_size_v<FromLauncher>>{});
+  std::string out;
+  reference_lines<FromAgent>(out, "agent -> launcher");
+  reference_lines<FromLauncher>(out, "launcher -> agent");
   out += "nested:\n";
   out += nested_line<msg::CpuReport>("cpu");
   out += nested_line<msg::RankSpec>("ranks[]");

@@ -475,19 +475,34 @@ struct Bye {
 
 }  // namespace msg
 
-// What each side may receive. Decoding picks the alternative by "t".
-using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::SpawnFailed, msg::MpiAbort, msg::Heartbeat,
-                               msg::SpawnRequest, msg::Stacks, msg::Ready, msg::MpiPublish, msg::MpiLookup,
-                               msg::MpiUnpublish, msg::MpiConnect, msg::MpiDmodex, msg::MpiDmodexData,
-                               msg::SpawnKnown, msg::MpiRefused>;
-using FromLauncher = std::variant<msg::Launch, msg::FenceFailed, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat,
-                                  msg::Bye, msg::SpawnReply, msg::DumpStacks, msg::Restart, msg::SpawnLaunch,
-                                  msg::MpiLookupReply, msg::MpiConnectDone, msg::MpiDmodexServe, msg::MpiDmodexReply>;
+// MPI's traffic, grouped one variant each way so that the agent hands every
+// MpiDown to mpi/ and the launcher every MpiUp to its MPI router without
+// naming the messages: a new MPI operation adds its structs here and its
+// handling in mpi/ and the launcher's router, and nothing in Agent or Job.
+// On the wire each keeps its own "t" (the table in docs/wire-protocol.md).
+// FenceFailed is MPI's: only the PMIx and PMI servers run fences (the fence
+// blobs themselves are binary frames, control/protocol.h).
+using MpiUp = std::variant<msg::MpiAbort, msg::MpiRefused, msg::SpawnRequest, msg::MpiPublish, msg::MpiLookup,
+                           msg::MpiUnpublish, msg::MpiConnect, msg::MpiDmodex, msg::MpiDmodexData, msg::SpawnKnown>;
+using MpiDown = std::variant<msg::FenceFailed, msg::SpawnReply, msg::SpawnLaunch, msg::MpiLookupReply,
+                             msg::MpiConnectDone, msg::MpiDmodexServe, msg::MpiDmodexReply>;
+
+// What each side may receive. Decoding picks the alternative by "t", looking
+// into MpiUp and MpiDown for theirs.
+using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::SpawnFailed, msg::Heartbeat, msg::Stacks,
+                               msg::Ready, MpiUp>;
+using FromLauncher = std::variant<msg::Launch, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat, msg::Bye,
+                                  msg::DumpStacks, msg::Restart, MpiDown>;
 
 // The JSON text of a message, "t" first.
 template <class M> std::string encode(const M& m);
 // The kJson frame (wire/frame.h) carrying a message.
 template <class M> std::string frame(const M& m);
+// The same for a message of MPI's groups: the one it holds.
+std::string encode(const MpiUp& m);
+std::string encode(const MpiDown& m);
+std::string frame(const MpiUp& m);
+std::string frame(const MpiDown& m);
 
 // Decode one kJson payload; throw ProtocolError naming the message and field.
 FromAgent decode_from_agent(std::string_view json_text);

@@ -135,10 +135,9 @@ void Job::start_stores(const std::string& bind) {
   if (opts_.torch_store == TorchStoreMode::kServed) start_torch_store(bind);
 }
 
+// MPI's relays across hosts: the router (spawns, names, connects) and the fences.
 void Job::start_mpi_relays() {
-  spawns_ = std::make_unique<SpawnBook>(job_id_, static_cast<int>(plan_.ranks.size()));
-  names_ = std::make_unique<NameService>(io_, secs(opts_.fence_timeout_s));
-  connects_ = make_connect_relay();
+  mpi_router_ = make_mpi_router();
   std::vector<std::string> hosts;
   std::vector<std::vector<int>> ranks;
   for (auto& n : nodes_) hosts.push_back(n.host), ranks.push_back(n.ranks);
@@ -205,31 +204,12 @@ void Job::on_message(int node, const control::FromAgent& m) {
                  [](const msg::Started&) {},
                  [&](const msg::Stacks& s) { stacks_->on_stacks(node, s); },
                  [&](const msg::Ready& r) { on_ready(node, r); },
-                 [&](const msg::MpiAbort& a) {
-                   own(a.rank);
-                   if (fate_.on_mpi_abort(a.rank, n.host, a.status, a.message, spawns_->describe(a.rank)))
-                     teardown(grace_ms());
-                 },
-                 [&](const msg::MpiRefused& r) {
-                   own(r.rank);
-                   if (fate_.on_mpi_refused(r.rank, n.host, r.wire, per_node())) teardown(grace_ms());
-                 },
-                 [&](const msg::SpawnRequest& r) {
-                   own(r.rank);
-                   on_spawn_request(node, r);
-                 },
-                 [&](const msg::MpiPublish&) { on_mpi_names(node, m); },
-                 [&](const msg::MpiLookup&) { on_mpi_names(node, m); },
-                 [&](const msg::MpiUnpublish&) { on_mpi_names(node, m); },
-                 [&](const msg::MpiConnect&) { on_mpi_names(node, m); },
-                 [&](const msg::MpiDmodex&) { on_mpi_names(node, m); },
-                 [&](const msg::MpiDmodexData&) { on_mpi_names(node, m); },
-                 [&](const msg::SpawnKnown&) { on_mpi_names(node, m); },
+                 [&](const control::MpiUp& u) { mpi_router_->receive(node, u); },
                  [&](const msg::SpawnFailed& f) {
                    own(f.rank);
                    RankExit e;
                    e.rank = f.rank, e.host = n.host, e.spawn_failed = true, e.code = f.code, e.message = f.message;
-                   e.name = spawns_->describe(f.rank);
+                   e.name = mpi_router_->describe(f.rank);
                    on_rank_exit(std::move(e));
                  },
                  [&](const msg::Exited& x) {
@@ -239,7 +219,7 @@ void Job::on_message(int node, const control::FromAgent& m) {
                    e.signal = x.signal.value_or(0), e.core = x.core.value_or(false), e.by_agent = x.by_agent;
                    e.error = x.error.value_or("");
                    e.error += interpreter_hint(opts_, e.error);
-                   e.name = spawns_->describe(x.rank);
+                   e.name = mpi_router_->describe(x.rank);
                    on_rank_exit(std::move(e));
                  },
              },

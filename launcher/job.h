@@ -6,6 +6,7 @@
 //   AgentStarter    starting agents (local fork/exec, ssh; a fake in tests)
 //   plan_launch     the launch messages (pure)
 //   FenceRelay      MPI fences across hosts
+//   MpiRouter       every other MPI message (spawn, publish/lookup, connect)
 //   Fate            which failure decides the verdict and exit code
 //   OutputSink      the ranks' output, tagged
 //
@@ -24,19 +25,17 @@
 #include "remote/agent_starter.h"
 #include "remote/early_agent.h"
 #include "launcher/attempts.h"
-#include "launcher/connect_relay.h"
 #include "launcher/agent_links.h"
 #include "launcher/fate.h"
 #include "launcher/fence_relay.h"
 #include "launcher/job_phase.h"
 #include "launcher/launch_plan.h"
-#include "launcher/name_service.h"
+#include "launcher/mpi_router.h"
 #include "launcher/options.h"
 #include "launcher/output_flow.h"
 #include "launcher/output_sink.h"
 #include "launcher/peers.h"
 #include "launcher/progress_line.h"
-#include "launcher/spawn_answer.h"
 #include "launcher/stack_collector.h"
 
 namespace dl::rdzv { class TcpStoreServer; }
@@ -151,11 +150,9 @@ class Job : public AgentLinks::Handler {
   void all_ready();
   void restart_failed(const std::string& why);
   std::string hello_again(Node& n, const control::msg::Hello& m);
-  // MPI_Comm_spawn and publish/lookup (launcher/job_spawn.cc).
-  void on_spawn_request(int node, const control::msg::SpawnRequest& r);
-  void on_mpi_names(int node, const control::FromAgent& m);
-  int node_of(int rank) const;
-  std::unique_ptr<ConnectRelay> make_connect_relay();
+  // The MPI router and its port to this Job (launcher/job_mpi.cc).
+  friend class JobMpiPort;
+  std::unique_ptr<MpiRouter> make_mpi_router();
   void start_stdin_reader();
   void start_stack_collector();
   // torch's c10d store on `bind`, and which node a client's address is.
@@ -195,19 +192,7 @@ class Job : public AgentLinks::Handler {
   std::unique_ptr<OutputFlow> output_;      // from start() on
   std::unique_ptr<StackCollector> stacks_;  // where every rank is, on --timeout and SIGQUIT
   Fate fate_;
-  std::unique_ptr<SpawnBook> spawns_;   // MPI_Comm_spawn's children, from run() on
-  std::unique_ptr<NameService> names_;  // PMIx_Publish/PMIx_Lookup, from run() on
-  std::unique_ptr<ConnectRelay> connects_;  // PMIx_Connect across hosts, from run() on
-  std::map<uint64_t, std::pair<int, uint64_t>> dmodex_;  // our request id -> (asking node, its id)
-  uint64_t next_dmodex_ = 0;
-  // Spawns waiting for the parent's other hosts to know the namespace:
-  // nspace -> (the children's node, its spawn_launch, the nodes not yet answered).
-  struct PendingSpawn {
-    int node = 0;
-    control::msg::SpawnLaunch launch;
-    std::set<int> waiting;
-  };
-  std::map<std::string, PendingSpawn> pending_spawns_;
+  std::unique_ptr<MpiRouter> mpi_router_;  // MPI_Abort, spawns, publish/lookup, connects; from run() on
   int hellos_ = 0, signals_seen_ = 0;
 };
 

@@ -301,6 +301,49 @@ std::vector<std::pair<std::string, std::string>> MpiJob::unserved_rank_env(const
 #endif
 }
 
+#if DLAUNCH_HAVE_PMIX
+namespace {
+// libpmix's requests as the launcher's messages, all through hooks.send.
+pmix::Callbacks callbacks(MpiHooks hooks) {
+  pmix::Callbacks cb;
+  cb.post = std::move(hooks.post);
+  cb.fence = std::move(hooks.fence);
+  auto send = std::make_shared<std::function<void(control::MpiUp)>>(std::move(hooks.send));
+  cb.abort = [send](int rank, int status, std::string text) { (*send)(control::msg::MpiAbort{rank, status, text}); };
+  cb.spawn = [send](uint64_t id, int rank, std::vector<pmix::SpawnApp> apps) {
+    std::vector<control::msg::SpawnApp> wanted;
+    for (auto& a : apps) {
+      control::msg::SpawnApp app{std::move(a.argv), a.np};
+      if (!a.env.empty()) app.env = control::EnvVars(a.env.begin(), a.env.end());
+      if (!a.wdir.empty()) app.wdir = std::move(a.wdir);
+      wanted.push_back(std::move(app));
+    }
+    (*send)(control::msg::SpawnRequest{id, rank, std::move(wanted)});
+  };
+  cb.direct_modex = [send](uint64_t id, int rank) { (*send)(control::msg::MpiDmodex{id, rank}); };
+  cb.connect = [send](uint64_t id, std::string op, std::vector<std::string> procs, std::string blob) {
+    control::msg::MpiConnect m{id, std::move(op), std::move(procs), std::nullopt};
+    if (!blob.empty()) m.blob = std::move(blob);
+    (*send)(std::move(m));
+  };
+  cb.publish = [send](std::vector<pmix::Name> names, bool first_read) {
+    control::msg::MpiPublish m;
+    for (auto& n : names) {
+      m.names.push_back(control::msg::PublishedName{n.key, n.value, n.nspace, n.rank});
+      if (n.bytes) m.names.back().bytes = true;
+    }
+    m.first_read = first_read;
+    (*send)(std::move(m));
+  };
+  cb.unpublish = [send](std::vector<std::string> keys) { (*send)(control::msg::MpiUnpublish{std::move(keys)}); };
+  cb.lookup = [send](uint64_t id, int rank, std::vector<std::string> keys, bool wait, int timeout_ms) {
+    (*send)(control::msg::MpiLookup{id, rank, std::move(keys), wait, timeout_ms});
+  };
+  return cb;
+}
+}  // namespace
+#endif
+
 void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
 #if DLAUNCH_HAVE_PMIX
   if (started_ || released_) throw UsageError("the PMIx server already served a job");
@@ -315,50 +358,7 @@ void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
   // The server thread makes them when a rank connects (tmpdir_name);
   // release_for_exit removes whatever exists of them.
   shm_dir_ = pmix::shm_dir(map);
-  pmix::Callbacks cb;
-  cb.post = std::move(hooks.post);
-  cb.fence = std::move(hooks.fence);
-  cb.abort = std::move(hooks.abort);
-  if (hooks.spawn)
-    cb.spawn = [spawn = std::move(hooks.spawn)](uint64_t id, int rank, std::vector<pmix::SpawnApp> apps) {
-      std::vector<control::msg::SpawnApp> wanted;
-      for (auto& a : apps) {
-        control::msg::SpawnApp app{std::move(a.argv), a.np};
-        if (!a.env.empty()) app.env = control::EnvVars(a.env.begin(), a.env.end());
-        if (!a.wdir.empty()) app.wdir = std::move(a.wdir);
-        wanted.push_back(std::move(app));
-      }
-      spawn(id, rank, std::move(wanted));
-    };
-  cb.direct_modex = [fn = hooks.dmodex](uint64_t id, int rank) {
-    if (fn) fn(control::msg::MpiDmodex{id, rank});
-  };
-  if (hooks.connect)
-    cb.connect = [fn = std::move(hooks.connect)](uint64_t id, std::string op, std::vector<std::string> procs,
-                                                 std::string blob) {
-      control::msg::MpiConnect m{id, std::move(op), std::move(procs), std::nullopt};
-      if (!blob.empty()) m.blob = std::move(blob);
-      fn(std::move(m));
-    };
-  if (hooks.publish)
-    cb.publish = [fn = std::move(hooks.publish)](std::vector<pmix::Name> names, bool first_read) {
-      control::msg::MpiPublish m;
-      for (auto& n : names) {
-        m.names.push_back(control::msg::PublishedName{n.key, n.value, n.nspace, n.rank});
-        if (n.bytes) m.names.back().bytes = true;
-      }
-      m.first_read = first_read;
-      fn(std::move(m));
-    };
-  if (hooks.unpublish)
-    cb.unpublish = [fn = std::move(hooks.unpublish)](std::vector<std::string> keys) {
-      fn(control::msg::MpiUnpublish{std::move(keys)});
-    };
-  if (hooks.lookup)
-    cb.lookup = [fn = std::move(hooks.lookup)](uint64_t id, int rank, std::vector<std::string> keys, bool wait,
-                                               int timeout_ms) {
-      fn(control::msg::MpiLookup{id, rank, std::move(keys), wait, timeout_ms});
-    };
+  pmix::Callbacks cb = callbacks(std::move(hooks));
   {
     std::lock_guard<std::mutex> lock(prep_->mu);
     prep_->map = map;

@@ -1,7 +1,8 @@
 #pragma once
-// The agent's MPI side: a temp dir and, when dlaunch-agent was built with
-// libpmix (DLAUNCH_HAVE_PMIX), the PMIx server of this host's ranks
-// (mpi/pmix/pmix_server.h). The only agent file that knows libpmix exists.
+// The PMIx half of the agent's MPI side (mpi/mpi_side.h): a temp dir and,
+// when dlaunch-agent was built with libpmix (DLAUNCH_HAVE_PMIX), the PMIx
+// server of this host's ranks (mpi/pmix/pmix_server.h). The only file
+// outside mpi/pmix/ that knows libpmix exists.
 //
 // Starting a PMIx server costs 30-200 ms (hwloc's topology discovery and
 // PMIx_server_init), which a job that never calls MPI_Init must not pay
@@ -31,20 +32,14 @@ namespace dl::agent {
 
 namespace pmix { class PmixServer; }
 
+// What the PMIx server says: run on the agent's thread through `post`.
 struct MpiHooks {
-  std::function<void(std::function<void()>)> post;                 // run on the agent's thread
-  std::function<void(uint64_t id, std::string blob)> fence;        // this host's fence contribution
-  std::function<void(int rank, int status, std::string msg)> abort;  // a rank called MPI_Abort
-  // A rank called MPI_Comm_spawn; answer with spawn_done(id, ...). Empty: refused at once.
-  std::function<void(uint64_t id, int rank, std::vector<control::msg::SpawnApp> apps)> spawn;
-  // PMIx_Publish / PMIx_Unpublish / PMIx_Lookup (answer: lookup_done). Empty: "not supported".
-  std::function<void(control::msg::MpiPublish m)> publish;
-  std::function<void(control::msg::MpiUnpublish m)> unpublish;
-  std::function<void(control::msg::MpiLookup m)> lookup;
-  // PMIx_Connect/Disconnect across hosts (answer: connect_done), and a request
-  // for a spawned rank's data on another host (answer: dmodex_done).
-  std::function<void(control::msg::MpiConnect m)> connect;
-  std::function<void(control::msg::MpiDmodex m)> dmodex;
+  std::function<void(std::function<void()>)> post;             // run on the agent's thread
+  std::function<void(uint64_t id, std::string blob)> fence;    // this host's fence contribution
+  // Everything else for the launcher: MPI_Abort, MPI_Comm_spawn (answered
+  // by spawn_done), publish/unpublish/lookup (lookup_done), connect across
+  // hosts (connect_done), a spawned rank's data on another host (dmodex_done).
+  std::function<void(control::MpiUp)> send;
 };
 
 class MpiJob {
@@ -95,10 +90,10 @@ class MpiJob {
   // The launcher's answer to fence `id`: all hosts' blobs, node order.
   void fence_done(uint64_t id, const std::string& all_blobs);
   void fence_failed(uint64_t id);
-  // The launcher's answer to spawn request `id` (MpiHooks::spawn): the
+  // The launcher's answer to spawn request `id` (a SpawnRequest): the
   // children's namespace, or a non-empty error (the rank's call fails).
   void spawn_done(uint64_t id, const std::string& nspace, const std::string& error);
-  // The launcher's answer to lookup `id` (MpiHooks::lookup).
+  // The launcher's answer to lookup `id` (an MpiLookup).
   void lookup_done(const control::msg::MpiLookupReply& r);
   void connect_done(const control::msg::MpiConnectDone& d);
   void dmodex_done(const control::msg::MpiDmodexReply& r);

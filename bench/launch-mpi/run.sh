@@ -3,11 +3,11 @@
 # dlaunch (the agents' PMIx servers) vs Debian's mpirun, N = 1, 4, 16 ranks on
 # this host, then 4 x 2 ranks across 4 namespace hosts (tests/cluster, needs
 # root; both launchers inside h0, over ssh). Then the same hello built with
-# MPICH (bin/mpich_hello, tests/mpich): dlaunch (the agents' PMI servers) vs
+# MPICH (bin/mpich_hello, tests/mpi/pmi): dlaunch (the agents' PMI servers) vs
 # MPICH's mpiexec.hydra, on this host and on the 4 x 2 hosts. Prints medians
 # of REPS runs and the ratio against the anchor (< 1: we are faster), all
 # measured in one run. Then MPI_Comm_spawn: mpi4py's MPIPoolExecutor
-# starting 3 workers and mapping over them (tests/pmix/mpi4py_pool.py), and
+# starting 3 workers and mapping over them (tests/mpi/pmix/mpi4py_pool.py), and
 # bin/mpi_spawn (2 children all-reduce with their parent), under
 # `dlaunch -n 1 --oversubscribe` vs `mpirun -n 1 --oversubscribe` (SPAWN=0
 # skips them).
@@ -120,7 +120,7 @@ if [ "${SPAWN:-1}" != 0 ]; then
   echo
   echo "# launch-mpi: MPI_Comm_spawn under -n 1 --oversubscribe, median of $REPS runs (ms)"
   printf '%-14s %12s %12s %8s\n' "program" "dlaunch ms" "mpirun ms" "ratio"
-  POOL="$SRC/tests/pmix/mpi4py_pool.py"
+  POOL="$SRC/tests/mpi/pmix/mpi4py_pool.py"
   ours=$(median_ms "$BIN/dlaunch" -n 1 --oversubscribe /usr/bin/python3 "$POOL")
   theirs=$(median_ms mpirun.openmpi --allow-run-as-root -n 1 --oversubscribe /usr/bin/python3 "$POOL")
   row "pool 1+3" "$ours" "$theirs"

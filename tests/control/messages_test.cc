@@ -13,10 +13,28 @@ namespace control = dl::control;
 namespace msg = dl::control::msg;
 
 namespace {
+template <class T> struct is_variant : std::false_type {};
+template <class... T> struct is_variant<std::variant<T...>> : std::true_type {};
+
+// The message of type M that `v` holds, looking into MpiUp and MpiDown; null
+// when it holds another.
+template <class M, class V>
+const M* find(const V& v) {
+  return std::visit(
+      [](const auto& x) -> const M* {
+        using X = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<X, M>) return &x;
+        else if constexpr (is_variant<X>::value) return find<M>(x);
+        else return nullptr;
+      },
+      v);
+}
+
 template <class M, class V>
 M as(const V& v) {
-  REQUIRE(std::holds_alternative<M>(v));
-  return std::get<M>(v);
+  const M* m = find<M>(v);
+  REQUIRE(m);
+  return *m;
 }
 
 // The ProtocolError's text for `text`, or a failed test when it is accepted.
@@ -301,4 +319,27 @@ TEST_CASE("control messages: random launches of many ranks round-trip field by f
       CHECK(d.mpi->node_ranks == l.mpi->node_ranks);
     }
   }
+}
+
+TEST_CASE("control messages: MPI's messages arrive inside MpiUp and MpiDown with their own names on the wire",
+          "[control]") {
+  const std::string lookup = control::encode(msg::MpiLookup{4, 2, {"svc"}, true, 500});
+  CHECK(lookup.rfind(R"({"t":"mpi_lookup",)", 0) == 0);
+  CHECK(control::encode(control::MpiUp(msg::MpiLookup{4, 2, {"svc"}, true, 500})) == lookup);
+  const control::FromAgent up = control::decode_from_agent(lookup);
+  REQUIRE(std::holds_alternative<control::MpiUp>(up));
+  const auto& l = std::get<msg::MpiLookup>(std::get<control::MpiUp>(up));
+  CHECK(l.id == 4);
+  CHECK(l.keys == std::vector<std::string>{"svc"});
+
+  const control::FromLauncher down = control::decode_from_launcher(control::encode(msg::MpiDmodexServe{9, 3}));
+  REQUIRE(std::holds_alternative<control::MpiDown>(down));
+  CHECK(std::get<msg::MpiDmodexServe>(std::get<control::MpiDown>(down)).rank == 3);
+  CHECK(std::holds_alternative<control::MpiDown>(
+      control::decode_from_launcher(control::encode(msg::FenceFailed{1, "b (ranks 4)"}))));
+
+  // Each group belongs to one direction.
+  CHECK(refusal_from_launcher(lookup) == "unknown control message 'mpi_lookup' from the launcher");
+  CHECK(refusal_from_agent(control::encode(msg::MpiDmodexServe{9, 3})) ==
+        "unknown control message 'mpi_dmodex_serve' from the agent");
 }

@@ -29,7 +29,12 @@ std::vector<std::string> agent_seeds() {
   y.rank = 1, y.pid = 2, y.code = 3;
   return {control::encode(h), control::encode(x), control::encode(y), control::encode(msg::Started{1, 2}),
           control::encode(msg::SpawnFailed{4, 127, "nope: not found"}), control::encode(msg::MpiAbort{0, 5, "bye"}),
-          control::encode(msg::Heartbeat{}), control::encode(msg::Ready{1, 29501})};
+          control::encode(msg::Heartbeat{}), control::encode(msg::Ready{1, 29501}),
+          // MPI's, decoded into MpiUp
+          control::encode(msg::SpawnRequest{3, 0, {msg::SpawnApp{{"./w"}, 2, dl::control::EnvVars{{"A", "1"}}}}}),
+          control::encode(msg::MpiLookup{4, 1, {"svc", "k2"}, true, 500}),
+          control::encode(msg::MpiConnect{5, "connect", {"dl-1:*", "dl-1.spawn1:0"}, std::string("ab")}),
+          control::encode(msg::MpiRefused{1, "PMI"})};
 }
 
 std::vector<std::string> launcher_seeds() {
@@ -41,7 +46,12 @@ std::vector<std::string> launcher_seeds() {
   l.mpi = msg::MpiSection{"dl-1", 2, 0, 2, {"a", "b"}, {{0}, {1}}, std::nullopt};
   return {control::encode(l), control::encode(msg::FenceFailed{18446744073709551615ull, "b (ranks 1)"}),
           control::encode(msg::Signal{15}), control::encode(msg::Kill{3000}), control::encode(msg::StdinEof{0}),
-          control::encode(msg::Bye{}), control::encode(msg::Heartbeat{}), control::encode(msg::Restart{2})};
+          control::encode(msg::Bye{}), control::encode(msg::Heartbeat{}), control::encode(msg::Restart{2}),
+          // MPI's, decoded into MpiDown
+          control::encode(msg::SpawnLaunch{6, "dl-1.spawn1", "dl-1", 0, {1}, {r}, std::string("node1")}),
+          control::encode(msg::MpiLookupReply{4, {msg::PublishedName{"svc", "p", "dl-1", 0, true}}, std::nullopt}),
+          control::encode(msg::MpiConnectDone{5, std::string("abcd"), std::nullopt}),
+          control::encode(msg::MpiDmodexReply{7, true, "00ff"})};
 }
 
 FuzzOptions options(uint64_t seed) {

@@ -16,7 +16,7 @@ using namespace dl::multihost;
 
 namespace {
 
-const std::string kPy = std::string("/usr/bin/python3 ") + DLAUNCH_SOURCE_DIR + "/tests/pmix/mpi4py_coll.py";
+const std::string kPy = std::string("/usr/bin/python3 ") + DLAUNCH_SOURCE_DIR + "/tests/mpi/pmix/mpi4py_coll.py";
 // MPI_Init refuses root without these; -x hands them to every host's ranks.
 const std::string kRootEnv = "-x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
 
@@ -203,7 +203,7 @@ TEST_CASE("dlaunch: MPI_Comm_spawn from 2 hosts, children on h0 all-reduce with 
 TEST_CASE("dlaunch: mpi4py's MPIPoolExecutor on each of 2 hosts spawns its workers there", "[mpi_mh][cluster][slow]") {
   Cluster c(2);
   const std::string mark = unique_marker();
-  const std::string pool = std::string("/usr/bin/python3 ") + DLAUNCH_SOURCE_DIR + "/tests/pmix/mpi4py_pool.py " + mark;
+  const std::string pool = std::string("/usr/bin/python3 ") + DLAUNCH_SOURCE_DIR + "/tests/mpi/pmix/mpi4py_pool.py " + mark;
   auto r = run_dlaunch(c, kRootEnv + "-v --tag-output -n 2 --npernode 1 --oversubscribe " + pool, std::chrono::seconds(120));
   INFO(r.output);
   CHECK(r.status == 0);

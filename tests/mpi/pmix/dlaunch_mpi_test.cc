@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "hostfiles/usable_cpus.h"
-#include "tests/pmix/mpi_test_util.h"
+#include "tests/mpi/pmix/mpi_test_util.h"
 
 using namespace dl::mpitest;
 
@@ -43,7 +43,7 @@ void check_program(int n, const std::string& program, const std::string& ok_pref
   CHECK_FALSE(leftover(mark));
 }
 
-const std::string kPy = "/usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_coll.py";
+const std::string kPy = "/usr/bin/python3 " + kSrc + "/tests/mpi/pmix/mpi4py_coll.py";
 
 // run(cmd), and how long it took in *secs.
 Result run_timed(const std::string& cmd, double* secs) {
@@ -163,7 +163,7 @@ TEST_CASE("dlaunch: a spawned child that crashes ends the job with a verdict nam
 TEST_CASE("dlaunch: mpi4py's MPIPoolExecutor spawns 3 workers and maps over them", "[pmix][slow]") {
   for (const std::string slots : {"--oversubscribe", "-H localhost:4"}) {
     const std::string mark = marker();
-    Result r = run(kDlaunch + " -v -n 1 " + slots + " /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_pool.py " + mark);
+    Result r = run(kDlaunch + " -v -n 1 " + slots + " /usr/bin/python3 " + kSrc + "/tests/mpi/pmix/mpi4py_pool.py " + mark);
     INFO(slots << "\n" << r.out);
     CHECK(r.code == 0);
     CHECK(count(r.out, "pool ok") == 1);
@@ -175,7 +175,7 @@ TEST_CASE("dlaunch: mpi4py's MPIPoolExecutor spawns 3 workers and maps over them
 TEST_CASE("dlaunch: mpi4py's MPIPoolExecutor without a free slot fails at once", "[pmix][slow]") {
   const std::string mark = marker();
   double secs = 0;
-  Result r = run_timed(on_one_cpu() + kDlaunch + " -n 1 /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_pool.py " + mark,
+  Result r = run_timed(on_one_cpu() + kDlaunch + " -n 1 /usr/bin/python3 " + kSrc + "/tests/mpi/pmix/mpi4py_pool.py " + mark,
                        &secs);
   INFO(r.out);
   CHECK(r.code == 1);
@@ -195,7 +195,7 @@ TEST_CASE("dlaunch -n 1 with no hostfile: mpi4py's COMM_SELF.Spawn of one child 
     return;
   }
   const std::string mark = marker();
-  Result r = run(kDlaunch + " --tag-output -n 1 /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_spawn_one.py " + mark);
+  Result r = run(kDlaunch + " --tag-output -n 1 /usr/bin/python3 " + kSrc + "/tests/mpi/pmix/mpi4py_spawn_one.py " + mark);
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK(count(r.out, "[0@localhost] spawn_one parent ok") == 1);
@@ -211,7 +211,7 @@ TEST_CASE("dlaunch with no hostfile: more ranks than CPUs run, a spawn beyond th
   check_program(3, kBin + "/mpi_hello", "hello rank", on_one_cpu());
   const std::string mark = marker();
   double secs = 0;
-  Result r = run_timed(on_one_cpu() + kDlaunch + " -n 1 /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_spawn_one.py " +
+  Result r = run_timed(on_one_cpu() + kDlaunch + " -n 1 /usr/bin/python3 " + kSrc + "/tests/mpi/pmix/mpi4py_spawn_one.py " +
                            mark, &secs);
   INFO(r.out);
   CHECK(r.code == 1);
@@ -221,7 +221,7 @@ TEST_CASE("dlaunch with no hostfile: more ranks than CPUs run, a spawn beyond th
   CHECK(secs < 30);
   // The same with --oversubscribe runs.
   Result over = run(on_one_cpu() + kDlaunch + " -n 1 --oversubscribe /usr/bin/python3 " + kSrc +
-                    "/tests/pmix/mpi4py_spawn_one.py " + mark);
+                    "/tests/mpi/pmix/mpi4py_spawn_one.py " + mark);
   INFO(over.out);
   CHECK(over.code == 0);
   CHECK(count(over.out, "spawn_one child ok") == 1);
@@ -232,7 +232,7 @@ TEST_CASE("dlaunch with no hostfile: more ranks than CPUs run, a spawn beyond th
 // not: one slot, which rank 0 takes.
 TEST_CASE("dlaunch: -H localhost and a Slurm allocation of 1 CPU keep their 1 slot for spawning", "[pmix][slow]") {
   const std::string mark = marker();
-  const std::string program = " -n 1 /usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_spawn_one.py " + mark;
+  const std::string program = " -n 1 /usr/bin/python3 " + kSrc + "/tests/mpi/pmix/mpi4py_spawn_one.py " + mark;
   const std::string why = "localhost has 0 free slots (1 slot, 1 in use); give it more slots (a hostfile line 'host "
                           "slots=N', -H host:N) or pass --oversubscribe";
   for (const std::string& how : {kDlaunch + " -H localhost",
@@ -249,7 +249,7 @@ TEST_CASE("dlaunch: -H localhost and a Slurm allocation of 1 CPU keep their 1 sl
 // job (python3 -m mpi4py.futures), and the pool uses them without spawning.
 TEST_CASE("dlaunch -n 4 python3 -m mpi4py.futures: the pool runs on the job's ranks", "[pmix][slow]") {
   const std::string mark = marker();
-  Result r = run(kDlaunch + " -n 4 /usr/bin/python3 -m mpi4py.futures " + kSrc + "/tests/pmix/mpi4py_pool.py " + mark);
+  Result r = run(kDlaunch + " -n 4 /usr/bin/python3 -m mpi4py.futures " + kSrc + "/tests/mpi/pmix/mpi4py_pool.py " + mark);
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK(count(r.out, "pool ok") == 1);

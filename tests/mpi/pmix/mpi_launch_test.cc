@@ -14,7 +14,7 @@
 #include <sstream>
 #include <string>
 
-#include "tests/pmix/mpi_test_util.h"
+#include "tests/mpi/pmix/mpi_test_util.h"
 
 using namespace dl::mpitest;
 
@@ -42,7 +42,7 @@ void check_program(const std::string& launcher, int n, const std::string& progra
 
 const std::string kPmixRun = kBin + "/dl_pmix_run";
 const std::string kMpirunN = mpirun() + " -n";
-const std::string kPy = "/usr/bin/python3 " + kSrc + "/tests/pmix/mpi4py_coll.py";
+const std::string kPy = "/usr/bin/python3 " + kSrc + "/tests/mpi/pmix/mpi4py_coll.py";
 
 }  // namespace
 

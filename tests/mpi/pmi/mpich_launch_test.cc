@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "tests/pmix/mpi_test_util.h"
+#include "tests/mpi/pmix/mpi_test_util.h"
 
 using namespace dl::mpitest;
 

@@ -1,13 +1,13 @@
 // A real PMI-2 client against the agent's PMI-2 server: Slurm's libpmi2
 // (what Intel MPI loads with I_MPI_PMI=pmi2 I_MPI_PMI_LIBRARY=libpmi2.so)
-// in tests/mpich/pmi2_client.c, which checks init, job id, two rounds of
+// in tests/mpi/pmi/pmi2_client.c, which checks init, job id, two rounds of
 // KVS put/fence/get across every rank, PMI_process_mapping and a node
 // attribute one rank waits for. Each rank prints "pmi2 rank R of N ... ok".
 #include <catch2/catch.hpp>
 
 #include <string>
 
-#include "tests/pmix/mpi_test_util.h"
+#include "tests/mpi/pmix/mpi_test_util.h"
 
 using namespace dl::mpitest;
 

@@ -1,4 +1,4 @@
-#include "tests/pmix/mpi_test_util.h"
+#include "tests/mpi/pmix/mpi_test_util.h"
 
 #include <dirent.h>
 #include <stdio.h>

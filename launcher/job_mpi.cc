@@ -1,0 +1,57 @@
+// The Job's port for its MPI router (launcher/mpi_router.h): what the
+// router may ask of the job and do to it, and nothing else.
+#include "launcher/job.h"
+
+#include <algorithm>
+
+#include "hostfiles/placement.h"
+#include "launcher/output_sink.h"
+
+namespace dl::launcher {
+
+class JobMpiPort : public MpiRouter::JobPort {
+ public:
+  explicit JobMpiPort(Job& job) : job_(job) {}
+
+  bool connected(int node) const override { return node_at(node).state == Job::NodeState::kUp; }
+  void send(int node, const control::MpiDown& m) override { job_.server_->send(node, m); }
+  int node_of(int rank) const override {
+    for (const auto& n : job_.nodes_)
+      if (std::find(n.ranks.begin(), n.ranks.end(), rank) != n.ranks.end()) return n.index;
+    return -1;
+  }
+  std::string host(int node) const override { return node_at(node).host; }
+  bool serves_mpi() const override { return job_.mpi_; }
+  bool launched() const override { return job_.phase_.is(Phase::kLaunched); }
+  SpawnRoom room(int node) const override {
+    const auto& entry = job_.plan_.nodes.at(static_cast<size_t>(node));
+    SpawnRoom room;
+    room.slots = entry.slots;
+    room.max_slots = entry.max_slots;
+    room.oversubscribe = job_.opts_.oversubscribe;
+    room.cpu_slots = entry.origin == hostfiles::kLocalCpusOrigin;
+    for (int rank : node_at(node).ranks) room.in_use += job_.fate_.done(rank) ? 0 : 1;
+    return room;
+  }
+  void add_rank(int node, int rank, const std::string& tag) override {
+    job_.nodes_.at(static_cast<size_t>(node)).ranks.push_back(rank);
+    job_.sink_->add_rank(rank, host(node), tag);
+  }
+  Fate& fate() override { return job_.fate_; }
+  void teardown() override { job_.teardown(job_.grace_ms()); }
+  bool per_node() const override { return job_.per_node(); }
+  void log(const std::string& line) override { job_.log(line); }
+  void say(const std::string& line) override { write_fully(2, line); }
+
+ private:
+  const Job::Node& node_at(int node) const { return job_.nodes_.at(static_cast<size_t>(node)); }
+  Job& job_;
+};
+
+std::unique_ptr<MpiRouter> Job::make_mpi_router() {
+  return std::make_unique<MpiRouter>(io_, job_id_, static_cast<int>(plan_.ranks.size()),
+                                     std::chrono::milliseconds(static_cast<long>(opts_.fence_timeout_s * 1000)),
+                                     std::make_unique<JobMpiPort>(*this));
+}
+
+}  // namespace dl::launcher

@@ -1,0 +1,175 @@
+#include "mpi/mpi_side.h"
+
+#include <iostream>
+
+#include "errors/error.h"
+#include "mpi/mpi_job.h"
+#include "mpi/pmi/pmi_job.h"
+#include "mpi/pmi/pmi_service.h"
+#include "mpi/pmix_tripwire.h"
+
+namespace dl::agent {
+
+namespace asio = boost::asio;
+namespace msg = control::msg;
+
+MpiSide::MpiSide(asio::io_context& io, Hooks hooks) : io_(io), hooks_(std::move(hooks)) {}
+
+// The PMIx server's thread is stopped first, while the rest still stands.
+MpiSide::~MpiSide() { pmix_.reset(); }
+
+bool MpiSide::available() { return MpiJob::available(); }
+
+void MpiSide::prepare_pmix() {
+  if (!pmix_) pmix_ = MpiJob::prepare();
+}
+
+void MpiSide::scrub_rank_env(std::map<std::string, std::string>& env) { MpiJob::scrub_rank_env(env); }
+
+void MpiSide::release_for_exit() {
+  if (pmix_) pmix_->release_for_exit();  // the agent _exits: no libpmix finalize to wait for
+}
+
+// The PMIx server when the job serves PMIx, and the PMI server always (with
+// --mpi pmix it tells a PMI client that it is not served).
+void MpiSide::start(const msg::MpiSection& mpi) {
+  if (mpi.serves("refuse")) return refuse_mpi(mpi);
+  if (mpi.serves("pmix")) start_pmix(mpi);
+  start_pmi(mpi);
+}
+
+void MpiSide::start_pmix(const msg::MpiSection& mpi) {
+  MpiHooks hooks;
+  hooks.post = [this](std::function<void()> task) { asio::post(io_, std::move(task)); };
+  hooks.fence = hooks_.fence;
+  hooks.send = hooks_.send;
+  prepare_pmix();  // --no-pmix, yet MPI was asked for: start it now
+  if (!pmix_)
+    throw UsageError("this dlaunch-agent was built without libpmix: run with --mpi pmi or --mpi none, or rebuild "
+                     "with libpmix-dev");
+  pmix_->start(mpi, std::move(hooks));
+}
+
+void MpiSide::start_pmi(const msg::MpiSection& mpi) {
+  auto abort = [this](int rank, int status, std::string text) { hooks_.send(msg::MpiAbort{rank, status, text}); };
+  // A PMI fence of a job on this host alone is complete once this host's
+  // ranks are in it: answered here, without the launcher's round trip (two
+  // more processes to be scheduled among busy-polling MPICH ranks).
+  std::function<void(uint64_t, std::string)> fence = hooks_.fence;
+  if (mpi.node_hosts.size() == 1)
+    fence = [this](uint64_t id, std::string blob) {
+      asio::post(io_, [this, id, blob = std::move(blob)] {
+        if (pmi_) pmi_->fence_done(id, blob);
+      });
+    };
+  pmi_ = std::make_unique<pmi::PmiService>(io_, pmi::job_from(mpi, mpi.serves("pmi")),
+                                           pmi::PmiService::Hooks{fence, abort, {}});
+}
+
+// --max-restarts, per-node mode: nothing serves MPI (docs/failures.md); a
+// rank that starts PMIx or PMI is reported, and the launcher ends the job.
+void MpiSide::refuse_mpi(const msg::MpiSection& mpi) {
+  auto refused = [this](const char* wire) {
+    return [this, wire](int rank) { hooks_.send(msg::MpiRefused{rank, wire}); };
+  };
+  tripwire_ = std::make_unique<PmixTripwire>(io_, mpi, refused("PMIx"));
+  pmi::PmiService::Hooks hooks;
+  hooks.refuse = refused("PMI");
+  pmi_ = std::make_unique<pmi::PmiService>(io_, pmi::job_from(mpi, true), std::move(hooks));
+}
+
+// The PMIx variables (PMIX_RANK, PMIX_SERVER_URI*, ...) of the server or
+// of the tripwire, then the PMI socket's (PMI_FD).
+TaskEnv MpiSide::task_env(int rank) {
+  TaskEnv t;
+  if (pmix_ && pmix_->started()) t.vars = pmix_->rank_env(rank);
+  else if (tripwire_) t.vars = tripwire_->rank_env(rank);
+  if (pmi_) {
+    auto end = pmi_->open_rank(rank);
+    t.vars.insert(t.vars.end(), end.env.begin(), end.env.end());
+    t.inherit_fd = end.child_fd;
+  }
+  return t;
+}
+
+void MpiSide::task_spawned(int rank) {
+  if (pmi_) pmi_->child_end_closed(rank);
+}
+
+void MpiSide::task_refused(int rank) {
+  if (pmi_) pmi_->close_child_end(rank);
+}
+
+void MpiSide::tasks_started() {
+  if (pmi_) pmi_->watch_started();
+}
+
+void MpiSide::fence_done(uint64_t id, std::string_view all_blobs) {
+  if (pmi::is_pmi_fence(id)) {
+    if (pmi_) pmi_->fence_done(id, all_blobs);
+  } else if (pmix_) {
+    pmix_->fence_done(id, std::string(all_blobs));
+  }
+}
+
+void MpiSide::fence_failed(const msg::FenceFailed& f) {
+  if (pmi::is_pmi_fence(f.id)) {
+    if (pmi_) pmi_->fence_failed(f.id, f.message);
+  } else if (pmix_) {
+    pmix_->fence_failed(f.id);
+  }
+}
+
+void MpiSide::receive(const control::MpiDown& m) {
+  std::visit(control::Visitor{
+                 [this](const msg::FenceFailed& f) { fence_failed(f); },
+                 [this](const msg::SpawnReply& r) {
+                   if (pmix_) pmix_->spawn_done(r.id, r.nspace.value_or(""), r.error.value_or(""));
+                 },
+                 [this](const msg::SpawnLaunch& l) { spawn_launch(l); },
+                 [this](const msg::MpiLookupReply& r) {
+                   if (pmix_) pmix_->lookup_done(r);
+                 },
+                 [this](const msg::MpiConnectDone& d) {
+                   if (pmix_) pmix_->connect_done(d);
+                 },
+                 [this](const msg::MpiDmodexReply& r) {
+                   if (pmix_) pmix_->dmodex_done(r);
+                 },
+                 [this](const msg::MpiDmodexServe& s) { serve_dmodex(s); },
+             },
+             m);
+}
+
+// MPI_Comm_spawn's children placed here, or (m.elsewhere) on another host
+// whose namespace this host's ranks must know: register it with the PMIx
+// server, start the children, complete the rank's PMIx_Spawn.
+// docs/mpi.md, "Spawning".
+void MpiSide::spawn_launch(const msg::SpawnLaunch& m) {
+  std::vector<EnvList> envs;
+  std::string error;
+  try {
+    if (!pmix_) throw UsageError("no MPI job runs on this host");
+    envs = pmix_->start_spawn(m);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  if (m.elsewhere) {
+    if (!error.empty())
+      std::cerr << "dlaunch-agent: warning: cannot register " + m.nspace + " (spawned on " + *m.elsewhere +
+                       "): " + error + "; this host's ranks cannot reach it\n";
+    msg::SpawnKnown known{m.nspace, std::nullopt};
+    if (!error.empty()) known.error = error;
+    return hooks_.send(known);
+  }
+  hooks_.start_children(m, envs, error);
+  if (pmix_) pmix_->spawn_done(m.id, error.empty() ? m.nspace : "", error);
+}
+
+// Another host's process asked for the data of a spawned rank here.
+void MpiSide::serve_dmodex(const msg::MpiDmodexServe& m) {
+  if (!pmix_) return hooks_.send(msg::MpiDmodexData{m.id, false, ""});
+  pmix_->serve_dmodex(m, [this](msg::MpiDmodexData d) { hooks_.send(std::move(d)); });
+}
+
+}  // namespace dl::agent

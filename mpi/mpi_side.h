@@ -1,0 +1,109 @@
+#pragma once
+// Everything MPI of one agent, behind two calls the agent makes without
+// knowing which MPI it serves: receive(MpiDown) for every MPI message from
+// the launcher, and task_env(rank) for what a rank gets before its exec.
+// Inside: the PMIx server (MpiJob), the PMI server (pmi::PmiService), and
+// with --max-restarts or in per-node mode (serve "refuse") the tripwires
+// that report a rank's MPI_Init instead of serving it (docs/failures.md).
+// What the servers say to the launcher leaves through one hook, send(MpiUp);
+// fence contributions through fence() (binary frames, control/protocol.h).
+//
+// flux's PMI shell plugin is the model: a launch's init (start) and a
+// task's init (task_env).
+//
+// Threading: the agent's io_context thread; the PMIx server's thread posts
+// to it.
+#include <boost/asio.hpp>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "control/messages.h"
+
+namespace dl::agent {
+
+class MpiJob;
+class PmixTripwire;
+namespace pmi { class PmiService; }
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// What a rank of the job gets from the MPI side: variables to add to its
+// environment after dlaunch's own (PMIX_*, PMI_FD, PMI_RANK, ...), and the
+// socket it inherits at env::kRankInheritedFd (its PMI_FD), or -1.
+struct TaskEnv {
+  EnvList vars;
+  int inherit_fd = -1;
+};
+
+class MpiSide {
+ public:
+  struct Hooks {
+    std::function<void(control::MpiUp)> send;                      // a message for the launcher
+    std::function<void(uint64_t id, std::string blob)> fence;      // this host's fence contribution
+    // MPI_Comm_spawn's children placed on this host (the launcher's
+    // spawn_launch): start each as a rank of the job with envs[k] added, or
+    // with a non-empty `error` refuse each with it. The spawn completes
+    // after this returns.
+    std::function<void(const control::msg::SpawnLaunch& m, const std::vector<EnvList>& envs, const std::string& error)>
+        start_children;
+  };
+  MpiSide(boost::asio::io_context& io, Hooks hooks);
+  ~MpiSide();
+  MpiSide(const MpiSide&) = delete;
+  MpiSide& operator=(const MpiSide&) = delete;
+
+  // True when this binary can serve PMIx (the hello's `pmix`).
+  static bool available();
+  // Opens the ranks' PMIx port and starts the PMIx server's thread ahead of
+  // any launch (mpi_job.h: MpiJob::prepare); without libpmix, nothing.
+  void prepare_pmix();
+  // A launch's MPI section: starts the servers it asks for (or the
+  // tripwires for "refuse"). Throws Error (a server cannot start); the
+  // caller refuses the launch's ranks with it.
+  void start(const control::msg::MpiSection& mpi);
+
+  // Local rank `rank` of the job (not a spawned child): the variables and
+  // the socket its MPI needs, whatever MPI this host serves; nothing
+  // without an MPI section. Throws Error (no socket or port, a rank not on
+  // this host); the rank is then refused. After task_env, exactly one of:
+  //   task_spawned(rank)   the rank was spawned (the spawn closed our copy
+  //                        of inherit_fd)
+  //   task_refused(rank)   it will not be (its socket is closed here)
+  TaskEnv task_env(int rank);
+  void task_spawned(int rank);
+  void task_refused(int rank);
+  // The ranks given a task_env so far are started: their sockets are watched.
+  void tasks_started();
+
+  // An MPI message from the launcher (control/messages.h, MpiDown).
+  void receive(const control::MpiDown& m);
+  // The launcher's binary fence frame: every host's blobs for fence `id`.
+  void fence_done(uint64_t id, std::string_view all_blobs);
+
+  // For an agent about to _exit (MpiJob::release_for_exit). Idempotent.
+  void release_for_exit();
+  // Removes from a rank's environment what the agent set for itself.
+  static void scrub_rank_env(std::map<std::string, std::string>& env);
+
+ private:
+  void start_pmix(const control::msg::MpiSection& mpi);
+  void start_pmi(const control::msg::MpiSection& mpi);
+  void refuse_mpi(const control::msg::MpiSection& mpi);
+  void fence_failed(const control::msg::FenceFailed& f);
+  void spawn_launch(const control::msg::SpawnLaunch& m);
+  void serve_dmodex(const control::msg::MpiDmodexServe& m);
+
+  boost::asio::io_context& io_;
+  Hooks hooks_;
+  std::unique_ptr<MpiJob> pmix_;            // the PMIx server, prepared or serving; else null
+  std::unique_ptr<pmi::PmiService> pmi_;    // the PMI server (also with --mpi pmix: it refuses), else null
+  std::unique_ptr<PmixTripwire> tripwire_;  // serve "refuse": the ranks' unserved PMIx ports, else null
+};
+
+}  // namespace dl::agent
