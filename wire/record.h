@@ -14,7 +14,7 @@
 // bool, an integer, double, std::string, std::vector<T>, std::map<std::string,
 // T>, another record, or std::optional<T> of one of those: an optional field
 // may be absent (or null) and is left out when empty; every other field is
-// required. Members a record does not list are skipped, so a newer peer may
+// required. An empty optional inside a vector or map is written as null. Members a record does not list are skipped, so a newer peer may
 // add fields.
 //
 // The text is written and read straight from and into the structs, with no
@@ -121,7 +121,10 @@ struct FieldWriter {
 };
 
 template <class T> void put(std::string& out, const T& v) {
-  if constexpr (std::is_same_v<T, bool>) {
+  if constexpr (is_optional<T>::value) {
+    if (v) put(out, *v);
+    else out += "null";
+  } else if constexpr (std::is_same_v<T, bool>) {
     out += v ? "true" : "false";
   } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     put_integer(out, v);
@@ -235,18 +238,14 @@ class Reader {
 
 template <class T> void read_value(Reader& r, const Context& c, const Path& path, T& out);
 
-template <class F> void read_field(Reader& r, const Context& c, const Path& p, F& field) {
-  if constexpr (is_optional<F>::value) {
-    if (r.kind() == Kind::kNull) {
-      r.null();
-      field.reset();
-    } else {
-      typename F::value_type v{};
-      read_value(r, c, p, v);
-      field = std::move(v);
-    }
+template <class T> void read_optional(Reader& r, const Context& c, const Path& p, T& out) {
+  if (r.kind() == Kind::kNull) {
+    r.null();
+    out.reset();
   } else {
-    read_value(r, c, p, field);
+    typename T::value_type v{};
+    read_value(r, c, p, v);
+    out = std::move(v);
   }
 }
 
@@ -268,7 +267,7 @@ template <class T> void read_struct(Reader& r, const Context& c, const Path* up,
         if (!matched && key == name) {
           matched = true;
           seen |= uint64_t{1} << index;
-          read_field(r, c, Path{up, name}, field);
+          read_value(r, c, Path{up, name}, field);
         }
         ++index;
       };
@@ -332,7 +331,7 @@ template <class T> void read_vector(Reader& r, const Context& c, const Path& pat
   r.eat(']');
 }
 
-template <class T> void read_value(Reader& r, const Context& c, const Path& path, T& out) {
+template <class T> void read_plain(Reader& r, const Context& c, const Path& path, T& out) {
   const Kind k = r.kind();
   if constexpr (std::is_same_v<T, bool>) {
     if (k != Kind::kBool) c.wrong(path, k, "a boolean");
@@ -357,6 +356,11 @@ template <class T> void read_value(Reader& r, const Context& c, const Path& path
     if (k != Kind::kObject) c.wrong(path, k, "an object");
     read_struct(r, c, &path, out);
   }
+}
+
+template <class T> void read_value(Reader& r, const Context& c, const Path& path, T& out) {
+  if constexpr (is_optional<T>::value) read_optional(r, c, path, out);
+  else read_plain(r, c, path, out);
 }
 
 struct Lister {

@@ -44,6 +44,12 @@ struct Outer {
   bool operator==(const Outer&) const = default;
 };
 
+struct Vars {
+  std::map<std::string, std::optional<std::string>> env;
+  std::vector<std::optional<int>> slots;
+  template <class S, class V> static void fields(S& s, V& v) { v("env", s.env), v("slots", s.slots); }
+};
+
 const wire::RecordName kName{"test record"};
 
 Outer full() {
@@ -195,6 +201,17 @@ TEST_CASE("record codec: a protocol throws its own error and dispatches on a mem
   Inner in;
   wire::read_checked_record(text, name, in);
   CHECK(in.name == "n");
+}
+
+TEST_CASE("record codec: an empty optional inside a map or vector is null", "[wire]") {
+  const Vars in{{{"SET", "1"}, {"UNSET", std::nullopt}}, {1, std::nullopt, 3}};
+  const std::string text = wire::encode_record(in);
+  CHECK(text == R"({"env":{"SET":"1","UNSET":null},"slots":[1,null,3]})");
+  const auto back = wire::decode_record<Vars>(text, kName);
+  CHECK(back.env == in.env);
+  CHECK(back.slots == in.slots);
+  CHECK_THROWS_MATCHES(wire::decode_record<Vars>(R"({"env":{"A":1},"slots":[]})", kName), wire::RecordError,
+                       Catch::Message("test record: field 'env.A' is an integer, expected a string"));
 }
 
 TEST_CASE("record codec: field_list names the fields, optional ones marked", "[wire]") {
