@@ -34,35 +34,6 @@ size_t width(const std::string& s) {
 }
 
 std::string pad(const std::string& s, size_t w) { return s + std::string(w > width(s) ? w - width(s) : 0, ' '); }
-
-// One-line JSON (wire/record.h's) laid out for a reader: a member or
-// element a line, two spaces a level; empty objects and arrays stay "{}", "[]".
-std::string indented(const std::string& json) {
-  std::string out;
-  int depth = 0;
-  bool in_string = false;
-  auto newline = [&] { out += '\n' + std::string(static_cast<size_t>(2 * depth), ' '); };
-  for (size_t i = 0; i < json.size(); ++i) {
-    const char c = json[i];
-    out += c;
-    if (in_string) {
-      if (c == '\\') out += json[++i];
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if ((c == '{' || c == '[') && i + 1 < json.size() && json[i + 1] != (c == '{' ? '}' : ']')) {
-      ++depth, newline();
-    } else if (c == ',') {
-      newline();
-    } else if (c == ':') {
-      out += ' ';
-    }
-    if (!in_string && i + 1 < json.size() && (json[i + 1] == '}' || json[i + 1] == ']') && c != '{' && c != '[') {
-      --depth, newline();
-    }
-  }
-  return out;
-}
 }  // namespace
 
 const char* check_name(Check c) { return kNames[static_cast<int>(c)]; }
@@ -146,7 +117,7 @@ std::string Report::to_json() const {
   for (const Problem& p : problems_)
     r.problems.push_back({mark_word(p.mark), kNames[static_cast<int>(p.check)], p.hosts, p.what, p.fix});
   r.notes = notes_;
-  return indented(wire::encode_record(r));
+  return wire::indent_json(wire::encode_record(r));
 }
 
 }  // namespace dl::doctor

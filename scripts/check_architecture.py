@@ -8,6 +8,10 @@
    file reads a control message's type or fields by a string ("t", or a
    message name used as a JSON value).
 3. A production file is never named like a test.
+4. Records are typed: JSON is read and written through wire/record.h.
+   nlohmann::json appears only in the files of JSON_ADAPTERS, and reads a
+   field by its key (.at("k"), .value("k", ...), .contains("k")) only in
+   the one that parses a foreign format: the torch error file.
 
 Usage: check_architecture.py [SOURCE_DIR]; prints each violation, exits 1 if any.
 """
@@ -23,6 +27,33 @@ LAYERS = [f for band in BANDS for f in band]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 # {"t", ...}, ["t"], .at("t"), value("t"
 TYPE_KEY = re.compile(r'(\{\s*"t"\s*,|\[\s*"t"\s*\]|\.at\(\s*"t"\s*\)|value\(\s*"t"\s*,)')
+
+
+# The only production files that may use nlohmann::json, and why.
+JSON_ADAPTERS = {
+    # TORCHELASTIC_ERROR_FILE is torch's format, whose "message" is a string
+    # or an object: parsed in summarize_torch_error() alone.
+    "agent/rank_environment.cc": "reads",
+    # Write-only: `dlaunch bench --json`, read by people's tools.
+    "collectives/bench/bench_command.cc": "writes",
+}
+NLOHMANN = re.compile(r"nlohmann")
+KEYED_READ = re.compile(r'\.(at|value|contains)\(\s*"')
+
+
+def json_problems(rel, lines):
+    """Rule 4 for one production file: [(line number, why)]."""
+    use = JSON_ADAPTERS.get(rel)
+    if use == "reads":
+        return []
+    uses_json = any(NLOHMANN.search(line) for line in lines)
+    out = []
+    for n, line in enumerate(lines, 1):
+        if use is None and NLOHMANN.search(line):
+            out.append((n, "uses nlohmann::json outside JSON_ADAPTERS: make the record a struct of wire/record.h"))
+        elif uses_json and KEYED_READ.search(line):
+            out.append((n, "reads a JSON field by its key: decode a wire/record.h struct instead"))
+    return out
 
 
 def message_types(root):
@@ -60,7 +91,9 @@ def main():
             name = os.path.basename(path)
             if re.search(r"(^test_|_test\.(cc|h|c)$)", name):
                 problems.append(f"{rel}: a production file named like a test")
-            for n, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
+            lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
+            problems += [f"{rel}:{n}: {why}" for n, why in json_problems(rel, lines)]
+            for n, line in enumerate(lines, 1):
                 inc = INCLUDE.match(line)
                 if inc and inc.group(1) in LAYERS and inc.group(1) not in below:
                     problems.append(f"{rel}:{n}: {folder}/ includes {inc.group(1)}/, which is not in a lower band")

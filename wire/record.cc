@@ -69,6 +69,60 @@ std::optional<std::string> check_object(std::string_view text, const RecordName&
   return found;
 }
 
+std::string indent_json(std::string_view json) {
+  std::string out;
+  int depth = 0;
+  bool in_string = false;
+  auto newline = [&] { out += '\n' + std::string(static_cast<size_t>(2 * depth), ' '); };
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    out += c;
+    if (in_string) {
+      if (c == '\\') out += json[++i];
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if ((c == '{' || c == '[') && i + 1 < json.size() && json[i + 1] != (c == '{' ? '}' : ']')) {
+      ++depth, newline();
+    } else if (c == ',') {
+      newline();
+    } else if (c == ':') {
+      out += ' ';
+    }
+    if (!in_string && i + 1 < json.size() && (json[i + 1] == '}' || json[i + 1] == ']') && c != '{' && c != '[') {
+      --depth, newline();
+    }
+  }
+  return out;
+}
+
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    // The length a lead byte announces (0: not a lead byte), and the
+    // smallest second byte that keeps the encoding shortest and below
+    // U+110000 outside the surrogates.
+    const size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    size_t ok = n > 0 && i + n <= s.size() ? n : 0;
+    for (size_t k = 1; k < ok; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) ok = 0;
+    if (ok > 1) {
+      const auto d = static_cast<unsigned char>(s[i + 1]);
+      if ((c == 0xE0 && d < 0xA0) || (c == 0xED && d > 0x9F) || (c == 0xF0 && d < 0x90) || (c == 0xF4 && d > 0x8F)) ok = 0;
+    }
+    if (ok == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      ++i;
+    } else {
+      out.append(s.data() + i, ok);
+      i += ok;
+    }
+  }
+  return out;
+}
+
 namespace record_detail {
 
 void put_integer(std::string& out, int64_t v) {

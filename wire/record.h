@@ -84,6 +84,15 @@ template <class T> std::string field_list();
 // The JSON string for `s` (quoted and escaped).
 void append_json_string(std::string& out, std::string_view s);
 
+// encode_record()'s one line laid out for a reader: a member or element a
+// line, two spaces a level ("{}" and "[]" stay as they are).
+std::string indent_json(std::string_view json);
+
+// `s` with each byte that does not start a valid UTF-8 sequence replaced by
+// U+FFFD: for JSON meant for other tools, which refuse invalid UTF-8 (the
+// codec itself passes bytes unchanged).
+std::string valid_utf8(std::string_view s);
+
 // ---- the templates' machinery ----------------------------------------------
 
 namespace record_detail {

@@ -214,6 +214,26 @@ TEST_CASE("record codec: an empty optional inside a map or vector is null", "[wi
                        Catch::Message("test record: field 'env.A' is an integer, expected a string"));
 }
 
+TEST_CASE("record codec: indent_json lays a record out a member a line and changes no value", "[wire]") {
+  const Outer o = full();
+  const std::string one = wire::encode_record(o);
+  const std::string laid = wire::indent_json(one);
+  CHECK(wire::decode_record<Outer>(laid, kName) == o);
+  CHECK(wire::indent_json(R"({"a":[],"b":{},"c":[1,{"d":"x,{}[]\"y"}]})") ==
+        "{\n  \"a\": [],\n  \"b\": {},\n  \"c\": [\n    1,\n    {\n      \"d\": \"x,{}[]\\\"y\"\n    }\n  ]\n}");
+}
+
+TEST_CASE("record codec: valid_utf8 keeps UTF-8 and replaces every byte that does not start a sequence", "[wire]") {
+  CHECK(wire::valid_utf8("caf\xc3\xa9 \xf0\x9f\x98\x80 \xe2\x82\xac") == "caf\xc3\xa9 \xf0\x9f\x98\x80 \xe2\x82\xac");
+  const std::string r = "\xef\xbf\xbd";
+  CHECK(wire::valid_utf8("a\xff") == "a" + r);
+  CHECK(wire::valid_utf8("\xc3") == r);                              // cut short
+  CHECK(wire::valid_utf8("\xc0\xaf") == r + r);                      // overlong
+  CHECK(wire::valid_utf8("\xed\xa0\x80") == r + r + r);              // a surrogate
+  CHECK(wire::valid_utf8("\xf4\x90\x80\x80") == r + r + r + r);      // above U+10FFFF
+  CHECK(wire::valid_utf8(std::string("\0x", 2)) == std::string("\0x", 2));
+}
+
 TEST_CASE("record codec: field_list names the fields, optional ones marked", "[wire]") {
   CHECK(wire::field_list<Inner>() == "{name, load?}");
 }
