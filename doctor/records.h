@@ -201,22 +201,6 @@ struct NcclCheckResult {
   }
 };
 
-// What the doctor reads of `dlaunch bench --json`: the first row's
-// out-of-place bus bandwidth (GB/s) and the wrong elements of all rows.
-struct BenchTiming {
-  double busbw = 0;
-  template <class S, class V> static void fields(S& s, V& v) { v("busbw", s.busbw); }
-};
-struct BenchRow {
-  BenchTiming out_of_place;
-  template <class S, class V> static void fields(S& s, V& v) { v("out_of_place", s.out_of_place); }
-};
-struct BenchSummary {
-  std::vector<BenchRow> rows;
-  long long wrong = 0;
-  template <class S, class V> static void fields(S& s, V& v) { v("rows", s.rows), v("wrong", s.wrong); }
-};
-
 // ---- the report's notes ----------------------------------------------------
 
 struct Retested {

@@ -4,6 +4,7 @@
 // launcher, agents, store and collectives a user's job does.
 #include <fstream>
 
+#include "collectives/bench/bench_report.h"
 #include "doctor/analysis.h"
 #include "doctor/child.h"
 #include "doctor/doctor.h"
@@ -39,7 +40,7 @@ void Doctor::stage_all_reduce() {
   for (int h : hosts) slots.emplace_back(h, 1);
   ChildResult r = run_job(slots, {}, {remote_exe_, "bench", "-b", "4M", "-e", "4M", "-n", "5", "-w", "2", "--json"},
                           "the all_reduce job");
-  const auto j = json_after_output<BenchSummary>(r.out);
+  const auto j = json_after_output<coll::BenchReport>(r.out);
   const bool parsed = j && !j->rows.empty();
   std::string all;
   for (int h : hosts) all += (all.empty() ? "" : ", ") + name(h);
