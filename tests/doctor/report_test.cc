@@ -35,7 +35,7 @@ TEST_CASE("a report with only passes and warnings exits 0, a failure exits 1", "
   CHECK_FALSE(j.hosts[0].facts);  // stage 3 never reached it
 }
 
-TEST_CASE("the JSON report carries a host's facts and the notes, indented a member a line", "[doctor]") {
+TEST_CASE("the JSON report carries a host's facts and the notes laid out a member a line", "[doctor]") {
   Report r({"h0"});
   HostFacts f;
   f.version = "1.2", f.hostname = "h0", f.env = {{"PATH", "/bin"}, {"UNSET", std::nullopt}}, f.cores = 8;

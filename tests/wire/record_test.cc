@@ -108,7 +108,7 @@ TEST_CASE("record codec: every field type survives encode and decode", "[wire]")
   CHECK(wire::decode_record<Outer>(wire::encode_record(bare), kName) == bare);
 }
 
-TEST_CASE("record codec: doubles read back exactly; what JSON cannot hold is written as null", "[wire]") {
+TEST_CASE("record codec: doubles read back exactly and what JSON cannot hold is written as null", "[wire]") {
   std::mt19937_64 rng(31);
   for (int i = 0; i < 1000; ++i) {
     Inner in{"r", std::bit_cast<double>(rng())};
@@ -122,7 +122,7 @@ TEST_CASE("record codec: doubles read back exactly; what JSON cannot hold is wri
   CHECK(wire::decode_record<Inner>(R"({"name":"a","load":7})", kName).load == 7.0);
 }
 
-TEST_CASE("record codec: JSON written by others decodes: any order, spaces, escapes, unknown members, null optionals",
+TEST_CASE("record codec: JSON written by others decodes in any order with spaces and escapes and unknown members",
           "[wire]") {
   const auto in = wire::decode_record<Inner>(" {\n\"zzz\" : [1, {\"x\": null}] , \"load\":null,"
                                              " \"name\" : \"caf\\u00e9 \\ud83d\\ude00 \\/\" } ",
@@ -234,6 +234,6 @@ TEST_CASE("record codec: valid_utf8 keeps UTF-8 and replaces every byte that doe
   CHECK(wire::valid_utf8(std::string("\0x", 2)) == std::string("\0x", 2));
 }
 
-TEST_CASE("record codec: field_list names the fields, optional ones marked", "[wire]") {
+TEST_CASE("record codec: field_list names the fields and marks the optional ones", "[wire]") {
   CHECK(wire::field_list<Inner>() == "{name, load?}");
 }
