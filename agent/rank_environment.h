@@ -52,7 +52,10 @@ const std::string* rank_env_value(const RankEnvBase& base, const EnvVars& over, 
 // {"py_callstack": "<traceback>", "timestamp": "..."}}}, or a newer torch's
 // {"message": "text"}; the place is the innermost `File "F", line N` of the
 // traceback, where the exception was raised. Long messages are cut; nullopt
-// when the text is not such a file.
+// when the text is not such a file. The one reader of torch's format, and
+// the one place a JSON field is read by its key: "message" is a string or an
+// object, which wire/record.h's fixed types do not express
+// (scripts/check_architecture.py keeps it the only one).
 std::optional<std::string> summarize_torch_error(std::string_view json_text);
 
 // One job's error files on this host: one file per rank in the job's

@@ -5,7 +5,8 @@
 // type-checked, and send them back through encode().
 //
 // Each struct lists its fields once, in fields(), and that one list drives
-// the JSON encoding, the checked decoding and the protocol reference that
+// the JSON encoding and the checked decoding (the record codec,
+// wire/record.h) and the protocol reference that
 // docs/wire-protocol.md is checked against (protocol_reference()). A field
 // of type std::optional<T> may be absent; every other field is required.
 //

@@ -1,10 +1,13 @@
 #pragma once
 // Stage 6's jobs are child processes of the doctor: a `dlaunch` run with its
 // own hostfile in a temporary directory. What they need, in one place.
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "doctor/peer_link.h"
+#include "wire/record.h"
 
 namespace dl::doctor {
 
@@ -20,6 +23,18 @@ ChildResult run_child(const std::vector<std::string>& argv, Millis timeout, cons
 
 // The last `n` lines of `s`, joined by spaces: a failed job's last words.
 std::string last_lines(const std::string& s, int n);
+
+// The record a job printed last: `out` from its first '{' to its end, or
+// nullopt when there is none or it is not a T (a job that failed early).
+template <class T> std::optional<T> json_after_output(const std::string& out) {
+  const size_t brace = out.find('{');
+  if (brace == std::string::npos) return std::nullopt;
+  try {
+    return wire::decode_record<T>(std::string_view(out).substr(brace), {"the job's result"});
+  } catch (const wire::RecordError&) {
+    return std::nullopt;
+  }
+}
 
 // A directory under $TMPDIR (else /tmp), removed with everything in it when
 // this object is destroyed.

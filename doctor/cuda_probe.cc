@@ -6,6 +6,8 @@
 #include <iostream>
 #include <string>
 
+#include "wire/record.h"
+
 namespace dl::doctor {
 
 namespace {
@@ -22,12 +24,13 @@ Fn symbol(void* lib, const char* name) {
 }
 }  // namespace
 
-nlohmann::json probe_cuda_driver() {
-  nlohmann::json out{{"count", 0}, {"error", ""}, {"error_name", ""}, {"driver_version", 0}};
+GpuProbe probe_cuda_driver() {
+  GpuProbe out;
+  out.error_name = "", out.driver_version = 0;
   void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = ::dlerror();
-    out["error"] = std::string("libcuda.so.1 cannot be loaded (") + (why ? why : "unknown reason") + ")";
+    out.error = std::string("libcuda.so.1 cannot be loaded (") + (why ? why : "unknown reason") + ")";
     return out;
   }
   auto init = symbol<InitFn>(lib, "cuInit");
@@ -36,30 +39,30 @@ nlohmann::json probe_cuda_driver() {
   auto name = symbol<ErrorTextFn>(lib, "cuGetErrorName");
   auto text = symbol<ErrorTextFn>(lib, "cuGetErrorString");
   if (!init || !count) {
-    out["error"] = "libcuda.so.1 has no cuInit or cuDeviceGetCount (not an NVIDIA driver library?)";
+    out.error = "libcuda.so.1 has no cuInit or cuDeviceGetCount (not an NVIDIA driver library?)";
     return out;
   }
   int v = 0;
-  if (version && version(&v) == 0) out["driver_version"] = v;
+  if (version && version(&v) == 0) out.driver_version = v;
   auto fail = [&](const char* call, int rc) {
     const char* n = nullptr;
     const char* t = nullptr;
     if (name) name(rc, &n);
     if (text) text(rc, &t);
-    out["error_name"] = n ? n : "";
-    out["error"] = std::string(call) + " failed: " + (n ? n : "error " + std::to_string(rc)) + (t ? std::string(" (") + t + ")" : "");
+    out.error_name = n ? n : "";
+    out.error = std::string(call) + " failed: " + (n ? n : "error " + std::to_string(rc)) + (t ? std::string(" (") + t + ")" : "");
     return out;
   };
   if (int rc = init(0); rc != 0) return fail("cuInit", rc);
   int n = 0;
   if (int rc = count(&n); rc != 0) return fail("cuDeviceGetCount", rc);
-  out["count"] = n;
-  if (n == 0) out["error"] = "cuDeviceGetCount found no device";
+  out.count = n;
+  if (n == 0) out.error = "cuDeviceGetCount found no device";
   return out;
 }
 
 int run_cuda_probe() {
-  std::cout << probe_cuda_driver().dump() << "\n";
+  std::cout << wire::encode_record(probe_cuda_driver()) << "\n";
   return 0;
 }
 

@@ -6,12 +6,12 @@
 // or crashes costs that child only.
 //
 //   {"count": N, "error": "" | why none, "error_name": "CUDA_ERROR_..." | "",
-//    "driver_version": 12040 | 0}
-#include <nlohmann/json.hpp>
+//    "driver_version": 12040 | 0}   (a GpuProbe, doctor/records.h)
+#include "doctor/records.h"
 
 namespace dl::doctor {
 
-nlohmann::json probe_cuda_driver();
+GpuProbe probe_cuda_driver();
 
 // `dlaunch doctor --cuda-probe`: prints probe_cuda_driver() as one line; exit 0.
 int run_cuda_probe();

@@ -196,7 +196,7 @@ void Doctor::stage_ssh() {
 }
 
 const Report& Doctor::run() {
-  nlohmann::json seconds = nlohmann::json::object();
+  std::map<std::string, double> seconds;
   auto timed = [&](const char* stage, void (Doctor::*fn)()) {
     const auto t0 = std::chrono::steady_clock::now();
     (this->*fn)();
@@ -212,7 +212,7 @@ const Report& Doctor::run() {
     timed("nccl", &Doctor::stage_nccl);
   }
   progress("");
-  report_->note("stage_seconds", seconds);
+  report_->notes().stage_seconds = std::move(seconds);
   return *report_;
 }
 
@@ -233,7 +233,7 @@ int run_doctor_command(const std::vector<std::string>& args) {
   }
   Doctor d(o);
   const Report& r = d.run();
-  if (o.json) std::cout << r.to_json().dump(2) << "\n";
+  if (o.json) std::cout << r.to_json() << "\n";
   else std::cout << r.render(true);
   if (!o.write_healthy.empty()) write_healthy(o.write_healthy, d.entries(), r);
   return r.exit_code();

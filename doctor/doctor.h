@@ -43,8 +43,11 @@ class Doctor {
   void stage_hostfile();
   void stage_ssh();
   void stage_environment();
-  void judge_host(int h, const nlohmann::json& facts, long long clock_offset_ns);
-  void check_env(const std::vector<nlohmann::json>& facts);
+  void judge_host(int h, const HostFacts& facts, long long clock_offset_ns);
+  void judge_dlaunch(int h, const HostFacts& facts);
+  void judge_clock(int h, long long clock_offset_ns);
+  void judge_host_gpus(int h, const HostFacts& facts);
+  void check_env(const std::vector<HostFacts>& facts);
   void stage_network();
   void stage_links();
   // One link test of (a, b), latency and bandwidth, with nothing else running.

@@ -17,29 +17,29 @@
 #include "control/env_names.h"
 #include "doctor/gpu.h"
 #include "remote/ssh/quote.h"
+#include "wire/record.h"
 
 namespace dl::doctor {
 
 namespace {
-nlohmann::json env_of(const nlohmann::json& vars) {
-  nlohmann::json env = nlohmann::json::object();
-  for (const auto& v : vars) {
-    const std::string name = v.get<std::string>();
+std::map<std::string, std::optional<std::string>> env_of(const std::vector<std::string>& vars) {
+  std::map<std::string, std::optional<std::string>> env;
+  for (const auto& name : vars) {
     const char* val = std::getenv(name.c_str());
-    env[name] = val ? nlohmann::json(val) : nlohmann::json(nullptr);
+    env[name] = val ? std::optional<std::string>(val) : std::nullopt;
   }
   return env;
 }
 
-nlohmann::json mem_available() {
+std::optional<uint64_t> mem_available() {
   std::ifstream f("/proc/meminfo");
   for (std::string key; f >> key;) {
-    long long kb = 0;
+    unsigned long long kb = 0;
     f >> kb;
     if (key == "MemAvailable:") return kb * 1024;
     f.ignore(1 << 10, '\n');
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 std::string self_exe() {
@@ -48,16 +48,46 @@ std::string self_exe() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "dlaunch";
 }
 
-// Runs a probe that prints one JSON line ({"count","error",...}); what it
-// printed instead, or its death, becomes the error.
-nlohmann::json probe_json(const std::string& command, const std::string& what) {
+// Runs a probe that prints one GpuProbe line; what it printed instead, or
+// its death, becomes the error.
+GpuProbe probe_gpus(const std::string& command, const std::string& what) {
   int status = 0;
   const std::string line = first_output_line(command, &status);
-  auto j = nlohmann::json::parse(line, nullptr, false);
-  if (status == 0 && j.is_object() && j.contains("count")) return j;
-  return {{"count", 0},
-          {"error", what + (status == 124 ? " hung (killed after 15 s)" : " exited with status " + std::to_string(status)) +
-                        (line.empty() ? "" : ": " + line)}};
+  if (status == 0) {
+    try {
+      return wire::decode_record<GpuProbe>(line, {what + "'s line"});
+    } catch (const wire::RecordError&) {
+    }
+  }
+  GpuProbe failed;
+  failed.error = what + (status == 124 ? " hung (killed after 15 s)" : " exited with status " + std::to_string(status)) +
+                 (line.empty() ? "" : ": " + line);
+  return failed;
+}
+
+// The dlaunch-agent there, and its version when it runs.
+ExecutableFact agent_fact(const std::string& agent) {
+  ExecutableFact a = check_executable(agent);
+  if (!a.ok) return a;
+  int status = 0;
+  const std::string v = first_output_line(ssh::shell_quote(agent) + " --version", &status);
+  a.version = v.rfind("dlaunch-agent ", 0) == 0 ? v.substr(14) : v;
+  if (status != 0) a.ok = false, a.why = "`dlaunch-agent --version` exited with " + std::to_string(status) + ": " + v;
+  return a;
+}
+
+// What CUDA makes of the GPUs: the driver (always), and the runtime
+// dlaunch's NCCL check was built with (when it was).
+void probe_cuda(const std::string& helper, HostFacts& f) {
+  f.cuda = probe_gpus(ssh::shell_quote(self_exe()) + " doctor --cuda-probe", "the CUDA driver probe");
+  if (helper.empty()) return;
+  const ExecutableFact x = check_executable(helper);
+  if (x.ok) {
+    f.cuda_runtime = probe_gpus(ssh::shell_quote(helper) + " --probe", helper + " --probe");
+  } else {
+    f.cuda_runtime = GpuProbe{};
+    f.cuda_runtime->error = helper + ": " + x.why;
+  }
 }
 }  // namespace
 
@@ -76,66 +106,38 @@ std::string first_output_line(const std::string& shell_command, int* status) {
   return first;
 }
 
-nlohmann::json check_executable(const std::string& path) {
+ExecutableFact check_executable(const std::string& path) {
+  ExecutableFact x;
+  x.path = path;
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return {{"ok", false}, {"why", std::strerror(errno)}};
-  if (!S_ISREG(st.st_mode)) return {{"ok", false}, {"why", "not a regular file"}};
-  if (::access(path.c_str(), X_OK) != 0) return {{"ok", false}, {"why", std::string("not executable: ") + std::strerror(errno)}};
-  return {{"ok", true}, {"why", ""}};
+  if (::stat(path.c_str(), &st) != 0) x.why = std::strerror(errno);
+  else if (!S_ISREG(st.st_mode)) x.why = "not a regular file";
+  else if (::access(path.c_str(), X_OK) != 0) x.why = std::string("not executable: ") + std::strerror(errno);
+  else x.ok = true;
+  return x;
 }
 
-nlohmann::json collect_facts(const nlohmann::json& req) {
-  nlohmann::json f;
-  f["version"] = DLAUNCH_VERSION;
+HostFacts collect_facts(const FactsRequest& req) {
+  HostFacts f;
+  f.version = DLAUNCH_VERSION;
   char name[HOST_NAME_MAX + 1] = {};
   ::gethostname(name, sizeof name - 1);
-  f["hostname"] = name;
-  f["env"] = env_of(req.value("vars", nlohmann::json::array()));
+  f.hostname = name;
+  f.env = env_of(req.vars);
   cpu_set_t set;
-  f["cores"] = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : ::sysconf(_SC_NPROCESSORS_ONLN);
+  f.cores = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   struct sysinfo si;
-  f["mem_bytes"] = ::sysinfo(&si) == 0 ? nlohmann::json(static_cast<unsigned long long>(si.totalram) * si.mem_unit) : nlohmann::json(nullptr);
-  f["mem_available_bytes"] = mem_available();
+  if (::sysinfo(&si) == 0) f.mem_bytes = static_cast<uint64_t>(si.totalram) * si.mem_unit;
+  f.mem_available_bytes = mem_available();
   struct statvfs vf;
-  f["tmp_free_bytes"] = ::statvfs("/tmp", &vf) == 0 ? nlohmann::json(static_cast<unsigned long long>(vf.f_bavail) * vf.f_frsize) : nlohmann::json(nullptr);
-  std::string tool, gpu_error;
-  f["gpus"] = host_gpu_facts(machine::host_gpu_sources(), &tool, &gpu_error);
-  f["gpu_tool"] = tool;
-  f["gpu_error"] = gpu_error;
-  const char* cvd = std::getenv(env::kCudaVisibleDevices);
-  f["cuda_visible_devices"] = cvd ? nlohmann::json(cvd) : nlohmann::json(nullptr);
+  if (::statvfs("/tmp", &vf) == 0) f.tmp_free_bytes = static_cast<uint64_t>(vf.f_bavail) * vf.f_frsize;
+  f.gpus = host_gpu_facts(machine::host_gpu_sources(), &f.gpu_tool, &f.gpu_error);
+  if (const char* cvd = std::getenv(env::kCudaVisibleDevices)) f.cuda_visible_devices = cvd;
   GpuView listed;
-  view_gpu_list(f["gpus"], listed);
-  if (listed.vendor == "nvidia" && listed.listed > 0) {
-    // What CUDA makes of them: the driver (always), and the runtime dlaunch's
-    // NCCL check was built with (when it was).
-    f["cuda"] = probe_json(ssh::shell_quote(self_exe()) + " doctor --cuda-probe", "the CUDA driver probe");
-    const std::string helper = req.value("nccl_helper", "");
-    if (!helper.empty()) {
-      nlohmann::json x = check_executable(helper);
-      f["cuda_runtime"] = x["ok"].get<bool>()
-                              ? probe_json(ssh::shell_quote(helper) + " --probe", helper + " --probe")
-                              : nlohmann::json{{"count", 0}, {"error", helper + ": " + x["why"].get<std::string>()}};
-    }
-  }
-  const std::string program = req.value("program", "");
-  if (!program.empty()) {
-    nlohmann::json pr = check_executable(program);
-    pr["path"] = program;
-    f["program"] = pr;
-  }
-  const std::string agent = req.value("agent", "");
-  if (!agent.empty()) {
-    nlohmann::json a = check_executable(agent);
-    a["path"] = agent;
-    if (a["ok"].get<bool>()) {
-      int status = 0;
-      std::string v = first_output_line(ssh::shell_quote(agent) + " --version", &status);
-      a["version"] = v.rfind("dlaunch-agent ", 0) == 0 ? v.substr(14) : v;
-      if (status != 0) a["ok"] = false, a["why"] = "`dlaunch-agent --version` exited with " + std::to_string(status) + ": " + v;
-    }
-    f["agent"] = a;
-  }
+  view_gpu_list(f.gpus, listed);
+  if (listed.vendor == "nvidia" && listed.listed > 0) probe_cuda(req.nccl_helper, f);
+  if (!req.program.empty()) f.program = check_executable(req.program);
+  if (!req.agent.empty()) f.agent = agent_fact(req.agent);
   return f;
 }
 

@@ -41,13 +41,13 @@ const SmiGpu* smi_of(const machine::Gpu& g, size_t nth, const std::vector<SmiGpu
   return nullptr;
 }
 
-nlohmann::json gpu_fact(const std::string& vendor, const machine::Gpu& g, const SmiGpu* smi) {
-  nlohmann::json j{{"vendor", vendor}, {"id", g.id},          {"pci_bus_id", g.pci_bus_id},
-                   {"numa", g.numa},   {"memory_bytes", g.memory_bytes}};
-  if (!smi) return j;
-  j["name"] = smi->name, j["memory_used_bytes"] = smi->memory_used_bytes, j["driver"] = smi->driver;
-  if (smi->memory_bytes > 0) j["memory_bytes"] = smi->memory_bytes;
-  return j;
+GpuFact gpu_fact(const std::string& vendor, const machine::Gpu& g, const SmiGpu* smi) {
+  GpuFact f;
+  f.vendor = vendor, f.id = g.id, f.pci_bus_id = g.pci_bus_id, f.numa = g.numa, f.memory_bytes = g.memory_bytes;
+  if (!smi) return f;
+  f.name = smi->name, f.memory_used_bytes = smi->memory_used_bytes, f.driver = smi->driver;
+  if (smi->memory_bytes > 0) f.memory_bytes = smi->memory_bytes;
+  return f;
 }
 }  // namespace
 
@@ -66,15 +66,15 @@ std::vector<SmiGpu> parse_smi_query(const std::string& text, std::string* error)
   return out;
 }
 
-nlohmann::json gpu_facts(const std::vector<machine::VendorGpus>& found, const std::vector<SmiGpu>& smi) {
-  nlohmann::json out = nlohmann::json::array();
+std::vector<GpuFact> gpu_facts(const std::vector<machine::VendorGpus>& found, const std::vector<SmiGpu>& smi) {
+  std::vector<GpuFact> out;
   for (const auto& v : found)
     for (size_t i = 0; i < v.gpus.size(); ++i)
       out.push_back(gpu_fact(v.vendor, v.gpus[i], v.vendor == "nvidia" ? smi_of(v.gpus[i], i, smi) : nullptr));
   return out;
 }
 
-nlohmann::json host_gpu_facts(machine::GpuSources src, std::string* tool, std::string* error) {
+std::vector<GpuFact> host_gpu_facts(machine::GpuSources src, std::string* tool, std::string* error) {
   src.env = nullptr;
   const auto found = machine::detect_gpus(-1, src);
   int status = 0;
@@ -91,11 +91,11 @@ nlohmann::json host_gpu_facts(machine::GpuSources src, std::string* tool, std::s
   return gpu_facts(found, parse_smi_query(text, error));
 }
 
-void view_gpu_list(const nlohmann::json& gpus, GpuView& v) {
+void view_gpu_list(const std::vector<GpuFact>& gpus, GpuView& v) {
   v.listed = 0;
   if (gpus.empty()) return;
-  v.vendor = gpus.front().value("vendor", "nvidia");
-  for (const auto& g : gpus) v.listed += g.value("vendor", "nvidia") == v.vendor ? 1 : 0;
+  v.vendor = gpus.front().vendor;
+  for (const auto& g : gpus) v.listed += g.vendor == v.vendor ? 1 : 0;
 }
 
 namespace {

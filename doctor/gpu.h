@@ -5,7 +5,6 @@
 // GPU. Then the judgements, pure (no I/O), so each is unit-tested alone:
 // stage 3's verdict on what one host's driver and CUDA see, and stage 6's
 // plan for the NCCL all_reduce (which hosts, how many ranks, or why not).
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -13,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "doctor/records.h"
 #include "doctor/report.h"
 #include "machine/gpus.h"
 
@@ -38,12 +38,12 @@ std::vector<SmiGpu> parse_smi_query(const std::string& text, std::string* error)
 // {"vendor","id","pci_bus_id","numa","memory_bytes"}, and an NVIDIA GPU's
 // "name","memory_bytes","memory_used_bytes","driver" from `smi` (matched by
 // PCI device, else by position where the list has no PCI devices).
-nlohmann::json gpu_facts(const std::vector<machine::VendorGpus>& found, const std::vector<SmiGpu>& smi);
+std::vector<GpuFact> gpu_facts(const std::vector<machine::VendorGpus>& found, const std::vector<SmiGpu>& smi);
 // This host's: machine::detect_gpus() with no visibility variable (the facts
 // report CUDA_VISIBLE_DEVICES apart, and CUDA's count shows what it hides),
 // and kSmiQuery when NVIDIA GPUs are found and nvidia-smi is installed
 // (*tool = "nvidia-smi"; what it printed instead of GPUs in *error).
-nlohmann::json host_gpu_facts(machine::GpuSources src, std::string* tool, std::string* error);
+std::vector<GpuFact> host_gpu_facts(machine::GpuSources src, std::string* tool, std::string* error);
 
 // What one host reported about its GPUs (facts.h: "gpus", "cuda").
 struct GpuView {
@@ -68,7 +68,7 @@ struct GpuVerdict {
 };
 
 // `vendor` and `listed` from the facts' "gpus" (gpu_facts()).
-void view_gpu_list(const nlohmann::json& gpus, GpuView& v);
+void view_gpu_list(const std::vector<GpuFact>& gpus, GpuView& v);
 
 // `want` is --gpus-per-node (-1: report only). `host` names the host in
 // `what`. CUDA's view is judged for NVIDIA GPUs; another vendor's count

@@ -17,14 +17,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "collectives/nccl/communicator.h"
+#include "doctor/records.h"
 #include "errors/error.h"
 #include "errors/exit_codes.h"
 #include "rendezvous/bootstrap.h"
+#include "wire/record.h"
 
 namespace {
 using namespace dl;
@@ -33,9 +34,11 @@ int probe() {
   int version = 0, n = 0;
   cudaRuntimeGetVersion(&version);
   const cudaError_t rc = cudaGetDeviceCount(&n);
-  nlohmann::json out{{"runtime_version", version}, {"count", rc == cudaSuccess ? n : 0}, {"error", ""}};
-  if (rc != cudaSuccess) out["error"] = std::string("cudaGetDeviceCount: ") + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")";
-  std::cout << out.dump() << "\n";
+  doctor::GpuProbe out;
+  out.runtime_version = version;
+  out.count = rc == cudaSuccess ? n : 0;
+  if (rc != cudaSuccess) out.error = std::string("cudaGetDeviceCount: ") + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")";
+  std::cout << wire::encode_record(out) << "\n";
   return 0;
 }
 
@@ -73,8 +76,8 @@ int rank_main(size_t bytes, int iters) {
   if (r == 0) {
     const double algbw = static_cast<double>(count * sizeof(float)) / us / 1e3;  // B/us = MB/s; /1e3: GB/s
     const double busbw = algbw * 2.0 * (n - 1) / n;                             // nccl-tests' all_reduce factor
-    std::cout << nlohmann::json{{"ranks", n}, {"bytes", count * sizeof(float)}, {"time_us", us}, {"algbw", algbw},
-                                {"busbw", busbw}, {"wrong", wrong}}.dump() << "\n" << std::flush;
+    const doctor::NcclCheckResult result{n, count * sizeof(float), us, algbw, busbw, wrong};
+    std::cout << wire::encode_record(result) << "\n" << std::flush;
   }
   return wrong == 0 ? exit_codes::kOk : exit_codes::kFailure;
 }

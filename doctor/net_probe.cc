@@ -13,15 +13,18 @@
 
 #include <algorithm>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
+#include "doctor/records.h"
 #include "errors/error.h"
 #include "wire/handshake.h"
+#include "wire/record.h"
 #include "wire/socket.h"
 
 namespace dl::doctor {
 
 namespace {
+[[noreturn]] void raise_remote(const std::string& what) { throw RemoteError(what); }
+
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
 constexpr Millis kIdle{60000};
@@ -165,12 +168,11 @@ void Listener::serve(int fd) {
           bytes += g.payload.size();
         }
         const double t = since(first);
-        wire::write_frame(s, wire::kJson, nlohmann::json{{"Bps", t > 0 ? bytes / t : 0}}.dump(), peer);
+        wire::write_frame(s, wire::kJson, wire::encode_record(RateReply{t > 0 ? bytes / t : 0}), peer);
       } else if (f.type == wire::kJson) {
-        auto req = nlohmann::json::parse(f.payload, nullptr, false);
-        const std::string op = req.is_object() ? req.value("op", "") : "";
-        if (op == "who") wire::write_frame(s, wire::kJson, nlohmann::json{{"name", name_}}.dump(), peer);
-        else if (op == "send") stream(s, req.value("seconds", 0.25), peer);
+        const auto req = wire::decode_record<PeerOp>(f.payload, {peer + "'s request"});
+        if (req.op == "who") wire::write_frame(s, wire::kJson, wire::encode_record(WhoReply{name_}), peer);
+        else if (req.op == "send") stream(s, req.seconds.value_or(0.25), peer);
         else return;
       }
     }
@@ -186,10 +188,13 @@ std::string probe(const Endpoint& e, const std::string& expected, const std::str
   try {
     wire::Socket s = wire::connect_tcp(e.addr, e.port, timeout);
     wire::client_handshake(s, token, kDoctorTag, hp, timeout);
-    wire::write_frame(s, wire::kJson, R"({"op":"who"})", hp);
+    wire::write_frame(s, wire::kJson, wire::encode_record(PeerOp{"who", std::nullopt}), hp);
     wire::Frame f = wire::read_frame(s, kMaxFrame, timeout, hp);
-    auto who = nlohmann::json::parse(f.payload, nullptr, false);
-    const std::string name = who.is_object() ? who.value("name", "") : "";
+    std::string name;
+    try {
+      name = wire::decode_record<WhoReply>(f.payload, {hp + "'s answer"}).name;
+    } catch (const wire::RecordError&) {
+    }
     if (name != expected) return hp + " is answered by " + (name.empty() ? "something else" : name) + ", not " + expected;
     return "";
   } catch (const std::exception& ex) {
@@ -213,9 +218,10 @@ LinkResult link_test(const Endpoint& e, const std::string& token, double seconds
   }
   if (seconds <= 0) return r;
   stream(s, seconds, hp);
-  auto got = nlohmann::json::parse(wire::read_frame(s, kMaxFrame, Millis(60000), hp).payload, nullptr, false);
-  r.out_Bps = got.is_object() ? got.value("Bps", 0.0) : 0;
-  wire::write_frame(s, wire::kJson, nlohmann::json{{"op", "send"}, {"seconds", seconds}}.dump(), hp);
+  r.out_Bps = wire::decode_record<RateReply>(wire::read_frame(s, kMaxFrame, Millis(60000), hp).payload,
+                                             {hp + "'s measured rate", &raise_remote})
+                  .Bps;
+  wire::write_frame(s, wire::kJson, wire::encode_record(PeerOp{"send", seconds}), hp);
   r.in_Bps = sink(s, Millis(60000), hp);
   return r;
 }

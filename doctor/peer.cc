@@ -6,55 +6,68 @@
 #include <future>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "doctor/facts.h"
 #include "doctor/net_probe.h"
+#include "doctor/records.h"
+#include "errors/error.h"
+#include "wire/record.h"
 
 namespace dl::doctor {
 
 namespace {
 using Millis = std::chrono::milliseconds;
 
-Endpoint endpoint_of(const nlohmann::json& j) {
-  return {j.value("ifname", ""), j.value("addr", ""), j.value("port", uint16_t{0})};
-}
+[[noreturn]] void raise_usage(const std::string& what) { throw UsageError(what); }
 
-nlohmann::json probe_all(const nlohmann::json& req, const std::string& token) {
-  const Millis timeout(req.value("timeout_ms", 3000));
-  std::vector<std::future<nlohmann::json>> futures;
-  for (const auto& t : req.value("targets", nlohmann::json::array()))
+Endpoint endpoint_of(const EndpointRecord& e) { return {e.ifname, e.addr, e.port}; }
+
+ProbeReply probe_all(const ProbeRequest& req, const std::string& token) {
+  const Millis timeout(req.timeout_ms);
+  std::vector<std::future<ProbeResult>> futures;
+  for (const auto& t : req.targets)
     futures.push_back(std::async(std::launch::async, [t, &token, timeout] {
       const auto t0 = std::chrono::steady_clock::now();
-      std::string err = probe(endpoint_of(t), t.value("name", ""), token, timeout);
+      std::string err = probe(endpoint_of(t), t.name, token, timeout);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      return nlohmann::json{{"ok", err.empty()}, {"error", err}, {"ms", ms}};
+      return ProbeResult{err.empty(), err, ms};
     }));
-  nlohmann::json results = nlohmann::json::array();
-  for (auto& f : futures) results.push_back(f.get());
-  return {{"results", results}};
+  ProbeReply reply;
+  for (auto& f : futures) reply.results.push_back(f.get());
+  return reply;
 }
 
-nlohmann::json handle(const nlohmann::json& req, const std::string& token, std::unique_ptr<Listener>& listener) {
-  const std::string op = req.value("op", "");
-  if (op == "facts") return collect_facts(req);
-  if (op == "clock")
-    return {{"time_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::system_clock::now().time_since_epoch()).count()}};
-  if (op == "listen") {
-    if (!listener) listener = std::make_unique<Listener>(token, req.value("name", ""));
-    nlohmann::json eps = nlohmann::json::array();
-    for (const auto& e : listener->endpoints()) eps.push_back({{"ifname", e.ifname}, {"addr", e.addr}, {"port", e.port}});
-    return {{"endpoints", eps}};
-  }
-  if (op == "probe") return probe_all(req, token);
-  if (op == "link") {
-    LinkResult r = link_test(endpoint_of(req), token, req.value("seconds", 0.25), req.value("pings", 20),
-                             Millis(req.value("timeout_ms", 5000)));
-    return {{"latency_us", r.latency_us}, {"out_Bps", r.out_Bps}, {"in_Bps", r.in_Bps}};
-  }
-  return {{"error", "the doctor's peer knows no request '" + op + "' (is dlaunch there the same version?)"}};
+ListenReply listen(const ListenRequest& req, const std::string& token, std::unique_ptr<Listener>& listener) {
+  if (!listener) listener = std::make_unique<Listener>(token, req.name);
+  ListenReply reply;
+  for (const auto& e : listener->endpoints()) reply.endpoints.push_back({"", e.ifname, e.addr, e.port});
+  return reply;
+}
+
+LinkReply link(const LinkRequest& req, const std::string& token) {
+  const LinkResult r = link_test({"", req.addr, req.port}, token, req.seconds, req.pings, Millis(req.timeout_ms));
+  return {r.latency_us, r.out_Bps, r.in_Bps};
+}
+
+// The request of type Request in `line` (checked JSON).
+template <class Request> Request request(const std::string& line) {
+  Request r{};
+  wire::read_checked_record(line, {"the doctor's '" + std::string(Request::kOp) + "' request", &raise_usage}, r);
+  return r;
+}
+
+std::string handle(const std::string& line, const std::string& token, std::unique_ptr<Listener>& listener) {
+  const std::string op = wire::check_object(line, {"the doctor's request", &raise_usage}, "op").value_or("");
+  if (op == FactsRequest::kOp) return wire::encode_record(collect_facts(request<FactsRequest>(line)));
+  if (op == ClockRequest::kOp)
+    return wire::encode_record(ClockReply{std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::system_clock::now().time_since_epoch()).count()});
+  if (op == ListenRequest::kOp) return wire::encode_record(listen(request<ListenRequest>(line), token, listener));
+  if (op == ProbeRequest::kOp) return wire::encode_record(probe_all(request<ProbeRequest>(line), token));
+  if (op == LinkRequest::kOp) return wire::encode_record(link(request<LinkRequest>(line), token));
+  return wire::encode_record(
+      ErrorReply{"the doctor's peer knows no request '" + op + "' (is dlaunch there the same version?)"});
 }
 }  // namespace
 
@@ -67,14 +80,13 @@ int run_peer() {
   }
   std::unique_ptr<Listener> listener;
   for (std::string line; std::getline(std::cin, line);) {
-    nlohmann::json reply;
+    std::string reply;
     try {
-      auto req = nlohmann::json::parse(line);
-      reply = handle(req, token, listener);
+      reply = handle(line, token, listener);
     } catch (const std::exception& e) {
-      reply = {{"error", e.what()}};
+      reply = wire::encode_record(ErrorReply{e.what()});
     }
-    std::cout << reply.dump() << "\n" << std::flush;
+    std::cout << reply << "\n" << std::flush;
   }
   return 0;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // `dlaunch doctor --peer`: the doctor's remote side (one per host). Reads
 // the token as its first stdin line, then one JSON request per line and
-// answers each with one JSON line on stdout:
+// answers each with one JSON line on stdout (the records of records.h):
 //
 //   {"op":"facts",...}                        facts.h
 //   {"op":"clock"}                         -> {"time_ns": wall clock}

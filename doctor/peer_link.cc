@@ -159,15 +159,19 @@ class LocalPeer : public PeerLink {
 };
 }  // namespace
 
-nlohmann::json PeerLink::call(const nlohmann::json& request, Millis timeout) {
-  const std::string op = request.value("op", "?");
-  send_line(request.dump() + "\n");
-  std::string line = read_line(timeout, "'" + op + "'");
-  nlohmann::json reply = nlohmann::json::parse(line, nullptr, false);
-  if (reply.is_discarded() || !reply.is_object())
-    throw RemoteError(host_ + ": the doctor's peer sent garbage for '" + op + "': " + line.substr(0, 120) +
-                      " (is dlaunch there the same version?)");
-  if (reply.contains("error")) throw RemoteError(host_ + ": " + reply["error"].get<std::string>());
+namespace {
+[[noreturn]] void raise_remote(const std::string& what) { throw RemoteError(what + " (is dlaunch there the same version?)"); }
+}  // namespace
+
+wire::RecordName PeerLink::reply_name(const char* op) const {
+  return {host_ + ": the doctor's peer's reply to '" + op + "'", &raise_remote};
+}
+
+std::string PeerLink::exchange(const char* op, const std::string& line, Millis timeout) {
+  send_line(line);
+  std::string reply = read_line(timeout, "'" + std::string(op) + "'");
+  // A failed request is answered with an ErrorReply: its top-level "error".
+  if (auto error = wire::check_object(reply, reply_name(op), "error")) throw RemoteError(host_ + ": " + *error);
   return reply;
 }
 

@@ -6,13 +6,13 @@
 //
 // Threading: one thread at a time may use a PeerLink (an ssh session is not
 // thread-safe); different PeerLinks may be used from different threads.
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <memory>
 #include <string>
 
+#include "doctor/records.h"
 #include "remote/ssh/fan_out.h"
+#include "wire/record.h"
 
 namespace dl::doctor {
 
@@ -21,11 +21,19 @@ using Millis = std::chrono::milliseconds;
 class PeerLink {
  public:
   virtual ~PeerLink() = default;
-  // Sends `request`, returns the reply. Throws RemoteError naming the host
-  // when the peer ended (with what it said: "dlaunch not found at ..."),
-  // TimeoutError naming the host and the request when no reply came within
-  // `timeout`, RemoteError when the reply was {"error": ...}.
-  nlohmann::json call(const nlohmann::json& request, Millis timeout);
+  // Sends `request` (a request record of records.h), returns its reply.
+  // Throws RemoteError naming the host when the peer ended (with what it
+  // said: "dlaunch not found at ..."), TimeoutError naming the host and the
+  // request when no reply came within `timeout`, RemoteError when the reply
+  // was an ErrorReply or not a `Reply`.
+  template <class Reply, class Request> Reply call(const Request& request, Millis timeout) {
+    std::string line = "{\"op\":";
+    wire::append_json_string(line, Request::kOp);
+    wire::append_fields(line, request, false);
+    line += "}\n";
+    const std::string reply = exchange(Request::kOp, line, timeout);
+    return wire::decode_record<Reply>(reply, reply_name(Request::kOp));
+  }
   const std::string& host() const { return host_; }
 
  protected:
@@ -35,6 +43,9 @@ class PeerLink {
   virtual std::string read_line(Millis timeout, const std::string& waiting_for) = 0;
 
  private:
+  // Sends the request line, returns the reply line; throws as call() says.
+  std::string exchange(const char* op, const std::string& line, Millis timeout);
+  wire::RecordName reply_name(const char* op) const;
   std::string host_;
 };
 

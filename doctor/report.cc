@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "wire/record.h"
+
 namespace dl::doctor {
 
 namespace {
@@ -39,7 +41,7 @@ const char* check_name(Check c) { return kNames[static_cast<int>(c)]; }
 Report::Report(std::vector<std::string> hosts)
     : hosts_(std::move(hosts)),
       cells_(hosts_.size(), std::vector<Cell>(kCheckCount)),
-      facts_(hosts_.size(), nlohmann::json::object()) {}
+      facts_(hosts_.size()) {}
 
 void Report::set(int host, Check c, Mark m, std::string text) {
   cells_[static_cast<size_t>(host)][static_cast<size_t>(c)] = {m, std::move(text)};
@@ -49,7 +51,6 @@ const Cell& Report::cell(int host, Check c) const { return cells_[static_cast<si
 
 void Report::add(Problem p) { problems_.push_back(std::move(p)); }
 
-void Report::note(const std::string& key, nlohmann::json value) { notes_[key] = std::move(value); }
 
 bool Report::host_passed(int host) const {
   for (const Cell& c : cells_[static_cast<size_t>(host)])
@@ -89,9 +90,9 @@ std::string Report::render(bool utf8) const {
   for (const Problem& p : problems_)
     out += std::string(symbol(p.mark, utf8)) + " " + kNames[static_cast<int>(p.check)] + ": " + p.what +
            (p.fix.empty() ? "" : "; " + p.fix) + "\n";
-  if (notes_.contains("interface")) out += "\nnetwork: " + notes_["interface"].get<std::string>() + "\n";
-  if (notes_.contains("all_reduce")) out += "all_reduce: " + notes_["all_reduce"].get<std::string>() + "\n";
-  if (notes_.contains("nccl")) out += "nccl: " + notes_["nccl"].get<std::string>() + "\n";
+  if (notes_.interface) out += "\nnetwork: " + *notes_.interface + "\n";
+  if (notes_.all_reduce) out += "all_reduce: " + *notes_.all_reduce + "\n";
+  if (notes_.nccl) out += "nccl: " + *notes_.nccl + "\n";
   int passed = 0;
   for (size_t h = 0; h < hosts_.size(); ++h) passed += host_passed(static_cast<int>(h)) ? 1 : 0;
   const int fails = static_cast<int>(std::count_if(problems_.begin(), problems_.end(), [](const Problem& p) { return p.mark == Mark::kFail; }));
@@ -102,19 +103,21 @@ std::string Report::render(bool utf8) const {
   return out;
 }
 
-nlohmann::json Report::to_json() const {
-  nlohmann::json hosts = nlohmann::json::array();
+std::string Report::to_json() const {
+  ReportRecord r;
+  r.healthy = exit_code() == 0;
+  r.exit_code = exit_code();
   for (size_t h = 0; h < hosts_.size(); ++h) {
-    nlohmann::json checks = nlohmann::json::object();
-    for (int c = 0; c < kCheckCount; ++c)
-      checks[kNames[c]] = {{"mark", mark_word(cells_[h][static_cast<size_t>(c)].mark)}, {"text", cells_[h][static_cast<size_t>(c)].text}};
-    hosts.push_back({{"host", hosts_[h]}, {"passed", host_passed(static_cast<int>(h))}, {"checks", checks}, {"facts", facts_[h]}});
+    HostRecord& host = r.hosts.emplace_back();
+    host.host = hosts_[h];
+    host.passed = host_passed(static_cast<int>(h));
+    for (int c = 0; c < kCheckCount; ++c) host.checks[kNames[c]] = {mark_word(cells_[h][static_cast<size_t>(c)].mark), cells_[h][static_cast<size_t>(c)].text};
+    host.facts = facts_[h];
   }
-  nlohmann::json problems = nlohmann::json::array();
   for (const Problem& p : problems_)
-    problems.push_back({{"mark", mark_word(p.mark)}, {"check", kNames[static_cast<int>(p.check)]}, {"hosts", p.hosts},
-                        {"what", p.what}, {"fix", p.fix}});
-  return {{"healthy", exit_code() == 0}, {"exit_code", exit_code()}, {"hosts", hosts}, {"problems", problems}, {"notes", notes_}};
+    r.problems.push_back({mark_word(p.mark), kNames[static_cast<int>(p.check)], p.hosts, p.what, p.fix});
+  r.notes = notes_;
+  return wire::indent_json(wire::encode_record(r));
 }
 
 }  // namespace dl::doctor

@@ -4,10 +4,12 @@
 // wrong, naming where and how to fix it. Pure data and formatting: the
 // stages fill it, the command prints it (table or JSON) and exits with
 // exit_code().
-#include <nlohmann/json.hpp>
-
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "doctor/records.h"
 
 namespace dl::doctor {
 
@@ -31,6 +33,42 @@ struct Problem {
   std::string fix;                 // one line: what to do; may be empty when `what` says it
 };
 
+// The JSON report's records.
+struct CellRecord {
+  std::string mark;  // "ok", "warn", "fail", "not_run"
+  std::string text;
+  template <class S, class V> static void fields(S& s, V& v) { v("mark", s.mark), v("text", s.text); }
+};
+struct HostRecord {
+  std::string host;
+  bool passed = false;
+  std::map<std::string, CellRecord> checks;  // by check_name()
+  std::optional<HostFacts> facts;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("host", s.host), v("passed", s.passed), v("checks", s.checks), v("facts", s.facts);
+  }
+};
+struct ProblemRecord {
+  std::string mark;  // "fail" or "warn"
+  std::string check;
+  std::vector<std::string> hosts;
+  std::string what, fix;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("mark", s.mark), v("check", s.check), v("hosts", s.hosts), v("what", s.what), v("fix", s.fix);
+  }
+};
+struct ReportRecord {
+  bool healthy = false;
+  int exit_code = 0;
+  std::vector<HostRecord> hosts;
+  std::vector<ProblemRecord> problems;
+  Notes notes;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("healthy", s.healthy), v("exit_code", s.exit_code), v("hosts", s.hosts), v("problems", s.problems);
+    v("notes", s.notes);
+  }
+};
+
 class Report {
  public:
   explicit Report(std::vector<std::string> hosts);
@@ -41,9 +79,10 @@ class Report {
   const Cell& cell(int host, Check c) const;
   void add(Problem p);
   const std::vector<Problem>& problems() const { return problems_; }
-  // Extra facts shown under the table and in the JSON ("interface", "busbw", ...).
-  void note(const std::string& key, nlohmann::json value);
-  nlohmann::json& host_facts(int host) { return facts_[static_cast<size_t>(host)]; }
+  // Extra facts shown under the table and in the JSON (the interface, busbw, ...).
+  Notes& notes() { return notes_; }
+  const Notes& notes() const { return notes_; }
+  void set_facts(int host, HostFacts f) { facts_[static_cast<size_t>(host)] = std::move(f); }
 
   // True when no cell of `host` failed.
   bool host_passed(int host) const;
@@ -53,14 +92,15 @@ class Report {
   // The table, the problems (one line each) and a summary. `utf8` picks
   // ✓ ✗ ! or their ASCII stand-ins (ok FAIL warn).
   std::string render(bool utf8) const;
-  nlohmann::json to_json() const;
+  // The report as JSON (docs/doctor.md, "The JSON report"), indented.
+  std::string to_json() const;
 
  private:
   std::vector<std::string> hosts_;
   std::vector<std::vector<Cell>> cells_;
-  std::vector<nlohmann::json> facts_;
+  std::vector<std::optional<HostFacts>> facts_;  // absent: stage 3 did not reach the host
   std::vector<Problem> problems_;
-  nlohmann::json notes_ = nlohmann::json::object();
+  Notes notes_;
 };
 
 }  // namespace dl::doctor

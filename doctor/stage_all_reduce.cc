@@ -4,6 +4,7 @@
 // launcher, agents, store and collectives a user's job does.
 #include <fstream>
 
+#include "collectives/bench/bench_report.h"
 #include "doctor/analysis.h"
 #include "doctor/child.h"
 #include "doctor/doctor.h"
@@ -39,22 +40,21 @@ void Doctor::stage_all_reduce() {
   for (int h : hosts) slots.emplace_back(h, 1);
   ChildResult r = run_job(slots, {}, {remote_exe_, "bench", "-b", "4M", "-e", "4M", "-n", "5", "-w", "2", "--json"},
                           "the all_reduce job");
-  nlohmann::json j;
-  if (auto brace = r.out.find('{'); brace != std::string::npos) j = nlohmann::json::parse(r.out.substr(brace), nullptr, false);
-  const bool parsed = j.is_object() && j.contains("rows") && !j["rows"].empty();
+  const auto j = json_after_output<coll::BenchReport>(r.out);
+  const bool parsed = j && !j->rows.empty();
   std::string all;
   for (int h : hosts) all += (all.empty() ? "" : ", ") + name(h);
-  if (r.status == 0 && parsed && j.value("wrong", 1) == 0) {
-    const double busbw = j["rows"][0]["out_of_place"].value("busbw", 0.0) * 1e9;
+  if (r.status == 0 && parsed && j->wrong == 0) {
+    const double busbw = j->rows[0].out_of_place.busbw * 1e9;
     for (int h : hosts) report_->set(h, Check::kAllReduce, Mark::kOk, human_rate(busbw));
-    report_->note("all_reduce", "4 MB float32 sum over " + std::to_string(hosts.size()) + " hosts, busbw " + human_rate(busbw) +
-                                    ", every element right");
-    report_->note("busbw_Bps", busbw);
+    report_->notes().all_reduce = "4 MB float32 sum over " + std::to_string(hosts.size()) + " hosts, busbw " +
+                                  human_rate(busbw) + ", every element right";
+    report_->notes().busbw_Bps = busbw;
     return;
   }
   std::string what = "a " + std::to_string(hosts.size()) + "-host job (" + all + ") running `dlaunch bench` ";
   if (r.status == 124) what += "did not finish within 150 s";
-  else if (parsed && j.value("wrong", 0) > 0) what += "got " + std::to_string(j.value("wrong", 0)) + " wrong elements in all_reduce";
+  else if (parsed && j->wrong > 0) what += "got " + std::to_string(j->wrong) + " wrong elements in all_reduce";
   else what += "failed with status " + std::to_string(r.status) + ": " + last_lines(r.err.empty() ? r.out : r.err, 2);
   for (int h : hosts) report_->set(h, Check::kAllReduce, Mark::kFail);
   report_->add({Mark::kFail, Check::kAllReduce, {}, what, "run it by hand to see every rank's output: dlaunch --hostfile H -n " +

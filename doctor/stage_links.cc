@@ -25,15 +25,10 @@ struct PairResult {
 
 LinkResult Doctor::measure_alone(int a, int b) {
   const Endpoint& e = *data_endpoint_[static_cast<size_t>(b)];
-  auto j = peers_[static_cast<size_t>(a)]->call(
-      {{"op", "link"}, {"addr", e.addr}, {"port", e.port}, {"seconds", o_.link_seconds}, {"pings", 20},
-       {"timeout_ms", static_cast<long>(o_.connect_timeout_s * 1000)}},
+  const auto j = peers_[static_cast<size_t>(a)]->call<LinkReply>(
+      LinkRequest{e.addr, e.port, o_.link_seconds, 20, static_cast<long>(o_.connect_timeout_s * 1000)},
       Millis(static_cast<long>(o_.link_seconds * 2000) + 120000));
-  LinkResult r;
-  r.latency_us = j.value("latency_us", 0.0);
-  r.out_Bps = j.value("out_Bps", 0.0);
-  r.in_Bps = j.value("in_Bps", 0.0);
-  return r;
+  return {j.latency_us, j.out_Bps, j.in_Bps};
 }
 
 std::vector<Retest> Doctor::retest(int a, int b, const std::pair<int, int>* reference, const LinkSample& median_pair,
@@ -84,12 +79,11 @@ void Doctor::stage_links() {
           const Endpoint& e = *data_endpoint_[static_cast<size_t>(p.b)];
           const auto t0 = std::chrono::steady_clock::now();
           try {
-            auto j = peers_[static_cast<size_t>(p.a)]->call(
-                {{"op", "link"}, {"addr", e.addr}, {"port", e.port}, {"seconds", pass ? o_.link_seconds : 0.0},
-                 {"pings", pass ? 0 : 20}, {"timeout_ms", timeout_ms}},
+            const auto j = peers_[static_cast<size_t>(p.a)]->call<LinkReply>(
+                LinkRequest{e.addr, e.port, pass ? o_.link_seconds : 0.0, pass ? 0 : 20, timeout_ms},
                 Millis(static_cast<long>(o_.link_seconds * 2000) + 120000));
-            if (pass == 0) p.r.latency_us = j.value("latency_us", 0.0);
-            else p.r.out_Bps = j.value("out_Bps", 0.0), p.r.in_Bps = j.value("in_Bps", 0.0);
+            if (pass == 0) p.r.latency_us = j.latency_us;
+            else p.r.out_Bps = j.out_Bps, p.r.in_Bps = j.in_Bps;
           } catch (const std::exception& ex) {
             p.error = ex.what();
           }
@@ -100,14 +94,13 @@ void Doctor::stage_links() {
   }
   std::vector<LinkSample> samples;
   std::vector<size_t> measured;
-  nlohmann::json matrix = nlohmann::json::array();
+  std::vector<LinkNote> matrix;
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& p = results[i];
-    matrix.push_back({{"a", name(p.a)}, {"b", name(p.b)}, {"latency_us", p.r.latency_us}, {"a_to_b_Bps", p.r.out_Bps},
-                      {"b_to_a_Bps", p.r.in_Bps}, {"seconds", p.seconds}, {"error", p.error}});
+    matrix.push_back({name(p.a), name(p.b), p.r.latency_us, p.r.out_Bps, p.r.in_Bps, p.seconds, p.error, std::nullopt});
     if (p.error.empty()) samples.push_back({p.r.latency_us, std::min(p.r.out_Bps, p.r.in_Bps)}), measured.push_back(i);
   }
-  report_->note("link_rounds", rounds.size());
+  report_->notes().link_rounds = static_cast<int>(rounds.size());
   std::vector<std::pair<int, int>> bad;
   for (const auto& p : results)
     if (!p.error.empty()) {
@@ -132,15 +125,14 @@ void Doctor::stage_links() {
     PairResult& p = results[measured[k]];
     const auto tries = retest(p.a, p.b, reference ? &*reference : nullptr, {ml, mb}, p.r);
     samples[k] = {p.r.latency_us, std::min(p.r.out_Bps, p.r.in_Bps)};
-    nlohmann::json again = nlohmann::json::array();
+    LinkNote& note = matrix[measured[k]];
+    note.latency_us = p.r.latency_us, note.a_to_b_Bps = p.r.out_Bps, note.b_to_a_Bps = p.r.in_Bps;
+    note.retested.emplace();
     for (const auto& t : tries)
-      again.push_back({{"latency_us", t.pair.latency_us}, {"Bps", t.pair.Bps}, {"reference_latency_us", t.reference.latency_us},
-                       {"reference_Bps", t.reference.Bps}});
-    matrix[measured[k]].update({{"latency_us", p.r.latency_us}, {"a_to_b_Bps", p.r.out_Bps}, {"b_to_a_Bps", p.r.in_Bps},
-                                {"retested", again}});
+      note.retested->push_back({t.pair.latency_us, t.pair.Bps, t.reference.latency_us, t.reference.Bps});
     if (confirmed_slow(tries, o_.link_factor)) confirmed.push_back(k);
   }
-  report_->note("links", matrix);
+  report_->notes().links = std::move(matrix);
   char factor[32];
   std::snprintf(factor, sizeof factor, "%g", o_.link_factor);
   for (size_t k : confirmed) {

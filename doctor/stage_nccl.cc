@@ -22,10 +22,10 @@ void Doctor::stage_nccl() {
   std::vector<int> usable;
   for (int h : hosts) usable.push_back(usable_gpus_.empty() ? 0 : usable_gpus_[static_cast<size_t>(h)]);
   const NcclPlan plan = plan_nccl(hosts, usable, DLAUNCH_HAVE_NCCL != 0);
-  nlohmann::json note{{"ran", plan.run}, {"reason", plan.reason}, {"ranks", plan.total}};
+  Notes& notes = report_->notes();
+  notes.nccl_check = NcclNote{plan.run, plan.reason, plan.total, std::nullopt};
   if (!plan.run) {
-    report_->note("nccl", "skipped: " + plan.reason);
-    report_->note("nccl_check", note);
+    notes.nccl = "skipped: " + plan.reason;
     if (plan.mark != Mark::kWarn) return;
     std::vector<std::string> names;
     for (size_t i = 0; i < hosts.size(); ++i)
@@ -48,27 +48,24 @@ void Doctor::stage_nccl() {
   // The interface stage 4 found, so NCCL does not guess one.
   if (!ifname_.empty()) options = {"-x", "NCCL_SOCKET_IFNAME=" + ifname_};
   ChildResult r = run_job(plan.ranks, options, {nccl_helper(), "--bytes", "4194304", "--iters", "5"}, "the NCCL job");
-  nlohmann::json j;
-  if (auto brace = r.out.find('{'); brace != std::string::npos) j = nlohmann::json::parse(r.out.substr(brace), nullptr, false);
-  const bool parsed = j.is_object() && j.contains("busbw");
+  const auto j = json_after_output<NcclCheckResult>(r.out);
+  const bool parsed = j.has_value();
   const std::string shape = std::to_string(plan.total) + " GPUs on " + std::to_string(plan.ranks.size()) +
                             (plan.ranks.size() == 1 ? " host" : " hosts");
-  if (r.status == 0 && parsed && j.value("wrong", 1) == 0) {
-    const double busbw = j.value("busbw", 0.0) * 1e9;
+  if (r.status == 0 && parsed && j->wrong == 0) {
+    const double busbw = j->busbw * 1e9;
     for (auto [h, k] : plan.ranks) report_->set(h, Check::kNccl, Mark::kOk, human_rate(busbw));
-    report_->note("nccl", "4 MB float32 sum over " + shape + ", busbw " + human_rate(busbw) + ", every element right" +
-                              (plan.total == 1 ? " (one rank: no bus traffic)" : ""));
-    note["busbw_Bps"] = busbw;
-    report_->note("nccl_check", note);
+    notes.nccl = "4 MB float32 sum over " + shape + ", busbw " + human_rate(busbw) + ", every element right" +
+                 (plan.total == 1 ? " (one rank: no bus traffic)" : "");
+    notes.nccl_check->busbw_Bps = busbw;
     return;
   }
   std::string what = "an NCCL all_reduce over " + shape + " (" + all + ") ";
   if (r.status == 124) what += "did not finish within 150 s";
-  else if (parsed && j.value("wrong", 0) > 0) what += "got " + std::to_string(j.value("wrong", 0)) + " wrong elements";
+  else if (parsed && j->wrong > 0) what += "got " + std::to_string(j->wrong) + " wrong elements";
   else what += "failed with status " + std::to_string(r.status) + ": " + last_lines(r.err.empty() ? r.out : r.err, 2);
   for (auto [h, k] : plan.ranks) report_->set(h, Check::kNccl, Mark::kFail);
-  report_->note("nccl", "failed (below)");
-  report_->note("nccl_check", note);
+  notes.nccl = "failed (below)";
   report_->add({Mark::kFail, Check::kNccl, {}, what,
                 "rerun it with NCCL_DEBUG=INFO to see why: dlaunch --hostfile H -n " + std::to_string(plan.total) +
                     " -x NCCL_DEBUG=INFO " + nccl_helper()});

@@ -7,6 +7,7 @@
 
 #include "doctor/analysis.h"
 #include "doctor/doctor.h"
+#include "errors/error.h"
 
 namespace dl::doctor {
 
@@ -23,9 +24,8 @@ struct Matrix {
 void Doctor::stage_network() {
   progress("network: listening on every host");
   auto errors = each_alive([&](int h) {
-    auto r = peers_[static_cast<size_t>(h)]->call({{"op", "listen"}, {"name", name(h)}}, Millis(10000));
-    for (const auto& e : r.at("endpoints"))
-      endpoints_[static_cast<size_t>(h)].push_back({e.value("ifname", ""), e.value("addr", ""), e.value("port", uint16_t{0})});
+    const auto r = peers_[static_cast<size_t>(h)]->call<ListenReply>(ListenRequest{name(h)}, Millis(10000));
+    for (const auto& e : r.endpoints) endpoints_[static_cast<size_t>(h)].push_back({e.ifname, e.addr, e.port});
   });
   for (int h : alive()) {
     if (!errors[static_cast<size_t>(h)].empty()) fail(h, Check::kNetwork, "", errors[static_cast<size_t>(h)]);
@@ -39,19 +39,20 @@ void Doctor::stage_network() {
   progress("network: " + std::to_string(hosts.size()) + " hosts connect to each other");
   const long timeout_ms = static_cast<long>(o_.connect_timeout_s * 1000);
   errors = each_alive([&](int a) {
-    nlohmann::json targets = nlohmann::json::array();
+    ProbeRequest req;
+    req.timeout_ms = timeout_ms;
     for (int b : hosts)
       if (b != a)
-        for (const auto& e : endpoints_[static_cast<size_t>(b)])
-          targets.push_back({{"name", name(b)}, {"ifname", e.ifname}, {"addr", e.addr}, {"port", e.port}});
-    auto r = peers_[static_cast<size_t>(a)]->call({{"op", "probe"}, {"targets", targets}, {"timeout_ms", timeout_ms}},
-                                                  Millis(timeout_ms * 3 + 10000));
+        for (const auto& e : endpoints_[static_cast<size_t>(b)]) req.targets.push_back({name(b), e.ifname, e.addr, e.port});
+    const auto r = peers_[static_cast<size_t>(a)]->call<ProbeReply>(req, Millis(timeout_ms * 3 + 10000));
+    if (r.results.size() != req.targets.size())
+      throw RemoteError(name(a) + ": the doctor's peer answered " + std::to_string(r.results.size()) + " of " +
+                        std::to_string(req.targets.size()) + " probes");
     size_t j = 0;
     for (int b : hosts)
       for (size_t k = 0; b != a && k < endpoints_[static_cast<size_t>(b)].size(); ++k, ++j) {
-        const auto& res = r.at("results").at(j);
-        m.reached[static_cast<size_t>(a)][static_cast<size_t>(b)].push_back(res.value("ok", false));
-        m.why[static_cast<size_t>(a)][static_cast<size_t>(b)].push_back(res.value("error", ""));
+        m.reached[static_cast<size_t>(a)][static_cast<size_t>(b)].push_back(r.results[j].ok);
+        m.why[static_cast<size_t>(a)][static_cast<size_t>(b)].push_back(r.results[j].error);
       }
   });
   for (int h : hosts)
@@ -104,10 +105,10 @@ void Doctor::stage_network() {
   }
   const std::string ifv = ifname_value(kept_ifnames);
   if (ifv.empty() || kept_ifnames.size() < 2) return;  // one host: nothing was tested
-  report_->note("ifname", ifv);
+  report_->notes().ifname = ifv;
   ifname_ = ifv;
-  report_->note("interface", "NCCL_SOCKET_IFNAME=" + ifv + " GLOO_SOCKET_IFNAME=" + ifv + " DLAUNCH_SOCKET_IFNAME=" + ifv +
-                                 " (the interface every host reached the others on)");
+  report_->notes().interface = "NCCL_SOCKET_IFNAME=" + ifv + " GLOO_SOCKET_IFNAME=" + ifv +
+                                " DLAUNCH_SOCKET_IFNAME=" + ifv + " (the interface every host reached the others on)";
   for (const auto& [iface, where_hosts] : stray) {
     std::string list;
     for (const auto& h : where_hosts) list += (list.empty() ? "" : ", ") + h;

@@ -12,8 +12,6 @@
 #include <map>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "machine/identity.h"
 #include "errors/error.h"
 #include "errors/exit_codes.h"
@@ -24,12 +22,12 @@
 #include "rendezvous/tcp_store_server.h"
 #include "rendezvous/token.h"
 #include "wire/handshake.h"
+#include "wire/record.h"
 #include "wire/socket.h"
 #include "wire/socket_owner.h"
 
 namespace dl::launcher {
 
-using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -121,24 +119,26 @@ RdzvTarget rdzv_target(const RunOptions& o, const rdzv::Environment& env) {
   return t;
 }
 
-std::string to_json(const NodeRecord& r) {
-  return json{{"node_rank", r.node_rank}, {"host", r.host},         {"addr", r.addr},      {"nproc", r.nproc},
-              {"master_port", r.master_port}, {"pid", r.pid}, {"machine", r.machine}}.dump();
-}
+std::string to_json(const NodeRecord& r) { return wire::encode_record(r); }
 
 NodeRecord node_record_from_json(const std::string& s) {
-  json j = json::parse(s);
-  NodeRecord r;
-  r.node_rank = j.at("node_rank"), r.host = j.at("host"), r.addr = j.at("addr"), r.nproc = j.at("nproc");
-  r.master_port = j.at("master_port"), r.pid = j.at("pid");
-  r.machine = j.value("machine", std::string());
-  return r;
+  return wire::decode_record<NodeRecord>(s, {"the rendezvous' node record"});
+}
+
+std::string to_json(const FailedRecord& r) { return wire::encode_record(r); }
+
+FailedRecord failed_record_from_json(const std::string& s) {
+  try {
+    return wire::decode_record<FailedRecord>(s, {"the rendezvous' failure record"});
+  } catch (const wire::RecordError& e) {
+    return {exit_codes::kFailure, std::string("another node failed, and ") + e.what()};
+  }
 }
 
 std::string same_machine_warning(const std::vector<NodeRecord>& nodes) {
   std::map<std::string, std::vector<const NodeRecord*>> by_machine;
   for (const auto& n : nodes)
-    if (!n.machine.empty()) by_machine[n.machine].push_back(&n);
+    if (n.machine && !n.machine->empty()) by_machine[*n.machine].push_back(&n);
   std::string out;
   for (const auto& [machine, same] : by_machine) {
     if (same.size() < 2) continue;
@@ -225,8 +225,8 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
   auto k = [&](const std::string& s) { return g->key(s); };
   if (store->check({k("failed")})) {
     progress("");
-    json f = json::parse(store->get(k("failed")));
-    throw RemoteError("rendezvous " + t.id + " at " + where + " already failed: " + f.value("verdict", std::string()) +
+    const FailedRecord f = failed_record_from_json(store->get(k("failed")));
+    throw RemoteError("rendezvous " + t.id + " at " + where + " already failed: " + f.verdict +
                       " (pick a new --rdzv-id to start again)");
   }
   const std::string nn = std::to_string(t.nnodes);
@@ -269,8 +269,7 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
     }
     if (store->check({k("failed")})) {
       progress("");
-      json f = json::parse(store->get(k("failed")));
-      throw RemoteError(f.value("verdict", std::string("another node failed")));
+      throw RemoteError(failed_record_from_json(store->get(k("failed"))).verdict);
     }
     if (Clock::now() >= deadline) {
       progress("");
@@ -278,7 +277,7 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
       std::string verdict = "rendezvous " + t.id + " at " + where + ": node rank" + (absent.size() > 1 ? "s " : " ") +
                             list_ranks(absent) + " did not arrive within " +
                             std::to_string(static_cast<int>(o.rdzv_timeout_s)) + " s (--rdzv-timeout)";
-      store->compare_set(k("failed"), "", json{{"code", exit_codes::kTimeout}, {"verdict", verdict}}.dump());
+      store->compare_set(k("failed"), "", to_json(FailedRecord{exit_codes::kTimeout, verdict}));
       // The nodes that did come poll once a second: let them read it before
       // the store goes with this process.
       if (g->server_ && store->add(k("arrived"), 0) > 1) std::this_thread::sleep_for(3 * kWaitSlice);
@@ -405,7 +404,7 @@ void NodeGroup::publish_pending() {
     quit.swap(to_abandon_);
     pub_attempt = to_publish_attempt_;
   }
-  if (pub) store_->compare_set(failed_key(pub_attempt), "", json{{"code", pub->first}, {"verdict", pub->second}}.dump());
+  if (pub) store_->compare_set(failed_key(pub_attempt), "", to_json(FailedRecord{pub->first, pub->second}));
   if (quit) store_->compare_set(restart_key(quit->first, "abandon"), "", quit->second);
 }
 
@@ -420,8 +419,8 @@ void NodeGroup::watcher_loop() {
       if (!leaving_) store_->set(key("hb/" + me), std::to_string(++beat));
       const int attempt = attempt_;
       if (!failure_seen_ && store_->check({failed_key(attempt)})) {
-        json f = json::parse(store_->get(failed_key(attempt)));
-        failed(f.value("code", 1), f.value("verdict", std::string("another node failed")));
+        const FailedRecord f = failed_record_from_json(store_->get(failed_key(attempt)));
+        failed(f.code, f.verdict);
       }
       if (server_ && !failure_seen_) {
         const auto now = Clock::now();
@@ -438,7 +437,7 @@ void NodeGroup::watcher_loop() {
                                         std::to_string(n.pid) + ") sent no heartbeat for " +
                                         std::to_string(static_cast<int>(hb_timeout_s_)) +
                                         " s: its dlaunch was killed or its host is down; its ranks count as failed";
-            store_->compare_set(failed_key(attempt), "", json{{"code", exit_codes::kFailure}, {"verdict", verdict}}.dump());
+            store_->compare_set(failed_key(attempt), "", to_json(FailedRecord{exit_codes::kFailure, verdict}));
             // Its dlaunch is gone: no restart can have it back (docs/failures.md).
             store_->compare_set(restart_key(attempt, "abandon"), "", verdict);
             ++dead_;

@@ -52,7 +52,7 @@ struct RdzvTarget {
 // Throws UsageError naming the variable or option at fault.
 RdzvTarget rdzv_target(const RunOptions& o, const rdzv::Environment& env);
 
-// One node as it announced itself.
+// One node as it announced itself (a record of wire/record.h, at node/K).
 struct NodeRecord {
   int node_rank = 0;
   std::string host;   // gethostname()
@@ -60,10 +60,29 @@ struct NodeRecord {
   int nproc = 1;      // ranks it runs
   int master_port = 0;  // node 0 only: a free port for MASTER_PORT
   int pid = 0;
-  std::string machine;  // machine/identity.h: two nodes on one machine share it ("" from an older node)
+  // machine/identity.h: two nodes on one machine share it; absent or ""
+  // when unknown (an older node), compared with nothing.
+  std::optional<std::string> machine;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("node_rank", s.node_rank), v("host", s.host), v("addr", s.addr), v("nproc", s.nproc);
+    v("master_port", s.master_port), v("pid", s.pid), v("machine", s.machine);
+  }
 };
 std::string to_json(const NodeRecord& r);
+// Throws wire::RecordError naming the field at fault.
 NodeRecord node_record_from_json(const std::string& s);
+
+// The first failure of an attempt, at `failed` (`failed/K`): the exit code
+// every node ends with and the one line every node prints.
+struct FailedRecord {
+  int code = 1;
+  std::string verdict;
+  template <class S, class V> static void fields(S& s, V& v) { v("code", s.code), v("verdict", s.verdict); }
+};
+std::string to_json(const FailedRecord& r);
+// Never throws: a record that cannot be read is still a failure, whose
+// verdict says so.
+FailedRecord failed_record_from_json(const std::string& s);
 
 // The warning for node ranks that run on one machine (the same `machine`),
 // whose ranks share LOCAL_RANK values, or "" when every node is a machine

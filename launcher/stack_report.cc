@@ -5,7 +5,7 @@
 #include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
+#include "wire/record.h"
 
 namespace dl::launcher {
 
@@ -182,23 +182,50 @@ std::string full_report(const std::string& title, const std::vector<StackGroup>&
   return out;
 }
 
+namespace {
+// The JSON report's records (wire/record.h).
+struct GroupRecord {
+  std::vector<int> ranks;
+  std::vector<std::string> hosts, frames;
+  std::optional<std::string> error;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("ranks", s.ranks), v("hosts", s.hosts), v("frames", s.frames), v("error", s.error);
+  }
+};
+struct RankRecord {
+  int rank = 0;
+  std::string host;
+  int pid = 0;
+  std::string how, text;
+  std::vector<std::string> frames;
+  std::optional<std::string> error;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("rank", s.rank), v("host", s.host), v("pid", s.pid), v("how", s.how), v("text", s.text);
+    v("frames", s.frames), v("error", s.error);
+  }
+};
+struct StackReportRecord {
+  std::string reason;
+  std::vector<GroupRecord> groups;
+  std::vector<RankRecord> ranks;
+  template <class S, class V> static void fields(S& s, V& v) { v("reason", s.reason), v("groups", s.groups), v("ranks", s.ranks); }
+};
+
+std::optional<std::string> unless_empty(const std::string& s) {
+  return s.empty() ? std::nullopt : std::optional<std::string>(s);
+}
+}  // namespace
+
 std::string json_report(const std::string& reason, const std::vector<StackGroup>& groups,
                         const std::vector<RankStackEntry>& stacks) {
-  using nlohmann::json;
-  json j = {{"reason", reason}, {"groups", json::array()}, {"ranks", json::array()}};
-  for (const auto& g : groups) {
-    json o = {{"ranks", g.ranks}, {"hosts", g.hosts}, {"frames", g.frames}};
-    if (!g.error.empty()) o["error"] = g.error;
-    j["groups"].push_back(std::move(o));
-  }
+  StackReportRecord r{reason, {}, {}};
+  for (const auto& g : groups) r.groups.push_back({g.ranks, g.hosts, g.frames, unless_empty(g.error)});
   for (const auto& s : stacks) {
-    json o = {{"rank", s.rank}, {"host", s.host}, {"pid", s.pid}, {"how", s.how}, {"text", s.text}};
-    o["frames"] = s.error.empty() ? main_thread_frames(s.how, s.text, s.pid) : std::vector<std::string>{};
-    if (!s.error.empty()) o["error"] = s.error;
-    j["ranks"].push_back(std::move(o));
+    std::vector<std::string> frames = s.error.empty() ? main_thread_frames(s.how, s.text, s.pid) : std::vector<std::string>{};
+    r.ranks.push_back({s.rank, s.host, s.pid, s.how, s.text, std::move(frames), unless_empty(s.error)});
   }
-  // Invalid UTF-8 (a tool's raw bytes) is replaced, not thrown on.
-  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  // A tool's raw bytes may be invalid UTF-8, which JSON readers refuse.
+  return wire::indent_json(wire::valid_utf8(wire::encode_record(r))) + "\n";
 }
 
 }  // namespace dl::launcher

@@ -8,6 +8,10 @@
    file reads a control message's type or fields by a string ("t", or a
    message name used as a JSON value).
 3. A production file is never named like a test.
+4. Records are typed: JSON is read and written through wire/record.h.
+   nlohmann::json, and reads of a field by a string key (.at("k"),
+   .value("k", ...), .contains("k")), appear only in JSON_ADAPTERS: the one
+   function that parses a foreign format, torch's error file.
 
 Usage: check_architecture.py SOURCE_DIR PRINT_PROTOCOL_REFERENCE; prints each
 violation, exits 1 if any. The second argument is the built program that
@@ -28,6 +32,32 @@ LAYERS = [f for band in BANDS for f in band]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 # {"t", ...}, ["t"], .at("t"), value("t"
 TYPE_KEY = re.compile(r'(\{\s*"t"\s*,|\[\s*"t"\s*\]|\.at\(\s*"t"\s*\)|value\(\s*"t"\s*,)')
+
+
+# The only production files that may use nlohmann::json or read a field by
+# a string key (.at("k"), .value("k", ...), .contains("k")), and why.
+JSON_ADAPTERS = {
+    # TORCHELASTIC_ERROR_FILE is torch's format, whose "message" is a string
+    # or an object: parsed in summarize_torch_error() alone.
+    "agent/rank_environment.cc": "torch's error file",
+}
+NLOHMANN = re.compile(r"nlohmann")
+KEYED_READ = re.compile(r'\.(at|value|contains)\(\s*"')
+
+
+def json_problems(rel, lines):
+    """Rule 4 for one production file: [(line number, why)]. Comments are
+    not code: only what precedes a line's "//" is looked at."""
+    if rel in JSON_ADAPTERS:
+        return []
+    out = []
+    for n, line in enumerate(lines, 1):
+        code = line.split("//", 1)[0]
+        if NLOHMANN.search(code):
+            out.append((n, "uses nlohmann::json outside JSON_ADAPTERS: make the record a struct of wire/record.h"))
+        elif KEYED_READ.search(code):
+            out.append((n, "reads a field by a string key: decode a struct of wire/record.h instead"))
+    return out
 
 
 def message_types(program):
@@ -72,7 +102,9 @@ def main():
             name = os.path.basename(path)
             if re.search(r"(^test_|_test\.(cc|h|c)$)", name):
                 problems.append(f"{rel}: a production file named like a test")
-            for n, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
+            lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
+            problems += [f"{rel}:{n}: {why}" for n, why in json_problems(rel, lines)]
+            for n, line in enumerate(lines, 1):
                 inc = INCLUDE.match(line)
                 if inc and inc.group(1) in LAYERS and inc.group(1) not in below:
                     problems.append(f"{rel}:{n}: {folder}/ includes {inc.group(1)}/, which is not in a lower band")

@@ -5,12 +5,13 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
-#include <nlohmann/json.hpp>
 
+#include "collectives/bench/bench_report.h"
 #include "collectives/half.h"
 #include "collectives/nccl/communicator.h"
 #include "errors/error.h"
 #include "errors/exit_codes.h"
+#include "wire/record.h"
 
 namespace dl::coll {
 namespace {
@@ -205,7 +206,7 @@ size_t run_bench(Communicator& comm, const BenchOptions& o, std::ostream& os, nc
   if (gpu) din.emplace(cap), dout.emplace(cap);
   char* in = gpu ? din->data() : hin.data();
   char* out = gpu ? dout->data() : hout.data();
-  nlohmann::json rows = nlohmann::json::array();
+  BenchReport report{kind_name(o.op), n, o.iters, {}, gpu ? "cuda" : "cpu", gpu ? nccl::version() : "dlcoll", 0};
   char line[256];
   if (comm.rank() == 0 && !o.json) {
     os << "# dlaunch bench: " << kind_name(o.op) << ", " << n << " ranks, " << o.iters << " iterations, "
@@ -239,9 +240,8 @@ size_t run_bench(Communicator& comm, const BenchOptions& o, std::ostream& os, nc
     const char* redop = reduces ? op_name(o.redop) : "none";
     const int root = rooted ? o.root : -1;
     if (o.json) {
-      rows.push_back({{"size", bytes}, {"count", count}, {"type", dtype_name(o.dtype)}, {"redop", redop},
-                      {"root", root}, {"out_of_place", {{"time_us", t[0]}, {"algbw", alg0}, {"busbw", alg0 * f}, {"wrong", wrong[0]}}},
-                      {"in_place", {{"time_us", t[1]}, {"algbw", alg1}, {"busbw", alg1 * f}, {"wrong", wrong[1]}}}});
+      report.rows.push_back({bytes, count, dtype_name(o.dtype), redop, root, {t[0], alg0, alg0 * f, wrong[0]},
+                             {t[1], alg1, alg1 * f, wrong[1]}});
     } else {
       std::snprintf(line, sizeof line, "%12zu  %12zu  %8s  %6s  %6d  %8.2f  %6.2f  %6.2f  %6zu  %8.2f  %6.2f  %6.2f  %6zu\n",
                     bytes, count, dtype_name(o.dtype), redop, root, t[0], alg0, alg0 * f, wrong[0], t[1], alg1,
@@ -251,9 +251,8 @@ size_t run_bench(Communicator& comm, const BenchOptions& o, std::ostream& os, nc
   }
   if (comm.rank() == 0) {
     if (o.json) {
-      os << nlohmann::json{{"op", kind_name(o.op)}, {"ranks", n}, {"iters", o.iters}, {"rows", rows},
-                           {"device", gpu ? "cuda" : "cpu"}, {"library", gpu ? nccl::version() : "dlcoll"},
-                           {"wrong", total_wrong}}.dump(1) << "\n";
+      report.wrong = total_wrong;
+      os << wire::indent_json(wire::encode_record(report)) << "\n";
     } else {
       os << "# Out of bounds values : " << total_wrong << (total_wrong ? " FAILED" : " OK") << "\n"
          << "# Avg bus bandwidth    : " << (rows_n ? bw_sum / rows_n : 0) << "\n";

@@ -176,18 +176,18 @@ TEST_CASE("gpus: nvidia-smi's facts join the detected GPUs by PCI device else by
                                       {"amd", {Gpu{"0", "0000:c1:00.0", 1, 64ULL << 30}}}};
   const auto j = gpu_facts(found, smi);
   REQUIRE(j.size() == 3);
-  CHECK(j[0]["name"] == "A");
-  CHECK(j[0]["memory_bytes"] == 4ULL << 20);
-  CHECK(j[0]["numa"] == 1);
-  CHECK(j[1]["name"] == "B");
-  CHECK(j[1]["memory_used_bytes"] == 1ULL << 20);
-  CHECK(j[2]["vendor"] == "amd");
-  CHECK(j[2]["memory_bytes"] == 64ULL << 30);
-  CHECK_FALSE(j[2].contains("name"));
+  CHECK(j[0].name == "A");
+  CHECK(j[0].memory_bytes == 4ULL << 20);
+  CHECK(j[0].numa == 1);
+  CHECK(j[1].name == "B");
+  CHECK(j[1].memory_used_bytes == 1ULL << 20);
+  CHECK(j[2].vendor == "amd");
+  CHECK(j[2].memory_bytes == 64ULL << 30);
+  CHECK_FALSE(j[2].name.has_value());
   // nvidia-smi -L's GPUs have no PCI device: the query's lines in order.
   const auto by_position = gpu_facts({dl::machine::vendor_gpus("nvidia", {"0", "1"})}, smi);
-  CHECK(by_position[0]["name"] == "B");
-  CHECK(by_position[1]["name"] == "A");
+  CHECK(by_position[0].name == "B");
+  CHECK(by_position[1].name == "A");
 }
 
 TEST_CASE("gpus: the doctor and a launch see the same GPUs from the same host for every vendor", "[doctor]") {
@@ -207,13 +207,13 @@ TEST_CASE("gpus: the doctor and a launch see the same GPUs from the same host fo
   std::vector<std::string> seen_by_launch, seen_by_doctor;
   for (const auto& v : launch)
     for (const auto& g : v.gpus) seen_by_launch.push_back(v.vendor + " " + g.id);
-  for (const auto& g : doctor) seen_by_doctor.push_back(g["vendor"].get<std::string>() + " " + g["id"].get<std::string>());
+  for (const auto& g : doctor) seen_by_doctor.push_back(g.vendor + " " + g.id);
   CHECK(seen_by_launch == std::vector<std::string>{"nvidia 0", "nvidia 1", "amd 0", "amd 1", "amd 2", "intel 0", "intel 1"});
   CHECK(seen_by_doctor == seen_by_launch);
   // The NUMA nodes a launch binds by are the doctor's too (the hello carries the first vendor's).
   CHECK(launch[0].numa() == std::vector<int>{1, 0});
-  CHECK(doctor[0]["numa"] == 1);
-  CHECK(doctor[1]["numa"] == 0);
+  CHECK(doctor[0].numa == 1);
+  CHECK(doctor[1].numa == 0);
   GpuView v;
   view_gpu_list(doctor, v);
   CHECK(v.vendor == launch[0].vendor);

@@ -4,6 +4,7 @@
 #include "doctor/options.h"
 #include "doctor/report.h"
 #include "errors/error.h"
+#include "wire/record.h"
 
 using namespace dl::doctor;
 
@@ -25,10 +26,48 @@ TEST_CASE("a report with only passes and warnings exits 0, a failure exits 1", "
   CHECK(t.find("\u2717 env: h1: PATH lacks /x; make PATH the same\n") != std::string::npos);
   CHECK(t.find("! network: dl0 on h1 is not reachable; keep NCCL off it\n") != std::string::npos);
   CHECK(t.find("NOT healthy: 1 of 2 hosts passed, 1 problem, 1 warning") != std::string::npos);
-  auto j = r.to_json();
-  CHECK(j["exit_code"] == 1);
-  CHECK(j["hosts"][1]["checks"]["env"]["mark"] == "fail");
-  CHECK(j["problems"][1]["hosts"][0] == "h1");
+  const auto j = dl::wire::decode_record<ReportRecord>(r.to_json(), {"the report"});
+  CHECK(j.exit_code == 1);
+  CHECK_FALSE(j.healthy);
+  CHECK(j.hosts[1].checks.at("env").mark == "fail");
+  CHECK(j.hosts[0].checks.at("nccl").mark == "not_run");
+  CHECK(j.problems[1].hosts == std::vector<std::string>{"h1"});
+  CHECK_FALSE(j.hosts[0].facts);  // stage 3 never reached it
+}
+
+TEST_CASE("the JSON report carries a host's facts and the notes laid out a member a line", "[doctor]") {
+  Report r({"h0"});
+  HostFacts f;
+  f.version = "1.2", f.hostname = "h0", f.env = {{"PATH", "/bin"}, {"UNSET", std::nullopt}}, f.cores = 8;
+  GpuFact gpu;
+  gpu.vendor = "nvidia", gpu.id = "0", gpu.pci_bus_id = "0000:18:00.0", gpu.numa = 1, gpu.memory_bytes = 85520809984ULL;
+  gpu.name = "NVIDIA H100", gpu.driver = "550.54.15";
+  f.gpus = {gpu};
+  f.tmp_free_bytes = 1ull << 40, f.ssh_rtt_us = 412.5;
+  f.cuda = GpuProbe{1, "", std::string(""), 12040, std::nullopt};
+  f.agent = ExecutableFact{"/usr/bin/dlaunch-agent", true, "", std::string("1.2")};
+  r.set_facts(0, f);
+  r.notes().interface = "NCCL_SOCKET_IFNAME=eth0";
+  r.notes().links = std::vector<LinkNote>{{"h0", "h1", 50, 1e9, 2e9, 0.5, "", std::vector<Retested>{{1, 2, 3, 4}}}};
+  r.notes().stage_seconds = std::map<std::string, double>{{"ssh", 0.25}};
+  const std::string text = r.to_json();
+  INFO(text);
+  CHECK(text.find("\n  \"exit_code\": 0,\n") != std::string::npos);
+  const auto j = dl::wire::decode_record<ReportRecord>(text, {"the report"});
+  REQUIRE(j.hosts[0].facts);
+  const HostFacts& back = *j.hosts[0].facts;
+  CHECK(back.env == f.env);
+  CHECK(back.gpus[0].memory_bytes == 85520809984ULL);
+  CHECK(back.gpus[0].name == "NVIDIA H100");
+  CHECK_FALSE(back.gpus[0].memory_used_bytes.has_value());
+  CHECK(back.tmp_free_bytes == f.tmp_free_bytes);
+  CHECK(back.cuda->driver_version == 12040);
+  CHECK(back.agent->version == "1.2");
+  CHECK(j.notes.interface == "NCCL_SOCKET_IFNAME=eth0");
+  CHECK(j.notes.links->at(0).retested->at(0).reference_Bps == 4);
+  CHECK(j.notes.stage_seconds->at("ssh") == 0.25);
+  CHECK_FALSE(j.notes.nccl_check);
+  CHECK(r.render(false).find("\nnetwork: NCCL_SOCKET_IFNAME=eth0\n") != std::string::npos);
 }
 
 TEST_CASE("doctor options: defaults, bad usage names the option", "[doctor]") {

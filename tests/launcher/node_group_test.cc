@@ -6,6 +6,7 @@
 #include "errors/error.h"
 #include "launcher/node_group.h"
 #include "launcher/options.h"
+#include "wire/record.h"
 
 using namespace dl::launcher;
 
@@ -86,7 +87,29 @@ TEST_CASE("node records survive the store as JSON", "[launcher][per-node]") {
   CHECK((back.node_rank == 3 && back.host == "node07" && back.addr == "10.0.0.7" && back.nproc == 8 && back.pid == 4242));
   CHECK(back.machine == "m1/b1/net:7");
   // A node of an older dlaunch says nothing of its machine.
-  CHECK(node_record_from_json(R"({"node_rank":1,"host":"h","addr":"a","nproc":1,"master_port":0,"pid":2})").machine.empty());
+  CHECK_FALSE(node_record_from_json(R"({"node_rank":1,"host":"h","addr":"a","nproc":1,"master_port":0,"pid":2})").machine);
+}
+
+TEST_CASE("per-node: a node record that is not one is refused naming the field", "[launcher][per-node]") {
+  CHECK_THROWS_MATCHES(node_record_from_json(R"({"node_rank":1,"host":"h","addr":"a","master_port":0,"pid":2})"),
+                       dl::wire::RecordError,
+                       Catch::Message("the rendezvous' node record: field 'nproc' is missing"));
+  CHECK_THROWS_MATCHES(
+      node_record_from_json(R"({"node_rank":"1","host":"h","addr":"a","nproc":1,"master_port":0,"pid":2})"),
+      dl::wire::RecordError,
+      Catch::Message("the rendezvous' node record: field 'node_rank' is a string, expected an integer"));
+  CHECK_THROWS_MATCHES(node_record_from_json("garbage"), dl::wire::RecordError,
+                       Catch::Message("the rendezvous' node record is not valid JSON"));
+}
+
+TEST_CASE("per-node: a failure record carries its code and verdict and an unreadable one is still a failure",
+          "[launcher][per-node]") {
+  const FailedRecord f = failed_record_from_json(to_json(FailedRecord{124, "node rank 3 did not arrive"}));
+  CHECK(f.code == 124);
+  CHECK(f.verdict == "node rank 3 did not arrive");
+  const FailedRecord bad = failed_record_from_json(R"({"code":2})");
+  CHECK(bad.code == 1);
+  CHECK(bad.verdict == "another node failed, and the rendezvous' failure record: field 'verdict' is missing");
 }
 
 TEST_CASE("per-node: node ranks on one machine are named with what it costs, machines of their own say nothing",

@@ -138,6 +138,10 @@ TEST_CASE("stack report: the JSON report carries groups and every rank's frames"
   CHECK(j["ranks"][1]["frames"][0] == "b");
   CHECK(j["ranks"][1]["how"] == "python");
   CHECK_FALSE(j["ranks"][0].contains("error"));
+  // A tool's bytes that are not UTF-8 are replaced, so JSON readers take the report.
+  std::vector<RankStackEntry> raw = {{0, "node1", 7, "gdb", "#0 f\xff\xc3(\xe9)", ""}};
+  auto r = nlohmann::json::parse(json_report("SIGQUIT", group_stacks(raw), raw));
+  CHECK(r["ranks"][0]["text"] == "#0 f\xef\xbf\xbd\xef\xbf\xbd(\xef\xbf\xbd)");
   // The text file names each rank's full stack.
   const std::string txt = full_report("title", group_stacks(s), s);
   CHECK(txt.find("=== rank 1 on node1 (pid 1001, python) ===") != std::string::npos);
