@@ -30,6 +30,10 @@
 
 namespace dl::agent {
 
+using mpi::EnvList;
+using mpi::MpiSide;
+using mpi::TaskEnv;
+
 namespace asio = boost::asio;
 
 // This process's environment, read now.

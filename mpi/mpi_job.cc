@@ -32,7 +32,7 @@
 #include "mpi/pmix/pmix_server.h"
 #endif
 
-namespace dl::agent {
+namespace dl::mpi {
 
 #if DLAUNCH_HAVE_PMIX
 bool MpiJob::available() { return true; }
@@ -57,7 +57,7 @@ struct MpiJob::Prep {
   int wake[2] = {-1, -1};  // written to when cancelled
 #if DLAUNCH_HAVE_PMIX
   std::unique_ptr<pmix::FrontDoor> door;
-  std::optional<pmix::JobMap> map;
+  std::optional<JobMap> map;
   pmix::Callbacks cb;
   std::unique_ptr<pmix::PmixServer> server;
 #endif
@@ -215,7 +215,7 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
     // Direct modex: for MPI_Comm_spawn's children on another host (the
     // job's own ranks' data comes with the MPI_Init fence).
     auto server = pmix::PmixServer::init(tmpdir, "", true, std::move(topology));
-    pmix::JobMap map;
+    JobMap map;
     pmix::Callbacks cb;
     {
       // The job arrives before any rank exists; only a stray local client
@@ -273,26 +273,10 @@ void MpiJob::scrub_rank_env(std::map<std::string, std::string>& env) {
   if (g_set_blacklist) env.erase(kHwlocBlacklistVar);
 }
 
-#if DLAUNCH_HAVE_PMIX
-namespace {
-pmix::JobMap job_map(const control::msg::MpiSection& mpi) {
-  pmix::JobMap map;
-  map.nspace = mpi.nspace;
-  map.world_size = mpi.world_size;
-  map.node_rank = mpi.node_rank;
-  map.node_hosts = mpi.node_hosts;
-  map.node_ranks = mpi.node_ranks;
-  map.universe_size = mpi.universe_size;
-  map.app_sizes = mpi.app_sizes.value_or(std::vector<int>{});
-  return map;
-}
-}  // namespace
-#endif
-
 std::vector<std::pair<std::string, std::string>> MpiJob::unserved_rank_env(const control::msg::MpiSection& mpi,
                                                                            int rank, uint16_t port) {
 #if DLAUNCH_HAVE_PMIX
-  pmix::JobMap map = job_map(mpi);
+  JobMap map = job_map_from(mpi);
   map.tmpdir = tmpdir_name();  // never made: no server runs
   return pmix::predicted_rank_env(map, rank, port);
 #else
@@ -347,14 +331,14 @@ pmix::Callbacks callbacks(MpiHooks hooks) {
 void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
 #if DLAUNCH_HAVE_PMIX
   if (started_ || released_) throw UsageError("the PMIx server already served a job");
-  pmix::JobMap map = job_map(mpi);
+  JobMap map = job_map_from(mpi);
   {
     std::lock_guard<std::mutex> lock(prep_->mu);
     if (!prep_->error.empty()) throw IoError(prep_->error);
   }
   map.tmpdir = tmpdir_;
   map.shm_dir = "/dev/shm/dlaunch-" + std::to_string(::getpid()) + "-" + wire::to_hex(wire::random_bytes(8));
-  pmix::validate(map);
+  pmix::validate_served(map);
   // The server thread makes them when a rank connects (tmpdir_name);
   // release_for_exit removes whatever exists of them.
   shm_dir_ = pmix::shm_dir(map);
@@ -477,7 +461,7 @@ void MpiJob::lookup_done(const control::msg::MpiLookupReply& r) {
 std::vector<std::vector<std::pair<std::string, std::string>>> MpiJob::start_spawn(const control::msg::SpawnLaunch& m) {
 #if DLAUNCH_HAVE_PMIX
   pmix::PmixServer* server = nullptr;
-  pmix::JobMap children;
+  JobMap children;
   {
     std::lock_guard<std::mutex> lock(prep_->mu);
     if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
@@ -568,4 +552,4 @@ void MpiJob::fence_failed(uint64_t id) {
 #endif
 }
 
-}  // namespace dl::agent
+}  // namespace dl::mpi

@@ -28,7 +28,7 @@
 
 #include "control/messages.h"
 
-namespace dl::agent {
+namespace dl::mpi {
 
 namespace pmix { class PmixServer; }
 
@@ -125,4 +125,4 @@ class MpiJob {
   bool started_ = false, released_ = false;
 };
 
-}  // namespace dl::agent
+}  // namespace dl::mpi

@@ -8,7 +8,7 @@
 #include "mpi/pmi/pmi_service.h"
 #include "mpi/pmix_tripwire.h"
 
-namespace dl::agent {
+namespace dl::mpi {
 
 namespace asio = boost::asio;
 namespace msg = control::msg;
@@ -172,4 +172,4 @@ void MpiSide::serve_dmodex(const msg::MpiDmodexServe& m) {
   pmix_->serve_dmodex(m, [this](msg::MpiDmodexData d) { hooks_.send(std::move(d)); });
 }
 
-}  // namespace dl::agent
+}  // namespace dl::mpi

@@ -25,7 +25,7 @@
 
 #include "control/messages.h"
 
-namespace dl::agent {
+namespace dl::mpi {
 
 class MpiJob;
 class PmixTripwire;
@@ -106,4 +106,4 @@ class MpiSide {
   std::unique_ptr<PmixTripwire> tripwire_;  // serve "refuse": the ranks' unserved PMIx ports, else null
 };
 
-}  // namespace dl::agent
+}  // namespace dl::mpi

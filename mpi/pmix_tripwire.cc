@@ -10,7 +10,7 @@
 #include "mpi/pmix/front_door.h"
 #endif
 
-namespace dl::agent {
+namespace dl::mpi {
 
 namespace asio = boost::asio;
 
@@ -62,4 +62,4 @@ void PmixTripwire::watch(int rank) {
 #endif
 }
 
-}  // namespace dl::agent
+}  // namespace dl::mpi

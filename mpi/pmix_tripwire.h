@@ -22,7 +22,7 @@
 
 #include "control/messages.h"
 
-namespace dl::agent {
+namespace dl::mpi {
 
 class PmixTripwire {
  public:
@@ -45,4 +45,4 @@ class PmixTripwire {
   std::map<int, std::shared_ptr<Door>> doors_;
 };
 
-}  // namespace dl::agent
+}  // namespace dl::mpi

@@ -3,33 +3,17 @@
 #include "errors/error.h"
 #include "wire/coding.h"
 
-namespace dl::agent::pmi {
+namespace dl::mpi::pmi {
 
 PmiJob job_from(const control::msg::MpiSection& mpi, bool serve) {
   PmiJob j;
-  j.kvsname = mpi.nspace;
-  j.world_size = mpi.world_size;
-  j.universe_size = mpi.universe_size > 0 ? mpi.universe_size : mpi.world_size;
-  j.node = mpi.node_rank;
+  j.map = job_map_from(mpi);
   j.serve = serve;
-  if (j.kvsname.empty() || j.kvsname.size() > 255 || j.kvsname.find_first_of(" ;=\n") != std::string::npos)
-    throw UsageError("mpi: the job id '" + j.kvsname + "' cannot be a PMI key-value space name");
-  if (mpi.node_rank < 0 || static_cast<size_t>(mpi.node_rank) >= mpi.node_ranks.size() ||
-      mpi.node_ranks[static_cast<size_t>(mpi.node_rank)].empty())
-    throw UsageError("mpi: node " + std::to_string(mpi.node_rank) + " has no ranks in the launch message");
-  j.local_ranks = mpi.node_ranks[static_cast<size_t>(mpi.node_rank)];
+  if (j.kvsname().find_first_of(" ;=\n") != std::string::npos)
+    throw UsageError("mpi: the job id '" + j.kvsname() + "' cannot be a PMI key-value space name");
+  validate(j.map);
   j.process_mapping = process_mapping(mpi.node_ranks);
-  j.app_sizes = mpi.app_sizes.value_or(std::vector<int>{});
   return j;
-}
-
-int appnum(const PmiJob& job, int rank) {
-  int first = 0;
-  for (size_t a = 0; a < job.app_sizes.size(); ++a) {
-    first += job.app_sizes[a];
-    if (rank < first) return static_cast<int>(a);
-  }
-  return 0;
 }
 
 std::string process_mapping(const std::vector<std::vector<int>>& node_ranks, size_t max_len) {
@@ -93,4 +77,4 @@ std::vector<std::pair<std::string, std::string>> decode_puts(std::string_view bl
   return out;
 }
 
-}  // namespace dl::agent::pmi
+}  // namespace dl::mpi::pmi

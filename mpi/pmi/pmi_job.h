@@ -9,27 +9,24 @@
 
 #include "control/messages.h"
 #include "control/protocol.h"
+#include "mpi/job_map.h"
 
-namespace dl::agent::pmi {
+namespace dl::mpi::pmi {
 
 struct PmiJob {
-  std::string kvsname;           // the job's key-value space (the job id)
-  int world_size = 0;
-  int universe_size = 0;
-  int node = 0;                  // this host's index among the job's nodes
-  std::vector<int> local_ranks;  // this host's ranks
+  JobMap map;                    // the job (mpi/job_map.h): its namespace is the key-value space's name
   std::string process_mapping;   // "(vector,(0,2,4),...)", "" if too long
-  std::vector<int> app_sizes;    // MPMD: ranks of each app context, in rank order (empty: one app)
   // False when the job serves only PMIx (--mpi pmix): a rank that speaks PMI
   // is told so and refused, rather than coming up as a singleton.
   bool serve = true;
+  const std::string& kvsname() const { return map.nspace; }
+  // This host's ranks.
+  const std::vector<int>& local_ranks() const { return map.node_ranks.at(static_cast<size_t>(map.node_rank)); }
 };
 
-// The app context (MPMD, MPI_APPNUM) of `rank`: 0 for a job of one app.
-int appnum(const PmiJob& job, int rank);
-
 // The job as the launch message's mpi section describes it. Throws
-// UsageError when the section is inconsistent (no ranks for this node).
+// UsageError when the section is inconsistent (mpi::validate), or its
+// namespace cannot name a key-value space.
 PmiJob job_from(const control::msg::MpiSection& mpi, bool serve);
 
 // Hydra's PMI_process_mapping for ranks placed by node (`node_ranks[n]` are
@@ -51,4 +48,4 @@ inline bool is_pmi_fence(uint64_t id) { return (id & kFenceIdBit) != 0; }
 std::string encode_puts(const std::vector<std::pair<std::string, std::string>>& puts);
 std::vector<std::pair<std::string, std::string>> decode_puts(std::string_view blob);
 
-}  // namespace dl::agent::pmi
+}  // namespace dl::mpi::pmi

@@ -4,7 +4,7 @@
 
 #include "errors/error.h"
 
-namespace dl::agent::pmi {
+namespace dl::mpi::pmi {
 
 namespace {
 // Hydra's limits (its PMI_MAXKVSLEN, PMI_MAXKEYLEN, PMI_MAXVALLEN); MPICH
@@ -126,18 +126,18 @@ void PmiServer::handle_v1(int rank, const Command& c) {
     return send(rank, c, "maxes",
                 {{"kvsname_max", std::to_string(kKvsNameMax)}, {"keylen_max", std::to_string(kKeyMax)},
                  {"vallen_max", std::to_string(kValMax)}});
-  if (n == "get_appnum") return send(rank, c, "appnum", {{"appnum", std::to_string(appnum(job_, rank))}});
-  if (n == "get_my_kvsname") return send(rank, c, "my_kvsname", {{"kvsname", job_.kvsname}});
-  if (n == "get_universe_size") return send(rank, c, "universe_size", {{"size", std::to_string(job_.universe_size)}});
+  if (n == "get_appnum") return send(rank, c, "appnum", {{"appnum", std::to_string(app_of(job_.map, rank))}});
+  if (n == "get_my_kvsname") return send(rank, c, "my_kvsname", {{"kvsname", job_.kvsname()}});
+  if (n == "get_universe_size") return send(rank, c, "universe_size", {{"size", std::to_string(universe_size(job_.map))}});
   if (n == "put") {
-    if (arg("kvsname") != job_.kvsname)
+    if (arg("kvsname") != job_.kvsname())
       return send(rank, c, "put_result", {{"rc", "-1"}, {"msg", "unknown_kvsname_" + arg("kvsname")}});
     if (!c.get("key") || arg("key").empty()) return send(rank, c, "put_result", {{"rc", "-1"}, {"msg", "no_key"}});
     pending_.emplace_back(arg("key"), arg("value"));
     return send(rank, c, "put_result", {{"rc", "0"}, {"msg", "success"}});
   }
   if (n == "get") {
-    const std::string* v = arg("kvsname") == job_.kvsname ? lookup(arg("key")) : nullptr;
+    const std::string* v = arg("kvsname") == job_.kvsname() ? lookup(arg("key")) : nullptr;
     if (!v) return send(rank, c, "get_result", {{"rc", "-1"}, {"msg", "key_" + arg("key") + "_not_found"}});
     return send(rank, c, "get_result", {{"rc", "0"}, {"msg", "success"}, {"value", *v}});
   }
@@ -168,10 +168,10 @@ void PmiServer::handle_v2(int rank, const Command& c) {
       return send(rank, c, "fullinit-response", {{"rc", "-1"}, {"errmsg", "pmirank " + *id + " is not this rank"}});
     return send(rank, c, "fullinit-response",
                 {{"pmi-version", "2"}, {"pmi-subversion", "0"}, {"rank", std::to_string(rank)},
-                 {"size", std::to_string(job_.world_size)}, {"appnum", std::to_string(appnum(job_, rank))}, {"debugged", "FALSE"},
+                 {"size", std::to_string(job_.map.world_size)}, {"appnum", std::to_string(app_of(job_.map, rank))}, {"debugged", "FALSE"},
                  {"pmiverbose", "FALSE"}, {"rc", "0"}});
   }
-  if (n == "job-getid") return send(rank, c, "job-getid-response", {{"jobid", job_.kvsname}, {"rc", "0"}});
+  if (n == "job-getid") return send(rank, c, "job-getid-response", {{"jobid", job_.kvsname()}, {"rc", "0"}});
   if (n == "kvs-put") {
     if (arg("key").empty()) return send(rank, c, "kvs-put-response", {{"rc", "-1"}, {"errmsg", "no key"}});
     pending_.emplace_back(arg("key"), arg("value"));
@@ -208,7 +208,7 @@ void PmiServer::handle_v2(int rank, const Command& c) {
   if (n == "info-getjobattr") {
     std::string v;
     if (arg("key") == "PMI_process_mapping") v = job_.process_mapping;
-    else if (arg("key") == "universeSize") v = std::to_string(job_.universe_size);
+    else if (arg("key") == "universeSize") v = std::to_string(universe_size(job_.map));
     if (v.empty()) return send(rank, c, "info-getjobattr-response", {{"found", "FALSE"}, {"rc", "0"}});
     return send(rank, c, "info-getjobattr-response", {{"found", "TRUE"}, {"value", v}, {"rc", "0"}});
   }
@@ -243,7 +243,7 @@ void PmiServer::enter_fence(int rank, const Command& c) {
   conn.fence_version = c.version;
   const std::string* thrid = c.version == 2 ? c.get("thrid") : nullptr;
   conn.fence_thrid = thrid ? *thrid : "";
-  if (++in_fence_ < job_.local_ranks.size()) return;
+  if (++in_fence_ < job_.local_ranks().size()) return;
   fence_sent_ = true;
   std::string blob = encode_puts(pending_);
   pending_.clear();
@@ -303,4 +303,4 @@ void PmiServer::warn_once(const std::string& key, const std::string& line) {
   if (warned_.insert(key).second) hooks_.warn(line);
 }
 
-}  // namespace dl::agent::pmi
+}  // namespace dl::mpi::pmi

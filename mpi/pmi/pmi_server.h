@@ -26,7 +26,7 @@
 #include "mpi/pmi/pmi_job.h"
 #include "mpi/pmi/pmi_wire.h"
 
-namespace dl::agent::pmi {
+namespace dl::mpi::pmi {
 
 class PmiServer {
  public:
@@ -87,4 +87,4 @@ class PmiServer {
   std::set<std::string> warned_;
 };
 
-}  // namespace dl::agent::pmi
+}  // namespace dl::mpi::pmi

@@ -11,7 +11,7 @@
 #include "control/env_names.h"
 #include "errors/error.h"
 
-namespace dl::agent::pmi {
+namespace dl::mpi::pmi {
 
 namespace asio = boost::asio;
 
@@ -152,4 +152,4 @@ void PmiService::close(int rank) {
   flush(rank);
 }
 
-}  // namespace dl::agent::pmi
+}  // namespace dl::mpi::pmi

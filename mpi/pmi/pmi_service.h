@@ -20,7 +20,7 @@
 
 #include "mpi/pmi/pmi_server.h"
 
-namespace dl::agent::pmi {
+namespace dl::mpi::pmi {
 
 class PmiService {
  public:
@@ -82,4 +82,4 @@ class PmiService {
   std::map<int, std::shared_ptr<Link>> links_;
 };
 
-}  // namespace dl::agent::pmi
+}  // namespace dl::mpi::pmi

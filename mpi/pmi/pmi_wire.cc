@@ -3,7 +3,7 @@
 #include <cctype>
 #include <cstdio>
 
-namespace dl::agent::pmi {
+namespace dl::mpi::pmi {
 
 namespace {
 constexpr size_t kLengthField = 6;  // PMI-2's decimal length prefix
@@ -186,4 +186,4 @@ std::string encode(int version, std::string_view cmd, const Pairs& args) {
   return std::string(len, kLengthField) + body;
 }
 
-}  // namespace dl::agent::pmi
+}  // namespace dl::mpi::pmi

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-namespace dl::agent::pmi {
+namespace dl::mpi::pmi {
 
 // Longest command accepted: MPICH's PMI-2 limit (PMII_MAX_COMMAND_LEN), far
 // above its PMI-1 line (1024 bytes).
@@ -55,4 +55,4 @@ Parsed next_command(std::string_view buf);
 // spaces or newlines (the format has no escape): they are replaced by '_'.
 std::string encode(int version, std::string_view cmd, const Pairs& args);
 
-}  // namespace dl::agent::pmi
+}  // namespace dl::mpi::pmi

@@ -20,7 +20,7 @@
 #include "errors/error.h"
 #include "wire/socket_owner.h"
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
 namespace {
 
 // Bytes one direction may hold before the relay stops reading that side.
@@ -255,4 +255,4 @@ void FrontDoor::relay(const std::string& upstream, int stop_fd, const std::funct
   for (auto& l : links) ::close(l.up.from), ::close(l.down.from);
 }
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
 
 class FrontDoor {
  public:
@@ -84,4 +84,4 @@ class FrontDoor {
 // "user mallory (uid 1001)" (wire::describe_uid), "unknown user" for -1.
 std::string describe_user(long uid);
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix

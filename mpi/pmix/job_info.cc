@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "errors/error.h"
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
 
 InfoList::~InfoList() {
   for (auto& info : items_) PMIX_INFO_DESTRUCT(&info);
@@ -131,4 +130,4 @@ void build_nspace_info(const JobMap& map, const std::string& nsdir, const std::s
   add_proc_data(map, out);
 }
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix

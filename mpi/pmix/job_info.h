@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "mpi/pmix/job_map.h"
+#include "mpi/job_map.h"
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
 
 // An owning list of pmix_info_t (libpmix copies what it is given).
 class InfoList {
@@ -43,4 +43,4 @@ class InfoList {
 // PMIx_generate_regex/ppn fail.
 void build_nspace_info(const JobMap& map, const std::string& nsdir, const std::string& topo_xml, InfoList& out);
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix

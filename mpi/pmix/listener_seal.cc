@@ -17,7 +17,7 @@
 #include "wire/socket_owner.h"
 #include "errors/error.h"
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
 namespace {
 
 // This process's socket descriptors.
@@ -122,4 +122,4 @@ int TcpClientSweeper::sweep() {
   return n;
 }
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix

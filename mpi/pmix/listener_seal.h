@@ -20,7 +20,7 @@
 #include <set>
 #include <string>
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
 
 // Replaces this process's listening socket on 127.0.0.1:`port` by a
 // non-blocking, close-on-exec Unix-domain listener bound at `path` (which
@@ -70,4 +70,4 @@ class TcpClientSweeper {
   std::set<unsigned long> cut_;  // inodes of the sockets cut so far
 };
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix

@@ -2,7 +2,7 @@
 
 #include <hwloc.h>
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
 
 LocalTopology::LocalTopology() {
   hwloc_topology_t topo;
@@ -26,4 +26,4 @@ LocalTopology::~LocalTopology() {
   if (topo_ != nullptr) hwloc_topology_destroy(static_cast<hwloc_topology_t>(topo_));
 }
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix

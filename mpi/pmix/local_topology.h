@@ -6,7 +6,7 @@
 // does the same).
 #include <string>
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
 
 class LocalTopology {
  public:
@@ -25,4 +25,4 @@ class LocalTopology {
   std::string xml_;
 };
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix

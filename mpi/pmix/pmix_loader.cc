@@ -12,7 +12,7 @@
 
 #include "errors/error.h"
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
 
 #if DLAUNCH_LAZY_PMIX
 namespace {
@@ -84,7 +84,7 @@ void preload() {}
 bool libpmix_loaded() { return true; }
 #endif
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix
 
 #if DLAUNCH_LAZY_PMIX
 // One forwarder: the library's prototype (return type, name, parameters) and
@@ -94,7 +94,7 @@ bool libpmix_loaded() { return true; }
   extern "C" ret name params {                                                                   \
     static std::atomic<void*> dl_slot_{nullptr};                                                 \
     void* dl_fn_ = dl_slot_.load(std::memory_order_acquire);                                     \
-    if (dl_fn_ == nullptr) dl_slot_.store(dl_fn_ = dl::agent::pmix::lookup(#name), std::memory_order_release); \
+    if (dl_fn_ == nullptr) dl_slot_.store(dl_fn_ = dl::mpi::pmix::lookup(#name), std::memory_order_release); \
     return reinterpret_cast<decltype(&::name)>(dl_fn_) args;                                     \
   }
 #define DL_PMIX(ret, name, params, args) DL_FORWARD(pmix_symbol, ret, name, params, args)

@@ -21,7 +21,7 @@
 // it is), or the build configured with -DDLAUNCH_LAZY_PMIX=OFF. Test
 // programs link the libraries directly and never use the forwarders.
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
 
 // Loads libpmix and hwloc now (once; later calls return at once). Throws
 // IoError naming the library and what to install when one cannot be
@@ -30,4 +30,4 @@ void preload();
 // True once libpmix is mapped into this process (always, when linked directly).
 bool libpmix_loaded();
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix

@@ -18,7 +18,13 @@
 #include "mpi/pmix/server_module.h"
 #include "errors/error.h"
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
+
+void validate_served(const JobMap& map) {
+  validate(map);
+  if (map.tmpdir.empty())
+    throw UsageError("the MPI job map of namespace '" + map.nspace + "': tmpdir is empty; give the per-job directory");
+}
 namespace {
 
 // libpmix's MCA variable for its data store ("gds"), read at PMIx_server_init.
@@ -184,7 +190,7 @@ void point_uris_at(std::vector<std::pair<std::string, std::string>>& env, uint16
 
 std::vector<std::pair<std::string, std::string>> predicted_rank_env(const JobMap& map, int global_rank,
                                                                     uint16_t port) {
-  validate(map);
+  validate_served(map);
   if (global_rank < 0 || global_rank >= map.world_size || !is_local(map, global_rank))
     throw UsageError("pmix: rank " + std::to_string(global_rank) + " is not on host " +
                      map.node_hosts[map.node_rank]);
@@ -232,7 +238,7 @@ PmixServer::~PmixServer() {
 }
 
 std::unique_ptr<PmixServer> PmixServer::start(const JobMap& map, Callbacks callbacks) {
-  validate(map);
+  validate_served(map);
   auto server = init(map.tmpdir, map.node_hosts[map.node_rank], static_cast<bool>(callbacks.direct_modex));
   server->register_job(map, std::move(callbacks));  // on failure the destructor stops libpmix
   return server;
@@ -293,7 +299,7 @@ std::unique_ptr<PmixServer> PmixServer::init(const std::string& tmpdir, const st
 }
 
 void PmixServer::register_job(const JobMap& map, Callbacks callbacks) {
-  validate(map);
+  validate_served(map);
   if (!callbacks.post) throw UsageError("pmix: Callbacks::post is required");
   if (!running_ || registered_) throw UsageError("pmix: register_job needs a running server without a job");
   if (map.tmpdir != tmpdir_) throw UsageError("pmix: the job's tmpdir " + map.tmpdir + " is not the server's " + tmpdir_);
@@ -338,7 +344,7 @@ void PmixServer::register_nspace(const JobMap& map) {
 }
 
 void PmixServer::register_spawn(const JobMap& children, int first_id) {
-  validate(children);
+  validate_served(children);
   if (!running_ || !registered_) throw UsageError("pmix: register_spawn needs a running server with a job");
   if (children.tmpdir != tmpdir_) throw UsageError("pmix: the children's tmpdir is not the server's");
   {
@@ -511,4 +517,4 @@ void PmixServer::stop() {
   topology_.reset();
 }
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix

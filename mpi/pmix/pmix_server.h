@@ -22,9 +22,13 @@
 #include <utility>
 #include <vector>
 
-#include "mpi/pmix/job_map.h"
+#include "mpi/job_map.h"
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
+
+// The map as the PMIx server needs it: mpi::validate's checks, and a tmpdir
+// for its per-job files. Throws UsageError naming what is missing.
+void validate_served(const JobMap& map);
 
 struct ServerState;
 class LocalTopology;
@@ -258,4 +262,4 @@ uint16_t uri_port(const std::string& uri);
 std::string shm_dir(const JobMap& map);
 std::vector<std::pair<std::string, std::string>> ompi_env(const JobMap& map);
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstring>
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
 namespace {
 
 std::atomic<ServerState*> g_state{nullptr};
@@ -349,4 +349,4 @@ void complete_modex(const PendingModex& p, pmix_status_t status, const std::stri
   p.fn(status, copy->data(), copy->size(), p.cbdata, release_string, copy);
 }
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix

@@ -11,7 +11,7 @@
 
 #include "mpi/pmix/pmix_server.h"
 
-namespace dl::agent::pmix {
+namespace dl::mpi::pmix {
 
 // A libpmix completion we owe: the callback and its cookie.
 struct PendingModex {
@@ -79,4 +79,4 @@ bool proc_of(const ServerState& s, int id, std::string* nspace, int* rank);
 // Hands `bytes` to a libpmix modex callback; libpmix releases the copy.
 void complete_modex(const PendingModex& p, pmix_status_t status, const std::string& bytes);
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi::pmix

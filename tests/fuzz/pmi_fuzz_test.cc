@@ -9,7 +9,7 @@
 #include "tests/fuzz/fuzz_harness.h"
 
 using namespace dl::fuzz;
-using namespace dl::agent::pmi;
+using namespace dl::mpi::pmi;
 
 namespace {
 
@@ -52,7 +52,8 @@ bool parse_all(std::string_view in) {
 
 bool serve(std::string_view in) {
   PmiJob job;
-  job.kvsname = "dl-job", job.world_size = 2, job.universe_size = 2, job.local_ranks = {0, 1};
+  job.map.nspace = "dl-job", job.map.world_size = 2, job.map.universe_size = 2;
+  job.map.node_hosts = {"h0"}, job.map.node_ranks = {{0, 1}};
   job.process_mapping = "(vector,(0,1,2))";
   size_t replied = 0;
   std::vector<std::pair<uint64_t, std::string>> fences;

@@ -15,7 +15,7 @@
 #include "control/env_names.h"
 #include "errors/error.h"
 
-using namespace dl::agent;
+using namespace dl::mpi;
 namespace control = dl::control;
 namespace msg = dl::control::msg;
 

@@ -9,7 +9,7 @@
 
 #include "mpi/pmi/pmi_server.h"
 
-using namespace dl::agent::pmi;
+using namespace dl::mpi::pmi;
 
 namespace {
 
@@ -30,12 +30,14 @@ struct Host {
                                 [this](const std::string& l) { warnings.push_back(l); }}) {}
   static PmiJob make_job(std::vector<int> ranks, int node, std::vector<std::vector<int>> all, bool serve) {
     PmiJob j;
-    j.kvsname = "dl-job";
-    j.world_size = 0;
-    for (auto& r : all) j.world_size += static_cast<int>(r.size());
-    j.universe_size = j.world_size;
-    j.node = node;
-    j.local_ranks = std::move(ranks);
+    j.map.nspace = "dl-job";
+    j.map.world_size = 0;
+    for (auto& r : all) j.map.world_size += static_cast<int>(r.size());
+    j.map.universe_size = j.map.world_size;
+    j.map.node_rank = node;
+    for (size_t n = 0; n < all.size(); ++n) j.map.node_hosts.push_back("h" + std::to_string(n));
+    j.map.node_ranks = all;
+    j.map.node_ranks.at(static_cast<size_t>(node)) = std::move(ranks);
     j.process_mapping = process_mapping(all);
     j.serve = serve;
     return j;
@@ -162,10 +164,10 @@ TEST_CASE("pmi server: MPMD app numbers (dlaunch -n 1 a : -n 2 b)", "[mpich][pmi
   Host h({0, 1, 2}, 0, {{0, 1, 2}});
   // (Host builds its job without apps: give it two, as the launch message would.)
   PmiJob j = Host::make_job({0, 1, 2}, 0, {{0, 1, 2}}, true);
-  j.app_sizes = {1, 2};
-  CHECK(appnum(j, 0) == 0);
-  CHECK(appnum(j, 1) == 1);
-  CHECK(appnum(j, 2) == 1);
+  j.map.app_sizes = {1, 2};
+  CHECK(dl::mpi::app_of(j.map, 0) == 0);
+  CHECK(dl::mpi::app_of(j.map, 1) == 1);
+  CHECK(dl::mpi::app_of(j.map, 2) == 1);
   std::string out;
   PmiServer s(j, PmiServer::Hooks{[&](int, std::string b) { out += b; }, [](int) {}, [](uint64_t, std::string) {},
                                   [](int, int, std::string) {}, [](const std::string&) {}});

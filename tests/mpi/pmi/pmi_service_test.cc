@@ -16,7 +16,7 @@
 
 #include "mpi/pmi/pmi_service.h"
 
-using namespace dl::agent::pmi;
+using namespace dl::mpi::pmi;
 
 namespace {
 int open_fds() {
@@ -30,10 +30,10 @@ int open_fds() {
 
 PmiJob three_ranks() {
   PmiJob j;
-  j.kvsname = "dl-job";
-  j.world_size = j.universe_size = 3;
-  j.node = 0;
-  j.local_ranks = {0, 1, 2};
+  j.map.nspace = "dl-job";
+  j.map.world_size = j.map.universe_size = 3;
+  j.map.node_hosts = {"h0"};
+  j.map.node_ranks = {{0, 1, 2}};
   j.process_mapping = process_mapping({{0, 1, 2}});
   j.serve = true;
   return j;

@@ -6,7 +6,7 @@
 #include "mpi/pmi/pmi_job.h"
 #include "mpi/pmi/pmi_wire.h"
 
-using namespace dl::agent::pmi;
+using namespace dl::mpi::pmi;
 
 TEST_CASE("pmi wire: PMI-1 lines as MPICH's simple client writes them", "[mpich][pmi]") {
   auto p = next_command("cmd=put kvsname=kvs_7 key=bc-0 value=tcp://1.2.3.4:55$x\ncmd=barrier_in\n");

@@ -24,7 +24,8 @@
 #include "mpi/pmix/pmix_server.h"
 #include "errors/error.h"
 
-using namespace dl::agent::pmix;
+using namespace dl::mpi::pmix;
+using dl::mpi::JobMap;
 
 namespace {
 

@@ -31,7 +31,7 @@
 #include "errors/error.h"
 
 extern char** environ;
-namespace pm = dl::agent::pmix;
+namespace pm = dl::mpi::pmix;
 
 namespace {
 
@@ -123,7 +123,7 @@ int run(const Options& o) {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
 
-  pm::JobMap map;
+  dl::mpi::JobMap map;
   map.nspace = "dlaunch." + std::to_string(::getpid());
   map.world_size = o.n;
   map.node_hosts = {host};

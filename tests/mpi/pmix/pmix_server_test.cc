@@ -10,7 +10,17 @@
 #include "mpi/pmix/pmix_server.h"
 #include "errors/error.h"
 
-using namespace dl::agent::pmix;
+using namespace dl::mpi::pmix;
+using dl::mpi::JobMap;
+
+TEST_CASE("pmix server refuses a job map without its per-job directory", "[pmix]") {
+  JobMap m;
+  m.nspace = "dl-tmp", m.world_size = 1, m.node_hosts = {"h"}, m.node_ranks = {{0}};
+  REQUIRE_NOTHROW(dl::mpi::validate(m));
+  CHECK_THROWS_WITH(validate_served(m), Catch::Contains("tmpdir"));
+  m.tmpdir = "/nonexistent";
+  CHECK_NOTHROW(validate_served(m));
+}
 
 TEST_CASE("pmix server gives local ranks their PMIx and OpenMPI variables", "[pmix]") {
   char tmpl[] = "/tmp/dl_pmix_test.XXXXXX";

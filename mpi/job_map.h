@@ -1,11 +1,16 @@
 #pragma once
-// The job plan as the PMIx server needs it, and the pure layout questions it
-// answers (which node holds a rank, its local rank, the PMIx map strings).
-// No libpmix here, so all of it is testable without processes.
+// One MPI job's map, as the launch message's mpi section describes it: its
+// namespace, sizes, nodes and their ranks, app contexts. The PMIx server
+// (mpi/pmix/) and the PMI server (mpi/pmi/) both read it, and the pure
+// layout questions it answers (which node holds a rank, its local rank, its
+// app context, the PMIx map strings) are answered here once. No libpmix
+// here, so all of it is testable without processes.
 #include <string>
 #include <vector>
 
-namespace dl::agent::pmix {
+#include "control/messages.h"
+
+namespace dl::mpi {
 
 struct JobMap {
   std::string nspace;            // PMIx namespace, unique per job (< 255 chars)
@@ -15,7 +20,7 @@ struct JobMap {
   std::vector<std::vector<int>> node_ranks;   // global ranks per node, node order
   int universe_size = 0;         // 0 means world_size
   std::vector<int> app_sizes;    // MPMD: ranks per app context, rank order; empty = one app
-  std::string tmpdir;            // per-job directory; exists; the agent removes it
+  std::string tmpdir;            // PMIx: the per-job directory; exists; the agent removes it
   // The ranks' shared-memory directory (shm_dir); "" = one named after tmpdir.
   // The agent gives a random name of its own, which nothing world-visible
   // (the temp dir's name in /tmp) gives away.
@@ -32,9 +37,14 @@ struct RankPlace {
   int local_rank = -1;  // position among its node's ranks
 };
 
+// The map of the launch message's mpi section (tmpdir, shm_dir and the
+// parent are the PMIx server's to fill in).
+JobMap job_map_from(const control::msg::MpiSection& mpi);
+
 // Throws UsageError naming the problem when the map is inconsistent: sizes
 // differ, a rank is missing, repeated or out of range, node_rank is out of
-// range, nspace is empty or too long, or tmpdir is empty.
+// range, or nspace is empty or too long. (pmix::validate adds the server's
+// own requirements.)
 void validate(const JobMap& map);
 
 // One entry per global rank. REQUIRES: validate(map) passed.
@@ -58,4 +68,4 @@ int app_leader(const JobMap& map, int app);
 // The universe size, defaulted to world_size.
 int universe_size(const JobMap& map);
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi

@@ -1,8 +1,8 @@
-#include "mpi/pmix/job_map.h"
+#include "mpi/job_map.h"
 
 #include "errors/error.h"
 
-namespace dl::agent::pmix {
+namespace dl::mpi {
 namespace {
 
 std::string join_ints(const std::vector<int>& v) {
@@ -16,12 +16,23 @@ std::string join_ints(const std::vector<int>& v) {
 
 }  // namespace
 
+JobMap job_map_from(const control::msg::MpiSection& mpi) {
+  JobMap map;
+  map.nspace = mpi.nspace;
+  map.world_size = mpi.world_size;
+  map.node_rank = mpi.node_rank;
+  map.node_hosts = mpi.node_hosts;
+  map.node_ranks = mpi.node_ranks;
+  map.universe_size = mpi.universe_size;
+  map.app_sizes = mpi.app_sizes.value_or(std::vector<int>{});
+  return map;
+}
+
 void validate(const JobMap& map) {
   auto fail = [&](const std::string& what) {
-    throw UsageError("pmix job map for namespace '" + map.nspace + "': " + what);
+    throw UsageError("the MPI job map of namespace '" + map.nspace + "': " + what);
   };
   if (map.nspace.empty() || map.nspace.size() > 250) fail("namespace must be 1..250 characters");
-  if (map.tmpdir.empty()) fail("tmpdir is empty; give the per-job directory");
   if (map.world_size <= 0) fail("world_size must be positive");
   if (map.node_hosts.empty() || map.node_hosts.size() != map.node_ranks.size())
     fail("node_hosts and node_ranks must be non-empty and the same length");
@@ -104,4 +115,4 @@ int universe_size(const JobMap& map) {
   return map.universe_size > 0 ? map.universe_size : map.world_size;
 }
 
-}  // namespace dl::agent::pmix
+}  // namespace dl::mpi
