@@ -133,6 +133,23 @@ std::string encode(const MpiDown& m) {
 std::string frame(const MpiUp& m) { return wire::encode_frame(wire::kJson, encode(m)); }
 std::string frame(const MpiDown& m) { return wire::encode_frame(wire::kJson, encode(m)); }
 
+const char* serve_word(MpiServe s) {
+  switch (s) {
+    case MpiServe::kPmix: return "pmix";
+    case MpiServe::kPmi: return "pmi";
+    case MpiServe::kPmixAndPmi: return "pmix,pmi";
+    case MpiServe::kRefuse: return "refuse";
+  }
+  return "pmix";
+}
+
+MpiServe msg::MpiSection::served() const {
+  if (!serve) return MpiServe::kPmix;  // the field's default
+  for (MpiServe s : {MpiServe::kPmix, MpiServe::kPmi, MpiServe::kPmixAndPmi, MpiServe::kRefuse})
+    if (*serve == serve_word(s)) return s;
+  throw ProtocolError("'launch' message: field 'mpi.serve' is '" + *serve + "', which this agent does not know");
+}
+
 FromAgent decode_from_agent(std::string_view text) { return decode<FromAgent>(text, "agent"); }
 FromLauncher decode_from_launcher(std::string_view text) { return decode<FromLauncher>(text, "launcher"); }
 

@@ -35,6 +35,12 @@ class ProtocolError : public RemoteError {
 
 using EnvVars = std::map<std::string, std::string>;
 
+// What the agents serve a launch's ranks (--mpi): PMIx, PMI or both; or
+// nothing, and a rank that calls MPI_Init ends the job (--max-restarts, per-node mode).
+enum class MpiServe { kPmix, kPmi, kPmixAndPmi, kRefuse };
+// Its word in MpiSection::serve: "pmix", "pmi", "pmix,pmi", "refuse".
+const char* serve_word(MpiServe s);
+
 namespace msg {
 
 // ---- agent -> launcher -----------------------------------------------------
@@ -322,15 +328,9 @@ struct MpiSection {
     v("node_hosts", s.node_hosts), v("node_ranks", s.node_ranks), v("universe_size", s.universe_size);
     v("app_sizes", s.app_sizes), v("serve", s.serve);
   }
-  bool serves(std::string_view what) const {
-    const std::string all = serve.value_or("pmix");
-    for (size_t i = 0; i <= all.size();) {
-      const size_t end = std::min(all.find(',', i), all.size());
-      if (std::string_view(all).substr(i, end - i) == what) return true;
-      i = end + 1;
-    }
-    return false;
-  }
+  // `serve`, typed: what the agents serve. Throws ProtocolError for a word
+  // this build does not know.
+  MpiServe served() const;
 };
 
 // Start this host's ranks.

@@ -59,7 +59,7 @@ void Job::launch_all() {
     fate_.on_bad_request(plan.why);
     return teardown(0);
   }
-  if (plan.serve == "refuse" && in.restart_count == 0)
+  if (plan.mpi && plan.serve == control::MpiServe::kRefuse && in.restart_count == 0)
     log(std::string("MPI is not served (") +
         (per_node() ? "per-node mode" : "--max-restarts: an MPI job cannot be restarted") +
         "); a rank that calls MPI_Init ends the job");

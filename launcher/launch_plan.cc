@@ -62,7 +62,7 @@ bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
   if (mode == MpiMode::kNone) return true;
   if (in.shared) {
     plan.mpi = true;
-    plan.serve = "refuse";
+    plan.serve = control::MpiServe::kRefuse;
     return true;
   }
   std::vector<std::string> without;
@@ -77,11 +77,13 @@ bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
     return false;
   }
   plan.mpi = true;
-  plan.serve = mode == MpiMode::kPmix ? "pmix" : mode == MpiMode::kPmi || !without.empty() ? "pmi" : "pmix,pmi";
+  plan.serve = mode == MpiMode::kPmix                          ? control::MpiServe::kPmix
+               : mode == MpiMode::kPmi || !without.empty() ? control::MpiServe::kPmi
+                                                           : control::MpiServe::kPmixAndPmi;
   // --max-restarts: an MPI job cannot be restarted (docs/failures.md), so
   // nothing is served, and a rank that calls MPI_Init ends the job rather
   // than running as a singleton (options.cc refuses --mpi pmix|pmi).
-  if (in.opts->max_restarts > 0) plan.serve = "refuse";
+  if (in.opts->max_restarts > 0) plan.serve = control::MpiServe::kRefuse;
   return true;
 }
 
@@ -269,7 +271,7 @@ LaunchPlan plan_launch(const PlanInput& in) {
         s.app_sizes.emplace();
         for (const auto& a : o.apps) s.app_sizes->push_back(a.np);
       }
-      s.serve = plan.serve;
+      s.serve = control::serve_word(plan.serve);
       m.mpi = std::move(s);
     }
     plan.launches[i] = std::move(m);

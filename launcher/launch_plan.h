@@ -55,7 +55,7 @@ struct LaunchPlan {
   std::string why;            // the refusal, worded for the user
   std::string hosts;          // kNoPmix: the hosts without a PMIx server
   bool mpi = false;           // the agents serve PMIx and/or PMI to their ranks
-  std::string serve;          // with mpi: "pmix", "pmi" or "pmix,pmi" (MpiSection::serve)
+  control::MpiServe serve = control::MpiServe::kPmix;  // with mpi: what the agents serve
   std::string warnings;       // lines for dlaunch's stderr before the launch, always ("" = none)
   std::string notice;         // lines for dlaunch's stderr before the launch, on a terminal or with -v ("" = none)
   std::vector<std::optional<control::msg::Launch>> launches;  // by node; none for external nodes

@@ -33,8 +33,9 @@ void MpiSide::release_for_exit() {
 // The PMIx server when the job serves PMIx, and the PMI server always (with
 // --mpi pmix it tells a PMI client that it is not served).
 void MpiSide::start(const msg::MpiSection& mpi) {
-  if (mpi.serves("refuse")) return refuse_mpi(mpi);
-  if (mpi.serves("pmix")) start_pmix(mpi);
+  const control::MpiServe served = mpi.served();
+  if (served == control::MpiServe::kRefuse) return refuse_mpi(mpi);
+  if (served != control::MpiServe::kPmi) start_pmix(mpi);
   start_pmi(mpi);
 }
 
@@ -62,7 +63,7 @@ void MpiSide::start_pmi(const msg::MpiSection& mpi) {
         if (pmi_) pmi_->fence_done(id, blob);
       });
     };
-  pmi_ = std::make_unique<pmi::PmiService>(io_, pmi::job_from(mpi, mpi.serves("pmi")),
+  pmi_ = std::make_unique<pmi::PmiService>(io_, pmi::job_from(mpi, mpi.served() != control::MpiServe::kPmix),
                                            pmi::PmiService::Hooks{fence, abort, {}});
 }
 

@@ -104,7 +104,10 @@ TEST_CASE("control messages: the launcher's messages survive encode and decode",
   r.stdin_open = true, r.cpus = std::vector<int>{2, 3};
   l.ranks = {r};
   l.mpi = msg::MpiSection{"dl-ab", 8, 1, 8, {"a", "b"}, {{0, 1, 2, 3}, {4, 5, 6, 7}}, std::vector<int>{3, 5}, "pmix,pmi"};
-  CHECK(l.mpi->serves("pmi"));
+  CHECK(l.mpi->served() == dl::control::MpiServe::kPmixAndPmi);
+  auto unknown = *l.mpi;
+  unknown.serve = "pmix3";
+  CHECK_THROWS_AS(unknown.served(), control::ProtocolError);
   auto l2 = as<msg::Launch>(control::decode_from_launcher(control::encode(l)));
   CHECK(l2.env == l.env);
   CHECK(l2.wdir == "/work");

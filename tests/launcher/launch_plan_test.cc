@@ -426,7 +426,7 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
     const auto plan = plan_launch(in);
     REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
     CHECK(plan.mpi);
-    CHECK(plan.serve == "pmix,pmi");
+    CHECK(plan.serve == dl::control::MpiServe::kPmixAndPmi);
     for (size_t i = 0; i < 3; ++i) {
       REQUIRE(plan.launches[i]);
       REQUIRE(plan.launches[i]->mpi);
@@ -437,9 +437,8 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
       CHECK(m.node_rank == static_cast<int>(i));
       CHECK(m.node_hosts == std::vector<std::string>{"n0", "n1", "n2"});
       CHECK(m.node_ranks == std::vector<std::vector<int>>{{0}, {1}, {2}});
-      CHECK(m.serve == "pmix,pmi");
-      CHECK(m.serves("pmix"));
-      CHECK(m.serves("pmi"));
+      CHECK(m.serve == "pmix,pmi");  // on the wire
+      CHECK(m.served() == dl::control::MpiServe::kPmixAndPmi);
     }
   }
   SECTION("auto with one agent without PMIx: PMI only, and no refusal") {
@@ -451,7 +450,7 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
       REQUIRE(l);
       REQUIRE(l->mpi);
       CHECK(l->mpi->serve == "pmi");
-      CHECK_FALSE(l->mpi->serves("pmix"));
+      CHECK(l->mpi->served() == dl::control::MpiServe::kPmi);
     }
   }
   SECTION("auto with --max-restarts: an MPI section that serves nothing (\"refuse\"), with PMIx or without") {
@@ -466,8 +465,7 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
         REQUIRE(l);
         REQUIRE(l->mpi);
         CHECK(l->mpi->serve == "refuse");
-        CHECK_FALSE(l->mpi->serves("pmix"));
-        CHECK_FALSE(l->mpi->serves("pmi"));
+        CHECK(l->mpi->served() == dl::control::MpiServe::kRefuse);
       }
     }
   }
@@ -503,7 +501,7 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
     CHECK(plan.mpi);
     REQUIRE(plan.launches[0]->mpi);
     CHECK(plan.launches[0]->mpi->serve == "pmix");
-    CHECK_FALSE(plan.launches[0]->mpi->serves("pmi"));
+    CHECK(plan.launches[0]->mpi->served() == dl::control::MpiServe::kPmix);
   }
   SECTION("none: no MPI even where every agent could") {
     o.mpi = dl::launcher::MpiMode::kNone;
@@ -526,7 +524,7 @@ TEST_CASE("launch plan: per-node mode plans only its own node, with the shared i
   in.store_port = 0;
   const auto plan = plan_launch(in);
   REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
-  CHECK(plan.serve == "refuse");  // no MPI served: a rank's MPI_Init ends the job, never a singleton
+  CHECK(plan.serve == dl::control::MpiServe::kRefuse);  // no MPI served: a rank's MPI_Init ends the job, never a singleton
   REQUIRE(plan.launches.size() == 3);
   CHECK_FALSE(plan.launches[0]);  // external nodes get no launch message
   CHECK_FALSE(plan.launches[2]);
