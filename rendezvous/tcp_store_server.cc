@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <boost/asio/dispatch.hpp>
@@ -42,6 +43,9 @@ constexpr size_t kReadChunk = 16384;
 // While a session's handling is held up (a parked request, or replies the
 // client is not reading), reading stops once this much input is buffered.
 constexpr size_t kMaxHeldInput = 1u << 20;
+// A store/2 client whose unread replies to parked requests pass this is
+// closed: its parked gets of one large value would otherwise queue a copy each.
+constexpr size_t kMaxUnsentReplies = 256u << 20;
 // Over net.core.somaxconn, so the kernel's cap is what applies.
 constexpr int kListenBacklog = 65535;
 // Connections accepted in one round before their handshakes are served.
@@ -134,7 +138,10 @@ struct Session : std::enable_shared_from_this<Session> {
   // after `out`; handling waits until it is gone, so replies stay in order.
   std::shared_ptr<const std::string> shared_out;
   size_t shared_at = 0;
-  WaiterPtr parked;  // at most one request is parked
+  WaiterPtr parked;  // at most one store/1 request is parked
+  // Parked store/2 requests by id (at most proto::kMaxParked): they hold
+  // nothing up.
+  std::unordered_map<uint32_t, WaiterPtr> parked2;
   Clock::time_point replied_at{};  // when the last reply was queued
   // Until when the client may take to prove it holds the token: from its
   // accept, and again from our answer, so a server that answers late (a
@@ -311,32 +318,52 @@ struct Session : std::enable_shared_from_this<Session> {
     if (head == tail) head = tail = 0;
   }
 
+  // A store/1 request (kRequest) or a store/2 one (kRequest2: led by its id).
   void handle(uint8_t type, std::string_view payload) {
     auto malformed = [&] { return "malformed store request (frame type " + std::to_string(type) + ")"; };
-    if (type != proto::kRequest) return refuse(malformed());
+    if (type != proto::kRequest && type != proto::kRequest2) return refuse(malformed());
+    std::optional<uint32_t> id;
     proto::Request req;
     try {
+      if (type == proto::kRequest2) {
+        auto tagged = proto::split_id(payload);
+        id = tagged.id, payload = tagged.payload;
+      }
       req = proto::decode_request(payload);
     } catch (const RemoteError& e) {
       return refuse(malformed() + ": " + e.what());
     }
-    std::string bad = proto::check_limits(req);
+    std::string bad = id ? id_error(*id) : std::string();
+    if (bad.empty()) bad = proto::check_limits(req);
     if (!bad.empty()) {
       srv->note(peer() + ": " + bad);
-      return reply({proto::Status::kError, bad, 0, {}, nullptr}, req.op);
+      return reply({proto::Status::kError, bad, 0, {}, nullptr}, req.op, id);
     }
     StoreState::Result r = srv->state.execute(req);
-    if (r.parked) {
-      r.parked->owner = weak_from_this();
-      parked = std::move(r.parked);
-      srv->arm_wait_timer();
-      return;
-    }
-    reply(r.reply, req.op);
+    if (r.parked) return park(std::move(r.parked), id);
+    reply(r.reply, req.op, id);
   }
 
-  void reply(const proto::Reply& r, proto::Op op) {
-    if (r.list) shared_out = srv->shared_frame(r, op), shared_at = 0;
+  // Why a store/2 request with this id is refused ("" when it is not).
+  std::string id_error(uint32_t id) const {
+    if (parked2.count(id)) return "store/2 request id " + std::to_string(id) + " is in use by a parked request";
+    if (parked2.size() >= proto::kMaxParked)
+      return "over " + std::to_string(proto::kMaxParked) + " requests parked on one store/2 connection";
+    return {};
+  }
+
+  void park(WaiterPtr w, std::optional<uint32_t> id) {
+    w->owner = weak_from_this();
+    if (id) w->id = *id, w->tagged = true, parked2.emplace(*id, w);
+    else parked = std::move(w);
+    srv->arm_wait_timer();
+  }
+
+  // Queues r's frame: store/1's in order (an all-gather's list shared with
+  // other sessions), store/2's with its id.
+  void reply(const proto::Reply& r, proto::Op op, std::optional<uint32_t> id = {}) {
+    if (id) out += proto::frame_with_id(proto::kReply2, *id, proto::encode(r, op));
+    else if (r.list) shared_out = srv->shared_frame(r, op), shared_at = 0;
     else wire::append_frame(out, proto::kReply, proto::encode(r, op));
     replied_at = Clock::now();
   }
@@ -388,6 +415,8 @@ struct Session : std::enable_shared_from_this<Session> {
     if (closed) return;
     closed = true;
     if (parked) srv->state.cancel(parked), parked.reset();
+    for (const auto& [id, w] : parked2) srv->state.cancel(w);
+    parked2.clear();
     error_code ignored;
     if (ours) sock.shutdown(tcp::socket::shutdown_both, ignored);
     sock.close(ignored);
@@ -515,6 +544,16 @@ void Impl::on_wait_timer() {
 void Impl::answer(const WaiterPtr& w, const proto::Reply& r) {
   auto s = std::static_pointer_cast<Session>(w->owner.lock());
   if (!s || s->closed) return;
+  if (w->tagged) {
+    s->parked2.erase(w->id);
+    s->reply(r, w->req.op, w->id);
+    if (s->out.size() > kMaxUnsentReplies) {
+      note(s->peer() + " closed: over " + std::to_string(kMaxUnsentReplies >> 20) + " MiB of replies unread");
+      return s->close();
+    }
+    s->flush();
+    return;
+  }
   s->parked.reset();
   s->reply(r, w->req.op);
   s->flush();
