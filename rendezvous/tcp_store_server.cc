@@ -85,6 +85,7 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   size_t nonce_at = 0;
   // Unauthenticated connections per peer, and accept's spare descriptor.
   wire::Admission admission;
+  std::atomic<uint64_t> accepted{0};
 
   Impl(asio::io_context& c, std::string tok)
       : io(c), acceptor(c), token(std::move(tok)), wait_timer(c), hs_timer(c) {}
@@ -474,6 +475,7 @@ void Impl::start_session(wire::Admission::Accepted& a) {
   }
   auto s = std::make_shared<Session>(shared_from_this(), std::move(sock), std::move(a.slot));
   sessions.insert(s);
+  accepted.fetch_add(1, std::memory_order_relaxed);
   s->start();
 }
 
@@ -604,6 +606,8 @@ TcpStoreServer::TcpStoreServer(asio::io_context& io, const std::string& bind_hos
 }
 
 TcpStoreServer::~TcpStoreServer() { stop(); }
+
+uint64_t TcpStoreServer::connections_accepted() const { return impl_->accepted.load(std::memory_order_relaxed); }
 
 size_t TcpStoreServer::erase_all_but(const std::string& keep) { return impl_->state.erase_all_but(keep); }
 
