@@ -135,10 +135,13 @@ struct Session : std::enable_shared_from_this<Session> {
   std::unique_ptr<char[]> in;
   size_t cap = 0, head = 0, tail = 0;
   std::string out;
-  // A reply frame shared with other sessions (an all-gather's list), sent
-  // after `out`; handling waits until it is gone, so replies stay in order.
+  // Bytes shared with other sessions (an all-gather's list: a store/1
+  // reply frame, or a store/2 reply's body whose head is in `out`), sent
+  // after `out`; handling waits until it is gone, so replies stay in order,
+  // and replies made meanwhile (store/2 answers) wait in `behind`.
   std::shared_ptr<const std::string> shared_out;
   size_t shared_at = 0;
+  std::string behind;
   WaiterPtr parked;  // at most one store/1 request is parked
   // Parked store/2 requests by id (at most proto::kMaxParked): they hold
   // nothing up.
@@ -149,6 +152,7 @@ struct Session : std::enable_shared_from_this<Session> {
   // connect storm) does not refuse clients for its own delay.
   Clock::time_point hs_deadline{};
   bool read_waiting = false, write_waiting = false, closing = false, closed = false;
+  bool spoke = false;  // a request came (the log says which protocol the first one spoke)
 
   Session(std::shared_ptr<Impl> s, tcp::socket so, wire::PreAuthSlot sl)
       : srv(std::move(s)), sock(std::move(so)), fd(sock.native_handle()), slot(std::move(sl)) {}
@@ -321,6 +325,8 @@ struct Session : std::enable_shared_from_this<Session> {
 
   // A store/1 request (kRequest) or a store/2 one (kRequest2: led by its id).
   void handle(uint8_t type, std::string_view payload) {
+    if (!spoke && srv->log) srv->note(peer() + (type == proto::kRequest2 ? " is a host's store/2 link" : " is a store/1 client"));
+    spoke = true;
     auto malformed = [&] { return "malformed store request (frame type " + std::to_string(type) + ")"; };
     if (type != proto::kRequest && type != proto::kRequest2) return refuse(malformed());
     std::optional<uint32_t> id;
@@ -360,13 +366,26 @@ struct Session : std::enable_shared_from_this<Session> {
     srv->arm_wait_timer();
   }
 
-  // Queues r's frame: store/1's in order (an all-gather's list shared with
-  // other sessions), store/2's with its id.
+  // Queues r's frame: store/1's in order, store/2's with its id. An
+  // all-gather's list is sent from the one copy every session shares
+  // (framed once for store/1; after a per-session head for store/2), unless
+  // another shared list is on its way out here.
   void reply(const proto::Reply& r, proto::Op op, std::optional<uint32_t> id = {}) {
-    if (id) out += proto::frame_with_id(proto::kReply2, *id, proto::encode(r, op));
-    else if (r.list) shared_out = srv->shared_frame(r, op), shared_at = 0;
-    else wire::append_frame(out, proto::kReply, proto::encode(r, op));
     replied_at = Clock::now();
+    if (r.list && !shared_out && id) {
+      out += proto::frame_with_id(proto::kReply2, *id, std::string_view());
+      wire::put_be32(out.data() + out.size() - 4 - wire::kHeaderSize, static_cast<uint32_t>(4 + 1 + r.list->size()));
+      out.push_back(static_cast<char>(proto::Status::kOk));
+      shared_out = r.list, shared_at = 0;
+      return;
+    }
+    if (r.list && !shared_out) {
+      shared_out = srv->shared_frame(r, op), shared_at = 0;
+      return;
+    }
+    std::string& q = shared_out ? behind : out;
+    if (id) q += proto::frame_with_id(proto::kReply2, *id, proto::encode(r, op));
+    else wire::append_frame(q, proto::kReply, proto::encode(r, op));
   }
 
   // Sends a refusal the client can print, then closes. Input not yet
@@ -392,7 +411,7 @@ struct Session : std::enable_shared_from_this<Session> {
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return close(false);
       const size_t sent = n > 0 ? static_cast<size_t>(n) : 0;
       if (!out.empty()) out.erase(0, sent);
-      else if ((shared_at += sent) == shared_out->size()) shared_out.reset(), shared_at = 0;
+      else if ((shared_at += sent) == shared_out->size()) shared_out.reset(), shared_at = 0, out.append(behind), behind.clear();
       if (sent == next.size()) continue;
       write_waiting = true;
       sock.async_wait(tcp::socket::wait_write, [self = shared_from_this()](error_code ec) {
@@ -549,7 +568,7 @@ void Impl::answer(const WaiterPtr& w, const proto::Reply& r) {
   if (w->tagged) {
     s->parked2.erase(w->id);
     s->reply(r, w->req.op, w->id);
-    if (s->out.size() > kMaxUnsentReplies) {
+    if (s->out.size() + s->behind.size() > kMaxUnsentReplies) {
       note(s->peer() + " closed: over " + std::to_string(kMaxUnsentReplies >> 20) + " MiB of replies unread");
       return s->close();
     }

@@ -2,6 +2,7 @@
 // ids, replies in any order, many parked requests on one connection, and the
 // combined operations a host's forwarder sends, beside store/1 clients.
 #include <map>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -144,4 +145,25 @@ TEST_CASE("store/2: a frame too short for its id closes the connection with a re
   CHECK(f.type == dl::wire::kErrorText);
   CHECK_THAT(f.payload, Catch::Contains("truncated request id"));
   CHECK(env.client()->num_keys() == 0);  // the server serves on
+}
+
+TEST_CASE("store/2: all-gather lists answered while another is still being sent arrive whole and in turn",
+          "[rendezvous]") {
+  TcpEnv env;
+  Client2 c(env);
+  const std::string big(12u << 20, 'x');  // over the socket buffers: the first list is still on its way
+  c.send(1, gather_many("g1", 2, {{0, big}}));
+  c.send(2, gather_many("g2", 2, {{0, "small"}}));
+  auto other = env.client();
+  // Both complete before c reads a byte.
+  other->all_gather("g1", 1, 2, "one", 10000ms);
+  other->all_gather("g2", 1, 2, "two", 10000ms);
+  std::map<uint32_t, std::vector<std::string>> lists;
+  for (int i = 0; i < 2; ++i) {
+    auto [id, r] = c.next();
+    REQUIRE(r.status == Status::kOk);
+    lists[id] = proto::decode_values(r.value);
+  }
+  CHECK(lists[1] == std::vector<std::string>{big, "one"});
+  CHECK(lists[2] == std::vector<std::string>{"small", "two"});
 }
