@@ -14,6 +14,7 @@
 
 #include "errors/error.h"
 #include "wire/admission.h"
+#include "wire/coding.h"
 #include "wire/frame.h"
 #include "wire/handshake.h"
 
@@ -63,7 +64,13 @@ struct DoorClient : std::enable_shared_from_this<DoorClient> {
   std::optional<wire::ServerHandshake> hs;
   wire::FrameParser parser{proto::kMaxFramePayload};
   std::unique_ptr<char[]> buf{new char[kReadChunk]};
-  std::string out, sending;
+  // Frames to send, each its own bytes and then, for an all-gather's reply,
+  // the list every local client shares.
+  struct Chunk {
+    std::string own;
+    std::shared_ptr<const std::string> shared;
+  };
+  std::vector<Chunk> queued, sending;
   bool busy = false, reading = false, closing = false, closed = false;
 
   DoorClient(std::shared_ptr<StoreDoor::Impl> d, Local::socket s)
@@ -136,24 +143,37 @@ struct DoorClient : std::enable_shared_from_this<DoorClient> {
     door->backend.execute(req, [self = shared_from_this(), op = req.op](const proto::Reply& r) {
       if (self->closed) return;
       self->busy = false;
-      self->send(wire::encode_frame(proto::kReply, proto::encode(r, op)));
+      self->reply(r, op);
       self->serve();
       self->read();
     });
   }
 
-  void send(std::string frame) {
-    out += frame;
+  void reply(const proto::Reply& r, proto::Op op) {
+    if (!r.list) return send(wire::encode_frame(proto::kReply, proto::encode(r, op)));
+    std::string head(wire::kHeaderSize, '\0');
+    wire::encode_frame_header(head.data(), static_cast<uint32_t>(1 + r.list->size()), proto::kReply);
+    head.push_back(static_cast<char>(proto::Status::kOk));
+    send(std::move(head), r.list);
+  }
+
+  void send(std::string frame, std::shared_ptr<const std::string> shared = nullptr) {
+    queued.push_back({std::move(frame), std::move(shared)});
     if (sending.empty()) write();
   }
 
   void write() {
-    if (closed || out.empty()) return;
-    sending.swap(out);
-    asio::async_write(sock, asio::buffer(sending), [self = shared_from_this()](error_code ec, size_t) {
+    if (closed || queued.empty()) return;
+    sending.swap(queued);
+    std::vector<asio::const_buffer> bufs;
+    for (const auto& c : sending) {
+      bufs.push_back(asio::buffer(c.own));
+      if (c.shared) bufs.push_back(asio::buffer(*c.shared));
+    }
+    asio::async_write(sock, bufs, [self = shared_from_this()](error_code ec, size_t) {
       self->sending.clear();
       if (ec) return self->close();
-      if (!self->out.empty()) return self->write();
+      if (!self->queued.empty()) return self->write();
       if (self->closing) self->close();
     });
   }

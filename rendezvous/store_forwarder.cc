@@ -165,10 +165,14 @@ void StoreForwarder::send_batch(const std::string& id) {
   for (auto& [rank, value] : b->values) up.parts.push_back({rank, std::move(value)});
   b->values.clear();
   up_.call(up, guarded([b, weight = up.weight](const Reply& rep) {
+    // An all-gather's list: one copy for all the callers.
+    Reply shared = rep;
+    if (b->op == Op::kAllGather && rep.status == Status::kOk)
+      shared.list = std::make_shared<const std::string>(std::move(shared.value)), shared.value.clear();
     // Barrier callers get distinct arrivals: the last is the weighted add's.
     int64_t arrival = rep.number - weight;
     for (const auto& c : b->callers) {
-      Reply mine = rep;
+      Reply mine = shared;
       if (b->op == Op::kBarrier && rep.status == Status::kOk) mine.number = ++arrival;
       c.done(mine);
     }
