@@ -2,10 +2,11 @@
 // over real sockets: local TcpStore clients on the door's AF_UNIX socket, one
 // store/2 link to a real TcpStoreServer, and what the server sees of them.
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <future>
@@ -17,6 +18,7 @@
 #include <catch2/catch.hpp>
 
 #include "errors/error.h"
+#include "rendezvous/bootstrap.h"
 #include "rendezvous/host_store.h"
 #include "tests/rendezvous/store_envs.h"
 
@@ -162,16 +164,18 @@ TEST_CASE("store door: a wrong token and another user are refused, the door serv
   // Another user reaching the socket (the file's mode would stop it first).
   REQUIRE(::chmod(env.dir.path.c_str(), 0777) == 0);
   REQUIRE(::chmod(env.host->door_path().c_str(), 0777) == 0);
+  // The child only makes system calls: the parent has other threads, whose
+  // locks (malloc's) a forked child must not touch.
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", env.host->door_path().c_str());
   const pid_t pid = ::fork();
   if (pid == 0) {
     if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) ::_exit(3);
-    try {
-      auto s = dl::wire::connect_unix(env.host->door_path());
-      char c;
-      ::_exit(::read(s.fd(), &c, 1) == 0 ? 0 : 4);  // closed before a byte
-    } catch (...) {
-      ::_exit(5);
-    }
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) ::_exit(5);
+    char c;
+    ::_exit(::read(fd, &c, 1) == 0 ? 0 : 4);  // closed before a byte
   }
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
@@ -194,4 +198,15 @@ TEST_CASE("store forwarder: when the server goes, parked local callers are told 
   });
   CHECK_THROWS_WITH(s->get("never"), Catch::Contains("link to the job's store broke"));
   stopper.join();
+}
+
+TEST_CASE("store door: env:// connects to DLAUNCH_STORE_DOOR before DLAUNCH_STORE_ADDR", "[rendezvous]") {
+  HostEnv env({1, 1});
+  Environment vars{{"DLAUNCH_STORE_DOOR", env.host->door_path()},
+                   {"DLAUNCH_STORE_ADDR", "127.0.0.1:1"},  // nothing there: the door is used
+                   {"DLAUNCH_TOKEN", env.server.token}};
+  auto s = connect_store("env://", 0, 1, 5000ms, vars);
+  CHECK(s->add("through-door", 2) == 2);
+  CHECK(env.server.client()->add("through-door", 0) == 2);
+  CHECK(env.server.server.server().connections_accepted() == 2);  // the host's link and the check's client
 }
