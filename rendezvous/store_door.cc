@@ -140,13 +140,16 @@ struct DoorClient : std::enable_shared_from_this<DoorClient> {
     if (std::string bad = proto::check_limits(req); !bad.empty())
       return send(wire::encode_frame(proto::kReply, proto::encode(proto::Reply{proto::Status::kError, bad, 0, {}, nullptr}, req.op)));
     busy = true;
-    door->backend.execute(req, [self = shared_from_this(), op = req.op](const proto::Reply& r) {
-      if (self->closed) return;
+    // The callback holds the client weakly: a client that has gone expires
+    // while the back end still holds its request.
+    door->backend.execute(req, [weak = weak_from_this(), op = req.op](const proto::Reply& r) {
+      auto self = weak.lock();
+      if (!self || self->closed) return;
       self->busy = false;
       self->reply(r, op);
       self->serve();
       self->read();
-    });
+    }, weak_from_this());
   }
 
   void reply(const proto::Reply& r, proto::Op op) {

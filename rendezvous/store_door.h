@@ -33,8 +33,10 @@ class StoreBackend {
   using Done = std::function<void(const proto::Reply&)>;
   virtual ~StoreBackend() = default;
   // Answers r (checked against the limits already) through `done`, once, on
-  // the io thread, possibly later and never inside this call.
-  virtual void execute(const proto::Request& r, Done done) = 0;
+  // the io thread, possibly later and never inside this call. `client`
+  // expires when the client that asked has gone: a back end holding its
+  // request may then forget it.
+  virtual void execute(const proto::Request& r, Done done, std::weak_ptr<void> client) = 0;
 };
 
 class StoreDoor {

@@ -43,12 +43,12 @@ StoreForwarder::~StoreForwarder() {
   for (auto& [id, b] : batches_) b->timer.cancel();
 }
 
-void StoreForwarder::execute(const Request& r, Done done) {
+void StoreForwarder::execute(const Request& r, Done done, std::weak_ptr<void> client) {
   switch (r.op) {
     case Op::kAdd: return add(r, std::move(done));
     case Op::kGet: return get(r, std::move(done));
     case Op::kBarrier:
-    case Op::kAllGather: return collective(r, std::move(done));
+    case Op::kAllGather: return collective(r, std::move(done), std::move(client));
     default: return up_.call(r, std::move(done));
   }
 }
@@ -58,7 +58,7 @@ void StoreForwarder::execute(const Request& r, Done done) {
 void StoreForwarder::add(const Request& r, Done done) {
   const std::string& key = r.keys[0];
   auto [it, fresh] = adds_.try_emplace(key);
-  if (!fresh) return it->second.push_back({r, std::move(done), {}});
+  if (!fresh) return it->second.push_back({r, std::move(done), {}, {}});
   up_.call(r, guarded([this, key, done = std::move(done)](const Reply& rep) {
     done(rep);
     send_adds(key);
@@ -93,7 +93,7 @@ void StoreForwarder::send_adds(const std::string& key) {
 // long; one that may not goes up on its own.
 void StoreForwarder::get(const Request& r, Done done) {
   const std::string& key = r.keys[0];
-  Caller c{r, std::move(done), deadline_of(r)};
+  Caller c{r, std::move(done), deadline_of(r), {}};
   auto& g = gets_[key];
   if (!g.riding.empty() && c.deadline < g.deadline) return up_.call(r, std::move(c.done));
   g.riding.push_back(std::move(c));
@@ -131,7 +131,19 @@ bool StoreForwarder::batch_full(const Batch& b) const {
   return n >= b.count || (b.count == opt_.world_size && opt_.local_ranks > 0 && n >= opt_.local_ranks);
 }
 
-void StoreForwarder::collective(const Request& r, Done done) {
+// Drops the callers whose clients have left, and their values.
+void StoreForwarder::forget_gone(Batch& b) {
+  auto gone = [](const Caller& c) { return c.client.expired(); };
+  if (std::none_of(b.callers.begin(), b.callers.end(), gone)) return;
+  std::erase_if(b.callers, gone);
+  if (b.op != Op::kAllGather) return;
+  std::map<int64_t, std::string> kept;
+  for (const auto& c : b.callers)
+    if (!kept.count(c.req.rank)) kept[c.req.rank] = std::move(b.values[c.req.rank]);
+  b.values = std::move(kept);
+}
+
+void StoreForwarder::collective(const Request& r, Done done, std::weak_ptr<void> client) {
   const std::string id = std::to_string(static_cast<int>(r.op)) + "/" + std::to_string(r.count) + "/" + r.keys[0];
   auto& slot = batches_[id];
   if (!slot) {
@@ -147,7 +159,8 @@ void StoreForwarder::collective(const Request& r, Done done) {
     });
   }
   Batch& b = *slot;
-  Caller c{r, std::move(done), deadline_of(r)};
+  forget_gone(b);
+  Caller c{r, std::move(done), deadline_of(r), std::move(client)};
   b.latest = std::max(b.latest, c.deadline);
   if (r.op == Op::kAllGather) b.values.insert_or_assign(r.rank, r.value), c.req.value.clear();
   b.callers.push_back(std::move(c));
@@ -159,6 +172,8 @@ void StoreForwarder::send_batch(const std::string& id) {
   if (node.empty()) return;
   std::shared_ptr<Batch> b = std::move(node.mapped());
   b->timer.cancel();
+  forget_gone(*b);
+  if (b->callers.empty()) return;
   Request up{b->op == Op::kBarrier ? Op::kBarrierWeighted : Op::kAllGatherMany, {b->key}, {}, {}, ms_until(b->latest)};
   up.count = b->count;
   up.weight = static_cast<int64_t>(b->callers.size());

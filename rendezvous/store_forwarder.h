@@ -52,7 +52,7 @@ class StoreForwarder final : public StoreBackend {
  public:
   StoreForwarder(boost::asio::io_context& io, StoreUpstream& upstream, ForwarderOptions opt);
   ~StoreForwarder() override;
-  void execute(const proto::Request& r, Done done) override;
+  void execute(const proto::Request& r, Done done, std::weak_ptr<void> client) override;
   // Local callers waiting on upstream gets, all keys together.
   size_t waiting_gets() const;
 
@@ -61,6 +61,7 @@ class StoreForwarder final : public StoreBackend {
     proto::Request req;
     Done done;
     std::chrono::steady_clock::time_point deadline;
+    std::weak_ptr<void> client;  // expired: the client left
   };
 
  private:
@@ -76,7 +77,8 @@ class StoreForwarder final : public StoreBackend {
   void get(const proto::Request& r, Done done);
   void send_get(const std::string& key);
   void got(const std::string& key, const proto::Reply& rep);
-  void collective(const proto::Request& r, Done done);
+  void collective(const proto::Request& r, Done done, std::weak_ptr<void> client);
+  static void forget_gone(Batch& b);
   void send_batch(const std::string& id);
   bool batch_full(const Batch& b) const;
 

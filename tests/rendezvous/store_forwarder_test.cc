@@ -210,3 +210,24 @@ TEST_CASE("store door: env:// connects to DLAUNCH_STORE_DOOR before DLAUNCH_STOR
   CHECK(env.server.client()->add("through-door", 0) == 2);
   CHECK(env.server.server.server().connections_accepted() == 2);  // the host's link and the check's client
 }
+
+TEST_CASE("store forwarder: a rank that left a barrier before it went up is not counted (a restarted job)",
+          "[rendezvous]") {
+  HostEnv env({2, 2});
+  {
+    // The killed attempt's rank: arrives, and is gone before its host's other rank comes.
+    auto s = dl::wire::connect_unix(env.host->door_path());
+    dl::wire::client_handshake(s, env.server.token, proto::kStoreTag, "store door");
+    proto::Request req{proto::Op::kBarrier, {"b"}, {}, {}, 10000};
+    req.count = 2;
+    dl::wire::write_frame(s, proto::kRequest, proto::encode(req), "store door");
+  }
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (env.on_io([&] { return env.host->door().clients(); }) > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(1ms);
+  std::vector<int64_t> arrivals(2);
+  on_ranks(env, 2, [&](int i, TcpStore& s) { arrivals[i] = s.barrier("b", 2, 5000ms); });
+  std::sort(arrivals.begin(), arrivals.end());
+  CHECK(arrivals == std::vector<int64_t>{1, 2});
+  CHECK(env.server.client()->add("b", 0) == 2);
+}
