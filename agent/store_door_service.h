@@ -9,11 +9,12 @@
 // connects to the door; a launch that names no store is left alone. The door
 // is made at the first such launch and kept for later ones (restarts) until
 // the agent leaves; it lives in a 0700 directory of its own,
-// $TMPDIR/dlaunch-<agent pid>-store-<random>, which the next agent on the
-// host removes if this one is killed outright (as mpi/mpi_job.cc does for its
-// directories). When the door cannot be made (the store unreachable from
-// here, no temp directory), the agent says why on stderr once and its ranks
-// connect to the store directly.
+// $TMPDIR/dlaunch-<agent pid>-store-<random>: named so that, when this agent
+// is killed outright, the next agent on the host that serves an MPI job
+// removes it with the other directories of dead agents (mpi/mpi_job.cc).
+// When the door cannot be made (the store unreachable from here, no temp
+// directory), the agent says why on stderr once and its ranks connect to the
+// store directly.
 //
 // Threading: the agent's io_context thread.
 #include <memory>
