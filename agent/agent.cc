@@ -183,6 +183,7 @@ void Agent::launch(msg::Launch incoming) {
   std::vector<msg::RankSpec> ranks = std::move(incoming.ranks);
   incoming.ranks.clear();
   launch_ = std::move(incoming);
+  if (!ranks.empty()) store_door_.open_for(launch_->env, ranks.size());
   const msg::Launch& m = *launch_;
   if (!ranks.empty() && !error_files_) {
     if (!py_dir_) py_dir_ = std::make_unique<PythonDir>();
@@ -375,6 +376,7 @@ void Agent::lost_launcher(const std::string& why) {
   if (error_files_) error_files_->remove();  // main() _exits: no destructor does it
   if (stacks_) stacks_->remove();
   if (py_dir_) py_dir_->remove();
+  store_door_.close();  // main() _exits: no destructor does it
   done_ = true;
   exit_code_ = 1;
   io_.stop();
@@ -399,6 +401,7 @@ void Agent::finish_if_done() {
   if (error_files_) error_files_->remove();  // every exit was reported: nothing left to read
   if (stacks_) stacks_->remove();
   if (py_dir_) py_dir_->remove();
+  store_door_.close();  // main() _exits: no destructor does it
   done_ = true;
   exit_code_ = 0;
   link_->stop_heartbeats();

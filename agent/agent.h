@@ -24,6 +24,7 @@
 #include "agent/rank_environment.h"
 #include "agent/rank_supervisor.h"
 #include "agent/stack_dump.h"
+#include "agent/store_door_service.h"
 #include "control/agent_args.h"
 #include "control/connection.h"
 #include "control/messages.h"
@@ -88,6 +89,7 @@ class Agent {
   std::unique_ptr<TorchErrorFiles> error_files_;  // the ranks' TORCHELASTIC_ERROR_FILEs, from the launch on
   std::unique_ptr<LoopWatch> loop_watch_;  // says when this loop is held up, and where (loop_watch.h)
   std::unique_ptr<StackDumper> stacks_;           // the ranks' stacks on request, from the launch on
+  StoreDoorService store_door_{io_};              // the ranks' way to the job's store (store_door_service.h)
   asio::signal_set term_signals_;
   asio::posix::stream_descriptor stdin_;
   std::array<char, 256> stdin_buf_{};

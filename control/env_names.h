@@ -98,6 +98,9 @@ inline constexpr const char* kDlJobId = "DLAUNCH_JOB_ID";
 inline constexpr const char* kDlHostId = "DLAUNCH_HOST_ID";
 inline constexpr const char* kDlToken = "DLAUNCH_TOKEN";           // never on a command line
 inline constexpr const char* kDlStoreAddr = "DLAUNCH_STORE_ADDR";  // host:port of the job's store
+// The AF_UNIX path of the rank's host's store door (rendezvous/store_door.h):
+// env:// connects there rather than to DLAUNCH_STORE_ADDR when it is set.
+inline constexpr const char* kDlStoreDoor = "DLAUNCH_STORE_DOOR";
 inline constexpr const char* kDlRestartCount = "DLAUNCH_RESTART_COUNT";  // the attempt, 0 first (--max-restarts)
 inline constexpr const char* kDlSocketIfname = "DLAUNCH_SOCKET_IFNAME";
 inline constexpr const char* kDlStoreSpinUs = "DLAUNCH_STORE_SPIN_US";

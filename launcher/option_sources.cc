@@ -199,7 +199,7 @@ ConfigPaths config_paths(const rdzv::Environment& env) {
 const std::vector<std::string>& reserved_env_names() {
   static const std::vector<std::string> names = {
       env::kDlRank, env::kDlWorldSize, env::kDlLocalRank, env::kDlLocalWorldSize, env::kDlNodeRank, env::kDlNNodes,
-      env::kDlJobId, env::kDlHostId, env::kDlToken, env::kDlStoreAddr, env::kDlSocketIfname, env::kDlStoreSpinUs,
+      env::kDlJobId, env::kDlHostId, env::kDlToken, env::kDlStoreAddr, env::kDlStoreDoor, env::kDlSocketIfname, env::kDlStoreSpinUs,
       hostfiles::kDlaunchGpus, "DLAUNCH_SYSFS_ROOT", "DLAUNCH_CONFIG", "DLAUNCH_SYSTEM_CONFIG", "DLAUNCH_JOBS",
       env::kDlAgentStallMs, env::kDlLocalAgent};
   return names;

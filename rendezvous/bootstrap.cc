@@ -171,6 +171,11 @@ std::unique_ptr<Store> connect_store(std::string_view url, int rank, int world_s
   }
   if (url != "env://")
     throw UsageError("store url '" + std::string(url) + "': expected tcp://host:port, file:///path or env://");
+  if (auto* door = find(env, env::kDlStoreDoor)) {
+    auto store = std::make_unique<TcpStore>(StoreDoorPath{*door}, token_from(env), timeout);
+    store->set_timeout(timeout);
+    return store;
+  }
   if (auto* addr = find(env, env::kDlStoreAddr)) {
     auto [host, port] = wire::split_host_port(*addr, env::kDlStoreAddr);
     return tcp_store(host, port, rank, false, timeout, token_from(env));

@@ -43,7 +43,9 @@ inline constexpr std::string_view kUnauthenticatedToken = "dlaunch-unauthenticat
 //                    background thread when host is one of its addresses and
 //                    the port is free; everyone connects as a client.
 //   file:///path     a FileStore on path.
-//   env://           DLAUNCH_STORE_ADDR=host:port (client only, the launcher
+//   env://           DLAUNCH_STORE_DOOR=/path (the host's store door, set by
+//                    the agent: docs/rendezvous.md, "Per-host aggregation"),
+//                    else DLAUNCH_STORE_ADDR=host:port (client only, the launcher
 //                    hosts it), else tcp://MASTER_ADDR:MASTER_PORT as above.
 // The token is DLAUNCH_TOKEN, else kUnauthenticatedToken. Throws UsageError
 // for a bad url or missing variables, and what the store throws.

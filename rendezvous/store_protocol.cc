@@ -1,8 +1,11 @@
 #include "rendezvous/store_protocol.h"
 
+#include <algorithm>
+
 #include "errors/error.h"
 #include "rendezvous/store_semantics.h"
 #include "wire/coding.h"
+#include "wire/frame.h"
 
 namespace dl::rdzv::proto {
 
@@ -72,6 +75,17 @@ struct Reader {
     for (uint32_t i = 0; i < n; ++i) v.push_back(str("key"));
     return v;
   }
+  std::vector<Contribution> parts() {
+    uint32_t n = u32("contribution count");
+    if (n > kMaxKeysPerRequest)
+      fail(std::to_string(n) + " contributions, over the limit of " + std::to_string(kMaxKeysPerRequest));
+    // Each takes at least its rank and its value's length (12 bytes).
+    if (n > p.size() / 12)
+      fail(std::to_string(n) + " contributions announced, " + std::to_string(p.size()) + " bytes left");
+    std::vector<Contribution> v(n);
+    for (auto& c : v) c.rank = i64("rank"), c.value = str("value");
+    return v;
+  }
   void done() const {
     if (!p.empty()) fail(std::to_string(p.size()) + " bytes after the end");
   }
@@ -96,6 +110,14 @@ std::string encode(const Request& r) {
     case Op::kBarrier: put_i64(out, r.number), put_str(out, key), put_i64(out, r.count); break;
     case Op::kAllGather:
       put_i64(out, r.number), put_str(out, key), put_i64(out, r.rank), put_i64(out, r.count), put_str(out, r.value);
+      break;
+    case Op::kBarrierWeighted:
+      put_i64(out, r.number), put_str(out, key), put_i64(out, r.count), put_i64(out, r.weight);
+      break;
+    case Op::kAllGatherMany:
+      put_i64(out, r.number), put_str(out, key), put_i64(out, r.count);
+      wire::append_be32(out, static_cast<uint32_t>(r.parts.size()));
+      for (const auto& c : r.parts) put_i64(out, c.rank), put_str(out, c.value);
       break;
   }
   return out;
@@ -122,19 +144,65 @@ Request decode_request(std::string_view payload) {
       r.number = in.i64("timeout"), r.keys.push_back(in.str("prefix"));
       r.rank = in.i64("rank"), r.count = in.i64("count"), r.value = in.str("value");
       break;
+    case Op::kBarrierWeighted:
+      r.number = in.i64("timeout"), r.keys.push_back(in.str("key"));
+      r.count = in.i64("count"), r.weight = in.i64("weight");
+      break;
+    case Op::kAllGatherMany:
+      r.number = in.i64("timeout"), r.keys.push_back(in.str("prefix")), r.count = in.i64("count");
+      r.parts = in.parts();
+      break;
     default: in.fail("unknown op " + std::to_string(op));
   }
   in.done();
   return r;
 }
 
-std::string check_limits(const Request& r) {
-  const std::string& key = r.keys.empty() ? kNoKey : r.keys[0];
-  if (r.op == Op::kBarrier || r.op == Op::kAllGather) {
-    std::string bad = r.op == Op::kBarrier ? semantics::barrier_count_error(key, r.count)
-                                           : semantics::all_gather_error(key, r.rank, r.count, r.value.size());
+namespace {
+
+// A kAllGatherMany's parts: none, ranks repeated, or one refused as a single
+// contribution would be. "" when they are fine.
+std::string parts_error(const Request& r) {
+  const std::string& prefix = r.keys[0];
+  if (r.parts.empty()) return "all-gather at store key '" + prefix.substr(0, 200) + "': no contributions";
+  std::vector<int64_t> ranks;
+  ranks.reserve(r.parts.size());
+  for (const auto& c : r.parts) {
+    std::string bad = semantics::all_gather_error(prefix, c.rank, r.count, c.value.size());
     if (!bad.empty()) return bad;
+    ranks.push_back(c.rank);
   }
+  std::sort(ranks.begin(), ranks.end());
+  auto twice = std::adjacent_find(ranks.begin(), ranks.end());
+  if (twice != ranks.end())
+    return "all-gather at store key '" + prefix.substr(0, 200) + "': rank " + std::to_string(*twice) +
+           " contributes twice in one request";
+  return {};
+}
+
+// The reason a barrier or all-gather's count, rank or weight is refused.
+std::string collective_error(const Request& r) {
+  const std::string& key = r.keys.empty() ? kNoKey : r.keys[0];
+  switch (r.op) {
+    case Op::kBarrier: return semantics::barrier_count_error(key, r.count);
+    case Op::kAllGather: return semantics::all_gather_error(key, r.rank, r.count, r.value.size());
+    case Op::kAllGatherMany: return parts_error(r);
+    case Op::kBarrierWeighted: {
+      std::string bad = semantics::barrier_count_error(key, r.count);
+      if (bad.empty() && (r.weight < 1 || r.weight > kMaxGatherCount))
+        bad = "barrier at store key '" + key.substr(0, 200) + "': a weight of " + std::to_string(r.weight) +
+              " arrivals is outside [1, " + std::to_string(kMaxGatherCount) + "]";
+      return bad;
+    }
+    default: return {};
+  }
+}
+
+}  // namespace
+
+std::string check_limits(const Request& r) {
+  std::string bad = collective_error(r);
+  if (!bad.empty()) return bad;
   for (const auto& k : r.keys) {
     if (k.size() > kMaxKeySize)
       return "key of " + std::to_string(k.size()) + " bytes is over the limit of " +
@@ -158,9 +226,9 @@ std::string encode(const Reply& r, Op op) {
   }
   switch (op) {
     case Op::kGet: case Op::kCas: put_str(out, r.value); break;
-    case Op::kAdd: case Op::kNumKeys: case Op::kBarrier: put_i64(out, r.number); break;
+    case Op::kAdd: case Op::kNumKeys: case Op::kBarrier: case Op::kBarrierWeighted: put_i64(out, r.number); break;
     case Op::kCheck: case Op::kDelete: out.push_back(r.number ? 1 : 0); break;
-    case Op::kAllGather: out += r.list ? *r.list : r.value; break;
+    case Op::kAllGather: case Op::kAllGatherMany: out += r.list ? *r.list : r.value; break;
     default: break;
   }
   return out;
@@ -177,9 +245,9 @@ Reply decode_reply(std::string_view payload, Op op) {
     case Status::kOk:
       switch (op) {
         case Op::kGet: case Op::kCas: r.value = in.str("value"); break;
-        case Op::kAdd: case Op::kNumKeys: case Op::kBarrier: r.number = in.i64("number"); break;
+        case Op::kAdd: case Op::kNumKeys: case Op::kBarrier: case Op::kBarrierWeighted: r.number = in.i64("number"); break;
         case Op::kCheck: case Op::kDelete: r.number = in.u8("flag"); break;
-        case Op::kAllGather: r.value = std::string(in.p), in.p = {}; break;
+        case Op::kAllGather: case Op::kAllGatherMany: r.value = std::string(in.p), in.p = {}; break;
         default: break;
       }
       break;
@@ -187,6 +255,22 @@ Reply decode_reply(std::string_view payload, Op op) {
   }
   in.done();
   return r;
+}
+
+Tagged split_id(std::string_view payload) {
+  Reader in{payload, "store/2 frame"};
+  Tagged t;
+  t.id = in.u32("request id");
+  t.payload = in.p;
+  return t;
+}
+
+std::string frame_with_id(uint8_t type, uint32_t id, std::string_view payload) {
+  std::string out(wire::kHeaderSize + 4, '\0');
+  wire::encode_frame_header(out.data(), static_cast<uint32_t>(4 + payload.size()), type);
+  wire::put_be32(out.data() + wire::kHeaderSize, id);
+  out.append(payload);
+  return out;
 }
 
 std::string encode_values(const std::vector<std::string>& values) {

@@ -19,14 +19,27 @@
 //     kBarrier  i64 timeout_ms | str key | i64 count   (add 1, parked until key >= count)
 //     kAllGather i64 timeout_ms | str prefix | i64 rank | i64 count | str value
 //                                 (parked until all count ranks contributed)
+//     kBarrierWeighted i64 timeout_ms | str key | i64 count | i64 weight
+//                                 (add weight, parked until key >= count)
+//     kAllGatherMany i64 timeout_ms | str prefix | i64 count | u32 n | n x (i64 rank | str value)
+//                                 (several ranks' contributions, parked as one)
 //   reply payload:    u8 status | body
 //     kOk       kSet/kWait: nothing; kGet/kCas: str value; kAdd/kNumKeys: i64;
 //               kBarrier: i64 this caller's arrival (the value its add made);
+//               kBarrierWeighted: i64 the value its add made (its last arrival);
 //               kCheck/kDelete: u8 0/1;
-//               kAllGather: the values list (the rest of the payload):
+//               kAllGather, kAllGatherMany: the values list (the rest of the payload):
 //                 u32 n | n x str value, in rank order
 //     kTimeout  u32 n | n x str missing key
 //     kError    the message text (rest of the payload)
+//
+// store/2: the same payloads in kRequest2/kReply2 frames, each led by a u32
+// request id the client picks. Replies come in any order, each with its
+// request's id, and a request that parks holds up none behind it, so one
+// connection carries many waiting callers (a host's forwarder,
+// rendezvous/store_forwarder.h). Bounded per connection: kMaxParked parked
+// requests, and an id is in use until its reply is sent; over either the
+// request gets a kError reply. kRequest and kRequest2 frames may be mixed.
 //
 // A request whose key or value is over the limit gets a kError reply and the
 // connection stays usable. A frame over kMaxFramePayload, or a request that
@@ -57,11 +70,28 @@ inline constexpr size_t kMaxGatherBytes = kMaxValueSize;
 // Missing ranks named in an all-gather's timeout reply, at most.
 inline constexpr size_t kMaxNamedMissing = 64;
 
+// Requests parked at once on one store/2 connection, at most.
+inline constexpr size_t kMaxParked = 4096;
+
 // Frame types (wire/frame.h reserves 0-15).
 inline constexpr uint8_t kRequest = 16;
 inline constexpr uint8_t kReply = 17;
+inline constexpr uint8_t kRequest2 = 18;  // u32 id | request payload
+inline constexpr uint8_t kReply2 = 19;    // u32 id | reply payload
 
-enum class Op : uint8_t { kSet = 1, kGet, kAdd, kCas, kWait, kCheck, kDelete, kNumKeys, kBarrier, kAllGather };
+enum class Op : uint8_t {
+  kSet = 1, kGet, kAdd, kCas, kWait, kCheck, kDelete, kNumKeys, kBarrier, kAllGather,
+  kBarrierWeighted, kAllGatherMany
+};
+inline bool is_barrier(Op op) { return op == Op::kBarrier || op == Op::kBarrierWeighted; }
+inline bool is_gather(Op op) { return op == Op::kAllGather || op == Op::kAllGatherMany; }
+
+// One rank's value in a kAllGatherMany.
+struct Contribution {
+  int64_t rank = 0;
+  std::string value;
+  bool operator==(const Contribution&) const = default;
+};
 enum class Status : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };
 
 struct Request {
@@ -71,6 +101,8 @@ struct Request {
   int64_t number = 0;             // kAdd delta; kGet/kWait/kBarrier/kAllGather timeout in ms
   int64_t count = 0;              // kBarrier: arrivals to wait for; kAllGather: ranks
   int64_t rank = 0;               // kAllGather: the caller's rank, in [0, count)
+  int64_t weight = 1;             // kBarrierWeighted: arrivals it stands for
+  std::vector<Contribution> parts{};  // kAllGatherMany: the ranks' values
 };
 
 struct Reply {
@@ -91,6 +123,16 @@ std::string encode(const Request& r);
 Request decode_request(std::string_view payload);
 // Empty when every key and value is within the limits; else the reason.
 std::string check_limits(const Request& r);
+
+// A store/2 payload split into its id and the store/1 payload after it.
+// Throws RemoteError when it is shorter than the id.
+struct Tagged {
+  uint32_t id = 0;
+  std::string_view payload;
+};
+Tagged split_id(std::string_view payload);
+// The store/2 frame (header included) of a payload under id.
+std::string frame_with_id(uint8_t type, uint32_t id, std::string_view payload);
 
 // `op` tells which body kOk carries.
 std::string encode(const Reply& r, Op op);

@@ -36,14 +36,15 @@ StoreState::Result StoreState::run(const proto::Request& r, const Clock::time_po
       if (r.op == Op::kGet) out.reply.value = *data_.find(key);
       break;
     case Op::kAdd:
-    case Op::kBarrier: {
-      if (r.op == Op::kBarrier) {
-        std::string bad = semantics::barrier_count_error(key, r.count);
+    case Op::kBarrier:
+    case Op::kBarrierWeighted: {
+      if (proto::is_barrier(r.op)) {
+        std::string bad = proto::check_limits(r);
         if (!bad.empty()) return {error_reply(std::move(bad)), nullptr};
       }
+      const int64_t step = r.op == Op::kAdd ? r.number : r.op == Op::kBarrier ? 1 : r.weight;
       try {
-        out.reply.number = r.op == Op::kAdd ? semantics::add(data_, key, r.number)
-                                            : semantics::barrier_arrive(data_, key);
+        out.reply.number = semantics::add(data_, key, step);
       } catch (const RemoteError& e) {
         return {error_reply(e.what()), nullptr};
       }
@@ -51,7 +52,7 @@ StoreState::Result StoreState::run(const proto::Request& r, const Clock::time_po
       // so this would not answer it anyway, and parking last keeps the rule
       // that execute() never answers the request it parks.
       notify(key);
-      if (r.op == Op::kBarrier && !semantics::barrier_open(out.reply.number, r.count))
+      if (proto::is_barrier(r.op) && !semantics::barrier_open(out.reply.number, r.count))
         out.parked = park(r, out.reply.number, now);
       break;
     }
@@ -64,14 +65,15 @@ StoreState::Result StoreState::run(const proto::Request& r, const Clock::time_po
     case Op::kCheck: out.reply.number = semantics::has_all(data_, r.keys); break;
     case Op::kDelete: out.reply.number = semantics::delete_key(data_, key); break;
     case Op::kNumKeys: out.reply.number = semantics::num_keys(data_); break;
-    case Op::kAllGather: return all_gather(r, now);
+    case Op::kAllGather:
+    case Op::kAllGatherMany: return all_gather(r, now);
   }
   return out;
 }
 
 StoreState::Result StoreState::all_gather(const proto::Request& r, const Clock::time_point* now) {
   const std::string& prefix = r.keys[0];
-  std::string bad = semantics::all_gather_error(prefix, r.rank, r.count, r.value.size());
+  std::string bad = proto::check_limits(r);
   if (!bad.empty()) return {error_reply(std::move(bad)), nullptr};
   if (const Bytes* done = data_.find(prefix)) {
     // Complete already (or a key of that name): answered from what is stored.
@@ -97,21 +99,27 @@ StoreState::Result StoreState::all_gather(const proto::Request& r, const Clock::
   return out;
 }
 
-// Adds (or replaces) r's value in g; the reason when it is refused.
+// Adds (or replaces) r's values in g, all or none; the reason when they are
+// refused.
 std::string StoreState::contribute(Gather& g, const proto::Request& r) {
+  std::vector<Part> parts;
+  if (r.op == Op::kAllGather) parts.push_back({r.rank, r.value});
+  for (const auto& c : r.parts) parts.push_back({c.rank, c.value});
   const std::string what = "all-gather at store key '" + r.keys[0].substr(0, 200) + "'";
   if (g.count == 0) g.count = r.count, g.list_bytes = proto::values_list_size(0, 0);
   if (g.count != r.count)
-    return what + ": rank " + std::to_string(r.rank) + " says " + std::to_string(r.count) + " ranks, others said " +
-           std::to_string(g.count);
-  auto old = g.values.find(r.rank);
-  const size_t before = old == g.values.end() ? 0 : 4 + old->second.size();
-  const size_t bytes = g.list_bytes - before + 4 + r.value.size();
+    return what + ": rank " + std::to_string(parts[0].rank) + " says " + std::to_string(r.count) +
+           " ranks, others said " + std::to_string(g.count);
+  size_t bytes = g.list_bytes;
+  for (const auto& [rank, value] : parts) {
+    auto old = g.values.find(rank);
+    bytes = bytes - (old == g.values.end() ? 0 : 4 + old->second.size()) + 4 + value.size();
+  }
   if (bytes > proto::kMaxGatherBytes)
-    return what + ": the value of rank " + std::to_string(r.rank) + " (" + std::to_string(r.value.size()) +
-           " bytes) takes the values over the limit of " + std::to_string(proto::kMaxGatherBytes) + " bytes";
+    return what + ": the value of rank " + std::to_string(parts.back().rank) + " takes the values over the limit of " +
+           std::to_string(proto::kMaxGatherBytes) + " bytes";
   g.list_bytes = bytes;
-  g.values.insert_or_assign(r.rank, r.value);
+  for (const auto& [rank, value] : parts) g.values.insert_or_assign(rank, Bytes(value));
   return {};
 }
 
@@ -176,12 +184,15 @@ size_t StoreState::erase_all_but(const std::string& keep) {
 StoreState::WaiterPtr StoreState::park(const proto::Request& req, int64_t arrival, const Clock::time_point* now) {
   auto w = std::make_shared<Waiter>(req);
   w->arrival = arrival;
-  if (req.op == Op::kAllGather) std::string().swap(w->req.value);  // kept once, in the Gather
-  if (req.op == Op::kBarrier) {
+  if (proto::is_gather(req.op)) {  // the values are kept once, in the Gather
+    std::string().swap(w->req.value);
+    std::vector<proto::Contribution>().swap(w->req.parts);
+  }
+  if (proto::is_barrier(req.op)) {
     auto& b = barriers_[req.keys[0]];
     b.ws.push_back(w);
     b.min_count = std::min(b.min_count, req.count);
-  } else if (req.op == Op::kAllGather) {
+  } else if (proto::is_gather(req.op)) {
     gathers_[req.keys[0]].ws.push_back(w);
   } else {
     for (const auto& k : semantics::missing(data_, req.keys)) waiters_[k].push_back(w);
@@ -197,7 +208,7 @@ void StoreState::unpark(const WaiterPtr& w) {
   if (w->done) return;
   w->done = true;
   deadlines_.erase(w->deadline);  // the server's timer may fire for nothing: harmless
-  if (w->req.op == Op::kBarrier) {
+  if (proto::is_barrier(w->req.op)) {
     auto it = barriers_.find(w->req.keys[0]);
     if (it == barriers_.end()) return;
     auto& v = it->second.ws;
@@ -205,7 +216,7 @@ void StoreState::unpark(const WaiterPtr& w) {
     if (v.empty()) barriers_.erase(it);
     return;
   }
-  if (w->req.op == Op::kAllGather) {
+  if (proto::is_gather(w->req.op)) {
     auto it = gathers_.find(w->req.keys[0]);
     if (it == gathers_.end()) return;
     auto& v = it->second.ws;
@@ -259,14 +270,14 @@ void StoreState::notify(const std::string& key) {
 void StoreState::finish(const WaiterPtr& w, bool timed_out) {
   unpark(w);
   proto::Reply r;
-  if (timed_out && w->req.op == Op::kAllGather) {
+  if (timed_out && proto::is_gather(w->req.op)) {
     r = gather_timeout(w->req);
   } else if (timed_out) {
     r.status = proto::Status::kTimeout;
-    r.keys = w->req.op == Op::kBarrier ? w->req.keys : semantics::missing(data_, w->req.keys);
+    r.keys = proto::is_barrier(w->req.op) ? w->req.keys : semantics::missing(data_, w->req.keys);
   } else if (w->req.op == Op::kGet) {
     if (const Bytes* v = data_.find(w->req.keys[0])) r.value = *v;
-  } else if (w->req.op == Op::kBarrier) {
+  } else if (proto::is_barrier(w->req.op)) {
     r.number = w->arrival;
   }
   answer_(w, r);

@@ -40,7 +40,11 @@ class StoreState {
     // Whom the answer is for (the server's session); the state never looks
     // at it.
     std::weak_ptr<void> owner;
-    int64_t arrival = 0;           // kBarrier: the value this caller's add made
+    // Which store/2 request it is (its reply carries the id); the state
+    // never looks at it either.
+    uint32_t id = 0;
+    bool tagged = false;           // a store/2 request: replied with its id
+    int64_t arrival = 0;           // barriers: the value this caller's add made
     Deadlines::iterator deadline;  // this waiter's entry in deadlines_
     bool done = false;             // answered or cancelled
     explicit Waiter(proto::Request r) : req(std::move(r)) {}
@@ -103,6 +107,10 @@ class StoreState {
     std::vector<WaiterPtr> ws;
   };
   Result all_gather(const proto::Request& r, const Clock::time_point* now);
+  struct Part {
+    int64_t rank;
+    std::string_view value;
+  };
   static std::string contribute(Gather& g, const proto::Request& r);
   Result complete(const std::string& prefix);
   proto::Reply gather_timeout(const proto::Request& req) const;

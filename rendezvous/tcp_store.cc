@@ -29,6 +29,13 @@ TcpStore::TcpStore(std::string host, uint16_t port, std::string token, Millis co
   connect();
 }
 
+TcpStore::TcpStore(StoreDoorPath door, std::string token, Millis connect_timeout)
+    : token_(std::move(token)), door_(std::move(door.path)), connect_timeout_(connect_timeout) {
+  peer_ = "store door at " + door_;
+  std::lock_guard lk(mu_);
+  connect();
+}
+
 TcpStore::~TcpStore() {
   std::lock_guard lk(mu_);
   try {
@@ -77,7 +84,7 @@ void TcpStore::connect_once(const wire::Try& t) {
   inbuf_.clear();
   recv_timeout_ = Millis(-1);  // a new socket has none set
   sock_.close();
-  sock_ = wire::connect_tcp(host_, port_, t.connect_wait);
+  sock_ = door_.empty() ? wire::connect_tcp(host_, port_, t.connect_wait) : wire::connect_unix(door_);
   try {
     wire::ClientHandshake hs(token_, proto::kStoreTag, peer_);
     const auto sent = Clock::now();
@@ -112,7 +119,7 @@ void TcpStore::connect_once(const wire::Try& t) {
 // A port on this host that answers no handshake, or not ours, may be held by
 // another user's program: then say whose it is, and try no more.
 void TcpStore::throw_if_foreign() {
-  if (!wire::is_loopback_host(host_)) return;
+  if (!door_.empty() || !wire::is_loopback_host(host_)) return;
   const std::string holder = wire::foreign_holder(host_, port_, "store");
   if (!holder.empty()) throw AuthError(holder);
 }

@@ -53,10 +53,18 @@ inline constexpr size_t kMaxPendingSets = 256;
 // How long the destructor waits for the answers of outstanding sets.
 inline constexpr Millis kCloseFlushTimeout{1000};
 
+// A host's store door (store_door.h): the AF_UNIX socket at `path`.
+struct StoreDoorPath {
+  std::string path;
+};
+
 class TcpStore : public Store {
  public:
   // Connects now, trying again until connect_timeout (see above).
   TcpStore(std::string host, uint16_t port, std::string token, Millis connect_timeout = kDefaultConnectTimeout);
+  // Connects to a host's store door instead, the same way: the same protocol
+  // and handshake over an AF_UNIX socket.
+  TcpStore(StoreDoorPath door, std::string token, Millis connect_timeout = kDefaultConnectTimeout);
   ~TcpStore() override;
 
   // Sends the set and returns; see "Pipelined sets" above.
@@ -104,7 +112,8 @@ class TcpStore : public Store {
 
   std::shared_ptr<void> hosted_;  // destroyed last
   std::string host_, token_, peer_;
-  uint16_t port_;
+  uint16_t port_ = 0;
+  std::string door_;  // the AF_UNIX path when connected through a store door
   Millis connect_timeout_;
   std::mutex mu_;
   wire::Socket sock_;

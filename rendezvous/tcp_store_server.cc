@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <boost/asio/dispatch.hpp>
@@ -42,6 +43,9 @@ constexpr size_t kReadChunk = 16384;
 // While a session's handling is held up (a parked request, or replies the
 // client is not reading), reading stops once this much input is buffered.
 constexpr size_t kMaxHeldInput = 1u << 20;
+// A store/2 client whose unread replies to parked requests pass this is
+// closed: its parked gets of one large value would otherwise queue a copy each.
+constexpr size_t kMaxUnsentReplies = 256u << 20;
 // Over net.core.somaxconn, so the kernel's cap is what applies.
 constexpr int kListenBacklog = 65535;
 // Connections accepted in one round before their handshakes are served.
@@ -81,6 +85,7 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   size_t nonce_at = 0;
   // Unauthenticated connections per peer, and accept's spare descriptor.
   wire::Admission admission;
+  std::atomic<uint64_t> accepted{0};
 
   Impl(asio::io_context& c, std::string tok)
       : io(c), acceptor(c), token(std::move(tok)), wait_timer(c), hs_timer(c) {}
@@ -130,17 +135,24 @@ struct Session : std::enable_shared_from_this<Session> {
   std::unique_ptr<char[]> in;
   size_t cap = 0, head = 0, tail = 0;
   std::string out;
-  // A reply frame shared with other sessions (an all-gather's list), sent
-  // after `out`; handling waits until it is gone, so replies stay in order.
+  // Bytes shared with other sessions (an all-gather's list: a store/1
+  // reply frame, or a store/2 reply's body whose head is in `out`), sent
+  // after `out`; handling waits until it is gone, so replies stay in order,
+  // and replies made meanwhile (store/2 answers) wait in `behind`.
   std::shared_ptr<const std::string> shared_out;
   size_t shared_at = 0;
-  WaiterPtr parked;  // at most one request is parked
+  std::string behind;
+  WaiterPtr parked;  // at most one store/1 request is parked
+  // Parked store/2 requests by id (at most proto::kMaxParked): they hold
+  // nothing up.
+  std::unordered_map<uint32_t, WaiterPtr> parked2;
   Clock::time_point replied_at{};  // when the last reply was queued
   // Until when the client may take to prove it holds the token: from its
   // accept, and again from our answer, so a server that answers late (a
   // connect storm) does not refuse clients for its own delay.
   Clock::time_point hs_deadline{};
   bool read_waiting = false, write_waiting = false, closing = false, closed = false;
+  bool spoke = false;  // a request came (the log says which protocol the first one spoke)
 
   Session(std::shared_ptr<Impl> s, tcp::socket so, wire::PreAuthSlot sl)
       : srv(std::move(s)), sock(std::move(so)), fd(sock.native_handle()), slot(std::move(sl)) {}
@@ -311,34 +323,69 @@ struct Session : std::enable_shared_from_this<Session> {
     if (head == tail) head = tail = 0;
   }
 
+  // A store/1 request (kRequest) or a store/2 one (kRequest2: led by its id).
   void handle(uint8_t type, std::string_view payload) {
+    if (!spoke && srv->log) srv->note(peer() + (type == proto::kRequest2 ? " is a host's store/2 link" : " is a store/1 client"));
+    spoke = true;
     auto malformed = [&] { return "malformed store request (frame type " + std::to_string(type) + ")"; };
-    if (type != proto::kRequest) return refuse(malformed());
+    if (type != proto::kRequest && type != proto::kRequest2) return refuse(malformed());
+    std::optional<uint32_t> id;
     proto::Request req;
     try {
+      if (type == proto::kRequest2) {
+        auto tagged = proto::split_id(payload);
+        id = tagged.id, payload = tagged.payload;
+      }
       req = proto::decode_request(payload);
     } catch (const RemoteError& e) {
       return refuse(malformed() + ": " + e.what());
     }
-    std::string bad = proto::check_limits(req);
+    std::string bad = id ? id_error(*id) : std::string();
+    if (bad.empty()) bad = proto::check_limits(req);
     if (!bad.empty()) {
       srv->note(peer() + ": " + bad);
-      return reply({proto::Status::kError, bad, 0, {}, nullptr}, req.op);
+      return reply({proto::Status::kError, bad, 0, {}, nullptr}, req.op, id);
     }
     StoreState::Result r = srv->state.execute(req);
-    if (r.parked) {
-      r.parked->owner = weak_from_this();
-      parked = std::move(r.parked);
-      srv->arm_wait_timer();
-      return;
-    }
-    reply(r.reply, req.op);
+    if (r.parked) return park(std::move(r.parked), id);
+    reply(r.reply, req.op, id);
   }
 
-  void reply(const proto::Reply& r, proto::Op op) {
-    if (r.list) shared_out = srv->shared_frame(r, op), shared_at = 0;
-    else wire::append_frame(out, proto::kReply, proto::encode(r, op));
+  // Why a store/2 request with this id is refused ("" when it is not).
+  std::string id_error(uint32_t id) const {
+    if (parked2.count(id)) return "store/2 request id " + std::to_string(id) + " is in use by a parked request";
+    if (parked2.size() >= proto::kMaxParked)
+      return "over " + std::to_string(proto::kMaxParked) + " requests parked on one store/2 connection";
+    return {};
+  }
+
+  void park(WaiterPtr w, std::optional<uint32_t> id) {
+    w->owner = weak_from_this();
+    if (id) w->id = *id, w->tagged = true, parked2.emplace(*id, w);
+    else parked = std::move(w);
+    srv->arm_wait_timer();
+  }
+
+  // Queues r's frame: store/1's in order, store/2's with its id. An
+  // all-gather's list is sent from the one copy every session shares
+  // (framed once for store/1; after a per-session head for store/2), unless
+  // another shared list is on its way out here.
+  void reply(const proto::Reply& r, proto::Op op, std::optional<uint32_t> id = {}) {
     replied_at = Clock::now();
+    if (r.list && !shared_out && id) {
+      out += proto::frame_with_id(proto::kReply2, *id, std::string_view());
+      wire::put_be32(out.data() + out.size() - 4 - wire::kHeaderSize, static_cast<uint32_t>(4 + 1 + r.list->size()));
+      out.push_back(static_cast<char>(proto::Status::kOk));
+      shared_out = r.list, shared_at = 0;
+      return;
+    }
+    if (r.list && !shared_out) {
+      shared_out = srv->shared_frame(r, op), shared_at = 0;
+      return;
+    }
+    std::string& q = shared_out ? behind : out;
+    if (id) q += proto::frame_with_id(proto::kReply2, *id, proto::encode(r, op));
+    else wire::append_frame(q, proto::kReply, proto::encode(r, op));
   }
 
   // Sends a refusal the client can print, then closes. Input not yet
@@ -364,7 +411,7 @@ struct Session : std::enable_shared_from_this<Session> {
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return close(false);
       const size_t sent = n > 0 ? static_cast<size_t>(n) : 0;
       if (!out.empty()) out.erase(0, sent);
-      else if ((shared_at += sent) == shared_out->size()) shared_out.reset(), shared_at = 0;
+      else if ((shared_at += sent) == shared_out->size()) shared_out.reset(), shared_at = 0, out.append(behind), behind.clear();
       if (sent == next.size()) continue;
       write_waiting = true;
       sock.async_wait(tcp::socket::wait_write, [self = shared_from_this()](error_code ec) {
@@ -388,6 +435,8 @@ struct Session : std::enable_shared_from_this<Session> {
     if (closed) return;
     closed = true;
     if (parked) srv->state.cancel(parked), parked.reset();
+    for (const auto& [id, w] : parked2) srv->state.cancel(w);
+    parked2.clear();
     error_code ignored;
     if (ours) sock.shutdown(tcp::socket::shutdown_both, ignored);
     sock.close(ignored);
@@ -445,6 +494,7 @@ void Impl::start_session(wire::Admission::Accepted& a) {
   }
   auto s = std::make_shared<Session>(shared_from_this(), std::move(sock), std::move(a.slot));
   sessions.insert(s);
+  accepted.fetch_add(1, std::memory_order_relaxed);
   s->start();
 }
 
@@ -515,6 +565,16 @@ void Impl::on_wait_timer() {
 void Impl::answer(const WaiterPtr& w, const proto::Reply& r) {
   auto s = std::static_pointer_cast<Session>(w->owner.lock());
   if (!s || s->closed) return;
+  if (w->tagged) {
+    s->parked2.erase(w->id);
+    s->reply(r, w->req.op, w->id);
+    if (s->out.size() + s->behind.size() > kMaxUnsentReplies) {
+      note(s->peer() + " closed: over " + std::to_string(kMaxUnsentReplies >> 20) + " MiB of replies unread");
+      return s->close();
+    }
+    s->flush();
+    return;
+  }
   s->parked.reset();
   s->reply(r, w->req.op);
   s->flush();
@@ -565,6 +625,8 @@ TcpStoreServer::TcpStoreServer(asio::io_context& io, const std::string& bind_hos
 }
 
 TcpStoreServer::~TcpStoreServer() { stop(); }
+
+uint64_t TcpStoreServer::connections_accepted() const { return impl_->accepted.load(std::memory_order_relaxed); }
 
 size_t TcpStoreServer::erase_all_but(const std::string& keep) { return impl_->state.erase_all_but(keep); }
 

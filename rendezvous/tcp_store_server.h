@@ -25,6 +25,7 @@
 // not passed the handshake; over that they are closed as soon as accepted
 // (wire/admission.h), so another user's idle connections cannot take the
 // server's descriptors from the job's ranks.
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -48,6 +49,8 @@ class TcpStoreServer {
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
 
   uint16_t port() const { return port_; }
+  // Connections accepted so far (admitted, authenticated or not). Thread-safe.
+  uint64_t connections_accepted() const;
   // Removes every key that does not start with `keep` (launcher/attempts.h:
   // a restarted job's store). On the server's thread. Returns how many.
   size_t erase_all_but(const std::string& keep);

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/resource.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -129,6 +130,18 @@ Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout) {
   }
   throw TimeoutError("could not connect to " + host + ":" + std::to_string(port) + " within " +
                      std::to_string(timeout.count()) + " ms: " + std::strerror(last_err));
+}
+
+Socket connect_unix(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path)
+    throw IoError("socket path " + path + " is over " + std::to_string(sizeof a.sun_path - 1) + " bytes");
+  std::memcpy(a.sun_path, path.data(), path.size());
+  Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s.valid() || ::connect(s.fd(), reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0)
+    throw IoError("could not connect to " + path + ": " + std::strerror(errno));
+  return s;
 }
 
 void write_all_fd(int fd, std::string_view b) {

@@ -47,6 +47,11 @@ struct UnresolvedHost : IoError {
 // at once when the name does not resolve.
 Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout);
 
+// Connects to the AF_UNIX stream socket at `path`, once (a caller that may
+// find it not there yet retries: wire/client_retry.h). Throws IoError naming
+// the path (no such socket, refused, path too long).
+Socket connect_unix(const std::string& path);
+
 // Writes all of `bytes` to `fd` (stdout, stderr, a pipe or a file), through
 // EINTR and a full non-blocking descriptor; gives up on any other error, for
 // writers that have nowhere to report one (the console, a stall warning).

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # bench/store-scale: N real store clients (about 1,000 per process, over
 # epoll) through a connect storm, one barrier of all N and one all-gather of
-# 64-byte values, against dlaunch's store at N, and side by side with torch
+# 64-byte values, against dlaunch's store at N, its clients connecting
+# directly (mode=dlaunch) and through per-host aggregation (mode=hosts: N/8
+# simulated hosts, each a store door and forwarder in the client processes,
+# one connection each to the server), and side by side with torch
 # 1.13's TCPStore server at 1,024 and 4,096 clients (its barrier and
 # all-gather made as torch makes them: add + wait, and one get per rank).
 # Each configuration runs once (its barrier_s: the median of 5 barriers);
@@ -12,6 +15,8 @@
 #   DLAUNCH_BUILD=build                  the build directory (default: build)
 #   STORE_SCALE_TIMEOUT=60               seconds per client per phase (connect, barrier, all-gather)
 #   STORE_SCALE_TORCH="1024 4096"        torch's client counts ("" for none)
+#   STORE_SCALE_MODES="dlaunch hosts"    dlaunch's modes at N
+#   STORE_SCALE_GATHER=0                 connect and barrier only (allgather_s=0.000)
 # docs/benchmarks.md, "Store at scale", says what each column measures.
 set -euo pipefail
 n=${1:?usage: bench/store-scale/run.sh N}
@@ -21,6 +26,9 @@ bin=${DLAUNCH_BUILD:-$root/build}/bin/store_scale
 timeout_s=${STORE_SCALE_TIMEOUT:-60}
 python=/usr/bin/python3
 torch_ns=${STORE_SCALE_TORCH-1024 4096}
+modes=${STORE_SCALE_MODES-dlaunch hosts}
+gather=""
+[ "${STORE_SCALE_GATHER:-1}" = 0 ] && gather=--no-gather
 if ! "$python" -c 'import torch.distributed' 2>/dev/null; then
   echo "store-scale: no torch for $python (apt-get install python3-torch): torch rows skipped" >&2
   torch_ns=""
@@ -33,7 +41,7 @@ run() {  # mode clients
   # A client that never gets through shows in failed=; the whole run is
   # bounded too, for a server that hangs.
   if out=$(timeout $((8 * timeout_s + 60)) "$bin" --clients "$2" --mode "$1" --timeout-s "$timeout_s" --barriers 5 \
-      --python "$python"); then
+      --python "$python" $gather); then
     lines+=("$out")
   else
     lines+=("store-scale clients=$2 mode=$1 FAILED (exit $?)")
@@ -42,7 +50,8 @@ run() {  # mode clients
 
 for c in $torch_ns; do
   run dlaunch "$c"
+  run hosts "$c"
   run torch "$c"
 done
-case " $torch_ns " in *" $n "*) ;; *) run dlaunch "$n" ;; esac
+case " $torch_ns " in *" $n "*) ;; *) for m in $modes; do run "$m" "$n"; done ;; esac
 printf '%s\n' "${lines[@]}"

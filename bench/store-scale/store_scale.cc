@@ -4,13 +4,14 @@
 // TCPStore server, each in a process of its own. Prints one line:
 //   store-scale clients=N mode=M connect_s=X barrier_s=Y allgather_s=Z failed=F server_conns=C
 //   connect_s    from the start signal until the last client connected (and
-//                passed the token handshake, for dlaunch)
+//                passed the token handshake, for dlaunch; mode=hosts: the
+//                hosts' links to the server are made in it too)
 //   barrier_s    from the signal until the last client left the barrier (the
 //                median of --barriers K barriers, one after another)
 //   allgather_s  the same for the all-gather
 //   failed       clients that failed any phase (they sit out the later ones)
 //   server_conns connections the server held once every client had connected
-// usage: store_scale --clients N --mode dlaunch|torch [--per-process K]
+// usage: store_scale --clients N --mode dlaunch|hosts|torch [--per-process K]
 //                    [--timeout-s T] [--python PATH] [--barriers K] [--no-gather]
 #include <fcntl.h>
 #include <signal.h>
@@ -32,7 +33,13 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+#include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+
 #include "bench/store-scale/storm.h"
+#include "rendezvous/host_store.h"
 #include "rendezvous/tcp_store_server.h"
 #include "wire/handshake.h"
 #include "wire/socket.h"
@@ -42,9 +49,13 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// mode=hosts: clients per simulated host.
+constexpr int kRanksPerHost = 8;
+
 struct Options {
   int clients = 1024;
   StormMode mode = StormMode::kDlaunch;
+  bool hosts = false;  // mode=hosts: through per-host doors
   int per_process = 1000;
   int timeout_s = 120;
   std::string python = "/usr/bin/python3";
@@ -70,11 +81,15 @@ Options parse(int argc, char** argv) {
     else if (a == "--barriers") o.barriers = std::max(1, std::stoi(next()));
     else if (a == "--mode") {
       const std::string m = next();
-      if (m != "dlaunch" && m != "torch") throw std::runtime_error("--mode is dlaunch or torch, not " + m);
+      if (m != "dlaunch" && m != "hosts" && m != "torch")
+        throw std::runtime_error("--mode is dlaunch, hosts or torch, not " + m);
       o.mode = m == "torch" ? StormMode::kTorch : StormMode::kDlaunch;
+      o.hosts = m == "hosts";
     } else throw std::runtime_error("unknown option " + a);
   }
   if (o.clients < 1 || o.per_process < 1) throw std::runtime_error("--clients and --per-process must be >= 1");
+  if (o.hosts && o.per_process % kRanksPerHost != 0)
+    throw std::runtime_error("--per-process must be a multiple of " + std::to_string(kRanksPerHost) + " with --mode hosts");
   return o;
 }
 
@@ -173,6 +188,49 @@ int server_connections(pid_t pid, uint16_t port) {
   return n;
 }
 
+// mode=hosts: the simulated hosts of ranks [first, first + count), each a
+// door and forwarder with its link to the server, on one thread.
+class Hosts {
+ public:
+  Hosts(const StormOptions& so) : so_(so) {}
+  ~Hosts() {
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+    hosts_.clear();
+    std::error_code ignored;
+    std::filesystem::remove_all(so_.door_dir, ignored);
+  }
+  // Makes every host's link and door (the links one after another), then
+  // serves them on a thread of their own.
+  void open() {
+    const int first_host = so_.first_rank / kRanksPerHost;
+    const int last_rank = so_.first_rank + so_.clients;
+    for (int h = first_host; h * kRanksPerHost < last_rank; ++h) {
+      dl::rdzv::ForwarderOptions fo;
+      fo.world_size = so_.world;
+      fo.local_ranks = std::min(kRanksPerHost, so_.world - h * kRanksPerHost);
+      hosts_.push_back(std::make_unique<dl::rdzv::HostStore>(io_, door_path(so_.door_dir, h), so_.host, so_.port,
+                                                             so_.token, fo, so_.connect_timeout));
+    }
+    thread_ = std::thread([this] {
+      auto guard = boost::asio::make_work_guard(io_);
+      io_.run();
+    });
+  }
+
+ private:
+  StormOptions so_;
+  boost::asio::io_context io_;
+  std::vector<std::unique_ptr<dl::rdzv::HostStore>> hosts_;
+  std::thread thread_;
+};
+
+std::string make_door_dir() {
+  char tmpl[] = "/tmp/store-scale-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
 // One process of clients: ranks [first, first + count) of world.
 Child start_clients(const Options& o, uint16_t port, const std::string& token, int first, int count) {
   StormOptions so;
@@ -180,8 +238,11 @@ Child start_clients(const Options& o, uint16_t port, const std::string& token, i
   so.first_rank = first, so.clients = count, so.world = o.clients;
   so.spread_sources = o.clients * (o.mode == StormMode::kTorch ? 2 : 1) > kRanksPerSource;
   so.connect_timeout = so.op_timeout = std::chrono::seconds(o.timeout_s);
+  if (o.hosts) so.door_dir = make_door_dir(), so.ranks_per_door = kRanksPerHost;
   return spawn([so, nice = o.client_nice](int in, int out) {
     if (nice != 0 && ::nice(nice) == -1) std::perror("nice");
+    std::optional<Hosts> hosts;
+    if (!so.door_dir.empty()) hosts.emplace(so);
     Storm storm(so);
     FILE* cmds = ::fdopen(in, "r");
     char buf[512];
@@ -190,7 +251,15 @@ Child start_clients(const Options& o, uint16_t port, const std::string& token, i
       std::string what, key;
       cmd >> what >> key;
       PhaseResult r;
-      if (what == "connect") r = storm.connect();
+      if (what == "connect" && hosts) {
+        try {
+          hosts->open();
+        } catch (const std::exception& e) {
+          r.failed = so.clients, r.first_error = std::string("a host's door: ") + e.what();
+          hosts.reset();
+        }
+      }
+      if (what == "connect" && r.failed == 0) r = storm.connect();
       else if (what == "barrier") r = storm.barrier(key);
       else if (what == "gather") r = storm.all_gather(key);
       else return 0;
@@ -252,7 +321,7 @@ int run(const Options& o) {
   std::fclose(server.from);
   ::waitpid(server.pid, nullptr, 0);
   std::printf("store-scale clients=%d mode=%s connect_s=%.3f barrier_s=%.3f allgather_s=%.3f failed=%d server_conns=%d\n",
-              o.clients, o.mode == StormMode::kTorch ? "torch" : "dlaunch", conn.seconds, bar.seconds, gat.seconds,
+              o.clients, o.hosts ? "hosts" : o.mode == StormMode::kTorch ? "torch" : "dlaunch", conn.seconds, bar.seconds, gat.seconds,
               conn.failed + bar.failed + gat.failed, conns);
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -123,7 +124,19 @@ struct Storm::Impl {
   }
 
   // ---- connect ----
+  int open_door_socket(const Client& c) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    const std::string path = door_path(o.door_dir, c.rank / o.ranks_per_door);
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno != EINPROGRESS)
+      return ::close(fd), -1;
+    return fd;
+  }
+
   int open_socket(const Client& c) {
+    if (!o.door_dir.empty()) return open_door_socket(c);
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     const int one = 1;

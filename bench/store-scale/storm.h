@@ -6,7 +6,8 @@
 //   - dlaunch: the store protocol (rendezvous/store_protocol.h) after the
 //     token handshake; a refused, reset or unanswered try is tried again
 //     with the TcpStore client's pauses and waits (wire/client_retry.h).
-//     Barrier and all-gather are one request each.
+//     Barrier and all-gather are one request each. Through hosts' doors
+//     (door_dir), the same protocol over AF_UNIX.
 //   - torch: torch 1.13's TCPStore wire protocol (no handshake; two
 //     connections per client, as its TCPStore opens a callback connection
 //     beside the main one). A refused or reset connect is tried again after
@@ -41,7 +42,15 @@ struct StormOptions {
   Millis connect_timeout{60000};  // per client, all tries together
   Millis op_timeout{60000};       // per barrier or all-gather
   size_t value_size = 64;
+  // dlaunch mode through hosts' store doors (rendezvous/host_store.h): when
+  // set, rank r connects to the AF_UNIX socket door_path(door_dir, r / ranks_per_door)
+  // instead of host:port.
+  std::string door_dir;
+  int ranks_per_door = 8;
 };
+
+// The door of simulated host h under dir.
+inline std::string door_path(const std::string& dir, int h) { return dir + "/host-" + std::to_string(h) + ".sock"; }
 
 inline constexpr int kRanksPerSource = 12000;
 

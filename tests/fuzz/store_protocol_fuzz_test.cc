@@ -40,7 +40,7 @@ bool decode_reply(std::string_view in) {
   const proto::Reply* r = decoded(got);
   if (r) (void)proto::encode(*r, static_cast<proto::Op>(in[0]));
   // An all-gather's body is a values list the client decodes in turn.
-  if (r && r->status == proto::Status::kOk && static_cast<proto::Op>(in[0]) == proto::Op::kAllGather)
+  if (r && r->status == proto::Status::kOk && proto::is_gather(static_cast<proto::Op>(in[0])))
     (void)proto::decode_values(r->value);
   return r != nullptr;
 }
@@ -69,6 +69,10 @@ TEST_CASE("fuzz: store protocol request decoder refuses malformed requests and r
   barrier.count = 4;
   proto::Request gather = request(Op::kAllGather, {"nccl/ids"}, "0123456789abcdef", 30000);
   gather.rank = 2, gather.count = 8;
+  proto::Request weighted = request(Op::kBarrierWeighted, {"barrier/1"}, {}, 30000);
+  weighted.count = 64, weighted.weight = 8;
+  proto::Request many = request(Op::kAllGatherMany, {"hosts"}, {}, 30000);
+  many.count = 16, many.parts = {{3, "node3"}, {0, ""}, {9, std::string(40, 'v')}};
   const std::vector<std::string> seeds = {
       proto::encode(request(Op::kSet, {"rank/0/addr"}, "10.0.0.1:29500")),
       proto::encode(request(Op::kGet, {"rank/1/addr"}, {}, 5000)),
@@ -80,6 +84,8 @@ TEST_CASE("fuzz: store protocol request decoder refuses malformed requests and r
       proto::encode(request(Op::kNumKeys, {})),
       proto::encode(barrier),
       proto::encode(gather),
+      proto::encode(weighted),
+      proto::encode(many),
   };
   FuzzOptions opt;
   opt.seed = 0x5707e;
@@ -107,6 +113,8 @@ TEST_CASE("fuzz: store protocol reply decoder refuses malformed replies", "[fuzz
       reply_input(Op::kAdd, reply(Status::kOk, {}, -1)),
       reply_input(Op::kNumKeys, reply(Status::kOk, {}, 12)),
       reply_input(Op::kBarrier, reply(Status::kOk, {}, 3)),
+      reply_input(Op::kBarrierWeighted, reply(Status::kOk, {}, 24)),
+      reply_input(Op::kAllGatherMany, reply(Status::kOk, proto::encode_values({"x", ""}), 0)),
       reply_input(Op::kAllGather, reply(Status::kOk, proto::encode_values({"a", "bb", ""}), 0)),
       reply_input(Op::kCheck, reply(Status::kOk, {}, 1)),
       reply_input(Op::kDelete, reply(Status::kOk, {}, 0)),
@@ -118,4 +126,30 @@ TEST_CASE("fuzz: store protocol reply decoder refuses malformed replies", "[fuzz
   opt.iterations = 400000;
   opt.max_len = 512;
   fuzz_decoder("store reply", decode_reply, seeds, opt);
+}
+
+// store/2 frames: a request id, then a store/1 request. What a server takes
+// must frame back to the same bytes.
+bool decode_request2(std::string_view in) {
+  const proto::Tagged t = proto::split_id(in);
+  if (!decode_request(t.payload)) return false;
+  const std::string framed = proto::frame_with_id(proto::kRequest2, t.id, t.payload);
+  if (framed.substr(5) != in) throw FuzzFailure("store/2 request does not frame back to its bytes");
+  return true;
+}
+
+TEST_CASE("fuzz: store/2 request frames refuse malformed ids and requests", "[fuzz][rendezvous]") {
+  using proto::Op;
+  proto::Request many = request(Op::kAllGatherMany, {"ids"}, {}, 1000);
+  many.count = 8, many.parts = {{1, "a"}, {7, "bb"}};
+  const std::vector<std::string> seeds = {
+      proto::frame_with_id(proto::kRequest2, 1, proto::encode(request(Op::kGet, {"k"}, {}, 5000))).substr(5),
+      proto::frame_with_id(proto::kRequest2, 0xffffffffu, proto::encode(many)).substr(5),
+  };
+  FuzzOptions opt;
+  opt.seed = 0x57072;
+  opt.iterations = 200000;
+  opt.max_len = 256;
+  const FuzzStats st = fuzz_decoder("store/2 request", decode_request2, seeds, opt);
+  CHECK(st.accepted > st.runs / 100);
 }

@@ -326,3 +326,40 @@ TEST_CASE("state: clearing the store for a restart drops the all-gathers outside
   CHECK(h.now(gather("attempt1/g", 1, 2, "b")).list);
   h.parks(gather("old/g", 1, 2, "b"));
 }
+
+TEST_CASE("store state: a weighted barrier adds its weight and answers with its last arrival", "[rendezvous]") {
+  Harness h;
+  Request w{Op::kBarrierWeighted, {"b"}, {}, {}, 1000};
+  w.count = 5, w.weight = 3;
+  auto parked = h.parks(w);
+  CHECK(h.parks(barrier("b", 5))->arrival == 4);
+  CHECK(h.now(barrier("b", 5)).number == 5);
+  REQUIRE(h.answers.size() == 2);
+  CHECK(h.answers[0].first == parked);
+  CHECK(h.answers[0].second.number == 3);
+  w.weight = 0;
+  CHECK(h.now(w).status == Status::kError);
+}
+
+TEST_CASE("store state: an all-gather of several ranks' values is taken whole or refused whole", "[rendezvous]") {
+  Harness h;
+  auto single = [](int64_t rank, std::string value) {
+    Request r{Op::kAllGather, {"g"}, std::move(value), {}, 1000};
+    r.rank = rank, r.count = 3;
+    return r;
+  };
+  Request many{Op::kAllGatherMany, {"g"}, {}, {}, 1000};
+  many.count = 3;
+  h.parks(single(1, std::string(proto::kMaxGatherBytes - 100, 'b')));
+  many.parts = {{0, "a"}, {2, std::string(200, 'c')}};
+  CHECK(h.now(many).status == Status::kError);  // the list would pass its limit
+  h.parks(single(2, "c"));  // parks: rank 0's value of the refused request was not kept
+  many.parts = {{0, "a"}};
+  auto done = h.now(many);
+  REQUIRE(done.list);
+  const auto values = proto::decode_values(*done.list);
+  REQUIRE(values.size() == 3);
+  CHECK(values[0] == "a");
+  CHECK(values[2] == "c");
+  CHECK(h.answers.size() == 2);
+}
