@@ -130,10 +130,14 @@ struct Victim {
     return dl::it::wait(child, 90);
   }
   // Temp dirs the agent made (dlaunch-<pid>-...): made only when libpmix starts.
+  // The agent's PMIx temp dirs ($TMPDIR/dlaunch-<pid>-<hex>; its store
+  // door's, dlaunch-<pid>-store-<hex>, is not libpmix's).
   int agent_temp_dirs() const {
     int n = 0;
-    for (auto& e : std::filesystem::directory_iterator(dir))
-      if (e.path().filename().string().rfind("dlaunch-", 0) == 0) ++n;
+    for (auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("dlaunch-", 0) == 0 && name.find("-store-") == std::string::npos) ++n;
+    }
     return n;
   }
 };
