@@ -26,6 +26,7 @@
 #include "control/protocol.h"
 #include "errors/error.h"
 #include "launcher/job.h"
+#include "tests/launcher/stderr_capture.h"
 #include "wire/handshake.h"
 #include "wire/socket.h"
 
@@ -72,36 +73,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Redirects fd 2 into a temporary file while it lives (the Job writes its
-// verdict there with write(2)); text() restores fd 2 and returns what was written.
-class StderrCapture {
- public:
-  StderrCapture() : file_(std::tmpfile()), saved_(::dup(2)) {
-    REQUIRE(file_);
-    REQUIRE(saved_ >= 0);
-    std::fflush(stderr);
-    ::dup2(::fileno(file_), 2);
-  }
-  ~StderrCapture() { text(); }
-  std::string text() {
-    if (saved_ >= 0) {
-      std::fflush(stderr);
-      ::dup2(saved_, 2);
-      ::close(saved_);
-      saved_ = -1;
-      std::rewind(file_);
-      char buf[4096];
-      for (size_t n; (n = std::fread(buf, 1, sizeof buf, file_)) > 0;) text_.append(buf, n);
-      std::fclose(file_);
-    }
-    return text_;
-  }
-
- private:
-  FILE* file_;
-  int saved_;
-  std::string text_;
-};
 
 // ---- per-node mode's peers, as a test sees them ----------------------------
 

@@ -17,6 +17,7 @@
 #include "control/protocol.h"
 #include "errors/error.h"
 #include "launcher/job.h"
+#include "tests/launcher/stderr_capture.h"
 #include "wire/frame.h"
 
 using namespace dl::launcher;
@@ -140,32 +141,6 @@ hf::Placement two_hosts() {
   return hf::place({a, b}, {});
 }
 
-// Redirects fd 2 into a temporary file while it lives; text() restores it.
-class StderrCapture {
- public:
-  StderrCapture() : file_(std::tmpfile()), saved_(::dup(2)) {
-    std::fflush(stderr);
-    ::dup2(::fileno(file_), 2);
-  }
-  ~StderrCapture() { text(); }
-  std::string text() {
-    if (saved_ >= 0) {
-      ::dup2(saved_, 2);
-      ::close(saved_);
-      saved_ = -1;
-      std::rewind(file_);
-      char buf[4096];
-      for (size_t n; (n = std::fread(buf, 1, sizeof buf, file_)) > 0;) text_.append(buf, n);
-      std::fclose(file_);
-    }
-    return text_;
-  }
-
- private:
-  FILE* file_;
-  int saved_;
-  std::string text_;
-};
 
 // A Job with recorders for its links and starter, started; every step is the
 // test's call followed by running what became due.
