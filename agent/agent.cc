@@ -183,7 +183,9 @@ void Agent::launch(msg::Launch incoming) {
   std::vector<msg::RankSpec> ranks = std::move(incoming.ranks);
   incoming.ranks.clear();
   launch_ = std::move(incoming);
-  if (!ranks.empty()) store_door_.open_for(launch_->env, ranks.size());
+  // A door combines several ranks' traffic; a host of one rank has nothing
+  // to combine, and its launch does not wait for the door's link.
+  if (ranks.size() > 1) store_door_.open_for(launch_->env, ranks.size());
   const msg::Launch& m = *launch_;
   if (!ranks.empty() && !error_files_) {
     if (!py_dir_) py_dir_ = std::make_unique<PythonDir>();
