@@ -13,6 +13,7 @@
 #include <system_error>
 #include <thread>
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <ctime>
 
@@ -273,12 +274,32 @@ void OutputSink::end_open_line(std::optional<OpenLine>& open) {
   open.reset();
 }
 
+bool OutputSink::write_file(Key key, std::string_view bytes) {
+  const int fd = file_for(key.first, key.second);
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string path = files_path() + "/rank." + std::to_string(key.first) + "/" + stream_file(key.second);
+      write_fully(2, "dlaunch: warning: rank " + std::to_string(key.first) + "'s " + stream_file(key.second) +
+                         " file " + path + " cannot be written (" + std::strerror(errno) +
+                         "); from here on that output goes to this console\n");
+      failed_files_.insert(key);
+      return false;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
 void OutputSink::write(int rank, int stream, std::string_view bytes) {
   if (opts_.merge_stderr) stream = 1;
-  const Route r = route(opts_, rank, stream);
-  if (r.file) write_fully(file_for(rank, stream), bytes);
-  if (!r.console || bytes.empty()) return;
   const Key key{rank, stream};
+  Route r = route(opts_, rank, stream);
+  if (failed_files_.count(key)) r.file = false, r.console = true;
+  // A chunk whose write failed is shown whole (a part of it may be in the file too).
+  if (r.file && !write_file(key, bytes)) r.console = true;
+  if (!r.console || bytes.empty()) return;
   auto it = held_.find(key);
   if (const size_t last_nl = bytes.rfind('\n'); last_nl != std::string_view::npos) {
     if (it == held_.end()) {

@@ -69,7 +69,11 @@ class OutputSink {
   // option and the path it refuses. Other ranks' files are made when their
   // first bytes come.
   void make_files(const std::vector<int>& ranks);
-  // stream: 1 = stdout, 2 = stderr.
+  // stream: 1 = stdout, 2 = stderr. A file that cannot be written (its disk
+  // full, its file system gone read-only, `ulimit -f`) is said once on
+  // dlaunch's stderr, naming the rank, the file and why, and from then on
+  // that stream goes to the console instead: the job goes on (a full log
+  // disk is no reason to end a training run), and no output is lost unseen.
   void write(int rank, int stream, std::string_view bytes);
   // A rank started after the job's (MPI_Comm_spawn): its host and the name
   // its tag shows in place of the number ("[spawn1:0@node1] ").
@@ -130,6 +134,9 @@ class OutputSink {
   int attempt_ = 0;
   std::set<Key> made_;  // files make_files emptied, not yet opened again
   std::map<Key, int> files_;
+  std::set<Key> failed_files_;  // written to the console instead (write's note)
+  // Writes `bytes` to the key's file; false (after saying why) when it cannot.
+  bool write_file(Key key, std::string_view bytes);
 };
 
 // write(2) until done, waiting out EAGAIN; errors (a closed pipe) are dropped.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "tests/integration/run_command.h"
@@ -144,6 +145,50 @@ TEST_CASE("dlaunch --output-filename writes one stdout and stderr file per rank"
     CHECK(read_file(d + "/stdout") == "out-" + std::to_string(rank) + "\n");
     CHECK(read_file(d + "/stderr") == "err-" + std::to_string(rank) + "\n");
   }
+}
+
+// A disk that fills up under --output-filename (a 64 KiB tmpfs): each rank's
+// file stops at the limit, dlaunch says once per file which rank, which file
+// and why, the rest goes to the console, and the job ends as its ranks did.
+TEST_CASE("dlaunch --output-filename on a disk that fills up: said once per file, the rest on the console, the job goes on",
+          "[integration]") {
+  if (::geteuid() != 0) {
+    WARN("needs root to mount a small tmpfs");
+    return;
+  }
+  TempDir tmp;
+  const std::string mnt = tmp.path + "/small";
+  REQUIRE(std::system(("mkdir -p " + mnt + " && mount -t tmpfs -o size=64k tmpfs " + mnt).c_str()) == 0);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { (void)std::system(("umount " + path).c_str()); }
+  } unmount{mnt};
+  RunSpec s;
+  // 2 ranks x 80,000 bytes of numbered lines: more than the 64 KiB disk holds.
+  s.argv = {bin("dlaunch"), "-n", "2", "--output-filename", mnt + "/out", "/bin/sh", "-c",
+            "i=0; while [ $i -lt 1000 ]; do printf 'rank-%s-line-%04d-%060d\\n' $RANK $i 0; i=$((i+1)); done"};
+  RunResult r = run(s);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string file = mnt + "/out/rank." + std::to_string(rank) + "/stdout";
+    const std::string written = read_file(file);
+    const std::string last = "rank-" + std::to_string(rank) + "-line-0999-";
+    // The last line did not fit in the file: it is on the console, and the file's failure was said once.
+    CHECK(written.find(last) == std::string::npos);
+    CHECK(r.out.find(last) != std::string::npos);
+    const std::string said = "rank " + std::to_string(rank) + "'s stdout file " + file + " cannot be written (No space left on device)";
+    CHECK(r.err.find(said) != std::string::npos);
+    CHECK(r.err.find(said, r.err.find(said) + 1) == std::string::npos);
+  }
+  // Every line is somewhere: in its file or on the console (a chunk whose write failed may be in both).
+  for (int rank = 0; rank < 2; ++rank)
+    for (int i = 0; i < 1000; i += 37) {
+      char line[64];
+      std::snprintf(line, sizeof line, "rank-%d-line-%04d-", rank, i);
+      const std::string file = read_file(mnt + "/out/rank." + std::to_string(rank) + "/stdout");
+      CHECK((file.find(line) != std::string::npos || r.out.find(line) != std::string::npos));
+    }
 }
 
 TEST_CASE("dlaunch --timestamp-output puts a time before each line", "[integration]") {
