@@ -1,5 +1,7 @@
 // dlaunch: the command. Dispatches through the subcommand table and turns
 // every error into one "dlaunch: error: ..." line and its exit code.
+#include <signal.h>
+
 #include <iostream>
 #include <optional>
 #include <string>
@@ -28,6 +30,11 @@ int dispatch(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   dl::wire::open_standard_descriptors();
   dl::wire::raise_descriptor_limit();
+  // Under `ulimit -f`, a write past the limit would kill dlaunch (SIGXFSZ's
+  // default) mid-job; ignored, it fails with EFBIG, and an output file that
+  // cannot grow is said and its output shown instead (launcher/output_sink.h).
+  // Ranks start with every signal at its default (agent/rank_process.cc).
+  ::signal(SIGXFSZ, SIG_IGN);
 #if DLAUNCH_IN_PROCESS_AGENT
   // A local job's agent is forked from dlaunch and runs this (remote/early_agent.h).
   dl::remote::set_in_process_agent(&dl::agent::agent_main, argv, &dl::agent::agent_get_ready);

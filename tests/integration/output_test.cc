@@ -191,6 +191,23 @@ TEST_CASE("dlaunch --output-filename on a disk that fills up: said once per file
     }
 }
 
+// Under `ulimit -f` (here 16 KiB) a file that reaches the limit is said and
+// its output shown instead; dlaunch is not killed by SIGXFSZ.
+TEST_CASE("dlaunch --output-filename under ulimit -f: the file that reaches the limit is said, dlaunch goes on",
+          "[integration]") {
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {"/bin/sh", "-c",
+            "ulimit -f 32 && exec \"$0\" -n 1 --output-filename \"$1\" /bin/sh -c "
+            "'i=0; while [ $i -lt 400 ]; do printf \"line-%04d-%060d\\\\n\" $i 0; i=$((i+1)); done'",
+            bin("dlaunch"), tmp.path + "/out"};
+  RunResult r = run(s);
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.err, Catch::Contains("rank 0's stdout file") && Catch::Contains("File too large"));
+  CHECK(r.out.find("line-0399-") != std::string::npos);
+}
+
 TEST_CASE("dlaunch --timestamp-output puts a time before each line", "[integration]") {
   RunSpec s;
   s.argv = {bin("dlaunch"), "-n", "1", "--timestamp-output", "--tag-output", "/bin/echo", "hello"};
