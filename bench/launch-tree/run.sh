@@ -17,7 +17,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "${DLAUNCH_BIN:-$here/../../build/bin}" && pwd)
-K=${1:?usage: bench/launch-tree/run.sh K [RANKS_PER_HOST]}
+[ $# -ge 1 ] && [ $# -le 2 ] || { echo "usage: bench/launch-tree/run.sh K [RANKS_PER_HOST]" >&2; exit 2; }
+K=$1
 R=${2:-1}
 runs=${RUNS:-3}
 [[ $K =~ ^[0-9]+$ && $R =~ ^[0-9]+$ && $K -ge 1 && $R -ge 1 ]] || { echo "bench: K and RANKS_PER_HOST are positive integers" >&2; exit 2; }
