@@ -4,6 +4,8 @@
 // (bench/launch-tree) stands on what these tests check.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+
 #include <map>
 #include <regex>
 #include <set>
@@ -89,4 +91,17 @@ TEST_CASE("sim: --launcher sim without DLAUNCH_SIM=1 is refused naming the varia
     CHECK(r.err.find("--launcher takes") == std::string::npos);
   }
   CHECK(wait_marked_gone(m, 5).empty());
+}
+
+TEST_CASE("sim: dlaunch killed by SIGKILL leaves no simulated host's agent or rank behind", "[integration][sim]") {
+  const std::string m = new_marker();
+  Child c = start(sim_run(sim_hosts(m, 3, 2), {"/bin/sh", "-c", "sleep \"$0\"; echo survived", m}));
+  ChildGuard guard{c, m};
+  // 3 agents (their --sim-host names carry the marker) and 6 ranks' shells and sleeps.
+  REQUIRE(wait_marked(m, 3 + 6 + 6, 60, c.pid).size() >= 3 + 6 + 6);
+  ::kill(c.pid, SIGKILL);
+  RunResult r = wait(c, 10);
+  CHECK(r.signal == SIGKILL);
+  CHECK(wait_marked_gone(m, 10).empty());
+  CHECK(r.out.find("survived") == std::string::npos);
 }
