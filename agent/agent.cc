@@ -84,10 +84,12 @@ int Agent::run() {
   msg::Hello hello;
   hello.version = DLAUNCH_VERSION;
   hello.node = a.node;
-  hello.host = host_name();
+  // A simulated host (--sim-host) is its own machine to the launcher's
+  // same-machine check.
+  hello.host = a.sim_host.empty() ? host_name() : a.sim_host;
   hello.pid = static_cast<int>(::getpid());
   hello.free_port = wire::free_tcp_port();
-  hello.machine = machine::machine_identity();
+  hello.machine = machine::machine_identity() + (a.sim_host.empty() ? "" : "/sim:" + a.sim_host);
   if (a.detect_gpus) machine::report_gpus(machine::detect_gpus(a.gpus_per_node), hello);
   hello.pmix = MpiSide::available();
   if (a.cpu_topology) {

@@ -22,6 +22,7 @@ constexpr const char* kGpusPerNode = "gpus-per-node";
 constexpr const char* kNoGpuBind = "no-gpu-bind";
 constexpr const char* kNoPmix = "no-pmix";
 constexpr const char* kCpuTopology = "cpu-topology";
+constexpr const char* kSimHost = "sim-host";
 
 // Each option: its name, whether it takes a value, and its help line.
 struct Option {
@@ -38,6 +39,7 @@ constexpr Option kOptions[] = {
     {kNoGpuBind, false, "do not detect GPUs; leave CUDA_VISIBLE_DEVICES alone"},
     {kNoPmix, false, "do not start a PMIx server ahead of the launch (--mpi none)"},
     {kCpuTopology, false, "report cores and NUMA nodes in the hello (--bind-to)"},
+    {kSimHost, true, "NAME: stand for the simulated host NAME (--launcher sim, tests only)"},
     {"version", false, "print the version and exit"},
     {"help", false, "print this help and exit"},
 };
@@ -76,6 +78,7 @@ std::vector<std::string> to_argv(const AgentArgs& a) {
   if (!a.detect_gpus) v.push_back(flag(kNoGpuBind));
   if (!a.prepare_pmix) v.push_back(flag(kNoPmix));
   if (a.cpu_topology) v.push_back(flag(kCpuTopology));
+  if (!a.sim_host.empty()) v.insert(v.end(), {flag(kSimHost), a.sim_host});
   return v;
 }
 
@@ -138,6 +141,8 @@ ParsedAgentArgs parse_agent_args(const std::vector<std::string>& argv) {
   a.detect_gpus = switches.count(kNoGpuBind) == 0;
   a.prepare_pmix = switches.count(kNoPmix) == 0;
   a.cpu_topology = switches.count(kCpuTopology) > 0;
+  if (has(kSimHost)) a.sim_host = values[kSimHost];
+  if (has(kSimHost) && a.sim_host.empty()) throw UsageError("--sim-host needs a host name");
   return out;
 }
 

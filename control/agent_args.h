@@ -25,6 +25,10 @@ struct AgentArgs {
   bool detect_gpus = true;     // false: --no-gpu-bind
   bool prepare_pmix = true;    // false: --no-pmix (no PMIx server warming up beside the ranks)
   bool cpu_topology = false;   // --cpu-topology: report cores and NUMA nodes in the hello
+  // --sim-host NAME: the test bed's simulated host (--launcher sim): the hello
+  // names NAME as the host and a machine identity of its own, so several
+  // agents on one machine stand for distinct hosts. Never for a real job.
+  std::string sim_host;
 };
 
 // The arguments after the program name, e.g. {"--connect", "10.0.0.1:4000", "--node", "2", "--no-pmix"}

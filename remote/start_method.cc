@@ -2,8 +2,10 @@
 
 #include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 #include "errors/error.h"
+#include "remote/sim_starter.h"
 #include "remote/slurm_starter.h"
 
 namespace dl::remote {
@@ -17,20 +19,27 @@ struct Method {
   Factory make;          // nullptr: a known name this build has not got
   bool runs_program;     // --launcher-exec replaces its program
   bool forks_local;      // the local node's agent is dlaunch's child (make_local_starter), not srun's
+  bool test_only;        // the test bed's (refused without DLAUNCH_SIM=1, left out of the lists users see)
 };
 
 // The start methods; a known name with a null factory would be one this build
 // has not got.
 const Method kMethods[] = {
-    {"libssh", make_process_starter, false, true},
-    {"ssh", make_openssh_starter, true, true},
-    {"slurm", make_slurm_starter, true, false},
+    {"libssh", make_process_starter, false, true, false},
+    {"ssh", make_openssh_starter, true, true, false},
+    {"slurm", make_slurm_starter, true, false, false},
+    {"sim", make_sim_starter, false, true, true},
 };
 
 const Method* find(const std::string& name) {
   for (const auto& m : kMethods)
     if (name == m.name) return &m;
   return nullptr;
+}
+
+const char* getenv_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
 }
 
 std::string known_list() {
@@ -42,7 +51,8 @@ std::string known_list() {
 
 std::vector<std::string> start_method_names() {
   std::vector<std::string> out;
-  for (const auto& m : kMethods) out.push_back(m.name);
+  for (const auto& m : kMethods)
+    if (!m.test_only) out.push_back(m.name);
   out.push_back("auto");
   return out;
 }
@@ -63,6 +73,9 @@ std::string resolve_start_method(const std::string& asked, const std::string& sl
   if (!m->make)
     throw UsageError("--launcher " + method + " is not built into this dlaunch; use --launcher libssh" +
                      std::string(slurm_job_id.empty() ? "" : " or slurm"));
+  if (m->test_only && std::string_view(getenv_or_empty(kSimEnv)) != "1")
+    throw UsageError("--launcher " + method + " simulates hosts on this machine for dlaunch's own tests and benches, "
+                     "not for jobs: it runs only with " + kSimEnv + "=1 in the environment");
   if (method == "slurm" && slurm_job_id.empty())
     throw UsageError("--launcher slurm starts agents with srun inside a Slurm job, but SLURM_JOB_ID is unset: run "
                      "dlaunch inside salloc or sbatch, or use --launcher libssh");

@@ -10,10 +10,10 @@ namespace control = dl::control;
 TEST_CASE("agent args: every option survives to_argv and parse", "[control]") {
   control::AgentArgs a;
   a.connect_host = "10.1.2.3", a.connect_port = 4242, a.node = 7, a.gpus_per_node = 4;
-  a.detect_gpus = false, a.prepare_pmix = false, a.cpu_topology = true;
+  a.detect_gpus = false, a.prepare_pmix = false, a.cpu_topology = true, a.sim_host = "sim-b";
   const auto argv = control::to_argv(a);
   CHECK(argv == std::vector<std::string>{"--connect", "10.1.2.3:4242", "--node", "7", "--gpus-per-node", "4",
-                                         "--no-gpu-bind", "--no-pmix", "--cpu-topology"});
+                                         "--no-gpu-bind", "--no-pmix", "--cpu-topology", "--sim-host", "sim-b"});
   const auto p = control::parse_agent_args(argv);
   CHECK_FALSE(p.version);
   CHECK(p.args.connect_host == "10.1.2.3");
@@ -23,6 +23,7 @@ TEST_CASE("agent args: every option survives to_argv and parse", "[control]") {
   CHECK_FALSE(p.args.detect_gpus);
   CHECK_FALSE(p.args.prepare_pmix);
   CHECK(p.args.cpu_topology);
+  CHECK(p.args.sim_host == "sim-b");
 }
 
 TEST_CASE("agent args: defaults and IPv6 addresses", "[control]") {
@@ -36,6 +37,7 @@ TEST_CASE("agent args: defaults and IPv6 addresses", "[control]") {
   CHECK(p.args.detect_gpus);
   CHECK(p.args.prepare_pmix);
   CHECK_FALSE(p.args.cpu_topology);
+  CHECK(p.args.sim_host.empty());
 }
 
 TEST_CASE("agent args: bad command lines are usage errors that name the option", "[control]") {

@@ -3,7 +3,11 @@
 // srun runs in tests/slurm.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "errors/error.h"
+#include "remote/sim_starter.h"
 #include "remote/slurm_starter.h"
 #include "remote/start_method.h"
 
@@ -93,4 +97,31 @@ TEST_CASE("start method: libssh and ssh fork the local node's agent, slurm's sru
   CHECK(remote::forks_local_agent("ssh"));
   CHECK_FALSE(remote::forks_local_agent("slurm"));
   CHECK_FALSE(remote::forks_local_agent("auto"));  // resolved names only
+}
+
+TEST_CASE("start method: sim runs only with DLAUNCH_SIM=1 and is in no list users see", "[remote][sim]") {
+  const char* before = std::getenv(remote::kSimEnv);
+  const std::string saved = before ? before : "";
+  ::unsetenv(remote::kSimEnv);
+  CHECK_THROWS_WITH(remote::resolve_start_method("sim", ""),
+                    Catch::Contains("not for jobs") && Catch::Contains("DLAUNCH_SIM=1"));
+  ::setenv(remote::kSimEnv, "yes", 1);
+  CHECK_THROWS_AS(remote::resolve_start_method("sim", ""), dl::UsageError);
+  ::setenv(remote::kSimEnv, "1", 1);
+  CHECK(remote::resolve_start_method("sim", "") == "sim");
+  CHECK(remote::forks_local_agent("sim"));
+  if (before) ::setenv(remote::kSimEnv, saved.c_str(), 1);
+  else ::unsetenv(remote::kSimEnv);
+  const auto names = remote::start_method_names();
+  CHECK(std::find(names.begin(), names.end(), "sim") == names.end());
+}
+
+TEST_CASE("sim starter: each node's own loopback address, never the launcher's 127.0.0.1", "[remote][sim]") {
+  CHECK(remote::sim_address(0) == "127.0.0.2");
+  CHECK(remote::sim_address(253) == "127.0.0.255");
+  CHECK(remote::sim_address(254) == "127.0.1.0");
+  CHECK(remote::sim_address(1023) == "127.0.4.1");
+  CHECK(remote::sim_address(0xfffffe - 2) == "127.255.255.254");
+  CHECK_THROWS_AS(remote::sim_address(0xfffffe - 1), dl::UsageError);
+  CHECK_THROWS_AS(remote::sim_address(-1), dl::UsageError);
 }
