@@ -147,7 +147,7 @@ MpiServe msg::MpiSection::served() const {
   if (!serve) return MpiServe::kPmix;  // the field's default
   for (MpiServe s : {MpiServe::kPmix, MpiServe::kPmi, MpiServe::kPmixAndPmi, MpiServe::kRefuse})
     if (*serve == serve_word(s)) return s;
-  throw ProtocolError("'launch' message: field 'mpi.serve' is '" + *serve + "', which this agent does not know");
+  throw ProtocolError("'launch' message: field 'mpi.serve' is '" + *serve + "', which this agent does not know: install the same dlaunch on every host");
 }
 
 FromAgent decode_from_agent(std::string_view text) { return decode<FromAgent>(text, "agent"); }

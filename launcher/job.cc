@@ -48,9 +48,14 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, JobParts parts)
   }
   for (const auto& r : plan_.ranks) nodes_.at(static_cast<size_t>(r.node)).ranks.push_back(r.rank);
   std::vector<int> ours;
-  for (auto& n : nodes_)
-    if (!n.ours()) fate_.not_ours(n.ranks);
-    else ours.insert(ours.end(), n.ranks.begin(), n.ranks.end());
+  for (auto& n : nodes_) {
+    if (!n.ours()) {
+      fate_.not_ours(n.ranks);
+      continue;
+    }
+    ours.insert(ours.end(), n.ranks.begin(), n.ranks.end());
+    ++own_nodes_;
+  }
   // The files and report paths are checked before anything starts: a
   // refusal is a usage error (exit 2), not a job lost after launch.
   sink_->make_files(ours);
@@ -62,12 +67,6 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, JobParts parts)
 Job::~Job() {
   output_.reset();
   if (starter_) starter_->stop(0);
-}
-
-int Job::own_nodes() const {
-  int k = 0;
-  for (auto& n : nodes_) k += n.ours() ? 1 : 0;
-  return k;
 }
 
 void Job::log(const std::string& line) {
@@ -191,8 +190,6 @@ std::string Job::on_hello(const msg::Hello& m) {
   return "";
 }
 
-
-
 void Job::on_message(int node, const control::FromAgent& m) {
   Node& n = nodes_.at(static_cast<size_t>(node));
   auto own = [&](int rank) {
@@ -292,7 +289,6 @@ void Job::teardown(int grace_ms) {
   });
 }
 
-
 // Nothing runs yet: tell connected agents to leave, then stop.
 void Job::abort_before_launch() {
   phase_.to(Phase::kAborting);
@@ -301,7 +297,6 @@ void Job::abort_before_launch() {
   close_timer_.async_wait([this](boost::system::error_code ec) { if (!ec) stop(); });
   if (!server_->any_open()) stop();
 }
-
 
 // SIGQUIT (Ctrl-\ on a terminal) from now on reports where every rank is; the job goes on.
 void Job::start_stack_collector() {
@@ -317,7 +312,6 @@ void Job::start_stack_collector() {
   hooks.send = [this](int node, const msg::DumpStacks& m) { server_->send(node, m); };
   stacks_ = std::make_unique<StackCollector>(io_, std::move(so), std::move(hooks));
 }
-
 
 void Job::check_finished() {
   if (!phase_.launched() || phase_.is(Phase::kClosing) || phase_.is(Phase::kRestarting) || !fate_.all_done()) return;

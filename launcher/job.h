@@ -111,7 +111,7 @@ class Job : public AgentLinks::Handler {
 
   void on_rank_exit(RankExit e);
   void on_peer_failed(int code, const std::string& verdict);
-  int own_nodes() const;
+  int own_nodes() const { return own_nodes_; }
   bool per_node() const { return peers_->per_node(); }
   // start()'s steps: the links and their port, the stores, the MPI relays,
   // the timers.
@@ -193,6 +193,7 @@ class Job : public AgentLinks::Handler {
   std::unique_ptr<StackCollector> stacks_;  // where every rank is, on --timeout and SIGQUIT
   Fate fate_;
   std::unique_ptr<MpiRouter> mpi_router_;  // MPI_Abort, spawns, publish/lookup, connects; from run() on
+  int own_nodes_ = 0;  // the nodes whose agents this Job starts (not kExternal), fixed at construction
   int hellos_ = 0, signals_seen_ = 0;
 };
 

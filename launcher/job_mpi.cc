@@ -50,7 +50,7 @@ class JobMpiPort : public MpiRouter::JobPort {
 
 std::unique_ptr<MpiRouter> Job::make_mpi_router() {
   return std::make_unique<MpiRouter>(io_, job_id_, static_cast<int>(plan_.ranks.size()),
-                                     std::chrono::milliseconds(static_cast<long>(opts_.fence_timeout_s * 1000)),
+                                     secs(opts_.fence_timeout_s),
                                      std::make_unique<JobMpiPort>(*this));
 }
 

@@ -197,6 +197,7 @@ void OutputSink::next_attempt(int attempt) {
   if (opts_.log_dir.empty()) return;  // --output-filename: every attempt's bytes, one after the other
   for (auto& [k, fd] : files_) ::close(fd);
   files_.clear();
+  failed_files_.clear();  // the new attempt's files are new ones
   made_.clear();
   files_dir_.reset();
   attempt_ = attempt;
