@@ -17,6 +17,7 @@
 #include "machine/cpus.h"
 #include "machine/gpu_report.h"
 #include "machine/identity.h"
+#include "remote/ssh/tcp_connect.h"
 #include "wire/client_retry.h"
 #include "wire/handshake.h"
 #include "wire/socket.h"
@@ -78,7 +79,10 @@ int Agent::run() {
   cb.closed = [this](const std::string& why, bool) {
     lost_launcher(why == "connection closed" ? "the launcher closed the connection" : why);
   };
-  cb.drained = [this] { ranks_.resume_output(); };
+  cb.drained = [this] {
+    ranks_.resume_output();
+    if (relay_) relay_->resume();
+  };
   link_->set_callbacks(std::move(cb));
 
   msg::Hello hello;
@@ -143,6 +147,14 @@ void Agent::on_frame(wire::Frame& f) {
     auto fence = control::parse_fence(f.payload);
     return mpi_->fence_done(fence.id, fence.blob);
   }
+  if (f.type == control::kRouted) {
+    auto r = control::parse_routed(f.payload);
+    std::string raw = wire::encode_frame(control::kRouted, f.payload);
+    if (relay_) relay_->down(r, std::move(raw));
+    // A broadcast is this agent's too.
+    if (r.node == control::kEveryNode) on_frame(r.inner);
+    return;
+  }
   if (f.type != wire::kData) return;
   auto chunk = control::parse_data(f.payload);
   ranks_.stdin_data(chunk.rank, chunk.bytes);
@@ -163,12 +175,14 @@ void Agent::on_message(control::FromLauncher m) {
                  [this](const msg::StdinEof& e) { ranks_.stdin_eof(e.rank); },
                  [this](const control::MpiDown& d) { mpi_->receive(d); },
                  [this](const msg::DumpStacks& d) { dump_stacks(d); },
+                 [this](const msg::StartAgents& s) { start_agents(s); },
                  [this](const msg::Restart& r) {
                    restart_ = r.attempt;
                    ready_if_done();
                  },
                  [this](const msg::Bye&) {
                    bye_ = true;
+                   if (relay_) relay_->closing();
                    finish_if_done();
                  },
              },
@@ -179,6 +193,7 @@ void Agent::launch(msg::Launch incoming) {
   resolved_.clear(), wdirs_.clear();  // a new attempt (--max-restarts) looks again
   link_->start_heartbeats(milliseconds(incoming.hb_ms), milliseconds(incoming.hb_timeout_ms),
                           "no heartbeat from the launcher for " + std::to_string(incoming.hb_timeout_ms) + " ms");
+  if (relay_) relay_->heartbeats(milliseconds(incoming.hb_ms), milliseconds(incoming.hb_timeout_ms));
   if (incoming.mpi && !start_mpi(incoming)) return finish_if_done();
   // Kept for ranks started later (restarts, MPI_Comm_spawn), without the
   // ranks (a copy of 64 ranks' specs was 0.15-0.4 ms of a launch's path).
@@ -246,6 +261,32 @@ void Agent::dump_stacks(const msg::DumpStacks& d) {
   };
   if (!stacks_) return answer({});
   stacks_->collect(ranks_.targets(), milliseconds(d.timeout_ms), std::move(answer));
+}
+
+// The agents beneath this one, started with the launcher's method; they
+// connect to this agent at the address it reaches its own parent from.
+void Agent::start_agents(const msg::StartAgents& m) {
+  if (!relay_) {
+    Relay::Hooks h;
+    h.up = [this](std::string f) {
+      if (link_ && !done_) link_->send(std::move(f));
+    };
+    h.up_congested = [this] { return link_ && link_->congested(); };
+    h.idle = [this] { finish_if_done(); };
+    h.say = [](const std::string& line) { std::cerr << "dlaunch-agent: " + line + "\n"; };
+    const std::string host = opts_.args.sim_host.empty() ? host_name() : opts_.args.sim_host;
+    relay_ = std::make_unique<Relay>(io_, opts_.token, host, std::move(h));
+  }
+  std::string bind = ssh::describe_socket(link_->native_handle()).local_address;
+  try {
+    relay_->start_agents(m, bind.empty() ? "127.0.0.1" : bind);
+  } catch (const control::ProtocolError& e) {
+    lost_launcher(std::string("bad message from the launcher: ") + e.what());
+  } catch (const std::exception& e) {
+    for (const auto& a : m.agents)
+      link_->send_message(msg::AgentFailed{a.node, std::string("the agent on ") + host_name() +
+                                                       " could not start agents: " + e.what()});
+  }
 }
 
 // Starts this host's MPI side for the launch (mpi/mpi_side.h). On failure
@@ -376,6 +417,7 @@ void Agent::lost_launcher(const std::string& why) {
   const bool refused = why.rfind("bad message", 0) == 0 || why.rfind("protocol error", 0) == 0;
   if (any || refused)
     std::cerr << "dlaunch-agent: " << why << (any ? "; killed this host's ranks" : "") << "\n";
+  if (relay_) relay_->stop();  // the agents beneath end with their ranks
   mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
   if (error_files_) error_files_->remove();  // main() _exits: no destructor does it
   if (stacks_) stacks_->remove();
@@ -400,6 +442,9 @@ void Agent::ready_if_done() {
 
 void Agent::finish_if_done() {
   if (!bye_ || done_ || !ranks_.all_reported()) return;
+  // The agents beneath leave first: their last reports pass through here.
+  if (relay_ && !relay_->idle()) return;
+  if (relay_) relay_->stop();
   ranks_.kill_all();
   mpi_->release_for_exit();  // main() _exits: no libpmix finalize to wait for
   if (error_files_) error_files_->remove();  // every exit was reported: nothing left to read

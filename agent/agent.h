@@ -23,6 +23,7 @@
 #include "mpi/mpi_side.h"
 #include "agent/rank_environment.h"
 #include "agent/rank_supervisor.h"
+#include "agent/relay.h"
 #include "agent/stack_dump.h"
 #include "agent/store_door_service.h"
 #include "control/agent_args.h"
@@ -79,6 +80,8 @@ class Agent {
   void ready_if_done();
   void add_torch_error(control::msg::Exited& x) const;
   void dump_stacks(const control::msg::DumpStacks& d);
+  // The launch tree: start agents beneath this one and relay for them (agent/relay.h).
+  void start_agents(const control::msg::StartAgents& m);
 
   asio::io_context& io_;
   AgentOptions opts_;
@@ -90,6 +93,7 @@ class Agent {
   std::unique_ptr<LoopWatch> loop_watch_;  // says when this loop is held up, and where (loop_watch.h)
   std::unique_ptr<StackDumper> stacks_;           // the ranks' stacks on request, from the launch on
   StoreDoorService store_door_{io_};              // the ranks' way to the job's store (store_door_service.h)
+  std::unique_ptr<Relay> relay_;                  // the launch tree: the agents this one started
   asio::signal_set term_signals_;
   asio::posix::stream_descriptor stdin_;
   std::array<char, 256> stdin_buf_{};

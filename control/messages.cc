@@ -122,6 +122,9 @@ DL_CONTROL_MESSAGE(MpiDmodexData)
 DL_CONTROL_MESSAGE(MpiConnectDone)
 DL_CONTROL_MESSAGE(MpiDmodexServe)
 DL_CONTROL_MESSAGE(MpiDmodexReply)
+DL_CONTROL_MESSAGE(AgentFailed)
+DL_CONTROL_MESSAGE(AgentLost)
+DL_CONTROL_MESSAGE(StartAgents)
 #undef DL_CONTROL_MESSAGE
 
 std::string encode(const MpiUp& m) {
@@ -164,6 +167,7 @@ std::string protocol_reference() {
   out += nested_line<msg::SpawnApp>("apps[]");
   out += nested_line<msg::PublishedName>("names[]");
   out += nested_line<msg::RankStack>("stacks.ranks[]");
+  out += nested_line<msg::TreeAgent>("agents[]");
   return out;
 }
 

@@ -86,10 +86,14 @@ struct Hello {
   // job is refused before any rank starts. Absent or "": unknown (an older
   // agent, no /proc), compared with nothing.
   std::optional<std::string> machine;
+  // Set by the agent that relays this hello up the launch tree (never by
+  // the agent itself): the address its connection came from, which is how
+  // the other hosts reach this one (MASTER_ADDR when it is node 0).
+  std::optional<std::string> reach;
   template <class S, class V> static void fields(S& s, V& v) {
     v("version", s.version), v("node", s.node), v("host", s.host), v("pid", s.pid), v("free_port", s.free_port);
     v("gpus", s.gpus), v("pmix", s.pmix), v("cpu", s.cpu), v("gpu_vendor", s.gpu_vendor);
-    v("gpus_by_vendor", s.gpus_by_vendor), v("gpu_numa", s.gpu_numa), v("machine", s.machine);
+    v("gpus_by_vendor", s.gpus_by_vendor), v("gpu_numa", s.gpu_numa), v("machine", s.machine), v("reach", s.reach);
   }
 };
 
@@ -289,6 +293,28 @@ struct Ready {
   template <class S, class V> static void fields(S& s, V& v) { v("attempt", s.attempt), v("free_port", s.free_port); }
 };
 
+// The launch tree (docs/design.md "The launch tree"): an agent that starts
+// other agents says what became of them.
+//
+// Node `node`, which this agent was to start, could not be started (or its
+// agent exited before it said hello): `why`, in the start method's words.
+struct AgentFailed {
+  static constexpr const char* kType = "agent_failed";
+  int node = 0;
+  std::string why;
+  template <class S, class V> static void fields(S& s, V& v) { v("node", s.node), v("why", s.why); }
+};
+
+// Node `node`'s agent, which said hello through this one, is gone (its
+// connection closed, or it fell silent): `why`. Sent for each node beneath
+// it too, which were lost with it.
+struct AgentLost {
+  static constexpr const char* kType = "agent_lost";
+  int node = 0;
+  std::string why;
+  template <class S, class V> static void fields(S& s, V& v) { v("node", s.node), v("why", s.why); }
+};
+
 // Both directions: "I am alive", once a heartbeat interval after the launch.
 struct Heartbeat {
   static constexpr const char* kType = "hb";
@@ -296,6 +322,44 @@ struct Heartbeat {
 };
 
 // ---- launcher -> agent -----------------------------------------------------
+
+// One agent for a tree agent to start (StartAgents): the host as the
+// hostfile names it, its ssh user and port, and `below`: how many of the
+// entries that follow it in the list are its own subtree, which it starts
+// in turn once it said hello.
+struct TreeAgent {
+  int node = 0;
+  std::string host, user;
+  int port = 0;
+  int below = 0;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("node", s.node), v("host", s.host), v("user", s.user), v("port", s.port), v("below", s.below);
+  }
+};
+
+// Start these agents, with the start method the launcher uses and the same
+// options (never the token: each is handed this agent's own, on its stdin),
+// each connecting back to this agent, which relays their traffic
+// (docs/design.md "The launch tree"). `agents` lists each direct child
+// followed by its subtree (TreeAgent::below).
+struct StartAgents {
+  static constexpr const char* kType = "start_agents";
+  std::string method;                 // --launcher, resolved: libssh, ssh, sim
+  std::vector<TreeAgent> agents;
+  int ssh_parallel = 32, ssh_timeout_ms = 30000;
+  std::string ssh_config, prefix;
+  bool ssh_accept_new = false;
+  std::vector<std::string> launcher_exec;
+  // What each of them is started with (control/agent_args.h).
+  int gpus_per_node = -1;
+  bool detect_gpus = true, prepare_pmix = true, cpu_topology = false;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("method", s.method), v("agents", s.agents), v("ssh_parallel", s.ssh_parallel);
+    v("ssh_timeout_ms", s.ssh_timeout_ms), v("ssh_config", s.ssh_config), v("prefix", s.prefix);
+    v("ssh_accept_new", s.ssh_accept_new), v("launcher_exec", s.launcher_exec), v("gpus_per_node", s.gpus_per_node);
+    v("detect_gpus", s.detect_gpus), v("prepare_pmix", s.prepare_pmix), v("cpu_topology", s.cpu_topology);
+  }
+};
 
 // One rank to start.
 struct RankSpec {
@@ -491,9 +555,9 @@ using MpiDown = std::variant<msg::FenceFailed, msg::SpawnReply, msg::SpawnLaunch
 // What each side may receive. Decoding picks the alternative by "t", looking
 // into MpiUp and MpiDown for theirs.
 using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::SpawnFailed, msg::Heartbeat, msg::Stacks,
-                               msg::Ready, MpiUp>;
+                               msg::Ready, msg::AgentFailed, msg::AgentLost, MpiUp>;
 using FromLauncher = std::variant<msg::Launch, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat, msg::Bye,
-                                  msg::DumpStacks, msg::Restart, MpiDown>;
+                                  msg::DumpStacks, msg::Restart, msg::StartAgents, MpiDown>;
 
 // The JSON text of a message, "t" first.
 template <class M> std::string encode(const M& m);

@@ -41,4 +41,30 @@ FenceChunk parse_fence(std::string_view p) {
   return {wire::get_be64(p.data()), p.substr(8)};
 }
 
+std::string routed_frame(uint32_t node, uint8_t type, std::string_view payload) {
+  std::string out;
+  out.reserve(wire::kHeaderSize + 5 + payload.size());
+  wire::append_be32(out, static_cast<uint32_t>(5 + payload.size()));
+  out.push_back(static_cast<char>(kRouted));
+  wire::append_be32(out, node);
+  out.push_back(static_cast<char>(type));
+  out.append(payload);
+  return out;
+}
+
+std::string routed_frame(uint32_t node, std::string_view inner) {
+  // The inner frame less its length (the outer one's length covers it).
+  return routed_frame(node, static_cast<uint8_t>(inner.at(4)), inner.substr(wire::kHeaderSize));
+}
+
+RoutedChunk parse_routed(std::string_view p) {
+  if (p.size() < 5) throw RemoteError("malformed routed frame (" + std::to_string(p.size()) + " bytes)");
+  RoutedChunk c{wire::get_be32(p.data()), {}};
+  c.inner.type = static_cast<uint8_t>(p[4]);
+  if (c.inner.type == kRouted || c.inner.type == wire::kHandshake)
+    throw RemoteError("malformed routed frame (inner frame type " + std::to_string(c.inner.type) + ")");
+  c.inner.payload.assign(p.substr(5));
+  return c;
+}
+
 }  // namespace dl::control

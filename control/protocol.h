@@ -15,6 +15,15 @@
 //                          (its PMIx server's opaque data of its ranks).
 //       launcher -> agent: every host's contribution to fence `id`,
 //                          concatenated in node order (the fence's result).
+//   kRouted frames (type 17, the launch tree): u32 node (big-endian) | u8 type | payload
+//       A frame of node `node`, relayed by the agents between it and the
+//       launcher (docs/design.md "The launch tree"). Upward, the agent that
+//       node connected to wraps each of its frames; agents above pass them
+//       on unchanged. Downward, the launcher wraps a frame for a node it
+//       reaches through another; each agent on the way passes it towards
+//       the node, and the node's parent unwraps it. Node kEveryNode: a
+//       broadcast, taken by each agent it reaches and passed to all of its
+//       children.
 //
 // The JSON control messages themselves are typed, one struct each, in
 // control/messages.h; this file holds the binary frames and the limits.
@@ -37,6 +46,9 @@ inline constexpr size_t kMaxOutputChunk = 256u << 10;
 enum Stream : uint8_t { kStdin = 0, kStdout = 1, kStderr = 2 };
 // The control protocol's own frame type (wire/frame.h reserves 16 and up).
 inline constexpr uint8_t kFence = 16;
+inline constexpr uint8_t kRouted = 17;
+// A kRouted frame's node for "every agent below".
+inline constexpr uint32_t kEveryNode = 0xffffffffu;
 
 // A kData frame carrying `bytes` of `rank`'s `stream`.
 std::string data_frame(int rank, Stream stream, std::string_view bytes);
@@ -62,5 +74,17 @@ struct FenceChunk {
 };
 // Parses a kFence payload; throws RemoteError when it is too short.
 FenceChunk parse_fence(std::string_view payload);
+
+// A kRouted frame carrying `inner` (a whole frame: header and payload) for
+// or from node `node` (kEveryNode: every agent).
+std::string routed_frame(uint32_t node, std::string_view inner);
+// The same from the inner frame's type and payload.
+std::string routed_frame(uint32_t node, uint8_t type, std::string_view payload);
+struct RoutedChunk {
+  uint32_t node;
+  wire::Frame inner;
+};
+// Parses a kRouted payload; throws RemoteError when it is malformed.
+RoutedChunk parse_routed(std::string_view payload);
 
 }  // namespace dl::control

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "control/messages.h"
 #include "control/protocol.h"
@@ -49,6 +50,10 @@ class AgentLinks {
   template <class M> void send(int node, const M& m) { send(node, control::frame(m)); }
   template <class M> void broadcast(const M& m) { broadcast_frame(control::frame(m)); }
 
+  // The launch tree (launcher/launch_tree.h): by node, the root whose
+  // connection carries that node's traffic, relayed; -1: its own
+  // connection. Before any agent connects; not called for a flat launch.
+  virtual void set_routes(std::vector<int> root_of) = 0;
   // Whether node `node` has said hello and its connection is open.
   virtual bool connected(int node) const = 0;
   virtual bool any_open() const = 0;

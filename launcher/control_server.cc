@@ -9,67 +9,26 @@
 
 namespace dl::launcher {
 
-namespace ip = boost::asio::ip;
 using control::Connection;
 
 ControlServer::ControlServer(boost::asio::io_context& io, std::string token, size_t nodes, Handler& h)
-    : io_(io), token_(std::move(token)), h_(h), acceptor_(io), accept_retry_(io), conns_(nodes) {}
+    : io_(io), token_(std::move(token)), h_(h),
+      acceptor_(io, control::ControlAcceptor::Hooks{
+                        [this](control::ControlAcceptor::Socket s, wire::PreAuthSlot slot) {
+                          serve(std::move(s), false, std::move(slot));
+                        },
+                        [this](const std::string& line) { h_.log("control port: " + line); }}),
+      conns_(nodes), up_(nodes, 0), routed_(nodes, 0), root_of_(nodes, -1), has_below_(nodes, 0), hosts_(nodes) {}
 
-uint16_t ControlServer::listen(const std::string& bind_addr) {
-  ip::tcp::endpoint ep(ip::make_address(bind_addr), 0);
-  acceptor_.open(ep.protocol());
-  // Not inherited by the local agent and, through it, by every rank.
-  ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
-  acceptor_.set_option(ip::tcp::acceptor::reuse_address(true));
-  acceptor_.bind(ep);
-  acceptor_.listen(boost::asio::socket_base::max_listen_connections);
-  acceptor_.non_blocking(true);
-  accept();
-  return acceptor_.local_endpoint().port();
-}
+uint16_t ControlServer::listen(const std::string& bind_addr) { return acceptor_.listen(bind_addr); }
 
-void ControlServer::stop_accepting() {
-  accepting_ = false;
-  boost::system::error_code ec;
-  acceptor_.close(ec);
-  accept_retry_.cancel();
-}
+void ControlServer::stop_accepting() { acceptor_.stop(); }
 
-void ControlServer::accept() {
-  acceptor_.async_wait(ip::tcp::acceptor::wait_read, [this](boost::system::error_code ec) {
-    if (ec || !accepting_) return;
-    accept_pending();
-  });
-}
-
-// Every pending connection, less those of a peer over its limit of
-// unauthenticated ones; out of descriptors, tries again shortly. Asio's
-// reactor is edge-triggered: after a full batch (more may be pending) the
-// next one is posted, not waited for, or a thousand agents connecting at
-// once would leave the rest in the backlog until another one connected.
-void ControlServer::accept_pending() {
-  auto batch = admission_.accept_pending(acceptor_.native_handle());
-  for (const auto& line : batch.notes) h_.log("control port: " + line);
-  for (auto& a : batch.admitted) {
-    ip::tcp::socket sock(io_);
-    boost::system::error_code ec;
-    sock.assign(acceptor_.local_endpoint(ec).protocol(), a.fd, ec);
-    if (ec) {
-      ::close(a.fd);
-      continue;
-    }
-    sock.set_option(ip::tcp::no_delay(true), ec);
-    serve(std::move(sock), false, std::move(a.slot));
-  }
-  if (!batch.starved && batch.taken >= wire::Admission::kMaxBatch)
-    return boost::asio::post(io_, [this] {
-      if (accepting_) accept_pending();
-    });
-  if (!batch.starved) return accept();
-  accept_retry_.expires_after(std::chrono::milliseconds(50));
-  accept_retry_.async_wait([this](boost::system::error_code ec) {
-    if (!ec && accepting_) accept_pending();
-  });
+void ControlServer::set_routes(std::vector<int> root_of) {
+  root_of.resize(conns_.size(), -1);
+  root_of_ = std::move(root_of);
+  for (int r : root_of_)
+    if (r >= 0) has_below_.at(static_cast<size_t>(r)) = 1;
 }
 
 void ControlServer::adopt(int fd) {
@@ -93,8 +52,8 @@ void ControlServer::serve(boost::asio::generic::stream_protocol::socket sock, bo
   cb.frame = [this, w, node](wire::Frame& f) {
     if (auto c = w.lock()) on_frame(c, *node, f);
   };
-  cb.closed = [this, node](const std::string& why, bool authenticated) {
-    if (*node >= 0) return h_.on_closed(*node, why);
+  cb.closed = [this, w, node](const std::string& why, bool authenticated) {
+    if (*node >= 0) return on_conn_closed(w.lock(), *node, why);
     if (!authenticated && why != "connection closed") h_.log("refused a control connection: " + why);
   };
   conn->set_callbacks(std::move(cb));
@@ -103,90 +62,160 @@ void ControlServer::serve(boost::asio::generic::stream_protocol::socket sock, bo
 }
 
 void ControlServer::on_frame(const std::shared_ptr<Connection>& c, int& node, wire::Frame& f) {
-  if (f.type == wire::kJson) {
+  if (node < 0) {
+    // The first frame: this connection's own agent's hello.
+    if (f.type != wire::kJson) throw RemoteError("expected hello");
     auto m = control::decode_from_agent(f.payload);
-    if (node >= 0) return h_.on_message(node, m);
     auto* hello = std::get_if<control::msg::Hello>(&m);
     if (!hello) throw RemoteError("expected hello");
     const int n = hello->node;
-    // A node whose connection closed may be greeted again (an agent started
-    // anew for a restart), if the handler takes it.
-    if (n < 0 || static_cast<size_t>(n) >= conns_.size() || connected(n))
+    if (n < 0 || static_cast<size_t>(n) >= conns_.size() || connected(n) || root_of_[static_cast<size_t>(n)] >= 0)
       throw RemoteError("agent claims node " + std::to_string(n) + ", which is not expected");
-    // Bound before the handler hears of it: its answer may be to send (the launch).
     node = n;
-    auto before = std::exchange(conns_[static_cast<size_t>(n)], c);
-    if (auto why = h_.on_hello(*hello); !why.empty()) {
-      node = -1;
-      conns_[static_cast<size_t>(n)] = std::move(before);
-      throw RemoteError(why);
+    return on_node_frame(c, n, f, false);
+  }
+  if (f.type == control::kRouted) {
+    if (!has_below_[static_cast<size_t>(node)]) throw RemoteError("relayed frames from an agent that relays for none");
+    auto r = control::parse_routed(f.payload);
+    const size_t n = r.node;
+    if (n >= conns_.size() || root_of_[n] != node)
+      throw RemoteError("relayed a frame of node " + std::to_string(r.node) + ", which is not beneath it");
+    return on_node_frame(c, static_cast<int>(n), r.inner, true);
+  }
+  on_node_frame(c, node, f, false);
+}
+
+void ControlServer::on_node_frame(const std::shared_ptr<Connection>& c, int node, wire::Frame& f, bool routed) {
+  const auto i = static_cast<size_t>(node);
+  if (f.type == wire::kJson) {
+    auto m = control::decode_from_agent(f.payload);
+    if (auto* hello = std::get_if<control::msg::Hello>(&m); hello && (!up_[i] || conns_[i] != c)) {
+      if (hello->node != node) throw RemoteError("a relayed hello of node " + std::to_string(hello->node) +
+                                                 " in a frame of node " + std::to_string(node));
+      // A node whose connection closed may be greeted again (an agent started
+      // anew for a restart), if the handler takes it. Bound before the
+      // handler hears of it: its answer may be to send (the launch).
+      auto before = std::exchange(conns_[i], c);
+      up_[i] = 1, routed_[i] = routed;
+      hosts_[i] = hello->host;
+      if (auto why = h_.on_hello(*hello); !why.empty()) {
+        conns_[i] = std::move(before);
+        up_[i] = 0;
+        if (routed) return h_.log("refused the agent on " + hello->host + ": " + why);
+        throw RemoteError(why);
+      }
+      return;
     }
-    return;
+    if (!up_[i]) return;  // a relayed node already lost: its last words are moot
+    if (auto* l = std::get_if<control::msg::AgentLost>(&m)) {
+      const auto n = static_cast<size_t>(l->node);
+      if (n >= conns_.size() || root_of_[n] < 0 || conns_[n] != c)
+        throw RemoteError("agent_lost of node " + std::to_string(l->node) + ", which is not beneath it");
+      if (up_[n]) lost(l->node, l->why);
+      return;
+    }
+    return h_.on_message(node, m);
   }
-  if (f.type == wire::kData) {
-    if (node < 0) throw RemoteError("output before hello");
-    return h_.on_output(node, control::parse_data(f.payload));
-  }
+  if (!up_[i]) return;
+  if (f.type == wire::kData) return h_.on_output(node, control::parse_data(f.payload));
   if (f.type == control::kFence) {
-    if (node < 0) throw RemoteError("fence data before hello");
     auto fence = control::parse_fence(f.payload);
     return h_.on_fence(node, fence.id, fence.blob);
   }
   // Other frame types are reserved: ignored, as before.
 }
 
+void ControlServer::lost(int node, const std::string& why) {
+  up_[static_cast<size_t>(node)] = 0;
+  h_.on_closed(node, why);
+}
+
+// An agent's own connection closed: it is gone, and so is every node it
+// relayed for (their agents lose theirs and end their ranks).
+void ControlServer::on_conn_closed(const std::shared_ptr<Connection>& c, int node, const std::string& why) {
+  const auto i = static_cast<size_t>(node);
+  if (conns_[i] != c) return;  // a connection replaced since (a restart)
+  std::vector<int> beneath;
+  for (size_t n = 0; n < conns_.size(); ++n)
+    if (routed_[n] && up_[n] && conns_[n] == c) beneath.push_back(static_cast<int>(n));
+  std::string text = why;
+  if (!beneath.empty()) {
+    std::string hosts;
+    for (size_t k = 0; k < beneath.size() && k < 8; ++k) hosts += (k ? ", " : "") + hosts_[static_cast<size_t>(beneath[k])];
+    if (beneath.size() > 8) hosts += ", ...";
+    text += "; the " + std::to_string(beneath.size()) + " host" + (beneath.size() == 1 ? "" : "s") +
+            " beneath it (" + hosts + ") were lost with it";
+  }
+  if (up_[i]) lost(node, text);
+  for (int n : beneath)
+    if (up_[static_cast<size_t>(n)]) lost(n, "lost with the agent on " + hosts_[i] + ", which relayed for it (" + why + ")");
+}
+
+template <class F> void ControlServer::each_connection(F f) const {
+  for (size_t n = 0; n < conns_.size(); ++n)
+    if (conns_[n] && !routed_[n] && conns_[n]->is_open()) f(n, conns_[n]);
+}
+
 void ControlServer::send(int node, std::string frame) {
-  if (auto& c = conns_.at(static_cast<size_t>(node)); c && c->is_open()) c->send(std::move(frame));
+  const auto i = static_cast<size_t>(node);
+  auto& c = conns_.at(i);
+  if (!c || !c->is_open() || !up_[i]) return;
+  if (routed_[i]) c->send(control::routed_frame(static_cast<uint32_t>(node), frame));
+  else c->send(std::move(frame));
 }
 
 void ControlServer::broadcast_frame(const std::string& frame) {
-  for (auto& c : conns_)
-    if (c && c->is_open()) c->send(frame);
+  std::string everyone;  // for a root: this frame for it and every node beneath
+  each_connection([&](size_t n, const std::shared_ptr<Connection>& c) {
+    if (!has_below_[n]) return c->send(frame);
+    if (everyone.empty()) everyone = control::routed_frame(control::kEveryNode, frame);
+    c->send(everyone);
+  });
 }
 
 bool ControlServer::connected(int node) const {
-  const auto& c = conns_.at(static_cast<size_t>(node));
-  return c && c->is_open();
+  const auto i = static_cast<size_t>(node);
+  const auto& c = conns_.at(i);
+  return c && c->is_open() && up_[i];
 }
 
 ssh::TcpConnection ControlServer::addresses(int node) const {
-  const auto& c = conns_.at(static_cast<size_t>(node));
-  return c && c->is_open() ? ssh::describe_socket(c->native_handle()) : ssh::TcpConnection{};
+  const auto i = static_cast<size_t>(node);
+  const auto& c = conns_.at(i);
+  return connected(node) && !routed_[i] ? ssh::describe_socket(c->native_handle()) : ssh::TcpConnection{};
 }
 
 bool ControlServer::any_open() const {
-  for (const auto& c : conns_)
-    if (c && c->is_open()) return true;
+  for (size_t n = 0; n < conns_.size(); ++n)
+    if (connected(static_cast<int>(n))) return true;
   return false;
 }
 
 void ControlServer::start_heartbeats(std::chrono::milliseconds interval, std::chrono::milliseconds timeout) {
   const std::string why = "no heartbeat for " + std::to_string(timeout.count() / 1000) +
                           " s: the host or its agent is frozen, or the network is down";
-  for (auto& c : conns_)
-    if (c && c->is_open()) c->start_heartbeats(interval, timeout, why);
+  each_connection([&](size_t, const std::shared_ptr<Connection>& c) { c->start_heartbeats(interval, timeout, why); });
 }
 
 void ControlServer::hold_reading() {
-  for (auto& c : conns_)
-    if (c) c->hold_reading();
+  for (size_t n = 0; n < conns_.size(); ++n)
+    if (conns_[n] && !routed_[n]) conns_[n]->hold_reading();
 }
 
 size_t ControlServer::queued_bytes() const {
-  size_t n = 0;
-  for (auto& c : conns_)
-    if (c && c->is_open()) n += c->queued_bytes();
-  return n;
+  size_t q = 0;
+  each_connection([&](size_t, const std::shared_ptr<Connection>& c) { q += c->queued_bytes(); });
+  return q;
 }
 
 void ControlServer::resume_reading() {
-  for (auto& c : conns_)
-    if (c) c->resume_reading();
+  for (size_t n = 0; n < conns_.size(); ++n)
+    if (conns_[n] && !routed_[n]) conns_[n]->resume_reading();
 }
 
 void ControlServer::stop_heartbeats() {
-  for (auto& c : conns_)
-    if (c) c->stop_heartbeats();
+  for (size_t n = 0; n < conns_.size(); ++n)
+    if (conns_[n] && !routed_[n]) conns_[n]->stop_heartbeats();
 }
 
 }  // namespace dl::launcher

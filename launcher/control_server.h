@@ -3,12 +3,17 @@
 // holds one control::Connection per agent (token handshake with a deadline,
 // send queue, heartbeats), binds each to its node by the agent's hello, and
 // hands every decoded message to its handler: the real AgentLinks
-// (launcher/agent_links.h).
+// (launcher/agent_links.h). In a launch tree one connection speaks for its
+// agent and every node beneath it (kRouted frames, control/protocol.h): a
+// node is bound by its relayed hello, only to the connection of the root
+// set_routes() gave it, and is gone when that connection closes or its
+// parent says it was lost (agent_lost).
 #include <boost/asio.hpp>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "control/acceptor.h"
 #include "control/connection.h"
 #include "launcher/agent_links.h"
 #include "control/messages.h"
@@ -39,6 +44,7 @@ class ControlServer final : public AgentLinks {
   bool any_open() const override;
   // ssh::describe_socket of the node's connection.
   ssh::TcpConnection addresses(int node) const override;
+  void set_routes(std::vector<int> root_of) override;
   void start_heartbeats(std::chrono::milliseconds interval, std::chrono::milliseconds timeout) override;
   void stop_heartbeats() override;
   void hold_reading() override;
@@ -46,21 +52,26 @@ class ControlServer final : public AgentLinks {
   size_t queued_bytes() const override;
 
  private:
-  void accept();
-  void accept_pending();
   void serve(boost::asio::generic::stream_protocol::socket sock, bool authenticated, wire::PreAuthSlot slot = {});
   void on_frame(const std::shared_ptr<control::Connection>& c, int& node, wire::Frame& f);
+  // A frame of node `node`, which says hello on connection `c` (its own or,
+  // relayed, its root's).
+  void on_node_frame(const std::shared_ptr<control::Connection>& c, int node, wire::Frame& f, bool routed);
+  void on_conn_closed(const std::shared_ptr<control::Connection>& c, int node, const std::string& why);
+  void lost(int node, const std::string& why);
+  // Each open connection once (a root's carries its subtree's nodes too).
+  template <class F> void each_connection(F f) const;
 
   boost::asio::io_context& io_;
   std::string token_;
   Handler& h_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  // Unauthenticated connections per peer (wire/admission.h), and when accept
-  // ran out of descriptors, the timer of its next try.
-  wire::Admission admission_;
-  boost::asio::steady_timer accept_retry_;
-  bool accepting_ = true;
-  std::vector<std::shared_ptr<control::Connection>> conns_;  // by node, once it said hello
+  control::ControlAcceptor acceptor_;
+  std::vector<std::shared_ptr<control::Connection>> conns_;  // by node, once it said hello: its own or its root's
+  std::vector<char> up_;       // by node: said hello, not lost since
+  std::vector<char> routed_;   // by node: its frames are relayed (kRouted) on conns_[node]
+  std::vector<int> root_of_;   // by node: whose connection must carry it (-1: its own)
+  std::vector<char> has_below_;  // by node: a root with nodes beneath it
+  std::vector<std::string> hosts_;  // by node: its hello's host
 };
 
 }  // namespace dl::launcher

@@ -120,6 +120,7 @@ std::string Job::open_links(bool any_remote) {
   if (make_links_) server_ = make_links_(io_, token_, nodes_.size(), *this);
   else server_ = std::make_unique<ControlServer>(io_, token_, nodes_.size(), *this);
   output_ = std::make_unique<OutputFlow>(io_, *sink_, *server_);
+  plan_tree();
   make_starter();
   start_agents(false);
   control_port_ = server_->listen(bind);
@@ -154,7 +155,9 @@ void Job::start_mpi_relays() {
 
 // --agent-timeout (plus --ssh-timeout for remote hosts) and --timeout.
 void Job::arm_timers(bool any_remote) {
-  agent_timer_.expires_after(secs(opts_.agent_timeout_s) + (any_remote ? secs(opts_.ssh_timeout_s) : milliseconds(0)));
+  // In a launch tree each level's agents start after their parent said hello.
+  agent_timer_.expires_after(secs(opts_.agent_timeout_s) +
+                             (any_remote ? secs(opts_.ssh_timeout_s) * tree_.depth() : milliseconds(0)));
   agent_timer_.async_wait([this](boost::system::error_code ec) { if (!ec) on_agent_timeout(); });
   if (opts_.timeout_s <= 0) return;
   job_timer_.expires_after(secs(opts_.timeout_s));
@@ -181,9 +184,7 @@ std::string Job::on_hello(const msg::Hello& m) {
   Node& n = nodes_.at(static_cast<size_t>(m.node));
   if (!n.ours()) return "agent claims node " + std::to_string(m.node) + ", which is not expected";
   if (n.hello) return hello_again(n, m);
-  n.hello = m;
-  n.state = NodeState::kUp;
-  starter_->connected(n.index);
+  greeted(n, m);
   log("agent on " + n.host + " connected (pid " + std::to_string(m.pid) + ")");
   if (++hellos_ == own_nodes() && !fate_.failed()) launch_all();
   else if (fate_.failed() && phase_.is(Phase::kStarting) && all_agents_settled()) teardown(0);
@@ -201,6 +202,12 @@ void Job::on_message(int node, const control::FromAgent& m) {
                  [](const msg::Started&) {},
                  [&](const msg::Stacks& s) { stacks_->on_stacks(node, s); },
                  [&](const msg::Ready& r) { on_ready(node, r); },
+                 [&](const msg::AgentFailed& f) {
+                   if (f.node < 0 || static_cast<size_t>(f.node) >= nodes_.size() || tree_.parent(f.node) != node)
+                     throw RemoteError("agent_failed of node " + std::to_string(f.node) + ", which it did not start");
+                   node_failed_to_start(f.node, f.why);
+                 },
+                 [](const msg::AgentLost&) {},  // the links' business (ControlServer): on_closed
                  [&](const control::MpiUp& u) { mpi_router_->receive(node, u); },
                  [&](const msg::SpawnFailed& f) {
                    own(f.rank);

@@ -30,6 +30,7 @@
 #include "launcher/fence_relay.h"
 #include "launcher/job_phase.h"
 #include "launcher/launch_plan.h"
+#include "launcher/launch_tree.h"
 #include "launcher/mpi_router.h"
 #include "launcher/options.h"
 #include "launcher/output_flow.h"
@@ -126,6 +127,13 @@ class Job : public AgentLinks::Handler {
   void make_starter();
   void start_agents(bool with_port);
   AgentStartSpec agent_spec(const Node& n) const;
+  // The launch tree (launcher/launch_tree.h): its shape, the agents a
+  // greeted agent is to start, and starting one node's agent again
+  // (the launcher's starter for a root, its parent agent for the others).
+  void plan_tree();
+  control::msg::StartAgents tree_message(std::vector<control::msg::TreeAgent> agents) const;
+  void greeted(Node& n, const control::msg::Hello& m);
+  void start_again(int node);
   void node_failed_to_start(int node, const std::string& why);
   bool all_agents_settled() const;
   void on_agent_timeout();
@@ -185,6 +193,7 @@ class Job : public AgentLinks::Handler {
   asio::signal_set signals_;
   asio::steady_timer agent_timer_, job_timer_, kill_timer_, close_timer_, restart_timer_, suspend_timer_;
   Attempts attempts_;
+  LaunchTree tree_;  // flat unless more hosts than --fanout are started by a method that relays
   ProgressLine progress_;                    // agents connected, on a terminal
   std::vector<std::string> start_failures_;  // hosts whose agent could not be started
   bool mpi_ = false;                         // the agents serve PMIx (--mpi), decided at launch

@@ -40,9 +40,70 @@ void Job::make_starter() {
   }
 }
 
+// The tree's shape, from the nodes this launcher would start itself over
+// ssh or the test bed (the local one is forked; srun starts all at once).
+void Job::plan_tree() {
+  if (!remote::starts_tree(opts_.launcher)) return;
+  std::vector<int> starts;
+  for (auto& n : nodes_)
+    if (n.ours() && !n.local) starts.push_back(n.index);
+  tree_ = LaunchTree(starts, nodes_.size(), opts_.fanout);
+  if (tree_.flat()) return;
+  server_->set_routes(tree_.roots_by_node());
+  log("launch tree: " + std::to_string(starts.size()) + " hosts, fanout " + std::to_string(opts_.fanout) + ", depth " +
+      std::to_string(tree_.depth()));
+}
+
+// What an agent of the tree is told to start: `agents` with their hosts,
+// and the start method, options and agent arguments this launcher uses.
+control::msg::StartAgents Job::tree_message(std::vector<control::msg::TreeAgent> agents) const {
+  control::msg::StartAgents m;
+  m.method = opts_.launcher;
+  for (auto& a : agents) {
+    const auto& e = plan_.nodes.at(static_cast<size_t>(a.node));
+    a.host = e.host, a.user = e.user, a.port = e.port;
+  }
+  m.ssh_parallel = opts_.ssh_parallel;
+  m.ssh_timeout_ms = static_cast<int>(secs(opts_.ssh_timeout_s).count());
+  m.ssh_config = opts_.ssh_config;
+  m.prefix = opts_.prefix;
+  m.ssh_accept_new = opts_.ssh_accept_new;
+  m.launcher_exec = remote::split_launcher_exec(opts_.launcher_exec);
+  if (!agents.empty()) {
+    const auto args = agent_spec(nodes_.at(static_cast<size_t>(agents.front().node))).args;
+    m.gpus_per_node = args.gpus_per_node, m.detect_gpus = args.detect_gpus;
+    m.prepare_pmix = args.prepare_pmix, m.cpu_topology = args.cpu_topology;
+  }
+  m.agents = std::move(agents);
+  return m;
+}
+
+// Node `n`'s agent said hello (first, or anew for a restart). A root of the
+// tree is told to start the agents beneath it.
+void Job::greeted(Node& n, const control::msg::Hello& m) {
+  n.hello = m;
+  n.state = NodeState::kUp;
+  if (m.reach) n.reach_addr = *m.reach;  // as the agent that relayed it saw it
+  if (tree_.parent(n.index) < 0) starter_->connected(n.index);
+  if (tree_.parent(n.index) < 0 && tree_.has_children(n.index)) {
+    auto below = tree_.subtree(n.index);
+    below.erase(below.begin());
+    server_->send(n.index, tree_message(std::move(below)));
+  }
+}
+
+// A restart's new agent for `node`: from here for a root, else from its
+// parent, unless that is started anew too (it starts its subtree once it
+// said hello).
+void Job::start_again(int node) {
+  const int p = tree_.parent(node);
+  if (p < 0) return starter_->start(agent_spec(nodes_.at(static_cast<size_t>(node))));
+  if (nodes_.at(static_cast<size_t>(p)).state == NodeState::kUp) server_->send(p, tree_message(tree_.subtree(node)));
+}
+
 void Job::start_agents(bool with_port) {
   for (auto& n : nodes_) {
-    if (n.state != NodeState::kStarting) continue;
+    if (n.state != NodeState::kStarting || tree_.parent(n.index) >= 0) continue;
     if (n.local) n.reach_addr = "127.0.0.1";
     const auto spec = agent_spec(n);
     if (starter_->needs_control_port(spec) == with_port) starter_->start(spec);
@@ -74,13 +135,23 @@ void Job::node_failed_to_start(int node, const std::string& why) {
   // is expected, not a start failure: every host had connected or failed by then.
   // An agent that connected ran: its connection reports (on_closed).
   if (n.state != NodeState::kStarting || phase_.ending()) return;
+  // The agents it was to start will not be.
+  std::string text = why;
+  if (const auto beneath = tree_.beneath(node); !beneath.empty()) {
+    std::string hosts;
+    for (size_t k = 0; k < beneath.size() && k < 8; ++k) hosts += (k ? ", " : "") + nodes_.at(static_cast<size_t>(beneath[k])).host;
+    text += "; the " + std::to_string(beneath.size()) + " host" + (beneath.size() == 1 ? "" : "s") +
+            " it was to start (" + hosts + (beneath.size() > 8 ? ", ..." : "") + ") were not started";
+    for (int b : beneath)
+      if (auto& d = nodes_.at(static_cast<size_t>(b)); d.state == NodeState::kStarting) d.state = NodeState::kStartFailed;
+  }
   if (phase_.is(Phase::kRestarting)) {
-    if (attempts_.anew(node)) restart_failed(why);  // (else an old agent's watch, too late to matter)
+    if (attempts_.anew(node)) restart_failed(text);  // (else an old agent's watch, too late to matter)
     return;
   }
   n.state = NodeState::kStartFailed;
   start_failures_.push_back(n.host);
-  progress_.print_over("dlaunch: error: " + why + "\n");
+  progress_.print_over("dlaunch: error: " + text + "\n");
   const bool lost = fate_.on_host_lost(n.host, "its agent could not be started", n.ranks);
   if (phase_.launched()) {
     if (lost) teardown(0);

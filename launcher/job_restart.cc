@@ -40,15 +40,14 @@ void Job::restart() {
   log("restart " + std::to_string(attempts_.next()) + ": waiting for every agent to be ready");
   server_->broadcast(msg::Restart{attempts_.next()});
   for (int k : anew) {
-    Node& n = nodes_.at(static_cast<size_t>(k));
-    log("starting a new agent on " + n.host + " for the restart");
-    starter_->start(agent_spec(n));
+    log("starting a new agent on " + nodes_.at(static_cast<size_t>(k)).host + " for the restart");
+    start_again(k);
   }
   // Agents answer as soon as their last rank was reported (it already was:
   // we saw every exit); the bound is for an agent that hangs without
   // closing, or one started anew that does not connect.
   double wait_s = opts_.heartbeat_timeout_s;
-  if (!anew.empty()) wait_s = std::max(wait_s, opts_.agent_timeout_s + opts_.ssh_timeout_s);
+  if (!anew.empty()) wait_s = std::max(wait_s, opts_.agent_timeout_s + opts_.ssh_timeout_s * tree_.depth());
   restart_timer_.expires_after(std::chrono::milliseconds(static_cast<long>(wait_s * 1000)));
   restart_timer_.async_wait([this, wait_s](boost::system::error_code ec) {
     if (ec || !phase_.is(Phase::kRestarting)) return;
@@ -63,9 +62,7 @@ void Job::restart() {
 std::string Job::hello_again(Node& n, const msg::Hello& m) {
   if (!phase_.is(Phase::kRestarting) || !attempts_.anew(n.index))
     return "agent claims node " + std::to_string(m.node) + ", which already has one";
-  n.hello = m;
-  n.state = NodeState::kUp;
-  starter_->connected(n.index);
+  greeted(n, m);
   log("new agent on " + n.host + " connected (pid " + std::to_string(m.pid) + ")");
   if (attempts_.ready(n.index, attempts_.next(), m.free_port)) all_ready();
   return "";

@@ -113,6 +113,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
     ("control-addr", val(&o.control_addr, help), "address agents connect back to")
     ("ssh-parallel", val(&o.ssh_parallel, help), "ssh sessions opened at once")
+    ("fanout", val(&o.fanout, help), "agents started by the launcher and by each agent, over more hosts (0: all from the launcher)")
     ("ssh-accept-new", po::bool_switch(&o.ssh_accept_new), "accept unknown host keys (never changed ones)")
     ("ssh-config", val(&o.ssh_config, help), "ssh client config file (like ssh -F)")
     ("ssh-timeout", seconds(&o.ssh_timeout_s, help, "--ssh-timeout", kMaxWaitSeconds),
@@ -649,6 +650,9 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   if (const auto names = remote::start_method_names(); std::find(names.begin(), names.end(), o.launcher) == names.end())
     remote::resolve_start_method(o.launcher, "");  // throws, naming every method
   if (o.ssh_parallel < 1) throw UsageError("--ssh-parallel needs at least 1");
+  if (o.fanout < 0 || o.fanout == 1)
+    throw UsageError("--fanout " + std::to_string(o.fanout) +
+                     ": give 0 (every agent started by dlaunch) or at least 2 (agents the launcher and each agent start)");
   if (o.cpus_per_rank != 1 && o.bind_to != hostfiles::CpuBind::kCore && o.bind_to != hostfiles::CpuBind::kHwthread)
     throw UsageError("--cpus-per-rank needs --bind-to core or hwthread");
   if (vm.count("npernode") || vm.count("ppn")) o.per_node_flag = vm.count("ppn") ? "--ppn" : "--npernode";

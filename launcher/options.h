@@ -83,6 +83,10 @@ struct RunOptions {
   std::string prefix;               // --prefix DIR holding bin/dlaunch-agent
   std::string control_addr;         // --control-addr: address agents connect back to
   int ssh_parallel = 32;            // --ssh-parallel
+  // --fanout F: with more hosts to start than F (libssh, ssh, sim), the
+  // launcher starts F agents and they start the rest, a tree of at most F
+  // children per agent (launcher/launch_tree.h); 0: every agent from here.
+  int fanout = 32;
   bool ssh_accept_new = false;      // --ssh-accept-new
   std::string ssh_config;           // --ssh-config FILE (like ssh -F)
   double ssh_timeout_s = 10;        // --ssh-timeout: connect timeout per host

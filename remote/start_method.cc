@@ -20,15 +20,16 @@ struct Method {
   bool runs_program;     // --launcher-exec replaces its program
   bool forks_local;      // the local node's agent is dlaunch's child (make_local_starter), not srun's
   bool test_only;        // the test bed's (refused without DLAUNCH_SIM=1, left out of the lists users see)
+  bool tree;             // agents can start agents with it (--fanout); srun starts every agent itself
 };
 
 // The start methods; a known name with a null factory would be one this build
 // has not got.
 const Method kMethods[] = {
-    {"libssh", make_process_starter, false, true, false},
-    {"ssh", make_openssh_starter, true, true, false},
-    {"slurm", make_slurm_starter, true, false, false},
-    {"sim", make_sim_starter, false, true, true},
+    {"libssh", make_process_starter, false, true, false, true},
+    {"ssh", make_openssh_starter, true, true, false, true},
+    {"slurm", make_slurm_starter, true, false, false, false},
+    {"sim", make_sim_starter, false, true, true, true},
 };
 
 const Method* find(const std::string& name) {
@@ -99,6 +100,11 @@ std::unique_ptr<AgentStarter> make_agent_starter(const std::string& method, boos
 bool forks_local_agent(const std::string& method) {
   const Method* m = find(method);
   return m && m->forks_local;
+}
+
+bool starts_tree(const std::string& method) {
+  const Method* m = find(method);
+  return m && m->tree;
 }
 
 std::vector<std::string> split_launcher_exec(const std::string& text) {

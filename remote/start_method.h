@@ -37,4 +37,9 @@ std::vector<std::string> split_launcher_exec(const std::string& text);
 // forked early (remote/early_agent.h); slurm's srun starts every agent.
 bool forks_local_agent(const std::string& method);
 
+// Whether agents started with `method` (resolved) can start agents in turn
+// with it: a launch tree (--fanout). Not slurm: one srun step starts every
+// agent, and Slurm's own tree (TreeWidth) carries it.
+bool starts_tree(const std::string& method);
+
 }  // namespace dl::remote

@@ -45,6 +45,7 @@ class RecordingLinks final : public AgentLinks {
   RecordingLinks(size_t nodes, Handler& h) : h_(h), open_(nodes, false), sent_(nodes) {}
   uint16_t listen(const std::string&) override { return 7000; }
   void stop_accepting() override { accepting_ = false; }
+  void set_routes(std::vector<int> root_of) override { routes = std::move(root_of); }
   void adopt(int fd) override { ::close(fd); }
   void send(int node, std::string frame) override {
     REQUIRE(frame.size() >= dl::wire::kHeaderSize);
@@ -95,6 +96,7 @@ class RecordingLinks final : public AgentLinks {
   }
   const Sent& sent(int node) const { return sent_.at(static_cast<size_t>(node)); }
   bool accepting_ = true, heartbeats_ = false;
+  std::vector<int> routes;  // set_routes(): the launch tree, by node
 
  private:
   Handler& h_;

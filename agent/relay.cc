@@ -1,0 +1,253 @@
+#include "agent/relay.h"
+
+#include "errors/error.h"
+#include "remote/agent_starter.h"
+#include "remote/ssh/tcp_connect.h"
+#include "remote/start_method.h"
+#include "wire/admission.h"
+
+namespace dl::agent {
+
+namespace msg = control::msg;
+using control::Connection;
+
+namespace {
+// What a child's heartbeat looks like on the wire, to drop it unparsed.
+const std::string& heartbeat_text() {
+  static const std::string t = control::encode(msg::Heartbeat{});
+  return t;
+}
+}  // namespace
+
+Relay::Relay(boost::asio::io_context& io, std::string token, std::string own_host, Hooks hooks)
+    : io_(io), token_(std::move(token)), own_host_(std::move(own_host)), hooks_(std::move(hooks)),
+      acceptor_(io, control::ControlAcceptor::Hooks{
+                        [this](control::ControlAcceptor::Socket s, wire::PreAuthSlot slot) {
+                          accepted(std::move(s), std::move(slot));
+                        },
+                        [this](const std::string& line) { hooks_.say("relay port: " + line); }}) {}
+
+Relay::~Relay() { stop(); }
+
+void Relay::start_agents(const msg::StartAgents& m, const std::string& bind_addr) {
+  if (stopped_) return;
+  // The list first, whole: a malformed one starts nothing.
+  std::vector<Child> fresh;
+  for (size_t i = 0; i < m.agents.size();) {
+    const auto& a = m.agents[i];
+    const size_t end = i + 1 + static_cast<size_t>(a.below);
+    if (a.below < 0 || end > m.agents.size())
+      throw control::ProtocolError("'start_agents' message: field 'agents[" + std::to_string(i) +
+                                   "].below' runs past the end of the list");
+    Child c;
+    c.me = a;
+    c.below.assign(m.agents.begin() + static_cast<long>(i) + 1, m.agents.begin() + static_cast<long>(end));
+    fresh.push_back(std::move(c));
+    i = end;
+  }
+  if (!port_) {
+    bind_addr_ = bind_addr;
+    port_ = acceptor_.listen(bind_addr);
+  }
+  how_ = m;
+  how_.agents.clear();
+  if (!starter_) make_starter(m);
+  for (auto& c : fresh) {
+    const int node = c.me.node;
+    if (auto it = children_.find(node);
+        it != children_.end() && (it->second.starting || (it->second.conn && it->second.conn->is_open())))
+      continue;  // already on its way, or up
+    via_[node] = node;
+    for (const auto& b : c.below) via_[b.node] = node;
+    Child& child = children_[node] = std::move(c);
+    start_child(child);
+  }
+}
+
+void Relay::make_starter(const msg::StartAgents& m) {
+  remote::StarterOptions so;
+  so.ssh_parallel = m.ssh_parallel;
+  so.ssh_timeout = std::chrono::milliseconds(m.ssh_timeout_ms);
+  so.ssh_config = m.ssh_config;
+  so.ssh_accept_new = m.ssh_accept_new;
+  so.prefix = m.prefix;
+  so.launcher_exec = m.launcher_exec;
+  remote::AgentStarter::Events ev;
+  ev.failed = [this](int node, std::string why) {
+    auto it = children_.find(node);
+    if (stopped_ || it == children_.end() || !it->second.starting) return;
+    it->second.starting = false;
+    hooks_.up(control::frame(msg::AgentFailed{node, why + " (started by the agent on " + own_host_ + ")"}));
+    check_idle();
+  };
+  ev.reached = [this](int node, std::string reach, std::string) {
+    if (auto it = children_.find(node); it != children_.end()) it->second.reach = std::move(reach);
+  };
+  ev.agent_stderr = [this](int node, std::string text) {
+    auto it = children_.find(node);
+    hooks_.say("[agent@" + (it == children_.end() ? std::to_string(node) : it->second.me.host) + "] " + text);
+  };
+  ev.notice = [](std::string) {};
+  starter_ = remote::make_agent_starter(m.method, io_, std::move(so), std::move(ev));
+}
+
+void Relay::start_child(Child& child) {
+  remote::AgentStartSpec spec;
+  spec.node = child.me.node;
+  spec.host = child.me.host, spec.user = child.me.user;
+  spec.port = static_cast<uint16_t>(child.me.port);
+  spec.control_port = std::to_string(port_);
+  spec.control_addr = bind_addr_;
+  spec.token = token_;
+  spec.args.node = child.me.node;
+  spec.args.gpus_per_node = how_.gpus_per_node;
+  spec.args.detect_gpus = how_.detect_gpus;
+  spec.args.prepare_pmix = how_.prepare_pmix;
+  spec.args.cpu_topology = how_.cpu_topology;
+  child.starting = true;
+  child.conn.reset();
+  child.reach.clear();
+  starter_->start(spec);
+}
+
+void Relay::accepted(control::ControlAcceptor::Socket sock, wire::PreAuthSlot slot) {
+  if (stopped_) return;
+  auto node = std::make_shared<int>(-1);
+  auto conn = std::make_shared<Connection>(std::move(sock), control::kMaxControlFrame);
+  std::weak_ptr<Connection> w = conn;
+  Connection::Callbacks cb;
+  cb.frame = [this, w, node](wire::Frame& f) {
+    if (auto c = w.lock()) on_frame(c, *node, f);
+  };
+  cb.closed = [this, node](const std::string& why, bool) {
+    if (*node >= 0) on_closed(*node, why);
+  };
+  cb.drained = [] {};
+  conn->set_callbacks(std::move(cb));
+  conn->start_server(token_, control::kControlTag, wire::kPreAuthDeadline, std::move(slot));
+}
+
+void Relay::on_frame(const std::shared_ptr<Connection>& c, int& node, wire::Frame& f) {
+  if (stopped_) return;
+  if (node < 0) return on_hello(c, node, f);
+  if (f.type == control::kRouted) {
+    const auto r = control::parse_routed(f.payload);
+    auto v = via_.find(static_cast<int>(r.node));
+    if (r.node == control::kEveryNode || static_cast<int>(r.node) == node || v == via_.end() || v->second != node)
+      throw RemoteError("relayed a frame of node " + std::to_string(r.node) + ", which is not beneath it");
+    hooks_.up(wire::encode_frame(control::kRouted, f.payload));
+  } else if (f.type == wire::kJson && f.payload == heartbeat_text()) {
+    return;  // its silence is watched here; the launcher need not hear it
+  } else {
+    hooks_.up(control::routed_frame(static_cast<uint32_t>(node), f.type, f.payload));
+  }
+  if (!held_ && hooks_.up_congested()) {
+    held_ = true;
+    for (auto& [n, child] : children_)
+      if (child.conn) child.conn->hold_reading();
+  }
+}
+
+void Relay::on_hello(const std::shared_ptr<Connection>& c, int& node, wire::Frame& f) {
+  if (f.type != wire::kJson) throw RemoteError("expected hello");
+  auto m = control::decode_from_agent(f.payload);
+  auto* hello = std::get_if<msg::Hello>(&m);
+  if (!hello) throw RemoteError("expected hello");
+  auto it = children_.find(hello->node);
+  if (it == children_.end() || !it->second.starting)
+    throw RemoteError("agent claims node " + std::to_string(hello->node) + ", which this agent did not start");
+  Child& child = it->second;
+  child.starting = false;
+  child.conn = c;
+  node = hello->node;
+  hello->reach = child.reach.empty() ? ssh::describe_socket(c->native_handle()).remote_address : child.reach;
+  hooks_.up(control::routed_frame(static_cast<uint32_t>(node), control::frame(*hello)));
+  if (!child.below.empty()) {
+    msg::StartAgents sub = how_;
+    sub.agents = child.below;
+    c->send_message(sub);
+  }
+  starter_->connected(node);
+  if (hb_interval_.count() > 0)
+    c->start_heartbeats(hb_interval_, hb_timeout_,
+                        "no heartbeat from the agent on " + child.me.host + " for " +
+                            std::to_string(hb_timeout_.count() / 1000) + " s");
+  if (held_) c->hold_reading();
+}
+
+void Relay::on_closed(int node, const std::string& why) {
+  if (stopped_) return;
+  auto it = children_.find(node);
+  if (it == children_.end()) return;
+  // A child leaving after the bye is done, not lost; the launcher learns
+  // it from this agent's own connection closing.
+  if (!(closing_ && why == "connection closed")) lost(it->second, why);
+  check_idle();
+}
+
+void Relay::lost(const Child& child, const std::string& why) {
+  std::string text = "the agent on " + own_host_ + " that started it lost it: " + why;
+  if (!child.below.empty()) {
+    std::string hosts;
+    for (size_t i = 0; i < child.below.size() && i < 8; ++i) hosts += (i ? ", " : "") + child.below[i].host;
+    if (child.below.size() > 8) hosts += ", ...";
+    text += "; the " + std::to_string(child.below.size()) + " host" + (child.below.size() == 1 ? "" : "s") +
+            " beneath it (" + hosts + ") were lost with it";
+  }
+  hooks_.up(control::frame(msg::AgentLost{child.me.node, text}));
+  for (const auto& b : child.below)
+    hooks_.up(control::frame(
+        msg::AgentLost{b.node, "lost with the agent on " + child.me.host + ", which relayed for it (" + why + ")"}));
+}
+
+void Relay::down(const control::RoutedChunk& c, std::string raw) {
+  if (stopped_) return;
+  if (c.node == control::kEveryNode) {
+    for (auto& [n, child] : children_)
+      if (child.conn && child.conn->is_open()) child.conn->send(raw);
+    return;
+  }
+  auto v = via_.find(static_cast<int>(c.node));
+  if (v == via_.end()) return;
+  Child& child = children_.at(v->second);
+  if (!child.conn || !child.conn->is_open()) return;  // lost: said so already
+  if (static_cast<int>(c.node) == child.me.node) child.conn->send(wire::encode_frame(c.inner.type, c.inner.payload));
+  else child.conn->send(std::move(raw));
+}
+
+void Relay::heartbeats(std::chrono::milliseconds interval, std::chrono::milliseconds timeout) {
+  hb_interval_ = interval, hb_timeout_ = timeout;
+  for (auto& [n, child] : children_)
+    if (child.conn && child.conn->is_open())
+      child.conn->start_heartbeats(interval, timeout,
+                                   "no heartbeat from the agent on " + child.me.host + " for " +
+                                       std::to_string(timeout.count() / 1000) + " s");
+}
+
+void Relay::resume() {
+  if (!held_) return;
+  held_ = false;
+  for (auto& [n, child] : children_)
+    if (child.conn) child.conn->resume_reading();
+}
+
+bool Relay::idle() const {
+  for (const auto& [n, child] : children_)
+    if (child.starting || (child.conn && child.conn->is_open())) return false;
+  return true;
+}
+
+void Relay::check_idle() {
+  if (idle() && hooks_.idle) hooks_.idle();
+}
+
+void Relay::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  acceptor_.stop();
+  for (auto& [n, child] : children_)
+    if (child.conn) child.conn->close("the agent on " + own_host_ + " that relayed for it ended");
+  if (starter_) starter_->stop(0);
+}
+
+}  // namespace dl::agent
