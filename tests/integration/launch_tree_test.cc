@@ -1,0 +1,192 @@
+// The launch tree (--fanout, docs/design.md "The launch tree") on the test
+// bed's simulated hosts (--launcher sim): real agents, one per host, the
+// launcher starting only the roots and each root starting its subtree and
+// relaying its frames. Checked on the processes themselves (who started
+// whom), and through the faults a flat launch survives: a failing leaf rank,
+// an interior agent killed, Ctrl-C, --timeout's stack report,
+// --max-restarts with a leaf's agent lost. The same tree over real sshd is
+// tests/multihost/launch_tree_test.cc.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <map>
+#include <regex>
+#include <set>
+
+#include "tests/integration/run_command.h"
+
+using namespace dl::it;
+
+namespace {
+RunSpec tree_run(const std::string& hosts, int fanout, std::vector<std::string> rank) {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--launcher", "sim", "--fanout", std::to_string(fanout), "-H", hosts,
+            "--gpus-per-node", "0", "--mpi", "none"};
+  s.argv.insert(s.argv.end(), rank.begin(), rank.end());
+  s.set_env = {{"DLAUNCH_SIM", "1"}};
+  s.unset_env = {"CUDA_VISIBLE_DEVICES"};
+  return s;
+}
+
+std::string host(int i, const std::string& m) { return "sim" + std::to_string(i) + "-" + m; }
+
+std::string tree_hosts(const std::string& m, int count, int slots) {
+  std::string list;
+  for (int i = 0; i < count; ++i) list += (list.empty() ? "" : ",") + host(i, m) + ":" + std::to_string(slots);
+  return list;
+}
+
+// The agents among `pids`, by the host each simulates.
+std::map<std::string, pid_t> agents(const std::vector<pid_t>& pids) {
+  std::map<std::string, pid_t> out;
+  for (pid_t p : pids) {
+    std::string cmd = read_file("/proc/" + std::to_string(p) + "/cmdline");
+    for (auto& c : cmd)
+      if (c == '\0') c = ' ';
+    static const std::regex sim(R"(dlaunch-agent .*--sim-host (\S+))");
+    std::smatch mm;
+    if (std::regex_search(cmd, mm, sim)) out[mm[1]] = p;
+  }
+  return out;
+}
+
+// Polls until `n` agents carrying `m` run (or `seconds` pass).
+std::map<std::string, pid_t> wait_agents(const std::string& m, size_t n, double seconds, pid_t exclude) {
+  std::map<std::string, pid_t> a;
+  for (int i = 0; i < static_cast<int>(seconds * 20); ++i) {
+    a = agents(marked(m, exclude));
+    if (a.size() >= n) break;
+    ::usleep(50000);
+  }
+  return a;
+}
+}  // namespace
+
+TEST_CASE("tree: 16 simulated hosts with --fanout 4 are 4 roots started by dlaunch and 12 agents started by them",
+          "[integration][tree]") {
+  const std::string m = new_marker();
+  RunSpec s = tree_run(tree_hosts(m, 16, 2), 4,
+                       {"sh", "-c", "echo R=$RANK N=$NODE_RANK W=$WORLD_SIZE; exec sleep \"$0\"", m});
+  s.argv.insert(s.argv.begin() + 1, "-v");
+  Child c = start(s);
+  ChildGuard guard{c, m};
+  auto a = wait_agents(m, 16, 60, c.pid);
+  REQUIRE(a.size() == 16);
+  // Nodes 0, 4, 8, 12 are the roots, each starting the next three.
+  for (int i = 0; i < 16; ++i) {
+    INFO("host " << host(i, m));
+    const pid_t parent = parent_of(a.at(host(i, m)));
+    if (i % 4 == 0) CHECK(parent == c.pid);
+    else CHECK(parent == a.at(host(i - i % 4, m)));
+  }
+  // Every rank runs (32 sleeps, each carrying the marker), beside the 16 agents.
+  REQUIRE(wait_marked(m, 16 + 32, 60, c.pid).size() >= 16 + 32);
+  // Ctrl-C reaches every rank through the tree: the job ends as interrupted.
+  ::kill(c.pid, SIGINT);
+  RunResult r = wait(c, 30);
+  INFO(r.out << r.err);
+  CHECK(r.code == 130);
+  CHECK(r.err.find("launch tree: 16 hosts, fanout 4, depth 2") != std::string::npos);
+  std::regex line(R"(R=(\d+) N=(\d+) W=32)");
+  std::map<int, int> node_of;
+  for (std::sregex_iterator i(r.out.begin(), r.out.end(), line), end; i != end; ++i)
+    node_of[std::stoi((*i)[1])] = std::stoi((*i)[2]);
+  REQUIRE(node_of.size() == 32);
+  for (auto [rank, node] : node_of) CHECK(node == rank / 2);
+  CHECK(wait_marked_gone(m, 10, c.pid).empty());
+}
+
+TEST_CASE("tree: a rank failing on a leaf host ends the job naming the rank and that host", "[integration][tree]") {
+  const std::string m = new_marker();
+  RunSpec s = tree_run(tree_hosts(m, 16, 1), 4,
+                       {"sh", "-c", "if [ $RANK = 14 ]; then exit 7; fi; exec sleep \"$0\"", m});
+  RunResult r = run(s, 60);
+  INFO(r.out << r.err);
+  CHECK(r.code == 7);
+  CHECK(r.err.find("rank 14 on " + host(14, m)) != std::string::npos);
+  CHECK(wait_marked_gone(m, 10).empty());
+}
+
+TEST_CASE("tree: an interior agent killed mid-job is named with the hosts beneath it and nothing is left",
+          "[integration][tree]") {
+  const std::string m = new_marker();
+  Child c = start(tree_run(tree_hosts(m, 16, 1), 4, {"sh", "-c", "exec sleep \"$0\"", m}));
+  ChildGuard guard{c, m};
+  auto a = wait_agents(m, 16, 60, c.pid);
+  REQUIRE(a.size() == 16);
+  REQUIRE(wait_marked(m, 16 + 16, 60, c.pid).size() >= 32);
+  ::kill(a.at(host(4, m)), SIGKILL);
+  RunResult r = wait(c, 30);
+  INFO(r.err);
+  CHECK(r.code != 0);
+  CHECK(r.err.find("lost the agent on " + host(4, m)) != std::string::npos);
+  CHECK(r.err.find("the 3 hosts beneath it (" + host(5, m) + ", " + host(6, m) + ", " + host(7, m) +
+                   ") were lost with it") != std::string::npos);
+  CHECK(wait_marked_gone(m, 10, c.pid).empty());
+}
+
+TEST_CASE("tree: an agent in the middle of a depth-3 tree killed is reported by its parent with its subtree",
+          "[integration][tree]") {
+  const std::string m = new_marker();
+  // 8 hosts, fanout 2: roots 0 and 4; 0 starts 1 and 3, 1 starts 2.
+  RunSpec s = tree_run(tree_hosts(m, 8, 1), 2, {"sh", "-c", "exec sleep \"$0\"", m});
+  s.argv.insert(s.argv.begin() + 1, "-v");
+  Child c = start(s);
+  ChildGuard guard{c, m};
+  auto a = wait_agents(m, 8, 60, c.pid);
+  REQUIRE(a.size() == 8);
+  REQUIRE(parent_of(a.at(host(1, m))) == a.at(host(0, m)));
+  REQUIRE(parent_of(a.at(host(2, m))) == a.at(host(1, m)));
+  REQUIRE(wait_marked(m, 8 + 8, 60, c.pid).size() >= 16);
+  ::kill(a.at(host(1, m)), SIGKILL);
+  RunResult r = wait(c, 30);
+  INFO(r.err);
+  CHECK(r.code != 0);
+  CHECK(r.err.find("depth 3") != std::string::npos);
+  CHECK(r.err.find("lost the agent on " + host(1, m) + " (the agent on " + host(0, m) + " that started it lost it") !=
+        std::string::npos);
+  CHECK(r.err.find("the 1 host beneath it (" + host(2, m) + ") were lost with it") != std::string::npos);
+  CHECK(wait_marked_gone(m, 10, c.pid).empty());
+}
+
+TEST_CASE("tree: --timeout collects every rank's stack through the tree and groups them", "[integration][tree]") {
+  const std::string m = new_marker();
+  TempDir report;
+  RunSpec s = tree_run(tree_hosts(m, 8, 1), 2, {bin("dlaunch-stuck-rank"), m});
+  s.argv.insert(s.argv.begin() + 1, {"--timeout", "5", "--kill-grace", "1", "--report-dir", report.path, "-x",
+                                     "STUCK_ELSEWHERE=5", "-x", "READY_DIR=" + report.path});
+  RunResult r = run(s, 60);
+  INFO(r.err);
+  CHECK(r.code == 124);
+  CHECK(r.err.find("rank 5 on " + host(5, m)) != std::string::npos);
+  CHECK(r.err.find("ranks 0-4, 6-7 (7): ") != std::string::npos);
+  CHECK(read_file(report.path + "/stacks-1.txt").find("=== rank 7 on " + host(7, m)) != std::string::npos);
+  CHECK(wait_marked_gone(m, 10).empty());
+}
+
+TEST_CASE("tree: --max-restarts starts a lost leaf's agent again from its parent and the job completes",
+          "[integration][tree]") {
+  const std::string m = new_marker();
+  // The first attempt sleeps until the test kills a leaf's agent; the second prints and ends.
+  RunSpec s = tree_run(tree_hosts(m, 16, 1), 4,
+                       {"sh", "-c", "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exec sleep \"$0\"; fi; echo done $RANK",
+                        m});
+  s.argv.insert(s.argv.begin() + 1, {"--max-restarts", "1", "--kill-grace", "1"});
+  Child c = start(s);
+  ChildGuard guard{c, m};
+  auto a = wait_agents(m, 16, 60, c.pid);
+  REQUIRE(a.size() == 16);
+  REQUIRE(wait_marked(m, 32, 60, c.pid).size() >= 32);
+  const pid_t old = a.at(host(6, m));
+  ::kill(old, SIGKILL);
+  RunResult r = wait(c, 60);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("lost the agent on " + host(6, m)) != std::string::npos);
+  std::set<int> done;
+  std::regex line(R"(done (\d+))");
+  for (std::sregex_iterator i(r.out.begin(), r.out.end(), line), end; i != end; ++i) done.insert(std::stoi((*i)[1]));
+  CHECK(done.size() == 16);
+  CHECK(wait_marked_gone(m, 10, c.pid).empty());
+}
