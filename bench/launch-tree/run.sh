@@ -8,11 +8,13 @@
 # (its children's not counted); launcher_conns: the most sockets it held at
 # once; floor_s: fork/exec of K agent-sized processes (dlaunch-agent
 # --version) and the K x R ranks at once, no coordination: the physical limit
-# here, where every simulated host shares this machine's cores. Only the flat
-# launch (fanout=0, depth=1) exists to measure.
+# here, where every simulated host shares this machine's cores. Each round
+# runs the tree (--fanout F, FANOUT=32 by default; depth as dlaunch -v says)
+# and the flat launch (--fanout 0), interleaved.
 #
 #   bench/launch-tree/run.sh 64            # 64 hosts x 1 rank, RUNS=3 rounds
 #   RUNS=5 bench/launch-tree/run.sh 256 8
+#   FANOUT=16 bench/launch-tree/run.sh 1024 8
 #   DLAUNCH_BIN=other/bin bench/launch-tree/run.sh 64
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +23,9 @@ bin=$(cd "${DLAUNCH_BIN:-$here/../../build/bin}" && pwd)
 K=$1
 R=${2:-1}
 runs=${RUNS:-3}
+F=${FANOUT:-32}
 [[ $K =~ ^[0-9]+$ && $R =~ ^[0-9]+$ && $K -ge 1 && $R -ge 1 ]] || { echo "bench: K and RANKS_PER_HOST are positive integers" >&2; exit 2; }
+[[ $F =~ ^[0-9]+$ && $F -ge 2 ]] || { echo "bench: FANOUT is an integer of at least 2" >&2; exit 2; }
 for b in dlaunch dlaunch-agent; do
   [ -x "$bin/$b" ] || { echo "bench: no $bin/$b: build dlaunch first (or set DLAUNCH_BIN)" >&2; exit 2; }
 done
@@ -35,19 +39,24 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 hosts=$(for ((i = 0; i < K; i++)); do printf 'sim%d:%d\n' "$i" "$R"; done | paste -sd,)
 ulimit -n 65536 2>/dev/null || true
 
-# One flat launch: "running_s done_s cpu_s conns", or nothing when it failed.
+# One launch at fanout $1: "running_s done_s cpu_s conns depth", or nothing
+# when it failed.
 launch_once() {
   rm -f stamps
   local m
-  if ! m=$(DLAUNCH_SIM=1 ./measure "$bin/dlaunch" --launcher sim -H "$hosts" --gpus-per-node 0 --mpi none \
-           --agent-timeout 300 "$work/stamp" "$work/stamps"); then
-    echo "bench: the launch of $K hosts x $R failed: $(tail -3 measure.err)" >&2; return
+  if ! m=$(DLAUNCH_SIM=1 ./measure "$bin/dlaunch" -v --launcher sim --fanout "$1" -H "$hosts" --gpus-per-node 0 \
+           --mpi none --agent-timeout 300 "$work/stamp" "$work/stamps"); then
+    echo "bench: the launch of $K hosts x $R at fanout $1 failed: $(grep -v '^dlaunch: agent on' measure.err | tail -3)" >&2
+    return
   fi
   read -r start done cpu conns <<<"$m"
+  local depth
+  depth=$(sed -n 's/.*launch tree: .* depth \([0-9]*\).*/\1/p' measure.err | head -1)
   local n last
   n=$(wc -l <stamps); last=$(sort -n stamps | tail -1)
   [ "$n" -eq $((K * R)) ] || { echo "bench: $n of $((K * R)) ranks ran" >&2; return; }
-  awk -v s="$start" -v l="$last" -v d="$done" -v c="$cpu" -v n="$conns" 'BEGIN {printf "%.3f %s %s %s\n", (l - s) / 1e9, d, c, n}'
+  awk -v s="$start" -v l="$last" -v d="$done" -v c="$cpu" -v n="$conns" -v t="${depth:-1}" \
+    'BEGIN {printf "%.3f %s %s %s %s\n", (l - s) / 1e9, d, c, n, t}'
 }
 
 floor_once() {
@@ -60,16 +69,23 @@ floor_once() {
   awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f\n", (b - a) / 1e9}'
 }
 
-launch_once >/dev/null  # warm-up (page cache), not counted
-printf '%-6s %-8s %-10s %-8s %-16s %-14s %s\n' round fanout running_s done_s launcher_cpu_s launcher_conns floor_s
-: >rounds
+launch_once "$F" >/dev/null  # warm-up (page cache), not counted
+printf '%-6s %-8s %-10s %-8s %-16s %-14s %-6s %s\n' round fanout running_s done_s launcher_cpu_s launcher_conns depth floor_s
+: >rounds.tree; : >rounds.flat
 for ((i = 1; i <= runs; i++)); do
-  r=$(launch_once); f=$(floor_once)
-  [ -n "$r" ] || exit 1
-  echo "$r $f" >>rounds
-  read -r run done cpu conns <<<"$r"
-  printf '%-6s %-8s %-10s %-8s %-16s %-14s %s\n' "$i" 0 "$run" "$done" "$cpu" "$conns" "$f"
+  f=$(floor_once)
+  for fan in "$F" 0; do
+    r=$(launch_once "$fan")
+    [ -n "$r" ] || exit 1
+    out=rounds.tree; [ "$fan" = 0 ] && out=rounds.flat
+    echo "$r $f" >>"$out"
+    read -r run done cpu conns depth <<<"$r"
+    printf '%-6s %-8s %-10s %-8s %-16s %-14s %-6s %s\n' "$i" "$fan" "$run" "$done" "$cpu" "$conns" "$depth" "$f"
+  done
 done
-col() { awk -v c="$1" '{print $c}' rounds | median; }
-echo "launch-tree hosts=$K ranks=$((K * R)) fanout=0 running_s=$(col 1) done_s=$(col 2) launcher_cpu_s=$(col 3)" \
-     "launcher_conns=$(col 4) depth=1 floor_s=$(col 5)"
+col() { awk -v c="$2" '{print $c}' "$1" | median; }
+for fan in "$F" 0; do
+  in=rounds.tree; [ "$fan" = 0 ] && in=rounds.flat
+  echo "launch-tree hosts=$K ranks=$((K * R)) fanout=$fan running_s=$(col $in 1) done_s=$(col $in 2)" \
+       "launcher_cpu_s=$(col $in 3) launcher_conns=$(col $in 4) depth=$(col $in 5) floor_s=$(col $in 6)"
+done
