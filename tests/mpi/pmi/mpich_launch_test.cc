@@ -142,3 +142,20 @@ TEST_CASE("dlaunch -n 2 --max-restarts 1 mpich_hello: exit 2 naming the rank, no
   CHECK(count(pmi.out, "dlaunch: error: --max-restarts with --mpi pmi: an MPI job cannot be restarted") == 1);
   CHECK(count(pmi.out, "hello") == 0);
 }
+
+// The launch tree (--fanout) on 8 simulated hosts (--launcher sim): with
+// fanout 2 it is 3 levels deep, and every PMI fence of MPI_Init, the
+// allreduce and the finalize passes up through two relaying agents and back.
+TEST_CASE("dlaunch --fanout 2 on 8 simulated hosts: mpich_hello through a depth-3 launch tree", "[mpich][slow]") {
+  const std::string mark = marker();
+  std::string hosts;
+  for (int i = 0; i < 8; ++i) hosts += (i ? "," : "") + ("sim" + std::to_string(i) + ":2");
+  Result r = run("env DLAUNCH_SIM=1 " + kDlaunch + " -v --launcher sim --fanout 2 --mpi pmi --gpus-per-node 0 -H " + hosts +
+                 " " + kBin + "/mpich_hello 16 " + mark);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(count(r.out, "launch tree: 8 hosts, fanout 2, depth 3") == 1);
+  CHECK(count(r.out, " local 2 ok") == 16);
+  CHECK(count(r.out, "PMI fence") > 0);  // across hosts, the fences are the launcher's
+  CHECK_FALSE(leftover(mark));
+}

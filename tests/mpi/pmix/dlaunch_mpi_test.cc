@@ -375,3 +375,22 @@ TEST_CASE("dlaunch --max-restarts 1 --mpi pmix: refused before any rank starts",
   CHECK(count(r.out, "dlaunch: error: --max-restarts with --mpi pmix: an MPI job cannot be restarted") == 1);
   CHECK(count(r.out, "hello") == 0);
 }
+
+// The launch tree (--fanout) on 8 simulated hosts (--launcher sim), 3 levels
+// deep with fanout 2: OpenMPI's wire-up fences, the modex and the
+// allreduce's fence pass through relaying agents; every host runs a PMIx
+// server of its own.
+TEST_CASE("dlaunch --fanout 2 on 8 simulated hosts: mpi_hello through a depth-3 launch tree", "[pmix][slow]") {
+  const std::string mark = marker();
+  std::string hosts;
+  for (int i = 0; i < 8; ++i) hosts += (i ? "," : "") + ("sim" + std::to_string(i) + ":2");
+  Result r = run("env DLAUNCH_SIM=1 " + kDlaunch + " -v --launcher sim --fanout 2 --mpi pmix --gpus-per-node 0 -H " + hosts +
+                 " " + kBin + "/mpi_hello 16 " + mark);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(count(r.out, "launch tree: 8 hosts, fanout 2, depth 3") == 1);
+  CHECK(count(r.out, " ok") == 16);
+  for (int k = 0; k < 16; ++k) CHECK(count(r.out, "hello rank " + std::to_string(k) + " of 16") == 1);
+  CHECK(count(r.out, "BAD") == 0);
+  CHECK_FALSE(leftover(mark));
+}
