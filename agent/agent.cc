@@ -77,7 +77,8 @@ int Agent::run() {
   control::Connection::Callbacks cb;
   cb.frame = [this](wire::Frame& f) { on_frame(f); };
   cb.closed = [this](const std::string& why, bool) {
-    lost_launcher(why == "connection closed" ? "the launcher closed the connection" : why);
+    const std::string peer = opts_.args.parent.empty() ? "the launcher" : "the agent on " + opts_.args.parent + " that started this one";
+    lost_launcher(why == "connection closed" ? peer + " closed the connection" : why);
   };
   cb.drained = [this] {
     ranks_.resume_output();
@@ -123,7 +124,8 @@ asio::generic::stream_protocol::socket Agent::control_socket() {
     sock.assign(asio::generic::stream_protocol(AF_UNIX, 0), a.control_fd);
     return sock;
   }
-  const std::string peer = "the launcher at " + a.connect_host + ":" + std::to_string(a.connect_port);
+  const std::string peer = (a.parent.empty() ? "the launcher" : "the agent on " + a.parent) + " at " + a.connect_host +
+                           ":" + std::to_string(a.connect_port);
   // Tried again while the launcher's port is busy (another user's idle
   // connections, a burst of agents), until --connect-timeout.
   wire::Socket s =
@@ -192,7 +194,9 @@ void Agent::on_message(control::FromLauncher m) {
 void Agent::launch(msg::Launch incoming) {
   resolved_.clear(), wdirs_.clear();  // a new attempt (--max-restarts) looks again
   link_->start_heartbeats(milliseconds(incoming.hb_ms), milliseconds(incoming.hb_timeout_ms),
-                          "no heartbeat from the launcher for " + std::to_string(incoming.hb_timeout_ms) + " ms");
+                          "no heartbeat from " +
+                              (opts_.args.parent.empty() ? "the launcher" : "the agent on " + opts_.args.parent) +
+                              " for " + std::to_string(incoming.hb_timeout_ms) + " ms");
   if (relay_) relay_->heartbeats(milliseconds(incoming.hb_ms), milliseconds(incoming.hb_timeout_ms));
   if (incoming.mpi && !start_mpi(incoming)) return finish_if_done();
   // Kept for ranks started later (restarts, MPI_Comm_spawn), without the

@@ -104,6 +104,7 @@ void Relay::start_child(Child& child) {
   spec.args.detect_gpus = how_.detect_gpus;
   spec.args.prepare_pmix = how_.prepare_pmix;
   spec.args.cpu_topology = how_.cpu_topology;
+  spec.args.parent = own_host_;
   child.starting = true;
   child.conn.reset();
   child.reach.clear();

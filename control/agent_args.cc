@@ -23,6 +23,7 @@ constexpr const char* kNoGpuBind = "no-gpu-bind";
 constexpr const char* kNoPmix = "no-pmix";
 constexpr const char* kCpuTopology = "cpu-topology";
 constexpr const char* kSimHost = "sim-host";
+constexpr const char* kParent = "parent";
 
 // Each option: its name, whether it takes a value, and its help line.
 struct Option {
@@ -40,6 +41,7 @@ constexpr Option kOptions[] = {
     {kNoPmix, false, "do not start a PMIx server ahead of the launch (--mpi none)"},
     {kCpuTopology, false, "report cores and NUMA nodes in the hello (--bind-to)"},
     {kSimHost, true, "NAME: stand for the simulated host NAME (--launcher sim, tests only)"},
+    {kParent, true, "HOST: the launch tree's agent that started this one, and which --connect reaches"},
     {"version", false, "print the version and exit"},
     {"help", false, "print this help and exit"},
 };
@@ -79,6 +81,7 @@ std::vector<std::string> to_argv(const AgentArgs& a) {
   if (!a.prepare_pmix) v.push_back(flag(kNoPmix));
   if (a.cpu_topology) v.push_back(flag(kCpuTopology));
   if (!a.sim_host.empty()) v.insert(v.end(), {flag(kSimHost), a.sim_host});
+  if (!a.parent.empty()) v.insert(v.end(), {flag(kParent), a.parent});
   return v;
 }
 
@@ -143,6 +146,8 @@ ParsedAgentArgs parse_agent_args(const std::vector<std::string>& argv) {
   a.cpu_topology = switches.count(kCpuTopology) > 0;
   if (has(kSimHost)) a.sim_host = values[kSimHost];
   if (has(kSimHost) && a.sim_host.empty()) throw UsageError("--sim-host needs a host name");
+  if (has(kParent)) a.parent = values[kParent];
+  if (has(kParent) && a.parent.empty()) throw UsageError("--parent needs a host name");
   return out;
 }
 

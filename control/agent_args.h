@@ -29,6 +29,9 @@ struct AgentArgs {
   // names NAME as the host and a machine identity of its own, so several
   // agents on one machine stand for distinct hosts. Never for a real job.
   std::string sim_host;
+  // --parent HOST: started by the launch tree's agent on HOST (agent/relay.h),
+  // which --connect reaches, not by the launcher; said when that link is lost.
+  std::string parent;
 };
 
 // The arguments after the program name, e.g. {"--connect", "10.0.0.1:4000", "--node", "2", "--no-pmix"}

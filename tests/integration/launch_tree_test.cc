@@ -147,6 +147,9 @@ TEST_CASE("tree: an agent in the middle of a depth-3 tree killed is reported by 
   CHECK(r.err.find("lost the agent on " + host(1, m) + " (the agent on " + host(0, m) + " that started it lost it") !=
         std::string::npos);
   CHECK(r.err.find("the 1 host beneath it (" + host(2, m) + ") were lost with it") != std::string::npos);
+  // The agent beneath it says which link it lost, and ends its ranks.
+  CHECK(r.err.find("the agent on " + host(1, m) + " that started this one closed the connection; killed this host's ranks") !=
+        std::string::npos);
   CHECK(wait_marked_gone(m, 10, c.pid).empty());
 }
 
