@@ -22,8 +22,16 @@ bool Fate::fail(int code, std::string verdict, bool retryable) {
   return true;
 }
 
+bool Fate::mark_done(int rank) {
+  std::vector<bool>::reference d = done_.at(static_cast<size_t>(rank));
+  if (d) return false;
+  d = true;
+  --remaining_;
+  return true;
+}
+
 bool Fate::on_exit(const RankExit& e) {
-  done_.at(static_cast<size_t>(e.rank)) = true;
+  mark_done(e.rank);
   const std::string who = (e.name.empty() ? "rank " + std::to_string(e.rank) : e.name) + " on " + e.host;
   if (e.spawn_failed) return fail(e.code, "cannot start " + who + ": " + e.message);
   if (failed() && !e.by_agent && user_signal_ == 0) {
@@ -65,10 +73,7 @@ std::string Fate::verdict() const {
 
 bool Fate::on_host_lost(const std::string& host, const std::string& why, const std::vector<int>& ranks) {
   bool had_unfinished = false;
-  for (int r : ranks) {
-    had_unfinished = had_unfinished || !done_.at(static_cast<size_t>(r));
-    done_.at(static_cast<size_t>(r)) = true;
-  }
+  for (int r : ranks) had_unfinished = mark_done(r) || had_unfinished;
   if (!had_unfinished) return false;
   return fail(exit_codes::kFailure, "lost the agent on " + host + " (" + why + "); its ranks count as failed", true);
 }
@@ -124,7 +129,7 @@ bool Fate::on_peer_failure(int code, const std::string& verdict) {
 }
 
 void Fate::not_ours(const std::vector<int>& ranks) {
-  for (int r : ranks) done_.at(static_cast<size_t>(r)) = true;
+  for (int r : ranks) mark_done(r);
 }
 
 void Fate::on_signal(int sig) {
@@ -132,16 +137,8 @@ void Fate::on_signal(int sig) {
   if (user_signal_ == 0) user_signal_ = sig;
 }
 
-bool Fate::all_done() const {
-  for (bool d : done_)
-    if (!d) return false;
-  return true;
-}
+bool Fate::all_done() const { return remaining_ == 0; }
 
-int Fate::remaining() const {
-  int n = 0;
-  for (bool d : done_) n += d ? 0 : 1;
-  return n;
-}
+int Fate::remaining() const { return remaining_; }
 
 }  // namespace dl::launcher

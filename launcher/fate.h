@@ -36,7 +36,7 @@ struct RankExit {
 
 class Fate {
  public:
-  explicit Fate(int world_size) : done_(static_cast<size_t>(world_size), false) {}
+  explicit Fate(int world_size) : done_(static_cast<size_t>(world_size), false), remaining_(world_size) {}
 
   // Records a rank's end. Returns true when it is the job's first failure,
   // i.e. the caller must tear the job down now.
@@ -71,7 +71,10 @@ class Fate {
   bool on_spawn_refused(std::string verdict);
   // MPI_Comm_spawn started `count` more ranks (ids after the last one):
   // the job is done when they are too.
-  void add_ranks(int count) { done_.resize(done_.size() + static_cast<size_t>(count), false); }
+  void add_ranks(int count) {
+    done_.resize(done_.size() + static_cast<size_t>(count), false);
+    remaining_ += count;
+  }
   // Whether rank `rank` ended (or counts as ended).
   bool done(int rank) const { return rank >= 0 && static_cast<size_t>(rank) < done_.size() && done_[static_cast<size_t>(rank)]; }
   // --timeout fired.
@@ -104,7 +107,10 @@ class Fate {
 
  private:
   bool fail(int code, std::string verdict, bool retryable = false);
+  // Marks `rank` ended; false if it already was.
+  bool mark_done(int rank);
   std::vector<bool> done_;
+  int remaining_ = 0;  // ranks not done: all_done() after each of 8,192 exits is not a scan of 8,192
   int code_ = 0;
   int user_signal_ = 0;
   bool retryable_ = false, final_ = false;

@@ -172,6 +172,7 @@ bool plan_gpus(const PlanInput& in, LaunchPlan& plan, std::map<int, EnvMap>& gpu
 JobEnv job_env(const PlanInput& in) {
   JobEnv je;
   je.placement = in.placement;
+  je.cross = std::make_shared<const CrossRanks>(*in.placement);
   je.job_id = in.job_id;
   je.token = in.token;
   je.slurm = in.launcher_env.count(env::kSlurmJobId) > 0;

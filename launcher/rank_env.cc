@@ -2,20 +2,19 @@
 
 namespace dl::launcher {
 
-namespace {
-// Horovod's cross rank/size: among the nodes that have a rank with this
-// local rank, this node's index and their count.
-std::pair<int, int> cross(const hostfiles::Placement& p, int node, int local_rank) {
-  int index = 0, count = 0;
+CrossRanks::CrossRanks(const hostfiles::Placement& p) : index_(p.local_size.size()) {
   for (size_t n = 0; n < p.local_size.size(); ++n) {
-    if (p.local_size[n] > local_rank) {
-      if (static_cast<int>(n) == node) index = count;
-      ++count;
-    }
+    const auto size = static_cast<size_t>(p.local_size[n]);
+    if (count_.size() < size) count_.resize(size, 0);
+    index_[n].resize(size);
+    for (size_t l = 0; l < size; ++l) index_[n][l] = count_[l]++;
   }
-  return {index, count};
 }
-}  // namespace
+
+std::pair<int, int> CrossRanks::of(int node, int local_rank) const {
+  const auto l = static_cast<size_t>(local_rank);
+  return {index_.at(static_cast<size_t>(node)).at(l), count_.at(l)};
+}
 
 EnvMap node_env(const JobEnv& job, int node) {
   const auto& p = *job.placement;
@@ -63,7 +62,8 @@ EnvMap rank_own_env(const JobEnv& job, int rank) {
   const auto& p = *job.placement;
   const auto& place = p.ranks.at(static_cast<size_t>(rank));
   const std::string r = std::to_string(rank), local = std::to_string(place.local_rank);
-  auto [cross_rank, cross_size] = cross(p, place.node, place.local_rank);
+  auto [cross_rank, cross_size] = job.cross ? job.cross->of(place.node, place.local_rank)
+                                            : CrossRanks(p).of(place.node, place.local_rank);
   EnvMap e = {
       {env::kRank, r}, {env::kLocalRank, local}, {env::kRoleRank, r},                              // torchrun
       {env::kOmpiRank, r}, {env::kOmpiLocalRank, local},                                           // OpenMPI
