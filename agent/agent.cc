@@ -277,6 +277,10 @@ void Agent::start_agents(const msg::StartAgents& m) {
     };
     h.up_congested = [this] { return link_ && link_->congested(); };
     h.idle = [this] { finish_if_done(); };
+    h.hold_parent = [this](bool hold) {
+      if (hold) link_->hold_reading();
+      else link_->resume_reading();
+    };
     h.say = [](const std::string& line) { std::cerr << "dlaunch-agent: " + line + "\n"; };
     const std::string host = opts_.args.sim_host.empty() ? host_name() : opts_.args.sim_host;
     relay_ = std::make_unique<Relay>(io_, opts_.token, host, std::move(h));

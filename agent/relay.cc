@@ -123,7 +123,7 @@ void Relay::accepted(control::ControlAcceptor::Socket sock, wire::PreAuthSlot sl
   cb.closed = [this, node](const std::string& why, bool) {
     if (*node >= 0) on_closed(*node, why);
   };
-  cb.drained = [] {};
+  cb.drained = [this] { check_children_drained(); };
   conn->set_callbacks(std::move(cb));
   conn->start_server(token_, control::kControlTag, wire::kPreAuthDeadline, std::move(slot));
 }
@@ -183,6 +183,7 @@ void Relay::on_closed(int node, const std::string& why) {
   // A child leaving after the bye is done, not lost; the launcher learns
   // it from this agent's own connection closing.
   if (!(closing_ && why == "connection closed")) lost(it->second, why);
+  check_children_drained();  // a congested child that is gone holds nothing up
   check_idle();
 }
 
@@ -205,7 +206,10 @@ void Relay::down(const control::RoutedChunk& c, std::string raw) {
   if (stopped_) return;
   if (c.node == control::kEveryNode) {
     for (auto& [n, child] : children_)
-      if (child.conn && child.conn->is_open()) child.conn->send(raw);
+      if (child.conn && child.conn->is_open()) {
+        child.conn->send(raw);
+        if (!parent_held_ && child.conn->congested()) parent_held_ = true, hooks_.hold_parent(true);
+      }
     return;
   }
   auto v = via_.find(static_cast<int>(c.node));
@@ -214,6 +218,15 @@ void Relay::down(const control::RoutedChunk& c, std::string raw) {
   if (!child.conn || !child.conn->is_open()) return;  // lost: said so already
   if (static_cast<int>(c.node) == child.me.node) child.conn->send(wire::encode_frame(c.inner.type, c.inner.payload));
   else child.conn->send(std::move(raw));
+  if (!parent_held_ && child.conn->congested()) parent_held_ = true, hooks_.hold_parent(true);
+}
+
+void Relay::check_children_drained() {
+  if (!parent_held_) return;
+  for (const auto& [n, child] : children_)
+    if (child.conn && child.conn->is_open() && child.conn->congested()) return;
+  parent_held_ = false;
+  hooks_.hold_parent(false);
 }
 
 void Relay::heartbeats(std::chrono::milliseconds interval, std::chrono::milliseconds timeout) {

@@ -13,7 +13,9 @@
 //         (kEveryNode) to every child.
 // A child that cannot be started is reported (AgentFailed); a child lost
 // after its hello is reported with every node beneath it (AgentLost).
-// Upward backpressure holds the children's reading, as output does.
+// Upward backpressure holds the children's reading, as output does; a
+// child that does not take what is sent to it holds the reading from the
+// parent, so no queue here grows on a child's or a rank's say-so.
 #include <boost/asio.hpp>
 #include <chrono>
 #include <functional>
@@ -37,6 +39,10 @@ class Relay {
     std::function<void(std::string frame)> up;  // onto this agent's link to its parent
     std::function<bool()> up_congested;
     std::function<void()> idle;                 // the last child's connection closed
+    // Downward backpressure: a child's connection has more queued than
+    // control::Connection::kPauseAbove, so reading from the parent stops
+    // (hold) until every child's queue drained (resume).
+    std::function<void(bool hold)> hold_parent;
     std::function<void(const std::string& line)> say;  // to this agent's stderr
   };
   Relay(boost::asio::io_context& io, std::string token, std::string own_host, Hooks hooks);
@@ -88,7 +94,8 @@ class Relay {
   std::unique_ptr<remote::AgentStarter> starter_;
   std::map<int, Child> children_;  // by node
   std::map<int, int> via_;         // every node beneath this agent -> the child it is under (or is)
-  bool held_ = false, closing_ = false, stopped_ = false;
+  void check_children_drained();
+  bool held_ = false, parent_held_ = false, closing_ = false, stopped_ = false;
   std::chrono::milliseconds hb_interval_{0}, hb_timeout_{0};
 };
 
