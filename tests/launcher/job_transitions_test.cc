@@ -147,7 +147,8 @@ hf::Placement two_hosts() {
 // A Job with recorders for its links and starter, started; every step is the
 // test's call followed by running what became due.
 struct Harness {
-  explicit Harness(RunOptions o = test_options(), Peers* peers = nullptr, std::set<int> fail = {}) {
+  explicit Harness(RunOptions o = test_options(), Peers* peers = nullptr, std::set<int> fail = {},
+                   hf::Placement placement = two_hosts()) {
     JobParts parts;
     parts.peers = peers;
     parts.make_starter = [this, fail](boost::asio::io_context& io, AgentStarter::Events ev) {
@@ -161,7 +162,7 @@ struct Harness {
       links = l.get();
       return l;
     };
-    job = std::make_unique<Job>(std::move(o), two_hosts(), std::move(parts));
+    job = std::make_unique<Job>(std::move(o), std::move(placement), std::move(parts));
     job->start();
     settle();
   }
@@ -177,7 +178,7 @@ struct Harness {
   }
   // The job's end: the agents' connections close as they do after a bye.
   int finish() {
-    for (int n = 0; n < 2; ++n)
+    for (int n = 0; n < static_cast<int>(links->routes.size() > 2 ? links->routes.size() : 2); ++n)
       if (links->connected(n)) links->close(n, "closed by the agent");
     settle();
     concluded = true;
@@ -200,6 +201,17 @@ struct Harness {
   int code = -1;
   std::string err;
 };
+
+// `count` hosts that are not this machine, one slot each.
+hf::Placement hosts(int count) {
+  std::vector<hf::HostEntry> list;
+  for (int i = 0; i < count; ++i) {
+    hf::HostEntry e;
+    e.host = "fake-" + std::to_string(i), e.slots = 1;
+    list.push_back(e);
+  }
+  return hf::place(list, {});
+}
 
 std::string shared_var(const msg::Launch& l, const std::string& k) {
   auto it = l.env.find(k);
@@ -415,4 +427,44 @@ TEST_CASE("job transitions: per-node peers: only this node's agent starts, a fai
     CHECK(peers.published.empty());  // the failure was theirs: not told back
     CHECK(h.finish() == 7);
   }
+}
+
+// The launch tree (launcher/launch_tree.h) as the Job drives it: 7 hosts with
+// fanout 2 are roots 0 (over 1, 2, 3: 1 starts 2) and 4 (over 5, 6).
+TEST_CASE("job transitions: a launch tree starts its roots, sends each its subtree, and a failed interior start names "
+          "what it was to start",
+          "[launcher][job][transitions]") {
+  RunOptions o = test_options();
+  o.launcher = "sim";
+  o.fanout = 2;
+  Harness h(o, nullptr, {}, hosts(7));
+  REQUIRE(h.links->routes == std::vector<int>{-1, 0, 0, 0, -1, 4, 4});
+  std::vector<int> started;
+  for (const auto& sp : h.starter->specs) started.push_back(sp.node);
+  CHECK(started == std::vector<int>{0, 4});  // the launcher starts only the roots
+  REQUIRE(h.links->hello(0) == "");
+  h.settle();
+  const auto sub = h.links->sent(0).all<msg::StartAgents>();
+  REQUIRE(sub.size() == 1);
+  CHECK(sub[0].method == "sim");
+  std::vector<std::pair<int, int>> list;  // (node, below)
+  for (const auto& a : sub[0].agents) list.emplace_back(a.node, a.below);
+  CHECK(list == std::vector<std::pair<int, int>>{{1, 1}, {2, 0}, {3, 0}});
+  CHECK(sub[0].agents[0].host == "fake-1");
+  // Relayed hellos (the links present each as the node's own) get no
+  // start_agents: each one's parent sends it its subtree.
+  for (int n : {4, 5, 6, 3}) REQUIRE(h.links->hello(n) == "");
+  h.settle();
+  CHECK(h.links->sent(5).count<msg::StartAgents>() == 0);
+  CHECK(h.links->sent(4).count<msg::StartAgents>() == 1);
+  // A node's failure reported by an agent that did not start it is refused.
+  CHECK_THROWS_AS(h.links->say(4, msg::AgentFailed{1, "not mine"}), dl::RemoteError);
+  // Root 0 could not start node 1: node 1 is named, and node 2 beneath it,
+  // never started; with every host settled the job ends before any launch.
+  h.links->say(0, msg::AgentFailed{1, "fake-1: cannot start (test) (started by the agent on fake-0)"});
+  h.settle();
+  CHECK(h.job->phase() != Phase::kLaunched);
+  CHECK(h.finish() != 0);
+  CHECK(h.err.find("dlaunch: error: fake-1: cannot start (test) (started by the agent on fake-0); the 1 host it was "
+                   "to start (fake-2) were not started") != std::string::npos);
 }
