@@ -75,10 +75,9 @@ void ControlServer::on_frame(const std::shared_ptr<Connection>& c, int& node, wi
     return on_node_frame(c, n, f, false);
   }
   if (f.type == control::kRouted) {
-    if (!has_below_[static_cast<size_t>(node)]) throw RemoteError("relayed frames from an agent that relays for none");
     auto r = control::parse_routed(f.payload);
     const size_t n = r.node;
-    if (n >= conns_.size() || root_of_[n] != node)
+    if (!has_below_[static_cast<size_t>(node)] || n >= conns_.size() || root_of_[n] != node)
       throw RemoteError("relayed a frame of node " + std::to_string(r.node) + ", which is not beneath it");
     return on_node_frame(c, static_cast<int>(n), r.inner, true);
   }

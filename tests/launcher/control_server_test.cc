@@ -112,3 +112,52 @@ TEST_CASE("control server: a refused hello closes the connection, and nothing af
   CHECK_FALSE(server.connected(1));
   ::close(sv[1]);
 }
+
+// The launch tree: root 0's connection carries nodes 1 and 2 (kRouted
+// frames); node 3 is its own. A relayed node is taken only through its root,
+// after its relayed hello; a root lost takes its subtree with it, named.
+TEST_CASE("control server: relayed nodes are bound through their root only, and lost with it", "[launcher][tree]") {
+  boost::asio::io_context io;
+  Recorder h;
+  ControlServer server(io, std::string(64, 't'), 4, h);
+  server.set_routes({-1, 0, 0, -1});
+  int root[2], other[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, root) == 0);
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, other) == 0);
+  server.adopt(root[0]);
+  server.adopt(other[0]);
+  write_frame(root[1], dl::control::frame(hello(0)));
+  write_frame(root[1], dl::control::routed_frame(1, dl::control::frame(hello(1))));
+  msg::Exited x;
+  x.rank = 5, x.pid = 42, x.code = 0;
+  write_frame(root[1], dl::control::routed_frame(1, dl::control::frame(x)));
+  // Node 2's exit before its hello is not taken.
+  write_frame(root[1], dl::control::routed_frame(2, dl::control::frame(x)));
+  write_frame(other[1], dl::control::frame(hello(3)));
+  REQUIRE(run_until(io, [&] { return h.hellos.size() == 3 && !h.exited_ranks.empty(); }));
+  CHECK(h.exited_ranks == std::vector<int>{105});
+  CHECK(server.connected(1));
+  CHECK_FALSE(server.connected(2));
+  // A frame sent to node 1 leaves on the root's connection, wrapped for node 1.
+  server.send(1, dl::control::frame(msg::Bye{}));
+  REQUIRE(run_until(io, [] { return true; }));
+  char buf[256];
+  const ssize_t got = ::read(root[1], buf, sizeof buf);
+  REQUIRE(got > 10);
+  CHECK(static_cast<uint8_t>(buf[4]) == dl::control::kRouted);
+  CHECK(buf[8] == 1);  // node 1, big-endian
+  // Node 3 may not speak for node 1: its connection is closed.
+  write_frame(other[1], dl::control::routed_frame(1, dl::control::frame(x)));
+  REQUIRE(run_until(io, [&] { return !h.closed.empty(); }));
+  CHECK(h.closed.at(0).first == 3);
+  CHECK(h.closed.at(0).second.find("not beneath it") != std::string::npos);
+  // The root lost: it, then node 1 beneath it, each named.
+  ::close(root[1]);
+  REQUIRE(run_until(io, [&] { return h.closed.size() == 3; }));
+  CHECK(h.closed[1].first == 0);
+  CHECK(h.closed[1].second.find("the 1 host beneath it (n1) were lost with it") != std::string::npos);
+  CHECK(h.closed[2].first == 1);
+  CHECK(h.closed[2].second.find("lost with the agent on n0, which relayed for it") != std::string::npos);
+  CHECK_FALSE(server.any_open());
+  ::close(other[1]);
+}
