@@ -125,6 +125,7 @@ DL_CONTROL_MESSAGE(MpiDmodexReply)
 DL_CONTROL_MESSAGE(AgentFailed)
 DL_CONTROL_MESSAGE(AgentLost)
 DL_CONTROL_MESSAGE(StartAgents)
+DL_CONTROL_MESSAGE(MpiMap)
 #undef DL_CONTROL_MESSAGE
 
 std::string encode(const MpiUp& m) {

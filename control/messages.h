@@ -379,8 +379,11 @@ struct RankSpec {
 struct MpiSection {
   std::string nspace;
   int world_size = 0, node_rank = 0, universe_size = 0;
-  std::vector<std::string> node_hosts;         // by node
-  std::vector<std::vector<int>> node_ranks;    // by node: its ranks
+  // By node: its host and its ranks. Empty in a launch that an mpi_map
+  // broadcast came before (the map is the same for every host: sent once, not
+  // in each of 1,024 launches); the agent fills them in from it.
+  std::vector<std::string> node_hosts;
+  std::vector<std::vector<int>> node_ranks;
   // MPMD: the number of ranks of each app context, in rank order (absent: one app).
   std::optional<std::vector<int>> app_sizes;
   // The wire-up the agents serve (--mpi): "pmix", "pmi" or "pmix,pmi";
@@ -469,6 +472,15 @@ struct SpawnLaunch {
   }
 };
 
+// An MPI job's map, the same for every host: broadcast once before the
+// launches, whose MPI sections then leave node_hosts and node_ranks empty.
+struct MpiMap {
+  static constexpr const char* kType = "mpi_map";
+  std::vector<std::string> node_hosts;       // by node
+  std::vector<std::vector<int>> node_ranks;  // by node: its ranks
+  template <class S, class V> static void fields(S& s, V& v) { v("node_hosts", s.node_hosts), v("node_ranks", s.node_ranks); }
+};
+
 // mpi_connect `id` completed on every host, with every host's blob
 // concatenated in node order (hex; fences), or `error`: it failed.
 struct MpiConnectDone {
@@ -550,7 +562,7 @@ struct Bye {
 using MpiUp = std::variant<msg::MpiAbort, msg::MpiRefused, msg::SpawnRequest, msg::MpiPublish, msg::MpiLookup,
                            msg::MpiUnpublish, msg::MpiConnect, msg::MpiDmodex, msg::MpiDmodexData, msg::SpawnKnown>;
 using MpiDown = std::variant<msg::FenceFailed, msg::SpawnReply, msg::SpawnLaunch, msg::MpiLookupReply,
-                             msg::MpiConnectDone, msg::MpiDmodexServe, msg::MpiDmodexReply>;
+                             msg::MpiConnectDone, msg::MpiDmodexServe, msg::MpiDmodexReply, msg::MpiMap>;
 
 // What each side may receive. Decoding picks the alternative by "t", looking
 // into MpiUp and MpiDown for theirs.

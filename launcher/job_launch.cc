@@ -77,6 +77,8 @@ void Job::launch_all() {
   // Said where someone watches (a terminal, or -v), so that a job that went
   // well still says nothing to the logs and scripts reading dlaunch's stderr.
   if (!plan.notice.empty() && (opts_.verbose || ::isatty(2) == 1)) write_fully(2, plan.notice);
+  // The MPI job's map, once to every agent, ahead of the launches that leave it out.
+  if (plan.mpi_map) server_->broadcast(*plan.mpi_map);
   bool warned = false;
   for (auto& n : nodes_) {
     auto& m = plan.launches[static_cast<size_t>(n.index)];

@@ -267,7 +267,10 @@ LaunchPlan plan_launch(const PlanInput& in) {
       s.nspace = in.job_id;
       s.world_size = s.universe_size = static_cast<int>(in.placement->ranks.size());
       s.node_rank = static_cast<int>(i);
-      for (const auto& x : in.nodes) s.node_hosts.push_back(x.host), s.node_ranks.push_back(x.ranks);
+      if (!plan.mpi_map) {
+        plan.mpi_map.emplace();
+        for (const auto& x : in.nodes) plan.mpi_map->node_hosts.push_back(x.host), plan.mpi_map->node_ranks.push_back(x.ranks);
+      }
       if (o.apps.size() > 1) {
         s.app_sizes.emplace();
         for (const auto& a : o.apps) s.app_sizes->push_back(a.np);

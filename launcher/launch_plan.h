@@ -59,6 +59,10 @@ struct LaunchPlan {
   std::string warnings;       // lines for dlaunch's stderr before the launch, always ("" = none)
   std::string notice;         // lines for dlaunch's stderr before the launch, on a terminal or with -v ("" = none)
   std::vector<std::optional<control::msg::Launch>> launches;  // by node; none for external nodes
+  // With mpi: the job's map, sent once to every agent before the launches
+  // (their MPI sections leave it out: at 1,024 hosts x 8 each copy was 8,192
+  // ranks, 1,024 times over).
+  std::optional<control::msg::MpiMap> mpi_map;
 };
 
 // The control connections' heartbeat interval, from --heartbeat-timeout:

@@ -32,7 +32,10 @@ void MpiSide::release_for_exit() {
 
 // The PMIx server when the job serves PMIx, and the PMI server always (with
 // --mpi pmix it tells a PMI client that it is not served).
-void MpiSide::start(const msg::MpiSection& mpi) {
+void MpiSide::start(const msg::MpiSection& section) {
+  // The job's map came once for all hosts (mpi_map), not in this launch.
+  msg::MpiSection mpi = section;
+  if (mpi.node_hosts.empty() && map_) mpi.node_hosts = map_->node_hosts, mpi.node_ranks = map_->node_ranks;
   const control::MpiServe served = mpi.served();
   if (served == control::MpiServe::kRefuse) return refuse_mpi(mpi);
   if (served != control::MpiServe::kPmi) start_pmix(mpi);
@@ -123,6 +126,7 @@ void MpiSide::fence_failed(const msg::FenceFailed& f) {
 
 void MpiSide::receive(const control::MpiDown& m) {
   std::visit(control::Visitor{
+                 [this](const msg::MpiMap& m) { map_ = m; },
                  [this](const msg::FenceFailed& f) { fence_failed(f); },
                  [this](const msg::SpawnReply& r) {
                    if (pmix_) pmix_->spawn_done(r.id, r.nspace.value_or(""), r.error.value_or(""));

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -104,6 +105,7 @@ class MpiSide {
   std::unique_ptr<MpiJob> pmix_;            // the PMIx server, prepared or serving; else null
   std::unique_ptr<pmi::PmiService> pmi_;    // the PMI server (also with --mpi pmix: it refuses), else null
   std::unique_ptr<PmixTripwire> tripwire_;  // serve "refuse": the ranks' unserved PMIx ports, else null
+  std::optional<control::msg::MpiMap> map_;  // the job's map, when the launcher broadcast it
 };
 
 }  // namespace dl::mpi

@@ -427,6 +427,9 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
     REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
     CHECK(plan.mpi);
     CHECK(plan.serve == dl::control::MpiServe::kPmixAndPmi);
+    REQUIRE(plan.mpi_map);
+    CHECK(plan.mpi_map->node_hosts == std::vector<std::string>{"n0", "n1", "n2"});
+    CHECK(plan.mpi_map->node_ranks == std::vector<std::vector<int>>{{0}, {1}, {2}});
     for (size_t i = 0; i < 3; ++i) {
       REQUIRE(plan.launches[i]);
       REQUIRE(plan.launches[i]->mpi);
@@ -435,8 +438,9 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
       CHECK(m.world_size == 3);
       CHECK(m.universe_size == 3);
       CHECK(m.node_rank == static_cast<int>(i));
-      CHECK(m.node_hosts == std::vector<std::string>{"n0", "n1", "n2"});
-      CHECK(m.node_ranks == std::vector<std::vector<int>>{{0}, {1}, {2}});
+      // The job's map goes once (mpi_map), not in each launch.
+      CHECK(m.node_hosts.empty());
+      CHECK(m.node_ranks.empty());
       CHECK(m.serve == "pmix,pmi");  // on the wire
       CHECK(m.served() == dl::control::MpiServe::kPmixAndPmi);
     }
