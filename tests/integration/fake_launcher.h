@@ -19,26 +19,33 @@ namespace dl::it {
 
 inline const std::string kToken(64, 'c');
 
-struct FakeLauncher {
-  int listen_fd = -1;
+// A TCP socket listening on a loopback port of its own. It accepts only
+// when asked: until then a peer's connects complete and wait.
+struct LoopbackPort {
+  int fd = -1;
   uint16_t port = 0;
-  FakeLauncher() {
-    listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  LoopbackPort() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(listen_fd, 4) == 0);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd, 16) == 0);
     socklen_t len = sizeof a;
-    ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
     port = ntohs(a.sin_port);
   }
-  ~FakeLauncher() { ::close(listen_fd); }
-  FakeLauncher(const FakeLauncher&) = delete;
-  FakeLauncher& operator=(const FakeLauncher&) = delete;
+  ~LoopbackPort() { ::close(fd); }
+  LoopbackPort(const LoopbackPort&) = delete;
+  LoopbackPort& operator=(const LoopbackPort&) = delete;
+};
+
+struct FakeLauncher {
+  LoopbackPort listener;
+  const uint16_t port = listener.port;
   // Accepts the agent, runs the handshake, returns its socket and its hello.
   std::pair<dl::wire::Socket, dl::control::msg::Hello> accept_agent() {
-    dl::wire::Socket s(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+    dl::wire::Socket s(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
     REQUIRE(s.valid());
     dl::wire::server_handshake(s, kToken, dl::control::kControlTag, "the agent", std::chrono::milliseconds(10000));
     auto f = dl::wire::read_frame(s, dl::control::kMaxControlFrame, std::chrono::milliseconds(10000), "the agent");

@@ -3,8 +3,6 @@
 // ranks meet at a barrier in the store, what the store server logs of its
 // connections (-v), the connections the kernel holds to its port, and an
 // agent whose store cannot be reached (a launcher played by the test).
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -56,22 +54,6 @@ RunSpec sim_run(const std::string& marker, std::vector<std::string> rank) {
   return s;
 }
 
-// A loopback port that takes connections and never answers them.
-struct SilentPort {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  uint16_t number = 0;
-  SilentPort() {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd, 16) == 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    number = ntohs(a.sin_port);
-  }
-  ~SilentPort() { ::close(fd); }
-};
 }  // namespace
 
 TEST_CASE("store door: six ranks pass a barrier in the store over one connection from their host",
@@ -175,8 +157,8 @@ Seen watch_agent(const dl::wire::Socket& s) {
 TEST_CASE("store door: a store the door cannot reach fails the ranks' requests naming it, and the agent serves on",
           "[integration]") {
   const std::string mark = new_marker();
-  SilentPort store;
-  const std::string addr = "127.0.0.1:" + std::to_string(store.number);
+  LoopbackPort store;  // takes connections, never answers them
+  const std::string addr = "127.0.0.1:" + std::to_string(store.port);
   FakeLauncher l;
   Child c = start_agent(l.port);
   ChildGuard guard{c, mark};
