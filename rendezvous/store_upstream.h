@@ -8,10 +8,10 @@
 // connect and the token handshake (wire/async_connect.h, trying again until
 // connect_timeout) without blocking the io thread, and the calls made
 // meanwhile wait, in order, to go up once it is made, each timeout they
-// carry shortened by the time they waited. A host whose ranks never use the
-// store costs the server no connection. Their number is bounded by the
+// carry shortened by the time they waited; their number is bounded by the
 // callers (the door lets each of its clients have one request at the back
-// end at a time). connect() makes the link at once, blocking, for those who
+// end at a time). A host whose ranks never use the store costs the server
+// no connection. connect() makes the link at once, blocking, for those who
 // measure it apart from the traffic (bench/store-scale).
 //
 // Its life is one State that only moves forward: kIdle, kConnecting, kUp,
