@@ -205,7 +205,8 @@ void Agent::launch(msg::Launch incoming) {
   incoming.ranks.clear();
   launch_ = std::move(incoming);
   // A door combines several ranks' traffic; a host of one rank has nothing
-  // to combine, and its launch does not wait for the door's link.
+  // to combine, and its rank, going direct, costs the store one connection
+  // as the door would.
   if (ranks.size() > 1) store_door_.open_for(launch_->env, ranks.size());
   const msg::Launch& m = *launch_;
   if (!ranks.empty() && !error_files_) {

@@ -14,8 +14,8 @@
 namespace dl::agent {
 
 namespace {
-// How long the agent tries to reach the store for its door before its ranks
-// go direct: the launcher's store is up before any agent starts.
+// How long the door tries to reach the store before its ranks' requests
+// fail: the launcher's store is up before any agent starts.
 constexpr wire::Millis kUpstreamConnectTimeout{10000};
 
 const std::string* find(const EnvVars& env, const char* name) {
@@ -64,6 +64,9 @@ void StoreDoorService::open(const EnvVars& env, size_t local_ranks) {
   if (dir_.empty()) dir_ = make_dir();
   host_ = std::make_unique<rdzv::HostStore>(io_, dir_ + "/store.sock", host, port, *find(env, env::kDlToken), opt,
                                             kUpstreamConnectTimeout);
+  host_->upstream().set_on_unreachable([](const std::string& why) {
+    std::fprintf(stderr, "dlaunch-agent: the store door's ranks cannot reach the job's store: %s\n", why.c_str());
+  });
 }
 
 }  // namespace dl::agent

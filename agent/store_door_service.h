@@ -12,9 +12,16 @@
 // $TMPDIR/dlaunch-<agent pid>-store-<random>: named so that, when this agent
 // is killed outright, the next agent on the host that serves an MPI job
 // removes it with the other directories of dead agents (mpi/mpi_job.cc).
-// When the door cannot be made (the store unreachable from here, no temp
-// directory), the agent says why on stderr once and its ranks connect to the
-// store directly.
+// When the door cannot be made (no temp directory), the agent says why on
+// stderr once and its ranks connect to the store directly.
+//
+// Making the door is local and cheap; its link to the store is made only
+// when a rank's request must go up (rendezvous/store_upstream.h), without
+// holding up the agent's loop, so a host whose ranks never use the store
+// (MPI programs, /bin/true) costs the store no connection. When the link
+// cannot be made within kUpstreamConnectTimeout the ranks' store requests
+// fail naming the store and what was waited for, and the agent says so once
+// on stderr; when it breaks later, they fail saying why.
 //
 // Threading: the agent's io_context thread.
 #include <memory>

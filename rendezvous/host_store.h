@@ -18,18 +18,26 @@
 
 namespace dl::rdzv {
 
+// When the link to the server is made: at the first request that must go
+// up (a host whose ranks never use the store costs the server nothing), or
+// at once, blocking, before the door opens.
+enum class LinkWhen { kFirstRequest, kNow };
+
 class HostStore {
  public:
-  // Connects to the server at host:port (blocking, trying again until
-  // connect_timeout), then listens at door_path. Throws what StoreUpstream
-  // and StoreDoor throw.
+  // Listens at door_path, with the link to the server at host:port made
+  // `when` (trying again until connect_timeout; StoreUpstream says what a
+  // link that cannot be made does to its callers). Throws what StoreDoor
+  // throws, and with kNow what StoreUpstream::connect throws.
   HostStore(boost::asio::io_context& io, const std::string& door_path, const std::string& host, uint16_t port,
-            const std::string& token, ForwarderOptions opt, wire::Millis connect_timeout);
+            const std::string& token, ForwarderOptions opt, wire::Millis connect_timeout,
+            LinkWhen when = LinkWhen::kFirstRequest);
   // Closes the door and its clients, then the link. Removes the socket file.
   ~HostStore();
 
   const std::string& door_path() const { return door_->path(); }
   StoreDoor& door() { return *door_; }
+  StoreUpstream& upstream() { return *up_; }
   const StoreUpstream& upstream() const { return *up_; }
   const StoreForwarder& forwarder() const { return *fwd_; }
 

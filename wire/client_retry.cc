@@ -47,9 +47,12 @@ void retry_until(const std::string& peer, Millis timeout, const std::function<vo
     if (Clock::now() + pause >= deadline) break;
     std::this_thread::sleep_for(pause);
   }
-  const auto waited = std::chrono::duration_cast<Millis>(Clock::now() - start).count();
-  throw TimeoutError("no handshake with " + peer + " within " + std::to_string(waited) + " ms (" +
-                     std::to_string(t.number) + (t.number == 1 ? " try" : " tries") + "; the last: " + last + ")");
+  throw TimeoutError(retry_timeout_message(peer, std::chrono::duration_cast<Millis>(Clock::now() - start), t.number, last));
+}
+
+std::string retry_timeout_message(const std::string& peer, Millis waited, int tries, const std::string& last) {
+  return "no handshake with " + peer + " within " + std::to_string(waited.count()) + " ms (" + std::to_string(tries) +
+         (tries == 1 ? " try" : " tries") + "; the last: " + last + ")";
 }
 
 Socket connect_authenticated(const std::string& host, uint16_t port, std::string_view token, std::string_view tag,

@@ -50,6 +50,11 @@ struct Try {
 // "no handshake with PEER within T ms (K tries; the last: WHY)".
 void retry_until(const std::string& peer, Millis timeout, const std::function<void(const Try&)>& attempt);
 
+// retry_until's message when time is up, for clients that retry on their
+// own (wire/async_connect.h): `tries` tries in `waited`, the last failing
+// because `last`.
+std::string retry_timeout_message(const std::string& peer, Millis waited, int tries, const std::string& last);
+
 // connect_tcp and client_handshake under retry_until: a connected socket
 // that passed the token handshake with `peer` (host:port named in errors).
 Socket connect_authenticated(const std::string& host, uint16_t port, std::string_view token, std::string_view tag,

@@ -200,8 +200,9 @@ class Hosts {
     std::error_code ignored;
     std::filesystem::remove_all(so_.door_dir, ignored);
   }
-  // Makes every host's link and door (the links one after another), then
-  // serves them on a thread of their own.
+  // Makes every host's link and door (the links one after another, at once:
+  // connect_s then counts them, as a launch's would at the first request),
+  // then serves them on a thread of their own.
   void open() {
     const int first_host = so_.first_rank / kRanksPerHost;
     const int last_rank = so_.first_rank + so_.clients;
@@ -210,7 +211,8 @@ class Hosts {
       fo.world_size = so_.world;
       fo.local_ranks = std::min(kRanksPerHost, so_.world - h * kRanksPerHost);
       hosts_.push_back(std::make_unique<dl::rdzv::HostStore>(io_, door_path(so_.door_dir, h), so_.host, so_.port,
-                                                             so_.token, fo, so_.connect_timeout));
+                                                             so_.token, fo, so_.connect_timeout,
+                                                             dl::rdzv::LinkWhen::kNow));
     }
     thread_ = std::thread([this] {
       auto guard = boost::asio::make_work_guard(io_);

@@ -4,12 +4,9 @@
 // and exits 1; it never crashes and never hangs.
 #include <catch2/catch.hpp>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include "control/messages.h"
 #include "control/protocol.h"
+#include "tests/integration/fake_launcher.h"
 #include "tests/integration/run_command.h"
 #include "wire/handshake.h"
 #include "wire/socket.h"
@@ -20,44 +17,6 @@ namespace msg = dl::control::msg;
 using std::chrono::milliseconds;
 
 namespace {
-const std::string kToken(64, 'c');
-
-struct FakeLauncher {
-  int listen_fd = -1;
-  uint16_t port = 0;
-  FakeLauncher() {
-    listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(listen_fd, 4) == 0);
-    socklen_t len = sizeof a;
-    ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }
-  ~FakeLauncher() { ::close(listen_fd); }
-  // Accepts the agent, runs the handshake, returns its socket and its hello.
-  std::pair<dl::wire::Socket, msg::Hello> accept_agent() {
-    dl::wire::Socket s(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
-    REQUIRE(s.valid());
-    dl::wire::server_handshake(s, kToken, control::kControlTag, "the agent", milliseconds(10000));
-    auto f = dl::wire::read_frame(s, control::kMaxControlFrame, milliseconds(10000), "the agent");
-    auto m = control::decode_from_agent(f.payload);
-    REQUIRE(std::holds_alternative<msg::Hello>(m));
-    return {std::move(s), std::get<msg::Hello>(m)};
-  }
-};
-
-Child start_agent(uint16_t port) {
-  RunSpec spec;
-  spec.argv = {bin("dlaunch-agent"), "--connect", "127.0.0.1:" + std::to_string(port), "--node", "0", "--no-pmix"};
-  spec.stdin_data = kToken + "\n";
-  spec.stdin_devnull = false;
-  spec.stdin_hold = true;  // as the launcher holds it: EOF would mean "launcher gone"
-  return start(spec);
-}
-
 void send_json(const dl::wire::Socket& s, const std::string& text) {
   dl::wire::write_frame(s, dl::wire::kJson, text, "the agent");
 }

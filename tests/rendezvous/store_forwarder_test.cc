@@ -1,6 +1,7 @@
 // A host's store door and forwarder (rendezvous/host_store.h) in-process,
 // over real sockets: local TcpStore clients on the door's AF_UNIX socket, one
 // store/2 link to a real TcpStoreServer, and what the server sees of them.
+// How the link is made: store_upstream_test.cc.
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -13,63 +14,17 @@
 #include <set>
 #include <thread>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
 
 #include "errors/error.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/host_store.h"
-#include "tests/rendezvous/store_envs.h"
+#include "tests/rendezvous/host_env.h"
 
 using namespace dl::rdzv;
 using namespace dl::rdzv::testing;
 using namespace std::chrono_literals;
 
-namespace {
-// A server, and one host of `local` ranks behind a door in a private temp dir.
-struct HostEnv {
-  TcpEnv server;
-  TempDir dir;
-  boost::asio::io_context io;
-  std::unique_ptr<HostStore> host;
-  std::thread thread;
-
-  explicit HostEnv(ForwarderOptions opt) {
-    host = std::make_unique<HostStore>(io, dir.path + "/store.sock", "127.0.0.1", server.server.port(), server.token,
-                                       opt, 5000ms);
-    thread = std::thread([this] {
-      auto guard = boost::asio::make_work_guard(io);
-      io.run();
-    });
-  }
-  ~HostEnv() {
-    io.stop();
-    thread.join();
-    host.reset();
-  }
-  std::unique_ptr<TcpStore> local() { return std::make_unique<TcpStore>(StoreDoorPath{host->door_path()}, server.token, 5000ms); }
-  // fn() on the forwarder's thread.
-  template <class F>
-  auto on_io(F fn) {
-    std::promise<decltype(fn())> p;
-    boost::asio::post(io, [&] { p.set_value(fn()); });
-    return p.get_future().get();
-  }
-  // Requests the forwarder sent up.
-  uint64_t sent_up() { return on_io([&] { return host->upstream().sent(); }); }
-};
-
-// Runs fn(i) on n threads, each with its own door client, and joins them.
-template <class F>
-void on_ranks(HostEnv& env, int n, F fn) {
-  std::vector<std::unique_ptr<TcpStore>> clients;
-  for (int i = 0; i < n; ++i) clients.push_back(env.local());
-  std::vector<std::thread> ts;
-  for (int i = 0; i < n; ++i) ts.emplace_back([&, i] { fn(i, *clients[i]); });
-  for (auto& t : ts) t.join();
-}
-}  // namespace
 
 TEST_CASE("store forwarder: 8 local ranks pass a barrier with one request and one connection upstream",
           "[rendezvous]") {
@@ -192,8 +147,11 @@ TEST_CASE("store forwarder: when the server goes, parked local callers are told 
   auto s = env.local();
   std::thread stopper([&] {
     const auto until = std::chrono::steady_clock::now() + 10s;
-    while (env.on_io([&] { return env.host->forwarder().waiting_gets(); }) < 1 && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(1ms);
+    // Parked, and gone up: the link is made at the first request.
+    auto parked = [&] {
+      return env.host->forwarder().waiting_gets() == 1 && env.host->upstream().state() == StoreUpstream::State::kUp;
+    };
+    while (!env.on_io(parked) && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
     env.server.server.server().stop();
   });
   CHECK_THROWS_WITH(s->get("never"), Catch::Contains("link to the job's store broke"));
