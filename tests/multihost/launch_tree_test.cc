@@ -5,13 +5,15 @@
 // next 3 (depth 2). Checked from the outside: who ssh'd into each host
 // (SSH_CONNECTION of its agent), whom its agent connects to, ranks'
 // identity, a rank failing on a leaf, a root agent SIGKILLed mid-job (its
-// subtree lost with it, nothing left anywhere), --max-restarts through the
-// tree, and --launcher ssh.
+// subtree lost with it, nothing left anywhere), sshd down on a leaf and on
+// a root, a signal to every rank, --max-restarts through the tree, and
+// --launcher ssh.
 #include <signal.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -227,5 +229,53 @@ TEST_CASE("launch tree: --max-restarts 1 - a root's agent killed and it and its 
   CHECK(count_lines_with(r.output, "second attempt: rank ") == 32);
   for (int rank : {16, 17, 23})  // h9's own ranks and one beneath it
     CHECK(contains(r.output, "second attempt: rank " + std::to_string(rank) + " on " + host_of(rank / 2)));
+  CHECK(wait_clean(c, mark) == "");
+}
+
+TEST_CASE("launch tree: sshd down on a leaf is named by the root that tried - on a root its 3 hosts are not started",
+          "[multihost][cluster][slow][tree]") {
+  Cluster c(kJobHosts + 1);
+  const std::string mark = unique_marker();
+  REQUIRE(c.script({"stop-sshd", c.id(), "h7"}).status == 0);  // node 6, beneath h5
+  auto r = run_tree(c, "sleep " + mark);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(line_with(r.output, "error: " + c.address(7), "connection refused"));
+  CHECK(line_with(r.output, "error: " + c.address(7), "(started by the agent on h5)"));
+  CHECK(contains(r.output, "lost the agent on " + c.address(7) + " (its agent could not be started)"));
+  CHECK(count_lines_with(r.output, "error: ") == 1);
+  CHECK(wait_clean(c, mark) == "");
+  REQUIRE(c.script({"start-sshd", c.id(), "h7"}).status == 0);
+  REQUIRE(c.script({"stop-sshd", c.id(), "h5"}).status == 0);  // node 4, a root
+  r = run_tree(c, "sleep " + mark);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(line_with(r.output, "error: " + c.address(5), "; the 3 hosts it was to start (" + c.address(6) + ", " +
+                                                            c.address(7) + ", " + c.address(8) + ") were not started"));
+  CHECK(wait_clean(c, mark) == "");
+}
+
+TEST_CASE("launch tree: SIGUSR1 to the launcher reaches every rank on the 16 hosts - the job goes on and exits 0",
+          "[multihost][cluster][slow][tree][signals]") {
+  Cluster c(kJobHosts + 1);
+  const std::string mark = unique_marker(), ready = c.dir() + "/ready";
+  std::filesystem::create_directory(ready);
+  // Each rank traps USR1, says so with a file, polls until it got it (at most 30 s) and exits 0.
+  auto f = start_tree(c, "sh -c 'got=0; trap \"got=1\" USR1; touch " + ready + "/$RANK; i=0; "
+                         "while [ $got = 0 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
+                         "[ $got = 1 ] && echo rank $RANK on $(hostname) got USR1' " + mark);
+  const auto end = std::chrono::steady_clock::now() + 30s;
+  auto count = [&] { return std::distance(std::filesystem::directory_iterator(ready), {}); };
+  while (count() < 32 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(100ms);
+  const bool all_ready = count() == 32;
+  const int pid = launcher_pid(mark);
+  if (all_ready && pid > 0) REQUIRE(::kill(pid, SIGUSR1) == 0);
+  auto r = f.get();
+  INFO(r.output);
+  REQUIRE(all_ready);
+  CHECK(r.status == 0);
+  CHECK(count_lines_with(r.output, "got USR1") == 32);
+  for (int rank = 0; rank < 32; ++rank)
+    CHECK(contains(r.output, "rank " + std::to_string(rank) + " on " + host_of(rank / 2) + " got USR1"));
   CHECK(wait_clean(c, mark) == "");
 }
