@@ -4,6 +4,8 @@
 // kUp on its hello (job.cc), or to kStartFailed here.
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "launcher/job.h"
 #include "remote/start_method.h"
 
@@ -67,7 +69,12 @@ control::msg::StartAgents Job::tree_message(std::vector<control::msg::TreeAgent>
   }
   m.ssh_parallel = opts_.ssh_parallel;
   m.ssh_timeout_ms = static_cast<int>(secs(opts_.ssh_timeout_s).count());
+  // The agents read it on their own hosts, from their own working
+  // directory: a path relative to this one's would name nothing there.
+  std::error_code ec;
   m.ssh_config = opts_.ssh_config;
+  if (auto path = std::filesystem::absolute(opts_.ssh_config, ec); !opts_.ssh_config.empty() && !ec)
+    m.ssh_config = path.lexically_normal().string();
   m.prefix = opts_.prefix;
   m.ssh_accept_new = opts_.ssh_accept_new;
   m.launcher_exec = remote::split_launcher_exec(opts_.launcher_exec);
