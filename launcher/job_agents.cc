@@ -58,6 +58,15 @@ void Job::plan_tree() {
       std::to_string(tree_.depth()));
 }
 
+namespace {
+// `path` from this process's working directory (as it is if that fails).
+std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  auto p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.lexically_normal().string();
+}
+}  // namespace
+
 // What an agent of the tree is told to start: `agents` with their hosts,
 // and the start method, options and agent arguments this launcher uses.
 control::msg::StartAgents Job::tree_message(std::vector<control::msg::TreeAgent> agents) const {
@@ -69,15 +78,14 @@ control::msg::StartAgents Job::tree_message(std::vector<control::msg::TreeAgent>
   }
   m.ssh_parallel = opts_.ssh_parallel;
   m.ssh_timeout_ms = static_cast<int>(secs(opts_.ssh_timeout_s).count());
-  // The agents read it on their own hosts, from their own working
+  // The agents read these on their own hosts, from their own working
   // directory: a path relative to this one's would name nothing there.
-  std::error_code ec;
-  m.ssh_config = opts_.ssh_config;
-  if (auto path = std::filesystem::absolute(opts_.ssh_config, ec); !opts_.ssh_config.empty() && !ec)
-    m.ssh_config = path.lexically_normal().string();
+  m.ssh_config = opts_.ssh_config.empty() ? "" : absolute_path(opts_.ssh_config);
   m.prefix = opts_.prefix;
   m.ssh_accept_new = opts_.ssh_accept_new;
   m.launcher_exec = remote::split_launcher_exec(opts_.launcher_exec);
+  if (!m.launcher_exec.empty() && m.launcher_exec[0].find('/') != std::string::npos)  // not a name to look up in PATH
+    m.launcher_exec[0] = absolute_path(m.launcher_exec[0]);
   if (!agents.empty()) {
     const auto args = agent_spec(nodes_.at(static_cast<size_t>(agents.front().node))).args;
     m.gpus_per_node = args.gpus_per_node, m.detect_gpus = args.detect_gpus;

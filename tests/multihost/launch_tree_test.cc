@@ -294,16 +294,20 @@ TEST_CASE("launch tree: SIGUSR1 to the launcher reaches every rank on the 16 hos
   CHECK(wait_clean(c, mark) == "");
 }
 
-TEST_CASE("launch tree: a relative --ssh-config reaches the roots as this host's path - they start their hosts with it",
+TEST_CASE("launch tree: a relative --ssh-config and --launcher-exec reach the roots as this host's paths",
           "[multihost][cluster][slow][tree]") {
   Cluster c(kJobHosts + 1);
   const std::string hf = tree_hostfile(c);
+  std::ofstream(c.dir() + "/my-ssh") << "#!/bin/sh\nexec ssh \"$@\"\n";
+  std::filesystem::permissions(c.dir() + "/my-ssh", std::filesystem::perms::owner_all);
   // From the cluster dir: "./ssh_config" names nothing in a root's working directory (its home).
-  auto r = c.run_in("h0", "cd " + c.dir() + " && " + bin("dlaunch") + " --fanout 4 -n 32 --hostfile " + hf +
-                              " --ssh-config ./ssh_config sh -c 'echo ID $RANK $(hostname)' </dev/null");
-  INFO(r.output);
-  CHECK(r.status == 0);
-  CHECK(count_lines_with(r.output, "ID ") == 32);
-  CHECK(contains(r.output, "ID 23 h12"));
-  CHECK_FALSE(contains(r.output, "error:"));
+  for (const std::string launcher : {"", "--launcher ssh --launcher-exec ./my-ssh"}) {
+    auto r = c.run_in("h0", "cd " + c.dir() + " && " + bin("dlaunch") + " --fanout 4 -n 32 --hostfile " + hf + " " +
+                                launcher + " --ssh-config ./ssh_config sh -c 'echo ID $RANK $(hostname)' </dev/null");
+    INFO(launcher << "\n" << r.output);
+    CHECK(r.status == 0);
+    CHECK(count_lines_with(r.output, "ID ") == 32);
+    CHECK(contains(r.output, "ID 23 h12"));
+    CHECK_FALSE(contains(r.output, "error:"));
+  }
 }
