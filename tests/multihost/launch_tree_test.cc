@@ -5,8 +5,8 @@
 // next 3 (depth 2). Checked from the outside: who ssh'd into each host
 // (SSH_CONNECTION of its agent), whom its agent connects to, ranks'
 // identity, a rank failing on a leaf, a root agent SIGKILLed mid-job (its
-// subtree lost with it, nothing left anywhere), sshd down on a leaf and on
-// a root, a signal to every rank, --max-restarts through the tree, and
+// subtree lost with it, nothing left anywhere), a leaf cut off the
+// network, sshd down on a leaf and on a root, a signal to every rank, --max-restarts through the tree, and
 // --launcher ssh.
 #include <signal.h>
 #include <unistd.h>
@@ -206,6 +206,22 @@ TEST_CASE("launch tree: a root's agent SIGKILLed mid-job - the verdict names it 
 TEST_CASE("launch tree: --launcher ssh - a root's agent SIGKILLed mid-job - its ssh clients and the 3 hosts beneath end too",
           "[multihost][cluster][slow][tree]") {
   root_killed("--launcher ssh");
+}
+
+TEST_CASE("launch tree: a leaf's cable cut mid-job - its root misses its heartbeats and names it and nothing is left",
+          "[multihost][cluster][slow][tree]") {
+  Cluster c(kJobHosts + 1);
+  const std::string mark = unique_marker();
+  auto f = start_tree(c, "--heartbeat-timeout 3 sleep " + mark);
+  if (!wait_job_hosts(c, "sleep " + mark, 2)) FAIL("the ranks did not start on every host: " << f.get().output);
+  REQUIRE(c.script({"link", c.id(), "h7", "down"}).status == 0);  // node 6, beneath h5
+  auto r = f.get();
+  c.script({"link", c.id(), "h7", "up"});
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(contains(r.output, "lost the agent on " + c.address(7) + " (the agent on h5 that started it lost it: no heartbeat from the agent on " +
+                               c.address(7) + " for 3 s"));
+  CHECK(wait_clean(c, mark) == "");  // h7's agent, cut off from h5, ends its ranks itself
 }
 
 TEST_CASE("launch tree: --max-restarts 1 - a rank failing on a leaf in the first attempt only and the second succeeds",
