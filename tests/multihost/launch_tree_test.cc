@@ -99,6 +99,14 @@ bool wait_job_hosts(const Cluster& c, const std::string& needle, int per_host, s
   }
 }
 
+// start_tree, then until every job host runs 2 ranks whose argv has
+// `needle`; fails the test with dlaunch's output if they do not.
+std::future<dl::cluster::RunResult> start_running(const Cluster& c, const std::string& args, const std::string& needle) {
+  auto f = start_tree(c, args);
+  if (!wait_job_hosts(c, needle, 2)) FAIL("the ranks did not start on every host: " << f.get().output);
+  return f;
+}
+
 // While the job runs: each host's agent was started over ssh from its
 // parent's host (sshd's SSH_CONNECTION names the client's address) and
 // connects back to it; with OpenSSH each root's agent runs one ssh client
@@ -150,13 +158,13 @@ void launch_16_hosts(const std::string& launcher) {
   CHECK(wait_clean(c, mark) == "");
   CHECK(pids_matching(c, "h0", "BatchMode").empty());
 }
+
 // (c): h5's agent (node 4, which started h6, h7 and h8) SIGKILLed while
 // every rank runs. With OpenSSH its 3 ssh clients lose their parent too.
 void root_killed(const std::string& launcher) {
   Cluster c(kJobHosts + 1);
   const std::string mark = unique_marker();
-  auto f = start_tree(c, launcher + " sleep " + mark);
-  if (!wait_job_hosts(c, "sleep " + mark, 2)) FAIL("the ranks did not start on every host: " << f.get().output);
+  auto f = start_running(c, launcher + " sleep " + mark, "sleep " + mark);
   const int root = agent_pid(c, "h5");
   REQUIRE(root > 0);
   const auto killed = std::chrono::steady_clock::now();
@@ -212,8 +220,7 @@ TEST_CASE("launch tree: a leaf's cable cut mid-job - its root misses its heartbe
           "[multihost][cluster][slow][tree]") {
   Cluster c(kJobHosts + 1);
   const std::string mark = unique_marker();
-  auto f = start_tree(c, "--heartbeat-timeout 3 sleep " + mark);
-  if (!wait_job_hosts(c, "sleep " + mark, 2)) FAIL("the ranks did not start on every host: " << f.get().output);
+  auto f = start_running(c, "--heartbeat-timeout 3 sleep " + mark, "sleep " + mark);
   REQUIRE(c.script({"link", c.id(), "h7", "down"}).status == 0);  // node 6, beneath h5
   auto r = f.get();
   c.script({"link", c.id(), "h7", "up"});
@@ -245,9 +252,8 @@ TEST_CASE("launch tree: --max-restarts 1 - a root's agent killed and it and its 
   Cluster c(kJobHosts + 1);
   const std::string mark = unique_marker();
   // Attempt 0: "sleep MARK". Attempt 1: says where it runs and ends.
-  auto f = start_tree(c, "--max-restarts 1 --kill-grace 1 sh -c 'if [ \"$DLAUNCH_RESTART_COUNT\" = 0 ]; then exec sleep \"$0\"; fi; "
-                         "echo second attempt: rank $RANK on $(hostname)' " + mark);
-  if (!wait_job_hosts(c, "sleep " + mark, 2)) FAIL("the ranks did not start on every host: " << f.get().output);
+  auto f = start_running(c, "--max-restarts 1 --kill-grace 1 sh -c 'if [ \"$DLAUNCH_RESTART_COUNT\" = 0 ]; then exec sleep \"$0\"; fi; "
+                         "echo second attempt: rank $RANK on $(hostname)' " + mark, "sleep " + mark);
   const int root = agent_pid(c, "h9");  // node 8: it started h10, h11 and h12
   REQUIRE(root > 0);
   REQUIRE(::kill(root, SIGKILL) == 0);
