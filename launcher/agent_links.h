@@ -52,8 +52,10 @@ class AgentLinks {
 
   // The launch tree (launcher/launch_tree.h): by node, the root whose
   // connection carries that node's traffic, relayed; -1: its own
-  // connection. Before any agent connects; not called for a flat launch.
-  virtual void set_routes(std::vector<int> root_of) = 0;
+  // connection; `hosts`: by node, the job's name of its host, to name the
+  // nodes lost with a root as the rest of the launcher's output names them.
+  // Before any agent connects; not called for a flat launch.
+  virtual void set_routes(std::vector<int> root_of, std::vector<std::string> hosts) = 0;
   // Whether node `node` has said hello and its connection is open.
   virtual bool connected(int node) const = 0;
   virtual bool any_open() const = 0;

@@ -4,6 +4,8 @@
 // kUp on its hello (job.cc), or to kStartFailed here.
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "launcher/job.h"
 #include "remote/start_method.h"
 
@@ -49,10 +51,21 @@ void Job::plan_tree() {
     if (n.ours() && !n.local) starts.push_back(n.index);
   tree_ = LaunchTree(starts, nodes_.size(), opts_.fanout);
   if (tree_.flat()) return;
-  server_->set_routes(tree_.roots_by_node());
+  std::vector<std::string> hosts;
+  for (auto& n : nodes_) hosts.push_back(n.host);
+  server_->set_routes(tree_.roots_by_node(), std::move(hosts));
   log("launch tree: " + std::to_string(starts.size()) + " hosts, fanout " + std::to_string(opts_.fanout) + ", depth " +
       std::to_string(tree_.depth()));
 }
+
+namespace {
+// `path` from this process's working directory (as it is if that fails).
+std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  auto p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.lexically_normal().string();
+}
+}  // namespace
 
 // What an agent of the tree is told to start: `agents` with their hosts,
 // and the start method, options and agent arguments this launcher uses.
@@ -65,10 +78,14 @@ control::msg::StartAgents Job::tree_message(std::vector<control::msg::TreeAgent>
   }
   m.ssh_parallel = opts_.ssh_parallel;
   m.ssh_timeout_ms = static_cast<int>(secs(opts_.ssh_timeout_s).count());
-  m.ssh_config = opts_.ssh_config;
+  // The agents read these on their own hosts, from their own working
+  // directory: a path relative to this one's would name nothing there.
+  m.ssh_config = opts_.ssh_config.empty() ? "" : absolute_path(opts_.ssh_config);
   m.prefix = opts_.prefix;
   m.ssh_accept_new = opts_.ssh_accept_new;
   m.launcher_exec = remote::split_launcher_exec(opts_.launcher_exec);
+  if (!m.launcher_exec.empty() && m.launcher_exec[0].find('/') != std::string::npos)  // not a name to look up in PATH
+    m.launcher_exec[0] = absolute_path(m.launcher_exec[0]);
   if (!agents.empty()) {
     const auto args = agent_spec(nodes_.at(static_cast<size_t>(agents.front().node))).args;
     m.gpus_per_node = args.gpus_per_node, m.detect_gpus = args.detect_gpus;

@@ -9,11 +9,14 @@
 #   HOSTS="4 16 64 128" RUNS=3 bench/launch-multihost/run.sh
 #   BASE_BIN=/tmp/old/bin bench/launch-multihost/run.sh    # adds a dlaunch-base row (another build)
 #   ROWS="dlaunch dlaunch-ssh" IDLE_S=10 bench/launch-multihost/run.sh   # only these rows; idle sampled 10 s
+#   FANOUT=8 HOSTS=64 ROWS="pdsh dlaunch dlaunch-flat" bench/launch-multihost/run.sh   # the launch tree vs flat
 # Rows: ssh (K plain `ssh host true` at once: the floor), pdsh, hydra
 # (mpiexec.hydra -launcher ssh), mpirun (OpenMPI), dl_ssh (remote/ssh
 # run_all), dlaunch (--launcher libssh), dlaunch-ssh (--launcher ssh),
-# dlaunch-base. dlaunch runs inside h0 like the others; h0's own ranks start
-# without ssh.
+# dlaunch-flat and dlaunch-ssh-flat (the same with --fanout 0: every agent
+# started by the launcher), dlaunch-base. FANOUT sets --fanout of the
+# dlaunch and dlaunch-ssh rows (unset: dlaunch's default). dlaunch runs
+# inside h0 like the others; h0's own ranks start without ssh.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
@@ -52,6 +55,7 @@ idle_sample() {  # $1 = dlaunch command prefix (without program), $2 = ranks
 if [ "${1:-}" = "--inside" ]; then  # runs inside h0's namespace
   DIR=$2; RUNS=$3; BIN=$4; K=$5
   cfg="$DIR/ssh_config"; np=$((2 * K))
+  fanout=${FANOUT:+--fanout $FANOUT}
   mapfile -t addrs < <(awk '{print $1}' "$DIR/hostfile")
   hosts=$(IFS=,; echo "${addrs[*]}")
   for a in "${addrs[@]}"; do echo "$a:2"; done >"$DIR/hosts.mpich"
@@ -63,10 +67,12 @@ if [ "${1:-}" = "--inside" ]; then  # runs inside h0's namespace
     [hydra]="mpiexec.hydra -launcher ssh -launcher-exec $DIR/ssh-wrapper -f $DIR/hosts.mpich -n $np true"
     [mpirun]="mpirun --allow-run-as-root --hostfile $DIR/hostfile -n $np --mca plm_rsh_args '-F $cfg' true"
     [dl_ssh]="$BIN/dl_ssh_run -F $cfg -p 32 ${addrs[*]} -- true"
-    [dlaunch]="$BIN/dlaunch --launcher libssh -n $np --hostfile $DIR/hostfile --ssh-config $cfg --agent-timeout 120"
-    [dlaunch-ssh]="$BIN/dlaunch --launcher ssh -n $np --hostfile $DIR/hostfile --ssh-config $cfg --agent-timeout 120"
+    [dlaunch]="$BIN/dlaunch --launcher libssh $fanout -n $np --hostfile $DIR/hostfile --ssh-config $cfg --agent-timeout 120"
+    [dlaunch-ssh]="$BIN/dlaunch --launcher ssh $fanout -n $np --hostfile $DIR/hostfile --ssh-config $cfg --agent-timeout 120"
+    [dlaunch-flat]="$BIN/dlaunch --launcher libssh --fanout 0 -n $np --hostfile $DIR/hostfile --ssh-config $cfg --agent-timeout 120"
+    [dlaunch-ssh-flat]="$BIN/dlaunch --launcher ssh --fanout 0 -n $np --hostfile $DIR/hostfile --ssh-config $cfg --agent-timeout 120"
   )
-  order=(ssh pdsh hydra mpirun dl_ssh dlaunch dlaunch-ssh)
+  order=(ssh pdsh hydra mpirun dl_ssh dlaunch dlaunch-flat dlaunch-ssh dlaunch-ssh-flat)
   declare -A med cpu
   if [ -n "${BASE_BIN:-}" ]; then
     cmd[dlaunch-base]="$BASE_BIN/dlaunch -n $np --hostfile $DIR/hostfile --ssh-config $cfg --agent-timeout 120"
@@ -94,7 +100,7 @@ if [ "${1:-}" = "--inside" ]; then  # runs inside h0's namespace
     med[$name]=$(printf '%s\n' "${times[@]}" | median)
     [ ${#cpus[@]} -gt 0 ] && cpu[$name]=$(printf '%s\n' "${cpus[@]}" | median)
   done
-  printf '%5s %-12s %10s %8s %8s %8s %8s\n' hosts launcher median_s x_pdsh cpu_s threads idle_%
+  printf '%5s %-16s %10s %8s %8s %8s %8s\n' hosts launcher median_s x_pdsh cpu_s threads idle_%
   for name in "${order[@]}"; do
     m=${med[$name]:-FAIL}; p=${med[pdsh]:-FAIL}
     idle="- -"; [[ $name == dlaunch* ]] && [ "$m" != FAIL ] && idle=$(idle_sample "${cmd[$name]}" "$np")
@@ -103,7 +109,7 @@ if [ "${1:-}" = "--inside" ]; then  # runs inside h0's namespace
       ms = (m == "FAIL") ? "FAIL" : sprintf("%.3f", m / 1e6)
       x = (m == "FAIL" || p == "FAIL") ? "-" : sprintf("%.2f", m / p)
       cs = (c == "-") ? "-" : sprintf("%.2f", c / 1000)
-      printf "%5d %-12s %10s %8s %8s %8s %8s\n", k, n, ms, x, cs, i[1], i[2] }'
+      printf "%5d %-16s %10s %8s %8s %8s %8s\n", k, n, ms, x, cs, i[1], i[2] }'
   done
   exit 0
 fi
@@ -119,7 +125,7 @@ for K in $HOSTS; do
   up=$("$CLUSTER" up --hosts "$K" --owner $$) || { echo "$up" >&2; exit 1; }
   eval "$up"
   trap '"$CLUSTER" down "$DL_CLUSTER_ID" >/dev/null' EXIT
-  echo "# launch-multihost: $K namespace hosts x 2 slots, /bin/true, median of $RUNS runs; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
-  "$CLUSTER" exec "$DL_CLUSTER_ID" h0 -- env BASE_BIN="${BASE_BIN:-}" ROWS="${ROWS:-}" IDLE_S="${IDLE_S:-3}" bash "$HERE/run.sh" --inside "$DL_CLUSTER_DIR" "$RUNS" "$BUILD/bin" "$K"
+  echo "# launch-multihost: $K namespace hosts x 2 slots, /bin/true, median of $RUNS runs, dlaunch rows' --fanout ${FANOUT:-default}; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+  "$CLUSTER" exec "$DL_CLUSTER_ID" h0 -- env BASE_BIN="${BASE_BIN:-}" ROWS="${ROWS:-}" IDLE_S="${IDLE_S:-3}" FANOUT="${FANOUT:-}" bash "$HERE/run.sh" --inside "$DL_CLUSTER_DIR" "$RUNS" "$BUILD/bin" "$K"
   "$CLUSTER" down "$DL_CLUSTER_ID" >/dev/null; trap - EXIT
 done

@@ -6,6 +6,7 @@
 // prints one "ok" line per rank; nothing may be left on any host.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <regex>
 #include <string>
 
@@ -84,6 +85,30 @@ TEST_CASE("dlaunch: mpi_hello and mpi_ring and mpi4py on 4 hosts x 2 ranks", "[m
     CHECK(py.status == 0);
     check_ranks(py.output, "mpi4py rank");
   }
+  check_clean(c, mark);
+}
+
+// The launch tree (--fanout 4 over 16 job hosts h1..h16, the launcher on
+// h0): MPI_Init's fence contributions of the 12 hosts beneath the 4 roots
+// reach the launcher relayed by their root, and the fence's result reaches
+// them the same way.
+TEST_CASE("dlaunch: mpi_hello on 16 hosts x 2 ranks through the launch tree (--fanout 4)", "[mpi_mh][cluster][slow][tree]") {
+  Cluster c(17);
+  const std::string mark = unique_marker(), hf = c.dir() + "/hosts.tree";
+  {
+    std::ofstream out(hf);
+    for (int i = 1; i <= 16; ++i) out << c.address(i) << " slots=2\n";
+  }
+  auto r = c.run_in("h0", bin("dlaunch") + " --fanout 4 -v -n 32 --hostfile " + hf + " --ssh-config " + c.ssh_config() +
+                              " " + kRootEnv + bin("mpi_hello") + " 32 " + mark + " </dev/null",
+                    std::chrono::seconds(120));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(count(r.output, "launch tree: 16 hosts, fanout 4, depth 2") == 1);
+  CHECK(count(r.output, "BAD") == 0);
+  CHECK(count(r.output, " local 2 ok") == 32);
+  for (int k = 0; k < 32; ++k) CHECK(count(r.output, "hello rank " + std::to_string(k) + " of 32 ") == 1);
+  CHECK(count(r.output, "dlaunch: fence 0 complete") == 1);
   check_clean(c, mark);
 }
 
