@@ -120,7 +120,7 @@ TEST_CASE("control server: relayed nodes are bound through their root only, and 
   boost::asio::io_context io;
   Recorder h;
   ControlServer server(io, std::string(64, 't'), 4, h);
-  server.set_routes({-1, 0, 0, -1});
+  server.set_routes({-1, 0, 0, -1}, {"n0", "n1", "n2", "n3"});
   int root[2], other[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, root) == 0);
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, other) == 0);

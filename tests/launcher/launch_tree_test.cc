@@ -75,7 +75,7 @@ TEST_CASE("launch tree: 8,192 hosts at fanout 32 are depth 3 and no agent starts
     CHECK(t.parent(sub[i].node) == 0);
 }
 
-TEST_CASE("launch tree: only the listed nodes are placed; the others stay the launcher's", "[launcher][tree]") {
+TEST_CASE("launch tree: only the listed nodes are placed and the others stay the launcher's", "[launcher][tree]") {
   // Node 0 is the local one, forked by the launcher: not in the tree.
   std::vector<int> remote(all(10));
   remote.erase(remote.begin());
