@@ -17,6 +17,15 @@ const std::string& heartbeat_text() {
   static const std::string t = control::encode(msg::Heartbeat{});
   return t;
 }
+
+// Whether a child's JSON frame is one nobody above acts on: a heartbeat (this
+// agent watches the child's silence itself) or a rank's `started` (the
+// launcher keeps no state on it; the rank's `exited` is what counts). At
+// 1,024 hosts x 8 the `started` frames were half of what reached the launcher.
+bool stays_here(const std::string& json) {
+  static const std::string started = "{\"t\":\"started\"";
+  return json == heartbeat_text() || json.compare(0, started.size(), started) == 0;
+}
 }  // namespace
 
 Relay::Relay(boost::asio::io_context& io, std::string token, std::string own_host, Hooks hooks)
@@ -137,8 +146,8 @@ void Relay::on_frame(const std::shared_ptr<Connection>& c, int& node, wire::Fram
     if (r.node == control::kEveryNode || static_cast<int>(r.node) == node || v == via_.end() || v->second != node)
       throw RemoteError("relayed a frame of node " + std::to_string(r.node) + ", which is not beneath it");
     hooks_.up(wire::encode_frame(control::kRouted, f.payload));
-  } else if (f.type == wire::kJson && f.payload == heartbeat_text()) {
-    return;  // its silence is watched here; the launcher need not hear it
+  } else if (f.type == wire::kJson && stays_here(f.payload)) {
+    return;
   } else {
     hooks_.up(control::routed_frame(static_cast<uint32_t>(node), f.type, f.payload));
   }
