@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -283,7 +284,10 @@ void Agent::start_agents(const msg::StartAgents& m) {
       else link_->resume_reading();
     };
     h.say = [](const std::string& line) { std::cerr << "dlaunch-agent: " + line + "\n"; };
-    const std::string host = opts_.args.sim_host.empty() ? host_name() : opts_.args.sim_host;
+    // Named as the job names this host, so that the launcher's verdicts and
+    // this agent's reports agree.
+    const std::string host =
+        !m.self.empty() ? m.self : opts_.args.sim_host.empty() ? host_name() : opts_.args.sim_host;
     relay_ = std::make_unique<Relay>(io_, opts_.token, host, std::move(h));
   }
   std::string bind = ssh::describe_socket(link_->native_handle()).local_address;
@@ -292,9 +296,10 @@ void Agent::start_agents(const msg::StartAgents& m) {
   } catch (const control::ProtocolError& e) {
     lost_launcher(std::string("bad message from the launcher: ") + e.what());
   } catch (const std::exception& e) {
-    for (const auto& a : m.agents)
-      link_->send_message(msg::AgentFailed{a.node, std::string("the agent on ") + host_name() +
-                                                       " could not start agents: " + e.what()});
+    // Each child it was to start (the hosts beneath them go with them).
+    for (size_t i = 0; i < m.agents.size(); i += 1 + static_cast<size_t>(std::max(0, m.agents[i].below)))
+      link_->send_message(msg::AgentFailed{m.agents[i].node, "the agent on " + (m.self.empty() ? host_name() : m.self) +
+                                                                 " could not start agents: " + e.what()});
   }
 }
 

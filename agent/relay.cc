@@ -174,6 +174,7 @@ void Relay::on_hello(const std::shared_ptr<Connection>& c, int& node, wire::Fram
   hooks_.up(control::routed_frame(static_cast<uint32_t>(node), control::frame(*hello)));
   if (!child.below.empty()) {
     msg::StartAgents sub = how_;
+    sub.self = child.me.host;
     sub.agents = child.below;
     c->send_message(sub);
   }

@@ -345,6 +345,7 @@ struct TreeAgent {
 struct StartAgents {
   static constexpr const char* kType = "start_agents";
   std::string method;                 // --launcher, resolved: libssh, ssh, sim
+  std::string self;                   // the receiving agent's host, as the job names it (for its messages)
   std::vector<TreeAgent> agents;
   int ssh_parallel = 32, ssh_timeout_ms = 30000;
   std::string ssh_config, prefix;
@@ -354,7 +355,7 @@ struct StartAgents {
   int gpus_per_node = -1;
   bool detect_gpus = true, prepare_pmix = true, cpu_topology = false;
   template <class S, class V> static void fields(S& s, V& v) {
-    v("method", s.method), v("agents", s.agents), v("ssh_parallel", s.ssh_parallel);
+    v("method", s.method), v("self", s.self), v("agents", s.agents), v("ssh_parallel", s.ssh_parallel);
     v("ssh_timeout_ms", s.ssh_timeout_ms), v("ssh_config", s.ssh_config), v("prefix", s.prefix);
     v("ssh_accept_new", s.ssh_accept_new), v("launcher_exec", s.launcher_exec), v("gpus_per_node", s.gpus_per_node);
     v("detect_gpus", s.detect_gpus), v("prepare_pmix", s.prepare_pmix), v("cpu_topology", s.cpu_topology);

@@ -131,7 +131,7 @@ class Job : public AgentLinks::Handler {
   // greeted agent is to start, and starting one node's agent again
   // (the launcher's starter for a root, its parent agent for the others).
   void plan_tree();
-  control::msg::StartAgents tree_message(std::vector<control::msg::TreeAgent> agents) const;
+  control::msg::StartAgents tree_message(int to, std::vector<control::msg::TreeAgent> agents) const;
   void greeted(Node& n, const control::msg::Hello& m);
   void start_again(int node);
   void node_failed_to_start(int node, const std::string& why);

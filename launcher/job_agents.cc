@@ -69,9 +69,10 @@ std::string absolute_path(const std::string& path) {
 
 // What an agent of the tree is told to start: `agents` with their hosts,
 // and the start method, options and agent arguments this launcher uses.
-control::msg::StartAgents Job::tree_message(std::vector<control::msg::TreeAgent> agents) const {
+control::msg::StartAgents Job::tree_message(int to, std::vector<control::msg::TreeAgent> agents) const {
   control::msg::StartAgents m;
   m.method = opts_.launcher;
+  m.self = nodes_.at(static_cast<size_t>(to)).host;
   for (auto& a : agents) {
     const auto& e = plan_.nodes.at(static_cast<size_t>(a.node));
     a.host = e.host, a.user = e.user, a.port = e.port;
@@ -105,7 +106,7 @@ void Job::greeted(Node& n, const control::msg::Hello& m) {
   if (tree_.parent(n.index) < 0 && tree_.has_children(n.index)) {
     auto below = tree_.subtree(n.index);
     below.erase(below.begin());
-    server_->send(n.index, tree_message(std::move(below)));
+    server_->send(n.index, tree_message(n.index, std::move(below)));
   }
 }
 
@@ -115,7 +116,7 @@ void Job::greeted(Node& n, const control::msg::Hello& m) {
 void Job::start_again(int node) {
   const int p = tree_.parent(node);
   if (p < 0) return starter_->start(agent_spec(nodes_.at(static_cast<size_t>(node))));
-  if (nodes_.at(static_cast<size_t>(p)).state == NodeState::kUp) server_->send(p, tree_message(tree_.subtree(node)));
+  if (nodes_.at(static_cast<size_t>(p)).state == NodeState::kUp) server_->send(p, tree_message(p, tree_.subtree(node)));
 }
 
 void Job::start_agents(bool with_port) {

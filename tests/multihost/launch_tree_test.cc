@@ -226,7 +226,7 @@ TEST_CASE("launch tree: a leaf's cable cut mid-job - its root misses its heartbe
   c.script({"link", c.id(), "h7", "up"});
   INFO(r.output);
   CHECK(r.status == 1);
-  CHECK(contains(r.output, "lost the agent on " + c.address(7) + " (the agent on h5 that started it lost it: no heartbeat from the agent on " +
+  CHECK(contains(r.output, "lost the agent on " + c.address(7) + " (the agent on " + c.address(5) + " that started it lost it: no heartbeat from the agent on " +
                                c.address(7) + " for 3 s"));
   CHECK(wait_clean(c, mark) == "");  // h7's agent, cut off from h5, ends its ranks itself
 }
@@ -277,7 +277,7 @@ TEST_CASE("launch tree: sshd down on a leaf is named by the root that tried - on
   INFO(r.output);
   CHECK(r.status == 1);
   CHECK(line_with(r.output, "error: " + c.address(7), "connection refused"));
-  CHECK(line_with(r.output, "error: " + c.address(7), "(started by the agent on h5)"));
+  CHECK(line_with(r.output, "error: " + c.address(7), "(started by the agent on " + c.address(5) + ")"));
   CHECK(contains(r.output, "lost the agent on " + c.address(7) + " (its agent could not be started)"));
   CHECK(count_lines_with(r.output, "error: ") == 1);
   CHECK(wait_clean(c, mark) == "");
