@@ -122,18 +122,12 @@ void Relay::start_child(Child& child) {
 
 void Relay::accepted(control::ControlAcceptor::Socket sock, wire::PreAuthSlot slot) {
   if (stopped_) return;
-  auto node = std::make_shared<int>(-1);
-  auto conn = std::make_shared<Connection>(std::move(sock), control::kMaxControlFrame);
-  std::weak_ptr<Connection> w = conn;
-  Connection::Callbacks cb;
-  cb.frame = [this, w, node](wire::Frame& f) {
-    if (auto c = w.lock()) on_frame(c, *node, f);
-  };
-  cb.closed = [this, node](const std::string& why, bool) {
-    if (*node >= 0) on_closed(*node, why);
-  };
-  cb.drained = [this] { check_children_drained(); };
-  conn->set_callbacks(std::move(cb));
+  auto conn = control::node_connection(
+      std::move(sock), [this](const std::shared_ptr<Connection>& c, int& node, wire::Frame& f) { on_frame(c, node, f); },
+      [this](const std::shared_ptr<Connection>&, int node, const std::string& why, bool) {
+        if (node >= 0) on_closed(node, why);
+      },
+      [this] { check_children_drained(); });
   conn->start_server(token_, control::kControlTag, wire::kPreAuthDeadline, std::move(slot));
 }
 

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "control/protocol.h"
 #include "errors/error.h"
 
 namespace dl::control {
@@ -252,6 +253,23 @@ void Connection::close(const std::string& why) {
   queued_ = 0;
   flushed_ = nullptr;
   if (cb_.closed) cb_.closed(why, authenticated);
+}
+
+std::shared_ptr<Connection> node_connection(asio::generic::stream_protocol::socket sock, NodeFrame frame,
+                                            NodeClosed closed, std::function<void()> drained) {
+  auto node = std::make_shared<int>(-1);
+  auto conn = std::make_shared<Connection>(std::move(sock), kMaxControlFrame);
+  std::weak_ptr<Connection> w = conn;
+  Connection::Callbacks cb;
+  cb.frame = [w, node, frame = std::move(frame)](wire::Frame& f) {
+    if (auto c = w.lock()) frame(c, *node, f);
+  };
+  cb.closed = [w, node, closed = std::move(closed)](const std::string& why, bool authenticated) {
+    closed(w.lock(), *node, why, authenticated);
+  };
+  cb.drained = std::move(drained);
+  conn->set_callbacks(std::move(cb));
+  return conn;
 }
 
 }  // namespace dl::control

@@ -133,4 +133,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string tcp_details();
 };
 
+// A connection that speaks for a node once its first frame says which (an
+// agent's hello), at the launcher's control port and a tree agent's relay
+// port alike: `frame` gets each frame with the node (-1 until it sets it),
+// `closed` the node when the connection closes (once), `drained` the
+// queue's fall below kResumeBelow. Not started: the caller runs the
+// handshake (start_server) or not (start).
+using NodeFrame = std::function<void(const std::shared_ptr<Connection>& c, int& node, wire::Frame& f)>;
+using NodeClosed = std::function<void(const std::shared_ptr<Connection>& c, int node, const std::string& why,
+                                      bool authenticated)>;
+std::shared_ptr<Connection> node_connection(asio::generic::stream_protocol::socket sock, NodeFrame frame,
+                                            NodeClosed closed, std::function<void()> drained = {});
+
 }  // namespace dl::control

@@ -46,19 +46,12 @@ void ControlServer::adopt(int fd) {
 
 void ControlServer::serve(boost::asio::generic::stream_protocol::socket sock, bool authenticated,
                           wire::PreAuthSlot slot) {
-  // The node this connection speaks for, once its hello was taken.
-  auto node = std::make_shared<int>(-1);
-  auto conn = std::make_shared<Connection>(std::move(sock), control::kMaxControlFrame);
-  std::weak_ptr<Connection> w = conn;
-  Connection::Callbacks cb;
-  cb.frame = [this, w, node](wire::Frame& f) {
-    if (auto c = w.lock()) on_frame(c, *node, f);
-  };
-  cb.closed = [this, w, node](const std::string& why, bool authenticated) {
-    if (*node >= 0) return on_conn_closed(w.lock(), *node, why);
-    if (!authenticated && why != "connection closed") h_.log("refused a control connection: " + why);
-  };
-  conn->set_callbacks(std::move(cb));
+  auto conn = control::node_connection(
+      std::move(sock), [this](const std::shared_ptr<Connection>& c, int& node, wire::Frame& f) { on_frame(c, node, f); },
+      [this](const std::shared_ptr<Connection>& c, int node, const std::string& why, bool authenticated) {
+        if (node >= 0) return on_conn_closed(c, node, why);
+        if (!authenticated && why != "connection closed") h_.log("refused a control connection: " + why);
+      });
   if (authenticated) conn->start();
   else conn->start_server(token_, control::kControlTag, wire::kPreAuthDeadline, std::move(slot));
 }
