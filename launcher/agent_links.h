@@ -52,8 +52,11 @@ class AgentLinks {
 
   // The launch tree (launcher/launch_tree.h): by node, the root whose
   // connection carries that node's traffic, relayed; -1: its own
-  // connection. Before any agent connects; not called for a flat launch.
-  virtual void set_routes(std::vector<int> root_of) = 0;
+  // connection; `hosts`: by node, its name in the job (the hostfile's),
+  // which names the hosts lost with a root (not its agent's hello: the
+  // agent's own host name, which the hostfile may not use). Before any
+  // agent connects; not called for a flat launch.
+  virtual void set_routes(std::vector<int> root_of, std::vector<std::string> hosts) = 0;
   // Whether node `node` has said hello and its connection is open.
   virtual bool connected(int node) const = 0;
   virtual bool any_open() const = 0;

@@ -24,9 +24,11 @@ uint16_t ControlServer::listen(const std::string& bind_addr) { return acceptor_.
 
 void ControlServer::stop_accepting() { acceptor_.stop(); }
 
-void ControlServer::set_routes(std::vector<int> root_of) {
+void ControlServer::set_routes(std::vector<int> root_of, std::vector<std::string> hosts) {
   root_of.resize(conns_.size(), -1);
   root_of_ = std::move(root_of);
+  hosts.resize(conns_.size());
+  hosts_ = std::move(hosts);
   for (int r : root_of_)
     if (r >= 0) has_below_.at(static_cast<size_t>(r)) = 1;
 }
@@ -96,7 +98,6 @@ void ControlServer::on_node_frame(const std::shared_ptr<Connection>& c, int node
       // handler hears of it: its answer may be to send (the launch).
       auto before = std::exchange(conns_[i], c);
       up_[i] = 1, routed_[i] = routed;
-      hosts_[i] = hello->host;
       if (auto why = h_.on_hello(*hello); !why.empty()) {
         conns_[i] = std::move(before);
         up_[i] = 0;

@@ -44,7 +44,7 @@ class ControlServer final : public AgentLinks {
   bool any_open() const override;
   // ssh::describe_socket of the node's connection.
   ssh::TcpConnection addresses(int node) const override;
-  void set_routes(std::vector<int> root_of) override;
+  void set_routes(std::vector<int> root_of, std::vector<std::string> hosts) override;
   void start_heartbeats(std::chrono::milliseconds interval, std::chrono::milliseconds timeout) override;
   void stop_heartbeats() override;
   void hold_reading() override;
@@ -71,7 +71,7 @@ class ControlServer final : public AgentLinks {
   std::vector<char> routed_;   // by node: its frames are relayed (kRouted) on conns_[node]
   std::vector<int> root_of_;   // by node: whose connection must carry it (-1: its own)
   std::vector<char> has_below_;  // by node: a root with nodes beneath it
-  std::vector<std::string> hosts_;  // by node: its hello's host
+  std::vector<std::string> hosts_;  // by node: its name in the job (set_routes)
 };
 
 }  // namespace dl::launcher

@@ -49,7 +49,9 @@ void Job::plan_tree() {
     if (n.ours() && !n.local) starts.push_back(n.index);
   tree_ = LaunchTree(starts, nodes_.size(), opts_.fanout);
   if (tree_.flat()) return;
-  server_->set_routes(tree_.roots_by_node());
+  std::vector<std::string> hosts;
+  for (auto& n : nodes_) hosts.push_back(n.host);
+  server_->set_routes(tree_.roots_by_node(), std::move(hosts));
   log("launch tree: " + std::to_string(starts.size()) + " hosts, fanout " + std::to_string(opts_.fanout) + ", depth " +
       std::to_string(tree_.depth()));
 }

@@ -45,7 +45,7 @@ class RecordingLinks final : public AgentLinks {
   RecordingLinks(size_t nodes, Handler& h) : h_(h), open_(nodes, false), sent_(nodes) {}
   uint16_t listen(const std::string&) override { return 7000; }
   void stop_accepting() override { accepting_ = false; }
-  void set_routes(std::vector<int> root_of) override { routes = std::move(root_of); }
+  void set_routes(std::vector<int> root_of, std::vector<std::string>) override { routes = std::move(root_of); }
   void adopt(int fd) override { ::close(fd); }
   void send(int node, std::string frame) override {
     REQUIRE(frame.size() >= dl::wire::kHeaderSize);
