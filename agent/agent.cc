@@ -128,10 +128,13 @@ asio::generic::stream_protocol::socket Agent::control_socket() {
   const std::string peer = (a.parent.empty() ? "the launcher" : "the agent on " + a.parent) + " at " + a.connect_host +
                            ":" + std::to_string(a.connect_port);
   // Tried again while the launcher's port is busy (another user's idle
-  // connections, a burst of agents), until --connect-timeout.
+  // connections, a burst of agents), until --connect-timeout. Not when it
+  // is refused: the launcher (or parent agent) opened its port before it
+  // started this agent, so nothing there means it is gone (an agent that
+  // started past --agent-timeout), and this agent leaves at once.
   wire::Socket s =
       wire::connect_authenticated(a.connect_host, a.connect_port, opts_.token, control::kControlTag, peer,
-                                  opts_.connect_timeout);
+                                  opts_.connect_timeout, wire::Refused::kFinal);
   asio::ip::tcp::socket sock(io_);
   sock.assign(asio::ip::tcp::v4(), s.release());
   return asio::generic::stream_protocol::socket(std::move(sock));

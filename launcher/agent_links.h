@@ -52,9 +52,10 @@ class AgentLinks {
 
   // The launch tree (launcher/launch_tree.h): by node, the root whose
   // connection carries that node's traffic, relayed; -1: its own
-  // connection; `hosts`: by node, the job's name of its host, to name the
-  // nodes lost with a root as the rest of the launcher's output names them.
-  // Before any agent connects; not called for a flat launch.
+  // connection; `hosts`: by node, its name in the job (the hostfile's),
+  // which names the hosts lost with a root (not its agent's hello: the
+  // agent's own host name, which the hostfile may not use). Before any
+  // agent connects; not called for a flat launch.
   virtual void set_routes(std::vector<int> root_of, std::vector<std::string> hosts) = 0;
   // Whether node `node` has said hello and its connection is open.
   virtual bool connected(int node) const = 0;

@@ -38,6 +38,8 @@ void retry_until(const std::string& peer, Millis timeout, const std::function<vo
       return attempt(t);
     } catch (const UnresolvedHost&) {
       throw;
+    } catch (const NotListening&) {
+      throw;
     } catch (const Error& e) {
       const auto k = e.kind();
       if (k != ErrorKind::kTimeout && k != ErrorKind::kIo && k != ErrorKind::kRemote) throw;
@@ -56,10 +58,10 @@ std::string retry_timeout_message(const std::string& peer, Millis waited, int tr
 }
 
 Socket connect_authenticated(const std::string& host, uint16_t port, std::string_view token, std::string_view tag,
-                             const std::string& peer, Millis timeout) {
+                             const std::string& peer, Millis timeout, Refused refused) {
   Socket s;
   retry_until(peer, timeout, [&](const Try& t) {
-    s = connect_tcp(host, port, t.connect_wait);
+    s = connect_tcp(host, port, t.connect_wait, refused);
     client_handshake(s, token, tag, peer, t.wait);
   });
   return s;

@@ -46,7 +46,7 @@ struct Try {
 
 // Runs `attempt` until it returns or `timeout` has passed. A try that throws
 // TimeoutError, IoError or RemoteError is tried again after a pause; any
-// other error, and UnresolvedHost, goes through at once. When time is up, throws TimeoutError:
+// other error, and UnresolvedHost and NotListening, goes through at once. When time is up, throws TimeoutError:
 // "no handshake with PEER within T ms (K tries; the last: WHY)".
 void retry_until(const std::string& peer, Millis timeout, const std::function<void(const Try&)>& attempt);
 
@@ -57,8 +57,9 @@ std::string retry_timeout_message(const std::string& peer, Millis waited, int tr
 
 // connect_tcp and client_handshake under retry_until: a connected socket
 // that passed the token handshake with `peer` (host:port named in errors).
+// `refused`: as connect_tcp's.
 Socket connect_authenticated(const std::string& host, uint16_t port, std::string_view token, std::string_view tag,
-                             const std::string& peer, Millis timeout);
+                             const std::string& peer, Millis timeout, Refused refused = Refused::kRetried);
 
 // The waits of try `number` (from 1) with `left` of the overall timeout.
 Try try_budget(int number, Millis left);

@@ -111,7 +111,7 @@ int try_connect(const Address& a, Millis left) {
 
 }  // namespace
 
-Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout) {
+Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout, Refused refused) {
   const auto deadline = Clock::now() + timeout;
   const auto addresses = resolve(host, port);
   int last_err = 0;
@@ -121,6 +121,8 @@ Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout) {
       if (fd >= 0) return Socket(fd);
       last_err = errno;
     }
+    if (last_err == ECONNREFUSED && refused == Refused::kFinal)
+      throw NotListening("nothing listens at " + host + ":" + std::to_string(port) + " (connection refused)");
     if (Clock::now() >= deadline) break;
     // Refused or unreachable: the server may not be up yet; back off briefly,
     // at random within [d/2, d] so that clients refused together spread out.

@@ -41,11 +41,23 @@ struct UnresolvedHost : IoError {
   using IoError::IoError;
 };
 
+// Nothing listens at the address (refused) where the client knows its
+// server opened its port before it started the client (an agent and the
+// launcher or parent agent that started it): the server is gone, and no
+// retry will mend it.
+struct NotListening : IoError {
+  using IoError::IoError;
+};
+
+// What a refused connection means to connect_tcp: a server that may still be
+// starting (tried again), or one that is gone (NotListening at once).
+enum class Refused { kRetried, kFinal };
+
 // Connects to host:port (name or address, IPv4 or IPv6), retrying refused
-// connections until `timeout` (a server may still be starting). Sets
-// TCP_NODELAY. Throws TimeoutError / IoError naming host:port, UnresolvedHost
-// at once when the name does not resolve.
-Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout);
+// connections until `timeout` (a server may still be starting) unless
+// `refused` is kFinal. Sets TCP_NODELAY. Throws TimeoutError / IoError
+// naming host:port, UnresolvedHost at once when the name does not resolve.
+Socket connect_tcp(const std::string& host, uint16_t port, Millis timeout, Refused refused = Refused::kRetried);
 
 // Connects to the AF_UNIX stream socket at `path`, once (a caller that may
 // find it not there yet retries: wire/client_retry.h). Throws IoError naming

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/chaos: the chaos run (docs/failures.md, "The chaos run"). Brings up
 # a namespace cluster (tests/cluster), runs N real multi-host jobs (a shell
-# job with numbered lines, the same with --max-restarts 1, OpenMPI and MPICH
-# jobs, per-node --rdzv jobs),
+# job with numbered lines, the same with --max-restarts 1, the same through a
+# launch tree (--fanout 2: depth 3 at --hosts 8), OpenMPI and MPICH jobs,
+# per-node --rdzv jobs),
 # each with one fault chosen from the seed, and checks each job's exit code,
 # verdict, time to end, leftovers and output. Needs root.
 #
@@ -11,6 +12,8 @@
 #   bench/chaos/run.sh --replay 7:31                     # case 31 of seed 7 alone
 #   bench/chaos/run.sh ... --heartbeat-timeout 10        # the default (the run's is 3)
 #   bench/chaos/run.sh ... --torch                       # half the shell jobs become gloo torch jobs
+#   bench/chaos/run.sh --faults 30 --seed 7 --hosts 8 --kind tree   # only the seed's launch-tree jobs
+#   bench/chaos/run.sh --faults 100 --seed 7 --hosts 8 --list       # print the cases, run none
 #   BUILD=build-rel bench/chaos/run.sh ...               # another build dir (default: build)
 # The last line: chaos faults=N jobs=J correct=C wrong_verdict=W hung=H leftovers=L lost_output=O seed=S
 set -euo pipefail

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "launcher/launch_tree.h"
 #include "tests/multihost/multihost_util.h"
 
 namespace dl::chaos {
@@ -30,6 +31,11 @@ constexpr double kStopRankTimeout = 8;  // --timeout of a job whose rank is stop
 constexpr double kTorchStart = 20;      // 8 ranks' torch imports and gloo group: 12 s on this 2-core VM
 constexpr int kSlots = 2;            // the cluster's hostfile: 2 slots per host
 constexpr double kSshTimeout = 10;   // dlaunch's --ssh-timeout default: how long an unreachable host may take
+constexpr int kFanout = 2;           // --fanout of a tree job
+// A slow start's job: --agent-timeout and --ssh-timeout, so that the
+// launcher gives up on the late agent after kSlowAgentTimeout +
+// kSlowSshTimeout x the tree's depth (launcher/job.cc, arm_timers).
+constexpr double kSlowAgentTimeout = 3, kSlowSshTimeout = 4;
 
 // A torch job's --timeout starts before its 12 s of imports.
 double stop_rank_timeout(const Case& k) { return kStopRankTimeout + (k.job == JobKind::torch ? kTorchStart : 0); }
@@ -73,13 +79,35 @@ std::string comm_of(int pid) {
 
 int ranks_of(const Cluster& c) { return kSlots * c.size(); }
 
+// The launch tree of a tree job on `hosts` hosts: node i is host hi; h0
+// runs the launcher and its local agent, outside the tree.
+dl::launcher::LaunchTree tree_of(int hosts) {
+  std::vector<int> remote;
+  for (int h = 1; h < hosts; ++h) remote.push_back(h);
+  return dl::launcher::LaunchTree(remote, static_cast<size_t>(hosts), kFanout);
+}
+
+// The hosts beneath `k.host` in a tree job's tree (none for other jobs).
+std::vector<int> hosts_beneath(const Cluster& c, const Case& k) {
+  return k.job == JobKind::tree ? tree_of(c.size()).beneath(k.host) : std::vector<int>{};
+}
+
+// How long the launcher waits for agents in a slow start's job, and how
+// long the slow agent sleeps before it starts: past that, with room.
+double slow_wait(const Cluster& c, const Case& k) {
+  return kSlowAgentTimeout + kSlowSshTimeout * (k.job == JobKind::tree ? tree_of(c.size()).depth() : 1);
+}
+double slow_delay(const Cluster& c, const Case& k) { return slow_wait(c, k) + 3; }
+
 // Each rank prints "chaos RANK I a=ATTEMPT MARK" for I = 0..lines-1, one every 50 ms.
 std::string job_command(const Cluster& c, const Case& k, const Options& o, const std::string& mark,
-                        const std::string& report_dir) {
+                        const std::string& report_dir, const std::string& slow_prefix) {
   std::ostringstream cmd;
   cmd << "-n " << ranks_of(c) << " --report-dir " << report_dir << " --kill-grace " << kGrace << " --heartbeat-timeout " << o.heartbeat_s
       << " --stack-timeout " << kStackTimeout << " --timeout " << (k.fault == Fault::stop_rank ? stop_rank_timeout(k) : 90)
-      << (k.openssh ? " --launcher ssh" : "");
+      << (k.openssh ? " --launcher ssh" : "") << (k.job == JobKind::tree ? " --fanout " + std::to_string(kFanout) : "");
+  if (k.fault == Fault::slow_start)
+    cmd << " --agent-timeout " << kSlowAgentTimeout << " --ssh-timeout " << kSlowSshTimeout << " --prefix " << slow_prefix;
   if (k.job == JobKind::openmpi || k.job == JobKind::mpich) {
     if (k.job == JobKind::openmpi) cmd << " -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
     cmd << " " << multihost::bin(k.job == JobKind::openmpi ? "chaos_mpi" : "chaos_mpich") << " " << o.lines << " " << mark;
@@ -130,9 +158,11 @@ std::string token_file(const Cluster& c) {
 // Starts the job: one dlaunch in h0, or one per host (rdzv). The result's
 // status is that of node `k.host`'s dlaunch for rdzv; `nodes` gets each node's.
 std::future<dl::cluster::RunResult> start_job(const Cluster& c, const Case& k, const Options& o, const std::string& mark,
-                                              const std::string& report_dir, std::chrono::milliseconds limit,
+                                              const std::string& report_dir, const std::string& slow_prefix,
+                                              std::chrono::milliseconds limit,
                                               std::shared_ptr<std::vector<dl::cluster::RunResult>> nodes) {
-  if (k.job != JobKind::rdzv) return multihost::start_dlaunch(c, job_command(c, k, o, mark, report_dir), limit);
+  if (k.job != JobKind::rdzv)
+    return multihost::start_dlaunch(c, job_command(c, k, o, mark, report_dir, slow_prefix), limit);
   const std::string token = token_file(c);
   return std::async(std::launch::async, [&c, &o, k, mark, token, limit, nodes] {
     std::vector<std::future<dl::cluster::RunResult>> each;
@@ -214,6 +244,21 @@ Expected expected_per_node(const Cluster& c, const Case& k, const Options& o, Ex
   return e;
 }
 
+// A tree job: a silent agent started by another is named by that one
+// ("lost the agent on ADDR (the agent on P that started it lost it: no
+// heartbeat ..."); an agent lost with hosts beneath it is named with them.
+void expected_in_tree(const Cluster& c, const Case& k, Expected& e) {
+  if (k.fault == Fault::stop_agent && tree_of(c.size()).parent(k.host) >= 0)
+    e.lines = {"lost the agent on " + c.address(k.host) + " (the agent on ", "that started it lost it: no heartbeat"};
+  const auto beneath = hosts_beneath(c, k);
+  if (beneath.empty() || (k.fault != Fault::kill_agent && k.fault != Fault::kill_ssh && k.fault != Fault::stop_agent))
+    return;
+  std::string hosts;
+  for (int b : beneath) hosts += (hosts.empty() ? "" : ", ") + c.address(b);
+  e.lines.push_back("the " + std::to_string(beneath.size()) + " host" + (beneath.size() == 1 ? "" : "s") +
+                    " beneath it (" + hosts + ") were lost with it");
+}
+
 Expected expected(const Cluster& c, const Case& k, const Options& o) {
   Expected e;
   const std::string addr = c.address(k.host);
@@ -244,12 +289,18 @@ Expected expected(const Cluster& c, const Case& k, const Options& o) {
       e = {1, {"error: " + addr, "refused"}, kSshTimeout + 2};  // a refusal is at once; a loaded host's start is not
       e.no_output = true;
       break;
+    case Fault::slow_start:  // from the launch: the launcher's wait for agents, then its teardown
+      e = {1, {addr, "did not connect within " + std::to_string(static_cast<int>(kSlowAgentTimeout)) + " s"},
+           slow_wait(c, k) + teardown + 2};
+      e.no_output = true;
+      break;
     case Fault::slow_net:
       e = {0, {}, 2 * run_time(k, o) + 10};  // no detection to time: the job's own run, slowed (an MPI step is a few round trips)
       e.complete_attempt = 0;
       break;
   }
   if (k.job == JobKind::rdzv) return expected_per_node(c, k, o, e);
+  if (k.job == JobKind::tree) expected_in_tree(c, k, e);
   if (retried(k)) {
     if (!e.lines.empty()) e.lines.front() = "attempt 1 of 2 failed: " + e.lines.front();
     e.lines.push_back("attempt 2 of 2 succeeded");
@@ -292,8 +343,9 @@ int agent_pid(const Cluster& c, int host) { return process_named(c, host, "dlaun
 // The process that carries `host`'s agent over ssh: the ssh client on h0
 // (--launcher ssh) or the sshd session on the host (libssh), or 0.
 int ssh_pid(const Cluster& c, const Case& k) {
-  if (k.openssh) {
-    for (int pid : multihost::pids_matching(c, "h0", c.address(k.host)))
+  if (k.openssh) {  // on h0, or in a tree on the host of the agent that started it
+    const int parent = k.job == JobKind::tree ? std::max(0, tree_of(c.size()).parent(k.host)) : 0;
+    for (int pid : multihost::pids_matching(c, c.host(parent), c.address(k.host)))
       if (comm_of(pid) == "ssh") return pid;
     return 0;
   }
@@ -371,6 +423,13 @@ std::vector<std::string> dirs_of(const std::set<int>& pids) {
   return out;
 }
 
+// The addresses of the hosts beneath the fault's in a tree job.
+std::vector<std::string> lost_with(const Cluster& c, const Case& k) {
+  std::vector<std::string> out;
+  for (int b : hosts_beneath(c, k)) out.push_back(c.address(b));
+  return out;
+}
+
 // ---- checking the output ----------------------------------------------------
 
 // "" when every rank's numbered lines of every attempt are 0..k with no hole,
@@ -403,9 +462,10 @@ std::string check_lines(const std::string& out, const std::string& mark, int ran
 
 // The exit code, the expected lines, and: a killed rank named with its host
 // (`who`: its address, or its name in per-node mode) and pid, no host but
-// the fault's named as lost.
+// the fault's and those in `lost_with` (beneath it in a launch tree) named as lost.
 std::string check_verdict(const dl::cluster::RunResult& r, int status, const std::vector<std::string>& lines,
-                          int killed_rank, const std::string& who, int rank) {
+                          int killed_rank, const std::string& who, int rank,
+                          const std::vector<std::string>& lost_with = {}) {
   if (r.status != status) return "exit " + std::to_string(r.status) + ", expected " + std::to_string(status);
   for (auto& l : lines)
     if (!contains(r.output, l)) return "no '" + l + "' in the output";
@@ -414,9 +474,17 @@ std::string check_verdict(const dl::cluster::RunResult& r, int status, const std
                               ") was killed by signal 9";
     if (!contains(r.output, named)) return "no '" + named + "' in the output";
   }
+  // "lost the agent on A (..." or, for agents that never connected, "lost the agent on A, B (...".
+  auto touched = [&](const std::string& l, size_t at) {
+    const auto names = [&](const std::string& h) {
+      return l.compare(at, h.size(), h) == 0 && at + h.size() < l.size() &&
+             (l[at + h.size()] == ' ' || l[at + h.size()] == ',');
+    };
+    return names(who) || std::any_of(lost_with.begin(), lost_with.end(), names);
+  };
   std::istringstream in(r.output);
   for (std::string l; std::getline(in, l);)
-    if (auto at = l.find("lost the agent on "); at != std::string::npos && l.compare(at + 18, who.size() + 1, who + " ") != 0)
+    if (auto at = l.find("lost the agent on "); at != std::string::npos && !touched(l, at + 18))
       return "a host the fault did not touch is named lost: '" + l + "'";
   return "";
 }
@@ -483,6 +551,7 @@ Injected inject(const Cluster& c, const Case& k, const std::string& mark) {
       return {r.status == 0, "cluster.sh slow failed: " + r.output};
     }
     case Fault::refuse_ssh:
+    case Fault::slow_start:
       return {};  // done before the launch
   }
   return {};
@@ -501,17 +570,20 @@ void heal(const Cluster& c, const Case& k, const Injected& in) {
 // How long after the fault the cluster heals while the job still runs: a
 // frozen host or cut cable comes back once the launcher should have given
 // it up (so a restart can reach it); -1: only after the job.
-double heal_after(const Case& k, const Options& o) {
+// A tree's interior agent stopped stays stopped until its subtree is
+// checked gone (a frozen host does not come back to end it): -2.
+double heal_after(const Cluster& c, const Case& k, const Options& o) {
+  if (k.fault == Fault::stop_agent && !hosts_beneath(c, k).empty()) return -2;
   if (k.fault == Fault::stop_agent || k.fault == Fault::link_down || k.fault == Fault::partition)
     return o.heartbeat_s + 1;
   return -1;
 }
 
 // Waits for the job, healing the cluster at `heal_at` while it runs when
-// `early`, else once it has ended.
+// `early`, else once it has ended unless `later` (the caller heals).
 dl::cluster::RunResult wait_job(std::future<dl::cluster::RunResult>& f, const Cluster& c, const Case& k,
-                               const Injected& in, Clock::time_point heal_at, bool early) {
-  bool healed = false;
+                               const Injected& in, Clock::time_point heal_at, bool early, bool later) {
+  bool healed = later;
   while (f.wait_for(50ms) != std::future_status::ready)
     if (early && !healed && Clock::now() >= heal_at) {
       heal(c, k, in);
@@ -520,6 +592,28 @@ dl::cluster::RunResult wait_job(std::future<dl::cluster::RunResult>& f, const Cl
   auto r = f.get();
   if (!healed) heal(c, k, in);
   return r;
+}
+
+// "hX pid P" for each agent (or slow start's agent wrapper) running on one of `hosts`.
+std::string agents_on(const Cluster& c, const std::vector<int>& hosts) {
+  std::string out;
+  for (int h : hosts)
+    for (int pid : c.pids_in(c.host(h)))
+      if (comm_of(pid) == "dlaunch-agent") out += c.host(h) + " pid " + std::to_string(pid) + "\n";
+  return out;
+}
+
+// Waits until no agent runs on `hosts`: "" or the ones left at `deadline` (SIGKILLed then).
+std::string wait_agents_gone(const Cluster& c, const std::vector<int>& hosts, Clock::time_point deadline) {
+  for (;; std::this_thread::sleep_for(100ms)) {
+    std::string left = agents_on(c, hosts);
+    if (left.empty()) return "";
+    if (Clock::now() < deadline) continue;
+    for (int h : hosts)
+      for (int pid : c.pids_in(c.host(h)))
+        if (comm_of(pid) == "dlaunch-agent") ::kill(pid, SIGKILL);
+    return left;
+  }
 }
 
 // A torch job's ranks each make `dir`/ready.RANK once their process group is
@@ -554,7 +648,8 @@ bool wait_running(const Cluster& c, const std::string& mark, std::future<dl::clu
 template <class Fail>
 void check_dirs(const Case& k, std::set<int> seen, int killed_agent, std::vector<std::string>& killed_dirs, Fail fail) {
   std::string list;
-  if ((k.job == JobKind::openmpi || k.job == JobKind::mpich) && k.fault != Fault::refuse_ssh) {
+  if ((k.job == JobKind::openmpi || k.job == JobKind::mpich) && k.fault != Fault::refuse_ssh &&
+      k.fault != Fault::slow_start) {  // a job that never launched has not cleaned them
     for (auto& d : killed_dirs)
       if (std::filesystem::exists(d)) list += d + " (of an agent SIGKILLed before this job)\n";
     killed_dirs.clear();
@@ -579,7 +674,7 @@ const char* name(Verdict v) {
   return "?";
 }
 
-static const char* name(JobKind j) {
+const char* name(JobKind j) {
   switch (j) {
     case JobKind::shell: return "shell";
     case JobKind::restart: return "restart";
@@ -587,6 +682,7 @@ static const char* name(JobKind j) {
     case JobKind::mpich: return "mpich";
     case JobKind::rdzv: return "rdzv";
     case JobKind::torch: return "torch";
+    case JobKind::tree: return "tree";
   }
   return "?";
 }
@@ -603,8 +699,31 @@ static const char* name(Fault f) {
     case Fault::partition: return "partition";
     case Fault::refuse_ssh: return "refuse-ssh";
     case Fault::slow_net: return "slow-net";
+    case Fault::slow_start: return "slow-start";
   }
   return "?";
+}
+
+// Makes a shell case a tree job's: its fault one that matters in a tree
+// (a cable or a partition to h0 is another fault there: a host's link is
+// to its parent), an agent's fault on an interior host one time in two, a
+// rank killed on a leaf.
+template <class Pick>
+void into_tree(Case& k, int hosts, Pick& pick) {
+  k.job = JobKind::tree;
+  if (k.fault == Fault::link_down || k.fault == Fault::partition) {
+    constexpr Fault in_tree[] = {Fault::kill_agent, Fault::stop_agent, Fault::kill_launcher, Fault::slow_start};
+    k.fault = in_tree[pick(std::size(in_tree))];
+  }
+  const auto tree = tree_of(hosts);
+  std::vector<int> interior, leaves;
+  for (int h = 1; h < hosts; ++h) (tree.has_children(h) ? interior : leaves).push_back(h);
+  auto any_of = [&](const std::vector<int>& v) { return v[static_cast<size_t>(pick(static_cast<int>(v.size())))]; };
+  if (k.fault == Fault::kill_rank && !leaves.empty()) k.host = any_of(leaves);
+  const bool agent_fault = k.fault == Fault::kill_agent || k.fault == Fault::stop_agent || k.fault == Fault::kill_ssh ||
+                           k.fault == Fault::refuse_ssh || k.fault == Fault::slow_start;
+  if (agent_fault && !interior.empty() && pick(2) == 0) k.host = any_of(interior);
+  k.rank = k.host * kSlots + pick(kSlots);
 }
 
 Case make_case(uint64_t seed, int index, int hosts, bool torch) {
@@ -624,17 +743,19 @@ Case make_case(uint64_t seed, int index, int hosts, bool torch) {
     // One dlaunch per host: no ssh, and no --timeout to see a stopped rank.
     constexpr Fault per_node[] = {Fault::kill_rank, Fault::kill_agent, Fault::kill_launcher, Fault::stop_agent,
                                   Fault::link_down, Fault::partition, Fault::slow_net};
-    if (k.fault == Fault::kill_ssh || k.fault == Fault::refuse_ssh || k.fault == Fault::stop_rank)
+    if (k.fault == Fault::kill_ssh || k.fault == Fault::refuse_ssh || k.fault == Fault::stop_rank ||
+        k.fault == Fault::slow_start)
       k.fault = per_node[pick(std::size(per_node))];
     k.openssh = false;
   }
   // h0 runs the launcher and its agent without ssh: faults of a remote
   // host's network or ssh hit h1.., the others any host.
   const bool remote = k.fault == Fault::kill_ssh || k.fault == Fault::link_down || k.fault == Fault::partition ||
-                      k.fault == Fault::refuse_ssh || k.fault == Fault::slow_net;
+                      k.fault == Fault::refuse_ssh || k.fault == Fault::slow_net || k.fault == Fault::slow_start;
   k.host = remote ? 1 + pick(hosts - 1) : pick(hosts);
   k.rank = k.host * kSlots + pick(kSlots);
   k.at_s = pick(1500) / 1000.0;
+  if (k.job == JobKind::shell && pick(2) == 0) into_tree(k, hosts, pick);  // after the other draws: they stay
   if (torch && k.job == JobKind::shell && pick(2) == 0) k.job = JobKind::torch;  // last: the other draws stay
   return k;
 }
@@ -658,6 +779,7 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
       res.why = std::move(why);
     }
   };
+  const bool at_launch = k.fault == Fault::refuse_ssh || k.fault == Fault::slow_start;  // no ranks to wait for
   if (k.fault == Fault::refuse_ssh && c.script({"stop-sshd", c.id(), c.host(k.host)}).status != 0) {
     fail(Verdict::wrong_verdict, "cluster.sh stop-sshd failed");
     return res;
@@ -672,11 +794,15 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
   } remove_report{report_dir};
   std::filesystem::create_directory(report_dir);  // a torch job's ranks say there that they are up
   std::filesystem::permissions(report_dir, std::filesystem::perms::owner_all);
+  const std::string slow_prefix = c.dir() + "/slow-" + mark;
+  RemoveDir remove_prefix{slow_prefix};
+  if (k.fault == Fault::slow_start) multihost::write_slow_agent(slow_prefix, c.host(k.host), slow_delay(c, k));
   auto nodes = std::make_shared<std::vector<dl::cluster::RunResult>>();
-  auto f = start_job(c, k, o, mark, report_dir, std::chrono::milliseconds(static_cast<int>(limit * 1000)), nodes);
+  auto f = start_job(c, k, o, mark, report_dir, slow_prefix, std::chrono::milliseconds(static_cast<int>(limit * 1000)),
+                     nodes);
   Injected in;
   auto fault_at = Clock::now();
-  if (k.fault != Fault::refuse_ssh) {
+  if (!at_launch) {
     if (!wait_running(c, mark, f)) {
       auto r = f.get();
       heal(c, k, in);
@@ -691,8 +817,9 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
     in = inject(c, k, mark);
     if (!in.ok) fail(Verdict::wrong_verdict, "could not inject the fault: " + in.why);
   }
-  const double heal_s = heal_after(k, o);
-  auto r = wait_job(f, c, k, in, fault_at + std::chrono::milliseconds(static_cast<int>(heal_s * 1000)), heal_s >= 0);
+  const double heal_s = heal_after(c, k, o);
+  auto r = wait_job(f, c, k, in, fault_at + std::chrono::milliseconds(static_cast<int>(heal_s * 1000)), heal_s >= 0,
+                    heal_s == -2);
   res.took_s = seconds_since(fault_at);
   res.output = r.output;
   // A stopped rank stays stopped after its job: SIGKILL has ended it (or it is left).
@@ -704,11 +831,21 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
                               std::to_string(e.bound_s) + " s");
     const std::string why = k.job == JobKind::rdzv
                                 ? check_nodes(*nodes, e, k, in.killed_rank, c.host(k.host))
-                                : check_verdict(r, e.status, e.lines, in.killed_rank, c.address(k.host), k.rank);
+                                : check_verdict(r, e.status, e.lines, in.killed_rank, c.address(k.host), k.rank,
+                                                lost_with(c, k));
     if (!why.empty()) fail(Verdict::wrong_verdict, why);
   }
-  // What is left: processes (the teardown of a lost launcher takes its agents' heartbeat timeout).
-  const auto cleanup = std::chrono::milliseconds(static_cast<int>((o.heartbeat_s + kGrace + 3) * 1000));
+  // What is left: processes (the teardown of a lost launcher takes its
+  // agents' heartbeat timeout; a slow start's agent starts late, then must end).
+  auto cleanup_end = Clock::now() + std::chrono::milliseconds(static_cast<int>((o.heartbeat_s + kGrace + 3) * 1000));
+  if (k.fault == Fault::slow_start)
+    cleanup_end = std::max(cleanup_end, fault_at + std::chrono::milliseconds(static_cast<int>((slow_delay(c, k) + 4) * 1000)));
+  if (heal_s == -2) {  // the stopped agent's subtree must end without it
+    if (auto left = wait_agents_gone(c, hosts_beneath(c, k), cleanup_end); !left.empty())
+      fail(Verdict::leftovers, "agents beneath the stopped one on " + c.host(k.host) + " left running:\n" + left);
+    heal(c, k, in);
+  }
+  const auto cleanup = std::chrono::duration_cast<std::chrono::milliseconds>(cleanup_end - Clock::now()) + 1s;
   if (auto left = multihost::wait_clean(c, mark, cleanup); !left.empty()) {
     fail(Verdict::leftovers, "left running:\n" + left);
     for (auto& h : c.hosts())  // so that the next case starts clean

@@ -16,7 +16,10 @@
 
 namespace dl::chaos {
 
-enum class JobKind { shell, restart, openmpi, mpich, rdzv, torch };
+// tree: the shell job through a launch tree, --fanout 2: at 8 hosts the
+// launcher starts h1 and h5; h1 starts h2 (which starts h3) and h4; h5
+// starts h6 and h7 (depth 3). At 4 hosts: h1 (starting h2) and h3.
+enum class JobKind { shell, restart, openmpi, mpich, rdzv, torch, tree };
 enum class Fault {
   kill_rank,      // SIGKILL one rank
   kill_agent,     // SIGKILL one host's agent
@@ -28,8 +31,9 @@ enum class Fault {
   partition,      // drop TCP between one host and h0 (the launcher's), both ways; the others still reach it
   refuse_ssh,     // one host's sshd is down when the job starts
   slow_net,       // 20 ms delay on one host's packets: the job must succeed
+  slow_start,     // one host's agent starts past --agent-timeout (and then starts, late)
 };
-constexpr int kFaultKinds = 10;
+constexpr int kFaultKinds = 11;
 
 struct Case {
   uint64_t seed = 0;
@@ -67,6 +71,7 @@ std::string describe(const Case& c);
 Result run_case(const dl::cluster::Cluster& cluster, const Case& c, const Options& o,
                 std::vector<std::string>& killed_dirs);
 const char* name(Verdict v);
+const char* name(JobKind j);
 
 // Counts of a run and its last line:
 // "chaos faults=N jobs=J correct=C wrong_verdict=W hung=H leftovers=L lost_output=O seed=S".

@@ -10,21 +10,27 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/chaos/chaos.h"
 
 namespace {
+using dl::chaos::JobKind;
+
 struct Args {
   int faults = 40;
   uint64_t seed = 1;
   int hosts = 4;
   int replay = -1;  // a job index to rerun alone
   bool torch = false;
+  bool list = false;  // print the cases, run none
+  std::string kind;   // run only the seed's cases of this job kind
   dl::chaos::Options options;
 };
 
 const char* kUsage =
-    "usage: dlaunch-chaos [--faults N] [--seed S] [--hosts K] [--replay S:I] [--heartbeat-timeout S] [--lines N] [--torch] [-v]\n";
+    "usage: dlaunch-chaos [--faults N] [--seed S] [--hosts K] [--replay S:I] [--heartbeat-timeout S] [--lines N] [--kind K] [--torch] [--list] [-v]\n"
+    "  --kind K: only the seed's cases of job kind K (shell restart openmpi mpich rdzv torch tree), N of them\n";
 
 bool number(const std::string& s, auto& out) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -35,8 +41,8 @@ bool number(const std::string& s, auto& out) {
 bool parse(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     const std::string opt = argv[i];
-    if (opt == "-v" || opt == "--torch") {
-      (opt == "-v" ? a.options.verbose : a.torch) = true;
+    if (opt == "-v" || opt == "--torch" || opt == "--list") {
+      (opt == "-v" ? a.options.verbose : opt == "--torch" ? a.torch : a.list) = true;
       continue;
     }
     if (opt == "-h" || opt == "--help") {
@@ -51,6 +57,12 @@ bool parse(int argc, char** argv, Args& a) {
     bool ok = false;
     if (opt == "--faults") ok = number(v, a.faults) && a.faults > 0;
     else if (opt == "--seed") ok = number(v, a.seed);
+    else if (opt == "--kind") {
+      a.kind = v;
+      for (auto j : {JobKind::shell, JobKind::restart, JobKind::openmpi, JobKind::mpich, JobKind::rdzv, JobKind::torch,
+                     JobKind::tree})
+        ok = ok || v == dl::chaos::name(j);
+    }
     else if (opt == "--hosts") ok = number(v, a.hosts) && a.hosts >= 2 && a.hosts <= 64;
     else if (opt == "--lines") ok = number(v, a.options.lines) && a.options.lines > 0 && a.options.lines <= 10000;
     else if (opt == "--heartbeat-timeout") ok = number(v, a.options.heartbeat_s) && a.options.heartbeat_s > 0;
@@ -91,18 +103,32 @@ void take_down_on_signal(const dl::cluster::Cluster& cluster) {
     ::_exit(128 + sig);
   }).detach();
 }
+
+// The indices of the cases to run: the replayed one, or the first `faults`
+// (of job kind `kind` only, when given).
+std::vector<int> cases_to_run(const Args& a) {
+  if (a.replay >= 0) return {a.replay};
+  std::vector<int> out;
+  for (int i = 0; static_cast<int>(out.size()) < a.faults && i < a.faults * 1000; ++i)
+    if (a.kind.empty() || a.kind == dl::chaos::name(dl::chaos::make_case(a.seed, i, a.hosts, a.torch).job)) out.push_back(i);
+  return out;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a;
   if (!parse(argc, argv, a)) return 2;
+  if (a.list) {
+    for (int i : cases_to_run(a))
+      std::printf("case %s\n", dl::chaos::describe(dl::chaos::make_case(a.seed, i, a.hosts, a.torch)).c_str());
+    return 0;
+  }
   try {
     dl::cluster::Cluster cluster(a.hosts);
     take_down_on_signal(cluster);
     dl::chaos::Tally tally;
     std::vector<std::string> killed_dirs;
-    const int first = a.replay >= 0 ? a.replay : 0, end = a.replay >= 0 ? a.replay + 1 : a.faults;
-    for (int i = first; i < end; ++i) {
+    for (int i : cases_to_run(a)) {
       const auto k = dl::chaos::make_case(a.seed, i, a.hosts, a.torch);
       const auto r = dl::chaos::run_case(cluster, k, a.options, killed_dirs);
       tally.add(r.verdict);

@@ -43,7 +43,7 @@ TEST_CASE("chaos: a case is a function of its seed and index alone", "[chaos]") 
   for (int i = 0; i < 200; ++i) {
     const Case k = make_case(1, i, 4);
     if (k.fault == Fault::kill_ssh || k.fault == Fault::link_down || k.fault == Fault::partition ||
-        k.fault == Fault::refuse_ssh || k.fault == Fault::slow_net)
+        k.fault == Fault::refuse_ssh || k.fault == Fault::slow_net || k.fault == Fault::slow_start)
       CHECK(k.host != 0);
     CHECK(k.rank / 2 == k.host);
   }
@@ -58,7 +58,26 @@ TEST_CASE("chaos: the short form's seeds hit every kind of fault and job", "[cha
       jobs.insert(make_case(seed, i, kHosts).job);
     }
   CHECK(faults.size() == kFaultKinds);
-  CHECK(jobs.size() == 5);
+  CHECK(jobs.size() == 6);
+}
+
+// At 8 hosts a tree job's tree is h1 (h2 (h3), h4) and h5 (h6, h7): its
+// agents' faults hit the interior hosts h1, h2, h5 too, its ranks are
+// killed on leaves, and no cable or partition to h0 is drawn for it.
+TEST_CASE("chaos: a tree job's faults hit interior agents and leaf ranks", "[chaos]") {
+  std::set<int> agent_hosts;
+  int trees = 0;
+  for (int i = 0; i < 400; ++i) {
+    const Case k = make_case(3, i, 8);
+    if (k.job != JobKind::tree) continue;
+    ++trees;
+    CHECK(k.fault != Fault::link_down);
+    CHECK(k.fault != Fault::partition);
+    if (k.fault == Fault::kill_rank) CHECK((k.host == 3 || k.host == 4 || k.host == 6 || k.host == 7));
+    if (k.fault == Fault::kill_agent || k.fault == Fault::stop_agent) agent_hosts.insert(k.host);
+  }
+  CHECK(trees > 20);
+  for (int interior : {1, 2, 5}) CHECK(agent_hosts.count(interior) == 1);
 }
 
 TEST_CASE("chaos: the last line's form", "[chaos]") {

@@ -115,12 +115,13 @@ TEST_CASE("control server: a refused hello closes the connection, and nothing af
 
 // The launch tree: root 0's connection carries nodes 1 and 2 (kRouted
 // frames); node 3 is its own. A relayed node is taken only through its root,
-// after its relayed hello; a root lost takes its subtree with it, named.
+// after its relayed hello; a root lost takes its subtree with it, named as
+// the job names them (addresses here), not as their agents' hellos do.
 TEST_CASE("control server: relayed nodes are bound through their root only, and lost with it", "[launcher][tree]") {
   boost::asio::io_context io;
   Recorder h;
   ControlServer server(io, std::string(64, 't'), 4, h);
-  server.set_routes({-1, 0, 0, -1}, {"n0", "n1", "n2", "n3"});
+  server.set_routes({-1, 0, 0, -1}, {"10.9.0.1", "10.9.0.2", "10.9.0.3", "10.9.0.4"});
   int root[2], other[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, root) == 0);
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, other) == 0);
@@ -155,9 +156,9 @@ TEST_CASE("control server: relayed nodes are bound through their root only, and 
   ::close(root[1]);
   REQUIRE(run_until(io, [&] { return h.closed.size() == 3; }));
   CHECK(h.closed[1].first == 0);
-  CHECK(h.closed[1].second.find("the 1 host beneath it (n1) were lost with it") != std::string::npos);
+  CHECK(h.closed[1].second.find("the 1 host beneath it (10.9.0.2) were lost with it") != std::string::npos);
   CHECK(h.closed[2].first == 1);
-  CHECK(h.closed[2].second.find("lost with the agent on n0, which relayed for it") != std::string::npos);
+  CHECK(h.closed[2].second.find("lost with the agent on 10.9.0.1, which relayed for it") != std::string::npos);
   CHECK_FALSE(server.any_open());
   ::close(other[1]);
 }

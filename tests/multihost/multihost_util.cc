@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -95,6 +96,16 @@ std::string wait_clean(const dl::cluster::Cluster& c, const std::string& marker,
 }
 
 bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+void write_slow_agent(const std::string& dir, const std::string& host, double delay_s) {
+  std::filesystem::create_directories(dir + "/bin");
+  const std::string path = dir + "/bin/dlaunch-agent";
+  std::ofstream f(path);
+  f << "#!/bin/sh\n[ \"$(hostname)\" != " << host << " ] || sleep " << delay_s << "\nexec " << bin("dlaunch-agent")
+    << " \"$@\"\n";
+  f.close();
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+}
 
 int count_lines_with(const std::string& text, const std::string& needle) {
   std::istringstream in(text);

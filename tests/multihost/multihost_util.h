@@ -44,6 +44,12 @@ std::string wait_clean(const dl::cluster::Cluster& c, const std::string& marker,
 
 bool contains(const std::string& hay, const std::string& needle);
 
+// A slow start (dlaunch's --prefix DIR): writes DIR/bin/dlaunch-agent, which
+// on host `host` sleeps `delay_s` before it runs the real agent, and
+// elsewhere runs it at once. Put the test's marker in DIR: the sleeping
+// agent's argv holds it.
+void write_slow_agent(const std::string& dir, const std::string& host, double delay_s);
+
 // How many lines of `text` contain `needle`.
 int count_lines_with(const std::string& text, const std::string& needle);
 

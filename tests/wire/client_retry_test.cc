@@ -161,3 +161,28 @@ TEST_CASE("client retry: a host name that does not resolve is not tried again", 
                   UnresolvedHost);
   CHECK(seconds_since(t0) < 5);
 }
+
+// A port bound but not listening refuses every connection: an agent's
+// launcher (or parent agent) that is gone. With Refused::kFinal that is
+// said at once as NotListening; with the default it is a server still
+// starting, tried until the timeout.
+TEST_CASE("client retry: a refused connection is final when the client says so", "[wire]") {
+  Socket bound(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(bound.fd(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(bound.fd(), reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  const uint16_t port = ntohs(a.sin_port);
+  std::string err;
+  try {
+    connect_authenticated("127.0.0.1", port, new_token(), "t/1", "the launcher", Millis(60000), Refused::kFinal);
+  } catch (const NotListening& e) {
+    err = e.what();
+  }
+  CHECK_THAT(err, Catch::Contains("nothing listens at 127.0.0.1:" + std::to_string(port)) &&
+                      Catch::Contains("refused"));
+  CHECK_THROWS_AS(connect_authenticated("127.0.0.1", port, new_token(), "t/1", "the store", Millis(300)),
+                  dl::TimeoutError);
+}
