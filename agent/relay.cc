@@ -86,7 +86,12 @@ void Relay::make_starter(const msg::StartAgents& m) {
     auto it = children_.find(node);
     if (stopped_ || it == children_.end() || !it->second.starting) return;
     it->second.starting = false;
-    hooks_.up(control::frame(msg::AgentFailed{node, why + " (started by the agent on " + own_host_ + ")"}));
+    // The flat launch worked where only dlaunch's host may reach the others:
+    // say how to get it back.
+    const std::string hint = how_.method == "sim" ? ""
+                             : "; if the hosts cannot reach one another over ssh, --fanout 0 starts every agent "
+                               "from dlaunch's host";
+    hooks_.up(control::frame(msg::AgentFailed{node, why + " (started by the agent on " + own_host_ + ")" + hint}));
     check_idle();
   };
   ev.reached = [this](int node, std::string reach, std::string) {
