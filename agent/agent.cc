@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -298,11 +297,6 @@ void Agent::start_agents(const msg::StartAgents& m) {
     relay_->start_agents(m, bind.empty() ? "127.0.0.1" : bind);
   } catch (const control::ProtocolError& e) {
     lost_launcher(std::string("bad message from the launcher: ") + e.what());
-  } catch (const std::exception& e) {
-    // Each child it was to start (the hosts beneath them go with them).
-    for (size_t i = 0; i < m.agents.size(); i += 1 + static_cast<size_t>(std::max(0, m.agents[i].below)))
-      link_->send_message(msg::AgentFailed{m.agents[i].node, "the agent on " + (m.self.empty() ? host_name() : m.self) +
-                                                                 " could not start agents: " + e.what()});
   }
 }
 

@@ -1,5 +1,6 @@
 #include "agent/relay.h"
 
+#include "control/tree_words.h"
 #include "errors/error.h"
 #include "remote/agent_starter.h"
 #include "remote/ssh/tcp_connect.h"
@@ -54,13 +55,22 @@ void Relay::start_agents(const msg::StartAgents& m, const std::string& bind_addr
     fresh.push_back(std::move(c));
     i = end;
   }
-  if (!port_) {
-    bind_addr_ = bind_addr;
-    port_ = acceptor_.listen(bind_addr);
-  }
   how_ = m;
   how_.agents.clear();
-  if (!starter_) make_starter(m);
+  try {
+    if (!port_) {
+      bind_addr_ = bind_addr;
+      port_ = acceptor_.listen(bind_addr);
+    }
+    if (!starter_) make_starter(m);
+  } catch (const std::exception& e) {
+    // Nothing can be started from here: each child is reported (the hosts
+    // beneath them go with them, the launcher knows which).
+    for (const auto& c : fresh)
+      hooks_.up(control::frame(
+          msg::AgentFailed{c.me.node, "the agent on " + own_host_ + " could not start agents: " + e.what()}));
+    return;
+  }
   for (auto& c : fresh) {
     const int node = c.me.node;
     if (auto it = children_.find(node);
@@ -197,18 +207,12 @@ void Relay::on_closed(int node, const std::string& why) {
 }
 
 void Relay::lost(const Child& child, const std::string& why) {
-  std::string text = "the agent on " + own_host_ + " that started it lost it: " + why;
-  if (!child.below.empty()) {
-    std::string hosts;
-    for (size_t i = 0; i < child.below.size() && i < 8; ++i) hosts += (i ? ", " : "") + child.below[i].host;
-    if (child.below.size() > 8) hosts += ", ...";
-    text += "; the " + std::to_string(child.below.size()) + " host" + (child.below.size() == 1 ? "" : "s") +
-            " beneath it (" + hosts + ") were lost with it";
-  }
-  hooks_.up(control::frame(msg::AgentLost{child.me.node, text}));
+  std::vector<std::string> beneath;
+  for (const auto& b : child.below) beneath.push_back(b.host);
+  hooks_.up(control::frame(msg::AgentLost{
+      child.me.node, control::lost_with_beneath("the agent on " + own_host_ + " that started it lost it: " + why, beneath)}));
   for (const auto& b : child.below)
-    hooks_.up(control::frame(
-        msg::AgentLost{b.node, "lost with the agent on " + child.me.host + ", which relayed for it (" + why + ")"}));
+    hooks_.up(control::frame(msg::AgentLost{b.node, control::lost_with_relay(child.me.host, why)}));
 }
 
 void Relay::down(const control::RoutedChunk& c, std::string raw) {

@@ -49,7 +49,9 @@ class Relay {
   ~Relay();
 
   // Starts m.agents' direct children, each told to connect to this agent's
-  // port, which is opened on `bind_addr` at the first call.
+  // port, which is opened on `bind_addr` at the first call. When that port
+  // or the start method cannot be had, each child is reported failed
+  // (agent_failed). Throws ProtocolError for a malformed list.
   void start_agents(const control::msg::StartAgents& m, const std::string& bind_addr);
   // A kRouted frame from the parent (`raw`: the whole frame): towards its
   // node. A broadcast goes to every child; the caller takes its inner frame

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <utility>
 
+#include "control/tree_words.h"
 #include "errors/error.h"
 
 namespace dl::launcher {
@@ -90,10 +91,10 @@ void ControlServer::on_node_frame(const std::shared_ptr<Connection>& c, int node
       // anew for a restart), if the handler takes it. Bound before the
       // handler hears of it: its answer may be to send (the launch).
       auto before = std::exchange(conns_[i], c);
-      up_[i] = 1, routed_[i] = routed;
+      set_up(i, true), routed_[i] = routed;
       if (auto why = h_.on_hello(*hello); !why.empty()) {
         conns_[i] = std::move(before);
-        up_[i] = 0;
+        set_up(i, false);
         if (routed) return h_.log("refused the agent on " + hello->host + ": " + why);
         throw RemoteError(why);
       }
@@ -119,7 +120,7 @@ void ControlServer::on_node_frame(const std::shared_ptr<Connection>& c, int node
 }
 
 void ControlServer::lost(int node, const std::string& why) {
-  up_[static_cast<size_t>(node)] = 0;
+  set_up(static_cast<size_t>(node), false);
   h_.on_closed(node, why);
 }
 
@@ -131,17 +132,11 @@ void ControlServer::on_conn_closed(const std::shared_ptr<Connection>& c, int nod
   std::vector<int> beneath;
   for (size_t n = 0; n < conns_.size(); ++n)
     if (routed_[n] && up_[n] && conns_[n] == c) beneath.push_back(static_cast<int>(n));
-  std::string text = why;
-  if (!beneath.empty()) {
-    std::string hosts;
-    for (size_t k = 0; k < beneath.size() && k < 8; ++k) hosts += (k ? ", " : "") + hosts_[static_cast<size_t>(beneath[k])];
-    if (beneath.size() > 8) hosts += ", ...";
-    text += "; the " + std::to_string(beneath.size()) + " host" + (beneath.size() == 1 ? "" : "s") +
-            " beneath it (" + hosts + ") were lost with it";
-  }
-  if (up_[i]) lost(node, text);
+  std::vector<std::string> names;
+  for (int n : beneath) names.push_back(hosts_[static_cast<size_t>(n)]);
+  if (up_[i]) lost(node, control::lost_with_beneath(why, names));
   for (int n : beneath)
-    if (up_[static_cast<size_t>(n)]) lost(n, "lost with the agent on " + hosts_[i] + ", which relayed for it (" + why + ")");
+    if (up_[static_cast<size_t>(n)]) lost(n, control::lost_with_relay(hosts_[i], why));
 }
 
 template <class F> void ControlServer::each_connection(F f) const {
@@ -178,11 +173,15 @@ ssh::TcpConnection ControlServer::addresses(int node) const {
   return connected(node) && !routed_[i] ? ssh::describe_socket(c->native_handle()) : ssh::TcpConnection{};
 }
 
-bool ControlServer::any_open() const {
-  for (size_t n = 0; n < conns_.size(); ++n)
-    if (connected(static_cast<int>(n))) return true;
-  return false;
+void ControlServer::set_up(size_t node, bool up) {
+  if (static_cast<bool>(up_[node]) == up) return;
+  up_[node] = up;
+  up ? ++up_count_ : --up_count_;
 }
+
+// Counted, not scanned: the Job asks after each node it loses, and a root
+// lost at 8,192 hosts is 256 nodes lost at once.
+bool ControlServer::any_open() const { return up_count_ > 0; }
 
 void ControlServer::start_heartbeats(std::chrono::milliseconds interval, std::chrono::milliseconds timeout) {
   const std::string why = "no heartbeat for " + std::to_string(timeout.count() / 1000) +

@@ -67,7 +67,9 @@ class ControlServer final : public AgentLinks {
   Handler& h_;
   control::ControlAcceptor acceptor_;
   std::vector<std::shared_ptr<control::Connection>> conns_;  // by node, once it said hello: its own or its root's
-  std::vector<char> up_;       // by node: said hello, not lost since
+  void set_up(size_t node, bool up);
+  std::vector<char> up_;       // by node: said hello, not lost since (set_up)
+  size_t up_count_ = 0;        // how many of up_ are set
   std::vector<char> routed_;   // by node: its frames are relayed (kRouted) on conns_[node]
   std::vector<int> root_of_;   // by node: whose connection must carry it (-1: its own)
   std::vector<char> has_below_;  // by node: a root with nodes beneath it

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "control/tree_words.h"
 #include "launcher/job.h"
 #include "remote/start_method.h"
 
@@ -102,8 +103,9 @@ void Job::greeted(Node& n, const control::msg::Hello& m) {
   n.hello = m;
   n.state = NodeState::kUp;
   if (m.reach) n.reach_addr = *m.reach;  // as the agent that relayed it saw it
-  if (tree_.parent(n.index) < 0) starter_->connected(n.index);
-  if (tree_.parent(n.index) < 0 && tree_.has_children(n.index)) {
+  if (tree_.parent(n.index) >= 0) return;  // its parent started it, and sends it its subtree
+  starter_->connected(n.index);
+  if (tree_.has_children(n.index)) {
     auto below = tree_.subtree(n.index);
     below.erase(below.begin());
     server_->send(n.index, tree_message(n.index, std::move(below)));
@@ -154,15 +156,13 @@ void Job::node_failed_to_start(int node, const std::string& why) {
   // An agent that connected ran: its connection reports (on_closed).
   if (n.state != NodeState::kStarting || phase_.ending()) return;
   // The agents it was to start will not be.
-  std::string text = why;
-  if (const auto beneath = tree_.beneath(node); !beneath.empty()) {
-    std::string hosts;
-    for (size_t k = 0; k < beneath.size() && k < 8; ++k) hosts += (k ? ", " : "") + nodes_.at(static_cast<size_t>(beneath[k])).host;
-    text += "; the " + std::to_string(beneath.size()) + " host" + (beneath.size() == 1 ? "" : "s") +
-            " it was to start (" + hosts + (beneath.size() > 8 ? ", ..." : "") + ") were not started";
-    for (int b : beneath)
-      if (auto& d = nodes_.at(static_cast<size_t>(b)); d.state == NodeState::kStarting) d.state = NodeState::kStartFailed;
+  std::vector<std::string> names;
+  for (int b : tree_.beneath(node)) {
+    Node& d = nodes_.at(static_cast<size_t>(b));
+    names.push_back(d.host);
+    if (d.state == NodeState::kStarting) d.state = NodeState::kStartFailed;
   }
+  const std::string text = control::not_started_beneath(why, names);
   if (phase_.is(Phase::kRestarting)) {
     if (attempts_.anew(node)) restart_failed(text);  // (else an old agent's watch, too late to matter)
     return;

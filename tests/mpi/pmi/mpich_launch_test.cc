@@ -148,10 +148,7 @@ TEST_CASE("dlaunch -n 2 --max-restarts 1 mpich_hello: exit 2 naming the rank, no
 // allreduce and the finalize passes up through two relaying agents and back.
 TEST_CASE("dlaunch --fanout 2 on 8 simulated hosts: mpich_hello through a depth-3 launch tree", "[mpich][slow]") {
   const std::string mark = marker();
-  std::string hosts;
-  for (int i = 0; i < 8; ++i) hosts += (i ? "," : "") + ("sim" + std::to_string(i) + ":2");
-  Result r = run("env DLAUNCH_SIM=1 " + kDlaunch + " -v --launcher sim --fanout 2 --mpi pmi --gpus-per-node 0 -H " + hosts +
-                 " " + kBin + "/mpich_hello 16 " + mark);
+  Result r = run(sim_tree_command(kDlaunch, 8, 2, 2) + " --mpi pmi " + kBin + "/mpich_hello 16 " + mark);
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK(count(r.out, "launch tree: 8 hosts, fanout 2, depth 3") == 1);

@@ -382,10 +382,7 @@ TEST_CASE("dlaunch --max-restarts 1 --mpi pmix: refused before any rank starts",
 // server of its own.
 TEST_CASE("dlaunch --fanout 2 on 8 simulated hosts: mpi_hello through a depth-3 launch tree", "[pmix][slow]") {
   const std::string mark = marker();
-  std::string hosts;
-  for (int i = 0; i < 8; ++i) hosts += (i ? "," : "") + ("sim" + std::to_string(i) + ":2");
-  Result r = run("env DLAUNCH_SIM=1 " + kDlaunch + " -v --launcher sim --fanout 2 --mpi pmix --gpus-per-node 0 -H " + hosts +
-                 " " + kBin + "/mpi_hello 16 " + mark);
+  Result r = run(sim_tree_command(kDlaunch, 8, 2, 2) + " --mpi pmix " + kBin + "/mpi_hello 16 " + mark);
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK(count(r.out, "launch tree: 8 hosts, fanout 2, depth 3") == 1);

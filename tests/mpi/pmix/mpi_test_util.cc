@@ -55,4 +55,11 @@ bool leftover(const std::string& mark) {
   return true;
 }
 
+std::string sim_tree_command(const std::string& dlaunch, int hosts, int slots, int fanout) {
+  std::string list;
+  for (int i = 0; i < hosts; ++i) list += (i ? "," : "") + ("sim" + std::to_string(i) + ":" + std::to_string(slots));
+  return "env DLAUNCH_SIM=1 " + dlaunch + " -v --launcher sim --fanout " + std::to_string(fanout) +
+         " --gpus-per-node 0 -H " + list;
+}
+
 }  // namespace dl::mpitest

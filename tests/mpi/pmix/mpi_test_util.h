@@ -18,5 +18,9 @@ int count(const std::string& text, const std::string& needle);
 std::string marker();
 // True if a process whose argv holds `mark` is still there after 3 s.
 bool leftover(const std::string& mark);
+// `dlaunch` (its path) over `hosts` simulated hosts of `slots` each
+// (--launcher sim, DLAUNCH_SIM=1) with a launch tree of `fanout` and -v, as
+// a command line to which the MPI mode and the program are appended.
+std::string sim_tree_command(const std::string& dlaunch, int hosts, int slots, int fanout);
 
 }  // namespace dl::mpitest
