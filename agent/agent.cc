@@ -1,5 +1,7 @@
 #include "agent/agent.h"
 
+#include "control/rank_identity.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <signal.h>
@@ -13,6 +15,7 @@
 #include "agent/rank_process.h"
 #include "control/env_names.h"
 #include "control/protocol.h"
+#include "control/rank_identity.h"
 #include "errors/error.h"
 #include "machine/cpus.h"
 #include "machine/gpu_report.h"
@@ -195,6 +198,11 @@ void Agent::on_message(control::FromLauncher m) {
 }
 
 void Agent::launch(msg::Launch incoming) {
+  try {
+    control::complete_launch(incoming);  // each rank's argv and identity, as the launch left them to us
+  } catch (const control::ProtocolError& e) {
+    return lost_launcher(std::string("bad message from the launcher: ") + e.what());
+  }
   resolved_.clear(), wdirs_.clear();  // a new attempt (--max-restarts) looks again
   link_->start_heartbeats(milliseconds(incoming.hb_ms), milliseconds(incoming.hb_timeout_ms),
                           "no heartbeat from " +

@@ -32,6 +32,11 @@ namespace {
 // After a rank exits, how long its pipes may stay open (a child holding
 // them) before its exit is reported anyway.
 constexpr milliseconds kDrainAfterExit{2000};
+// How long a clean exit may wait for the host's other ranks to end, to be
+// reported with them (control/messages.h, ExitedClean): the launcher learns
+// of a rank that ended early at most this late; the last rank's end sends
+// them all at once.
+constexpr milliseconds kCleanExitHold{500};
 // Reads of one rank's stream in one turn of the loop (drain_output).
 constexpr int kReadsPerTurn = 4;
 // Said once per agent: the ranks still run, only their stdout is a pipe.
@@ -162,13 +167,14 @@ struct RankSupervisor::Rank {
   std::optional<int> status;  // waitpid status
   uint64_t sent = 0;          // bit s: the agent sent signal s before the rank ended
   bool reported = false;
+  bool clean_pending = false;  // in clean_, to be reported
   std::deque<std::string> stdin_q;
   bool stdin_writing = false, stdin_eof = false;
   asio::steady_timer drain;
 };
 
 RankSupervisor::RankSupervisor(asio::io_context& io, Hooks hooks)
-    : io_(io), hooks_(std::move(hooks)), sigchld_(io, SIGCHLD), kill_timer_(io) {
+    : io_(io), hooks_(std::move(hooks)), sigchld_(io, SIGCHLD), kill_timer_(io), clean_timer_(io) {
   sigchld_.async_wait([this](auto ec, int) { if (!ec) reap(); });
 }
 
@@ -433,10 +439,25 @@ void RankSupervisor::arm_drain(Rank& r) {
 }
 
 void RankSupervisor::maybe_report(Rank& r) {
-  if (r.reported || !r.status || !r.eof[0] || !r.eof[1]) return;
-  r.reported = true;
+  if (r.reported || r.clean_pending || !r.status || !r.eof[0] || !r.eof[1]) return;
   r.drain.cancel();
   const int st = *r.status;
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && r.sent == 0) {
+    r.clean_pending = true;
+    clean_.push_back(&r);
+    const bool all_ended = std::all_of(ranks_.begin(), ranks_.end(),
+                                       [](const auto& x) { return x.second->reported || x.second->clean_pending; });
+    if (all_ended) return send_clean_exits();
+    if (clean_.size() == 1) {
+      clean_timer_.expires_after(kCleanExitHold);
+      clean_timer_.async_wait([this](boost::system::error_code ec) {
+        if (!ec) send_clean_exits();
+      });
+    }
+    return;
+  }
+  send_clean_exits();  // the launcher hears of the ranks in the order they ended
+  r.reported = true;
   msg::Exited m;
   m.rank = r.rank, m.pid = r.pid;
   if (WIFSIGNALED(st)) m.signal = WTERMSIG(st), m.core = static_cast<bool>(WCOREDUMP(st));
@@ -446,6 +467,20 @@ void RankSupervisor::maybe_report(Rank& r) {
   // themselves even when another rank's failure reached it first.
   m.by_agent = WIFSIGNALED(st) ? (r.sent >> WTERMSIG(st)) & 1 : r.sent != 0;
   if (hooks_.annotate_exit) hooks_.annotate_exit(m);
+  hooks_.send(control::frame(m));
+  hooks_.reported();
+}
+
+void RankSupervisor::send_clean_exits() {
+  clean_timer_.cancel();
+  if (clean_.empty()) return;
+  msg::ExitedClean m;
+  for (Rank* r : clean_) {
+    m.ranks.push_back(r->rank), m.pids.push_back(r->pid);
+    r->reported = true, r->clean_pending = false;
+  }
+  clean_.clear();
+  m.last = all_reported();
   hooks_.send(control::frame(m));
   hooks_.reported();
 }

@@ -92,6 +92,10 @@ class RankSupervisor {
   void reap();
   void arm_drain(Rank& r);
   void maybe_report(Rank& r);
+  // Clean exits wait for the host's other ranks (at most kCleanExitHold),
+  // then go as one exited_clean (control/messages.h); a failure's report
+  // sends them first.
+  void send_clean_exits();
 
   boost::asio::io_context& io_;
   Hooks hooks_;
@@ -103,6 +107,8 @@ class RankSupervisor {
   std::array<char, 65536> read_buf_;             // every rank's output is read into this (drain_output)
   boost::asio::signal_set sigchld_;
   boost::asio::steady_timer kill_timer_;
+  std::vector<Rank*> clean_;               // ended cleanly, not reported yet
+  boost::asio::steady_timer clean_timer_;  // sends clean_
 };
 
 }  // namespace dl::agent

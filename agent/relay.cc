@@ -27,6 +27,19 @@ bool stays_here(const std::string& json) {
   static const std::string started = "{\"t\":\"started\"";
   return json == heartbeat_text() || json.compare(0, started.size(), started) == 0;
 }
+
+bool starts_with(const std::string& s, std::string_view prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+// The longest a hello or clean exit of a host beneath waits here for the
+// others: the launcher needs every hello before it launches, and a clean
+// exit changes nothing it does until the last rank ends, so waiting costs a
+// job nothing, while each write up wakes the launcher (at 1,024 hosts its
+// wake-ups were most of its CPU). Bounded, so that what the launcher says
+// of hosts that never connected, or of ranks still running, is at most
+// this stale.
+constexpr std::chrono::milliseconds kGatherHold{500};
+// Held frames are sent once they are this many bytes, whatever is missing.
+constexpr size_t kGatherBytes = 256 * 1024;
 }  // namespace
 
 Relay::Relay(boost::asio::io_context& io, std::string token, std::string own_host, Hooks hooks)
@@ -35,7 +48,8 @@ Relay::Relay(boost::asio::io_context& io, std::string token, std::string own_hos
                         [this](control::ControlAcceptor::Socket s, wire::PreAuthSlot slot) {
                           accepted(std::move(s), std::move(slot));
                         },
-                        [this](const std::string& line) { hooks_.say("relay port: " + line); }}) {}
+                        [this](const std::string& line) { hooks_.say("relay port: " + line); }}),
+      gather_timer_(io) {}
 
 Relay::~Relay() { stop(); }
 
@@ -101,7 +115,7 @@ void Relay::make_starter(const msg::StartAgents& m) {
     const std::string hint = how_.method == "sim" ? ""
                              : "; if the hosts cannot reach one another over ssh, --fanout 0 starts every agent "
                                "from dlaunch's host";
-    hooks_.up(control::frame(msg::AgentFailed{node, why + " (started by the agent on " + own_host_ + ")" + hint}));
+    up(control::frame(msg::AgentFailed{node, why + " (started by the agent on " + own_host_ + ")" + hint}), Wait::kNo, node);
     check_idle();
   };
   ev.reached = [this](int node, std::string reach, std::string) {
@@ -154,11 +168,12 @@ void Relay::on_frame(const std::shared_ptr<Connection>& c, int& node, wire::Fram
     auto v = via_.find(static_cast<int>(r.node));
     if (r.node == control::kEveryNode || static_cast<int>(r.node) == node || v == via_.end() || v->second != node)
       throw RemoteError("relayed a frame of node " + std::to_string(r.node) + ", which is not beneath it");
-    hooks_.up(wire::encode_frame(control::kRouted, f.payload));
+    up(wire::encode_frame(control::kRouted, f.payload), may_wait(r.inner.type, std::string(r.inner.payload)),
+       static_cast<int>(r.node));
   } else if (f.type == wire::kJson && stays_here(f.payload)) {
     return;
   } else {
-    hooks_.up(control::routed_frame(static_cast<uint32_t>(node), f.type, f.payload));
+    up(control::routed_frame(static_cast<uint32_t>(node), f.type, f.payload), may_wait(f.type, f.payload), node);
   }
   if (!held_ && hooks_.up_congested()) {
     held_ = true;
@@ -180,7 +195,7 @@ void Relay::on_hello(const std::shared_ptr<Connection>& c, int& node, wire::Fram
   child.conn = c;
   node = hello->node;
   hello->reach = child.reach.empty() ? ssh::describe_socket(c->native_handle()).remote_address : child.reach;
-  hooks_.up(control::routed_frame(static_cast<uint32_t>(node), control::frame(*hello)));
+  up(control::routed_frame(static_cast<uint32_t>(node), control::frame(*hello)), Wait::kHello, node);
   if (!child.below.empty()) {
     msg::StartAgents sub = how_;
     sub.self = child.me.host;
@@ -209,10 +224,11 @@ void Relay::on_closed(int node, const std::string& why) {
 void Relay::lost(const Child& child, const std::string& why) {
   std::vector<std::string> beneath;
   for (const auto& b : child.below) beneath.push_back(b.host);
-  hooks_.up(control::frame(msg::AgentLost{
-      child.me.node, control::lost_with_beneath("the agent on " + own_host_ + " that started it lost it: " + why, beneath)}));
+  up(control::frame(msg::AgentLost{
+      child.me.node, control::lost_with_beneath("the agent on " + own_host_ + " that started it lost it: " + why, beneath)}),
+     Wait::kNo, child.me.node);
   for (const auto& b : child.below)
-    hooks_.up(control::frame(msg::AgentLost{b.node, control::lost_with_relay(child.me.host, why)}));
+    up(control::frame(msg::AgentLost{b.node, control::lost_with_relay(child.me.host, why)}), Wait::kNo, b.node);
 }
 
 void Relay::down(const control::RoutedChunk& c, std::string raw) {
@@ -232,6 +248,46 @@ void Relay::down(const control::RoutedChunk& c, std::string raw) {
   if (static_cast<int>(c.node) == child.me.node) child.conn->send(wire::encode_frame(c.inner.type, c.inner.payload));
   else child.conn->send(std::move(raw));
   if (!parent_held_ && child.conn->congested()) parent_held_ = true, hooks_.hold_parent(true);
+}
+
+Relay::Wait Relay::may_wait(uint8_t type, const std::string& payload) {
+  if (type != wire::kJson) return Wait::kNo;
+  if (starts_with(payload, "{\"t\":\"hello\"")) return Wait::kHello;
+  if (!starts_with(payload, "{\"t\":\"exited_clean\"")) return Wait::kNo;
+  // Decoded, not matched: the launcher decodes it anyway, and a malformed
+  // one is its to refuse.
+  try {
+    auto m = control::decode_from_agent(payload);
+    if (auto* x = std::get_if<msg::ExitedClean>(&m)) return x->last ? Wait::kLastExit : Wait::kExit;
+  } catch (const control::ProtocolError&) {
+  }
+  return Wait::kNo;
+}
+
+void Relay::up(std::string frame, Wait wait, int node) {
+  if (wait == Wait::kNo) {
+    release();
+    return hooks_.up(std::move(frame));
+  }
+  gathered_ += frame;
+  bool complete = false;
+  if (wait == Wait::kHello) hello_from_.insert(node), complete = hello_from_.size() >= via_.size();
+  if (wait == Wait::kLastExit) last_from_.insert(node), complete = last_from_.size() >= via_.size();
+  if (complete || gathered_.size() >= kGatherBytes) return release();
+  if (gathered_.size() == frame.size()) {
+    gather_timer_.expires_after(kGatherHold);
+    gather_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) release();
+    });
+  }
+}
+
+void Relay::release() {
+  if (gathered_.empty()) return;
+  gather_timer_.cancel();
+  // A restart's exits are counted afresh once every host beneath said its last.
+  if (last_from_.size() >= via_.size()) last_from_.clear();
+  hooks_.up(std::exchange(gathered_, {}));
 }
 
 void Relay::check_children_drained() {

@@ -7,7 +7,11 @@
 //   up:   each child's frames wrapped as kRouted frames of its node; frames
 //         already wrapped (from beneath the child) passed on unchanged, once
 //         checked to come from that child's subtree; heartbeats dropped
-//         (this agent watches its children's silence itself);
+//         (this agent watches its children's silence itself); the hellos
+//         and clean exits of the hosts beneath gathered and sent in one
+//         write once every host beneath has said its hello (or its last
+//         clean exit), or kGatherHold after the first, and always before
+//         any other frame, so that the order of frames is kept;
 //   down: a routed frame for a child unwrapped and sent to it, one for a
 //         node beneath a child passed to that child, a broadcast
 //         (kEveryNode) to every child.
@@ -21,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +90,11 @@ class Relay {
   void start_child(Child& child);
   void lost(const Child& child, const std::string& why);
   void check_idle();
+  // Upward: `frame` of `node` (beneath), held while `wait` says it may be.
+  enum class Wait { kNo, kHello, kExit, kLastExit };
+  static Wait may_wait(uint8_t type, const std::string& payload);
+  void up(std::string frame, Wait wait, int node);
+  void release();
 
   boost::asio::io_context& io_;
   std::string token_, own_host_;
@@ -99,6 +109,9 @@ class Relay {
   void check_children_drained();
   bool held_ = false, parent_held_ = false, closing_ = false, stopped_ = false;
   std::chrono::milliseconds hb_interval_{0}, hb_timeout_{0};
+  std::string gathered_;                  // held frames, whole, in order
+  std::set<int> hello_from_, last_from_;  // the nodes beneath whose hello / last clean exit came
+  boost::asio::steady_timer gather_timer_;
 };
 
 }  // namespace dl::agent

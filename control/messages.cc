@@ -93,6 +93,7 @@ template <class M> std::string frame(const M& m) { return wire::encode_frame(wir
   template std::string frame<msg::M>(const msg::M&);
 DL_CONTROL_MESSAGE(Hello)
 DL_CONTROL_MESSAGE(Started)
+DL_CONTROL_MESSAGE(ExitedClean)
 DL_CONTROL_MESSAGE(Exited)
 DL_CONTROL_MESSAGE(SpawnFailed)
 DL_CONTROL_MESSAGE(MpiAbort)
@@ -164,6 +165,7 @@ std::string protocol_reference() {
   out += "nested:\n";
   out += nested_line<msg::CpuReport>("cpu");
   out += nested_line<msg::RankSpec>("ranks[]");
+  out += nested_line<msg::RankIdentity>("identity");
   out += nested_line<msg::MpiSection>("mpi");
   out += nested_line<msg::SpawnApp>("apps[]");
   out += nested_line<msg::PublishedName>("names[]");

@@ -122,6 +122,23 @@ struct Exited {
   }
 };
 
+// Ranks that ended by themselves with exit code 0, each after the last of
+// its output, reported together: an agent holds its clean exits until all of
+// its ranks have ended or for at most a moment (agent/rank_supervisor.h), and
+// a launch-tree agent holds its subtree's until every host beneath it said
+// its last (agent/relay.h). So a job whose ranks all succeed costs the
+// launcher about one message per root agent, not one per rank (at 1,024
+// hosts x 8 the exits were most of the launcher's messages and wake-ups).
+// A failure goes alone, at once, as `exited`.
+struct ExitedClean {
+  static constexpr const char* kType = "exited_clean";
+  std::vector<int> ranks, pids;  // pids[i] is ranks[i]'s
+  bool last = false;             // every rank of the host has ended and been reported
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("ranks", s.ranks), v("pids", s.pids), v("last", s.last);
+  }
+};
+
 // A rank could not be started: code 126 (not executable), 127 (not found)
 // or 1 (the agent could not prepare it, e.g. no PMIx server).
 struct SpawnFailed {
@@ -365,8 +382,8 @@ struct StartAgents {
 // One rank to start.
 struct RankSpec {
   int rank = 0;
-  std::vector<std::string> argv;
-  EnvVars env;                     // this rank's own variables (identity, GPU binding)
+  std::vector<std::string> argv;   // empty: the launch's argv
+  EnvVars env;                     // this rank's own variables (GPU binding; identity unless the launch's identity says it)
   bool stdin_open = false;         // its stdin is fed by stdin data frames, else /dev/null
   std::optional<std::vector<int>> cpus;  // --bind-to: the CPUs to pin it to
   std::optional<std::string> wdir;       // MPMD: its app context's --wdir (absent: the launch's wdir)
@@ -402,11 +419,32 @@ struct MpiSection {
 };
 
 // Start this host's ranks.
+// The identity variables of a launch's ranks (RANK, LOCAL_RANK, their
+// OpenMPI, Hydra, Horovod, Slurm and dlaunch spellings), left for the agent
+// to write from each rank's number and place (control/rank_identity.h)
+// instead of being spelled out rank by rank: at 1,024 hosts x 8 that was
+// 8,192 maps of 13 variables built, encoded and sent by the launcher.
+struct RankIdentity {
+  // Horovod's cross rank and cross size, by local rank (a rank's local rank
+  // is its place in the launch's ranks).
+  std::vector<int> cross_rank, cross_size;
+  bool slurm = false;  // also SLURM_PROCID and SLURM_LOCALID
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("cross_rank", s.cross_rank), v("cross_size", s.cross_size), v("slurm", s.slurm);
+  }
+};
+
 struct Launch {
   static constexpr const char* kType = "launch";
   EnvVars env;          // for every rank of the host (-x exports)
   std::string wdir;     // "" = the agent's own directory
   std::vector<RankSpec> ranks;
+  // The program and arguments of every rank whose RankSpec::argv is empty
+  // (absent: each rank names its own).
+  std::optional<std::vector<std::string>> argv;
+  // Present: the agent writes each rank's identity variables (absent: they
+  // are in the ranks' env).
+  std::optional<RankIdentity> identity;
   int hb_ms = 1000;          // heartbeat interval
   int hb_timeout_ms = 10000; // silence after which the launcher counts as lost
   std::optional<MpiSection> mpi;
@@ -415,7 +453,7 @@ struct Launch {
   std::optional<bool> stdout_pty;
   template <class S, class V> static void fields(S& s, V& v) {
     v("env", s.env), v("wdir", s.wdir), v("ranks", s.ranks), v("hb_ms", s.hb_ms), v("hb_timeout_ms", s.hb_timeout_ms);
-    v("mpi", s.mpi), v("stdout_pty", s.stdout_pty);
+    v("mpi", s.mpi), v("stdout_pty", s.stdout_pty), v("argv", s.argv), v("identity", s.identity);
   }
 };
 
@@ -567,7 +605,7 @@ using MpiDown = std::variant<msg::FenceFailed, msg::SpawnReply, msg::SpawnLaunch
 
 // What each side may receive. Decoding picks the alternative by "t", looking
 // into MpiUp and MpiDown for theirs.
-using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::SpawnFailed, msg::Heartbeat, msg::Stacks,
+using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::ExitedClean, msg::SpawnFailed, msg::Heartbeat, msg::Stacks,
                                msg::Ready, msg::AgentFailed, msg::AgentLost, MpiUp>;
 using FromLauncher = std::variant<msg::Launch, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat, msg::Bye,
                                   msg::DumpStacks, msg::Restart, msg::StartAgents, MpiDown>;

@@ -196,6 +196,16 @@ void Job::on_message(int node, const control::FromAgent& m) {
   auto own = [&](int rank) {
     if (std::find(n.ranks.begin(), n.ranks.end(), rank) == n.ranks.end()) throw RemoteError("exit of a foreign rank");
   };
+  auto exited = [&](const msg::Exited& x) {
+    own(x.rank);
+    RankExit e;
+    e.rank = x.rank, e.host = n.host, e.pid = x.pid, e.code = x.code.value_or(0);
+    e.signal = x.signal.value_or(0), e.core = x.core.value_or(false), e.by_agent = x.by_agent;
+    e.error = x.error.value_or("");
+    e.error += interpreter_hint(opts_, e.error);
+    e.name = mpi_router_->describe(x.rank);
+    on_rank_exit(std::move(e));
+  };
   std::visit(control::Visitor{
                  [](const msg::Hello&) { throw RemoteError("a second hello"); },
                  [](const msg::Heartbeat&) {},
@@ -216,15 +226,12 @@ void Job::on_message(int node, const control::FromAgent& m) {
                    e.name = mpi_router_->describe(f.rank);
                    on_rank_exit(std::move(e));
                  },
-                 [&](const msg::Exited& x) {
-                   own(x.rank);
-                   RankExit e;
-                   e.rank = x.rank, e.host = n.host, e.pid = x.pid, e.code = x.code.value_or(0);
-                   e.signal = x.signal.value_or(0), e.core = x.core.value_or(false), e.by_agent = x.by_agent;
-                   e.error = x.error.value_or("");
-                   e.error += interpreter_hint(opts_, e.error);
-                   e.name = mpi_router_->describe(x.rank);
-                   on_rank_exit(std::move(e));
+                 [&](const msg::Exited& x) { exited(x); },
+                 [&](const msg::ExitedClean& c) {
+                   if (c.pids.size() != c.ranks.size()) throw RemoteError("exited_clean with a pid count unlike its rank count");
+                   msg::Exited x;
+                   x.code = 0;
+                   for (size_t i = 0; i < c.ranks.size(); ++i) x.rank = c.ranks[i], x.pid = c.pids[i], exited(x);
                  },
              },
              m);

@@ -200,14 +200,12 @@ JobEnv job_env(const PlanInput& in) {
 }
 // A rank's app context (MPMD): its program and arguments, MPI_APPNUM and
 // PMIX_APPNUM, the context's own -x (over the global ones) and --wdir.
+// One app: every rank runs o.command as app 0, said once in the launch.
 void app_spec(const PlanInput& in, int rank, msg::RankSpec& spec) {
   const RunOptions& o = *in.opts;
+  if (o.apps.empty()) return;
   const int app = app_of_rank(o.apps, rank);
   spec.env[env::kMpiAppnum] = spec.env[env::kPmixAppnum] = std::to_string(app);
-  if (o.apps.empty()) {
-    spec.argv = o.command;
-    return;
-  }
   const AppContext& c = o.apps.at(static_cast<size_t>(app));
   spec.argv = c.command;
   for (const auto& [k, v] : resolve_exports(c.exports, in.launcher_env)) spec.env[k] = v;
@@ -250,11 +248,23 @@ LaunchPlan plan_launch(const PlanInput& in) {
     if (!n.ranks.empty())
       for (auto& [k, v] : node_env(je, in.placement->ranks.at(static_cast<size_t>(n.ranks.front())).node))
         m.env[k] = std::move(v);
+    if (o.apps.empty()) {
+      m.argv = o.command;
+      m.env[env::kMpiAppnum] = m.env[env::kPmixAppnum] = "0";
+    }
+    // Each rank's identity is the agent's to write (control/rank_identity.h):
+    // the launch says only what the agent cannot know, Horovod's cross ranks.
+    msg::RankIdentity identity;
+    identity.slurm = je.slurm;
     m.ranks.reserve(n.ranks.size());
     for (int r : n.ranks) {
       msg::RankSpec spec;
       spec.rank = r;
-      spec.env = rank_own_env(je, r);
+      const control::RankPlace place = rank_place(je, r);
+      identity.cross_rank.push_back(place.cross_rank), identity.cross_size.push_back(place.cross_size);
+      // A rank whose local rank is not its place in the launch (never, for
+      // the placements dlaunch makes) says its own.
+      if (place.local_rank != static_cast<int>(m.ranks.size())) control::add_rank_identity(spec.env, place);
       app_spec(in, r, spec);
       if (auto g = gpu_env.find(r); g != gpu_env.end())
         for (const auto& [k, v] : g->second) spec.env[k] = v;
@@ -262,6 +272,7 @@ LaunchPlan plan_launch(const PlanInput& in) {
       if (auto c = cpus.find(r); c != cpus.end()) spec.cpus = c->second;
       m.ranks.push_back(std::move(spec));
     }
+    m.identity = std::move(identity);
     if (plan.mpi) {
       msg::MpiSection s;
       s.nspace = in.job_id;
@@ -310,8 +321,13 @@ EnvMap chosen_env(const PlanInput& in) {
 
 std::string inherited_identity_warning(const msg::Launch& launch, const EnvMap& inherited_in, const EnvMap& chosen) {
   if (launch.ranks.empty()) return "";
+  // The first rank as its agent will start it.
+  msg::Launch first;
+  first.ranks = {launch.ranks[0]};
+  first.identity = launch.identity;
+  control::complete_launch(first);
   EnvMap ours = launch.env;
-  for (const auto& [k, v] : launch.ranks[0].env) ours[k] = v;
+  for (const auto& [k, v] : first.ranks[0].env) ours[k] = v;
   EnvMap inherited = inherited_in;
   // Binding a host's GPUs contradicts nothing: not even a GPU list the launcher inherited.
   for (const char* vendor : hostfiles::kGpuVendors)

@@ -58,21 +58,17 @@ EnvMap node_env(const JobEnv& job, int node) {
   return e;
 }
 
-EnvMap rank_own_env(const JobEnv& job, int rank) {
+control::RankPlace rank_place(const JobEnv& job, int rank) {
   const auto& p = *job.placement;
   const auto& place = p.ranks.at(static_cast<size_t>(rank));
-  const std::string r = std::to_string(rank), local = std::to_string(place.local_rank);
   auto [cross_rank, cross_size] = job.cross ? job.cross->of(place.node, place.local_rank)
                                             : CrossRanks(p).of(place.node, place.local_rank);
-  EnvMap e = {
-      {env::kRank, r}, {env::kLocalRank, local}, {env::kRoleRank, r},                              // torchrun
-      {env::kOmpiRank, r}, {env::kOmpiLocalRank, local},                                           // OpenMPI
-      {env::kPmiRank, r}, {env::kMpiLocalRankId, local},                                           // Intel MPI / Hydra
-      {env::kHorovodRank, r}, {env::kHorovodLocalRank, local},                                     // Horovod
-      {env::kHorovodCrossRank, std::to_string(cross_rank)}, {env::kHorovodCrossSize, std::to_string(cross_size)},
-      {env::kDlRank, r}, {env::kDlLocalRank, local},                                               // dlaunch
-  };
-  if (job.slurm) e[env::kSlurmProcId] = r, e[env::kSlurmLocalId] = local;
+  return {rank, place.local_rank, cross_rank, cross_size, job.slurm};
+}
+
+EnvMap rank_own_env(const JobEnv& job, int rank) {
+  EnvMap e;
+  control::add_rank_identity(e, rank_place(job, rank));
   return e;
 }
 

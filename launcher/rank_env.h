@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "control/env_names.h"
+#include "control/rank_identity.h"
 #include "hostfiles/placement.h"
 
 namespace dl::launcher {
@@ -59,6 +60,9 @@ EnvMap rank_env(const JobEnv& job, int rank);
 // rank_env(job, r) is their union.
 EnvMap node_env(const JobEnv& job, int node);
 EnvMap rank_own_env(const JobEnv& job, int rank);
+// What rank_own_env is written from (control::add_rank_identity, which the
+// agent runs for a launch that leaves the identity to it).
+control::RankPlace rank_place(const JobEnv& job, int rank);
 
 // Slurm's spelling of the ranks per node, as in SLURM_STEP_TASKS_PER_NODE:
 // {2,2,3} -> "2(x2),3".

@@ -4,6 +4,8 @@
 // no helper waiting.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <boost/asio.hpp>
 #include <chrono>
 #include <filesystem>
@@ -25,6 +27,9 @@ struct Recorder {
   // (rank, 0 stdout / 1 stderr) -> the bytes that came before its exit report
   std::map<std::pair<int, int>, std::string> output;
   int reports = 0;
+  int lasts = 0;  // exited_clean reports that said every rank had ended
+  std::vector<std::vector<int>> clean_reports;  // each exited_clean's ranks
+  std::vector<size_t> failed_after_clean;       // for each exited: how many exits came before it
   agent::RankSupervisor::Hooks hooks() {
     agent::RankSupervisor::Hooks h;
     h.send = [this](std::string frame) {
@@ -41,6 +46,12 @@ struct Recorder {
       auto m = control::decode_from_agent(f->payload);
       if (auto* s = std::get_if<msg::Started>(&m)) started[s->rank] = s->pid;
       if (auto* x = std::get_if<msg::Exited>(&m)) exit_code[x->rank] = x->code.value_or(-1);
+      if (auto* c = std::get_if<msg::ExitedClean>(&m)) {
+        for (int r : c->ranks) exit_code[r] = 0;
+        if (c->last) ++lasts;
+        clean_reports.push_back(c->ranks);
+      }
+      if (auto* x = std::get_if<msg::Exited>(&m)) failed_after_clean.push_back(exit_code.size() - 1);
     };
     h.congested = [] { return false; };
     h.reported = [this] { ++reports; };
@@ -83,7 +94,7 @@ TEST_CASE("spawn_all: 24 ranks prepared one by one all start and each is reporte
   CHECK(rec.started.size() == 23);
   run_until(io, [&] { return sup.all_reported(); });
   REQUIRE(sup.all_reported());
-  CHECK(rec.reports == 24);
+  CHECK(rec.exit_code.size() == 23);  // each started rank's exit, and 107's refusal apart
   for (int i = 0; i < 24; ++i) {
     INFO("rank " << 100 + i);
     if (i == 7) CHECK(rec.started.count(107) == 0);
@@ -114,6 +125,53 @@ TEST_CASE("spawn_all: a preparer that throws: the ranks already prepared run and
   run_until(io, [&] { return sup.all_reported(); });
   CHECK(sup.all_reported());
   CHECK(rec.exit_code.size() == 12);
+}
+
+// A host whose ranks all succeed costs its link one exit report, not one per
+// rank (control/messages.h, ExitedClean).
+TEST_CASE("exits: a host's clean exits go as one exited_clean once its last rank ended", "[agent]") {
+  boost::asio::io_context io;
+  Recorder rec;
+  agent::RankSupervisor sup(io, rec.hooks());
+  sup.spawn_all(8, [&](size_t i) -> agent::RankSupervisor::Prepared {
+    return std::make_pair(static_cast<int>(i), exits_with(0));
+  });
+  run_until(io, [&] { return sup.all_reported(); });
+  REQUIRE(sup.all_reported());
+  REQUIRE(rec.clean_reports.size() == 1);
+  auto ranks = rec.clean_reports[0];
+  std::sort(ranks.begin(), ranks.end());
+  CHECK(ranks == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(rec.lasts == 1);
+  CHECK(rec.reports == 1);
+}
+
+// A failure is not held: it goes at once, after the clean exits held so far,
+// while a rank still runs (so no report says `last`).
+TEST_CASE("exits: a failure goes at once, after the clean exits held before it", "[agent]") {
+  boost::asio::io_context io;
+  Recorder rec;
+  agent::RankSupervisor sup(io, rec.hooks());
+  auto sleeper = exits_with(0);
+  sleeper.argv = {"sh", "-c", "sleep 30"};
+  auto late_failure = exits_with(0);
+  late_failure.argv = {"sh", "-c", "sleep 0.3; exit 5"};
+  sup.spawn_all(4, [&](size_t i) -> agent::RankSupervisor::Prepared {
+    return std::make_pair(static_cast<int>(i), i == 0 ? sleeper : i == 1 ? late_failure : exits_with(0));
+  });
+  run_until(io, [&] { return rec.exit_code.count(1) == 1; });
+  REQUIRE(rec.exit_code.count(1) == 1);
+  CHECK(rec.exit_code.at(1) == 5);
+  // Ranks 2 and 3 ended first and were held; the failure sent them before itself.
+  REQUIRE(rec.clean_reports.size() == 1);
+  CHECK(rec.clean_reports[0].size() == 2);
+  REQUIRE(rec.failed_after_clean.size() == 1);
+  CHECK(rec.failed_after_clean[0] == 2);
+  CHECK(rec.lasts == 0);
+  CHECK_FALSE(sup.all_reported());
+  sup.kill_all();
+  run_until(io, [&] { return sup.all_reported(); });
+  CHECK(sup.all_reported());
 }
 
 namespace {

@@ -24,6 +24,7 @@
 
 #include "control/messages.h"
 #include "control/protocol.h"
+#include "control/rank_identity.h"
 #include "errors/error.h"
 #include "launcher/job.h"
 #include "tests/launcher/stderr_capture.h"
@@ -229,7 +230,11 @@ class ScriptedStarter : public AgentStarter {
           if (seen.launches.empty()) ++seen.maps_before_launch;
           continue;
         }
-        if (auto* l = std::get_if<msg::Launch>(&m)) {
+        if (auto* sent = std::get_if<msg::Launch>(&m)) {
+          // As a real agent reads it: each rank's argv and identity filled in.
+          msg::Launch got = *sent;
+          control::complete_launch(got);
+          const msg::Launch* l = &got;
           seen.order.push_back("launch");
           seen.launch = *l;
           seen.launches.push_back(*l);

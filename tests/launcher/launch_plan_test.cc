@@ -3,6 +3,7 @@
 // section, or refuses the job. Tested here without any process or socket.
 #include <catch2/catch.hpp>
 
+#include "control/rank_identity.h"
 #include "launcher/dry_run.h"
 #include "launcher/launch_plan.h"
 
@@ -63,29 +64,37 @@ PlanInput input(const hf::Placement& p, const RunOptions& o, std::vector<bool> l
   return in;
 }
 
-// Rank `rank`'s spec in the plan (whichever node runs it).
-const msg::RankSpec& spec_of(const LaunchPlan& plan, int rank) {
+// Rank `rank`'s launch in the plan (whichever node runs it), as sent, and
+// as its agent completes it (control/rank_identity.h: argv and identity).
+const msg::Launch& launch_of(const LaunchPlan& plan, int rank) {
   for (const auto& l : plan.launches)
     if (l)
       for (const auto& s : l->ranks)
-        if (s.rank == rank) return s;
+        if (s.rank == rank) return *l;
   FAIL("rank " << rank << " is in no launch message");
+  throw std::logic_error("unreachable");
+}
+
+msg::Launch completed(msg::Launch l) {
+  dl::control::complete_launch(l);
+  return l;
+}
+
+// Rank `rank`'s spec as its agent starts it.
+msg::RankSpec spec_of(const LaunchPlan& plan, int rank) {
+  for (auto& s : completed(launch_of(plan, rank)).ranks)
+    if (s.rank == rank) return s;
   throw std::logic_error("unreachable");
 }
 
 // Rank `rank`'s value of `name` as its agent composes it: the rank's own
 // variables over its launch's (shared by the host's ranks).
 std::string env_of(const LaunchPlan& plan, int rank, const std::string& name) {
-  for (const auto& l : plan.launches)
-    if (l)
-      for (const auto& s : l->ranks)
-        if (s.rank == rank) {
-          if (auto it = s.env.find(name); it != s.env.end()) return it->second;
-          auto it = l->env.find(name);
-          return it == l->env.end() ? "<unset>" : it->second;
-        }
-  FAIL("rank " << rank << " is in no launch message");
-  return "";
+  const msg::Launch& l = launch_of(plan, rank);
+  const auto s = spec_of(plan, rank);
+  if (auto it = s.env.find(name); it != s.env.end()) return it->second;
+  auto it = l.env.find(name);
+  return it == l.env.end() ? "<unset>" : it->second;
 }
 }  // namespace
 
@@ -109,7 +118,9 @@ TEST_CASE("launch plan: one message per node with every rank's identity", "[laun
     CHECK(l->wdir == "/work/dir");
     CHECK(l->hb_ms == 1750);  // a quarter of --heartbeat-timeout 7
     CHECK(l->hb_timeout_ms == 7000);
-    for (const auto& s : l->ranks) CHECK(s.argv == std::vector<std::string>{"./train", "--epochs", "3"});
+    // One app: its command once, for every rank.
+    CHECK(l->argv == std::vector<std::string>{"./train", "--epochs", "3"});
+    for (const auto& s : completed(*l).ranks) CHECK(s.argv == std::vector<std::string>{"./train", "--epochs", "3"});
   }
   // Rank 3 is the second rank of the second node.
   CHECK(env_of(plan, 3, "RANK") == "3");
@@ -144,9 +155,17 @@ TEST_CASE("launch plan: what a host's ranks share is sent once, and each rank st
     INFO("rank " << r);
     for (const auto& [k, v] : rank_env(je, r)) CHECK(env_of(plan, r, k) == v);
     CHECK(env_of(plan, r, "KEEP") == "me");
-    // Only what differs from rank to rank travels with each rank.
-    CHECK(spec_of(plan, r).env.count("WORLD_SIZE") == 0);
-    CHECK(spec_of(plan, r).env.count("DLAUNCH_TOKEN") == 0);
+    // Only what differs from rank to rank travels with each rank, and its
+    // identity not even that: its agent writes it from the launch's identity.
+    const msg::Launch& sent = launch_of(plan, r);
+    for (const auto& s : sent.ranks) {
+      CHECK(s.env.count("WORLD_SIZE") == 0);
+      CHECK(s.env.count("DLAUNCH_TOKEN") == 0);
+      CHECK(s.env.count("RANK") == 0);
+      CHECK(s.argv.empty());
+    }
+    REQUIRE(sent.identity);
+    CHECK(sent.identity->cross_rank.size() == sent.ranks.size());
     CHECK(spec_of(plan, r).env.at("RANK") == std::to_string(r));
   }
   // The two parts never name the same variable (the merge would hide one).
