@@ -4,6 +4,10 @@
 // and exits 1; it never crashes and never hangs.
 #include <catch2/catch.hpp>
 
+#include <sys/socket.h>
+
+#include <set>
+
 #include "control/messages.h"
 #include "control/protocol.h"
 #include "tests/integration/fake_launcher.h"
@@ -75,4 +79,53 @@ TEST_CASE("agent: an unknown message type from the launcher is refused", "[integ
   CHECK_FALSE(r.timed_out);
   CHECK(r.code == 1);
   CHECK(r.err.find("unknown control message 'reboot' from the launcher") != std::string::npos);
+}
+
+// A launch-tree agent sends the hellos of the agents it started up in one
+// write, once all of them said hello (agent/relay.h): each write to the
+// launcher is a wake-up of its loop, and it acts on none until it has all.
+// So when the first relayed hello can be read, the others are already there.
+TEST_CASE("agent: a tree agent's children's hellos reach the launcher together, in one write", "[integration][tree]") {
+  FakeLauncher fl;
+  const std::string m = new_marker();
+  RunSpec spec;
+  spec.argv = {bin("dlaunch-agent"), "--connect", "127.0.0.1:" + std::to_string(fl.port), "--node", "0", "--no-pmix"};
+  spec.set_env = {{"DLAUNCH_SIM", "1"}};
+  spec.stdin_data = kToken + "\n";
+  spec.stdin_devnull = false;
+  spec.stdin_hold = true;
+  Child c = start(spec);
+  ChildGuard guard{c, m};
+  auto [s, hello] = fl.accept_agent();
+  msg::StartAgents start;
+  start.method = "sim";
+  start.self = "root-" + m;
+  start.gpus_per_node = 0, start.detect_gpus = false, start.prepare_pmix = false;
+  constexpr int kChildren = 6;
+  for (int i = 1; i <= kChildren; ++i) start.agents.push_back({i, "leaf" + std::to_string(i) + "-" + m, "", 0, 0});
+  send_json(s, control::encode(start));
+  // The first relayed hello, then what else is in the socket right then.
+  auto first = dl::wire::read_frame(s, control::kMaxControlFrame, milliseconds(30000), "the tree agent");
+  REQUIRE(first.type == control::kRouted);
+  std::string rest(1 << 20, '\0');
+  const ssize_t n = ::recv(s.fd(), rest.data(), rest.size(), MSG_DONTWAIT);
+  rest.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  dl::wire::FrameParser parser(1 << 20);
+  parser.feed(rest.data(), rest.size());
+  std::set<uint32_t> nodes{control::parse_routed(first.payload).node};
+  while (auto f = parser.next()) {
+    REQUIRE(f->type == control::kRouted);
+    const auto r = control::parse_routed(f->payload);
+    CHECK(std::holds_alternative<msg::Hello>(control::decode_from_agent(r.inner.payload)));
+    nodes.insert(r.node);
+  }
+  CHECK(nodes == std::set<uint32_t>{1, 2, 3, 4, 5, 6});
+  // The agents it started carry the marker in their host names (--sim-host).
+  const auto leaves = marked(m, c.pid);
+  CHECK(leaves.size() == kChildren);
+  // The launcher goes: the tree agent and every agent it started go too.
+  s = dl::wire::Socket();
+  const auto r = wait(c, 20);
+  CHECK_FALSE(r.timed_out);
+  CHECK(wait_marked_gone(m, 10).empty());
 }
