@@ -172,6 +172,7 @@ void Agent::on_message(control::FromLauncher m) {
   std::visit(control::Visitor{
                  [](const msg::Heartbeat&) {},
                  [this](msg::Launch& l) { launch(std::move(l)); },
+                 [this](msg::LaunchEnv& e) { launch_env_ = std::move(e.env); },
                  [this](const msg::Signal& s) {
                    // Ctrl-Z on dlaunch: the launcher stops itself after this,
                    // and is silent until SIGCONT comes.
@@ -199,7 +200,7 @@ void Agent::on_message(control::FromLauncher m) {
 
 void Agent::launch(msg::Launch incoming) {
   try {
-    control::complete_launch(incoming);  // each rank's argv and identity, as the launch left them to us
+    control::complete_launch(incoming, launch_env_);  // what the launch left to us: shared env, argv, identity
   } catch (const control::ProtocolError& e) {
     return lost_launcher(std::string("bad message from the launcher: ") + e.what());
   }

@@ -98,6 +98,7 @@ class Agent {
   asio::posix::stream_descriptor stdin_;
   std::array<char, 256> stdin_buf_{};
   sigset_t reset_signals_{};  // what a rank resets before exec (non_default_signals, per launch)
+  control::EnvVars launch_env_;  // the latest launch_env: what every host's launch shares
   std::optional<control::msg::Launch> launch_;  // the launch (less its ranks), for spawned children
   // The programs resolved for this launch (or spawn), by (argv0, PATH, wdir):
   // 64 ranks of one program look it up once, not 64 times.

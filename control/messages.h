@@ -434,6 +434,19 @@ struct RankIdentity {
   }
 };
 
+// What every host's launch shares (the -x exports, the job's sizes, the
+// rendezvous, the job's id and token, ...), sent once to every agent ahead
+// of the launches, which then carry only what is their host's own
+// (LOCAL_WORLD_SIZE, NODE_RANK, ...): at 1,024 hosts the shared part was
+// 1,024 copies of about 2 KB, each planned, encoded and sent by the
+// launcher. An agent applies the latest one to each launch it gets after it
+// (control/rank_identity.h, complete_launch); a launch's own env wins.
+struct LaunchEnv {
+  static constexpr const char* kType = "launch_env";
+  EnvVars env;
+  template <class S, class V> static void fields(S& s, V& v) { v("env", s.env); }
+};
+
 struct Launch {
   static constexpr const char* kType = "launch";
   EnvVars env;          // for every rank of the host (-x exports)
@@ -607,7 +620,7 @@ using MpiDown = std::variant<msg::FenceFailed, msg::SpawnReply, msg::SpawnLaunch
 // into MpiUp and MpiDown for theirs.
 using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::ExitedClean, msg::SpawnFailed, msg::Heartbeat, msg::Stacks,
                                msg::Ready, msg::AgentFailed, msg::AgentLost, MpiUp>;
-using FromLauncher = std::variant<msg::Launch, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat, msg::Bye,
+using FromLauncher = std::variant<msg::Launch, msg::LaunchEnv, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat, msg::Bye,
                                   msg::DumpStacks, msg::Restart, msg::StartAgents, MpiDown>;
 
 // The JSON text of a message, "t" first.

@@ -18,7 +18,8 @@ void add_rank_identity(EnvVars& env, const RankPlace& p) {
   if (p.slurm) env.try_emplace(env::kSlurmProcId, r), env.try_emplace(env::kSlurmLocalId, local);
 }
 
-void complete_launch(msg::Launch& m) {
+void complete_launch(msg::Launch& m, const EnvVars& shared) {
+  for (const auto& [k, v] : shared) m.env.try_emplace(k, v);
   if (m.argv)
     for (auto& spec : m.ranks)
       if (spec.argv.empty()) spec.argv = *m.argv;

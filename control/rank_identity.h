@@ -17,12 +17,13 @@ struct RankPlace {
 // for `p`, added to `env` where it has no value of the name yet.
 void add_rank_identity(EnvVars& env, const RankPlace& p);
 
-// What a launch left for the agent, filled in: each rank's argv from the
-// launch's where the rank names none, and, with m.identity, each rank's
-// identity variables (its local rank is its place in m.ranks). Afterwards
-// m.argv and m.identity are absent and m reads as if the launcher had spelled
-// every rank out. A RankIdentity shorter than the launch's ranks is a
-// ProtocolError.
-void complete_launch(msg::Launch& m);
+// What a launch left for the agent, filled in: the variables every host
+// shares (`shared`, the latest launch_env) under the launch's own, each
+// rank's argv from the launch's where the rank names none, and, with
+// m.identity, each rank's identity variables (its local rank is its place in
+// m.ranks). Afterwards m.argv and m.identity are absent and m reads as if
+// the launcher had spelled every rank out. A RankIdentity shorter than the
+// launch's ranks is a ProtocolError.
+void complete_launch(msg::Launch& m, const EnvVars& shared = {});
 
 }  // namespace dl::control

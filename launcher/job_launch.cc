@@ -79,11 +79,14 @@ void Job::launch_all() {
   if (!plan.notice.empty() && (opts_.verbose || ::isatty(2) == 1)) write_fully(2, plan.notice);
   // The MPI job's map, once to every agent, ahead of the launches that leave it out.
   if (plan.mpi_map) server_->broadcast(*plan.mpi_map);
+  // What every launch shares, once to every agent, ahead of the launches that leave it out.
+  server_->broadcast(plan.shared);
   bool warned = false;
   for (auto& n : nodes_) {
     auto& m = plan.launches[static_cast<size_t>(n.index)];
     if (!m) continue;
-    if (!warned) write_fully(2, inherited_identity_warning(*m, in.launcher_env, chosen_env(in))), warned = true;
+    if (!warned)
+      write_fully(2, inherited_identity_warning(*m, in.launcher_env, chosen_env(in), plan.shared.env)), warned = true;
     hoist_shared_env(*m);  // sent once per host, not per rank (launcher/shared_env.h)
     server_->send(n.index, *m);
   }

@@ -115,6 +115,7 @@ void Job::relaunch(int master_port) {
                             std::chrono::milliseconds(static_cast<long>(opts_.heartbeat_timeout_s * 1000)));
   log(attempts_.name() + ": launching again, MASTER_PORT " + std::to_string(master_port));
   if (plan.mpi_map) server_->broadcast(*plan.mpi_map);
+  server_->broadcast(plan.shared);
   for (auto& n : nodes_) {
     auto& m = plan.launches[static_cast<size_t>(n.index)];
     if (!m) continue;

@@ -228,30 +228,31 @@ LaunchPlan plan_launch(const PlanInput& in) {
   // As torchrun: ranks sharing a host would each start a thread per core
   // and oversubscribe it, unless the user chose (here or with -x).
   const bool omp_chosen = in.launcher_env.count(env::kOmpNumThreads) || in.exports.count(env::kOmpNumThreads);
+  // What every host shares goes once, ahead of the launches (msg::LaunchEnv):
+  // the job's own variables over the -x exports, as a rank's own would be.
+  plan.shared.env = in.exports;
+  if (o.output_pty && !in.output_terminal && !in.exports.count(env::kTerm)) plan.shared.env[env::kTerm] = "dumb";
+  for (auto& [k, v] : shared_env(je)) plan.shared.env[k] = std::move(v);
+  if (o.apps.empty()) plan.shared.env[env::kMpiAppnum] = plan.shared.env[env::kPmixAppnum] = "0";
   for (size_t i = 0; i < in.nodes.size(); ++i) {
     const PlanNode& n = in.nodes[i];
     if (n.external) continue;
     msg::Launch m;
-    m.env = in.exports;
     m.wdir = in.wdir;
     m.hb_ms = heartbeat_interval_ms(o.heartbeat_timeout_s);
     m.hb_timeout_ms = static_cast<int>(o.heartbeat_timeout_s * 1000);
     m.stdout_pty = o.output_pty;
-    if (o.output_pty && !in.output_terminal && !in.exports.count(env::kTerm)) m.env[env::kTerm] = "dumb";
     if (!omp_chosen && n.ranks.size() > 1) {
       m.env[env::kOmpNumThreads] = "1";
       plan.notice = "dlaunch: setting OMP_NUM_THREADS=1 for each rank, as torchrun does, since several ranks share a "
                     "host; set OMP_NUM_THREADS (or -x OMP_NUM_THREADS=N) to choose another value\n";
     }
     // What the host's ranks share goes once into the launch's variables (over
-    // -x, as a rank's own would); each rank gets only its own on top.
+    // the shared ones, as a rank's own would); each rank gets only its own on top.
     if (!n.ranks.empty())
-      for (auto& [k, v] : node_env(je, in.placement->ranks.at(static_cast<size_t>(n.ranks.front())).node))
+      for (auto& [k, v] : host_env(je, in.placement->ranks.at(static_cast<size_t>(n.ranks.front())).node))
         m.env[k] = std::move(v);
-    if (o.apps.empty()) {
-      m.argv = o.command;
-      m.env[env::kMpiAppnum] = m.env[env::kPmixAppnum] = "0";
-    }
+    if (o.apps.empty()) m.argv = o.command;
     // Each rank's identity is the agent's to write (control/rank_identity.h):
     // the launch says only what the agent cannot know, Horovod's cross ranks.
     msg::RankIdentity identity;
@@ -319,14 +320,16 @@ EnvMap chosen_env(const PlanInput& in) {
   return out;
 }
 
-std::string inherited_identity_warning(const msg::Launch& launch, const EnvMap& inherited_in, const EnvMap& chosen) {
+std::string inherited_identity_warning(const msg::Launch& launch, const EnvMap& inherited_in, const EnvMap& chosen,
+                                       const EnvMap& shared) {
   if (launch.ranks.empty()) return "";
   // The first rank as its agent will start it.
   msg::Launch first;
+  first.env = launch.env;
   first.ranks = {launch.ranks[0]};
   first.identity = launch.identity;
-  control::complete_launch(first);
-  EnvMap ours = launch.env;
+  control::complete_launch(first, shared);
+  EnvMap ours = first.env;
   for (const auto& [k, v] : first.ranks[0].env) ours[k] = v;
   EnvMap inherited = inherited_in;
   // Binding a host's GPUs contradicts nothing: not even a GPU list the launcher inherited.

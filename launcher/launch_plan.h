@@ -58,6 +58,10 @@ struct LaunchPlan {
   control::MpiServe serve = control::MpiServe::kPmix;  // with mpi: what the agents serve
   std::string warnings;       // lines for dlaunch's stderr before the launch, always ("" = none)
   std::string notice;         // lines for dlaunch's stderr before the launch, on a terminal or with -v ("" = none)
+  // What every host's launch shares, sent once to every agent before the
+  // launches (which leave it out): -x exports, the job's sizes, rendezvous,
+  // id and token.
+  control::msg::LaunchEnv shared;
   std::vector<std::optional<control::msg::Launch>> launches;  // by node; none for external nodes
   // With mpi: the job's map, sent once to every agent before the launches
   // (their MPI sections leave it out: at 1,024 hosts x 8 each copy was 8,192
@@ -90,9 +94,10 @@ EnvMap chosen_env(const PlanInput& in);
 
 // The identity variables the launcher inherited (from srun or mpirun) that
 // the ranks get other values for, as one warning line, or "" (launch is the
-// first host's message). The names in chosen (the user's own -x and
-// --env-file: chosen_env) are the user's choice, never a contradiction.
+// first host's message, shared the plan's shared variables). The names in
+// chosen (the user's own -x and --env-file: chosen_env) are the user's
+// choice, never a contradiction.
 std::string inherited_identity_warning(const control::msg::Launch& launch, const EnvMap& inherited,
-                                       const EnvMap& chosen = {});
+                                       const EnvMap& chosen = {}, const EnvMap& shared = {});
 
 }  // namespace dl::launcher

@@ -16,25 +16,17 @@ std::pair<int, int> CrossRanks::of(int node, int local_rank) const {
   return {index_.at(static_cast<size_t>(node)).at(l), count_.at(l)};
 }
 
-EnvMap node_env(const JobEnv& job, int node) {
+EnvMap shared_env(const JobEnv& job) {
   const auto& p = *job.placement;
-  const std::string world = std::to_string(p.ranks.size()), lsize = std::to_string(p.local_size.at(static_cast<size_t>(node))),
-                    n = std::to_string(node), nnodes = std::to_string(p.nodes.size());
+  const std::string world = std::to_string(p.ranks.size()), nnodes = std::to_string(p.nodes.size());
   EnvMap e = {
       // torchrun
-      {env::kWorldSize, world}, {env::kLocalWorldSize, lsize}, {env::kGroupRank, n}, {env::kGroupWorldSize, nnodes},
-      {env::kRoleWorldSize, world}, {env::kRoleName, job.role}, {env::kNodeRank, n},
+      {env::kWorldSize, world}, {env::kGroupWorldSize, nnodes}, {env::kRoleWorldSize, world}, {env::kRoleName, job.role},
       {env::kMasterAddr, job.master_addr}, {env::kMasterPort, std::to_string(job.master_port)},
-      // OpenMPI
-      {env::kOmpiSize, world}, {env::kOmpiLocalSize, lsize}, {env::kOmpiNodeRank, n},
-      // Intel MPI / MPICH Hydra (oneCCL reads these)
-      {env::kPmiSize, world}, {env::kMpiLocalNRanks, lsize},
-      // Horovod
-      {env::kHorovodSize, world}, {env::kHorovodLocalSize, lsize},
+      // OpenMPI, Intel MPI / MPICH Hydra (oneCCL reads these), Horovod
+      {env::kOmpiSize, world}, {env::kPmiSize, world}, {env::kHorovodSize, world},
       // dlaunch's own runtime
-      {env::kDlWorldSize, world}, {env::kDlLocalWorldSize, lsize}, {env::kDlNodeRank, n}, {env::kDlNNodes, nnodes},
-      {env::kDlJobId, job.job_id}, {env::kDlHostId, job.job_id + "/" + n},
-      {env::kDlToken, job.token},
+      {env::kDlWorldSize, world}, {env::kDlNNodes, nnodes}, {env::kDlJobId, job.job_id}, {env::kDlToken, job.token},
   };
   if (!job.store_addr.empty()) e[env::kDlStoreAddr] = job.store_addr;
   // torchelastic's: the run id makes torch.distributed.is_torchelastic_launched()
@@ -50,11 +42,29 @@ EnvMap node_env(const JobEnv& job, int node) {
     // identity (SLURM_PROCID 0 on a whole node of ranks), and Lightning and
     // ignite believe SLURM_PROCID over RANK. Say the same as RANK does.
     std::vector<int> per_node(p.local_size.begin(), p.local_size.end());
-    e[env::kSlurmNodeId] = n;
     e[env::kSlurmNTasks] = world, e[env::kSlurmNProcs] = world, e[env::kSlurmStepNumTasks] = world;
-    e[env::kSlurmNTasksPerNode] = lsize;
     e[env::kSlurmStepTasksPerNode] = e[env::kSlurmTasksPerNode] = slurm_tasks_per_node(per_node);
   }
+  return e;
+}
+
+EnvMap host_env(const JobEnv& job, int node) {
+  const auto& p = *job.placement;
+  const std::string lsize = std::to_string(p.local_size.at(static_cast<size_t>(node))), n = std::to_string(node);
+  EnvMap e = {
+      {env::kLocalWorldSize, lsize}, {env::kGroupRank, n}, {env::kNodeRank, n},  // torchrun
+      {env::kOmpiLocalSize, lsize}, {env::kOmpiNodeRank, n},                     // OpenMPI
+      {env::kMpiLocalNRanks, lsize},                                             // Intel MPI / Hydra
+      {env::kHorovodLocalSize, lsize},                                           // Horovod
+      {env::kDlLocalWorldSize, lsize}, {env::kDlNodeRank, n}, {env::kDlHostId, job.job_id + "/" + n},
+  };
+  if (job.slurm) e[env::kSlurmNodeId] = n, e[env::kSlurmNTasksPerNode] = lsize;
+  return e;
+}
+
+EnvMap node_env(const JobEnv& job, int node) {
+  EnvMap e = shared_env(job);
+  e.merge(host_env(job, node));
   return e;
 }
 

@@ -60,6 +60,11 @@ EnvMap rank_env(const JobEnv& job, int rank);
 // rank_env(job, r) is their union.
 EnvMap node_env(const JobEnv& job, int node);
 EnvMap rank_own_env(const JobEnv& job, int rank);
+// node_env in two parts: what every host of the job shares (the sizes, the
+// rendezvous, the job's id and token: sent once, msg::LaunchEnv) and what is
+// `node`'s own (its local size, node rank, host id). No name is in both.
+EnvMap shared_env(const JobEnv& job);
+EnvMap host_env(const JobEnv& job, int node);
 // What rank_own_env is written from (control::add_rank_identity, which the
 // agent runs for a launch that leaves the identity to it).
 control::RankPlace rank_place(const JobEnv& job, int rank);

@@ -213,6 +213,7 @@ class ScriptedStarter : public AgentStarter {
       seen.greeted = true;
       if (!script.raw_after_hello.empty()) wire::write_frame(sock, wire::kJson, script.raw_after_hello, peer);
       std::set<int> running;
+      control::EnvVars shared;  // the latest launch_env
       auto exited = [&](int rank, std::optional<int> code, std::optional<int> sig) {
         msg::Exited x;
         x.rank = rank, x.pid = 5000 + rank, x.code = code, x.signal = sig, x.by_agent = sig.has_value();
@@ -230,10 +231,14 @@ class ScriptedStarter : public AgentStarter {
           if (seen.launches.empty()) ++seen.maps_before_launch;
           continue;
         }
+        if (auto* e = std::get_if<msg::LaunchEnv>(&m)) {
+          shared = e->env;
+          continue;
+        }
         if (auto* sent = std::get_if<msg::Launch>(&m)) {
-          // As a real agent reads it: each rank's argv and identity filled in.
+          // As a real agent reads it: the shared variables, each rank's argv and identity filled in.
           msg::Launch got = *sent;
-          control::complete_launch(got);
+          control::complete_launch(got, shared);
           const msg::Launch* l = &got;
           seen.order.push_back("launch");
           seen.launch = *l;

@@ -213,9 +213,14 @@ hf::Placement hosts(int count) {
   return hf::place(list, {});
 }
 
-std::string shared_var(const msg::Launch& l, const std::string& k) {
-  auto it = l.env.find(k);
-  return it == l.env.end() ? "" : it->second;
+// Variable k of the i-th launch a node was sent, as its agent reads it: the
+// launch's own, over the launch_env sent before it.
+template <class Sent> std::string shared_var(const Sent& sent, size_t i, const std::string& k) {
+  const auto l = sent.template all<msg::Launch>().at(i);
+  if (auto it = l.env.find(k); it != l.env.end()) return it->second;
+  const auto shared = sent.template all<msg::LaunchEnv>().at(i);
+  auto it = shared.env.find(k);
+  return it == shared.env.end() ? "" : it->second;
 }
 
 std::vector<int> ranks_of(const msg::Launch& l) {
@@ -346,7 +351,7 @@ TEST_CASE("job transitions: --max-restarts: a lost agent is started anew, and no
   o.torch_store = TorchStoreMode::kRank0;  // MASTER_PORT is then node 0's port, not the served store's
   Harness h(o);
   h.launch_both();
-  CHECK(shared_var(h.links->sent(0).all<msg::Launch>()[0], "MASTER_PORT") == "29500");
+  CHECK(shared_var(h.links->sent(0), 0, "MASTER_PORT") == "29500");
   h.links->close(1, "connection reset");  // node 1's agent is gone with its ranks
   h.settle();
   for (int r : {0, 1}) h.links->exited(0, r, std::nullopt, SIGTERM);
@@ -363,7 +368,7 @@ TEST_CASE("job transitions: --max-restarts: a lost agent is started anew, and no
   REQUIRE(h.job->phase() == Phase::kLaunched);
   const auto launches0 = h.links->sent(0).all<msg::Launch>();
   REQUIRE(launches0.size() == 2);
-  CHECK(shared_var(launches0[1], "MASTER_PORT") == "31000");
+  CHECK(shared_var(h.links->sent(0), 1, "MASTER_PORT") == "31000");
   CHECK(h.links->sent(1).count<msg::Launch>() == 2);
   for (int r = 0; r < 4; ++r) h.links->exited(r / 2, r, 0);
   h.settle();
@@ -402,9 +407,8 @@ TEST_CASE("job transitions: per-node peers: only this node's agent starts, a fai
     REQUIRE(h.links->hello(1) == "");
     h.settle();
     REQUIRE(h.job->phase() == Phase::kLaunched);
-    const auto l = h.links->sent(1).all<msg::Launch>().at(0);
-    CHECK(shared_var(l, "MASTER_ADDR") == "10.0.0.1");
-    CHECK(shared_var(l, "MASTER_PORT") == "29400");
+    CHECK(shared_var(h.links->sent(1), 0, "MASTER_ADDR") == "10.0.0.1");
+    CHECK(shared_var(h.links->sent(1), 0, "MASTER_PORT") == "29400");
     h.links->exited(1, 3, 5);
     h.settle();
     h.links->exited(1, 2, std::nullopt, SIGTERM);

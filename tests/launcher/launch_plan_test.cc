@@ -75,22 +75,22 @@ const msg::Launch& launch_of(const LaunchPlan& plan, int rank) {
   throw std::logic_error("unreachable");
 }
 
-msg::Launch completed(msg::Launch l) {
-  dl::control::complete_launch(l);
+msg::Launch completed(const LaunchPlan& plan, msg::Launch l) {
+  dl::control::complete_launch(l, plan.shared.env);
   return l;
 }
 
 // Rank `rank`'s spec as its agent starts it.
 msg::RankSpec spec_of(const LaunchPlan& plan, int rank) {
-  for (auto& s : completed(launch_of(plan, rank)).ranks)
+  for (auto& s : completed(plan, launch_of(plan, rank)).ranks)
     if (s.rank == rank) return s;
   throw std::logic_error("unreachable");
 }
 
 // Rank `rank`'s value of `name` as its agent composes it: the rank's own
-// variables over its launch's (shared by the host's ranks).
+// variables over its launch's (its host's, over every host's).
 std::string env_of(const LaunchPlan& plan, int rank, const std::string& name) {
-  const msg::Launch& l = launch_of(plan, rank);
+  const msg::Launch l = completed(plan, launch_of(plan, rank));
   const auto s = spec_of(plan, rank);
   if (auto it = s.env.find(name); it != s.env.end()) return it->second;
   auto it = l.env.find(name);
@@ -120,7 +120,7 @@ TEST_CASE("launch plan: one message per node with every rank's identity", "[laun
     CHECK(l->hb_timeout_ms == 7000);
     // One app: its command once, for every rank.
     CHECK(l->argv == std::vector<std::string>{"./train", "--epochs", "3"});
-    for (const auto& s : completed(*l).ranks) CHECK(s.argv == std::vector<std::string>{"./train", "--epochs", "3"});
+    for (const auto& s : completed(plan, *l).ranks) CHECK(s.argv == std::vector<std::string>{"./train", "--epochs", "3"});
   }
   // Rank 3 is the second rank of the second node.
   CHECK(env_of(plan, 3, "RANK") == "3");
@@ -401,17 +401,20 @@ TEST_CASE("resolve_exports: NAME=VALUE sets, NAME passes the launcher's value, a
   CHECK(resolve_exports({}, lookup).empty());
 }
 
-TEST_CASE("launch plan: -x exports land in every node's Launch::env", "[launcher][plan]") {
+TEST_CASE("launch plan: -x exports are sent once for every node, in the shared launch_env", "[launcher][plan]") {
   const auto p = placement(2, 1);
   const auto o = options();
   auto in = input(p, o);
   in.exports = resolve_exports({"NCCL_DEBUG=INFO", "FROM_SHELL", "UNSET"}, EnvMap{{"FROM_SHELL", "yes"}});
   const auto plan = plan_launch(in);
   const EnvMap want = {{"NCCL_DEBUG", "INFO"}, {"FROM_SHELL", "yes"}};
+  for (const auto& [k, v] : want) CHECK(plan.shared.env.at(k) == v);
+  CHECK(plan.shared.env.count("UNSET") == 0);
   for (const auto& l : plan.launches) {
     REQUIRE(l);
-    for (const auto& [k, v] : want) CHECK(l->env.at(k) == v);
-    CHECK(l->env.count("UNSET") == 0);
+    // Not repeated in each host's launch, yet each host's agent has them.
+    for (const auto& [k, v] : want) CHECK(l->env.count(k) == 0);
+    for (const auto& [k, v] : want) CHECK(completed(plan, *l).env.at(k) == v);
   }
   // Exports are the host's, for every rank: not repeated in each rank's own variables.
   CHECK(spec_of(plan, 0).env.count("NCCL_DEBUG") == 0);
@@ -689,14 +692,14 @@ TEST_CASE("plan_launch: TERM=dumb for the ranks when dlaunch's output reaches no
   auto o = options();
   auto in = input(p, o);
   in.output_terminal = true;
-  CHECK(plan_launch(in).launches[0]->env.count("TERM") == 0);
+  CHECK(plan_launch(in).shared.env.count("TERM") == 0);
   in.output_terminal = false;
-  CHECK(plan_launch(in).launches[0]->env.at("TERM") == "dumb");
+  CHECK(plan_launch(in).shared.env.at("TERM") == "dumb");
   in.exports["TERM"] = "xterm";  // the user's -x TERM wins
-  CHECK(plan_launch(in).launches[0]->env.at("TERM") == "xterm");
+  CHECK(plan_launch(in).shared.env.at("TERM") == "xterm");
   in.exports.clear();
   o.output_pty = false;  // a pipe is no terminal: nothing to undo
-  CHECK(plan_launch(in).launches[0]->env.count("TERM") == 0);
+  CHECK(plan_launch(in).shared.env.count("TERM") == 0);
 }
 
 TEST_CASE("launch plan: OMP_NUM_THREADS=1 where several ranks share a host, unless the user chose", "[launcher][plan]") {
@@ -726,7 +729,8 @@ TEST_CASE("launch plan: OMP_NUM_THREADS=1 where several ranks share a host, unle
     auto in = input(p, o);
     in.exports = {{"OMP_NUM_THREADS", "2"}};
     const auto plan = plan_launch(in);
-    CHECK(plan.launches[0]->env.at("OMP_NUM_THREADS") == "2");
+    CHECK(plan.shared.env.at("OMP_NUM_THREADS") == "2");
+    CHECK(plan.launches[0]->env.count("OMP_NUM_THREADS") == 0);
     CHECK(plan.notice.empty());
   }
   SECTION("one rank per host: nothing to say") {
