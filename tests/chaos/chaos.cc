@@ -871,8 +871,14 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
     }
     if (k.job == JobKind::torch) wait_torch_ready(c, report_dir, f);
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(k.at_s * 1000)));
+    const auto before = Clock::now();
     in = inject(c, k, mark);
-    fault_at = Clock::now();  // in place: the signal sent, the last nft rule or cable down (a loaded host takes a while)
+    // A signal acts at once; a fault of the network is in place when
+    // cluster.sh has written its last nft rule or unplugged the cable (a
+    // loaded host takes a while: a partition cut short is detected late).
+    const bool network = k.fault == Fault::link_down || k.fault == Fault::partition ||
+                         k.fault == Fault::partition_half || k.fault == Fault::slow_net;
+    fault_at = network ? Clock::now() : before;
     if (!in.ok) fail(Verdict::wrong_verdict, "could not inject the fault: " + in.why);
   }
   const double heal_s = heal_after(c, k, o);
