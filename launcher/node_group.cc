@@ -408,10 +408,36 @@ void NodeGroup::publish_pending() {
   if (quit) store_->compare_set(restart_key(quit->first, "abandon"), "", quit->second);
 }
 
+// The store's host: every node whose heartbeat has not changed for the
+// heartbeat timeout is dead, counted once (leave() need not wait for it);
+// the first one found fails the job. After a failure the check goes on:
+// nodes cut off together (half a partition) are each counted.
+void NodeGroup::check_heartbeats(int attempt) {
+  const auto now = Clock::now();
+  for (const auto& n : nodes_) {
+    if (n.node_rank == target_.node_rank || dead_nodes_.count(n.node_rank)) continue;
+    const std::string hb = key("hb/" + std::to_string(n.node_rank));
+    const std::string v = store_->check({hb}) ? store_->get(hb) : "";
+    auto& [last, since] = beats_.try_emplace(n.node_rank, v, now).first->second;
+    if (v == "left") continue;
+    if (v != last) last = v, since = now;
+    if (now - since <= secs(hb_timeout_s_)) continue;
+    dead_nodes_.insert(n.node_rank);
+    ++dead_;
+    if (failure_seen_) continue;
+    const std::string verdict = "node " + std::to_string(n.node_rank) + " (" + n.host + ", pid " +
+                                std::to_string(n.pid) + ") sent no heartbeat for " +
+                                std::to_string(static_cast<int>(hb_timeout_s_)) +
+                                " s: its dlaunch was killed or its host is down; its ranks count as failed";
+    store_->compare_set(failed_key(attempt), "", to_json(FailedRecord{exit_codes::kFailure, verdict}));
+    // Its dlaunch is gone: no restart can have it back (docs/failures.md).
+    store_->compare_set(restart_key(attempt, "abandon"), "", verdict);
+    failed(exit_codes::kFailure, verdict);
+  }
+}
+
 void NodeGroup::watcher_loop() {
   const std::string me = std::to_string(target_.node_rank);
-  // The store's host: when each node's heartbeat last changed.
-  std::map<int, std::pair<std::string, Clock::time_point>> beats;
   int64_t beat = 0;
   try {
     while (!stop_) {
@@ -422,30 +448,7 @@ void NodeGroup::watcher_loop() {
         const FailedRecord f = failed_record_from_json(store_->get(failed_key(attempt)));
         failed(f.code, f.verdict);
       }
-      if (server_ && !failure_seen_) {
-        const auto now = Clock::now();
-        for (const auto& n : nodes_) {
-          if (n.node_rank == target_.node_rank) continue;
-          std::string v = store_->check({key("hb/" + std::to_string(n.node_rank))})
-                              ? store_->get(key("hb/" + std::to_string(n.node_rank)))
-                              : "";
-          auto& [last, since] = beats.try_emplace(n.node_rank, v, now).first->second;
-          if (v == "left") continue;
-          if (v != last) last = v, since = now;
-          if (now - since > secs(hb_timeout_s_)) {
-            const std::string verdict = "node " + std::to_string(n.node_rank) + " (" + n.host + ", pid " +
-                                        std::to_string(n.pid) + ") sent no heartbeat for " +
-                                        std::to_string(static_cast<int>(hb_timeout_s_)) +
-                                        " s: its dlaunch was killed or its host is down; its ranks count as failed";
-            store_->compare_set(failed_key(attempt), "", to_json(FailedRecord{exit_codes::kFailure, verdict}));
-            // Its dlaunch is gone: no restart can have it back (docs/failures.md).
-            store_->compare_set(restart_key(attempt, "abandon"), "", verdict);
-            ++dead_;
-            failed(exit_codes::kFailure, verdict);
-            break;
-          }
-        }
-      }
+      if (server_) check_heartbeats(attempt);
       std::this_thread::sleep_for(kTick);
     }
   } catch (const std::exception& e) {

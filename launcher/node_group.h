@@ -19,10 +19,13 @@
 // Every connection passes the job-token handshake; the token comes from
 // --token-file or DLAUNCH_TOKEN, never from the command line.
 #include <atomic>
+#include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -137,6 +140,7 @@ class NodeGroup final : public Peers {
  private:
   NodeGroup() = default;
   void watcher_loop();
+  void check_heartbeats(int attempt);
   void publish_pending();
   std::string key(const std::string& k) const { return prefix_ + k; }
   void failed(int code, const std::string& verdict);
@@ -167,6 +171,10 @@ class NodeGroup final : public Peers {
   std::function<void(int, std::string)> on_failure_;
   std::atomic<bool> failure_seen_{false}, store_lost_{false};
   std::atomic<int> dead_{0};  // nodes the store's host found silent
+  // The watcher's (the store's host): each node's last heartbeat and since
+  // when, kept across the watcher's restart in leave(); the nodes found silent.
+  std::map<int, std::pair<std::string, std::chrono::steady_clock::time_point>> beats_;
+  std::set<int> dead_nodes_;
   int seen_code_ = 0;               // under mu_
   std::string seen_verdict_;        // under mu_
 };

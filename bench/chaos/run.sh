@@ -13,6 +13,7 @@
 #   bench/chaos/run.sh ... --heartbeat-timeout 10        # the default (the run's is 3)
 #   bench/chaos/run.sh ... --torch                       # half the shell jobs become gloo torch jobs
 #   bench/chaos/run.sh --faults 30 --seed 7 --hosts 8 --kind tree   # only the seed's launch-tree jobs
+#   bench/chaos/run.sh --faults 6 --seed 7 --hosts 8 --fault partition-half   # only the seed's half partitions
 #   bench/chaos/run.sh --faults 100 --seed 7 --hosts 8 --list       # print the cases, run none
 #   BUILD=build-rel bench/chaos/run.sh ...               # another build dir (default: build)
 # The last line: chaos faults=N jobs=J correct=C wrong_verdict=W hung=H leftovers=L lost_output=O seed=S

@@ -29,6 +29,7 @@ constexpr double kGrace = 1;         // --kill-grace of every job
 constexpr double kStackTimeout = 5;  // --stack-timeout of every job (an agent starved on a loaded machine answers late)
 constexpr double kStopRankTimeout = 8;  // --timeout of a job whose rank is stopped: only it ends that job
 constexpr double kTorchStart = 20;      // 8 ranks' torch imports and gloo group: 12 s on this 2-core VM
+constexpr int kDrawnFaults = 11;    // the faults drawn first: every one but partition_half, drawn last
 constexpr int kSlots = 2;            // the cluster's hostfile: 2 slots per host
 constexpr double kSshTimeout = 10;   // dlaunch's --ssh-timeout default: how long an unreachable host may take
 constexpr int kFanout = 2;           // --fanout of a tree job
@@ -90,6 +91,14 @@ dl::launcher::LaunchTree tree_of(int hosts) {
 // The hosts beneath `k.host` in a tree job's tree (none for other jobs).
 std::vector<int> hosts_beneath(const Cluster& c, const Case& k) {
   return k.job == JobKind::tree ? tree_of(c.size()).beneath(k.host) : std::vector<int>{};
+}
+
+// The hosts a half partition cuts off: the upper half, hK/2 .. hK-1 (none for other faults).
+std::vector<int> cut_hosts(const Cluster& c, const Case& k) {
+  std::vector<int> out;
+  if (k.fault == Fault::partition_half)
+    for (int h = c.size() / 2; h < c.size(); ++h) out.push_back(h);
+  return out;
 }
 
 // How long the launcher waits for agents in a slow start's job, and how
@@ -165,13 +174,20 @@ std::future<dl::cluster::RunResult> start_job(const Cluster& c, const Case& k, c
     return multihost::start_dlaunch(c, job_command(c, k, o, mark, report_dir, slow_prefix), limit);
   const std::string token = token_file(c);
   return std::async(std::launch::async, [&c, &o, k, mark, token, limit, nodes] {
-    std::vector<std::future<dl::cluster::RunResult>> each;
+    const auto start = Clock::now();
+    std::vector<std::future<std::pair<dl::cluster::RunResult, double>>> each;
     for (int n = 0; n < c.size(); ++n)
-      each.push_back(std::async(std::launch::async, [&, n] { return c.run_in(c.host(n), node_command(c, k, o, mark, token, n), limit); }));
+      each.push_back(std::async(std::launch::async, [&, n] {
+        auto r = c.run_in(c.host(n), node_command(c, k, o, mark, token, n), limit);
+        return std::make_pair(r, seconds_since(start));
+      }));
     dl::cluster::RunResult all;
     for (int n = 0; n < c.size(); ++n) {
-      nodes->push_back(each[static_cast<size_t>(n)].get());
-      all.output += "== node " + std::to_string(n) + " exit " + std::to_string(nodes->back().status) + "\n" + nodes->back().output;
+      auto [r, ended] = each[static_cast<size_t>(n)].get();
+      nodes->push_back(r);
+      char when[64];
+      std::snprintf(when, sizeof when, " (ended %.1f s after the start)\n", ended);
+      all.output += "== node " + std::to_string(n) + " exit " + std::to_string(r.status) + when + r.output;
     }
     all.status = (*nodes)[static_cast<size_t>(k.host)].status;
     return all;
@@ -186,9 +202,11 @@ struct Expected {
   double bound_s = 0;              // from the fault to dlaunch's exit
   int complete_attempt = -1;       // the attempt whose every line must be there (-1: none)
   bool no_output = false;          // no rank may have run
+  // One of these must appear (a half partition: which cut host is seen first is a race).
+  std::vector<std::string> one_of;
   // rdzv: what every other node's dlaunch must end with.
   int others_status = 0;
-  std::vector<std::string> others_lines;
+  std::vector<std::string> others_lines, others_one_of;
 };
 
 bool retried(const Case& k) {
@@ -200,6 +218,7 @@ bool retried(const Case& k) {
     case Fault::stop_agent:
     case Fault::link_down:
     case Fault::partition:
+    case Fault::partition_half:
       return true;
     default:
       return false;
@@ -235,6 +254,11 @@ Expected expected_per_node(const Cluster& c, const Case& k, const Options& o, Ex
     case Fault::partition:
       e.lines = {"lost the rendezvous store at " + c.address(0)}, e.others_status = 1;
       e.others_lines = {node + ", pid ", "sent no heartbeat for"};
+      break;
+    case Fault::partition_half:  // every node cut off loses the store; the others name one of them
+      e.lines = {"lost the rendezvous store at " + c.address(0)}, e.others_status = 1;
+      e.others_lines = {"sent no heartbeat for"}, e.one_of.clear();
+      for (int h : cut_hosts(c, k)) e.others_one_of.push_back("node " + std::to_string(h) + " (" + c.host(h) + ", pid ");
       break;
     case Fault::slow_net:
       break;
@@ -277,6 +301,11 @@ Expected expected(const Cluster& c, const Case& k, const Options& o) {
     case Fault::link_down:
     case Fault::partition:
       e = {1, {lost + " (no heartbeat"}, o.heartbeat_s + 2 + teardown};
+      break;
+    case Fault::partition_half:  // a cut host named lost on a heartbeat: by the launcher, or (tree) its parent
+      e = {1, {"lost the agent on ", "no heartbeat"}, o.heartbeat_s + 2 + teardown};
+      for (int h : cut_hosts(c, k))
+        for (const char* by : {" (no heartbeat", " (the agent on "}) e.one_of.push_back("lost the agent on " + c.address(h) + by);
       break;
     case Fault::kill_launcher:
       e = {128 + SIGKILL, {}, 1};
@@ -423,10 +452,11 @@ std::vector<std::string> dirs_of(const std::set<int>& pids) {
   return out;
 }
 
-// The addresses of the hosts beneath the fault's in a tree job.
+// The addresses of the hosts beneath the fault's in a tree job, or of those a half partition cut off.
 std::vector<std::string> lost_with(const Cluster& c, const Case& k) {
   std::vector<std::string> out;
   for (int b : hosts_beneath(c, k)) out.push_back(c.address(b));
+  for (int b : cut_hosts(c, k)) out.push_back(c.address(b));
   return out;
 }
 
@@ -489,15 +519,24 @@ std::string check_verdict(const dl::cluster::RunResult& r, int status, const std
   return "";
 }
 
-// The same for every node of a per-node job: node `k.host` as the fault's, the others as told.
+// "" when `out` holds one of `lines` (or there are none).
+std::string check_one_of(const std::string& out, const std::vector<std::string>& lines) {
+  if (lines.empty() || std::any_of(lines.begin(), lines.end(), [&](auto& l) { return contains(out, l); })) return "";
+  std::string all;
+  for (auto& l : lines) all += (all.empty() ? "'" : ", '") + l + "'";
+  return "none of " + all + " in the output";
+}
+
+// The same for every node of a per-node job: node `k.host` (and every node
+// a half partition cut off) as the fault's, the others as told.
 std::string check_nodes(const std::vector<dl::cluster::RunResult>& nodes, const Expected& e, const Case& k,
-                        int killed_rank, const std::string& who) {
+                        int killed_rank, const std::string& who, const std::vector<int>& cut) {
   for (size_t n = 0; n < nodes.size(); ++n) {
-    const bool hit = static_cast<int>(n) == k.host;
-    if (auto why = check_verdict(nodes[n], hit ? e.status : e.others_status, hit ? e.lines : e.others_lines,
-                                 killed_rank, who, k.rank);
-        !why.empty())
-      return "node " + std::to_string(n) + ": " + why;
+    const bool hit = static_cast<int>(n) == k.host || std::count(cut.begin(), cut.end(), static_cast<int>(n));
+    std::string why = check_verdict(nodes[n], hit ? e.status : e.others_status, hit ? e.lines : e.others_lines,
+                                    killed_rank, who, k.rank);
+    if (why.empty()) why = check_one_of(nodes[n].output, hit ? e.one_of : e.others_one_of);
+    if (!why.empty()) return "node " + std::to_string(n) + ": " + why;
   }
   return "";
 }
@@ -545,6 +584,12 @@ Injected inject(const Cluster& c, const Case& k, const std::string& mark) {
                       c.script({"block", c.id(), h, "h0", "any"}).status == 0;
       return {ok, "cluster.sh block failed"};
     }
+    case Fault::partition_half: {
+      std::vector<std::string> argv{"partition", c.id()};
+      for (int cut : cut_hosts(c, k)) argv.push_back(c.host(cut));
+      auto r = c.script(argv);
+      return {r.status == 0, "cluster.sh partition failed: " + r.output};
+    }
     case Fault::slow_net: {
       auto r = c.script({"slow", c.id(), h, "20ms"});
       if (r.status == 4) r = c.script({"slow", c.id(), h, "0", "1mbit"});  // no sch_netem: rate only
@@ -562,6 +607,8 @@ void heal(const Cluster& c, const Case& k, const Injected& in) {
   const std::string h = c.host(k.host);
   if (k.fault == Fault::link_down) c.script({"link", c.id(), h, "up"});
   if (k.fault == Fault::partition) c.script({"unblock", c.id(), h}), c.script({"unblock", c.id(), "h0"});
+  if (k.fault == Fault::partition_half)
+    for (auto& each : c.hosts()) c.script({"unblock", c.id(), each});
   if (k.fault == Fault::slow_net) c.script({"unslow", c.id(), h});
   if (k.fault == Fault::refuse_ssh) c.script({"start-sshd", c.id(), h});
   if (k.fault == Fault::stop_agent && in.stopped) ::kill(in.stopped, SIGCONT);
@@ -574,7 +621,8 @@ void heal(const Cluster& c, const Case& k, const Injected& in) {
 // checked gone (a frozen host does not come back to end it): -2.
 double heal_after(const Cluster& c, const Case& k, const Options& o) {
   if (k.fault == Fault::stop_agent && !hosts_beneath(c, k).empty()) return -2;
-  if (k.fault == Fault::stop_agent || k.fault == Fault::link_down || k.fault == Fault::partition)
+  if (k.fault == Fault::stop_agent || k.fault == Fault::link_down || k.fault == Fault::partition ||
+      k.fault == Fault::partition_half)
     return o.heartbeat_s + 1;
   return -1;
 }
@@ -687,7 +735,7 @@ const char* name(JobKind j) {
   return "?";
 }
 
-static const char* name(Fault f) {
+const char* name(Fault f) {
   switch (f) {
     case Fault::kill_rank: return "kill-rank";
     case Fault::kill_agent: return "kill-agent";
@@ -700,6 +748,7 @@ static const char* name(Fault f) {
     case Fault::refuse_ssh: return "refuse-ssh";
     case Fault::slow_net: return "slow-net";
     case Fault::slow_start: return "slow-start";
+    case Fault::partition_half: return "partition-half";
   }
   return "?";
 }
@@ -737,7 +786,8 @@ Case make_case(uint64_t seed, int index, int hosts, bool torch) {
   k.index = index;
   const int j = pick(10);  // shell, restart, OpenMPI, rdzv 2/10 each, MPICH 1/10
   k.job = j < 3 ? JobKind::shell : j < 5 ? JobKind::restart : j < 7 ? JobKind::openmpi : j < 8 ? JobKind::mpich : JobKind::rdzv;
-  k.fault = static_cast<Fault>(pick(kFaultKinds));
+  k.fault = static_cast<Fault>(pick(kDrawnFaults));
+  const bool drawn_partition = k.fault == Fault::partition;
   k.openssh = pick(2) == 1;
   if (k.job == JobKind::rdzv) {
     // One dlaunch per host: no ssh, and no --timeout to see a stopped rank.
@@ -756,7 +806,15 @@ Case make_case(uint64_t seed, int index, int hosts, bool torch) {
   k.rank = k.host * kSlots + pick(kSlots);
   k.at_s = pick(1500) / 1000.0;
   if (k.job == JobKind::shell && pick(2) == 0) into_tree(k, hosts, pick);  // after the other draws: they stay
-  if (torch && k.job == JobKind::shell && pick(2) == 0) k.job = JobKind::torch;  // last: the other draws stay
+  if (torch && k.job == JobKind::shell && pick(2) == 0) k.job = JobKind::torch;  // after the others: they stay
+  // Last, so that every other seed's case stays as it was: half the
+  // partitions drawn (tree jobs' too, which drew another fault for one) cut
+  // the upper half of the hosts off instead of one host.
+  if (drawn_partition && pick(2) == 0) {
+    k.fault = Fault::partition_half;
+    k.host = hosts / 2;
+    k.rank = k.host * kSlots;
+  }
   return k;
 }
 
@@ -813,8 +871,14 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
     }
     if (k.job == JobKind::torch) wait_torch_ready(c, report_dir, f);
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(k.at_s * 1000)));
-    fault_at = Clock::now();
+    const auto before = Clock::now();
     in = inject(c, k, mark);
+    // A signal acts at once; a fault of the network is in place when
+    // cluster.sh has written its last nft rule or unplugged the cable (a
+    // loaded host takes a while: a partition cut short is detected late).
+    const bool network = k.fault == Fault::link_down || k.fault == Fault::partition ||
+                         k.fault == Fault::partition_half || k.fault == Fault::slow_net;
+    fault_at = network ? Clock::now() : before;
     if (!in.ok) fail(Verdict::wrong_verdict, "could not inject the fault: " + in.why);
   }
   const double heal_s = heal_after(c, k, o);
@@ -829,10 +893,11 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
     else if (res.took_s > e.bound_s)
       fail(Verdict::hung, "dlaunch ended " + std::to_string(res.took_s) + " s after the fault; the bound is " +
                               std::to_string(e.bound_s) + " s");
-    const std::string why = k.job == JobKind::rdzv
-                                ? check_nodes(*nodes, e, k, in.killed_rank, c.host(k.host))
-                                : check_verdict(r, e.status, e.lines, in.killed_rank, c.address(k.host), k.rank,
-                                                lost_with(c, k));
+    std::string why = k.job == JobKind::rdzv
+                          ? check_nodes(*nodes, e, k, in.killed_rank, c.host(k.host), cut_hosts(c, k))
+                          : check_verdict(r, e.status, e.lines, in.killed_rank, c.address(k.host), k.rank,
+                                          lost_with(c, k));
+    if (why.empty() && k.job != JobKind::rdzv) why = check_one_of(r.output, e.one_of);
     if (!why.empty()) fail(Verdict::wrong_verdict, why);
   }
   // What is left: processes (the teardown of a lost launcher takes its

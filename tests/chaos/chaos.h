@@ -32,8 +32,9 @@ enum class Fault {
   refuse_ssh,     // one host's sshd is down when the job starts
   slow_net,       // 20 ms delay on one host's packets: the job must succeed
   slow_start,     // one host's agent starts past --agent-timeout (and then starts, late)
+  partition_half, // drop TCP both ways between the upper half of the hosts (hK/2..) and the lower half (h0..)
 };
-constexpr int kFaultKinds = 11;
+constexpr int kFaultKinds = 12;
 
 struct Case {
   uint64_t seed = 0;
@@ -41,7 +42,7 @@ struct Case {
   JobKind job = JobKind::shell;
   Fault fault = Fault::kill_rank;
   bool openssh = false;  // --launcher ssh instead of libssh (not for rdzv: one dlaunch per host, no ssh)
-  int host = 0;          // the host the fault hits
+  int host = 0;          // the host the fault hits (partition_half: the first cut off, hK/2)
   int rank = 0;          // the rank it hits (kill_rank, stop_rank)
   double at_s = 0;       // seconds after every rank runs
 };
@@ -72,6 +73,7 @@ Result run_case(const dl::cluster::Cluster& cluster, const Case& c, const Option
                 std::vector<std::string>& killed_dirs);
 const char* name(Verdict v);
 const char* name(JobKind j);
+const char* name(Fault f);
 
 // Counts of a run and its last line:
 // "chaos faults=N jobs=J correct=C wrong_verdict=W hung=H leftovers=L lost_output=O seed=S".

@@ -25,12 +25,14 @@ struct Args {
   bool torch = false;
   bool list = false;  // print the cases, run none
   std::string kind;   // run only the seed's cases of this job kind
+  std::string fault;  // run only the seed's cases of this fault
   dl::chaos::Options options;
 };
 
 const char* kUsage =
-    "usage: dlaunch-chaos [--faults N] [--seed S] [--hosts K] [--replay S:I] [--heartbeat-timeout S] [--lines N] [--kind K] [--torch] [--list] [-v]\n"
-    "  --kind K: only the seed's cases of job kind K (shell restart openmpi mpich rdzv torch tree), N of them\n";
+    "usage: dlaunch-chaos [--faults N] [--seed S] [--hosts K] [--replay S:I] [--heartbeat-timeout S] [--lines N] [--kind K] [--fault F] [--torch] [--list] [-v]\n"
+    "  --kind K: only the seed's cases of job kind K (shell restart openmpi mpich rdzv torch tree), N of them\n"
+    "  --fault F: only the seed's cases of fault F (kill-rank ... partition-half, as the cases print it), N of them\n";
 
 bool number(const std::string& s, auto& out) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -63,7 +65,10 @@ bool parse(int argc, char** argv, Args& a) {
                      JobKind::tree})
         ok = ok || v == dl::chaos::name(j);
     }
-    else if (opt == "--hosts") ok = number(v, a.hosts) && a.hosts >= 2 && a.hosts <= 64;
+    else if (opt == "--fault") {
+      a.fault = v;
+      for (int f = 0; f < dl::chaos::kFaultKinds; ++f) ok = ok || v == dl::chaos::name(static_cast<dl::chaos::Fault>(f));
+    } else if (opt == "--hosts") ok = number(v, a.hosts) && a.hosts >= 2 && a.hosts <= 64;
     else if (opt == "--lines") ok = number(v, a.options.lines) && a.options.lines > 0 && a.options.lines <= 10000;
     else if (opt == "--heartbeat-timeout") ok = number(v, a.options.heartbeat_s) && a.options.heartbeat_s > 0;
     else if (opt == "--replay") {
@@ -105,12 +110,15 @@ void take_down_on_signal(const dl::cluster::Cluster& cluster) {
 }
 
 // The indices of the cases to run: the replayed one, or the first `faults`
-// (of job kind `kind` only, when given).
+// (of job kind `kind` and fault `fault` only, when given).
 std::vector<int> cases_to_run(const Args& a) {
   if (a.replay >= 0) return {a.replay};
   std::vector<int> out;
-  for (int i = 0; static_cast<int>(out.size()) < a.faults && i < a.faults * 1000; ++i)
-    if (a.kind.empty() || a.kind == dl::chaos::name(dl::chaos::make_case(a.seed, i, a.hosts, a.torch).job)) out.push_back(i);
+  for (int i = 0; static_cast<int>(out.size()) < a.faults && i < a.faults * 1000; ++i) {
+    const auto k = dl::chaos::make_case(a.seed, i, a.hosts, a.torch);
+    if ((a.kind.empty() || a.kind == dl::chaos::name(k.job)) && (a.fault.empty() || a.fault == dl::chaos::name(k.fault)))
+      out.push_back(i);
+  }
   return out;
 }
 }  // namespace

@@ -12,7 +12,7 @@ using namespace dl::chaos;
 
 namespace {
 constexpr int kHosts = 4;
-constexpr int kFaults = 16;  // per seed: two seeds run side by side under ctest -j2, about 70 s each
+constexpr int kFaults = 17;  // per seed: two seeds run side by side under ctest -j2, about 75 s each
 constexpr uint64_t kSeeds[] = {11, 12};
 
 void run_seed(uint64_t seed) {
@@ -93,4 +93,23 @@ TEST_CASE("chaos: seed 11 - every fault ends as expected and leaves nothing", "[
 
 TEST_CASE("chaos: seed 12 - every fault ends as expected and leaves nothing", "[chaos][cluster][slow]") {
   run_seed(kSeeds[1]);
+}
+
+// A half partition is drawn last, from half the partitions (a tree job's
+// too): it cuts off the upper half, h4..h7 of 8, named by its first host.
+TEST_CASE("chaos: half partitions come from the partitions drawn - in flat and tree jobs", "[chaos]") {
+  std::set<JobKind> kinds;
+  int halves = 0, partitions = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const Case k = make_case(5, i, 8);
+    if (k.fault == Fault::partition) ++partitions;
+    if (k.fault != Fault::partition_half) continue;
+    ++halves;
+    kinds.insert(k.job);
+    CHECK(k.host == 4);
+  }
+  CHECK(halves > 10);
+  CHECK(partitions > 10);
+  CHECK(kinds.count(JobKind::tree) == 1);
+  CHECK(kinds.count(JobKind::rdzv) == 1);
 }

@@ -11,6 +11,8 @@
 #   cluster.sh stop-sshd ID HOST | start-sshd ID HOST
 #   cluster.sh link ID HOST down|up            the host's cable (switch-side veth)
 #   cluster.sh block ID FROM TO PORT|any [drop|reject] | unblock ID TO
+#   cluster.sh partition ID HOST...            drop TCP both ways between HOSTs and every other host
+#                                              (they still reach each other); unblock ID H of every host lifts it
 #   cluster.sh slow ID HOST DELAY [RATE]       tc netem on HOST's egress (50ms 10mbit); DELAY 0: rate only
 #   cluster.sh unslow ID HOST
 #   cluster.sh setenv ID HOST NAME=VALUE...    sshd SetEnv for HOST's sessions (e.g. PATH)
@@ -341,6 +343,26 @@ cmd_block() {
   # shellcheck disable=SC2086
   ip netns exec "$ns" nft add rule inet dlfault input ip saddr "$(addr_of "$2")" $match $verdict
 }
+# One nft ruleset per host, written in one go: both sides of the cut drop
+# the other side's TCP at the same moment (a half of a rack losing its uplink).
+cmd_partition() {
+  [ $# -ge 2 ] || usage
+  load "$1"; shift
+  command -v nft >/dev/null || die 4 "missing tool 'nft': install nftables"
+  local h i j cut=" " ours theirs
+  for h in "$@"; do check_host "$h"; cut+="$h "; done
+  for ((i = 0; i < HOSTS; i++)); do
+    theirs=""
+    for ((j = 0; j < HOSTS; j++)); do
+      ours=no; [[ "$cut" == *" h$i "* ]] && ours=yes
+      [[ "$cut" == *" h$j "* ]] && [ $ours = no ] && theirs+="${theirs:+, }$(addr_of "h$j")"
+      [[ "$cut" != *" h$j "* ]] && [ $ours = yes ] && theirs+="${theirs:+, }$(addr_of "h$j")"
+    done
+    [ -n "$theirs" ] || continue
+    printf 'add table inet dlfault\nadd chain inet dlfault input { type filter hook input priority 0; }\nadd rule inet dlfault input ip saddr { %s } meta l4proto tcp drop\n' "$theirs" |
+      ip netns exec "$(ns_of "h$i")" nft -f - || die 1 "nft in h$i failed"
+  done
+}
 cmd_unblock() { load "$1"; check_host "$2"; ip netns exec "$(ns_of "$2")" nft delete table inet dlfault 2>/dev/null; return 0; }
 cmd_slow() {  # DELAY "0" means rate only (tbf, works without the netem module)
   [ $# -ge 3 ] || usage
@@ -396,6 +418,7 @@ main() {
     link) require_root; cmd_link "$@" ;;
     block) require_root; cmd_block "$@" ;;
     unblock) require_root; cmd_unblock "$@" ;;
+    partition) require_root; cmd_partition "$@" ;;
     slow) require_root; cmd_slow "$@" ;;
     unslow) require_root; cmd_unslow "$@" ;;
     setenv) require_root; cmd_setenv "$@" ;;

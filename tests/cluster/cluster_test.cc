@@ -135,6 +135,22 @@ TEST_CASE("cluster fault hooks: sshd, link, block, rate, setenv", "[cluster][slo
   CHECK(trim(c.run_in("h0", ssh + "h1 'echo x$DL_DOCTOR_MARK'").output) == "x");
 }
 
+// The chaos run's partition-half: the upper half cut off from the lower, both
+// ways, each half still whole inside (a dropped SYN: ssh gives up at its ConnectTimeout).
+TEST_CASE("cluster fault hooks: a partition of half the hosts cuts TCP between the halves only", "[cluster][slow]") {
+  Cluster c(4);
+  const std::string ssh = "ssh -o ConnectTimeout=2 -F " + c.ssh_config() + " ";
+  REQUIRE(c.script({"partition", c.id(), "h2", "h3"}).status == 0);
+  CHECK(c.run_in("h0", ssh + "h2 true").status != 0);
+  CHECK(c.run_in("h3", ssh + "h1 true").status != 0);
+  CHECK(c.run_in("h2", ssh + "h3 true").status == 0);
+  CHECK(c.run_in("h1", ssh + "h0 true").status == 0);
+  for (auto& h : c.hosts()) REQUIRE(c.script({"unblock", c.id(), h}).status == 0);
+  CHECK(c.run_in("h0", ssh + "h2 true").status == 0);
+  CHECK(c.run_in("h3", ssh + "h1 true").status == 0);
+  CHECK(c.script({"partition", c.id(), "h9"}).status == 2);  // no such host
+}
+
 TEST_CASE("cluster refuses to start without root and says why", "[cluster]") {
   auto r = run_argv({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                      Cluster::script_path(), "up"});

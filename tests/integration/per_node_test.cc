@@ -303,3 +303,30 @@ TEST_CASE("per-node: bad input is refused with what to do", "[integration][per-n
              "this node says --nnodes");
   }
 }
+
+// Two nodes cut off together (the chaos run's half partition found it): the
+// store's host counts each silent node, so it does not wait out --kill-grace
+// + 5 s for the second one's "done" after the job failed.
+TEST_CASE("per-node: two nodes killed together - node 0 ends within the heartbeat timeout, not a linger later",
+          "[integration][per-node]") {
+  const std::string m = new_marker();
+  const int port = some_free_port();
+  const std::vector<std::string> job = {"--heartbeat-timeout", "2", "--kill-grace", "5", "sleep", m};
+  Child c0 = start(node(0, 3, port, job)), c1 = start(node(1, 3, port, job)), c2 = start(node(2, 3, port, job));
+  ChildGuard g0{c0, m}, g1{c1, m}, g2{c2, m};
+  REQUIRE(wait_marked(m, 6, 20).size() >= 6);  // three dlaunch, three ranks
+  const auto killed = std::chrono::steady_clock::now();
+  ::kill(c1.pid, SIGKILL);
+  ::kill(c2.pid, SIGKILL);
+  RunResult r0 = wait(c0, 30);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  wait(c1, 5);
+  wait(c2, 5);
+  INFO(r0.err << "node 0 ended " << took << " s after the kill");
+  CHECK(r0.code == 1);
+  CHECK(r0.err.find("no heartbeat for 2 s") != std::string::npos);
+  // Detection (2 s and a tick) and its own ranks' SIGTERM; lingering for the
+  // second node took 5 + 5 s more.
+  CHECK(took < 8);
+  CHECK(wait_marked_gone(m, 5).empty());
+}
