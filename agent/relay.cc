@@ -30,11 +30,12 @@ bool stays_here(const std::string& json) {
 
 bool starts_with(const std::string& s, std::string_view prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
-// The longest a hello or clean exit of a host beneath waits here for the
-// others: the launcher needs every hello before it launches, and a clean
-// exit changes nothing it does until the last rank ends, so waiting costs a
-// job nothing, while each write up wakes the launcher (at 1,024 hosts its
-// wake-ups were most of its CPU). Bounded, so that what the launcher says
+// The longest a hello, clean exit or stack dump of a host beneath waits here
+// for the others: the launcher needs every hello before it launches, every
+// host's stacks before it reports them, and a clean exit changes nothing it
+// does until the last rank ends, so waiting costs a job nothing, while each
+// write up wakes the launcher (at 1,024 hosts its wake-ups were most of its
+// CPU). Bounded, so that what the launcher says
 // of hosts that never connected, or of ranks still running, is at most
 // this stale.
 constexpr std::chrono::milliseconds kGatherHold{500};
@@ -253,6 +254,7 @@ void Relay::down(const control::RoutedChunk& c, std::string raw) {
 Relay::Wait Relay::may_wait(uint8_t type, const std::string& payload) {
   if (type != wire::kJson) return Wait::kNo;
   if (starts_with(payload, "{\"t\":\"hello\"")) return Wait::kHello;
+  if (starts_with(payload, "{\"t\":\"stacks\"")) return Wait::kStacks;
   if (!starts_with(payload, "{\"t\":\"exited_clean\"")) return Wait::kNo;
   // Decoded, not matched: the launcher decodes it anyway, and a malformed
   // one is its to refuse.
@@ -273,6 +275,7 @@ void Relay::up(std::string frame, Wait wait, int node) {
   bool complete = false;
   if (wait == Wait::kHello) hello_from_.insert(node), complete = hello_from_.size() >= via_.size();
   if (wait == Wait::kLastExit) last_from_.insert(node), complete = last_from_.size() >= via_.size();
+  if (wait == Wait::kStacks) stacks_from_.insert(node), complete = stacks_from_.size() >= via_.size();
   if (complete || gathered_.size() >= kGatherBytes) return release();
   if (gathered_.size() == frame.size()) {
     gather_timer_.expires_after(kGatherHold);
@@ -287,6 +290,7 @@ void Relay::release() {
   gather_timer_.cancel();
   // A restart's exits are counted afresh once every host beneath said its last.
   if (last_from_.size() >= via_.size()) last_from_.clear();
+  if (stacks_from_.size() >= via_.size()) stacks_from_.clear();  // the next dump's answers, likewise
   hooks_.up(std::exchange(gathered_, {}));
 }
 

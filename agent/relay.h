@@ -11,7 +11,8 @@
 //         and clean exits of the hosts beneath gathered and sent in one
 //         write once every host beneath has said its hello (or its last
 //         clean exit), or kGatherHold after the first, and always before
-//         any other frame, so that the order of frames is kept;
+//         any other frame, so that the order of frames is kept; so are
+//         their answers to a stack dump, until every host beneath answered;
 //   down: a routed frame for a child unwrapped and sent to it, one for a
 //         node beneath a child passed to that child, a broadcast
 //         (kEveryNode) to every child.
@@ -91,7 +92,7 @@ class Relay {
   void lost(const Child& child, const std::string& why);
   void check_idle();
   // Upward: `frame` of `node` (beneath), held while `wait` says it may be.
-  enum class Wait { kNo, kHello, kExit, kLastExit };
+  enum class Wait { kNo, kHello, kExit, kLastExit, kStacks };
   static Wait may_wait(uint8_t type, const std::string& payload);
   void up(std::string frame, Wait wait, int node);
   void release();
@@ -110,7 +111,8 @@ class Relay {
   bool held_ = false, parent_held_ = false, closing_ = false, stopped_ = false;
   std::chrono::milliseconds hb_interval_{0}, hb_timeout_{0};
   std::string gathered_;                  // held frames, whole, in order
-  std::set<int> hello_from_, last_from_;  // the nodes beneath whose hello / last clean exit came
+  // The nodes beneath whose hello / last clean exit / stacks came.
+  std::set<int> hello_from_, last_from_, stacks_from_;
   boost::asio::steady_timer gather_timer_;
 };
 

@@ -82,10 +82,11 @@ TEST_CASE("agent: an unknown message type from the launcher is refused", "[integ
 }
 
 // A launch-tree agent sends the hellos of the agents it started up in one
-// write, once all of them said hello (agent/relay.h): each write to the
+// write, once all of them said hello, and their stacks likewise (agent/relay.h): each write to the
 // launcher is a wake-up of its loop, and it acts on none until it has all.
 // So when the first relayed hello can be read, the others are already there.
-TEST_CASE("agent: a tree agent's children's hellos reach the launcher together, in one write", "[integration][tree]") {
+TEST_CASE("agent: a tree agent's children's hellos and stacks reach the launcher together, in one write each",
+          "[integration][tree]") {
   FakeLauncher fl;
   const std::string m = new_marker();
   RunSpec spec;
@@ -120,6 +121,24 @@ TEST_CASE("agent: a tree agent's children's hellos reach the launcher together, 
     nodes.insert(r.node);
   }
   CHECK(nodes == std::set<uint32_t>{1, 2, 3, 4, 5, 6});
+  // Their answers to a stack dump (a broadcast) come up together too.
+  dl::wire::send_all(s, control::routed_frame(control::kEveryNode, control::frame(msg::DumpStacks{7, 2000})),
+                     "the tree agent");
+  std::set<uint32_t> answered;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (answered.empty() && std::chrono::steady_clock::now() < deadline) {
+    auto f = dl::wire::read_frame(s, control::kMaxControlFrame, milliseconds(30000), "the tree agent");
+    if (f.type != control::kRouted) continue;  // the tree agent's own answer
+    answered.insert(control::parse_routed(f.payload).node);
+    rest.assign(1 << 20, '\0');
+    const ssize_t k = ::recv(s.fd(), rest.data(), rest.size(), MSG_DONTWAIT);
+    rest.resize(k > 0 ? static_cast<size_t>(k) : 0);
+    dl::wire::FrameParser more(1 << 20);
+    more.feed(rest.data(), rest.size());
+    while (auto g = more.next())
+      if (g->type == control::kRouted) answered.insert(control::parse_routed(g->payload).node);
+  }
+  CHECK(answered == std::set<uint32_t>{1, 2, 3, 4, 5, 6});
   // The agents it started carry the marker in their host names (--sim-host).
   const auto leaves = marked(m, c.pid);
   CHECK(leaves.size() == kChildren);
