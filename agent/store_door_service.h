@@ -20,8 +20,10 @@
 // holding up the agent's loop, so a host whose ranks never use the store
 // (MPI programs, /bin/true) costs the store no connection. When the link
 // cannot be made within kUpstreamConnectTimeout the ranks' store requests
-// fail naming the store and what was waited for, and the agent says so once
-// on stderr; when it breaks later, they fail saying why.
+// fail naming the store and what was waited for, and the agent says so on
+// stderr; a later request, after a growing pause, tries again (a restart
+// finds a store that came up meanwhile). When it breaks after it was made,
+// they fail saying why, for good.
 //
 // Threading: the agent's io_context thread.
 #include <memory>

@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <unordered_set>
 
 #include <boost/asio/dispatch.hpp>
@@ -69,6 +71,7 @@ struct DoorClient : std::enable_shared_from_this<DoorClient> {
   struct Chunk {
     std::string own;
     std::shared_ptr<const std::string> shared;
+    size_t shared_at = 0;  // where in `shared` its bytes still to send start
   };
   std::vector<Chunk> queued, sending;
   bool busy = false, reading = false, closing = false, closed = false;
@@ -85,6 +88,9 @@ struct DoorClient : std::enable_shared_from_this<DoorClient> {
     read();
   }
 
+  // Asio reads at once only when the last read filled its buffer or an
+  // event came since, so a request costs one recv (no read is tried on an
+  // empty socket, and no epoll_ctl as a wait for readiness would make).
   void read() {
     if (reading || closing || closed || (busy && parser.buffered() >= kMaxHeldInput)) return;
     reading = true;
@@ -160,9 +166,35 @@ struct DoorClient : std::enable_shared_from_this<DoorClient> {
     send(std::move(head), r.list);
   }
 
+  // Sends at once what the socket takes when nothing is on its way out (a
+  // barrier's release: one send, no completion to run); the rest is queued
+  // and written asynchronously.
   void send(std::string frame, std::shared_ptr<const std::string> shared = nullptr) {
-    queued.push_back({std::move(frame), std::move(shared)});
+    size_t shared_at = 0;
+    if (sending.empty() && queued.empty() && !closed) {
+      const size_t sent = send_now(frame, shared.get());
+      if (sent == frame.size() + (shared ? shared->size() : 0)) {
+        if (closing) close();
+        return;
+      }
+      if (sent <= frame.size()) frame.erase(0, sent);
+      else shared_at = sent - frame.size(), frame.clear();
+    }
+    queued.push_back({std::move(frame), std::move(shared), shared_at});
     if (sending.empty()) write();
+  }
+
+  // One non-blocking sendmsg of frame (and shared after it); the bytes sent.
+  size_t send_now(const std::string& frame, const std::string* shared) {
+    iovec iov[2] = {{const_cast<char*>(frame.data()), frame.size()}, {}};
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = 1;
+    if (shared) iov[1] = {const_cast<char*>(shared->data()), shared->size()}, m.msg_iovlen = 2;
+    ssize_t n;
+    do n = ::sendmsg(sock.native_handle(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    return n > 0 ? static_cast<size_t>(n) : 0;  // an error shows again to the asynchronous write
   }
 
   void write() {
@@ -171,7 +203,7 @@ struct DoorClient : std::enable_shared_from_this<DoorClient> {
     std::vector<asio::const_buffer> bufs;
     for (const auto& c : sending) {
       bufs.push_back(asio::buffer(c.own));
-      if (c.shared) bufs.push_back(asio::buffer(*c.shared));
+      if (c.shared) bufs.push_back(asio::buffer(*c.shared) + c.shared_at);
     }
     asio::async_write(sock, bufs, [self = shared_from_this()](error_code ec, size_t) {
       self->sending.clear();

@@ -27,6 +27,19 @@ using State = StoreUpstream::State;
 
 namespace {
 constexpr size_t kReadChunk = 65536;
+// After a try to make the link failed, no new try starts before this pause
+// (doubled after each failed try in a row, up to kMaxRetryPause): requests
+// in the pause are answered at once with the failure. A try itself lasts up
+// to the connect timeout, so a store that stays away costs one try per pause
+// at most, however often the ranks ask.
+constexpr std::chrono::milliseconds kFirstRetryPause{2000};
+constexpr std::chrono::milliseconds kMaxRetryPause{60000};
+
+std::chrono::milliseconds retry_pause(int failures) {
+  auto pause = kFirstRetryPause;
+  for (int i = 1; i < failures && pause < kMaxRetryPause; ++i) pause *= 2;
+  return std::min(pause, kMaxRetryPause);
+}
 
 proto::Reply error_reply(std::string message) { return {proto::Status::kError, std::move(message), 0, {}, nullptr}; }
 
@@ -63,6 +76,11 @@ struct StoreUpstream::Impl : std::enable_shared_from_this<Impl> {
   wire::FrameParser parser{proto::kMaxFramePayload + 4};
   std::unique_ptr<char[]> buf{new char[kReadChunk]};
   std::string broken;  // why the link is down, once it is
+  // kUnreachable: why the last try failed, how many in a row did, and
+  // when the next may start.
+  std::string unreachable;
+  int failures = 0;
+  Clock::time_point retry_at{};
   std::function<void(const std::string&)> on_unreachable;
 
   Impl(asio::io_context& c, wire::AsyncConnectTarget t) : io(c), target(std::move(t)), sock(c) {}
@@ -73,16 +91,23 @@ struct StoreUpstream::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void call(const proto::Request& r, Done done) {
-    if (state == State::kBroken) {
-      asio::post(io, [done = std::move(done), why = broken] { done(error_reply(why)); });
-      return;
+    if (state == State::kBroken) return answer_later(std::move(done), broken);
+    const auto now = Clock::now();
+    if (state == State::kUnreachable && now < retry_at) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(retry_at - now).count();
+      return answer_later(std::move(done), unreachable + " (tried again at a request " + std::to_string(left) +
+                                               " ms from now or later)");
     }
     const uint32_t id = fresh_id();
     calls.emplace(id, Call{r.op, std::move(done)});
     ++sent;
     if (state == State::kUp) return send(id, r);
-    held.push_back({id, r, Clock::now()});
-    if (state == State::kIdle) start_connect();
+    held.push_back({id, r, now});
+    if (state == State::kIdle || state == State::kUnreachable) start_connect();
+  }
+
+  void answer_later(Done done, std::string why) {
+    asio::post(io, [done = std::move(done), why = std::move(why)] { done(error_reply(why)); });
   }
 
   void send(uint32_t id, const proto::Request& r) {
@@ -100,13 +125,10 @@ struct StoreUpstream::Impl : std::enable_shared_from_this<Impl> {
 
   // The connect's end: the held calls go up, or are told why they cannot.
   void linked(const std::string& error, tcp::socket s) {
-    if (!error.empty()) {
-      fail("this host's link to the job's store could not be made: " + error);
-      if (on_unreachable) on_unreachable(broken);
-      return;
-    }
+    if (!error.empty()) return unreached("this host's link to the job's store could not be made: " + error);
     sock = std::move(s);
     state = State::kUp;
+    failures = 0;
     const auto now = Clock::now();
     for (auto& h : std::exchange(held, {})) send(h.id, aged(std::move(h.request), now - h.since));
     read();
@@ -149,17 +171,31 @@ struct StoreUpstream::Impl : std::enable_shared_from_this<Impl> {
 
   void broke(const std::string& why) { fail("this host's link to the job's store broke: " + why); }
 
+  // A try to make the link failed: its callers hear why, and the next
+  // request after the pause tries again.
+  void unreached(const std::string& why) {
+    state = State::kUnreachable;
+    unreachable = why;
+    retry_at = Clock::now() + retry_pause(++failures);
+    answer_all(why);
+    if (on_unreachable) on_unreachable(why);
+  }
+
   void fail(const std::string& why) {
     if (state == State::kBroken) return;
     state = State::kBroken;
     broken = why;
-    connecting.reset();
-    held.clear();
     error_code ignored;
     sock.close(ignored);
+    answer_all(why);
+  }
+
+  void answer_all(const std::string& why) {
+    connecting.reset();
+    held.clear();
     auto all = std::move(calls);
     calls.clear();
-    for (auto& [id, c] : all) c.done(error_reply(broken));
+    for (auto& [id, c] : all) c.done(error_reply(why));
   }
 };
 

@@ -14,17 +14,23 @@
 // no connection. connect() makes the link at once, blocking, for those who
 // measure it apart from the traffic (bench/store-scale).
 //
-// Its life is one State that only moves forward: kIdle, kConnecting, kUp,
-// kBroken (from any of the others).
+// Its life is one State: kIdle, kConnecting, then kUp, or kUnreachable when
+// the try failed; from kUnreachable the first call after a pause (2 s,
+// doubled after each failed try in a row, up to 60 s) is kConnecting again;
+// kBroken (from any of the others) is for good.
 //
 // Threading: everything runs on the io_context the link was made with,
 // which one thread runs; call() only from that thread.
 // Failure: when the server cannot be reached within connect_timeout, or
-// does not hold the token, every waiting call, and every later one, is
-// answered with a kError reply naming the store's address and what was
-// waited for. When the connection breaks later (the server stopped, or
-// refused a frame) every outstanding call, and every later one, is answered
-// with a kError reply naming the store and why. The link is not made again.
+// does not hold the token, every waiting call, and every later one until
+// the pause is over, is answered with a kError reply naming the store's
+// address and what was waited for; the first call after it tries again (an
+// agent's later launch, a restarted job, finds the store that came up
+// meanwhile). When the connection breaks after it was made (the server
+// stopped, or refused a frame) every outstanding call, and every later one,
+// is answered with a kError reply naming the store and why, and the link is
+// not made again: arrivals and adds are not idempotent, so a host
+// reconnecting mid-job could count twice.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,7 +47,7 @@ class StoreUpstream {
  public:
   using Done = std::function<void(const proto::Reply&)>;
 
-  enum class State { kIdle, kConnecting, kUp, kBroken };
+  enum class State { kIdle, kConnecting, kUp, kUnreachable, kBroken };
 
   // The link to the server at host:port; nothing is connected yet.
   StoreUpstream(boost::asio::io_context& io, const std::string& host, uint16_t port, const std::string& token,
@@ -59,8 +65,8 @@ class StoreUpstream {
   // Sends r, making the link first if there is none yet; `done` gets its
   // reply (on the io thread, never inside this call).
   void call(const proto::Request& r, Done done);
-  // `fn` hears why, when the link cannot be made (not when it breaks later:
-  // the server going at the job's end is no news).
+  // `fn` hears why, each time a try to make the link fails (not when it
+  // breaks later: the server going at the job's end is no news).
   void set_on_unreachable(std::function<void(const std::string&)> fn);
   State state() const;
   // Requests given and not answered yet (waiting for the link included).

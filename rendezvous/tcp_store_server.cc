@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -58,6 +60,74 @@ constexpr size_t kNoncesPerDraw = 64;
 // a loop of requests: after answering, the server polls its socket for up to
 // store_spin() before going back to the event loop, at most kMaxSpins
 // requests in a row (spin_policy.h).
+// A barrier answered at once releases a session per rank, and on loopback
+// each release's send also runs the receiver's TCP input: past this many in
+// one wake the sends are shared with helper threads.
+constexpr size_t kParallelSendsFrom = 256;
+
+// Helper threads that run fn(i) for i in [0, n) together with the caller,
+// each index once; idle between runs. Only the server's thread calls run().
+class SendHelpers {
+ public:
+  explicit SendHelpers(unsigned helpers) {
+    for (unsigned h = 0; h < helpers; ++h) threads_.emplace_back([this] { serve(); });
+  }
+  ~SendHelpers() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  size_t helpers() const { return threads_.size(); }
+
+  void run(size_t n, const std::function<void(size_t)>& fn) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      fn_ = &fn, n_ = n, next_ = 0, busy_ = threads_.size(), ++round_;
+    }
+    cv_.notify_all();
+    work();
+    std::unique_lock<std::mutex> l(mu_);
+    done_.wait(l, [this] { return busy_ == 0; });
+    fn_ = nullptr;
+  }
+
+ private:
+  void serve() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return quit_ || round_ != seen; });
+        if (quit_) return;
+        seen = round_;
+      }
+      work();
+      std::lock_guard<std::mutex> l(mu_);
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+  // Takes indices in blocks until none is left.
+  void work() {
+    constexpr size_t kBlock = 32;
+    for (;;) {
+      const size_t from = next_.fetch_add(kBlock);
+      if (from >= n_) return;
+      for (size_t i = from; i < std::min(n_, from + kBlock); ++i) (*fn_)(i);
+    }
+  }
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_;
+  const std::function<void(size_t)>* fn_ = nullptr;
+  size_t n_ = 0;
+  std::atomic<size_t> next_{0};
+  size_t busy_ = 0;
+  uint64_t round_ = 0;
+  bool quit_ = false;
+};
 }  // namespace
 
 struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
@@ -104,6 +174,13 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   void wait_accept();
   void note(const std::string& line) { if (log) log("store: " + line); }
   void answer(const WaiterPtr& w, const proto::Reply& r);
+  // While a request is executed, the sessions its answers released wait
+  // here, and are flushed together once it is done (flush_released).
+  bool collecting = false;
+  std::vector<std::shared_ptr<Session>> released;
+  std::unique_ptr<SendHelpers> helpers;
+  void flush_released();
+  void flush_soon(const std::shared_ptr<Session>& s);
   void shutdown();
   // The reply frame of `r`, whose list many sessions send: framed once per
   // list while its sessions still hold it.
@@ -153,6 +230,7 @@ struct Session : std::enable_shared_from_this<Session> {
   Clock::time_point hs_deadline{};
   bool read_waiting = false, write_waiting = false, closing = false, closed = false;
   bool spoke = false;  // a request came (the log says which protocol the first one spoke)
+  bool in_released = false;  // queued in srv->released
 
   Session(std::shared_ptr<Impl> s, tcp::socket so, wire::PreAuthSlot sl)
       : srv(std::move(s)), sock(std::move(so)), fd(sock.native_handle()), slot(std::move(sl)) {}
@@ -346,7 +424,9 @@ struct Session : std::enable_shared_from_this<Session> {
       srv->note(peer() + ": " + bad);
       return reply({proto::Status::kError, bad, 0, {}, nullptr}, req.op, id);
     }
+    srv->collecting = true;
     StoreState::Result r = srv->state.execute(req);
+    srv->flush_released();
     if (r.parked) return park(std::move(r.parked), id);
     reply(r.reply, req.op, id);
   }
@@ -572,14 +652,48 @@ void Impl::answer(const WaiterPtr& w, const proto::Reply& r) {
       note(s->peer() + " closed: over " + std::to_string(kMaxUnsentReplies >> 20) + " MiB of replies unread");
       return s->close();
     }
-    s->flush();
-    return;
+    return flush_soon(s);
   }
   s->parked.reset();
   s->reply(r, w->req.op);
-  s->flush();
+  flush_soon(s);
   // Continue with requests that arrived meanwhile, outside this call chain.
   if (s->tail > s->head || !s->read_waiting) asio::post(io, [s] { s->resume(); });
+}
+
+void Impl::flush_soon(const std::shared_ptr<Session>& s) {
+  if (!collecting) return s->flush();
+  if (!s->in_released) s->in_released = true, released.push_back(s);
+}
+
+// Sends what the sessions released by one request hold. Many at once: the
+// first send of each session's plain replies (no shared list, no wait for
+// room) runs on the helper threads too, each session's on one thread; then
+// flush() here deals with what is left, a full socket, an error or a close.
+void Impl::flush_released() {
+  collecting = false;
+  if (released.empty()) return;
+  auto batch = std::move(released);
+  released.clear();
+  if (batch.size() >= kParallelSendsFrom) {
+    if (!helpers) helpers = std::make_unique<SendHelpers>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u) - 1);
+    std::vector<ssize_t> sent(batch.size(), 0);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const Session& s = *batch[i];
+      if (s.closed || s.write_waiting || s.shared_out || s.out.empty()) sent[i] = -1;
+    }
+    if (helpers->helpers() > 0) {
+      const std::function<void(size_t)> send_one = [&](size_t i) {
+        if (sent[i] < 0) return;
+        const Session& s = *batch[i];
+        sent[i] = ::send(s.fd, s.out.data(), s.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      };
+      helpers->run(batch.size(), send_one);
+      for (size_t i = 0; i < batch.size(); ++i)
+        if (sent[i] > 0) batch[i]->out.erase(0, static_cast<size_t>(sent[i]));
+    }
+  }
+  for (const auto& s : batch) s->in_released = false, s->flush();
 }
 
 void Impl::shutdown() {

@@ -4,14 +4,20 @@
 // clients, one socket each, with no thread per client.
 //
 // Threading: the server's io_context must be run by one thread (the
-// launcher's loop, `dlaunch store`'s, or BackgroundStoreServer's). stop() and
+// launcher's loop, `dlaunch store`'s, or BackgroundStoreServer's); the send
+// helpers above are the server's own, joined when it goes. stop() and
 // set_logger() may be called from any thread. Waits (get of a missing key,
 // wait) are parked server-side and answered when their keys are set, or with
 // the missing keys when the client's timeout passes.
 //
 // I/O: each socket is non-blocking; on readiness the server reads what is
 // there (many pipelined requests at once), handles every whole request and
-// answers them with one send. Bytes that follow the handshake response in
+// answers them with one send. A request that releases many parked ones (a
+// barrier's last arrival) sends their replies after it is executed, and
+// from 256 sessions on shares those sends with helper threads (one per
+// further core, up to 3; they only call send on sockets the server's thread
+// then leaves alone until they are done): on loopback each send also runs
+// the receiver's TCP input. Bytes that follow the handshake response in
 // the same read are handled only after the client's HMAC has been checked;
 // on a failed check they are dropped, never executed. Pending connections are
 // accepted in batches, one readiness event for many.

@@ -79,6 +79,7 @@ struct Storm::Impl {
   PhaseResult result;
   enum class Phase { kConnect, kBarrier, kGather } phase = Phase::kConnect;
   std::string key;  // the phase's barrier key or all-gather prefix
+  std::string barrier_request;  // a dlaunch barrier's bytes, the same for every client: made once per phase
   std::vector<char> scratch = std::vector<char>(1 << 18);
 
   explicit Impl(StormOptions opt) : o(std::move(opt)) {
@@ -297,9 +298,14 @@ struct Storm::Impl {
   void start_op(Client& c) {
     c.in.clear(), c.step = 0, c.next_get = 0, c.frame_left = 0;
     std::string req;
+    if (!torch() && phase == Phase::kBarrier) return send_request(c, barrier_request);
     if (!torch()) req = dlaunch_request(c);
     else if (phase == Phase::kBarrier) req = torch_add(key);
     else req = torch_set(key + "/" + std::to_string(c.rank), value_of(c.rank, o.value_size)) + torch_add(key);
+    send_request(c, req);
+  }
+
+  void send_request(Client& c, std::string_view req) {
     c.st = St::kWaiting;
     ++pending;
     arm(c, Clock::now() + o.op_timeout + Millis(10000));
@@ -453,6 +459,7 @@ struct Storm::Impl {
 
   PhaseResult go(Phase p, const std::string& k) {
     phase = p, key = k, result = {}, pending = 0;
+    if (!torch() && p == Phase::kBarrier && !cs.empty()) barrier_request = dlaunch_request(cs[0]);
     for (auto& c : cs) {
       if (p == Phase::kConnect && c.st == St::kIdle && c.tries == 0) ++pending, start_connect(c);
       else if (p != Phase::kConnect && c.st == St::kReady) start_op(c);

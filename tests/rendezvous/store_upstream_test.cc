@@ -176,3 +176,71 @@ TEST_CASE("store upstream: a store holding another token fails the link at once,
   CHECK(e.find("does not hold this job's token") != std::string::npos);
   CHECK(env.server.server.server().connections_accepted() == 1);
 }
+
+TEST_CASE("store upstream: a link that could not be made is tried again at a later launch once its pause is over",
+          "[rendezvous]") {
+  Port refusing(false);
+  const std::string token = dl::wire::new_token();
+  HostEnv env({2, 2}, {.port = refusing.number, .token = token, .timeout = 500ms});
+  std::vector<std::string> said;
+  env.on_io([&] { return env.host->upstream().set_on_unreachable([&](const std::string& why) { said.push_back(why); }), 0; });
+  const std::string store = "store at 127.0.0.1:" + std::to_string(refusing.number);
+  // The first launch's ranks: refused until the link's timeout.
+  std::vector<std::string> errors(2);
+  on_ranks(env, 2, [&](int i, TcpStore& s) {
+    errors[i] = store_error(s, [](TcpStore& t) { t.barrier("first", 2, 30000ms); });
+  });
+  for (const auto& e : errors) {
+    INFO(e);
+    CHECK(e.find("link to the job's store could not be made: no handshake with " + store) != std::string::npos);
+  }
+  CHECK(env.on_io([&] { return env.host->upstream().state(); }) == State::kUnreachable);
+  // The store comes up on that port. The next launches' ranks ask until the
+  // pause is over: those in it are told at once, without a try; the first
+  // after it makes the link, and the barrier passes.
+  refusing.close();
+  BackgroundStoreServer late("127.0.0.1", refusing.number, token);
+  int launches = 0;
+  std::string in_pause;
+  const bool passed = poll_until([&] {
+    std::vector<std::string> errs(2);
+    const std::string key = "launch/" + std::to_string(++launches);
+    on_ranks(env, 2, [&](int i, TcpStore& s) { errs[i] = store_error(s, [&](TcpStore& t) { t.barrier(key, 2, 30000ms); }); });
+    if (errs[0] == "(no error)" && errs[1] == "(no error)") return true;
+    in_pause = errs[0] != "(no error)" ? errs[0] : errs[1];
+    return false;
+  }, 20000ms);
+  INFO(in_pause);
+  REQUIRE(passed);
+  CHECK(env.on_io([&] { return env.host->upstream().state(); }) == State::kUp);
+  CHECK(late.server().connections_accepted() == 1);
+  // One failed try, heard once: the requests in the pause made none.
+  REQUIRE(env.on_io([&] { return said.size(); }) == 1);
+  CHECK(said[0].find(store) != std::string::npos);
+  if (launches > 1) {
+    CHECK(in_pause.find("could not be made: no handshake with " + store) != std::string::npos);
+    CHECK(in_pause.find("tried again at a request") != std::string::npos);
+  }
+}
+
+TEST_CASE("store upstream: the pause between tries of a store that stays away grows", "[rendezvous]") {
+  Port refusing(false);
+  HostEnv env({1, 1}, {.port = refusing.number, .timeout = 200ms});
+  auto client = env.local();
+  auto pause_left = [&] {
+    const std::string e = store_error(*client, [](TcpStore& t) { t.add("k", 1); });
+    INFO(e);
+    REQUIRE(e.find("could not be made") != std::string::npos);
+    const auto at = e.find("tried again at a request ");
+    return at == std::string::npos ? -1 : std::stol(e.substr(at + 25));
+  };
+  CHECK(pause_left() == -1);  // the first try's own failure
+  const long first = pause_left();
+  CHECK(first > 0);
+  CHECK(first <= 2000);
+  // Past the first pause: a second try, refused again, then a longer pause.
+  REQUIRE(poll_until([&] { return pause_left() == -1; }, 10000ms));
+  const long second = pause_left();
+  CHECK(second > 2000);
+  CHECK(second <= 4000);
+}
