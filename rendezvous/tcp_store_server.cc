@@ -424,9 +424,17 @@ struct Session : std::enable_shared_from_this<Session> {
       srv->note(peer() + ": " + bad);
       return reply({proto::Status::kError, bad, 0, {}, nullptr}, req.op, id);
     }
-    srv->collecting = true;
-    StoreState::Result r = srv->state.execute(req);
-    srv->flush_released();
+    StoreState::Result r;
+    {
+      // Flushed however execute() leaves: a reply held back past it would
+      // wait for the next request, and a timer's answer after it too.
+      struct Collect {
+        Impl& srv;
+        explicit Collect(Impl& s) : srv(s) { srv.collecting = true; }
+        ~Collect() { srv.flush_released(); }
+      } collect(*srv);
+      r = srv->state.execute(req);
+    }
     if (r.parked) return park(std::move(r.parked), id);
     reply(r.reply, req.op, id);
   }
