@@ -1,7 +1,5 @@
 #include "agent/agent.h"
 
-#include "control/rank_identity.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <signal.h>

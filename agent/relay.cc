@@ -28,16 +28,15 @@ bool stays_here(const std::string& json) {
   return json == heartbeat_text() || json.compare(0, started.size(), started) == 0;
 }
 
-bool starts_with(const std::string& s, std::string_view prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 // The longest a hello, clean exit or stack dump of a host beneath waits here
 // for the others: the launcher needs every hello before it launches, every
 // host's stacks before it reports them, and a clean exit changes nothing it
 // does until the last rank ends, so waiting costs a job nothing, while each
 // write up wakes the launcher (at 1,024 hosts its wake-ups were most of its
-// CPU). Bounded, so that what the launcher says
-// of hosts that never connected, or of ranks still running, is at most
-// this stale.
+// CPU). Bounded, so that what the launcher says of hosts that never
+// connected, or of ranks still running, is at most this stale.
 constexpr std::chrono::milliseconds kGatherHold{500};
 // Held frames are sent once they are this many bytes, whatever is missing.
 constexpr size_t kGatherBytes = 256 * 1024;
@@ -169,8 +168,7 @@ void Relay::on_frame(const std::shared_ptr<Connection>& c, int& node, wire::Fram
     auto v = via_.find(static_cast<int>(r.node));
     if (r.node == control::kEveryNode || static_cast<int>(r.node) == node || v == via_.end() || v->second != node)
       throw RemoteError("relayed a frame of node " + std::to_string(r.node) + ", which is not beneath it");
-    up(wire::encode_frame(control::kRouted, f.payload), may_wait(r.inner.type, std::string(r.inner.payload)),
-       static_cast<int>(r.node));
+    up(wire::encode_frame(control::kRouted, f.payload), may_wait(r.inner.type, r.inner.payload), static_cast<int>(r.node));
   } else if (f.type == wire::kJson && stays_here(f.payload)) {
     return;
   } else {
@@ -251,7 +249,7 @@ void Relay::down(const control::RoutedChunk& c, std::string raw) {
   if (!parent_held_ && child.conn->congested()) parent_held_ = true, hooks_.hold_parent(true);
 }
 
-Relay::Wait Relay::may_wait(uint8_t type, const std::string& payload) {
+Relay::Wait Relay::may_wait(uint8_t type, std::string_view payload) {
   if (type != wire::kJson) return Wait::kNo;
   if (starts_with(payload, "{\"t\":\"hello\"")) return Wait::kHello;
   if (starts_with(payload, "{\"t\":\"stacks\"")) return Wait::kStacks;

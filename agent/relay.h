@@ -28,6 +28,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "control/acceptor.h"
@@ -93,7 +94,7 @@ class Relay {
   void check_idle();
   // Upward: `frame` of `node` (beneath), held while `wait` says it may be.
   enum class Wait { kNo, kHello, kExit, kLastExit, kStacks };
-  static Wait may_wait(uint8_t type, const std::string& payload);
+  static Wait may_wait(uint8_t type, std::string_view payload);
   void up(std::string frame, Wait wait, int node);
   void release();
 

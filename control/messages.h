@@ -418,7 +418,6 @@ struct MpiSection {
   MpiServe served() const;
 };
 
-// Start this host's ranks.
 // The identity variables of a launch's ranks (RANK, LOCAL_RANK, their
 // OpenMPI, Hydra, Horovod, Slurm and dlaunch spellings), left for the agent
 // to write from each rank's number and place (control/rank_identity.h)
@@ -447,9 +446,10 @@ struct LaunchEnv {
   template <class S, class V> static void fields(S& s, V& v) { v("env", s.env); }
 };
 
+// Start this host's ranks.
 struct Launch {
   static constexpr const char* kType = "launch";
-  EnvVars env;          // for every rank of the host (-x exports)
+  EnvVars env;          // for every rank of the host: its own variables, over the latest launch_env's
   std::string wdir;     // "" = the agent's own directory
   std::vector<RankSpec> ranks;
   // The program and arguments of every rank whose RankSpec::argv is empty

@@ -32,6 +32,7 @@ bool Fate::mark_done(int rank) {
 
 bool Fate::on_exit(const RankExit& e) {
   mark_done(e.rank);
+  if (!e.spawn_failed && e.signal == 0 && e.code == 0) return false;  // a clean exit: nothing to say, no words built
   const std::string who = (e.name.empty() ? "rank " + std::to_string(e.rank) : e.name) + " on " + e.host;
   if (e.spawn_failed) return fail(e.code, "cannot start " + who + ": " + e.message);
   if (failed() && !e.by_agent && user_signal_ == 0) {
@@ -53,10 +54,8 @@ bool Fate::on_exit(const RankExit& e) {
                     signal_name(e.signal) + ")" + (e.core ? ", core dumped" : "") + raised,
                 true);
   }
-  if (e.code != 0)
-    return fail(e.code, who + " (pid " + std::to_string(e.pid) + ") exited with code " + std::to_string(e.code) + raised,
-                true);
-  return false;
+  return fail(e.code, who + " (pid " + std::to_string(e.pid) + ") exited with code " + std::to_string(e.code) + raised,
+              true);
 }
 
 std::string Fate::verdict() const {

@@ -51,7 +51,7 @@ struct Recorder {
         if (c->last) ++lasts;
         clean_reports.push_back(c->ranks);
       }
-      if (auto* x = std::get_if<msg::Exited>(&m)) failed_after_clean.push_back(exit_code.size() - 1);
+      if (std::holds_alternative<msg::Exited>(m)) failed_after_clean.push_back(exit_code.size() - 1);
     };
     h.congested = [] { return false; };
     h.reported = [this] { ++reports; };
