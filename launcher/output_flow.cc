@@ -1,5 +1,7 @@
 #include "launcher/output_flow.h"
 
+#include <unistd.h>
+
 namespace dl::launcher {
 
 std::unique_ptr<OutputSink> make_output_sink(const RunOptions& o, const hostfiles::Placement& p) {
@@ -9,6 +11,7 @@ std::unique_ptr<OutputSink> make_output_sink(const RunOptions& o, const hostfile
   out.log_dir = o.log_dir;
   out.merge_stderr = o.merge_stderr;
   out.redirects = o.redirects, out.tee = o.tee, out.console_ranks = o.console_ranks;
+  out.live[0] = ::isatty(1) == 1, out.live[1] = ::isatty(2) == 1;
   for (const auto& r : p.ranks) {
     rank_hosts.push_back(p.nodes.at(static_cast<size_t>(r.node)).host);
     out.local_ranks.push_back(r.local_rank);

@@ -1,7 +1,8 @@
 #pragma once
 // The ranks' output on its way from the agents' links to dlaunch's console
 // (launcher/output_sink.h). Two duties beside the sink's own:
-//  - partial lines (a prompt, a progress bar) are shown once they have waited
+//  - partial lines meant to be seen early (a progress bar; a prompt on a
+//    terminal: OutputSink's header) are shown once they have waited
 //    OutputSink::kHoldFor, with one timer for the first due; while the
 //    console is behind (reading held, or bytes queued) their waits start again;
 //  - while dlaunch's own stdout or stderr is not keeping up (ConsoleWriter

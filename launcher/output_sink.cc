@@ -345,9 +345,19 @@ void OutputSink::finish_all() {
   for (int rank : ranks) finish(rank);
 }
 
+namespace {
+// A line that goes back to its start with '\r' and goes on (a progress
+// bar's redraw), not one that only ends in a "\r\n" cut before its '\n'.
+bool redraws(std::string_view line) {
+  const size_t cr = line.find('\r');
+  return cr != std::string_view::npos && (cr == 0 || cr + 1 < line.size());
+}
+}  // namespace
+
 // A partial line's wait ends kHoldFor after its first byte came or the
 // last thing written to its cursor, whichever was later.
-OutputSink::Clock::time_point OutputSink::due(Key key, const Held& h) const {
+std::optional<OutputSink::Clock::time_point> OutputSink::due(Key key, const Held& h) const {
+  if (!opts_.live[key.second == 2 ? 1 : 0] && !redraws(h.line)) return std::nullopt;
   return std::max(h.since, last_shown_[cursor(key.second)]) + kHoldFor;
 }
 
@@ -358,14 +368,14 @@ void OutputSink::show_held(Clock::time_point now, bool behind) {
   }
   std::vector<Key> ready;  // all that are due now (showing one restarts the others' waits)
   for (auto& [key, h] : held_)
-    if (due(key, h) <= now) ready.push_back(key);
+    if (const auto d = due(key, h); d && *d <= now) ready.push_back(key);
   for (const Key& key : ready) show_held_line(held_.find(key));
 }
 
 std::optional<OutputSink::Clock::time_point> OutputSink::next_due() const {
   std::optional<Clock::time_point> first;
   for (auto& [key, h] : held_)
-    if (!first || due(key, h) < *first) first = due(key, h);
+    if (const auto d = due(key, h); d && (!first || *d < *first)) first = d;
   return first;
 }
 

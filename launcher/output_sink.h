@@ -2,11 +2,17 @@
 // Where the ranks' output goes: dlaunch's stdout/stderr, optionally tagged
 // "[rank@host] " and timestamped, and/or one file per rank and stream.
 // Bytes arrive in arbitrary chunks. The console gets whole lines: each
-// (rank, stream) holds its partial last line until the newline comes, the
-// console has been quiet for kHoldFor while it waited, it has grown to
-// kMaxHeld (then it is shown as far as it goes, and stays open at the
-// cursor until its stream goes on or another stream writes, which first
-// ends it with a newline), or the rank ends.
+// (rank, stream) holds its partial last line until the newline comes, it
+// has grown to kMaxHeld, or the rank ends; or, where the line is meant to be
+// seen before its end, until the console has been quiet for kHoldFor while
+// it waited (a shown partial line stays open at the cursor until its stream
+// goes on or another stream writes, which first ends it with a newline).
+// A line is meant to be seen early when it redraws itself with '\r' (a
+// progress bar), or its console is a terminal (a prompt, "Loading..."):
+// where dlaunch's output goes to a file or a pipe (a batch job's log, CI,
+// `| tee`), a line is never cut on time. The hold is a guess that the rank
+// has paused; on a loaded machine a rank can stall mid-write for longer
+// than any hold, and a log's lines must not be split by that.
 // Files get the rank's bytes as they come, unchanged.
 #include <chrono>
 #include <functional>
@@ -36,6 +42,10 @@ struct OutputOptions {
   StdSpec redirects, tee;
   std::vector<int> console_ranks;  // --local-ranks-filter: only these global ranks reach the console; empty = all
   std::vector<int> local_ranks;    // local rank of each rank, for per-local-rank maps; missing = the rank itself
+  // Partial lines of stdout ([0]) and stderr ([1]) are shown after kHoldFor
+  // (see above): make_output_sink sets these where dlaunch's stdout or
+  // stderr is a terminal. A '\r' redraw is shown on time either way.
+  bool live[2] = {false, false};
 };
 
 // Where one stream of one rank goes.
@@ -116,7 +126,9 @@ class OutputSink {
   void end_open_line(std::optional<OpenLine>& open);
   int cursor(int stream) const { return same_console_ || stream != 2 ? 0 : 1; }
   std::optional<OpenLine>& open_line(int stream) { return open_[cursor(stream)]; }
-  Clock::time_point due(Key key, const Held& h) const;
+  // When a held line is shown on time; none when only its newline, size or
+  // rank's end shows it.
+  std::optional<Clock::time_point> due(Key key, const Held& h) const;
   int console_fd(int stream) const { return stream == 2 ? err_fd_ : out_fd_; }
   int file_for(int rank, int stream);
   wire::PrivateDir& files_dir();

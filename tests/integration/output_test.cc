@@ -107,6 +107,24 @@ TEST_CASE("16 ranks x 5 MiB of lines arrive whole and exactly once, tagged", "[i
   run_writers(true);
 }
 
+// A rank that stalls mid-line (here on purpose, on a loaded machine by the
+// scheduler) while another rank's line comes: where dlaunch's output is a
+// pipe or a file, the stalled line still arrives whole.
+TEST_CASE("a line written in two pieces a second apart arrives whole when dlaunch's output is a pipe",
+          "[integration]") {
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "/usr/bin/python3", "-c",
+            "import os, time\n"
+            "if os.environ['RANK'] == '0':\n"
+            "    os.write(1, b'first half, '); time.sleep(1.5); os.write(1, b'second half\\n')\n"
+            "else:\n"
+            "    time.sleep(0.6); os.write(1, b'the other rank\\n')\n"};
+  RunResult r = run(s);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "the other rank\nfirst half, second half\n");
+}
+
 TEST_CASE("a last line without a newline is ended by dlaunch", "[integration]") {
   RunSpec s;
   s.argv = {bin("dlaunch"), "-n", "2", "--tag-output", "/usr/bin/printf", "first\\nno-newline"};

@@ -316,10 +316,15 @@ TEST_CASE("output: a filtered-out stream written nowhere is not held back", "[la
 // Partial lines: shown after kHoldFor or at kMaxHeld, never spliced with another stream's.
 namespace {
 const auto kDue = OutputSink::kHoldFor + std::chrono::milliseconds(1);
+// A console a person watches (a terminal): partial lines are shown on time.
+OutputOptions live(OutputOptions o = {}) {
+  o.live[0] = o.live[1] = true;
+  return o;
+}
 OutputOptions tagged() {
   OutputOptions o;
   o.tag = true;
-  return o;
+  return live(o);
 }
 }  // namespace
 
@@ -372,6 +377,33 @@ TEST_CASE("output: a partial line waits on while other lines keep coming to its 
   CHECK(out.text() == "[1@h] another rank's line\n[0@h] half a line\n");
 }
 
+TEST_CASE("output: to a file or pipe a line is never cut on time, however late its rest - a redraw is shown",
+          "[launcher]") {
+  TempFile out, err;
+  OutputOptions o;
+  o.tag = true;  // not live: dlaunch's console is a log, not a terminal
+  OutputSink sink(o, {"h", "h"}, out.fd, err.fd);
+  const auto much_later = OutputSink::Clock::now() + std::chrono::hours(1);
+  sink.write(0, 1, "9:274:jjjj");  // a rank stalled mid-write on a loaded machine
+  CHECK_FALSE(sink.next_due().has_value());
+  sink.show_held(much_later);
+  sink.write(1, 1, "another rank's line\n");
+  sink.show_held(much_later);
+  sink.write(0, 1, "jjjj:9000301\nline two");
+  sink.write(0, 1, "\r");  // "\r\n" cut before its '\n' is no redraw
+  CHECK_FALSE(sink.next_due().has_value());
+  sink.write(0, 1, "\n");
+  CHECK(out.text() == "[1@h] another rank's line\n[0@h] 9:274:jjjjjjjj:9000301\n[0@h] line two\r\n");
+  sink.write(1, 2, "\r 10%");  // a progress bar: shown on time wherever it goes
+  REQUIRE(sink.next_due().has_value());
+  sink.show_held(*sink.next_due());
+  CHECK(err.text() == "\r[1@h]  10%");
+  sink.write(0, 2, "half");
+  CHECK_FALSE(sink.next_due().has_value());
+  sink.finish(0);  // the rank's end shows what it held
+  CHECK(err.text() == "\r[1@h]  10%\n[0@h] half\n");
+}
+
 TEST_CASE("output: a carriage-return progress bar shows as it goes, its tag written again after each CR", "[launcher]") {
   TempFile out, err;
   OutputSink sink(tagged(), {"h"}, out.fd, err.fd);
@@ -408,14 +440,14 @@ TEST_CASE("output: stdout and stderr on one terminal share its line, on two file
   const auto later = OutputSink::Clock::now() + kDue;
   {
     TempFile tty;  // both streams to one file: one cursor
-    OutputSink sink(OutputOptions{}, {"h"}, tty.fd, tty.fd);
+    OutputSink sink(live(), {"h"}, tty.fd, tty.fd);
     sink.write(0, 1, "prompt> ");
     sink.show_held(later);
     sink.write(0, 2, "warning\n");
     CHECK(tty.text() == "prompt> \nwarning\n");
   }
   TempFile out, err;
-  OutputSink sink(OutputOptions{}, {"h"}, out.fd, err.fd);
+  OutputSink sink(live(), {"h"}, out.fd, err.fd);
   sink.write(0, 1, "prompt> ");
   sink.show_held(later);
   sink.write(0, 2, "warning\n");
