@@ -87,11 +87,16 @@ TEST_CASE("tree: 16 simulated hosts with --fanout 4 are 4 roots started by dlaun
     if (i % 4 == 0) CHECK(parent == c.pid);
     else CHECK(parent == a.at(host(i - i % 4, m)));
   }
-  // Every rank runs (32 sleeps, each carrying the marker), beside the 16 agents.
+  // Every rank runs (32 sleeps, each carrying the marker), beside the 16
+  // agents, and has said its line (a rank's sh carries the marker before
+  // its echo: on a loaded machine Ctrl-C could come between the two).
   REQUIRE(wait_marked(m, 16 + 32, 60, c.pid).size() >= 16 + 32);
+  std::string said;
+  for (int i = 0; i < 32; ++i) REQUIRE(read_fd_until(c.out_fd, said, "R=" + std::to_string(i) + " ", 60));
   // Ctrl-C reaches every rank through the tree: the job ends as interrupted.
   ::kill(c.pid, SIGINT);
   RunResult r = wait(c, 30);
+  r.out = said + r.out;
   INFO(r.out << r.err);
   CHECK(r.code == 130);
   CHECK(r.err.find("launch tree: 16 hosts, fanout 4, depth 2") != std::string::npos);
