@@ -45,6 +45,9 @@ constexpr size_t kReadChunk = 16384;
 // While a session's handling is held up (a parked request, or replies the
 // client is not reading), reading stops once this much input is buffered.
 constexpr size_t kMaxHeldInput = 1u << 20;
+// A session stops handling requests while more than this of its own
+// replies wait to be sent (lists shared with other sessions not counted).
+constexpr size_t kMaxHeldReplies = 1u << 20;
 // A store/2 client whose unread replies to parked requests pass this is
 // closed: its parked gets of one large value would otherwise queue a copy each.
 constexpr size_t kMaxUnsentReplies = 256u << 20;
@@ -214,8 +217,7 @@ struct Session : std::enable_shared_from_this<Session> {
   std::string out;
   // Bytes shared with other sessions (an all-gather's list: a store/1
   // reply frame, or a store/2 reply's body whose head is in `out`), sent
-  // after `out`; handling waits until it is gone, so replies stay in order,
-  // and replies made meanwhile (store/2 answers) wait in `behind`.
+  // after `out`; replies made meanwhile wait in `behind`, so they stay in order.
   std::shared_ptr<const std::string> shared_out;
   size_t shared_at = 0;
   std::string behind;
@@ -253,7 +255,14 @@ struct Session : std::enable_shared_from_this<Session> {
     on_readable();  // the client speaks first: its hello may be here already
   }
 
-  bool held() const { return parked || write_waiting || shared_out; }
+  // Handling waits while a store/1 request is parked (its reply must come
+  // before the next one's), or while more than kMaxHeldReplies of this
+  // session's own replies are unsent (a client that sends and never reads).
+  // A shared list on its way out holds nothing up: replies queue behind it
+  // in order, and a store/2 client may pipeline the request that completes
+  // another list it waits for (a host's forwarder, whose next arrival is
+  // in its socket while the last list is still being sent to it).
+  bool held() const { return parked || out.size() + behind.size() > kMaxHeldReplies; }
 
   void wait_readable() {
     if (read_waiting || closing || closed) return;
@@ -284,7 +293,7 @@ struct Session : std::enable_shared_from_this<Session> {
         tail += static_cast<size_t>(n);
         serve_input();
         if (static_cast<size_t>(n) < room) {
-          const bool may_spin = hot && spins < kMaxSpins && store_spin().count() > 0 && !held() && out.empty();
+          const bool may_spin = hot && spins < kMaxSpins && store_spin().count() > 0 && !held() && out.empty() && !shared_out;
           if (may_spin && backoff.take()) {
             if (next_request_soon()) {
               ++spins;

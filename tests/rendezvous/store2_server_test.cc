@@ -153,10 +153,12 @@ TEST_CASE("store/2: all-gather lists answered while another is still being sent 
   Client2 c(env);
   const std::string big(12u << 20, 'x');  // over the socket buffers: the first list is still on its way
   c.send(1, gather_many("g1", 2, {{0, big}}));
-  c.send(2, gather_many("g2", 2, {{0, "small"}}));
   auto other = env.client();
-  // Both complete before c reads a byte.
   other->all_gather("g1", 1, 2, "one", 10000ms);
+  // The first list is on its way to c, which reads nothing yet: its next
+  // request is still served (a store/2 reply names its request, so nothing
+  // need wait for the list to be gone), and both complete before c reads a byte.
+  c.send(2, gather_many("g2", 2, {{0, "small"}}));
   other->all_gather("g2", 1, 2, "two", 10000ms);
   std::map<uint32_t, std::vector<std::string>> lists;
   for (int i = 0; i < 2; ++i) {
