@@ -427,18 +427,22 @@ struct RankIdentity {
   // Horovod's cross rank and cross size, by local rank (a rank's local rank
   // is its place in the launch's ranks).
   std::vector<int> cross_rank, cross_size;
-  bool slurm = false;  // also SLURM_PROCID and SLURM_LOCALID
+  bool slurm = false;  // also SLURM_PROCID and SLURM_LOCALID (and, with node, SLURM_NODEID)
+  // The host's node index: present, the agent writes the host's variables
+  // too (NODE_RANK, LOCAL_WORLD_SIZE, ...: control::add_host_identity), so
+  // the launcher plans and encodes none of them per host.
+  std::optional<int> node;
   template <class S, class V> static void fields(S& s, V& v) {
-    v("cross_rank", s.cross_rank), v("cross_size", s.cross_size), v("slurm", s.slurm);
+    v("cross_rank", s.cross_rank), v("cross_size", s.cross_size), v("slurm", s.slurm), v("node", s.node);
   }
 };
 
 // What every host's launch shares (the -x exports, the job's sizes, the
 // rendezvous, the job's id and token, ...), sent once to every agent ahead
-// of the launches, which then carry only what is their host's own
-// (LOCAL_WORLD_SIZE, NODE_RANK, ...): at 1,024 hosts the shared part was
-// 1,024 copies of about 2 KB, each planned, encoded and sent by the
-// launcher. An agent applies the latest one to each launch it gets after it
+// of the launches, which then carry only what is their host's own (its
+// ranks; its node index, from which the agent writes LOCAL_WORLD_SIZE,
+// NODE_RANK, ...): at 1,024 hosts the shared part was 1,024 copies of about
+// 2 KB, each planned, encoded and sent by the launcher. An agent applies the latest one to each launch it gets after it
 // (control/rank_identity.h, complete_launch); a launch's own env wins.
 struct LaunchEnv {
   static constexpr const char* kType = "launch_env";

@@ -18,7 +18,25 @@ void add_rank_identity(EnvVars& env, const RankPlace& p) {
   if (p.slurm) env.try_emplace(env::kSlurmProcId, r), env.try_emplace(env::kSlurmLocalId, local);
 }
 
+void add_host_identity(EnvVars& env, const HostPlace& p) {
+  const std::string lsize = std::to_string(p.local_size), n = std::to_string(p.node);
+  for (const char* name : {env::kLocalWorldSize, env::kOmpiLocalSize, env::kMpiLocalNRanks, env::kHorovodLocalSize,
+                           env::kDlLocalWorldSize})
+    env.try_emplace(name, lsize);
+  for (const char* name : {env::kGroupRank, env::kNodeRank, env::kOmpiNodeRank, env::kDlNodeRank}) env.try_emplace(name, n);
+  env.try_emplace(env::kDlHostId, p.job_id + "/" + n);
+  if (p.slurm) env.try_emplace(env::kSlurmNodeId, n), env.try_emplace(env::kSlurmNTasksPerNode, lsize);
+}
+
 void complete_launch(msg::Launch& m, const EnvVars& shared) {
+  if (m.identity && m.identity->node) {
+    // The host's variables, over the shared ones (a -x NODE_RANK among them
+    // is the job's to replace), under the launch's own.
+    std::string job_id;
+    if (auto own = m.env.find(env::kDlJobId); own != m.env.end()) job_id = own->second;
+    else if (auto job = shared.find(env::kDlJobId); job != shared.end()) job_id = job->second;
+    add_host_identity(m.env, {*m.identity->node, static_cast<int>(m.ranks.size()), job_id, m.identity->slurm});
+  }
   for (const auto& [k, v] : shared) m.env.try_emplace(k, v);
   if (m.argv)
     for (auto& spec : m.ranks)

@@ -247,16 +247,13 @@ LaunchPlan plan_launch(const PlanInput& in) {
       plan.notice = "dlaunch: setting OMP_NUM_THREADS=1 for each rank, as torchrun does, since several ranks share a "
                     "host; set OMP_NUM_THREADS (or -x OMP_NUM_THREADS=N) to choose another value\n";
     }
-    // What the host's ranks share goes once into the launch's variables (over
-    // the shared ones, as a rank's own would); each rank gets only its own on top.
-    if (!n.ranks.empty())
-      for (auto& [k, v] : host_env(je, in.placement->ranks.at(static_cast<size_t>(n.ranks.front())).node))
-        m.env[k] = std::move(v);
     if (o.apps.empty()) m.argv = o.command;
-    // Each rank's identity is the agent's to write (control/rank_identity.h):
-    // the launch says only what the agent cannot know, Horovod's cross ranks.
+    // Each rank's identity and its host's (host_env) are the agent's to
+    // write (control/rank_identity.h): the launch says only what the agent
+    // cannot know, its node index and Horovod's cross ranks.
     msg::RankIdentity identity;
     identity.slurm = je.slurm;
+    identity.node = static_cast<int>(i);
     m.ranks.reserve(n.ranks.size());
     for (int r : n.ranks) {
       msg::RankSpec spec;

@@ -49,16 +49,8 @@ EnvMap shared_env(const JobEnv& job) {
 }
 
 EnvMap host_env(const JobEnv& job, int node) {
-  const auto& p = *job.placement;
-  const std::string lsize = std::to_string(p.local_size.at(static_cast<size_t>(node))), n = std::to_string(node);
-  EnvMap e = {
-      {env::kLocalWorldSize, lsize}, {env::kGroupRank, n}, {env::kNodeRank, n},  // torchrun
-      {env::kOmpiLocalSize, lsize}, {env::kOmpiNodeRank, n},                     // OpenMPI
-      {env::kMpiLocalNRanks, lsize},                                             // Intel MPI / Hydra
-      {env::kHorovodLocalSize, lsize},                                           // Horovod
-      {env::kDlLocalWorldSize, lsize}, {env::kDlNodeRank, n}, {env::kDlHostId, job.job_id + "/" + n},
-  };
-  if (job.slurm) e[env::kSlurmNodeId] = n, e[env::kSlurmNTasksPerNode] = lsize;
+  EnvMap e;
+  control::add_host_identity(e, {node, job.placement->local_size.at(static_cast<size_t>(node)), job.job_id, job.slurm});
   return e;
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "control/messages.h"
+#include "control/rank_identity.h"
 
 namespace control = dl::control;
 namespace msg = dl::control::msg;
@@ -345,4 +346,33 @@ TEST_CASE("control messages: MPI's messages arrive inside MpiUp and MpiDown with
   CHECK(refusal_from_launcher(lookup) == "unknown control message 'mpi_lookup' from the launcher");
   CHECK(refusal_from_agent(control::encode(msg::MpiDmodexServe{9, 3})) ==
         "unknown control message 'mpi_dmodex_serve' from the agent");
+}
+
+TEST_CASE("complete_launch: with identity.node the agent writes the host's variables, over launch_env's, under the launch's",
+          "[control]") {
+  msg::Launch m;
+  m.ranks.resize(3);
+  for (int i = 0; i < 3; ++i) m.ranks[static_cast<size_t>(i)].rank = 10 + i;
+  m.identity = msg::RankIdentity{{4, 4, 4}, {5, 5, 5}, true, 4};
+  m.env["GROUP_RANK"] = "launch's own";
+  const control::EnvVars shared = {{"DLAUNCH_JOB_ID", "dl-x"}, {"NODE_RANK", "from -x"}, {"WORLD_SIZE", "15"}};
+  control::complete_launch(m, shared);
+  CHECK_FALSE(m.identity);
+  CHECK(m.env.at("NODE_RANK") == "4");
+  CHECK(m.env.at("OMPI_COMM_WORLD_NODE_RANK") == "4");
+  CHECK(m.env.at("LOCAL_WORLD_SIZE") == "3");
+  CHECK(m.env.at("MPI_LOCALNRANKS") == "3");
+  CHECK(m.env.at("DLAUNCH_HOST_ID") == "dl-x/4");
+  CHECK(m.env.at("SLURM_NODEID") == "4");
+  CHECK(m.env.at("GROUP_RANK") == "launch's own");
+  CHECK(m.env.at("WORLD_SIZE") == "15");
+  CHECK(m.ranks[2].env.at("RANK") == "12");
+  CHECK(m.ranks[2].env.at("LOCAL_RANK") == "2");
+  // Without the node index the host's variables are the launcher's to send.
+  msg::Launch bare;
+  bare.ranks.resize(1);
+  bare.identity = msg::RankIdentity{{0}, {1}, false, std::nullopt};
+  control::complete_launch(bare, shared);
+  CHECK(bare.env.at("NODE_RANK") == "from -x");
+  CHECK(bare.env.count("LOCAL_WORLD_SIZE") == 0);
 }

@@ -144,7 +144,7 @@ TEST_CASE("launch plan: what a host's ranks share is sent once, and each rank st
   // 3 hosts x 4 ranks, round robin, so a host's ranks are not consecutive.
   auto p = placement(3, 4, hf::MapBy::kNode);
   auto o = options();
-  o.exports = {"MASTER_PORT=1", "KEEP=me"};  // -x: identity wins over it, the rest passes
+  o.exports = {"MASTER_PORT=1", "NODE_RANK=9", "KEEP=me"};  // -x: identity wins over it, the rest passes
   auto in = input(p, o);
   in.exports = resolve_exports(o.exports, {});
   auto plan = plan_launch(in);
@@ -167,6 +167,12 @@ TEST_CASE("launch plan: what a host's ranks share is sent once, and each rank st
     REQUIRE(sent.identity);
     CHECK(sent.identity->cross_rank.size() == sent.ranks.size());
     CHECK(spec_of(plan, r).env.at("RANK") == std::to_string(r));
+    // Nor does the host's: the agent writes it from the node index.
+    CHECK(sent.env.count("NODE_RANK") == 0);
+    CHECK(sent.env.count("LOCAL_WORLD_SIZE") == 0);
+    CHECK(sent.identity->node == p.ranks[static_cast<size_t>(r)].node);
+    CHECK(env_of(plan, r, "NODE_RANK") == std::to_string(p.ranks[static_cast<size_t>(r)].node));
+    CHECK(env_of(plan, r, "DLAUNCH_HOST_ID") == "dl-test/" + std::to_string(p.ranks[static_cast<size_t>(r)].node));
   }
   // The two parts never name the same variable (the merge would hide one).
   for (int r = 0; r < 12; ++r)

@@ -437,19 +437,18 @@ TEST_CASE("output: a rank that writes no newline holds less than kMaxHeld, the r
 }
 
 TEST_CASE("output: stdout and stderr on one terminal share its line, on two files they do not", "[launcher]") {
-  const auto later = OutputSink::Clock::now() + kDue;
   {
     TempFile tty;  // both streams to one file: one cursor
     OutputSink sink(live(), {"h"}, tty.fd, tty.fd);
     sink.write(0, 1, "prompt> ");
-    sink.show_held(later);
+    sink.show_held(OutputSink::Clock::now() + kDue);
     sink.write(0, 2, "warning\n");
     CHECK(tty.text() == "prompt> \nwarning\n");
   }
   TempFile out, err;
   OutputSink sink(live(), {"h"}, out.fd, err.fd);
   sink.write(0, 1, "prompt> ");
-  sink.show_held(later);
+  sink.show_held(OutputSink::Clock::now() + kDue);
   sink.write(0, 2, "warning\n");
   sink.write(0, 1, "answer\n");
   CHECK(out.text() == "prompt> answer\n");
