@@ -8,9 +8,11 @@
 # 1.13's TCPStore server at 1,024 and 4,096 clients (its barrier and
 # all-gather made as torch makes them: add + wait, and one get per rank).
 # Each configuration runs once (its barrier_s: the median of 5 barriers);
-# the last lines printed are one per
-# configuration:
+# then the floor (barrier_floor.c: the same N clients passing a barrier of
+# one byte each way over plain TCP, no store). The last lines printed are
+# one per configuration, and the floor's:
 #   store-scale clients=N mode=M connect_s=X barrier_s=Y allgather_s=Z failed=F server_conns=C
+#   barrier-floor clients=N barrier_s=X
 #   bench/store-scale/run.sh N           (build store_scale first: cmake --build build --target store_scale)
 #   DLAUNCH_BUILD=build                  the build directory (default: build)
 #   STORE_SCALE_TIMEOUT=60               seconds per client per phase (connect, barrier, all-gather)
@@ -54,4 +56,8 @@ for c in $torch_ns; do
   run torch "$c"
 done
 case " $torch_ns " in *" $n "*) ;; *) for m in $modes; do run "$m" "$n"; done ;; esac
+work=$(mktemp -d /tmp/dlaunch-store-scale.XXXXXX); trap 'rm -rf "$work"' EXIT
+cc -O2 -o "$work/barrier_floor" "$root/bench/store-scale/barrier_floor.c"
+echo "store-scale: the barrier floor at $n clients (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+lines+=("$(timeout $((4 * timeout_s + 60)) "$work/barrier_floor" "$n" 1000 5 || echo "barrier-floor clients=$n FAILED")")
 printf '%s\n' "${lines[@]}"
