@@ -442,8 +442,9 @@ struct RankIdentity {
 // of the launches, which then carry only what is their host's own (its
 // ranks; its node index, from which the agent writes LOCAL_WORLD_SIZE,
 // NODE_RANK, ...): at 1,024 hosts the shared part was 1,024 copies of about
-// 2 KB, each planned, encoded and sent by the launcher. An agent applies the latest one to each launch it gets after it
-// (control/rank_identity.h, complete_launch); a launch's own env wins.
+// 2 KB, each planned, encoded and sent by the launcher. An agent applies the
+// latest one to each launch it gets after it (control/rank_identity.h,
+// complete_launch); a launch's own env wins.
 struct LaunchEnv {
   static constexpr const char* kType = "launch_env";
   EnvVars env;

@@ -35,8 +35,9 @@ void add_rank_identity(EnvVars& env, const RankPlace& p);
 // m.identity, each rank's identity variables (its local rank is its place in
 // m.ranks) and, where it names the node, the host's (its local size is the
 // launch's rank count, its job id the launch's or `shared`'s DLAUNCH_JOB_ID;
-// they go under the launch's own variables and over `shared`). Afterwards m.argv and m.identity are absent and m reads as if
-// the launcher had spelled every rank out. A RankIdentity shorter than the
+// they go under the launch's own variables and over `shared`). Afterwards
+// m.argv and m.identity are absent and m reads as if the launcher had
+// spelled every rank out. A RankIdentity shorter than the
 // launch's ranks is a ProtocolError.
 void complete_launch(msg::Launch& m, const EnvVars& shared = {});
 
