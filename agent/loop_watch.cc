@@ -3,12 +3,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <vector>
 
@@ -120,6 +121,71 @@ void LoopWatch::watch() {
   }
 }
 
+namespace {
+// Async-signal-safe sleep of `ms`.
+void nap_ms(long ms) {
+  timespec t{ms / 1000, (ms % 1000) * 1000000};
+  while (::nanosleep(&t, &t) != 0 && errno == EINTR) {
+  }
+}
+
+long elapsed_ms(const timespec& since) {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - since.tv_sec) * 1000 + (now.tv_nsec - since.tv_nsec) / 1000000;
+}
+
+// The sentinel, in the child of fork(): starts the tool as its own child
+// with `out_fd` as its stdout and stderr, kills it when it overruns
+// `timeout_ms`, and then continues `target`, however the tool ended. A tracer killed while attached
+// can leave its tracee stopped as a whole (the attach's SIGSTOP delivered
+// once it is detached), and a process stopped as a whole, the watch's own
+// thread with it, cannot continue itself: someone outside must. Only
+// async-signal-safe calls (the parent has other threads).
+[[noreturn]] void run_sentinel(const char* path, char* const* argv, int out_fd, pid_t target, long timeout_ms) {
+  // It holds nothing of the agent's (its connections, its ranks' pipes): an
+  // agent that dies is seen gone at once, not once its sentinel ends.
+  if (out_fd != 3) ::dup2(out_fd, 3), out_fd = 3;
+  ::close_range(4, ~0U, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE}) ::sigaction(sig, &dfl, nullptr);
+  // The tool starts with no signal blocked: the watch's thread blocks them
+  // all (wire/quiet_thread.h), and a debugger that never sees its SIGCHLD
+  // waits forever.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  timespec start{};
+  ::clock_gettime(CLOCK_MONOTONIC, &start);
+  const pid_t tool = ::fork();
+  if (tool == 0) {
+    const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ::dup2(out_fd, 1), ::dup2(out_fd, 2);
+    if (null_fd >= 0) ::dup2(null_fd, 0);
+    ::execve(path, argv, environ);
+    ::_exit(127);
+  }
+  ::close(out_fd);
+  if (tool < 0) ::_exit(1);
+  bool overran = false;
+  while (::waitpid(tool, nullptr, WNOHANG) == 0) {
+    if (elapsed_ms(start) >= timeout_ms) {
+      ::kill(tool, SIGKILL);
+      ::waitpid(tool, nullptr, 0);
+      overran = true;
+      break;
+    }
+    nap_ms(10);
+  }
+  // However the tool ended (a tool killed by someone else leaves the same
+  // stop): a SIGCONT to a process that runs changes nothing.
+  ::kill(target, SIGCONT);
+  ::_exit(overran ? 2 : 0);
+}
+}  // namespace
+
 std::string read_own_stacks(pid_t pid, std::chrono::milliseconds timeout) {
   const char* path = std::getenv("PATH");
   const StackTool tool = find_stack_tool(path ? path : "/usr/bin:/bin");
@@ -130,39 +196,27 @@ std::string read_own_stacks(pid_t pid, std::chrono::milliseconds timeout) {
   argv.push_back(nullptr);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return "";
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  // The tool starts with no signal blocked: the watch's thread, which runs
-  // this, blocks them all (wire/quiet_thread.h), and a debugger that never
-  // sees its SIGCHLD waits forever.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  pid_t child = -1;
-  const int rc = ::posix_spawn(&child, tool.path.c_str(), &fa, &attr, argv.data(), environ);
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&fa);
-  // Yama's ptrace_scope 1 lets a process trace only its descendants: let this
-  // child trace us (it needs a few ms to exec before it attaches).
-  if (rc == 0 && pid == ::getpid()) ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(child), 0, 0, 0);
+  // Everything the sentinel needs is made before the fork: after it, the
+  // child may not allocate.
+  const pid_t sentinel = ::fork();
+  if (sentinel == 0) {
+    ::close(fds[0]);
+    run_sentinel(tool.path.c_str(), argv.data(), fds[1], pid, static_cast<long>(timeout.count()));
+  }
+  // Yama's ptrace_scope 1 lets a process trace only its descendants: let the
+  // sentinel's child, the tool, trace us (it needs a few ms to exec before
+  // it attaches).
+  if (sentinel > 0 && pid == ::getpid()) ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(sentinel), 0, 0, 0);
   ::close(fds[1]);
   std::string out;
-  if (rc == 0) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (sentinel > 0) {
+    // The sentinel ends the tool at `timeout`; reading stops a little later
+    // at most, should the sentinel itself be starved.
+    const auto deadline = std::chrono::steady_clock::now() + timeout + std::chrono::seconds(2);
     char buf[4096];
-    bool timed_out = false;
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        timed_out = true;
-        break;
-      }
+      if (left.count() <= 0) break;
       pollfd p{fds[0], POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
       const ssize_t n = ::read(fds[0], buf, sizeof buf);
@@ -170,16 +224,10 @@ std::string read_own_stacks(pid_t pid, std::chrono::milliseconds timeout) {
       if (n <= 0) break;
       out.append(buf, static_cast<size_t>(n));
     }
-    // Killed only when it overran (the loop, stalled, reaps nothing then).
-    // After its end the agent's own reaping (waitpid(-1) once the loop turns)
-    // may take it first, and the pid with it: so no kill, and no blocking
-    // wait, on that pid; a second of polling, then the loop's reaping.
-    if (timed_out) {
-      ::kill(child, SIGKILL);
-      ::waitpid(child, nullptr, 0);
-    } else {
-      for (int i = 0; i < 100 && ::waitpid(child, nullptr, WNOHANG) == 0; ++i) ::usleep(10000);
-    }
+    // The agent's own reaping (waitpid(-1) once the loop turns) may take the
+    // sentinel first, and its pid with it: no blocking wait on that pid, a
+    // second of polling, then the loop's reaping.
+    for (int i = 0; i < 100 && ::waitpid(sentinel, nullptr, WNOHANG) == 0; ++i) ::usleep(10000);
     if (pid == ::getpid()) ::prctl(PR_SET_PTRACER, 0UL, 0, 0, 0);
   }
   ::close(fds[0]);

@@ -165,8 +165,8 @@ void Job::arm_timers(bool any_remote) {
     if (ec) return;
     // Between two attempts nothing runs: the timeout is the verdict (teardown finishes).
     if (phase_.is(Phase::kRestarting)) fate_ = Fate(static_cast<int>(plan_.ranks.size()));
-    if (torch_store_)
-      for (const auto& line : torch_store_->unfinished()) write_fully(2, "dlaunch: " + line + "\n");
+    for (const auto& line : torch_store_ ? torch_store_->unfinished() : peers_->torch_unfinished())
+      write_fully(2, "dlaunch: " + line + "\n");
     // Where every rank is, then the teardown (docs/hangs.md).
     if (fate_.on_timeout(opts_.timeout_s, opts_.timeout_from)) stacks_->on_timeout(opts_.timeout_s, [this] { teardown(grace_ms()); });
   });

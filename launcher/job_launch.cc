@@ -26,7 +26,8 @@ PlanInput Job::plan_input() const {
   in.control_host = control_host_;
   in.store_port = store_ ? store_->port() : 0;
   in.torch_store_port = torch_store_ ? torch_store_->port() : 0;
-  if (const PeerIdentity* id = peers_->identity()) in.shared = SharedIdentity{id->master_addr, id->store_addr, id->master_port};
+  if (const PeerIdentity* id = peers_->identity())
+    in.shared = SharedIdentity{id->master_addr, id->store_addr, id->master_port, id->torch_store};
   char cwd[4096] = {};
   in.wdir = opts_.wdir.empty() ? (::getcwd(cwd, sizeof cwd) ? cwd : "") : opts_.wdir;
   in.launcher_env = rdzv::process_environment();

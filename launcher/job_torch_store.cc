@@ -17,7 +17,7 @@ void Job::start_torch_store(const std::string& bind) {
     if (fate_.on_bad_request(why)) teardown(grace_ms());
   };
   h.log = [this](const std::string& line) { log(line); };
-  torch_store_ = std::make_unique<TorchStore>(io_, bind, plan_, std::move(hosts), std::move(h));
+  torch_store_ = std::make_unique<TorchStore>(io_, bind, 0, plan_, std::move(hosts), std::move(h));
 }
 
 // Local ranks reach the store over loopback or this host's control address;

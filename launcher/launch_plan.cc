@@ -183,6 +183,7 @@ JobEnv job_env(const PlanInput& in) {
     je.master_addr = in.shared->master_addr;
     je.master_port = in.shared->master_port;
     je.store_addr = in.shared->store_addr;
+    je.agent_store = in.shared->agent_store;
     return je;
   }
   const bool all_local = std::all_of(in.nodes.begin(), in.nodes.end(), [](const PlanNode& n) { return n.local; });

@@ -30,6 +30,7 @@ struct PlanNode {
 struct SharedIdentity {
   std::string master_addr, store_addr;
   int master_port = 0;
+  bool agent_store = false;  // MASTER_PORT is a c10d store node 0's dlaunch serves
 };
 
 struct PlanInput {

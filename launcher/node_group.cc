@@ -17,6 +17,7 @@
 #include "errors/exit_codes.h"
 #include "remote/agent_starter.h"
 #include "launcher/dry_run.h"
+#include "launcher/group_torch_store.h"
 #include "launcher/job.h"
 #include "rendezvous/tcp_store.h"
 #include "rendezvous/tcp_store_server.h"
@@ -240,6 +241,7 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
   if (me.addr.empty()) me.addr = me.host;
   me.nproc = o.per_node;
   me.master_port = t.node_rank == 0 ? wire::free_tcp_port() : 0;
+  if (t.node_rank == 0) me.torch_store = o.torch_store == TorchStoreMode::kServed;
   me.pid = static_cast<int>(::getpid());
   me.machine = machine::machine_identity();
   const std::string mine = to_json(me);
@@ -296,9 +298,29 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
   // no longer than a heartbeat timeout.
   g->store_ = std::make_unique<rdzv::TcpStore>(t.host, t.port, token, secs(o.heartbeat_timeout_s));
   g->store_->set_timeout(secs(o.heartbeat_timeout_s));
-  g->identity_ = {t.node_rank, token, g->job_id_, g->store_addr(), g->nodes_.at(0).addr, g->nodes_.at(0).master_port};
+  const NodeRecord& n0 = g->nodes_.at(0);
+  g->identity_ = {t.node_rank, token, g->job_id_, g->store_addr(), n0.addr, n0.master_port, n0.torch_store.value_or(false)};
+  if (t.node_rank == 0 && g->identity_.torch_store) g->serve_torch_store(o.verbose);
   return g;
 }
+
+// Node 0, --torch-store served: torch's c10d store for every node, at the
+// MASTER_PORT its record announced. A rank's query the store does not serve
+// fails the job on every node, as it does a launcher job.
+void NodeGroup::serve_torch_store(bool verbose) {
+  std::vector<std::string> hosts, addrs;
+  for (const auto& n : nodes_) hosts.push_back(n.host), addrs.push_back(n.addr);
+  auto refused = [this](const std::string& why) {
+    const std::string verdict = why;
+    publish_failure(exit_codes::kUsage, verdict);
+    failed(exit_codes::kUsage, verdict);
+  };
+  auto log = [verbose](const std::string& line) { if (verbose) write_fully(2, "dlaunch: " + line + "\n"); };
+  torch_ = std::make_unique<GroupTorchStore>(static_cast<uint16_t>(nodes_.at(0).master_port), world_placement(nodes_),
+                                             std::move(hosts), std::move(addrs), std::move(refused), std::move(log));
+}
+
+std::vector<std::string> NodeGroup::torch_unfinished() { return torch_ ? torch_->unfinished() : std::vector<std::string>{}; }
 
 NodeGroup::~NodeGroup() {
   stop_ = true;
@@ -365,6 +387,9 @@ void NodeGroup::wait_for_restart(int attempt, int port, double wait_s, const std
   while (!restart_stop_) {
     if (store.check({restart_key(attempt, "abandon")})) return done(0, store.get(restart_key(attempt, "abandon")));
     if (target_.node_rank == 0 && store.check(ready)) {
+      // Every node's ranks of the last attempt are gone: torch's store (its
+      // port stays MASTER_PORT) is emptied before any new rank can reach it.
+      if (torch_) torch_->clear(), port = torch_->port();
       store.set(restart_key(attempt, "port"), std::to_string(port));
       return done(port, "");
     }
@@ -476,7 +501,7 @@ int NodeGroup::leave(int code) {
     store_->set(key("hb/" + std::to_string(target_.node_rank)), "left");
     const int64_t done = store_->add(key("done"), 1);
     // The store's host serves until every node has finished or the job failed.
-    if (server_ && done < target_.nnodes) {
+    if ((server_ || torch_) && done < target_.nnodes) {
       // Keep checking the others' heartbeats meanwhile.
       watcher_ = std::thread([this] { watcher_loop(); });
       while (!failure_seen_ && store_->add(key("done"), 0) < target_.nnodes) std::this_thread::sleep_for(kTick);

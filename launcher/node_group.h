@@ -41,6 +41,7 @@ class BackgroundStoreServer;
 }  // namespace dl::rdzv
 
 namespace dl::launcher {
+class GroupTorchStore;
 
 // Where the nodes meet and who this node is, from the options and (for
 // --rdzv env) the environment srun, mpirun or a PMI launcher set. Pure.
@@ -66,9 +67,12 @@ struct NodeRecord {
   // machine/identity.h: two nodes on one machine share it; absent or ""
   // when unknown (an older node), compared with nothing.
   std::optional<std::string> machine;
+  // node 0 only: its dlaunch serves torch's c10d store at master_port
+  // (--torch-store served); absent: rank 0 hosts it.
+  std::optional<bool> torch_store;
   template <class S, class V> static void fields(S& s, V& v) {
     v("node_rank", s.node_rank), v("host", s.host), v("addr", s.addr), v("nproc", s.nproc);
-    v("master_port", s.master_port), v("pid", s.pid), v("machine", s.machine);
+    v("master_port", s.master_port), v("pid", s.pid), v("machine", s.machine), v("torch_store", s.torch_store);
   }
 };
 std::string to_json(const NodeRecord& r);
@@ -132,8 +136,10 @@ class NodeGroup final : public Peers {
   void abandon(int attempt, const std::string& why) override;
   // The next attempt runs: failures are read and written under failed/K now.
   void next_attempt(int attempt) override;
+  std::vector<std::string> torch_unfinished() override;
   // After the local job ended with `code`: tells the others; the store's host
-  // then serves until every node has finished or failed. Returns the code to
+  // (and node 0 serving torch's store) then serves until every node has
+  // finished or failed. Returns the code to
   // exit with (a failure seen elsewhere counts when this node succeeded).
   int leave(int code);
 
@@ -151,6 +157,7 @@ class NodeGroup final : public Peers {
     return key("restart/" + std::to_string(attempt) + "/" + k);
   }
   void wait_for_restart(int attempt, int port, double wait_s, const std::function<void(int, std::string)>& done);
+  void serve_torch_store(bool verbose);
 
   RdzvTarget target_;
   PeerIdentity identity_;
@@ -177,6 +184,9 @@ class NodeGroup final : public Peers {
   std::set<int> dead_nodes_;
   int seen_code_ = 0;               // under mu_
   std::string seen_verdict_;        // under mu_
+  // Node 0, --torch-store served: torch's store for every node. Last, so
+  // that it goes first: its thread calls back into the members above.
+  std::unique_ptr<GroupTorchStore> torch_;
 };
 
 // `dlaunch --rdzv ...`: rendezvous, then this node's share of the job.

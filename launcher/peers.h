@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dl::launcher {
 
@@ -23,6 +24,9 @@ struct PeerIdentity {
   int node = 0;  // the node this Job runs; the others' ranks are theirs to run
   std::string token, job_id, store_addr, master_addr;
   int master_port = 0;
+  // Node 0's dlaunch serves torch's c10d store at master_addr:master_port
+  // (its ranks and every other node's are its clients); false: rank 0 hosts it.
+  bool torch_store = false;
 };
 
 class Peers {
@@ -52,6 +56,10 @@ class Peers {
   virtual void abandon(int attempt, const std::string& why) = 0;
   // Attempt `attempt` runs: failures are read and written for it.
   virtual void next_attempt(int attempt) = 0;
+  // When the peers serve torch's c10d store (per-node mode's node 0) and
+  // torch's rendezvous has not completed: lines naming the ranks that never
+  // connected or arrived (TorchStore::unfinished); else none.
+  virtual std::vector<std::string> torch_unfinished() { return {}; }
 
   bool per_node() const { return identity() != nullptr; }
 };

@@ -18,15 +18,23 @@ std::string by_host(const hostfiles::Placement& p, const std::vector<std::string
 }
 }  // namespace
 
-TorchStore::TorchStore(boost::asio::io_context& io, const std::string& bind_host, const hostfiles::Placement& placement,
+TorchStore::TorchStore(boost::asio::io_context& io, const std::string& bind_host, uint16_t port,
+                       const hostfiles::Placement& placement,
                        std::vector<std::string> hosts, Hooks hooks)
     : placement_(placement), hosts_(std::move(hosts)), hooks_(std::move(hooks)), store_(io, [&] {
         rdzv::C10dStore::Options o;
         o.bind_host = bind_host;
+        o.port = port;
         // torch 1.x opens two connections per rank; room for a clone() each and the odd tool.
         o.max_connections = 4 * placement.ranks.size() + 64;
         o.remote_allowed = [this](const std::string& a) { return hooks_.node_of && hooks_.node_of(a) >= 0; };
-        o.refused = [this](const std::string& why, const std::string& peer) {
+        // A rank's bad query fails the job (its torch would wait for ever);
+        // another process's on a job host is only dropped.
+        o.refused = [this](const std::string& why, const std::string& peer, bool rank) {
+          if (!rank) {
+            if (hooks_.log) hooks_.log("c10d store: dropped a client at " + peer + " that is none of the job's ranks: " + why);
+            return;
+          }
           if (hooks_.refused) hooks_.refused(why + " (client at " + peer + "); run with --torch-store rank0 to let rank 0's torch host its own store");
         };
         o.log = [this](const std::string& line) { if (hooks_.log) hooks_.log(line); };

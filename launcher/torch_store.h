@@ -28,10 +28,11 @@ class TorchStore {
     std::function<void(const std::string& why)> refused;
     std::function<void(const std::string&)> log;
   };
-  // Listens on `bind_host` (the control server's address: loopback for a
-  // job on this host only). Throws IoError when it cannot.
-  TorchStore(boost::asio::io_context& io, const std::string& bind_host, const hostfiles::Placement& placement,
-             std::vector<std::string> hosts, Hooks hooks);
+  // Listens on `bind_host`:`port` (the control server's address: loopback
+  // for a job on this host only; `port` 0: a free one, per-node mode's node
+  // 0: the group's MASTER_PORT). Throws IoError when it cannot.
+  TorchStore(boost::asio::io_context& io, const std::string& bind_host, uint16_t port,
+             const hostfiles::Placement& placement, std::vector<std::string> hosts, Hooks hooks);
   uint16_t port() const { return store_.port(); }
   // A new attempt (--max-restarts): no key of the last one stays.
   void clear() { store_.clear(); }

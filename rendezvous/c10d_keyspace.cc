@@ -52,7 +52,10 @@ void Keyspace::answer(Client client, const Query& q, std::string& reply) {
       break;
     case Op::kAppend: put(q.keys[0], value(q.keys[0]) + q.values[0]); break;
     case Op::kCompareSet: put_bytes(reply, semantics::compare_set(*this, q.keys[0], q.values[0], q.values[1]).value); break;
-    case Op::kGet: put_bytes(reply, value(q.keys[0])); break;
+    case Op::kGet:
+      fits_reply(reply, 8 + value(q.keys[0]).size());
+      put_bytes(reply, value(q.keys[0]));
+      break;
     case Op::kAdd: {
       const int64_t v = semantics::add(*this, q.keys[0], q.number);
       note(client, q.keys[0], q.number, v);
@@ -63,9 +66,13 @@ void Keyspace::answer(Client client, const Query& q, std::string& reply) {
     case Op::kWait: park(client, q.keys, reply); break;
     case Op::kNumKeys: put_i64(reply, semantics::num_keys(*this)); break;
     case Op::kDelete: put_i64(reply, semantics::delete_key(*this, q.keys[0]) ? 1 : 0); break;
-    case Op::kMultiGet:
+    case Op::kMultiGet: {
+      size_t more = 0;
+      for (const auto& k : q.keys) more += 8 + value(k).size();
+      fits_reply(reply, more);
       for (const auto& k : q.keys) put_bytes(reply, value(k));
       break;
+    }
     case Op::kMultiSet:
       for (size_t i = 0; i < q.keys.size(); ++i) put(q.keys[i], q.values[i]);
       break;
@@ -74,6 +81,14 @@ void Keyspace::answer(Client client, const Query& q, std::string& reply) {
       put_u8(reply, kWaitCanceled);
       break;
   }
+}
+
+// Throws RemoteError when `more` bytes would take `reply` over max_reply:
+// the query is refused before its reply is built.
+void Keyspace::fits_reply(const std::string& reply, size_t more) const {
+  if (reply.size() + more <= limits_.max_reply) return;
+  throw RemoteError("its reply would take " + std::to_string((reply.size() + more) >> 20) + " MiB, over the " +
+                    std::to_string(limits_.max_reply >> 20) + " MiB one query may be answered with");
 }
 
 const Bytes* Keyspace::find(const std::string& key) const {
@@ -108,7 +123,10 @@ bool Keyspace::erase(const std::string& key) {
 // rank's address as ".../rank_N"; every TCPStore client adds 1 to "init/";
 // torch 1.x's store-based barrier counts ranks in "...store_based_barrier_key:N".
 void Keyspace::note(Client client, const std::string& key, int64_t delta, int64_t count) {
-  if (ends_with(key, "init/")) registered = std::max(registered, count);
+  if (ends_with(key, "init/")) {
+    registered = std::max(registered, count);
+    if (delta > 0) ranked_.insert(client);
+  }
   if (key.find("store_based_barrier_key") == std::string::npos || delta <= 0) return;
   barrier = std::max(barrier, count);
   auto r = rank_of_.find(client);
@@ -121,6 +139,7 @@ void Keyspace::set_by(Client client, const std::string& key) {
   const int r = rank_of(key);
   if (r < 0) return;
   rank_of_[client] = r;
+  ranked_.insert(client);
   if (barrier_unknown_.erase(client)) at_barrier.insert(r);
 }
 
@@ -131,7 +150,7 @@ void Keyspace::changed(const std::string& key) {
   for (Client c : w->second) {
     auto p = parked_.find(c);
     if (p == parked_.end()) continue;
-    p->second.erase(key);
+    if (p->second.erase(key)) waiting_bytes_ -= key.size();
     if (p->second.empty()) parked_.erase(p), woken_.push_back(c);
   }
   waiting_.erase(w);
@@ -143,6 +162,12 @@ void Keyspace::park(Client client, const std::vector<std::string>& keys, std::st
   for (const auto& k : keys)
     if (!data_.count(k)) missing.insert(k);
   if (missing.empty()) return put_u8(reply, kStopWaiting);
+  size_t bytes = 0;
+  for (const auto& k : missing) bytes += k.size();
+  if (waiting_bytes_ + bytes > limits_.max_waiting)
+    throw RemoteError("a WAIT for " + std::to_string(missing.size()) + " keys would take the keys waited for over " +
+                      std::to_string(limits_.max_waiting >> 20) + " MiB, the most the store holds for all clients");
+  waiting_bytes_ += bytes;
   for (const auto& k : missing) waiting_[k].insert(client);
   parked_[client] = std::move(missing);
 }
@@ -151,6 +176,7 @@ void Keyspace::unpark(Client client) {
   auto p = parked_.find(client);
   if (p == parked_.end()) return;
   for (const auto& k : p->second) {
+    waiting_bytes_ -= k.size();
     auto w = waiting_.find(k);
     if (w == waiting_.end()) continue;
     w->second.erase(client);
@@ -164,6 +190,7 @@ std::vector<Keyspace::Client> Keyspace::take_woken() { return std::exchange(woke
 void Keyspace::forget(Client client) {
   unpark(client);
   barrier_unknown_.erase(client);
+  ranked_.erase(client);
 }
 
 void Keyspace::clear() {
@@ -174,6 +201,7 @@ void Keyspace::clear() {
   at_barrier.clear();
   rank_of_.clear();
   barrier_unknown_.clear();
+  ranked_.clear();
 }
 
 }  // namespace dl::rdzv::c10d

@@ -24,7 +24,9 @@ class Keyspace : private KeyValue {
   using Client = uint64_t;
   struct Limits {
     size_t max_keys = 1u << 20;
-    size_t max_bytes = 256u << 20;  // keys and values
+    size_t max_bytes = 256u << 20;   // keys and values
+    size_t max_reply = 64u << 20;    // one query's reply (a MULTI_GET naming a large value many times)
+    size_t max_waiting = 64u << 20;  // the keys of every parked WAIT, all clients together
   };
   Keyspace() = default;
   explicit Keyspace(Limits l) : limits_(l) {}
@@ -33,7 +35,9 @@ class Keyspace : private KeyValue {
   // to `reply`. Returns "" or why the query is refused (the keyspace would
   // pass its limits, an ADD to a value that is no integer or overflows);
   // what it would have written is not (a MULTI_SET keeps the keys before
-  // the refused one).
+  // the refused one). A reply over max_reply, or a WAIT whose keys would
+  // take the parked keys over max_waiting, is refused before any of it is
+  // built.
   std::string handle(Client client, const Query& q, std::string& reply);
   // Clients whose parked WAIT the queries handled since the last call
   // completed; each must be sent kStopWaiting.
@@ -43,6 +47,10 @@ class Keyspace : private KeyValue {
   // Every key goes; parked WAITs stay parked.
   void clear();
   size_t keys() const { return data_.size(); }
+  // Whether `client` is one of the job's ranks by what it did: it counted
+  // itself into torch's "init/" key (every rank's TCPStore client does) or
+  // published a rank's address (gloo's ".../rank_N").
+  bool is_rank(Client client) const { return ranked_.count(client) > 0; }
 
   // What torch's rendezvous left in the keys (C10dStore::Seen).
   std::set<int> ranks;       // N of every key set that ends in "/rank_N" (gloo's rank N, its host name)
@@ -63,6 +71,7 @@ class Keyspace : private KeyValue {
   void unpark(Client client);
   void note(Client client, const std::string& key, int64_t delta, int64_t count);
   void set_by(Client client, const std::string& key);
+  void fits_reply(const std::string& reply, size_t more) const;
 
   Limits limits_;
   std::unordered_map<std::string, std::string> data_;
@@ -73,6 +82,8 @@ class Keyspace : private KeyValue {
   std::vector<Client> woken_;
   std::unordered_map<Client, int> rank_of_;      // from the "/rank_N" key a client set
   std::unordered_set<Client> barrier_unknown_;   // added to the barrier before naming its rank
+  std::unordered_set<Client> ranked_;            // is_rank()
+  size_t waiting_bytes_ = 0;                     // the keys of parked_, summed
 };
 
 }  // namespace dl::rdzv::c10d

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <unordered_map>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -47,6 +48,14 @@ struct C10dStore::Impl : std::enable_shared_from_this<Impl> {
   bool admitted(tcp::socket& s, std::string& who);
   void wake();
   void note(const std::string& line) { if (opts.log) opts.log("c10d store: " + line); }
+  // A connection closed at accept: told once per peer and second (a flood
+  // is counted, not echoed).
+  void closed_at_accept(const std::string& peer, const std::string& why);
+  struct Untold {
+    size_t count = 0;
+    std::chrono::steady_clock::time_point told{};
+  };
+  std::unordered_map<std::string, Untold> untold;
 };
 
 namespace {
@@ -119,7 +128,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
   // Answers what came before the refused query (best effort, never
   // blocking), then closes.
   void refuse(const std::string& why) {
-    if (srv->opts.refused) srv->opts.refused(why, peer);
+    if (srv->opts.refused) srv->opts.refused(why, peer, srv->keys.is_rank(id));
     if (sending.empty() && !out.empty() && out.size() <= kMaxUnread)
       (void)::send(sock.native_handle(), out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     close();
@@ -145,14 +154,27 @@ bool Impl::admitted(tcp::socket& s, std::string& who) {
   who = ep.address().to_string();
   const auto owner = wire::local_peer_owners({s.native_handle()}).at(0);
   if (owner.local) {
-    if (owner.uid && *owner.uid == ::getuid()) return true;
-    note("closed a connection from " + who + " of " + (owner.uid ? wire::describe_uid(*owner.uid) : "an unknown user") +
-         ": only the job's user may connect");
+    // An owner the kernel does not know (a client that already closed) is
+    // nobody's: refused, even in a job of root's.
+    if (owner.uid && *owner.uid == ::geteuid()) return true;
+    closed_at_accept(who + " of " + (owner.uid ? wire::describe_uid(*owner.uid) : "an unknown user"),
+                     "only the job's user may connect");
     return false;
   }
   if (opts.remote_allowed && opts.remote_allowed(who)) return true;
-  note("closed a connection from " + who + ": not one of the job's hosts");
+  closed_at_accept(who, "not one of the job's hosts");
   return false;
+}
+
+void Impl::closed_at_accept(const std::string& peer, const std::string& why) {
+  const auto now = std::chrono::steady_clock::now();
+  if (untold.size() > 4096) untold.clear();  // many peers: the counts restart, the lines still come
+  Untold& u = untold[peer];
+  ++u.count;
+  if (now - u.told < std::chrono::seconds(1)) return;
+  note("closed " + (u.count == 1 ? std::string("a connection") : std::to_string(u.count) + " connections") +
+       " from " + peer + ": " + why);
+  u.count = 0, u.told = now;
 }
 
 void Impl::accept() {
@@ -186,9 +208,9 @@ void Impl::wake() {
 }
 
 C10dStore::C10dStore(asio::io_context& io, Options opts) : impl_(std::make_shared<Impl>(io, std::move(opts))) {
-  const std::string where = impl_->opts.bind_host + ":0";
+  const std::string where = impl_->opts.bind_host + ":" + std::to_string(impl_->opts.port);
   try {
-    tcp::endpoint ep(asio::ip::make_address(impl_->opts.bind_host), 0);
+    tcp::endpoint ep(asio::ip::make_address(impl_->opts.bind_host), impl_->opts.port);
     impl_->acceptor.open(ep.protocol());
     // Not inherited by the processes the launcher starts (its local agent and ranks).
     ::fcntl(impl_->acceptor.native_handle(), F_SETFD, FD_CLOEXEC);

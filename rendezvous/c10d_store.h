@@ -13,9 +13,11 @@
 //
 // Bounds: keys, values and keys per query (c10d::Limits), the keys and bytes
 // held, the connections open, the input a query may take and the replies a
-// client leaves unread. A client over them is closed and the refusal told
-// to `refused`, as is a query the store does not serve: the launcher fails
-// the job at once with that reason rather than leave torch's client waiting.
+// client leaves unread, one query's reply, the keys parked WAITs hold. A
+// client over them is closed and the refusal told to `refused`, as is a
+// query the store does not serve: for one of the job's ranks the launcher
+// fails the job at once with that reason rather than leave torch's client
+// waiting; any other client is only dropped, with a line.
 //
 // Threading: everything runs on `io`'s one thread; clear(), seen() and
 // stop() must be called there.
@@ -35,6 +37,7 @@ class C10dStore {
  public:
   struct Options {
     std::string bind_host = "127.0.0.1";  // "0.0.0.0" for a job across hosts
+    uint16_t port = 0;                    // 0: a free one
     size_t max_connections = 1024;        // open at once (torch 1.x opens two per rank)
     size_t max_keys = 1u << 20;           // held at once
     size_t max_bytes = 256u << 20;        // keys and values held at once
@@ -42,9 +45,11 @@ class C10dStore {
     // Whether a peer at this address (not on this host) may connect; unset: none may.
     std::function<bool(const std::string& address)> remote_allowed;
     // A client was refused for what it sent (`why` names the query or the
-    // bound and the dialect; `peer` its address).
-    std::function<void(const std::string& why, const std::string& peer)> refused;
-    // One line per peer closed at accept (another user, an unknown host).
+    // bound and the dialect; `peer` its address; `rank`: whether it was one
+    // of the job's ranks by what it did before, c10d::Keyspace::is_rank).
+    std::function<void(const std::string& why, const std::string& peer, bool rank)> refused;
+    // Peers closed at accept (another user, an unknown host): one line per
+    // peer and second at most, with the count of those not told.
     std::function<void(const std::string&)> log;
   };
 
@@ -57,7 +62,7 @@ class C10dStore {
     std::set<int> at_barrier;            // the ranks (of `ranks`) whose client added to it
   };
 
-  // Binds bind_host on a free port and starts accepting. Throws IoError
+  // Binds bind_host:port (0: a free port) and starts accepting. Throws IoError
   // naming the address when it cannot bind.
   C10dStore(boost::asio::io_context& io, Options opts);
   ~C10dStore();

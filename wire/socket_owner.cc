@@ -22,10 +22,15 @@ namespace {
 
 // One row of a socket table: "ADDR:PORT" of each end as the kernel prints
 // them (an address as its raw 32-bit words in %08X, the port in %04X), the
-// state (0A: listening) and the owner's uid.
+// state (0A: listening), the owner's uid and the socket's inode.
 struct Row {
   char local[64], remote[64];
   unsigned state = 0, uid = 0;
+  unsigned long inode = 0;
+  // A socket no process holds (TIME_WAIT, an orphaned FIN_WAIT2, a request
+  // socket) is listed with inode 0 and uid 0: it has no owner, and its uid
+  // says nothing (root's, to a reader that trusted it).
+  std::optional<unsigned> owner() const { return inode ? std::optional<unsigned>(uid) : std::nullopt; }
 };
 
 // Calls `fn` on each row of `table` until it returns false.
@@ -35,8 +40,10 @@ void for_each_row(const char* table, const std::function<bool(const Row&)>& fn) 
   char line[512];
   Row r;
   while (std::fgets(line, sizeof line, f)) {
-    // sl local rem st tx:rx tr:when retrnsmt uid ...
-    if (std::sscanf(line, " %*s %63s %63s %x %*s %*s %*s %u", r.local, r.remote, &r.state, &r.uid) != 4) continue;
+    // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...
+    if (std::sscanf(line, " %*s %63s %63s %x %*s %*s %*s %u %*s %lu", r.local, r.remote, &r.state, &r.uid,
+                    &r.inode) != 5)
+      continue;
     if (!fn(r)) break;
   }
   std::fclose(f);
@@ -92,7 +99,7 @@ std::optional<unsigned> loopback_peer_uid(uint16_t peer_port, uint16_t our_port,
   std::optional<unsigned> uid;
   for_each_row(table, [&](const Row& r) {
     if (want_local != r.local || want_remote != r.remote) return true;
-    uid = r.uid;
+    uid = r.owner();
     return false;
   });
   return uid;
@@ -163,8 +170,13 @@ class Diag {
     const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
     if (n < static_cast<ssize_t>(sizeof(nlmsghdr))) return broken_ = true, std::nullopt;
     const auto* h = reinterpret_cast<const nlmsghdr*>(buf);
-    if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY && h->nlmsg_len >= NLMSG_LENGTH(sizeof(inet_diag_msg)))
-      return static_cast<const inet_diag_msg*>(NLMSG_DATA(h))->idiag_uid;
+    if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY && h->nlmsg_len >= NLMSG_LENGTH(sizeof(inet_diag_msg))) {
+      const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+      // Inode 0: a socket no process holds (its client closed it), whose
+      // idiag_uid of 0 is nobody's.
+      if (m->idiag_inode == 0) return std::nullopt;
+      return m->idiag_uid;
+    }
     // ENOENT: no such socket (the peer is gone). Anything else: not usable here.
     if (h->nlmsg_type == NLMSG_ERROR && h->nlmsg_len >= NLMSG_LENGTH(sizeof(nlmsgerr)) &&
         static_cast<const nlmsgerr*>(NLMSG_DATA(h))->error != -ENOENT)
@@ -192,7 +204,7 @@ void owners_from_tables(const std::vector<std::optional<Ends>>& ends, std::vecto
     for_each_row(v6 ? table6 : table, [&](const Row& r) {
       auto it = want[v6].find(std::string(r.local) + " " + r.remote);
       if (it == want[v6].end()) return true;
-      out[it->second].uid = r.uid;
+      out[it->second].uid = r.owner();
       return --left > 0;
     });
   }
@@ -229,7 +241,7 @@ std::optional<unsigned> listener_uid(uint16_t port, const char* table, const cha
     for_each_row(t, [&](const Row& r) {
       const size_t n = std::strlen(r.local);
       if (r.state != 0x0A || n < 5 || std::strcmp(r.local + n - 5, suffix) != 0) return true;
-      uid = r.uid;
+      uid = r.owner();
       return false;
     });
     if (uid) break;

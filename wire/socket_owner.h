@@ -32,8 +32,11 @@ struct PeerOwner {
 // and which uid owns that end. Asks the kernel for each socket by its
 // addresses (sock_diag, one exact lookup each); where that cannot be used,
 // reads the tables once for all of `fds`. A local peer's uid is unknown
-// only when its socket is gone (or the tables missed it). `ask_kernel`
-// false: the tables only.
+// (nullopt) when its socket is gone, when no process holds it any more (a
+// client that sent its bytes and closed: TIME_WAIT or an orphaned FIN_WAIT2,
+// which the kernel lists as uid 0 with inode 0), or when the tables missed
+// it. An unknown peer is nobody's, never root's: callers refuse it.
+// `ask_kernel` false: the tables only.
 std::vector<PeerOwner> local_peer_owners(const std::vector<int>& fds, bool ask_kernel = true,
                                          const char* table = kTcpTable, const char* table6 = kTcp6Table);
 

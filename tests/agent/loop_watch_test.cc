@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -156,4 +158,62 @@ TEST_CASE("loop watch: a loop starved of CPU says for how long it got none", "[a
   CHECK(out.find("its heartbeats and the ranks' output waited meanwhile; give the host fewer busy ranks than CPUs, "
                  "or raise --heartbeat-timeout)\n",
                  at) != std::string::npos);
+}
+
+// A stack tool that overruns is killed; one killed while attached can leave
+// its tracee stopped as a whole, and a stopped process cannot continue
+// itself. Here the "tool" (an eu-stack of its own on PATH) stops the
+// process it was asked about and never ends, as a starved eu-stack killed
+// mid-attach leaves it: read_own_stacks still returns, the process runs on,
+// and the tool is gone.
+TEST_CASE("loop watch: a stack tool that overran and left the agent stopped is killed and the agent continued",
+          "[agent]") {
+  char dir[] = "/tmp/dl_stacktool.XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string tool = std::string(dir) + "/eu-stack", pidfile = std::string(dir) + "/tool.pid";
+  {
+    FILE* f = std::fopen(tool.c_str(), "w");
+    REQUIRE(f);
+    std::fprintf(f, "#!/bin/sh\necho $$ > %s\nfor a; do pid=$a; done\nkill -STOP $pid\nexec /bin/sleep 100\n", pidfile.c_str());
+    std::fclose(f);
+    ::chmod(tool.c_str(), 0755);
+  }
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    ::setenv("PATH", dir, 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    dl::agent::read_own_stacks(::getpid(), 500ms);
+    const long ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    const std::string line = "returned after " + std::to_string(ms) + " ms\n";
+    (void)::write(fds[1], line.data(), line.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  int status = -1;
+  bool ended = false;
+  for (int i = 0; i < 150 && !ended; ++i) {
+    ended = ::waitpid(child, &status, WNOHANG) == child;
+    if (!ended) std::this_thread::sleep_for(100ms);
+  }
+  if (!ended) ::kill(child, SIGCONT), ::kill(child, SIGKILL), ::waitpid(child, &status, 0);
+  const std::string said = drain(fds[0]);
+  ::close(fds[0]);
+  CHECK(ended);  // without the sentinel's SIGCONT it stays stopped for good
+  CHECK(WIFEXITED(status));
+  CHECK_THAT(said, Catch::Contains("returned after"));
+  // The tool was killed, not left behind.
+  FILE* f = std::fopen(pidfile.c_str(), "r");
+  REQUIRE(f);
+  int tool_pid = 0;
+  CHECK(std::fscanf(f, "%d", &tool_pid) == 1);
+  std::fclose(f);
+  REQUIRE(tool_pid > 0);
+  std::this_thread::sleep_for(200ms);
+  CHECK(::kill(tool_pid, 0) != 0);
+  ::unlink(pidfile.c_str());
+  ::unlink(tool.c_str());
+  ::rmdir(dir);
 }

@@ -3,10 +3,12 @@
 // TCPStore.cpp and TCPStoreLibUvBackend.cpp) and one of Debian's torch 1.13
 // (legacy dialect, as recorded between its client and its own server), then
 // what the store refuses.
+#include <future>
 #include <mutex>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <catch2/catch.hpp>
 
@@ -98,7 +100,7 @@ struct Served {
   std::thread thread;
   Served() : Served(C10dStore::Options{}) {}
   explicit Served(C10dStore::Options o) {
-    o.refused = [this](const std::string& why, const std::string&) {
+    o.refused = [this](const std::string& why, const std::string&, bool) {
       std::lock_guard<std::mutex> l(mu);
       refused.push_back(why);
     };
@@ -263,4 +265,99 @@ TEST_CASE("c10d keyspace names the ranks in torch's barrier by the client that p
   CHECK(keys.ranks.empty());
   CHECK(keys.at_barrier.empty());
   CHECK(keys.keys() == 0);
+}
+
+// One query may not make the store build a reply past its bound: a
+// MULTI_GET naming one large value many times is refused before any of its
+// reply is built, and the store goes on.
+TEST_CASE("c10d keyspace refuses a MULTI_GET whose reply would pass the bound, before building it", "[rendezvous]") {
+  c10d::Keyspace keys({1u << 20, 256u << 20, 1u << 20, 64u << 20});
+  std::string reply;
+  REQUIRE(keys.handle(1, c10d::Query{c10d::Op::kSet, {"big"}, {std::string(300 << 10, 'x')}, 0}, reply).empty());
+  REQUIRE(keys.handle(1, c10d::Query{c10d::Op::kMultiGet, {"big", "big", "big"}, {}, 0}, reply).empty());
+  CHECK(reply.size() == 3 * (8 + (300u << 10)));
+  reply.clear();
+  const std::vector<std::string> four(4, "big");
+  const std::string why = keys.handle(1, c10d::Query{c10d::Op::kMultiGet, four, {}, 0}, reply);
+  CHECK_THAT(why, Catch::Contains("reply would take 1 MiB") && Catch::Contains("over the 1 MiB"));
+  CHECK(reply.empty());
+  // Replies a client left unread count too: a GET that would pass the bound with them.
+  reply.assign(900u << 10, 'r');
+  CHECK_FALSE(keys.handle(2, c10d::Query{c10d::Op::kGet, {"big"}, {}, 0}, reply).empty());
+  CHECK(reply.size() == (900u << 10));
+}
+
+TEST_CASE("c10d keyspace bounds the keys parked WAITs hold, all clients together", "[rendezvous]") {
+  c10d::Keyspace keys({1u << 20, 256u << 20, 64u << 20, 100});
+  std::string reply;
+  const std::vector<std::string> forty{std::string(40, 'a')}, other{std::string(40, 'b')}, third{std::string(40, 'c')};
+  CHECK(keys.handle(1, c10d::Query{c10d::Op::kWait, forty, {}, 0}, reply).empty());
+  CHECK(keys.handle(2, c10d::Query{c10d::Op::kWait, other, {}, 0}, reply).empty());
+  CHECK_THAT(keys.handle(3, c10d::Query{c10d::Op::kWait, third, {}, 0}, reply), Catch::Contains("over 0 MiB"));
+  // A woken WAIT and a closed client give their keys back.
+  CHECK(keys.handle(4, c10d::Query{c10d::Op::kSet, forty, {"v"}, 0}, reply).empty());
+  CHECK(keys.take_woken() == std::vector<uint64_t>{1});
+  CHECK(keys.handle(3, c10d::Query{c10d::Op::kWait, third, {}, 0}, reply).empty());
+  keys.forget(2);
+  keys.forget(3);
+  CHECK(keys.handle(5, c10d::Query{c10d::Op::kWait, {std::string(90, 'd')}, {}, 0}, reply).empty());
+}
+
+TEST_CASE("c10d keyspace tells the job's ranks from other clients by what they did", "[rendezvous]") {
+  c10d::Keyspace keys;
+  std::string reply;
+  keys.handle(1, c10d::Query{c10d::Op::kAdd, {"init/"}, {}, 1}, reply);
+  keys.handle(2, c10d::Query{c10d::Op::kSet, {"/worker/attempt_0/default_pg/0/0/rank_1"}, {"h"}, 0}, reply);
+  keys.handle(3, c10d::Query{c10d::Op::kGet, {"init/"}, {}, 0}, reply);
+  keys.handle(4, c10d::Query{c10d::Op::kAdd, {"init/"}, {}, 0}, reply);  // reads the count: counts nobody in
+  CHECK(keys.is_rank(1));
+  CHECK(keys.is_rank(2));
+  CHECK_FALSE(keys.is_rank(3));
+  CHECK_FALSE(keys.is_rank(4));
+  keys.forget(1);
+  CHECK_FALSE(keys.is_rank(1));
+}
+
+// A client that connects, sends and closes before its connection is
+// accepted leaves an end no process owns (which the kernel lists as uid 0):
+// it is refused as an unknown user, whoever runs the store (root too). A
+// flood of them is counted, not echoed: one line per peer and second.
+TEST_CASE("c10d store refuses clients that closed before their accept, told once a second", "[rendezvous]") {
+  C10dStore::Options o;
+  std::mutex mu;
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& l) {
+    std::lock_guard<std::mutex> g(mu);
+    lines.push_back(l);
+  };
+  Served s(o);
+  // Holds the store's thread while `n` clients connect, send a SET and close.
+  auto send_and_close = [&](int n) {
+    std::promise<void> go;
+    boost::asio::post(s.io, [f = go.get_future().share()] { f.wait(); });
+    for (int i = 0; i < n; ++i) {
+      auto c = s.client();
+      dl::wire::write_all_fd(c.fd(), unhex(kTorch113[1].query));
+    }
+    std::this_thread::sleep_for(50ms);  // the clients' ends are orphaned (FIN_WAIT2, then TIME_WAIT)
+    go.set_value();
+  };
+  send_and_close(30);
+  std::this_thread::sleep_for(1100ms);
+  send_and_close(5);
+  std::this_thread::sleep_for(300ms);
+  {
+    std::lock_guard<std::mutex> g(mu);
+    INFO(Catch::rangeToString(lines));
+    REQUIRE(lines.size() == 2);
+    CHECK_THAT(lines[0], Catch::Contains("closed a connection from 127.0.0.1 of an unknown user"));
+    CHECK_THAT(lines[1], Catch::Contains("connections from 127.0.0.1 of an unknown user: only the job's user"));
+  }
+  // Nothing they sent was executed: "init/" is the only key (legacy ADD, then GETNUMKEYS).
+  auto c = s.client();
+  dl::wire::write_all_fd(c.fd(), unhex(kTorch113[0].query) + unhex("06"));
+  char add[8], numkeys[8];
+  dl::wire::recv_exact(c, add, 8, 5000ms, "c10d store");
+  dl::wire::recv_exact(c, numkeys, 8, 5000ms, "c10d store");
+  CHECK(numkeys[0] == 1);
 }

@@ -4,7 +4,11 @@
 #   absent     the last rank never calls init_process_group (sleeps); the others do
 #   survive    rank 0 sets a key through its TCPStore client and exits; rank 1
 #              waits until rank 0's process is gone, then reads the key
-#   unknown    no torch: VALIDATE, then query type 42, on MASTER_PORT
+#   unknown    no torch: VALIDATE and ADD init/ 1 (what a rank's TCPStore
+#              client sends first), then query type 42, on MASTER_PORT
+#   stranger   no torch: VALIDATE, then query type 42 without counting itself
+#              in (a process that is none of the job's ranks); then prints
+#              that the job still runs
 # The last argument is the test's marker (it only names the processes).
 import os
 import socket
@@ -44,11 +48,24 @@ def deadline_wait(cond, what, seconds=60):
         time.sleep(0.05)
 
 
+VALIDATE = struct.pack("<BI", 0, 0x3C85F7CE)
+ADD_INIT = bytes([4]) + struct.pack("<Q", 5) + b"init/" + struct.pack("<q", 1)
+
 if mode == "unknown":
     s = socket.create_connection((addr, port), timeout=60)
-    s.sendall(struct.pack("<BI", 0, 0x3C85F7CE) + bytes([42]))
+    s.sendall(VALIDATE + ADD_INIT)
+    s.recv(8)
+    s.sendall(bytes([42]))
     s.recv(1)  # the store closes the connection; the job ends before any timeout
     time.sleep(60)
+    sys.exit(0)
+
+if mode == "stranger":
+    s = socket.create_connection((addr, port), timeout=60)
+    s.sendall(VALIDATE + bytes([42]))
+    s.recv(1)  # the store closes this connection only
+    time.sleep(1)
+    print("c10d stranger rank=%d still running" % rank, flush=True)
     sys.exit(0)
 
 import datetime  # noqa: E402

@@ -8,6 +8,7 @@
 
 #include "tests/integration/run_command.h"
 #include "tests/torch/ddp_result.h"
+#include "wire/socket.h"
 
 using namespace dl::it;
 using namespace dl::torch_test;
@@ -84,10 +85,74 @@ TEST_CASE("torch c10d store: the store outlives rank 0", "[torch][slow]") {
   CHECK_THAT(r.out, Catch::Contains("c10d survive rank=1 value=from rank 0"));
 }
 
+TEST_CASE("torch c10d store: a client that is none of the job's ranks is dropped, the job goes on", "[torch]") {
+  RunResult r = run_probe({"-n", "1", "-v"}, "stranger", 50);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("c10d stranger rank=0 still running"));
+  CHECK_THAT(r.err, Catch::Contains("dropped a client at 127.0.0.1 that is none of the job's ranks") &&
+                        Catch::Contains("query type 42"));
+}
+
 TEST_CASE("torch c10d store: a query type it does not know ends the job at once naming it", "[torch]") {
   RunResult r = run_probe({"-n", "1"}, "unknown", 50);
   INFO(r.out << r.err);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("query type 42") && Catch::Contains("torch 2.x, validated") &&
                         Catch::Contains("--torch-store rank0"));
+}
+
+// Per-node mode (one dlaunch per node, here two on this machine): node 0's
+// dlaunch serves torch's store for both nodes, so no rank listens on
+// MASTER_PORT, and the store outlives rank 0 on node 0.
+namespace {
+std::vector<RunResult> per_node_probe(const std::string& mode, std::vector<std::string> node0_flags = {}) {
+  const int port = dl::wire::free_tcp_port(true);
+  const std::string m = new_marker();
+  std::vector<Child> nodes;
+  for (int k = 0; k < 2; ++k) {
+    RunSpec s;
+    s.argv = {bin("dlaunch"), "--nnodes", "2", "--node-rank", std::to_string(k), "--rdzv",
+              "tcp://127.0.0.1:" + std::to_string(port), "--nproc-per-node", "1", "-v"};
+    if (k == 0) s.argv.insert(s.argv.end(), node0_flags.begin(), node0_flags.end());
+    s.argv.insert(s.argv.end(), {kPython, probe(), mode, m});
+    s.set_env["DLAUNCH_TOKEN"] = "torch-per-node-token-0123456789abcdef";
+    nodes.push_back(start(s));
+  }
+  ChildGuard g0{nodes[0], m}, g1{nodes[1], m};
+  std::vector<RunResult> out;
+  for (auto& c : nodes) out.push_back(wait(c, 120));
+  CHECK(wait_marked_gone(m, 10).empty());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("torch c10d store: in per-node mode node 0's dlaunch serves it for every node", "[torch][per-node][slow]") {
+  auto r = per_node_probe("listeners");
+  INFO(r[0].out << r[0].err << "\n--- node 1\n" << r[1].out << r[1].err);
+  REQUIRE(r[0].code == 0);
+  REQUIRE(r[1].code == 0);
+  const std::string all = r[0].out + r[1].out;
+  auto after = listeners(all, "after");
+  REQUIRE(after.ports.size() == 2);
+  CHECK(all.find("sum=2") != std::string::npos);
+  CHECK(after.master_port[0] == after.master_port[1]);
+  CHECK_FALSE(listens_on(after, 0, after.master_port[0]));  // rank 0 hosts no store
+  CHECK_FALSE(listens_on(after, 1, after.master_port[1]));
+
+  // torch's own arrangement when node 0 asks for it.
+  auto t = per_node_probe("listeners", {"--torch-store", "rank0"});
+  INFO(t[0].out << t[0].err << "\n--- node 1\n" << t[1].out << t[1].err);
+  REQUIRE(t[0].code == 0);
+  auto rank0 = listeners(t[0].out + t[1].out, "after");
+  REQUIRE(rank0.ports.size() == 2);
+  CHECK(listens_on(rank0, 0, rank0.master_port[0]));
+}
+
+TEST_CASE("torch c10d store: in per-node mode the store outlives rank 0", "[torch][per-node][slow]") {
+  auto r = per_node_probe("survive");
+  INFO(r[0].out << r[0].err << "\n--- node 1\n" << r[1].out << r[1].err);
+  CHECK(r[0].code == 0);
+  CHECK(r[1].code == 0);
+  CHECK_THAT(r[1].out, Catch::Contains("c10d survive rank=1 value=from rank 0"));
 }

@@ -41,12 +41,15 @@ TEST_CASE("socket owner: the loopback peer's uid is read from the socket table",
       "   0: 0100007F:9C40 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 111 1\n"
       "   1: 0100007F:9C41 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 112 1\n"
       "   2: 0100007F:1F90 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 113 1\n"
-      "   3: 00000000:1F91 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1001        0 114 1\n";
+      "   3: 00000000:1F91 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1001        0 114 1\n"
+      // A client's end after its close(): TIME_WAIT, no process, listed as uid 0 with inode 0.
+      "   4: 0100007F:9C43 0100007F:1F90 06 00000000:00000000 03:00000F9F 00000000     0        0 0 3\n";
   REQUIRE(::write(fd, table.data(), table.size()) == static_cast<ssize_t>(table.size()));
   ::close(fd);
   CHECK(loopback_peer_uid(0x9C40, 0x1F90, path) == std::optional<unsigned>(1000));  // the client side, not ours
   CHECK(loopback_peer_uid(0x9C41, 0x1F90, path) == std::optional<unsigned>(0));
   CHECK_FALSE(loopback_peer_uid(0x9C42, 0x1F90, path).has_value());
+  CHECK_FALSE(loopback_peer_uid(0x9C43, 0x1F90, path).has_value());  // no owner, not root
   CHECK_FALSE(loopback_peer_uid(0x9C40, 0x1F91, path).has_value());
   // Only a listening row (state 0A) holds a port.
   CHECK(listener_uid(0x1F91, path, "/nonexistent") == std::optional<unsigned>(1001));
@@ -82,6 +85,29 @@ TEST_CASE("socket owner: accepted loopback peers and a listener are this process
   CHECK(foreign_holder("127.0.0.1", port, "store").empty());
   ::close(lsn);
   CHECK_FALSE(listener_uid(port).has_value());
+}
+
+// A client that sends and closes leaves its end to the kernel (FIN_WAIT2,
+// then TIME_WAIT): no process owns it, and the kernel reports it as uid 0.
+// That is nobody, whichever user the server runs as (root included).
+TEST_CASE("socket owner: a peer whose client end was closed has no owner", "[wire]") {
+  uint16_t port = 0;
+  const int lsn = listen_loopback(&port);
+  Socket a = connect_tcp("127.0.0.1", port, Millis(2000));
+  Socket x(::accept4(lsn, nullptr, nullptr, SOCK_CLOEXEC));
+  REQUIRE(x.valid());
+  REQUIRE(local_peer_owners({x.fd()}).at(0).uid == std::optional<unsigned>(::geteuid()));
+  a = Socket();  // the client's close(): its end is orphaned while ours stays open
+  bool kernel_none = false, tables_none = false;
+  for (int i = 0; i < 200 && !(kernel_none && tables_none); ++i) {
+    const auto k = local_peer_owners({x.fd()}).at(0), t = local_peer_owners({x.fd()}, false).at(0);
+    CHECK(k.local);
+    kernel_none = !k.uid.has_value(), tables_none = !t.uid.has_value();
+    if (!(kernel_none && tables_none)) ::usleep(10000);
+  }
+  CHECK(kernel_none);
+  CHECK(tables_none);
+  ::close(lsn);
 }
 
 TEST_CASE("socket owner: users are named, loopback hosts recognised", "[wire]") {
