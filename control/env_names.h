@@ -101,6 +101,10 @@ inline constexpr const char* kDlStoreAddr = "DLAUNCH_STORE_ADDR";  // host:port 
 // The AF_UNIX path of the rank's host's store door (rendezvous/store_door.h):
 // env:// connects there rather than to DLAUNCH_STORE_ADDR when it is set.
 inline constexpr const char* kDlStoreDoor = "DLAUNCH_STORE_DOOR";
+// host:port of torch's c10d store when dlaunch serves it (MASTER_ADDR:MASTER_PORT
+// as the ranks get them, with TORCHELASTIC_USE_AGENT_STORE): dlaunch's Python
+// hook lets torch use the agent store only for a rendezvous at this address.
+inline constexpr const char* kDlTorchStore = "DLAUNCH_TORCH_STORE";
 inline constexpr const char* kDlRestartCount = "DLAUNCH_RESTART_COUNT";  // the attempt, 0 first (--max-restarts)
 inline constexpr const char* kDlSocketIfname = "DLAUNCH_SOCKET_IFNAME";
 inline constexpr const char* kDlStoreSpinUs = "DLAUNCH_STORE_SPIN_US";
