@@ -101,6 +101,10 @@ inline constexpr const char* kDlStoreAddr = "DLAUNCH_STORE_ADDR";  // host:port 
 // The AF_UNIX path of the rank's host's store door (rendezvous/store_door.h):
 // env:// connects there rather than to DLAUNCH_STORE_ADDR when it is set.
 inline constexpr const char* kDlStoreDoor = "DLAUNCH_STORE_DOOR";
+// host:port of torch's c10d store when dlaunch serves it (MASTER_ADDR:MASTER_PORT
+// as the ranks get them, with TORCHELASTIC_USE_AGENT_STORE): dlaunch's Python
+// hook lets torch use the agent store only for a rendezvous at this address.
+inline constexpr const char* kDlTorchStore = "DLAUNCH_TORCH_STORE";
 inline constexpr const char* kDlRestartCount = "DLAUNCH_RESTART_COUNT";  // the attempt, 0 first (--max-restarts)
 inline constexpr const char* kDlSocketIfname = "DLAUNCH_SOCKET_IFNAME";
 inline constexpr const char* kDlStoreSpinUs = "DLAUNCH_STORE_SPIN_US";
@@ -117,10 +121,16 @@ inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
 // launcher; the launcher warns about the ones it inherited. PMIx's own MCA
 // parameters (PMIX_MCA_*) are a site's or a container image's configuration,
 // not a job's identity (NVIDIA's PyTorch images set PMIX_MCA_gds=hash for
-// every process): they stay, as OMPI_MCA_* tuning does.
+// every process): they stay, as OMPI_MCA_* tuning does. PMI_ is no launcher's
+// own prefix: of its names only PMI's identity and wire-up count (the rank,
+// the size, the socket as PMI_FD or as PMI_PORT with PMI_ID), the ones
+// dlaunch sets itself; any other PMI_ variable is the user's and stays.
 inline bool is_foreign_identity_var(std::string_view name) {
   if (name.substr(0, 9) == "PMIX_MCA_") return false;
-  constexpr std::string_view prefixes[] = {"PMIX_", "PMI_", "OMPI_COMM_WORLD_", "OMPI_MCA_ess", "OMPI_MCA_orte_",
+  constexpr std::string_view pmi[] = {kPmiRank, kPmiSize, kPmiFd, "PMI_PORT", "PMI_ID"};
+  for (auto n : pmi)
+    if (name == n) return true;
+  constexpr std::string_view prefixes[] = {"PMIX_", "OMPI_COMM_WORLD_", "OMPI_MCA_ess", "OMPI_MCA_orte_",
                                            "OMPI_MCA_pmix", "OMPI_UNIVERSE_SIZE", "OMPI_FIRST_RANKS", "HYDRA_",
                                            "MPI_LOCAL"};
   for (auto p : prefixes)

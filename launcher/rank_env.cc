@@ -36,7 +36,10 @@ EnvMap shared_env(const JobEnv& job) {
   e[env::kTorchelasticRestartCount] = std::to_string(job.restart_count);
   e[env::kTorchelasticMaxRestarts] = std::to_string(job.max_restarts);
   e[env::kDlRestartCount] = std::to_string(job.restart_count);
-  if (job.agent_store) e[env::kTorchelasticUseAgentStore] = "True";
+  if (job.agent_store) {
+    e[env::kTorchelasticUseAgentStore] = "True";
+    e[env::kDlTorchStore] = job.master_addr + ":" + std::to_string(job.master_port);
+  }
   if (job.slurm) {
     // Under `srun ... dlaunch` every rank would inherit its dlaunch's task
     // identity (SLURM_PROCID 0 on a whole node of ranks), and Lightning and

@@ -48,6 +48,20 @@ TEST_CASE("rank environment: an outer launcher's identity is dropped, dlaunch's 
   CHECK_FALSE(dl::env::is_foreign_identity_var("PMI"));
 }
 
+TEST_CASE("rank environment: of the PMI_ names only PMI's identity and socket are an outer launcher's",
+          "[agent]") {
+  for (const char* name : {"PMI_RANK", "PMI_SIZE", "PMI_FD", "PMI_PORT", "PMI_ID"}) {
+    INFO(name);
+    CHECK(dl::env::is_foreign_identity_var(name));
+  }
+  // A name that merely starts with PMI_ is the user's: it reaches the ranks unchanged.
+  CHECK_FALSE(dl::env::is_foreign_identity_var("PMI_ENV_PORT"));
+  CHECK_FALSE(dl::env::is_foreign_identity_var("PMI_RANKS_FILE"));
+  auto env = compose_rank_env({{"PMI_ENV_PORT", "7001"}, {"PMI_PORT", "h:1"}}, {}, {{"PMI_RANK", "0"}}, {});
+  CHECK(env.at("PMI_ENV_PORT") == "7001");
+  CHECK(env.count("PMI_PORT") == 0);
+}
+
 TEST_CASE("rank environment: Slurm's task-only variables go, job-level ones stay", "[agent][slurm]") {
   EnvVars inherited{{"SLURM_JOB_ID", "77"}, {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_TASK_PID", "4711"},
                     {"SLURM_GTIDS", "0"},   {"SLURM_PROCID", "0"}};

@@ -691,6 +691,10 @@ TEST_CASE("inherited_identity_warning: names what the ranks get other values for
   CHECK(inherited_identity_warning(launch, {{"RANK", "5"}, {"FOO", "shell"}}, {{"FOO", "bar"}}) ==
         "dlaunch: warning: the ranks get dlaunch's own values instead of the inherited RANK" + tail);
   CHECK(inherited_identity_warning(launch, {{"TERM", "xterm"}}).empty());
+  // A variable that merely starts with PMI_ is no identity: the ranks keep it, nothing contradicts.
+  CHECK(inherited_identity_warning(launch, {{"PMI_ENV_PORT", "7001"}}).empty());
+  CHECK(inherited_identity_warning(launch, {{"PMI_ENV_PORT", "7001"}, {"PMI_SIZE", "9"}}) ==
+        "dlaunch: warning: the ranks get dlaunch's own values instead of the inherited PMI_SIZE" + tail);
 }
 
 TEST_CASE("plan_launch: TERM=dumb for the ranks when dlaunch's output reaches no terminal", "[launcher][plan]") {

@@ -129,11 +129,17 @@ TEST_CASE("rank_env: torchelastic's variables and the agent store only when dlau
     CHECK(e["DLAUNCH_RESTART_COUNT"] == "0");
     // With it, torch's env:// connects to a store on MASTER_PORT as a client only.
     CHECK(e.count("TORCHELASTIC_USE_AGENT_STORE") == 0);
+    CHECK(e.count("DLAUNCH_TORCH_STORE") == 0);
     // A path on the rank's host: its agent sets it.
     CHECK(e.count("TORCHELASTIC_ERROR_FILE") == 0);
   }
   j.agent_store = true;  // dlaunch serves torch's c10d store on MASTER_PORT
-  for (int r = 0; r < 2; ++r) CHECK(rank_env(j, r)["TORCHELASTIC_USE_AGENT_STORE"] == "True");
+  for (int r = 0; r < 2; ++r) {
+    auto e = rank_env(j, r);
+    CHECK(e["TORCHELASTIC_USE_AGENT_STORE"] == "True");
+    // Where it is served: the hook compares a script's own address with it.
+    CHECK(e["DLAUNCH_TORCH_STORE"] == e["MASTER_ADDR"] + ":" + e["MASTER_PORT"]);
+  }
 }
 
 TEST_CASE("rank_env: inside Slurm the per-task SLURM_* variables agree with RANK", "[launcher][slurm]") {

@@ -9,6 +9,10 @@
 #   stranger   no torch: VALIDATE, then query type 42 without counting itself
 #              in (a process that is none of the job's ranks); then prints
 #              that the job still runs
+#   own        as Intel's oneCCL examples: RANK/WORLD_SIZE from PMI_RANK/PMI_SIZE,
+#              MASTER_ADDR/MASTER_PORT set by the script to $PROBE_ADDR/$PROBE_PORT
+#              (each kept when unset), then env:// init (60 s timeout) and an
+#              all_reduce; says whether the rank listens on the port it chose
 # The last argument is the test's marker (it only names the processes).
 import os
 import socket
@@ -17,6 +21,10 @@ import sys
 import time
 
 mode = sys.argv[1]
+if mode == "own":
+    os.environ["RANK"], os.environ["WORLD_SIZE"] = os.environ["PMI_RANK"], os.environ["PMI_SIZE"]
+    os.environ["MASTER_ADDR"] = os.environ.get("PROBE_ADDR", os.environ["MASTER_ADDR"])
+    os.environ["MASTER_PORT"] = os.environ.get("PROBE_PORT", os.environ["MASTER_PORT"])
 rank = int(os.environ["RANK"])
 addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
 
@@ -94,3 +102,11 @@ elif mode == "survive":
     pid = int(store.get("survive/pid"))
     deadline_wait(lambda: not os.path.exists("/proc/%d" % pid), "rank 0 (pid %d) to exit" % pid)
     print("c10d survive rank=%d value=%s" % (rank, store.get("survive/value").decode()), flush=True)
+elif mode == "own":
+    start = time.monotonic()
+    dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    print("c10d own rank=%d sum=%d listens=%d addr=%s port=%d seconds=%.1f" %
+          (rank, int(t.item()), port in own_listening_ports(), addr, port, time.monotonic() - start), flush=True)
+    dist.destroy_process_group()

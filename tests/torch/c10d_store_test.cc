@@ -4,6 +4,11 @@
 // query the store does not serve ends the job at once.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <regex>
 
 #include "tests/integration/run_command.h"
@@ -44,6 +49,34 @@ Listeners listeners(const std::string& out, const std::string& when) {
 }
 bool listens_on(const Listeners& l, int rank, const std::string& port) {
   return l.ports.at(rank).find(", " + port + ",") != std::string::npos;
+}
+
+// A loopback port free a moment ago, for a script that picks its own (a fixed 29500 would collide
+// with tests running beside this one).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// rank -> its "c10d own rank=R sum=S listens=L ... seconds=T" line (tests/torch/c10d_probe.py own).
+struct OwnLine {
+  int sum = 0;
+  bool listens = false;
+  double seconds = 0;
+};
+std::map<int, OwnLine> own_lines(const std::string& out) {
+  static const std::regex re(R"(c10d own rank=(\d+) sum=(\d+) listens=(\d) addr=\S+ port=\d+ seconds=([0-9.]+))");
+  std::map<int, OwnLine> l;
+  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it)
+    l[std::stoi((*it)[1])] = {std::stoi((*it)[2]), (*it)[3] == "1", std::stod((*it)[4])};
+  return l;
 }
 }  // namespace
 
@@ -155,4 +188,39 @@ TEST_CASE("torch c10d store: in per-node mode the store outlives rank 0", "[torc
   CHECK(r[0].code == 0);
   CHECK(r[1].code == 0);
   CHECK_THAT(r[1].out, Catch::Contains("c10d survive rank=1 value=from rank 0"));
+}
+
+TEST_CASE("torch c10d store: a script that sets its own MASTER_ADDR and MASTER_PORT (oneCCL's) has rank 0 host it there",
+          "[torch][slow]") {
+  // Intel's oneCCL example sets MASTER_ADDR=127.0.0.1 and MASTER_PORT=29500 itself; that address is
+  // not the store dlaunch serves, so torch must not wait there as its client (a silent hang until
+  // the script's timeout) but host the store in rank 0, as under mpirun.
+  for (const bool own_addr : {true, false}) {  // both, or only MASTER_PORT
+    std::vector<std::string> flags = {"-n", "2", "--timeout", "90", "-x", "PROBE_PORT=" + std::to_string(free_port())};
+    if (own_addr) flags.insert(flags.end(), {"-x", "PROBE_ADDR=127.0.0.1"});
+    INFO("dlaunch " << flags[5] << (own_addr ? " " + flags.back() : ""));
+    RunResult r = run_probe(flags, "own");
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    auto l = own_lines(r.out);
+    REQUIRE(l.size() == 2);
+    CHECK(l[0].sum == 2);
+    CHECK(l[1].sum == 2);
+    CHECK(l[0].listens);  // rank 0's torch hosts the store on the script's port
+    CHECK_FALSE(l[1].listens);
+    CHECK(l[0].seconds < 30);  // within seconds, not at the script's 60 s timeout
+    CHECK(l[1].seconds < 30);
+  }
+}
+
+TEST_CASE("torch c10d store: a script that names the served store by another name still uses it", "[torch][slow]") {
+  // localhost with dlaunch's MASTER_PORT is the store dlaunch serves on 127.0.0.1: every rank its client.
+  RunResult r = run_probe({"-n", "2", "--timeout", "90", "-x", "PROBE_ADDR=localhost"}, "own");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  auto l = own_lines(r.out);
+  REQUIRE(l.size() == 2);
+  CHECK(l[0].sum == 2);
+  CHECK_FALSE(l[0].listens);
+  CHECK_FALSE(l[1].listens);
 }

@@ -62,3 +62,20 @@ TEST_CASE("torch c10d store across 2 hosts: --timeout names the rank that never 
   CHECK(r.output.find(c.address(0) + ": ") == std::string::npos);  // the first host's clients were all counted as its
   CHECK(dl::multihost::wait_clean(c, m) == "");
 }
+
+TEST_CASE("a script that sets its own MASTER_PORT=29500 on 2 hosts: rank 0 hosts torch's store there",
+          "[torch][multihost][cluster][slow]") {
+  Cluster c(2);
+  const std::string m = dl::multihost::unique_marker();
+  const std::string probe = std::string(DLAUNCH_SOURCE_DIR) + "/tests/torch/c10d_probe.py";
+  // The script keeps MASTER_ADDR (h0's address: the launcher's host, which runs rank 0) and picks
+  // 29500, as scripts written for mpirun do; each cluster host is its own network namespace.
+  auto r = dl::multihost::run_dlaunch(c, "-n 4 --timeout 120 -x GLOO_SOCKET_IFNAME=eth0 -x PROBE_PORT=29500 " + kPython +
+                                             " " + probe + " own " + m, 240s);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("c10d own rank=0 sum=4 listens=1 addr=" + c.address(0) + " port=29500"));
+  for (int rank = 1; rank < 4; ++rank)
+    CHECK_THAT(r.output, Catch::Contains("c10d own rank=" + std::to_string(rank) + " sum=4 listens=0"));
+  CHECK(dl::multihost::wait_clean(c, m) == "");
+}
