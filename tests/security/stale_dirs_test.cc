@@ -57,7 +57,7 @@ TEST_CASE("stale temp dirs: another user's, a link and a live process's are left
   REQUIRE(::chmod(precious.path.c_str(), 0755) == 0);
 
   RunSpec job;
-  job.argv = {bin("dlaunch"), "-n", "1", "/bin/true"};
+  job.argv = {bin("dlaunch"), "-n", "1", "--mpi", "none", "/bin/true"};
   job.set_env = {{"TMPDIR", shared.path}};
   RunResult r = run(job, 30);
   INFO(r.err);
