@@ -15,6 +15,7 @@
 #include "control/protocol.h"
 #include "control/rank_identity.h"
 #include "errors/error.h"
+#include "errors/temp_dirs.h"
 #include "machine/cpus.h"
 #include "machine/gpu_report.h"
 #include "machine/identity.h"
@@ -220,7 +221,15 @@ void Agent::launch(msg::Launch incoming) {
   if (ranks.size() > 1) store_door_.open_for(launch_->env, ranks.size());
   const msg::Launch& m = *launch_;
   if (!ranks.empty() && !error_files_) {
-    if (!py_dir_) py_dir_ = std::make_unique<PythonDir>();
+    if (!py_dir_) {
+      py_dir_ = std::make_unique<PythonDir>();
+      // What agents killed outright left on this host goes, once per agent,
+      // after this launch's ranks are started (errors/temp_dirs.h).
+      asio::post(io_, [] {
+        reap_stale_temp_dirs(temp_base());
+        reap_stale_temp_dirs("/dev/shm");
+      });
+    }
     error_files_ = std::make_unique<TorchErrorFiles>(*py_dir_);
     if (!stacks_) stacks_ = std::make_unique<StackDumper>(io_, *py_dir_);
   }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "errors/temp_dirs.h"
 #include "wire/handshake.h"
 
 namespace dl::agent {
@@ -15,11 +16,10 @@ namespace dl::agent {
 namespace fs = std::filesystem;
 
 PythonDir::PythonDir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string base = tmp && *tmp ? tmp : "/tmp";
+  std::string base = temp_base();
   std::error_code ec;
   if (auto real = fs::canonical(base, ec); !ec) base = real.string();
-  path_ = base + "/dlaunch-" + std::to_string(::getpid()) + "-py-" + wire::to_hex(wire::random_bytes(6));
+  path_ = base + "/" + temp_dir_prefix("py") + wire::to_hex(wire::random_bytes(6));
 }
 
 bool PythonDir::ensure() {

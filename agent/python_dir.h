@@ -7,11 +7,12 @@
 // not Python never makes or removes a directory; on the ext4 /tmp measured
 // in docs/benchmarks.md each rmdir cost 4 ms of the job's end.
 //
-// Named dlaunch-<agent pid>-py-<random hex> under $TMPDIR (or /tmp),
-// canonical (the path a rank's /proc/PID/fd shows, even under a symlinked
-// TMPDIR), so that when the agent is killed outright the next agent on the
-// host finds its owner gone and removes it (mpi/mpi_job.cc). The name is
-// unguessable and only this user's processes see it (their environment).
+// Named dlaunch-<agent pid>-py-<start>.<pidns>.<random hex> under $TMPDIR
+// (or /tmp), canonical (the path a rank's /proc/PID/fd shows, even under a
+// symlinked TMPDIR), so that when the agent is killed outright the next
+// agent on the host finds its owner gone and removes it (errors/temp_dirs.h).
+// The name is unguessable and only this user's processes see it (their
+// environment).
 #include <string>
 
 namespace dl::agent {

@@ -3,12 +3,14 @@
 #include <stdlib.h>
 
 #include <filesystem>
-#include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "control/env_names.h"
+#include "errors/error.h"
+#include "errors/user_file.h"
 
 namespace dl::agent {
 
@@ -116,11 +118,18 @@ std::string TorchErrorFiles::path(int rank) const {
 
 std::optional<std::string> TorchErrorFiles::read(int rank) const {
   if (dir_.empty()) return std::nullopt;
-  std::ifstream f(path(rank));
-  if (!f) return std::nullopt;
-  std::ostringstream text;
-  text << f.rdbuf();
-  return summarize_torch_error(text.str());
+  // The rank wrote it, and may have made it anything: a FIFO (an open that
+  // waits for a writer), a link to /dev/zero (a read without end), a file
+  // of gigabytes. It is read as a file a user names is, and never through a
+  // link.
+  try {
+    const auto f = read_user_file_if_present(path(rank), "rank " + std::to_string(rank) + "'s TORCHELASTIC_ERROR_FILE",
+                                             "not read, the verdict goes without it", FinalLink::kRefuse);
+    return f ? summarize_torch_error(f->text) : std::nullopt;
+  } catch (const Error& e) {
+    std::cerr << "dlaunch-agent: warning: " << e.what() << "\n";
+    return std::nullopt;
+  }
 }
 
 void TorchErrorFiles::remove() {

@@ -70,7 +70,10 @@ class TorchErrorFiles {
   ~TorchErrorFiles() { remove(); }
   // The rank's TORCHELASTIC_ERROR_FILE, "" when there is no directory.
   std::string path(int rank) const;
-  // The summary of what `rank` left there, if anything.
+  // The summary of what `rank` left there, if anything. Read as
+  // errors/user_file.h reads (a regular file of at most 1 MiB, opened without
+  // waiting), and never through a link: anything else is not read, and
+  // says so in one line on stderr.
   std::optional<std::string> read(int rank) const;
   // Removes the ranks' error files, not the directory (idempotent).
   void remove();

@@ -8,6 +8,7 @@
 
 #include "control/env_names.h"
 #include "errors/error.h"
+#include "errors/temp_dirs.h"
 #include "rendezvous/host_store.h"
 #include "wire/socket.h"
 
@@ -24,9 +25,7 @@ const std::string* find(const EnvVars& env, const char* name) {
 }
 
 std::string make_dir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/dlaunch-" + std::to_string(::getpid()) +
-                     "-store-XXXXXX";
+  std::string tmpl = temp_base() + "/" + temp_dir_prefix("store") + "XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw_errno("making the store door's directory " + tmpl);
   return tmpl;
 }

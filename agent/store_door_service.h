@@ -9,9 +9,9 @@
 // connects to the door; a launch that names no store is left alone. The door
 // is made at the first such launch and kept for later ones (restarts) until
 // the agent leaves; it lives in a 0700 directory of its own,
-// $TMPDIR/dlaunch-<agent pid>-store-<random>: named so that, when this agent
-// is killed outright, the next agent on the host that serves an MPI job
-// removes it with the other directories of dead agents (mpi/mpi_job.cc).
+// $TMPDIR/dlaunch-<agent pid>-store-<start>.<pidns>.<random>: named so that,
+// when this agent is killed outright, the next agent on the host removes it
+// with the other directories of dead agents (errors/temp_dirs.h).
 // When the door cannot be made (no temp directory), the agent says why on
 // stderr once and its ranks connect to the store directly.
 //

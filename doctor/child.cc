@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "errors/error.h"
+#include "errors/temp_dirs.h"
 
 namespace dl::doctor {
 
@@ -76,8 +77,8 @@ std::string last_lines(const std::string& s, int n) {
 }
 
 TempDir::TempDir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-doctor-XXXXXX";
+  reap_stale_temp_dirs(temp_base());
+  std::string tmpl = temp_base() + "/" + temp_dir_prefix("doctor") + "XXXXXX";
   if (!::mkdtemp(tmpl.data())) throw_errno("creating a temporary directory in " + tmpl.substr(0, tmpl.rfind('/')));
   path_ = tmpl;
 }

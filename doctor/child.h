@@ -37,7 +37,9 @@ template <class T> std::optional<T> json_after_output(const std::string& out) {
 }
 
 // A directory under $TMPDIR (else /tmp), removed with everything in it when
-// this object is destroyed.
+// this object is destroyed. Named as errors/temp_dirs.h names (kind
+// "doctor"); the directories that dlaunch processes killed outright left
+// there are removed first.
 class TempDir {
  public:
   TempDir();

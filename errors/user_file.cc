@@ -43,12 +43,14 @@ int read_bounded(int fd, std::string& out) {
 }
 
 std::optional<UserFile> read_file(const std::string& path, const std::string& what, const std::string& fix,
-                                  bool missing_ok) {
+                                  bool missing_ok, FinalLink link) {
   auto fail = [&](const std::string& problem) { return UsageError(what + " " + path + ": " + problem + "; " + fix); };
   // O_NONBLOCK: opening a FIFO for reading would wait for a writer.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  const int no_follow = link == FinalLink::kRefuse ? O_NOFOLLOW : 0;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | no_follow);
   if (fd < 0) {
     if (errno == ENOENT && missing_ok) return std::nullopt;
+    if (errno == ELOOP && no_follow) throw fail("is a symbolic link, not a regular file");
     throw fail(std::string("cannot read it (") + std::strerror(errno) + ")");
   }
   Fd closer{fd};
@@ -70,13 +72,13 @@ std::optional<UserFile> read_file(const std::string& path, const std::string& wh
 
 }  // namespace
 
-UserFile read_user_file(const std::string& path, const std::string& what, const std::string& fix) {
-  return *read_file(path, what, fix, /*missing_ok=*/false);
+UserFile read_user_file(const std::string& path, const std::string& what, const std::string& fix, FinalLink link) {
+  return *read_file(path, what, fix, /*missing_ok=*/false, link);
 }
 
 std::optional<UserFile> read_user_file_if_present(const std::string& path, const std::string& what,
-                                                  const std::string& fix) {
-  return read_file(path, what, fix, /*missing_ok=*/true);
+                                                  const std::string& fix, FinalLink link) {
+  return read_file(path, what, fix, /*missing_ok=*/true, link);
 }
 
 }  // namespace dl

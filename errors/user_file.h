@@ -1,6 +1,7 @@
 #pragma once
 // The one way dlaunch reads a file a user names: a hostfile, an env file, a
-// config file, an app file, a token file, an ssh config. Only a regular file
+// config file, an app file, a token file, an ssh config; and a file that a
+// job's rank wrote for it (torch's error file). Only a regular file
 // is read, and at most kMaxUserFileBytes of it: a FIFO is refused without
 // waiting for a writer (it is opened non-blocking, then fstat'ed), a device
 // such as /dev/zero or a directory is refused before any read, and every read
@@ -19,6 +20,12 @@ namespace dl {
 // enough that a wrong path cannot make dlaunch read without bound.
 inline constexpr size_t kMaxUserFileBytes = size_t{1} << 20;
 
+// Whether a symbolic link at the path itself is followed: yes for a file a
+// user names; no (O_NOFOLLOW, refused as "a symbolic link") for a file that
+// a job's processes write into a directory of dlaunch's, such as a rank's
+// torch error file, which dlaunch only reads.
+enum class FinalLink { kFollow, kRefuse };
+
 struct UserFile {
   std::string text;  // the whole file
   mode_t mode = 0;   // its st_mode (type and permission bits)
@@ -31,9 +38,11 @@ struct UserFile {
 // "WHAT PATH: PROBLEM; FIX" when the file cannot be opened or read, is not a
 // regular file, or is larger than kMaxUserFileBytes.
 UserFile read_user_file(const std::string& path, const std::string& what,
-                        const std::string& fix = "give a regular file of at most 1 MiB");
+                        const std::string& fix = "give a regular file of at most 1 MiB",
+                        FinalLink link = FinalLink::kFollow);
 // The same, except that nothing at `path` (ENOENT) is nullopt, not an error.
 std::optional<UserFile> read_user_file_if_present(const std::string& path, const std::string& what,
-                                                  const std::string& fix = "give a regular file of at most 1 MiB");
+                                                  const std::string& fix = "give a regular file of at most 1 MiB",
+                                                  FinalLink link = FinalLink::kFollow);
 
 }  // namespace dl

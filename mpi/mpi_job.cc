@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "errors/error.h"
+#include "errors/temp_dirs.h"
 #include "wire/handshake.h"
 #include "wire/quiet_thread.h"
 
@@ -87,47 +88,18 @@ bool g_set_blacklist = false;  // prepare() set kHwlocBlacklistVar
 std::string listener_path(const std::string& tmpdir) { return tmpdir + "/pmix.sock"; }
 #endif
 
-std::string tmp_base() {
-  const char* base = std::getenv("TMPDIR");
-  return base && *base ? base : "/tmp";
-}
-
 // The job's temp dir is named here and made only when a rank connects
 // (serve): a job that never calls MPI_Init makes and removes no directory
 // (on ext4 with online discard each rmdir took 4 ms). The name is
 // unguessable and its mkdir fails if it exists, as mkdtemp's would.
-std::string tmpdir_name() {
-  return tmp_base() + "/dlaunch-" + std::to_string(::getpid()) + "-" + wire::to_hex(wire::random_bytes(6));
-}
-
-// An agent killed outright (SIGKILL) cannot remove its temp dir
-// (<base>/dlaunch-<pid>-XXXXXX) nor its shared-memory dir
-// (/dev/shm/dlaunch-<pid>-<namespace>): the next agent on the host removes
-// those of this user whose agent pid no longer exists.
-void remove_dirs_of_dead_agents(const std::string& base) {
-  DIR* d = ::opendir(base.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> dead;
-  while (dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.rfind("dlaunch-", 0) != 0) continue;
-    size_t end = 8;
-    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
-    if (end == 8 || end >= name.size() || name[end] != '-' || end - 8 > 9) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(name.substr(8, end - 8)));
-    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    struct stat st;
-    const std::string path = base + "/" + name;
-    if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::getuid()) dead.push_back(path);
-  }
-  ::closedir(d);
-  std::error_code ec;
-  for (const auto& path : dead) std::filesystem::remove_all(path, ec);
-}
+std::string tmpdir_name() { return temp_base() + "/" + temp_dir_prefix("mpi") + wire::to_hex(wire::random_bytes(6)); }
 }  // namespace
 
 
 
+// An agent killed outright (SIGKILL) cannot remove its temp dir nor its
+// shared-memory dir (/dev/shm/dlaunch-<pid>-shm-...): the next agent on the
+// host removes those of this user whose agent is gone (errors/temp_dirs.h).
 // Removes dead agents' dirs once per agent, on whichever thread comes first:
 // the server thread at its start, or an agent leaving before that thread ran
 // (under load it may not have been scheduled yet; the agent does not wait).
@@ -137,8 +109,8 @@ void MpiJob::reap_dead_agents(Prep& prep) {
     if (prep.reap_claimed) return;
     prep.reap_claimed = true;
   }
-  remove_dirs_of_dead_agents(tmp_base());
-  remove_dirs_of_dead_agents("/dev/shm");
+  reap_stale_temp_dirs(temp_base());
+  reap_stale_temp_dirs("/dev/shm");
   std::lock_guard<std::mutex> lock(prep.mu);
   prep.reaped = true;
   prep.cv.notify_all();
@@ -337,7 +309,7 @@ void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
     if (!prep_->error.empty()) throw IoError(prep_->error);
   }
   map.tmpdir = tmpdir_;
-  map.shm_dir = "/dev/shm/dlaunch-" + std::to_string(::getpid()) + "-" + wire::to_hex(wire::random_bytes(8));
+  map.shm_dir = "/dev/shm/" + temp_dir_prefix("shm") + wire::to_hex(wire::random_bytes(8));
   pmix::validate_served(map);
   // The server thread makes them when a rank connects (tmpdir_name);
   // release_for_exit removes whatever exists of them.

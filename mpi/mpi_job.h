@@ -46,11 +46,11 @@ class MpiJob {
  public:
   // True when this binary can serve PMIx.
   static bool available();
-  // Names the temp dir ($TMPDIR/dlaunch-<pid>-<random hex>, or /tmp; made
+  // Names the temp dir ($TMPDIR/dlaunch-<pid>-mpi-..., or /tmp; made
   // with the PMIx server when a rank connects, so a job that never calls
   // MPI_Init makes no directory), opens the ranks' PMIx port, and starts the
   // server thread: it removes the temp and shared-memory dirs that agents
-  // killed outright left (their pid is gone), then waits for a rank to connect.
+  // killed outright left (errors/temp_dirs.h), then waits for a rank to connect.
   // Null when !available(). Sets HWLOC_PLUGINS_BLACKLIST in this process
   // (unless set) so that hwloc does not load its OpenCL, GL and libxml2
   // plugins (most of its start-up time); scrub_rank_env removes it again from

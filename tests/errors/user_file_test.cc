@@ -91,3 +91,23 @@ TEST_CASE("user file: a file this user may not read is named with the system's r
   ::chmod(p.c_str(), 0);
   CHECK(error_of(p) == "--thing " + p + ": cannot read it (Permission denied); do this");
 }
+
+TEST_CASE("user file: FinalLink::kRefuse refuses a link at the path, kFollow follows it", "[errors]") {
+  Scratch s;
+  const std::string target = s.write("target", "{}");
+  const std::string link = s.dir + "/link";
+  REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+  CHECK(dl::read_user_file(link, "--thing").text == "{}");
+  try {
+    dl::read_user_file_if_present(link, "--thing", "do this", dl::FinalLink::kRefuse);
+    FAIL("a link was read");
+  } catch (const dl::UsageError& e) {
+    CHECK(std::string(e.what()) == "--thing " + link + ": is a symbolic link, not a regular file; do this");
+  }
+  // A link to /dev/zero: refused as a link, before anything is opened through it.
+  const std::string zero = s.dir + "/zero";
+  REQUIRE(::symlink("/dev/zero", zero.c_str()) == 0);
+  CHECK_THROWS_AS(dl::read_user_file(zero, "--thing", "do this", dl::FinalLink::kRefuse), dl::UsageError);
+  CHECK_FALSE(dl::read_user_file_if_present(s.dir + "/none", "--thing", "do this", dl::FinalLink::kRefuse));
+  CHECK(dl::read_user_file(target, "--thing", "do this", dl::FinalLink::kRefuse).text == "{}");
+}
