@@ -36,4 +36,7 @@ UserFile read_user_file(const std::string& path, const std::string& what,
 std::optional<UserFile> read_user_file_if_present(const std::string& path, const std::string& what,
                                                   const std::string& fix = "give a regular file of at most 1 MiB");
 
+// The permission bits of `mode` as chmod takes them: "0644".
+std::string octal_mode(mode_t mode);
+
 }  // namespace dl
