@@ -53,11 +53,12 @@ TEST_CASE("net probe: 200 silent connections hold a bounded number of threads, a
     silent.push_back(dl::wire::connect_tcp(e.addr, e.port, 5s));
     most = std::max(most, threads());
   }
-  std::this_thread::sleep_for(100ms);  // the last ones accepted
-  most = std::max(most, threads());
   INFO("threads before " << before << ", at most " << most << " with 200 silent connections");
-  CHECK(most <= before + kMaxPendingHandshakes + 8);  // a few dropped ones may still be on their way out
-  CHECK(listener.sessions() <= kMaxPendingHandshakes + 8);
+  // Dropped sessions' threads end at once, yet on a busy host a few may
+  // still be on their way out at the peak; settled, at most 64 remain.
+  CHECK(most <= before + 2 * kMaxPendingHandshakes);
+  CHECK(eventually([&] { return listener.sessions() <= kMaxPendingHandshakes; }, 1s));
+  CHECK(eventually([&] { return threads() <= before + kMaxPendingHandshakes; }, 1s));
   // The silent ones still open, a real peer passes the handshake and is answered.
   CHECK(probe(e, "me", token, 5s) == "");
   // The deadline ends the silent ones; their threads and the probe's are joined.

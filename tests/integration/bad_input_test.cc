@@ -142,16 +142,20 @@ TEST_CASE("bad input: --control-addr, --local-ranks-filter, --wdir and --log-dir
            {{"--wdir", tmp.path + "/gone", "-n", "1"},
             "--wdir " + tmp.path + "/gone: No such file or directory (every rank runs on this machine)"},
            {{"--wdir", file, "-H", "localhost:2"}, "--wdir " + file + ": not a directory"},
-           {{"--wdir", tmp.path + "/gone", "--dry-run", "-n", "1"}, "--wdir " + tmp.path + "/gone: No such file"},
            {{"-n", "1", "/bin/true", ":", "-n", "1", "--wdir", tmp.path + "/gone"}, "--wdir " + tmp.path + "/gone"},
            {{"--log-dir", open, "-n", "1"}, "--log-dir: " + open + " is writable by every user"},
        })
     check_refused(r, tmp);
+  // --dry-run refuses a missing --wdir as the run would.
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--dry-run", "--wdir", tmp.path + "/gone", "-n", "1", "/bin/true"};
+  RunResult res = run(s, 20);
+  CHECK(res.code == 2);
+  CHECK(res.err.find("--wdir " + tmp.path + "/gone: No such file") != std::string::npos);
   // --log-dir alone, a directory of this user's: the job runs, nothing is
   // written there, and -v says so.
-  RunSpec s;
   s.argv = {bin("dlaunch"), "-v", "--log-dir", tmp.path + "/logs", "-n", "1", "/bin/true"};
-  RunResult res = run(s, 20);
+  res = run(s, 20);
   INFO(res.err);
   CHECK(res.code == 0);
   CHECK(res.err.find("--log-dir " + tmp.path + "/logs: no -r/-t stream goes to files, so nothing is written there") !=
