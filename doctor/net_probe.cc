@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 
 #include "doctor/records.h"
 #include "errors/error.h"
@@ -122,38 +123,92 @@ Listener::~Listener() {
   acceptor_.join();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (int fd : conn_fds_) ::shutdown(fd, SHUT_RDWR);
+    for (auto& s : sessions_)
+      if (!s.done) ::shutdown(s.fd, SHUT_RDWR);
   }
-  for (auto& t : sessions_) t.join();
+  for (auto& s : sessions_) s.thread.join();
   for (int fd : listen_fds_) ::close(fd);
   ::close(wake_[0]);
   ::close(wake_[1]);
+}
+
+size_t Listener::sessions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sessions_.size();
 }
 
 void Listener::accept_loop() {
   std::vector<pollfd> p{{wake_[0], POLLIN, 0}};
   for (int fd : listen_fds_) p.push_back({fd, POLLIN, 0});
   for (;;) {
-    if (::poll(p.data(), p.size(), -1) < 0 && errno != EINTR) return;
+    if (::poll(p.data(), p.size(), static_cast<int>(kReapEvery.count())) < 0 && errno != EINTR) return;
     if (p[0].revents) return;
+    reap();
     for (size_t i = 1; i < p.size(); ++i) {
       if (!(p[i].revents & POLLIN)) continue;
       int fd = ::accept4(p[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      std::lock_guard<std::mutex> lock(mu_);
-      conn_fds_.push_back(fd);
-      sessions_.emplace_back([this, fd] { serve(fd); });
+      if (fd >= 0) admit(fd);
     }
   }
 }
 
-void Listener::serve(int fd) {
-  wire::Socket s(fd);
+// A new connection's session, after the oldest one still in its handshake
+// was shut down if kMaxPendingHandshakes wait already.
+void Listener::admit(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t pending = 0;
+  Session* oldest = nullptr;
+  for (auto& s : sessions_)
+    if (!s.greeted && !s.dropped && !s.done && pending++ == 0) oldest = &s;
+  if (pending >= kMaxPendingHandshakes) {
+    oldest->dropped = true;
+    ::shutdown(oldest->fd, SHUT_RDWR);  // its handshake read ends at once
+  }
+  Session& s = sessions_.emplace_back();
+  s.fd = fd;
+  try {
+    s.thread = std::thread([this, &s] { serve(s); });
+  } catch (const std::system_error&) {  // no thread to be had (RLIMIT_NPROC): this connection is refused
+    sessions_.pop_back();
+    ::close(fd);
+  }
+}
+
+// Joins the threads of the sessions that are over.
+void Listener::reap() {
+  std::list<Session> over;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      auto next = std::next(it);
+      if (it->done) over.splice(over.end(), sessions_, it);
+      it = next;
+    }
+  }
+  for (auto& s : over) s.thread.join();
+}
+
+void Listener::serve(Session& session) {
+  wire::Socket s(session.fd);
+  // `done` is set on every way out, before `s` closes the descriptor: no
+  // shutdown() of another thread's can reach the number once it is reused.
+  struct Over {
+    Listener& l;
+    Session& s;
+    ~Over() {
+      std::lock_guard<std::mutex> lock(l.mu_);
+      s.done = true;
+    }
+  } over{*this, session};
   const std::string peer = "a doctor peer";
   try {
-    wire::server_handshake(s, token_, kDoctorTag, peer);
+    wire::server_handshake(s, token_, kDoctorTag, peer, kHandshakeDeadline);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      session.greeted = true;
+    }
     for (;;) {
       wire::Frame f = wire::read_frame(s, kMaxFrame, kIdle, peer);
       if (f.type == kPing) {
@@ -179,8 +234,6 @@ void Listener::serve(int fd) {
   } catch (const std::exception&) {
     // The peer hung up or failed the handshake: this session is over.
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  conn_fds_.erase(std::remove(conn_fds_.begin(), conn_fds_.end(), fd), conn_fds_.end());
 }
 
 std::string probe(const Endpoint& e, const std::string& expected, const std::string& token, Millis timeout) {

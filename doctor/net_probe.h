@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,29 +33,50 @@ struct Endpoint {
 // loopback, not IPv6 link-local.
 std::vector<Endpoint> local_addresses();
 
+// A connection must finish the job-token handshake within this.
+inline constexpr std::chrono::milliseconds kHandshakeDeadline{2000};
+// At most this many connections wait in the handshake at once: one more
+// closes the oldest that waits, so silent connections hold a bounded number
+// of threads, and a real peer, whose handshake takes a round trip, gets in.
+inline constexpr size_t kMaxPendingHandshakes = 64;
+
 // Listens on every local address, serves each connection on its own thread
 // until the peer hangs up (60 s without a frame ends it too). Connections
-// that fail the handshake are closed. Destruction stops and joins all.
+// that fail the handshake, or miss its deadline, are closed; the threads of
+// ended sessions are joined within kReapEvery. Destruction stops and joins
+// all. Thread-safe.
 class Listener {
  public:
+  static constexpr std::chrono::milliseconds kReapEvery{250};
+
   // `name` is what "who" answers: the host as the doctor's hostfile names it.
   Listener(std::string token, std::string name);
   ~Listener();
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
   const std::vector<Endpoint>& endpoints() const { return endpoints_; }
+  // Sessions whose threads are not joined yet (for tests).
+  size_t sessions() const;
 
  private:
+  struct Session {
+    int fd = -1;
+    std::thread thread;
+    bool greeted = false;  // past the handshake
+    bool dropped = false;  // shut down to make room for a newer connection
+    bool done = false;     // serve() is over: the thread can be joined
+  };
   void accept_loop();
-  void serve(int fd);
+  void admit(int fd);
+  void reap();
+  void serve(Session& s);
   std::string token_, name_;
   std::vector<Endpoint> endpoints_;
   std::vector<int> listen_fds_;
   int wake_[2] = {-1, -1};
   std::thread acceptor_;
-  std::mutex mu_;
-  std::vector<int> conn_fds_;
-  std::vector<std::thread> sessions_;
+  mutable std::mutex mu_;
+  std::list<Session> sessions_;  // guarded by mu_; in the order they came
 };
 
 // Connects to `e`, runs the handshake and asks who answers. Returns "" when

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "errors/error.h"
@@ -79,6 +80,12 @@ UserFile read_user_file(const std::string& path, const std::string& what, const 
 std::optional<UserFile> read_user_file_if_present(const std::string& path, const std::string& what,
                                                   const std::string& fix, FinalLink link) {
   return read_file(path, what, fix, /*missing_ok=*/true, link);
+}
+
+std::string octal_mode(mode_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+  return buf;
 }
 
 }  // namespace dl

@@ -45,4 +45,7 @@ std::optional<UserFile> read_user_file_if_present(const std::string& path, const
                                                   const std::string& fix = "give a regular file of at most 1 MiB",
                                                   FinalLink link = FinalLink::kFollow);
 
+// The permission bits of `mode` as chmod takes them: "0644".
+std::string octal_mode(mode_t mode);
+
 }  // namespace dl

@@ -59,8 +59,12 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, JobParts parts)
   // The files and report paths are checked before anything starts: a
   // refusal is a usage error (exit 2), not a job lost after launch.
   sink_->make_files(ours);
-  if (!opts_.log_dir.empty() && !ours.empty() && (opts_.verbose || ::isatty(2) == 1))
-    write_fully(2, "dlaunch: --log-dir: this run's files are in " + sink_->files_path() + "\n");
+  if (!opts_.log_dir.empty() && !ours.empty() && (opts_.verbose || ::isatty(2) == 1)) {
+    const std::string files = sink_->files_path();
+    write_fully(2, files.empty() ? "dlaunch: --log-dir " + opts_.log_dir + ": no -r/-t stream goes to files, so "
+                                   "nothing is written there (add -r 3 or -t 3 for every rank's stdout and stderr)\n"
+                                 : "dlaunch: --log-dir: this run's files are in " + files + "\n");
+  }
   check_report_paths(opts_.report_dir, opts_.report_json);
 }
 

@@ -1,5 +1,8 @@
 #include "launcher/option_sources.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -12,6 +15,7 @@
 #include "errors/user_file.h"
 #include "hostfiles/binding.h"
 #include "launcher/options.h"
+#include "wire/socket_owner.h"
 
 namespace dl::launcher {
 
@@ -120,6 +124,24 @@ Raw parse_line(const std::vector<OptionSpec>& table, const std::string& line, co
   return {{name, expand_home(value, env), ""}, true};
 }
 
+// Refuses the config file `f` (read from `path`) that another user could
+// have written: it can name a program that dlaunch runs (launcher-exec), so
+// it must belong to this user or root and be writable by neither group nor
+// others, as ssh checks ~/.ssh/config. `f` was fstat'ed through the
+// descriptor it was read from: a link or a rename cannot swap what is judged.
+void check_config_owner(const UserFile& f, const std::string& path, const std::string& label,
+                        const std::string& fix) {
+  if (!S_ISREG(f.mode)) return;  // /dev/null: no settings
+  const std::string why = ", and a config file can name a program that dlaunch runs (launcher-exec)";
+  if (f.owner != ::geteuid() && f.owner != 0)
+    throw UsageError(label + " " + path + ": belongs to " + wire::describe_uid(f.owner) + ", not to you (" +
+                     wire::describe_uid(::geteuid()) + ") or root" + why + "; use a file of your own, or " + fix);
+  if (f.mode & (S_IWGRP | S_IWOTH))
+    throw UsageError(label + " " + path + ": mode " + octal_mode(f.mode) + " lets " +
+                     (f.mode & S_IWOTH ? "every user" : "its group") + " change it" + why + "; run `chmod go-w " +
+                     path + "`");
+}
+
 // A config file's settings; none when it does not exist (and was not named
 // explicitly). Sets *read when it was read.
 std::vector<Raw> read_config(const std::vector<OptionSpec>& table, const std::string& path, bool is_explicit,
@@ -130,6 +152,7 @@ std::vector<Raw> read_config(const std::vector<OptionSpec>& table, const std::st
   const auto file = is_explicit ? std::optional(read_user_file(path, label, fix))
                                 : read_user_file_if_present(path, label, fix);
   if (!file) return {};
+  check_config_owner(*file, path, label, fix);
   *read = true;
   std::istringstream f(file->text);
   std::vector<Raw> out;

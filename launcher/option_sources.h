@@ -49,7 +49,10 @@ struct OptionDefaults {
 // true/false, an option set twice in one file), UsageError for a bad
 // DLAUNCH_<OPTION> value of a switch, and read_user_file's UsageError for a
 // file that exists but will not be read (not a regular file, over 1 MiB,
-// unreadable), or a DLAUNCH_CONFIG/DLAUNCH_SYSTEM_CONFIG that names none.
+// unreadable), or a DLAUNCH_CONFIG/DLAUNCH_SYSTEM_CONFIG that names none;
+// UsageError too for a config file that another user could have written
+// (owned by neither this user nor root, or group- or other-writable: it can
+// name a program to run), naming its owner or mode and the fix.
 OptionDefaults load_option_defaults(const std::vector<OptionSpec>& table, const rdzv::Environment& env);
 
 // The variable that sets `option`: DLAUNCH_ and the name upper-cased, '-' as

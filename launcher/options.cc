@@ -1,10 +1,17 @@
 #include "launcher/options.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <boost/asio/ip/address.hpp>
 #include <boost/program_options.hpp>
 #include <sstream>
 #include <type_traits>
@@ -432,18 +439,47 @@ void validate_torchrun_output(RunOptions& o) {
   const auto& w = o.as_written;
   o.redirects = parse_std_spec(w.redirects, "-r/--redirects"), o.tee = parse_std_spec(w.tee, "-t/--tee");
   o.console_ranks = parse_rank_list(w.local_ranks_filter, "--local-ranks-filter");
-  auto names_streams = [](const StdSpec& s) {
-    if (s.all != 0) return true;
-    for (const auto& [rank, mask] : s.by_local_rank)
-      if (mask != 0) return true;
-    return false;
-  };
-  if (o.log_dir.empty() && (names_streams(o.redirects) || names_streams(o.tee)))
-    throw UsageError(std::string(names_streams(o.redirects) ? "-r/--redirects " + w.redirects : "-t/--tee " + w.tee) +
+  if (o.log_dir.empty() && (o.redirects.any() || o.tee.any()))
+    throw UsageError(std::string(o.redirects.any() ? "-r/--redirects " + w.redirects : "-t/--tee " + w.tee) +
                      " writes files: give --log-dir DIR (dlaunch writes each rank's stdout and stderr in a directory of the run's "
                      "own there)");
   if (!o.log_dir.empty() && !o.output_dir.empty())
     throw UsageError("give --output-filename or torchrun's --log-dir, not both");
+}
+
+// Whether a socket can bind to `a` on this host; true too when the check
+// itself cannot be made (only "not this host's address" is false).
+bool binds_here(const boost::asio::ip::address& a) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(sockaddr_in);
+  if (a.is_v4()) {
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+    v4->sin_family = AF_INET, v4->sin_addr.s_addr = htonl(a.to_v4().to_uint());
+  } else {
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    const auto bytes = a.to_v6().to_bytes();
+    v6->sin6_family = AF_INET6, v6->sin6_scope_id = a.to_v6().scope_id(), len = sizeof *v6;
+    std::memcpy(&v6->sin6_addr, bytes.data(), bytes.size());
+  }
+  const int fd = ::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0 || errno != EADDRNOTAVAIL;
+  ::close(fd);
+  return bound;
+}
+
+// --control-addr: an IP address of this host, which the control port binds
+// to (make_address's syntax, as control/acceptor.cc reads it).
+void check_control_addr(const std::string& addr) {
+  if (addr.empty()) return;
+  boost::system::error_code ec;
+  const auto a = boost::asio::ip::make_address(addr, ec);
+  if (ec)
+    throw UsageError("--control-addr '" + addr + "': expected an IP address of this host that the agents can reach "
+                     "(10.0.0.5, fd00::5)");
+  if (!binds_here(a))
+    throw UsageError("--control-addr " + addr + ": not an address of this host; give one that `ip addr` lists, "
+                     "which the agents can reach");
 }
 
 // Values that an option's type takes but the job cannot use: each is refused
@@ -463,6 +499,7 @@ void check_given_values(const RunOptions& o, const po::variables_map& vm) {
   if (!o.ssh_config.empty()) read_user_file(o.ssh_config, "--ssh-config", "give an ssh client config file (ssh -F)");
   // The job's size is known here only with -n; run.cc checks again after placement.
   check_stdin_rank(o.stdin_rank, o.np > 0 ? o.np : std::numeric_limits<int>::max());
+  check_control_addr(o.control_addr);
 }
 
 // MPMD: the contexts of the command line (the first is the options' -n and
@@ -760,6 +797,14 @@ void check_stdin_rank(int rank, int world_size) {
   if (rank >= world_size)
     throw UsageError("--stdin " + std::to_string(rank) + ": the job has ranks 0 to " + std::to_string(world_size - 1) +
                      "; give one of them, or none");
+}
+
+void check_console_ranks(const std::vector<int>& ranks, const std::string& typed, int world_size) {
+  for (int r : ranks)
+    if (r >= world_size)
+      throw UsageError("--local-ranks-filter " + typed + ": rank " + std::to_string(r) + " is not in the job, which " +
+                       "has ranks 0 to " + std::to_string(world_size - 1) +
+                       " (the filter takes global ranks); give some of them, or leave the option out");
 }
 
 bool is_env_name(std::string_view name) {

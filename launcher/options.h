@@ -187,6 +187,10 @@ void check_export(const std::string& entry, const std::string& where);
 // --stdin TARGET for a job of `world_size` ranks: "none" or a rank of it.
 // Throws UsageError naming the ranks there are.
 void check_stdin_rank(int rank, int world_size);
+// --local-ranks-filter's ranks (`typed` as written) for a job of
+// `world_size` ranks: each one of the job's. Throws UsageError naming the
+// ranks there are (a filter of none of them would hide every rank's output).
+void check_console_ranks(const std::vector<int>& ranks, const std::string& typed, int world_size);
 
 // The ranks' argv, as torchrun builds it: `python` (the interpreter, e.g.
 // "python3") in front of a PROGRAM ending in .py, and `python -m` with

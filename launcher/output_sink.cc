@@ -189,7 +189,7 @@ wire::PrivateDir& OutputSink::files_dir() {
 }
 
 std::string OutputSink::files_path() {
-  if (opts_.dir.empty() && opts_.log_dir.empty()) return "";
+  if (opts_.dir.empty() && (opts_.log_dir.empty() || !(opts_.redirects.any() || opts_.tee.any()))) return "";
   return files_dir().path();
 }
 
@@ -211,6 +211,9 @@ void OutputSink::make_files(const std::vector<int>& ranks) {
         ::close(files_dir().sub("rank." + std::to_string(rank)).open_file(stream_file(stream), true));
         made_.insert({rank, stream});
       }
+    // --log-dir with no stream to write (torchrun's -r/-t 0): nothing is
+    // made, but a directory that dlaunch would refuse with -r is refused alike.
+    if (files_path().empty() && !opts_.log_dir.empty()) wire::PrivateDir::check(opts_.log_dir);
   } catch (const Error& e) {
     throw UsageError(std::string(opts_.dir.empty() ? "--log-dir" : "--output-filename") + ": " + e.what());
   }

@@ -77,7 +77,8 @@ class OutputSink {
   // Makes the output files of `ranks` (empty, 0600, in directories 0700:
   // wire/private_dir.h) before they start; throws UsageError naming the
   // option and the path it refuses. Other ranks' files are made when their
-  // first bytes come.
+  // first bytes come. --log-dir with no stream to files is checked the
+  // same way (wire::PrivateDir::check), and nothing is made.
   void make_files(const std::vector<int>& ranks);
   // stream: 1 = stdout, 2 = stderr. A file that cannot be written (its disk
   // full, its file system gone read-only, `ulimit -f`) is said once on

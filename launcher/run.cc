@@ -1,9 +1,12 @@
 #include "launcher/run.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <iostream>
 #include <string_view>
@@ -67,9 +70,10 @@ std::vector<hostfiles::HostEntry> job_hosts(const RunOptions& o) {
 }
 
 // Checks what the ranks placed here take from this host's limits, and that
-// --stdin names one of the job's ranks.
+// --stdin and --local-ranks-filter name ranks of the job.
 void check_placed(const RunOptions& o, long local_ranks, long world) {
   check_stdin_rank(o.stdin_rank, static_cast<int>(world));
+  check_console_ranks(o.console_ranks, o.as_written.local_ranks_filter, static_cast<int>(world));
   check_local_limits({local_ranks, world, !o.output_dir.empty() || !o.log_dir.empty()});
 }
 
@@ -94,6 +98,29 @@ std::vector<hostfiles::HostEntry> merge_this_machine(std::vector<hostfiles::Host
   if (!note.empty()) note = "hosts: " + note + ": this machine under several names is one host, the slots added";
   if (!note.empty() && (o.verbose || o.dry_run || ::isatty(2) == 1)) write_fully(2, "dlaunch: " + note + "\n");
   return hosts;
+}
+
+// --wdir (the job's, and each app context's) where every rank runs on this
+// machine: a directory here, or a usage error before any agent starts (the
+// agent would refuse each rank with exit 126).
+void check_local_wdirs(const RunOptions& o) {
+  std::vector<std::string> dirs = {o.wdir};
+  for (const auto& app : o.apps) dirs.push_back(app.wdir);
+  for (const auto& d : dirs) {
+    if (d.empty()) continue;
+    struct stat st {};
+    std::string problem;
+    if (::stat(d.c_str(), &st) != 0) problem = std::strerror(errno);
+    else if (!S_ISDIR(st.st_mode)) problem = "not a directory";
+    else if (::access(d.c_str(), X_OK) != 0) problem = std::strerror(errno);
+    if (!problem.empty())
+      throw UsageError("--wdir " + d + ": " + problem + " (every rank runs on this machine); give a directory that "
+                       "exists here");
+  }
+}
+
+bool all_local(const hostfiles::Placement& p) {
+  return std::all_of(p.nodes.begin(), p.nodes.end(), [](const auto& n) { return remote::is_local_host(n.host); });
 }
 
 hostfiles::Placement plan(const RunOptions& o) {
@@ -206,11 +233,14 @@ int run_command(const std::vector<std::string>& args) {
                                         : "") +
                        "\n");
   if (o.rdzv != RdzvMode::kNone) {
-    check_local_limits({o.per_node, static_cast<long>(o.per_node) * std::max(o.nnodes, 1),
-                        !o.output_dir.empty() || !o.log_dir.empty()});
+    const long world = static_cast<long>(o.per_node) * std::max(o.nnodes, 1);
+    check_local_limits({o.per_node, world, !o.output_dir.empty() || !o.log_dir.empty()});
+    check_console_ranks(o.console_ranks, o.as_written.local_ranks_filter, static_cast<int>(world));
+    check_local_wdirs(o);  // this node's ranks all run here
     return run_per_node(std::move(o));
   }
   hostfiles::Placement p = plan(o);
+  if (all_local(p)) check_local_wdirs(o);
   if (o.dry_run) {
     const ProgramCheck programs = check_programs(p, o);
     if (programs.code != 0) {  // as the launch would fail: same message, same exit code

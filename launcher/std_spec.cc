@@ -32,6 +32,13 @@ int StdSpec::mask(int local_rank) const {
   return it == by_local_rank.end() ? 0 : it->second;
 }
 
+bool StdSpec::any() const {
+  if (!mapped) return all != 0;
+  for (const auto& [rank, m] : by_local_rank)
+    if (m != 0) return true;
+  return false;
+}
+
 StdSpec parse_std_spec(const std::string& text, const std::string& option) {
   auto bad = [&] {
     return UsageError(option + " takes 0 (none), 1 (stdout), 2 (stderr) or 3 (both), or LOCAL_RANK:VALUE pairs such "

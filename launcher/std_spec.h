@@ -17,6 +17,7 @@ struct StdSpec {
   std::map<int, int> by_local_rank;
   bool mapped = false;  // by_local_rank is what counts
   int mask(int local_rank) const;
+  bool any() const;  // some stream of some rank goes to files
 };
 // Parses a StdSpec; UsageError naming `option` on anything else.
 StdSpec parse_std_spec(const std::string& text, const std::string& option);

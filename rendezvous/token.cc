@@ -5,7 +5,6 @@
 
 #include <cctype>
 #include <cstdlib>
-#include <cstdio>
 
 #include "control/env_names.h"
 #include "errors/error.h"
@@ -14,12 +13,6 @@
 
 namespace dl::rdzv {
 namespace {
-
-std::string octal_mode(mode_t mode) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
-  return buf;
-}
 
 std::string read_token_file(const std::string& path) {
   const UserFile f = read_user_file(path, "--token-file", "write one with `dlaunch token > FILE; chmod 600 FILE`");

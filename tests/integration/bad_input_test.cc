@@ -124,6 +124,45 @@ TEST_CASE("bad input: -x names, --stdin, --npernode, --gpus-per-node and -H that
     check_refused(r, tmp);
 }
 
+TEST_CASE("bad input: --control-addr, --local-ranks-filter, --wdir and --log-dir that the job cannot use",
+          "[integration]") {
+  TempDir tmp;
+  const std::string open = tmp.path + "/open", file = tmp.path + "/file";
+  REQUIRE(::mkdir(open.c_str(), 0777) == 0);
+  REQUIRE(::chmod(open.c_str(), 0777) == 0);
+  write_file(file, "");
+  for (const Refusal& r : std::vector<Refusal>{
+           {{"--control-addr", "x;y", "-H", "node1.invalid", "-n", "1"},
+            "--control-addr 'x;y': expected an IP address of this host"},
+           {{"--control-addr", "999.1.1.1", "-n", "1"}, "--control-addr '999.1.1.1': expected an IP address"},
+           {{"--control-addr", "203.0.113.9", "-n", "1"}, "--control-addr 203.0.113.9: not an address of this host"},
+           {{"--local-ranks-filter", "99", "-n", "1"},
+            "--local-ranks-filter 99: rank 99 is not in the job, which has ranks 0 to 0"},
+           {{"--local-ranks-filter", "0,2", "-H", "localhost:2"}, "--local-ranks-filter 0,2: rank 2 is not in the job"},
+           {{"--wdir", tmp.path + "/gone", "-n", "1"},
+            "--wdir " + tmp.path + "/gone: No such file or directory (every rank runs on this machine)"},
+           {{"--wdir", file, "-H", "localhost:2"}, "--wdir " + file + ": not a directory"},
+           {{"-n", "1", "/bin/true", ":", "-n", "1", "--wdir", tmp.path + "/gone"}, "--wdir " + tmp.path + "/gone"},
+           {{"--log-dir", open, "-n", "1"}, "--log-dir: " + open + " is writable by every user"},
+       })
+    check_refused(r, tmp);
+  // --dry-run refuses a missing --wdir as the run would.
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--dry-run", "--wdir", tmp.path + "/gone", "-n", "1", "/bin/true"};
+  RunResult res = run(s, 20);
+  CHECK(res.code == 2);
+  CHECK(res.err.find("--wdir " + tmp.path + "/gone: No such file") != std::string::npos);
+  // --log-dir alone, a directory of this user's: the job runs, nothing is
+  // written there, and -v says so.
+  s.argv = {bin("dlaunch"), "-v", "--log-dir", tmp.path + "/logs", "-n", "1", "/bin/true"};
+  res = run(s, 20);
+  INFO(res.err);
+  CHECK(res.code == 0);
+  CHECK(res.err.find("--log-dir " + tmp.path + "/logs: no -r/-t stream goes to files, so nothing is written there") !=
+        std::string::npos);
+  CHECK(::access((tmp.path + "/logs").c_str(), F_OK) != 0);
+}
+
 TEST_CASE("bad input: a --token-file others may read, or shorter than a token, is refused", "[integration]") {
   TempDir tmp;
   const std::string token = tmp.path + "/token", shorter = tmp.path + "/short";

@@ -210,9 +210,18 @@ TEST_CASE("dlaunch --wdir DIR ./prog: the program is found in DIR, not in dlaunc
   r = run(s, 20);
   CHECK(r.code == 127);
   CHECK(r.err.find(elsewhere.path + "/./sub/prog: No such file") != std::string::npos);
-  // A working directory that is not there: refused naming it and the fix,
-  // where the rank's chdir could only exit 126 without a word of which.
+  // A working directory that is not there, with every rank on this machine:
+  // refused before anything starts, naming it (bad_input_test.cc).
   s.argv = {bin("dlaunch"), "-n", "2", "--wdir", work.path + "/gone", "/bin/true"};
+  r = run(s, 20);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--wdir " + work.path + "/gone: No such file or directory") != std::string::npos);
+  // On other hosts (simulated) each agent checks it: exit 126 naming it and
+  // the fix, where the rank's chdir could only exit 126 without a word of which.
+  const std::string m = new_marker();
+  s.argv = {bin("dlaunch"), "--launcher", "sim", "-H", "sim-a-" + m + ",sim-b-" + m, "--gpus-per-node", "0",
+            "--wdir", work.path + "/gone", "/bin/true"};
+  s.set_env = {{"DLAUNCH_SIM", "1"}};
   r = run(s, 20);
   CHECK(r.code == 126);
   CHECK(r.err.find("cannot change to the working directory " + work.path + "/gone: No such file or directory") !=

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "errors/error.h"
 #include "launcher/option_sources.h"
 #include "launcher/options.h"
+#include "wire/socket_owner.h"
 
 using namespace dl::launcher;
 namespace fs = std::filesystem;
@@ -160,6 +162,43 @@ TEST_CASE("option defaults: bad lines name FILE:LINE and what was expected", "[l
   const auto neg = load(env_with(empty, s.write("neg", "kill-grace = -1\n")));
   CHECK_THAT(error_of([&] { parse({"./app"}, neg); }),
              Catch::Contains("(option defaults in effect: kill-grace = -1 from user config " + s.dir + "/neg:1)"));
+}
+
+TEST_CASE("option defaults: a config file another user could have written is refused, naming the fix",
+          "[launcher]") {
+  Scratch s;
+  const auto empty = s.write("empty", "");
+  auto config = [&](const std::string& name, mode_t mode) {
+    const auto p = s.write(name, "launcher-exec = /bin/false\n");
+    REQUIRE(::chmod(p.c_str(), mode) == 0);
+    return p;
+  };
+  // Its own, 0644 (and 0600): read.
+  CHECK(find(load(env_with(empty, config("mine", 0644))), "launcher-exec")->value == "/bin/false");
+  CHECK(find(load(env_with(config("sys", 0600), empty)), "launcher-exec"));
+  const auto every = config("every", 0666), group = config("group", 0664);
+  CHECK(error_of([&] { load(env_with(empty, every)); }) ==
+        "user config " + every + ": mode 0666 lets every user change it, and a config file can name a program "
+        "that dlaunch runs (launcher-exec); run `chmod go-w " + every + "`");
+  CHECK_THAT(error_of([&] { load(env_with(group, empty)); }),
+             Catch::StartsWith("system config " + group + ": mode 0664 lets its group change it") &&
+                 Catch::EndsWith("run `chmod go-w " + group + "`"));
+  // The default path is judged alike.
+  fs::create_directories(s.dir + "/.config/dlaunch");
+  const auto home = s.dir + "/.config/dlaunch/config";
+  fs::rename(every, home);
+  CHECK_THAT(error_of([&] { load({{"HOME", s.dir}, {"DLAUNCH_SYSTEM_CONFIG", empty}}); }),
+             Catch::StartsWith("user config " + home + ": mode 0666"));
+  if (::geteuid() != 0) {
+    WARN("chown to another uid needs root; that part skipped");
+    return;
+  }
+  const auto theirs = config("theirs", 0644);
+  REQUIRE(::chown(theirs.c_str(), 54321, 54321) == 0);
+  CHECK(error_of([&] { load(env_with(empty, theirs)); }) ==
+        "user config " + theirs + ": belongs to " + dl::wire::describe_uid(54321) + ", not to you (" + dl::wire::describe_uid(0) +
+        ") or root, and a config file can name a program that dlaunch runs (launcher-exec); use a file of your "
+        "own, or fix or unset DLAUNCH_CONFIG");
 }
 
 TEST_CASE("option defaults: the config paths (XDG, HOME, overrides)", "[launcher]") {

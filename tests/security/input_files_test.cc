@@ -88,3 +88,37 @@ TEST_CASE("planted input: a token file the other user owns or can read is refuse
         std::string::npos);
   CHECK(::access(marker.c_str(), F_OK) != 0);
 }
+
+TEST_CASE("planted input: a config file the other user owns or can write is refused, naming the fix", "[security]") {
+  DLSEC_NEEDS_OTHER_USER();
+  OtherUser other;
+  TempDir mine;
+  const std::string marker = mine.path + "/ran", evil = mine.path + "/evil";
+  // The program a config file names runs as this user: here it leaves a marker.
+  write_file(evil, "#!/bin/sh\ntouch " + marker + "\nexit 1\n", 0755);
+  const std::string text = "launcher = ssh\nlauncher-exec = " + evil + "\n";
+  as_other(other, "printf '" + text + "' > cfg");
+  const std::string theirs = other.dir() + "/cfg", loose = mine.path + "/loose", own = mine.path + "/own";
+  write_file(loose, text, 0666);
+  write_file(own, text, 0644);
+  auto with_config = [&](const std::string& config) {
+    RunSpec s;
+    s.argv = {bin("dlaunch"), "-H", "node1.invalid", "-n", "1", "true"};
+    s.set_env = {{"DLAUNCH_CONFIG", config}, {"DLAUNCH_SYSTEM_CONFIG", "/dev/null"}};
+    return run(s, 30);
+  };
+  RunResult r = with_config(theirs);
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("user config " + theirs + ": belongs to user " + other.name()) != std::string::npos);
+  r = with_config(loose);
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("user config " + loose + ": mode 0666 lets every user change it") != std::string::npos);
+  CHECK(r.err.find("chmod go-w " + loose) != std::string::npos);
+  CHECK(::access(marker.c_str(), F_OK) != 0);
+  // The same lines in a file of this user's, 0644: honoured (the program ran).
+  r = with_config(own);
+  INFO(r.err);
+  CHECK(::access(marker.c_str(), F_OK) == 0);
+}
