@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <ctime>
 #include <vector>
 
 namespace dl {
@@ -147,7 +148,9 @@ bool temp_dir_owner_gone(const TempDirOwner& owner) {
   return owner.start && *owner.start != 0 && *owner.start != start;
 }
 
-size_t reap_stale_temp_dirs(const std::string& base) {
+// Removes from `base` the directories whose name `stale` takes, when each is
+// this user's own 0700 directory; how many went.
+template <class Stale> size_t reap_in(const std::string& base, Stale stale_name) {
   const int fd = ::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return 0;
   DIR* d = ::fdopendir(fd);
@@ -157,15 +160,27 @@ size_t reap_stale_temp_dirs(const std::string& base) {
   }
   std::vector<std::pair<std::string, struct stat>> stale;
   while (dirent* e = ::readdir(d)) {
-    const auto owner = parse_temp_dir_name(e->d_name);
     struct stat st {};
-    if (owner && owner->pid != ::getpid() && own_private_dir(fd, e->d_name, st) && temp_dir_owner_gone(*owner))
-      stale.emplace_back(e->d_name, st);
+    if (own_private_dir(fd, e->d_name, st) && stale_name(e->d_name, st)) stale.emplace_back(e->d_name, st);
   }
   size_t removed = 0;
   for (const auto& [name, st] : stale) removed += remove_tree_at(fd, name.c_str(), &st, st.st_dev, 0);
   ::closedir(d);
   return removed;
+}
+
+size_t reap_stale_temp_dirs(const std::string& base) {
+  return reap_in(base, [](const char* name, const struct stat&) {
+    const auto owner = parse_temp_dir_name(name);
+    return owner && owner->pid != ::getpid() && temp_dir_owner_gone(*owner);
+  });
+}
+
+size_t reap_old_stack_reports(const std::string& base, long keep_seconds) {
+  const time_t now = ::time(nullptr);
+  return reap_in(base, [&](const char* name, const struct stat& st) {
+    return std::string_view(name).rfind("dlaunch-stacks-", 0) == 0 && now - st.st_mtime > keep_seconds;
+  });
 }
 
 }  // namespace dl

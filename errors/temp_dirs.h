@@ -14,7 +14,8 @@
 // behind".
 //
 // A stack report's directory (dlaunch-stacks-<random>, docs/hangs.md) is not
-// one of these: it is the user's to read, named on stderr, and never reaped.
+// one of these: it is the user's to read, named on stderr, and outlives its
+// job. It is kept for a week: reap_old_stack_reports.
 #include <sys/types.h>
 
 #include <cstddef>
@@ -60,5 +61,14 @@ bool temp_dir_owner_gone(const TempDirOwner& owner);
 // how many were removed; never throws: what cannot be removed is left for
 // the next one.
 size_t reap_stale_temp_dirs(const std::string& base);
+
+// How long a stack report dlaunch made in the temp dir is kept.
+inline constexpr long kStackReportKeepSeconds = 7L * 24 * 3600;
+
+// Removes from `base` each dlaunch-stacks-* directory of this effective
+// user (mode 0700, not a link) last changed more than `keep_seconds` ago,
+// with what it holds, by the same rules as reap_stale_temp_dirs. Returns
+// how many were removed; never throws.
+size_t reap_old_stack_reports(const std::string& base, long keep_seconds = kStackReportKeepSeconds);
 
 }  // namespace dl

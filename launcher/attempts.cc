@@ -9,6 +9,7 @@ void Attempts::begin_restart(std::vector<int> nodes, std::vector<int> anew) {
   anew_ = {anew.begin(), anew.end()};
   first_node_ = waiting_.empty() ? -1 : *waiting_.begin();
   port_ = 0;
+  restarting_ = true;
 }
 
 bool Attempts::ready(int node, int attempt, int free_port) {
@@ -32,6 +33,8 @@ std::string Attempts::restarting_line(const std::string& verdict) const {
 std::string Attempts::final_line(const Fate& fate) const {
   if (!fate.failed()) return restart_ > 0 ? "dlaunch: " + name() + " succeeded" : "";
   if (max_ == 0) return "dlaunch: " + fate.verdict();
+  // The verdict went out with "restarting": the reason it did not happen, alone.
+  if (!refused_.empty() && restarting_) return "dlaunch: " + name() + " failed (above); cannot restart: " + refused_;
   std::string why;
   if (!refused_.empty()) why = "; cannot restart: " + refused_;
   else if (fate.retryable()) why = "; no restarts left";

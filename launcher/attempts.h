@@ -45,7 +45,7 @@ class Attempts {
   // The restart count of the attempt begin_restart() prepares.
   int next() const { return restart_ + 1; }
   // The prepared attempt is being launched: it is the current one now.
-  void relaunched() { ++restart_; }
+  void relaunched() { ++restart_, restarting_ = false; }
   // Node `node` said it is ready for attempt `attempt` (next()) with `free_port` free there.
   // Returns true when that was the last node the restart waited for. An
   // answer for another attempt, or from a node not waited for, is ignored.
@@ -62,7 +62,9 @@ class Attempts {
   std::string restarting_line(const std::string& verdict) const;
   // The job's last line: the final verdict, prefixed with the attempt when
   // there were restarts to give; says why it was not restarted. "" when the
-  // job succeeded on its first attempt.
+  // job succeeded on its first attempt. A restart that began (its
+  // restarting_line was printed, with the verdict) and failed gives the
+  // reason alone: the verdict is said once.
   std::string final_line(const Fate& fate) const;
 
  private:
@@ -70,6 +72,7 @@ class Attempts {
   std::set<int> waiting_, anew_;
   int first_node_ = -1, port_ = 0;
   std::string refused_;
+  bool restarting_ = false;  // begin_restart() was called for next()
 };
 
 }  // namespace dl::launcher

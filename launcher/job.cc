@@ -136,7 +136,8 @@ void Job::start_stores(const std::string& bind) {
   if (per_node()) return;
   store_ = std::make_unique<rdzv::TcpStoreServer>(io_, bind, 0, token_);
   store_->set_logger([this](const std::string& line) { log(line); });
-  if (opts_.torch_store == TorchStoreMode::kServed) start_torch_store(bind);
+  // torchrun's --master-port is the MASTER_PORT its ranks see: the served store's port too.
+  if (opts_.torch_store == TorchStoreMode::kServed) start_torch_store(bind, static_cast<uint16_t>(opts_.master_port));
 }
 
 // MPI's relays across hosts: the router (spawns, names, connects) and the fences.

@@ -164,7 +164,7 @@ class Job : public AgentLinks::Handler {
   void start_stdin_reader();
   void start_stack_collector();
   // torch's c10d store on `bind`, and which node a client's address is.
-  void start_torch_store(const std::string& bind);
+  void start_torch_store(const std::string& bind, uint16_t port);
   int node_at(const std::string& address) const;
   void check_finished();
   void finish();

@@ -33,6 +33,7 @@ PlanInput Job::plan_input() const {
   in.launcher_env = rdzv::process_environment();
   in.exports = resolve_exports(opts_.exports, in.launcher_env);
   in.restart_count = attempts_.restarts();
+  in.master_port = opts_.master_port;  // torchrun's --master-port: rank 0's port under --torch-store rank0
   in.output_terminal = ::isatty(1) == 1 && opts_.output_dir.empty();
   return in;
 }

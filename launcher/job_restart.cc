@@ -105,7 +105,7 @@ void Job::relaunch(int master_port) {
   if (store_) store_->erase_all_but(kStoreKeepPrefix);
   if (torch_store_) torch_store_->clear();  // torch's keys of the last attempt (its own prefix aside)
   PlanInput in = plan_input();
-  in.master_port = master_port;
+  in.master_port = opts_.master_port > 0 ? opts_.master_port : master_port;
   if (in.shared) in.shared->master_port = master_port;
   LaunchPlan plan = plan_launch(in);
   if (plan.refusal != LaunchPlan::Refusal::kNone) return restart_failed(plan.why);

@@ -1,12 +1,13 @@
 // The Job's torch c10d store (launcher/torch_store.h): started with the
 // job's own store, cleared between attempts, told at --timeout.
 #include "launcher/job.h"
+#include "errors/error.h"
 #include "launcher/torch_store.h"
 #include "wire/socket_owner.h"
 
 namespace dl::launcher {
 
-void Job::start_torch_store(const std::string& bind) {
+void Job::start_torch_store(const std::string& bind, uint16_t port) {
   std::vector<std::string> hosts;
   for (const auto& n : nodes_) hosts.push_back(n.host);
   TorchStore::Hooks h;
@@ -17,7 +18,13 @@ void Job::start_torch_store(const std::string& bind) {
     if (fate_.on_bad_request(why)) teardown(grace_ms());
   };
   h.log = [this](const std::string& line) { log(line); };
-  torch_store_ = std::make_unique<TorchStore>(io_, bind, 0, plan_, std::move(hosts), std::move(h));
+  try {
+    torch_store_ = std::make_unique<TorchStore>(io_, bind, port, plan_, std::move(hosts), std::move(h));
+  } catch (const IoError& e) {
+    if (port == 0) throw;
+    throw UsageError("--master-port " + std::to_string(port) + ": " + e.what() +
+                     "; choose a free port, or leave --master-port out for one dlaunch picks");
+  }
 }
 
 // Local ranks reach the store over loopback or this host's control address;

@@ -298,6 +298,7 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
   // no longer than a heartbeat timeout.
   g->store_ = std::make_unique<rdzv::TcpStore>(t.host, t.port, token, secs(o.heartbeat_timeout_s));
   g->store_->set_timeout(secs(o.heartbeat_timeout_s));
+  g->restarts_ = o.max_restarts > 0;
   const NodeRecord& n0 = g->nodes_.at(0);
   g->identity_ = {t.node_rank, token, g->job_id_, g->store_addr(), n0.addr, n0.master_port, n0.torch_store.value_or(false)};
   if (t.node_rank == 0 && g->identity_.torch_store) g->serve_torch_store(o.verbose);
@@ -317,7 +318,11 @@ void NodeGroup::serve_torch_store(bool verbose) {
   };
   auto log = [verbose](const std::string& line) { if (verbose) write_fully(2, "dlaunch: " + line + "\n"); };
   torch_ = std::make_unique<GroupTorchStore>(static_cast<uint16_t>(nodes_.at(0).master_port), world_placement(nodes_),
-                                             std::move(hosts), std::move(addrs), std::move(refused), std::move(log));
+                                             std::move(hosts), std::move(addrs), std::move(refused), log);
+  // torchrun's --master-port names where the nodes meet here, which is
+  // dlaunch's own store: MASTER_PORT is another port.
+  log("torch's c10d store serves every node on port " + std::to_string(torch_->port()) +
+      " (MASTER_PORT); the nodes meet at port " + std::to_string(target_.port) + " (--rdzv, --master-port)");
 }
 
 std::vector<std::string> NodeGroup::torch_unfinished() { return torch_ ? torch_->unfinished() : std::vector<std::string>{}; }
@@ -377,6 +382,18 @@ void NodeGroup::restart(int attempt, int port, double wait_s, std::function<void
 
 // Runs on restarter_, with a store connection of its own (the watcher's is
 // the watcher's).
+// The nodes other than this one that have left the group (NodeGroup::leave):
+// the ranks of each had all ended. One counter read when none has.
+std::vector<int> NodeGroup::left_nodes(rdzv::TcpStore& store) const {
+  std::vector<int> left;
+  if (store.add(key("done"), 0) == 0) return left;
+  for (int n = 0; n < target_.nnodes; ++n) {
+    const std::string hb = key("hb/" + std::to_string(n));
+    if (n != target_.node_rank && store.check({hb}) && store.get(hb) == "left") left.push_back(n);
+  }
+  return left;
+}
+
 void NodeGroup::wait_for_restart(int attempt, int port, double wait_s, const std::function<void(int, std::string)>& done) {
   rdzv::TcpStore store(target_.host, target_.port, token_, secs(hb_timeout_s_));
   store.set_timeout(secs(hb_timeout_s_));
@@ -386,6 +403,15 @@ void NodeGroup::wait_for_restart(int attempt, int port, double wait_s, const std
   for (int n = 0; n < target_.nnodes; ++n) ready.push_back(restart_key(attempt, "ready/" + std::to_string(n)));
   while (!restart_stop_) {
     if (store.check({restart_key(attempt, "abandon")})) return done(0, store.get(restart_key(attempt, "abandon")));
+    // A node whose ranks had all finished has left the group: a restart of
+    // the whole job cannot have it back, so no node waits for it.
+    if (const auto left = left_nodes(store); !left.empty()) {
+      store.compare_set(restart_key(attempt, "abandon"), "",
+                        "node rank" + std::string(left.size() > 1 ? "s " : " ") + list_ranks(left) +
+                            " had already finished (all " + (left.size() > 1 ? "their" : "its") +
+                            " ranks exited) when this attempt failed; a restart runs every node again");
+      return done(0, store.get(restart_key(attempt, "abandon")));
+    }
     if (target_.node_rank == 0 && store.check(ready)) {
       // Every node's ranks of the last attempt are gone: torch's store (its
       // port stays MASTER_PORT) is emptied before any new rank can reach it.
@@ -449,14 +475,21 @@ void NodeGroup::check_heartbeats(int attempt) {
     if (now - since <= secs(hb_timeout_s_)) continue;
     dead_nodes_.insert(n.node_rank);
     ++dead_;
-    if (failure_seen_) continue;
-    const std::string verdict = "node " + std::to_string(n.node_rank) + " (" + n.host + ", pid " +
-                                std::to_string(n.pid) + ") sent no heartbeat for " +
-                                std::to_string(static_cast<int>(hb_timeout_s_)) +
-                                " s: its dlaunch was killed or its host is down; its ranks count as failed";
+    const std::string gone = "node " + std::to_string(n.node_rank) + " (" + n.host + ", pid " +
+                             std::to_string(n.pid) + ") sent no heartbeat for " +
+                             std::to_string(static_cast<int>(hb_timeout_s_)) +
+                             " s: its dlaunch was killed or its host is down";
+    // Its dlaunch is gone: no restart can have it back (docs/failures.md),
+    // and every node's restart says so rather than wait for it.
+    store_->compare_set(restart_key(attempt, "abandon"), "", gone);
+    if (failure_seen_) {
+      // The attempt already failed, often of this (a survivor's rank lost
+      // its connection to the dead node's): the cause, as soon as it is known.
+      write_fully(2, "dlaunch: " + gone + "\n");
+      continue;
+    }
+    const std::string verdict = gone + "; its ranks count as failed";
     store_->compare_set(failed_key(attempt), "", to_json(FailedRecord{exit_codes::kFailure, verdict}));
-    // Its dlaunch is gone: no restart can have it back (docs/failures.md).
-    store_->compare_set(restart_key(attempt, "abandon"), "", verdict);
     failed(exit_codes::kFailure, verdict);
   }
 }
@@ -519,8 +552,14 @@ int NodeGroup::leave(int code) {
   stop_ = true;
   if (watcher_.joinable()) watcher_.join();
   if (code == 0 && failure_seen_) {
+    std::string why_not;  // a node that would have restarted says why it could not
+    try {
+      const std::string k = restart_key(attempt_, "abandon");
+      if (restarts_ && store_->check({k})) why_not = "; not restarted: " + store_->get(k);
+    } catch (const std::exception&) {
+    }
     std::lock_guard<std::mutex> l(mu_);
-    write_fully(2, "dlaunch: " + seen_verdict_ + "\n");
+    write_fully(2, "dlaunch: " + seen_verdict_ + why_not + "\n");
     code = seen_code_ != 0 ? seen_code_ : exit_codes::kFailure;
   }
   return code;

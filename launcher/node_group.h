@@ -158,11 +158,13 @@ class NodeGroup final : public Peers {
   }
   void wait_for_restart(int attempt, int port, double wait_s, const std::function<void(int, std::string)>& done);
   void serve_torch_store(bool verbose);
+  std::vector<int> left_nodes(rdzv::TcpStore& store) const;
 
   RdzvTarget target_;
   PeerIdentity identity_;
   std::string token_, prefix_, job_id_;
   double hb_timeout_s_ = 10, kill_grace_s_ = 3;
+  bool restarts_ = false;  // --max-restarts
   std::vector<NodeRecord> nodes_;
   std::unique_ptr<rdzv::BackgroundStoreServer> server_;
   std::unique_ptr<rdzv::TcpStore> store_;  // the watcher's connection

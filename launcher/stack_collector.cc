@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "errors/error.h"
+#include "errors/temp_dirs.h"
 #include "launcher/output_sink.h"
 #include "wire/private_dir.h"
 
@@ -137,9 +138,10 @@ void check_report_paths(const std::string& report_dir, const std::string& report
 // --report-dir (made 0700 if missing), or a new temp dir.
 wire::PrivateDir StackCollector::report_dir() {
   if (!opts_.report_dir.empty()) return wire::PrivateDir::open(opts_.report_dir, true);
-  const char* tmp = ::getenv("TMPDIR");
+  // This user's reports of over a week ago go (errors/temp_dirs.h).
+  reap_old_stack_reports(temp_base());
   // No job id in the name: every user can list /tmp.
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-stacks-XXXXXX";
+  std::string tmpl = temp_base() + "/dlaunch-stacks-XXXXXX";
   if (!::mkdtemp(tmpl.data()))
     throw IoError("could not make a directory for the full stacks (" + tmpl + ": " + std::strerror(errno) +
                   "); give one with --report-dir");
@@ -159,7 +161,7 @@ void StackCollector::write_report(const std::string& reason, const std::vector<S
     dir.write_file(name + ".txt", full_report("dlaunch: where the ranks are (" + reason + ")", groups, stacks));
     dir.write_file(name + ".json", json);
     where = "full stacks: " + dir.path() + "/" + name + ".txt (JSON: " + dir.path() + "/" + name + ".json)";
-    if (temp_dir_) where += "; " + dir.path() + " is left for you to read and remove";
+    if (temp_dir_) where += "; " + dir.path() + " is left for you to read (dlaunch removes its reports after 7 days)";
   } catch (const Error& e) {
     where = std::string("could not write the full stacks (--report-dir): ") + e.what();
     return;

@@ -3,12 +3,14 @@
 // user's own 0700 one, and without following a link.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -194,4 +196,25 @@ TEST_CASE("temp dirs: temp_base is TMPDIR, else /tmp", "[errors]") {
   CHECK(dl::temp_base() == "/tmp");
   if (was) ::setenv("TMPDIR", saved.c_str(), 1);
   else ::unsetenv("TMPDIR");
+}
+
+// A stack report outlives its job (the user was told to read it), for a
+// week; the next report of the same user removes older ones of its own.
+TEST_CASE("temp dirs: stack reports of over a week ago are removed, newer ones and odd ones kept", "[errors]") {
+  Scratch s;
+  const std::string old_report = s.make("dlaunch-stacks-OLD123"), new_report = s.make("dlaunch-stacks-NEW123"),
+                    old_open = s.make("dlaunch-stacks-OPEN12", 0755), old_other = s.make("dlaunch-other-OLD123");
+  const timespec weeks_ago[2] = {{::time(nullptr) - 8 * 24 * 3600, 0}, {::time(nullptr) - 8 * 24 * 3600, 0}};
+  for (const auto& p : {old_report, old_open, old_other}) REQUIRE(::utimensat(AT_FDCWD, p.c_str(), weeks_ago, 0) == 0);
+  // A link named as a report, to an old dir of ours: the link is no dir of ours.
+  const std::string target = s.make("target");
+  REQUIRE(::utimensat(AT_FDCWD, target.c_str(), weeks_ago, 0) == 0);
+  REQUIRE(::symlink(target.c_str(), (s.dir + "/dlaunch-stacks-LINK12").c_str()) == 0);
+  CHECK(dl::reap_old_stack_reports(s.dir) == 1);
+  CHECK_FALSE(exists(old_report));
+  CHECK(exists(new_report));
+  CHECK(exists(old_open));   // not 0700: not one dlaunch made
+  CHECK(exists(old_other));  // not a report
+  CHECK(exists(target + "/f"));
+  CHECK(exists(s.dir + "/dlaunch-stacks-LINK12"));
 }

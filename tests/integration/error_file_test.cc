@@ -40,15 +40,15 @@ const std::string kGood =
     "{\"message\": {\"message\": \"KeyError: boom\", \"extraInfo\": {\"py_callstack\": \"\", \"timestamp\": \"1\"}}}";
 }  // namespace
 
-TEST_CASE("error file: a link to /dev/zero is not read; the job ends with the rank's code", "[integration][torchrun]") {
+TEST_CASE("error file: a link to /dev/zero is not read - the job ends with the rank's code", "[integration][torchrun]") {
   check_refused(fail_leaving("ln -s /dev/zero \"$f\""), "is a symbolic link, not a regular file");
 }
 
-TEST_CASE("error file: a FIFO is not opened for a writer; the job ends with the rank's code", "[integration][torchrun]") {
+TEST_CASE("error file: a FIFO is not opened for a writer - the job ends with the rank's code", "[integration][torchrun]") {
   check_refused(fail_leaving("mkfifo \"$f\""), "is a FIFO (named pipe), not a regular file");
 }
 
-TEST_CASE("error file: a 5 MiB error file is not read; the job ends with the rank's code", "[integration][torchrun]") {
+TEST_CASE("error file: a 5 MiB error file is not read - the job ends with the rank's code", "[integration][torchrun]") {
   // Good JSON, but 5 MiB of message: without the bound its text would be on the verdict.
   const RunResult r = fail_leaving("{ printf '{\"message\": \"Big: '; head -c 5242880 /dev/zero | tr '\\0' x; "
                                    "printf '\"}'; } > \"$f\"");

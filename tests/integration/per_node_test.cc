@@ -154,6 +154,28 @@ TEST_CASE("per-node: a failing rank on node 1 stops node 0's ranks, both exit wi
   CHECK(wait_marked_gone(m, 3).empty());
 }
 
+// --max-restarts: a node fails after the other node's ranks have all
+// exited 0 (that node has left the group): no restart can have it back, so
+// the failed node does not claim one, and both say why.
+TEST_CASE("per-node: a failure after the other node finished is not restarted, and both nodes say why",
+          "[integration][per-node]") {
+  const std::string m = new_marker();
+  const int port = some_free_port();
+  const std::string script = "if [ \"$RANK\" = 1 ]; then sleep 2; exit 3; fi; exit 0";
+  Child c0 = start(node(0, 2, port, {"--max-restarts", "1", "--nproc-per-node", "1", "/bin/sh", "-c", script, m}));
+  Child c1 = start(node(1, 2, port, {"--max-restarts", "1", "--nproc-per-node", "1", "/bin/sh", "-c", script, m}));
+  ChildGuard g0{c0, m}, g1{c1, m};
+  RunResult r0 = wait(c0, 60), r1 = wait(c1, 60);
+  INFO(r0.err << "---\n" << r1.err);
+  CHECK(r1.code == 3);
+  CHECK(r0.code == 3);
+  CHECK_THAT(r1.err, Catch::Contains("cannot restart: node rank 0 had already finished"));
+  CHECK_THAT(r0.err, Catch::Contains("not restarted: node rank 0 had already finished"));
+  CHECK(r1.err.find("lost the rendezvous store") == std::string::npos);
+  CHECK(r1.seconds < 20);
+  CHECK(wait_marked_gone(m, 3).empty());
+}
+
 TEST_CASE("per-node: node 0 whose port another program holds is refused within seconds, naming the port",
           "[integration][per-node]") {
   // A socket bound to the port and not listening: node 0 cannot listen
@@ -222,6 +244,35 @@ TEST_CASE("per-node: node 1's dlaunch killed outright fails node 0 within the he
   CHECK(r0.err.find("no heartbeat for 3 s") != std::string::npos);
   CHECK(r0.seconds < 15);
   CHECK(wait_marked_gone(m, 5).empty());  // node 1's rank died with its agent
+}
+
+// --max-restarts: node 1's dlaunch killed outright, and a survivor's rank
+// fails of it first (as gloo's "Connection closed by peer" does). The
+// cause is said once the heartbeats show it, and the restart does not wait
+// for a node that is gone.
+TEST_CASE("per-node: a killed node behind a survivor's failure is named and ends the restart at once",
+          "[integration][per-node]") {
+  const std::string m = new_marker();
+  const int port = some_free_port();
+  TempDir tmp;
+  const std::string flag = tmp.path + "/peer-gone";
+  const std::string survivor = "while [ ! -e " + flag + " ]; do sleep 0.1; done; exit 1";
+  Child c0 = start(node(0, 2, port, {"--heartbeat-timeout", "3", "--max-restarts", "1", "/bin/sh", "-c", survivor, m}));
+  Child c1 = start(node(1, 2, port, {"--heartbeat-timeout", "3", "--max-restarts", "1", "sleep", "60", m}));
+  ChildGuard g0{c0, m}, g1{c1, m};
+  REQUIRE(wait_marked(m, 4, 20).size() >= 4);
+  ::kill(c1.pid, SIGKILL);
+  write_file(flag, "");
+  RunResult r0 = wait(c0, 40);
+  wait(c1, 5);
+  INFO(r0.err);
+  CHECK(r0.code == 1);
+  CHECK_THAT(r0.err, Catch::Contains("restarting (the last restart)"));
+  CHECK_THAT(r0.err, Catch::Contains("node 1 (") && Catch::Contains("sent no heartbeat for 3 s: its dlaunch was killed"));
+  CHECK_THAT(r0.err, Catch::Contains("cannot restart: node 1 ("));
+  CHECK(r0.err.find("did not get ready to restart") == std::string::npos);
+  CHECK(r0.seconds < 14);
+  CHECK(wait_marked_gone(m, 5).empty());
 }
 
 TEST_CASE("per-node: --rdzv env under Slurm's variables", "[integration][per-node]") {

@@ -126,7 +126,7 @@ TEST_CASE("stacks: --timeout on 8 C ranks (eu-stack or gdb) groups 7 and names r
   auto left = entries(tmpdir.path, "");
   REQUIRE(left.size() == 1);  // the report's directory, and nothing of the agent's
   CHECK(fs::path(left[0]).filename().string().rfind("dlaunch-stacks-", 0) == 0);
-  CHECK(r.err.find(left[0] + " is left for you to read and remove") != std::string::npos);
+  CHECK(r.err.find(left[0] + " is left for you to read (dlaunch removes its reports after 7 days)") != std::string::npos);
   CHECK(read_file(left[0] + "/stacks-1.txt").find("stuck_elsewhere") != std::string::npos);
   CHECK(wait_marked_gone(m, 2).empty());
   kill_marked(m);

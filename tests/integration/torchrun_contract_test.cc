@@ -6,8 +6,12 @@
 // --version).
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 
 #include "tests/integration/run_command.h"
@@ -324,4 +328,38 @@ TEST_CASE("torchrun contract: --version", "[integration][torchrun]") {
   CHECK(a.code == 0);
   CHECK(a.out.rfind("dlaunch ", 0) == 0);
   CHECK(a.out == b.out);
+}
+
+// torchrun's --master-port on one node is the MASTER_PORT its ranks see:
+// here the port of the store dlaunch serves, and with --torch-store rank0
+// the one rank 0 is to listen on. A port in use is refused naming the option.
+TEST_CASE("torchrun contract: --master-port P on one node is the ranks' MASTER_PORT", "[integration][torchrun]") {
+  const int port = dl::wire::free_tcp_port(true);
+  for (const char* store : {"served", "rank0"}) {
+    RunSpec s;
+    s.argv = {bin("dlaunch"), "--master-port", std::to_string(port), "--torch-store", store, "-n", "2",
+              "/bin/sh", "-c", "echo port=$MASTER_PORT"};
+    RunResult r = run(s, 60);
+    INFO(store << ": " << r.out << r.err);
+    CHECK(r.code == 0);
+    const auto ls = lines(r.out);
+    CHECK(std::count(ls.begin(), ls.end(), "port=" + std::to_string(port)) == 2);
+  }
+  // Held by a listener of ours: the served store cannot listen there.
+  const int held = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(::bind(held, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(held, 4) == 0);
+  REQUIRE(::getsockname(held, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  const int taken = ntohs(a.sin_port);
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "--master-port", std::to_string(taken), "-n", "1", "/bin/true"};
+  RunResult r = run(s, 60);
+  INFO(r.out << r.err);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--master-port " + std::to_string(taken)) && Catch::Contains("choose a free port"));
+  ::close(held);
 }

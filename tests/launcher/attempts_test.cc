@@ -96,4 +96,11 @@ TEST_CASE("attempts: the lines", "[launcher][restart]") {
   b.refuse("the agent on n1 is gone");
   CHECK_FALSE(b.retry(f));
   CHECK_THAT(b.final_line(f), Catch::EndsWith("; cannot restart: the agent on n1 is gone"));
+  // A restart that began says the verdict with "restarting"; its failure
+  // then gives the reason alone.
+  Attempts c(2);
+  c.begin_restart({0, 1}, {1});
+  c.refuse("n1: cannot connect");
+  CHECK(c.final_line(f) == "dlaunch: attempt 1 of 3 failed (above); cannot restart: n1: cannot connect");
+  CHECK(c.final_line(f).find("exited with code 3") == std::string::npos);
 }

@@ -311,7 +311,9 @@ TEST_CASE("dlaunch: an agent removes the temp dirs that killed agents left behin
 }
 
 TEST_CASE("dlaunch: what an agent killed outright left in TMPDIR goes with the next job's agent", "[pmix]") {
-  // A Python rank connects to its PMIx port (the agent makes the PMIx dir)
+  // A Python rank connects to its PMIx port and keeps the connection open (one
+  // closed before the agent accepts it is nobody's, refused: the agent makes
+  // the PMIx dir only for an admitted one)
   // and runs dlaunch's hook (it makes the Python ranks' dir), then SIGKILLs
   // its agent: both dirs stay behind; the next job on the host must remove both.
   char base[] = "/tmp/dl_mpi_killed.XXXXXX";
@@ -320,7 +322,7 @@ TEST_CASE("dlaunch: what an agent killed outright left in TMPDIR goes with the n
   const std::string rank =
       "import os, socket, time\n"
       "uri = os.environ['PMIX_SERVER_URI41']\n"
-      "socket.create_connection(('127.0.0.1', int(uri.rsplit(':', 1)[1])))\n"
+      "s = socket.create_connection(('127.0.0.1', int(uri.rsplit(':', 1)[1])))\n"
       "d = os.environ['TMPDIR']\n"
       "while len([n for n in os.listdir(d) if n.startswith('dlaunch-')]) < 2: time.sleep(0.01)\n"
       "os.kill(os.getppid(), 9)\n"
