@@ -164,11 +164,26 @@ void FrontDoor::report_refusal(long uid) {
   std::cerr << line + "\n";
 }
 
+// Accepts in rounds of kRound, each judged (and its refused connections
+// closed) before the next, so that a flood holds at most a round's
+// descriptors at once; kMaxTaken at most per call, so that the loop turns.
 void FrontDoor::accept_waiting() {
+  constexpr size_t kRound = 64, kMaxTaken = 4096;
   std::vector<int> accepted;
-  for (int c; (c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;) accepted.push_back(c);
-  // The owners as the kernel reports them (wire/socket_owner.h), the same
-  // lookup the store and the control port make.
+  for (size_t taken = 0; taken < kMaxTaken;) {
+    accepted.clear();
+    for (int c; accepted.size() < kRound && (c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;)
+      accepted.push_back(c);
+    if (accepted.empty()) return;
+    taken += accepted.size();
+    judge(accepted);
+  }
+}
+
+// The owners as the kernel reports them (wire/socket_owner.h), the same
+// lookup the store and the control port make: the job's user's are
+// admitted, every other (another user's, or a socket no process owns) closed.
+void FrontDoor::judge(const std::vector<int>& accepted) {
   const auto owners = wire::local_peer_owners(accepted);
   for (size_t i = 0; i < accepted.size(); ++i) {
     const long uid = owners[i].uid ? static_cast<long>(*owners[i].uid) : -1;

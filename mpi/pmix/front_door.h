@@ -73,6 +73,7 @@ class FrontDoor {
   // Accepts what waits in the backlog: clients of the agent's user join
   // admitted_, others are closed and reported.
   void accept_waiting();
+  void judge(const std::vector<int>& accepted);
   void report_refusal(long uid);
 
   int listen_fd_ = -1;
