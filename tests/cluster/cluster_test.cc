@@ -166,7 +166,7 @@ TEST_CASE("cluster refuses to start without root and says why", "[cluster]") {
   CHECK(r.output.find("needs root") != std::string::npos);
 }
 
-TEST_CASE("cluster up without --owner is refused, naming the forms that work", "[cluster]") {
+TEST_CASE("cluster up without --owner is refused and names the forms that work", "[cluster]") {
   // Its own parent is no owner: from a subshell or a runner's one-command
   // shell it is gone at once, and anyone's next up would reap the cluster.
   auto r = run_argv({Cluster::script_path(), "up", "--hosts", "1"});

@@ -93,9 +93,20 @@ void check_program_runs(const Root& root, const std::string& program, const std:
   INFO(r.out);
   CHECK(r.out.find("rank 0 of 2: sum 3") != std::string::npos);
   CHECK(r.out.find("rank 1 of 2: sum 3") != std::string::npos);
-  // It found the installed library, not one of the build tree.
-  RunResult ldd = must_run(spec({"/usr/bin/ldd", program}), 30, "ldd");
-  CHECK(ldd.out.find(root.libdir + "/libdlcoll.so.0") != std::string::npos);
+  // It found the installed library, not one of the build tree (the path
+  // as the RUNPATH spells it: pkg-config's may hold "..").
+  RunSpec ldd_spec = spec({"/usr/bin/ldd", program});
+  ldd_spec.unset_env = {"LD_LIBRARY_PATH"};
+  RunResult ldd = must_run(ldd_spec, 30, "ldd");
+  INFO("ldd:\n" << ldd.out);
+  std::string found;
+  for (const auto& line : lines(ldd.out)) {
+    const auto arrow = line.find("libdlcoll.so.0 => ");
+    if (arrow != std::string::npos) found = words(line.substr(arrow + 18)).at(0);
+  }
+  REQUIRE_FALSE(found.empty());
+  REQUIRE(fs::exists(found));
+  CHECK(fs::canonical(found) == fs::canonical(root.libdir + "/libdlcoll.so.0"));
 }
 
 // _dlaunch's answers for a line whose words, as bash splits them (':' and
