@@ -85,9 +85,9 @@ _dlaunch_candidates() {
       [[ -x $dl ]] || dl=dlaunch
       pre=$pre${val%"${val##*,}"} val=${val##*,}
       words=$("$dl" completion hosts ${hostfile:+"$hostfile"} 2>/dev/null) ;;
-@WORDS@    --wdir|--output-filename|--log-dir|--prefix)
+@WORDS@    --wdir|--output-filename|--log-dir|--prefix|--report-dir)
       mapfile -t _dlaunch_reply < <(compgen -d -P "$pre" -- "$val"); return ;;
-    --hostfile|--machinefile|--env-file|--ssh-config|--token-file)
+    --hostfile|--machinefile|--env-file|--ssh-config|--token-file|--rankfile|--report-json|--app)
       mapfile -t _dlaunch_reply < <(compgen -f -P "$pre" -- "$val"); return ;;
     *) return ;;
   esac

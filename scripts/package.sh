@@ -2,7 +2,7 @@
 # Builds the dlaunch .deb from a build dir (default ./build, configured and
 # built as needed) and prints its path:
 #   scripts/package.sh [BUILD_DIR]    -> BUILD_DIR/packages/dlaunch_<version>_<arch>.deb
-#   sudo apt install ./build/packages/dlaunch_*.deb
+#   $(command -v sudo) apt install ./build/packages/dlaunch_*.deb   (sudo where there is one)
 # Needs pandoc (the man page) and dpkg-dev (dpkg-shlibdeps): scripts/install-deps.sh.
 # DLAUNCH_JOBS sets the parallel build jobs (default: this machine's cores).
 set -euo pipefail

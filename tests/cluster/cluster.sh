@@ -2,7 +2,8 @@
 # A test cluster made of network namespaces, each host with its own sshd.
 # See docs/testing-cluster.md. Needs root (ip netns, sshd).
 #
-#   cluster.sh up [--hosts K] [--owner PID]   -> prints DL_CLUSTER_ID=.. and DL_CLUSTER_DIR=..
+#   cluster.sh up --owner PID [--hosts K]     -> prints DL_CLUSTER_ID=.. and DL_CLUSTER_DIR=..
+#                                              PID's end takes the cluster down (at the next up or reap)
 #   cluster.sh down ID                         idempotent; safe after a partial up
 #   cluster.sh exec ID HOST -- CMD...          run CMD inside HOST's namespace (hostname HOST)
 #   cluster.sh status [ID]                     list clusters, or one cluster's hosts
@@ -25,7 +26,7 @@ MAX_ID=14336   # 56 * 256 subnets: 10.200.0.0/24 .. 10.255.255.0/24
 SSHD=/usr/sbin/sshd
 
 die() { local code=$1; shift; echo "cluster.sh: $*" >&2; exit "$code"; }
-usage() { sed -n '5,17s/^#//p' "$0" >&2; exit 2; }
+usage() { sed -n '5,19s/^#//p' "$0" >&2; exit 2; }
 
 require_root() {
   [ "$(id -u)" = 0 ] || die 3 "needs root (uid is $(id -u)): network namespaces and sshd on port 22 need CAP_SYS_ADMIN and CAP_NET_ADMIN; run the cluster tests as root (CI does)"
@@ -205,8 +206,11 @@ EOF
   for ((i = 0; i < HOSTS; i++)); do echo "$(addr_of "h$i") slots=2"; done >"$DIR/hostfile"
 }
 
+# The owner is named, never guessed: cluster.sh's own parent may be a
+# subshell or a runner's one-command shell that exits at once, and its
+# cluster would then be reaped mid-test by anyone's next 'up'.
 cmd_up() {
-  local hosts=4 owner=$PPID
+  local hosts=4 owner=""
   while [ $# -gt 0 ]; do
     case $1 in
       --hosts) hosts=${2:-}; shift 2 ;;
@@ -214,6 +218,8 @@ cmd_up() {
       *) usage ;;
     esac
   done
+  [ -n "$owner" ] || die 2 "up needs --owner PID: the process that uses the cluster; once it is gone, any later 'up' or 'reap' takes the cluster down. From a shell or a script: --owner \$\$ (eval \"\$(cluster.sh up --owner \$\$)\"); for a cluster that must outlive every process (commands run one shell each): --owner 1, then 'cluster.sh down ID' when done"
+  [[ "$owner" =~ ^[0-9]+$ ]] || die 2 "--owner takes a process id, got '$owner'"
   [[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 1 ] && [ "$hosts" -le 250 ] || die 2 "--hosts must be 1..250, got '$hosts'"
   require_root; probe_netns
   [ -d "/proc/$owner" ] || die 2 "--owner $owner is not a running process"

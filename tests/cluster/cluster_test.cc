@@ -1,6 +1,7 @@
 // Tests of the namespace cluster itself: it must be a faithful small cluster
 // (isolated, reachable by ssh) and leave nothing behind.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -16,6 +17,13 @@ std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   for (size_t p; (p = s.find(" \n")) != std::string::npos;) s.erase(p, 1);
   return s;
+}
+// The value of `key=` in cluster.sh up's output, or "".
+std::string field(const std::string& text, const std::string& key) {
+  const auto at = text.find(key + "=");
+  if (at == std::string::npos) return "";
+  const auto from = at + key.size() + 1;
+  return text.substr(from, text.find('\n', from) - from);
 }
 bool process_gone(int pid) {
   for (int i = 0; i < 100; ++i) {
@@ -153,7 +161,47 @@ TEST_CASE("cluster fault hooks: a partition of half the hosts cuts TCP between t
 
 TEST_CASE("cluster refuses to start without root and says why", "[cluster]") {
   auto r = run_argv({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                     Cluster::script_path(), "up"});
+                     Cluster::script_path(), "up", "--owner", "1"});
   CHECK(r.status == 3);
   CHECK(r.output.find("needs root") != std::string::npos);
+}
+
+TEST_CASE("cluster up without --owner is refused and names the forms that work", "[cluster]") {
+  // Its own parent is no owner: from a subshell or a runner's one-command
+  // shell it is gone at once, and anyone's next up would reap the cluster.
+  auto r = run_argv({Cluster::script_path(), "up", "--hosts", "1"});
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("up needs --owner PID") != std::string::npos);
+  CHECK(r.output.find("--owner $$") != std::string::npos);
+  CHECK(r.output.find("DL_CLUSTER_ID=") == std::string::npos);
+  auto bad = run_argv({Cluster::script_path(), "up", "--owner", "me"});
+  CHECK(bad.status == 2);
+  CHECK(bad.output.find("--owner takes a process id, got 'me'") != std::string::npos);
+}
+
+TEST_CASE("cluster up takes down a cluster whose owner is gone and keeps one whose owner lives", "[cluster]") {
+  const pid_t owner = fork();
+  REQUIRE(owner >= 0);
+  if (owner == 0) {
+    execlp("sleep", "sleep", "600", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto up = run_argv({Cluster::script_path(), "up", "--hosts", "1", "--owner", std::to_string(owner)},
+                     std::chrono::seconds(120));
+  const std::string id = field(up.output, "DL_CLUSTER_ID"), dir = field(up.output, "DL_CLUSTER_DIR");
+  INFO(up.output);
+  kill(owner, SIGKILL);
+  waitpid(owner, nullptr, 0);
+  REQUIRE(up.status == 0);
+  REQUIRE_FALSE(id.empty());
+  {
+    Cluster living(1);  // its up reaps first
+    CHECK(access(dir.c_str(), F_OK) != 0);
+    CHECK(run_argv({"ip", "netns", "list"}).output.find("dl" + id + "-") == std::string::npos);
+    Cluster next(1);  // and this one's reap leaves a cluster whose owner (this process) lives
+    CHECK(access(living.dir().c_str(), F_OK) == 0);
+    CHECK(living.run_in("h0", "true").status == 0);
+  }
+  run_argv({Cluster::script_path(), "down", id}, std::chrono::seconds(60));  // when the reap did not
 }

@@ -93,9 +93,20 @@ void check_program_runs(const Root& root, const std::string& program, const std:
   INFO(r.out);
   CHECK(r.out.find("rank 0 of 2: sum 3") != std::string::npos);
   CHECK(r.out.find("rank 1 of 2: sum 3") != std::string::npos);
-  // It found the installed library, not one of the build tree.
-  RunResult ldd = must_run(spec({"/usr/bin/ldd", program}), 30, "ldd");
-  CHECK(ldd.out.find(root.libdir + "/libdlcoll.so.0") != std::string::npos);
+  // It found the installed library, not one of the build tree (the path
+  // as the RUNPATH spells it: pkg-config's may hold "..").
+  RunSpec ldd_spec = spec({"/usr/bin/ldd", program});
+  ldd_spec.unset_env = {"LD_LIBRARY_PATH"};
+  RunResult ldd = must_run(ldd_spec, 30, "ldd");
+  INFO("ldd:\n" << ldd.out);
+  std::string found;
+  for (const auto& line : lines(ldd.out)) {
+    const auto arrow = line.find("libdlcoll.so.0 => ");
+    if (arrow != std::string::npos) found = words(line.substr(arrow + 18)).at(0);
+  }
+  REQUIRE_FALSE(found.empty());
+  REQUIRE(fs::exists(found));
+  CHECK(fs::canonical(found) == fs::canonical(root.libdir + "/libdlcoll.so.0"));
 }
 
 // _dlaunch's answers for a line whose words, as bash splits them (':' and
@@ -189,6 +200,12 @@ TEST_CASE("the .deb installs into a scratch root: demo, man page, completion, pk
     s.unset_env = {"MANPAGER", "PAGER"};
     const std::string page = must_run(s, 60, "man -l").out;
     CHECK(page.find("dlaunch - start one program as many processes on many machines") != std::string::npos);
+    // The SYNOPSIS is the manual's synopsis block, not its title line.
+    const auto synopsis = page.find("\nSYNOPSIS\n");
+    REQUIRE(synopsis != std::string::npos);
+    const auto first = page.find_first_not_of(" \n", synopsis + 10);
+    INFO("the page's SYNOPSIS: " << page.substr(synopsis, 80));
+    CHECK(page.compare(first, 14, "dlaunch [run] ") == 0);
     std::ifstream manual(std::string(DLAUNCH_SOURCE_DIR) + "/docs/dlaunch.md");
     int sections = 0;
     for (std::string l; std::getline(manual, l);) {
@@ -213,7 +230,9 @@ TEST_CASE("the .deb installs into a scratch root: demo, man page, completion, pk
     }
   }
   // At 80 columns: no word hyphenated at a line's end (an option name cut
-  // in two cannot be copied), and troff never stretches or squeezes a line.
+  // in two cannot be copied), troff never stretches or squeezes a line, and
+  // every table fits, each column as wide as its longest word
+  // (packaging/man_tables.lua).
   {
     RunSpec s = spec({"/usr/bin/man", "--warnings=w", "-l", root.dir + "/usr/share/man/man1/dlaunch.1.gz"},
                      {{"MANWIDTH", "80"}});
@@ -221,10 +240,23 @@ TEST_CASE("the .deb installs into a scratch root: demo, man page, completion, pk
     const RunResult r = must_run(s, 60, "man --warnings -l");
     INFO(r.err);
     CHECK(r.err.find("cannot adjust") == std::string::npos);
+    CHECK(r.err.find("can't break line") == std::string::npos);
+    CHECK(r.err.find("wider than line width") == std::string::npos);
     for (const auto& line : lines(r.out)) {
       INFO(line);
       CHECK_FALSE((line.size() >= 3 && line.compare(line.size() - 3, 3, "\u2010") == 0));
     }
+  }
+
+  // Debian's copyright file, in the copyright format, naming the project.
+  {
+    std::ifstream in(root.dir + "/usr/share/doc/dlaunch/copyright");
+    REQUIRE(in.good());
+    std::string format, name;
+    std::getline(in, format);
+    std::getline(in, name);
+    CHECK(format == "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/");
+    CHECK(name == "Upstream-Name: dlaunch");
   }
 
   // Bash completion: commands, options, and hosts from the hostfile given earlier on the line.
@@ -270,6 +302,19 @@ TEST_CASE("the .deb installs into a scratch root: demo, man page, completion, pk
     CHECK_FALSE(has(complete(root, "dlaunch doctor --", {"dlaunch", "doctor", "--"}, work), "--peer"));
     CHECK(complete(root, "dlaunch --map-by=n", {"dlaunch", "--map-by", "=", "n"}, work) ==
           std::vector<std::string>{"node"});
+    // Files after the options that take one, directories after those that take a directory.
+    std::ofstream(work + "/job.app") << "-n 1 /bin/true\n";
+    fs::create_directories(work + "/jobs.d");
+    for (const char* o : {"--app", "--rankfile", "--report-json", "--hostfile", "--token-file"}) {
+      INFO(o);
+      CHECK(complete(root, std::string("dlaunch ") + o + " jo", {"dlaunch", o, "jo"}, work) ==
+            std::vector<std::string>{"job.app", "jobs.d"});
+    }
+    for (const char* o : {"--report-dir", "--log-dir", "--wdir"}) {
+      INFO(o);
+      CHECK(complete(root, std::string("dlaunch ") + o + " jo", {"dlaunch", o, "jo"}, work) ==
+            std::vector<std::string>{"jobs.d"});
+    }
     // After the program, its own arguments: files, never dlaunch's options.
     CHECK(complete(root, "dlaunch ./app --ho", {"dlaunch", "./app", "--ho"}, work).empty());
   }
@@ -286,8 +331,9 @@ TEST_CASE("the .deb installs into a scratch root: demo, man page, completion, pk
     INFO("pkg-config: " << flags);
     CHECK(flags.find(root.dir) != std::string::npos);
     std::vector<std::string> cc = {DLAUNCH_CXX_COMPILER, "-std=c++17", src, "-o", work + "/prog-pc"};
+    // No -rpath of our own: the flags carry it, or the program would not
+    // find libdlcoll.so.0 outside the loader's dirs.
     for (const auto& w : words(flags)) cc.push_back(w);
-    cc.push_back("-Wl,-rpath," + root.libdir);
     must_run(spec(cc), 120, "c++ with pkg-config's flags");
     check_program_runs(root, work + "/prog-pc", work);
   }
