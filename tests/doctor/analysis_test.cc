@@ -100,7 +100,7 @@ TEST_CASE("the IFNAME value lists each working interface name once", "[doctor]")
 
 TEST_CASE("link verdicts on noisy measurements: only a pair slow every time is a finding", "[doctor]") {
   const double f = 3;
-  // A pair slowed by a busy CPU in the first pass (4x below the median),
+  // A pair slowed by a busy CPU in the first pass (4x below the others),
   // normal when tested again alone: cleared.
   CHECK(link_outliers(pairs(kFourTwoRounds, {{60, 600e6}, {58, 610e6}, {70, 150e6}, {61, 590e6}}), f) ==
         std::vector<size_t>{2});
