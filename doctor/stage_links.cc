@@ -80,12 +80,12 @@ std::vector<int> Doctor::report_slow_hosts(const std::vector<PairSample>& s, con
   for (int h : slow_host) {
     // One line for a host slow to every host: the fault is its own (its NIC,
     // cable or a rate limit there), not any one link's.
-    std::string each;
-    const bool bw = slower_than({0, best_of(s, h).Bps}, {0, typical.Bps}, o_.link_factor);
+    const LinkSample best = best_of(s, h);
+    const bool bw = slower_than({0, best.Bps}, {0, typical.Bps}, o_.link_factor);
+    std::string each;  // its pairs: "peer rate", or "peer round trip"
     for (const auto& p : s)
       if (p.a == h || p.b == h)
         each += (each.empty() ? "" : ", ") + name(p.a == h ? p.b : p.a) + " " + (bw ? human_rate(p.s.Bps) : human_us(p.s.latency_us));
-    const LinkSample best = best_of(s, h);
     const std::string what =
         bw ? human_rate(best.Bps) + " at best (" + each + "), a typical host's best pair does " + human_rate(typical.Bps)
            : "round trip " + human_us(best.latency_us) + " at best (" + each + "), a typical host's best pair takes " +
