@@ -63,6 +63,8 @@ std::string describe_difference(const std::optional<std::string>& got, const std
   return out;
 }
 
+bool env_difference_fails(const std::string& var, bool launchers_host) { return !(launchers_host && var == "PATH"); }
+
 long long clock_offset_ns(long long t0, long long t1, long long remote) { return remote - (t0 + (t1 - t0) / 2); }
 
 std::vector<std::vector<std::pair<int, int>>> tournament_rounds(int n) {
@@ -110,13 +112,38 @@ bool slower_than(const LinkSample& s, const LinkSample& ref, double factor, cons
   return slow_bw || slow_lat;
 }
 
-std::vector<size_t> link_outliers(const std::vector<LinkSample>& s, double factor, const LinkSlack& slack) {
+LinkSample typical_best(const std::vector<PairSample>& s) {
+  std::map<int, LinkSample> best;  // per host
+  for (const auto& p : s)
+    for (int h : {p.a, p.b}) {
+      auto [it, fresh] = best.emplace(h, p.s);
+      it->second.latency_us = std::min(it->second.latency_us, p.s.latency_us);
+      it->second.Bps = std::max(it->second.Bps, p.s.Bps);
+    }
   std::vector<double> lat, bw;
-  for (const auto& x : s) lat.push_back(x.latency_us), bw.push_back(x.Bps);
-  const LinkSample median_pair{median(lat), median(bw)};
+  for (const auto& [h, b] : best) lat.push_back(b.latency_us), bw.push_back(b.Bps);
+  return {median(lat), median(bw)};
+}
+
+std::vector<size_t> link_outliers(const std::vector<PairSample>& s, double factor, const LinkSlack& slack) {
+  const LinkSample reference = typical_best(s);
   std::vector<size_t> out;
   for (size_t i = 0; i < s.size(); ++i)
-    if (slower_than(s[i], median_pair, factor, slack)) out.push_back(i);
+    if (slower_than(s[i].s, reference, factor, slack)) out.push_back(i);
+  return out;
+}
+
+std::vector<int> slow_hosts(const std::vector<PairSample>& s, const std::vector<bool>& slow) {
+  std::map<int, std::pair<int, int>> count;  // per host: its pairs, its slow pairs
+  for (size_t i = 0; i < s.size(); ++i)
+    for (int h : {s[i].a, s[i].b}) ++count[h].first, count[h].second += slow[i] ? 1 : 0;
+  std::vector<int> out;
+  for (const auto& [h, n] : count) {
+    if (n.first < 2 || n.second < n.first) continue;
+    bool other_fast = false;
+    for (size_t i = 0; i < s.size(); ++i) other_fast = other_fast || (s[i].a != h && s[i].b != h && !slow[i]);
+    if (other_fast) out.push_back(h);
+  }
   return out;
 }
 

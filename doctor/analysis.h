@@ -25,6 +25,12 @@ std::optional<std::string> majority(const std::vector<std::optional<std::string>
 // whole: "is 'a', most hosts have 'b'"; "is unset" / "is set (most hosts leave it unset)".
 std::string describe_difference(const std::optional<std::string>& got, const std::optional<std::string>& want);
 
+// Whether a host whose `var` differs from most hosts' fails (and leaves the
+// later stages) or only gets a warning: the launcher's own host may have a
+// PATH of its own (a login shell's nearly always differs from the one
+// non-interactive ssh gives the others), a warning; any other difference fails.
+bool env_difference_fails(const std::string& var, bool launchers_host);
+
 // Clock offset of a peer (ns) from one exchange: the launcher read `t0` and
 // `t1` around the peer's reading `remote`; the peer read its clock halfway.
 long long clock_offset_ns(long long t0, long long t1, long long remote);
@@ -56,9 +62,27 @@ struct LinkSlack {
 };
 bool slower_than(const LinkSample& s, const LinkSample& reference, double factor, const LinkSlack& slack = {});
 
-// The suspects of the first pass: the index of each pair slower than the
-// median pair (the medians of latency and of bandwidth, taken apart).
-std::vector<size_t> link_outliers(const std::vector<LinkSample>& s, double factor, const LinkSlack& slack = {});
+// One measured pair: hosts `a` and `b` (indices into the host list).
+struct PairSample {
+  int a = 0, b = 0;
+  LinkSample s;
+};
+
+// What a typical host's links do at their best: each host's best pair (its
+// highest bandwidth and, apart, its lowest latency), and of those the
+// medians. A slow host is in many pairs but is the best pair of no fast
+// host, so with 3 hosts or more the reference is the fast hosts' (the median
+// pair is not: with 3 hosts the slow one is in 2 of the 3 pairs).
+LinkSample typical_best(const std::vector<PairSample>& s);
+
+// The suspects of the first pass: the index of each pair slower than
+// typical_best(s).
+std::vector<size_t> link_outliers(const std::vector<PairSample>& s, double factor, const LinkSlack& slack = {});
+
+// The hosts slow to every host: each host all of whose measured pairs (two
+// or more) are `slow`, while some pair it is not in is not slow (when every
+// pair is slow, no host is to blame). Ascending. REQUIRES: slow.size() == s.size().
+std::vector<int> slow_hosts(const std::vector<PairSample>& s, const std::vector<bool>& slow);
 
 // A suspect measured again, alone, and right after it a reference pair (a
 // typical one), also alone: a machine busy at that moment slows both, a slow

@@ -52,11 +52,15 @@ class Doctor {
   void stage_links();
   // One link test of (a, b), latency and bandwidth, with nothing else running.
   LinkResult measure_alone(int a, int b);
-  // Tests the suspect (a, b) again, alone, then `reference` (nullptr: the
-  // median pair stands in), up to kLinkRetests times, stopping at the first
-  // retest that clears it; folds the suspect's best numbers into `best`.
-  std::vector<Retest> retest(int a, int b, const std::pair<int, int>* reference, const LinkSample& median_pair,
+  // Tests the suspect (a, b) again, alone, then `reference` (nullptr, or a
+  // reference that fails: `typical` stands in), up to kLinkRetests times,
+  // stopping at the first retest that clears it; folds the suspect's best
+  // numbers into `best`.
+  std::vector<Retest> retest(int a, int b, const std::pair<int, int>* reference, const LinkSample& typical,
                              LinkResult& best);
+  // One problem line per host slow to every host (slow_hosts of the pairs
+  // found `slow`); returns those hosts.
+  std::vector<int> report_slow_hosts(const std::vector<PairSample>& s, const std::vector<bool>& slow, const LinkSample& typical);
   static constexpr int kLinkRetests = 2;
   void stage_all_reduce();
   void stage_nccl();

@@ -43,7 +43,7 @@ po::options_description describe(DoctorOptions& o) {
     ("connect-timeout", number(&o.connect_timeout_s, seconds("--connect-timeout")),
      "seconds one host may take to reach another")
     ("link-factor", number(&o.link_factor, [](const std::string& t) { return parse_number("--link-factor", t, 1, 1e6); }),
-     "flag a pair this many times slower than the median")
+     "flag a pair this many times slower than a typical host's best pair")
     ("link-seconds", number(&o.link_seconds, seconds("--link-seconds")),
      "seconds of bandwidth test per direction and pair")
     ("quick", po::bool_switch(&o.quick), "stop after the remote environment (stages 1-3)")

@@ -24,7 +24,7 @@ struct DoctorOptions {
   double clock_threshold_s = 1.0;  // --clock-threshold: flag a clock further off than this from the launcher's
   // Network and links (stages 4, 5).
   double connect_timeout_s = 3;    // --connect-timeout: one probe between two hosts
-  double link_factor = 3;          // --link-factor: a pair slower than the median by this factor is flagged
+  double link_factor = 3;          // --link-factor: a pair slower than a typical host's best pair by this factor is flagged
   double link_seconds = 0.25;      // --link-seconds: bandwidth test time per direction and pair
   // Output.
   bool quick = false;              // --quick: stop after stage 3

@@ -151,6 +151,7 @@ void Doctor::judge_host_gpus(int h, const HostFacts& f) {
 void Doctor::check_env(const std::vector<HostFacts>& facts) {
   std::vector<int> hosts = alive();
   std::vector<std::string> bad(entries_.size());
+  std::vector<bool> fails(entries_.size(), false);
   std::vector<std::string> vars;
   if (!hosts.empty())
     for (const auto& [k, v] : facts[static_cast<size_t>(hosts[0])].env) vars.push_back(k);
@@ -165,8 +166,11 @@ void Doctor::check_env(const std::vector<HostFacts>& facts) {
     for (size_t k = 0; k < hosts.size(); ++k) {
       if (vals[k] == want) continue;
       const int h = hosts[k];
+      const bool launcher = report_->cell(h, Check::kSsh).text == "local";
+      const bool fail = env_difference_fails(var, launcher);
       bad[static_cast<size_t>(h)] += (bad[static_cast<size_t>(h)].empty() ? "" : ",") + var;
-      report_->add({Mark::kFail, Check::kEnv, {name(h)}, name(h) + ": " + var + " " + describe_difference(vals[k], want),
+      fails[static_cast<size_t>(h)] = fails[static_cast<size_t>(h)] || fail;
+      report_->add({fail ? Mark::kFail : Mark::kWarn, Check::kEnv, {name(h)}, name(h) + ": " + var + " " + describe_difference(vals[k], want),
                     "make " + var + " the same on every host (sshd's SetEnv, /etc/environment, the shell's rc file "
                     "for non-interactive ssh), or pass -x " + var + " to dlaunch"});
     }
@@ -174,6 +178,7 @@ void Doctor::check_env(const std::vector<HostFacts>& facts) {
   for (int h : hosts) {
     const size_t i = static_cast<size_t>(h);
     if (bad[i].empty()) report_->set(h, Check::kEnv, Mark::kOk);
+    else if (!fails[i]) report_->set(h, Check::kEnv, Mark::kWarn, bad[i]);
     else report_->set(h, Check::kEnv, Mark::kFail, bad[i]), dropped_[i] = true;
   }
 }

@@ -31,13 +31,13 @@ LinkResult Doctor::measure_alone(int a, int b) {
   return {j.latency_us, j.out_Bps, j.in_Bps};
 }
 
-std::vector<Retest> Doctor::retest(int a, int b, const std::pair<int, int>* reference, const LinkSample& median_pair,
+std::vector<Retest> Doctor::retest(int a, int b, const std::pair<int, int>* reference, const LinkSample& typical,
                                    LinkResult& best) {
   std::vector<Retest> tries;
   for (int t = 0; t < kLinkRetests; ++t) {
     progress("links: testing " + name(a) + " <-> " + name(b) + " again, alone (" + std::to_string(t + 1) + " of " +
              std::to_string(kLinkRetests) + ")");
-    Retest x{{best.latency_us, std::min(best.out_Bps, best.in_Bps)}, median_pair};
+    Retest x{{best.latency_us, std::min(best.out_Bps, best.in_Bps)}, typical};
     try {
       const LinkResult r = measure_alone(a, b);
       best.latency_us = std::min(best.latency_us, r.latency_us);
@@ -55,6 +55,45 @@ std::vector<Retest> Doctor::retest(int a, int b, const std::pair<int, int>* refe
     if (!slower_than(x.pair, x.reference, o_.link_factor)) break;  // cleared: a busy moment, not the link
   }
   return tries;
+}
+
+namespace {
+
+// Host h's best pair: its lowest latency and, apart, its highest bandwidth.
+LinkSample best_of(const std::vector<PairSample>& s, int h) {
+  LinkSample best{1e18, 0};
+  for (const auto& p : s)
+    if (p.a == h || p.b == h) best.latency_us = std::min(best.latency_us, p.s.latency_us), best.Bps = std::max(best.Bps, p.s.Bps);
+  return best;
+}
+
+std::string factor_text(double factor) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", factor);
+  return " (--link-factor " + std::string(b) + "; slow again when tested alone)";
+}
+}  // namespace
+
+std::vector<int> Doctor::report_slow_hosts(const std::vector<PairSample>& s, const std::vector<bool>& slow,
+                                           const LinkSample& typical) {
+  const std::vector<int> slow_host = slow_hosts(s, slow);
+  for (int h : slow_host) {
+    // One line for a host slow to every host: the fault is its own (its NIC,
+    // cable or a rate limit there), not any one link's.
+    const LinkSample best = best_of(s, h);
+    const bool bw = slower_than({0, best.Bps}, {0, typical.Bps}, o_.link_factor);
+    std::string each;  // its pairs: "peer rate", or "peer round trip"
+    for (const auto& p : s)
+      if (p.a == h || p.b == h)
+        each += (each.empty() ? "" : ", ") + name(p.a == h ? p.b : p.a) + " " + (bw ? human_rate(p.s.Bps) : human_us(p.s.latency_us));
+    const std::string what =
+        bw ? human_rate(best.Bps) + " at best (" + each + "), a typical host's best pair does " + human_rate(typical.Bps)
+           : "round trip " + human_us(best.latency_us) + " at best (" + each + "), a typical host's best pair takes " +
+                 human_us(typical.latency_us);
+    report_->add({Mark::kFail, Check::kLinks, {name(h)}, name(h) + " is slow to every host: " + what + factor_text(o_.link_factor),
+                  "check that host's network: cables and NIC speed (ethtool), errors (ip -s link), a rate limit or qdisc (tc qdisc show)"});
+  }
+  return slow_host;
 }
 
 void Doctor::stage_links() {
@@ -92,13 +131,14 @@ void Doctor::stage_links() {
       for (auto& t : threads) t.join();
     }
   }
-  std::vector<LinkSample> samples;
+  std::vector<PairSample> samples;
   std::vector<size_t> measured;
   std::vector<LinkNote> matrix;
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& p = results[i];
     matrix.push_back({name(p.a), name(p.b), p.r.latency_us, p.r.out_Bps, p.r.in_Bps, p.seconds, p.error, std::nullopt});
-    if (p.error.empty()) samples.push_back({p.r.latency_us, std::min(p.r.out_Bps, p.r.in_Bps)}), measured.push_back(i);
+    if (p.error.empty())
+      samples.push_back({p.a, p.b, {p.r.latency_us, std::min(p.r.out_Bps, p.r.in_Bps)}}), measured.push_back(i);
   }
   report_->notes().link_rounds = static_cast<int>(rounds.size());
   std::vector<std::pair<int, int>> bad;
@@ -108,45 +148,47 @@ void Doctor::stage_links() {
       report_->add({Mark::kFail, Check::kLinks, {name(p.a), name(p.b)}, name(p.a) + " <-> " + name(p.b) + ": " + p.error, ""});
     }
   // A pair that looks slow is tested again, alone, each time followed by a
-  // typical pair (the one nearest the median bandwidth), also alone: only a
-  // pair slower than that reference every time is a finding. A busy CPU slows
-  // one test, or both of a retest; a slow link slows it every time.
-  std::vector<double> bws, lats;
-  for (const auto& s : samples) bws.push_back(s.Bps), lats.push_back(s.latency_us);
-  const double mb = median(bws), ml = median(lats);
-  std::vector<size_t> suspects, confirmed;
+  // typical pair (the one nearest a typical host's best bandwidth), also
+  // alone: only a pair slower than that reference every time is a finding. A
+  // busy CPU slows one test, or both of a retest; a slow link slows it every time.
+  const LinkSample typical = typical_best(samples);
+  std::vector<size_t> suspects;
+  std::vector<bool> slow(samples.size(), false);
   if (samples.size() >= 3) suspects = link_outliers(samples, o_.link_factor);
   std::optional<std::pair<int, int>> reference;
   double nearest = 0;
   for (size_t k = 0; k < samples.size(); ++k)
-    if (std::find(suspects.begin(), suspects.end(), k) == suspects.end() && (!reference || std::abs(samples[k].Bps - mb) < nearest))
-      reference = std::make_pair(results[measured[k]].a, results[measured[k]].b), nearest = std::abs(samples[k].Bps - mb);
+    if (std::find(suspects.begin(), suspects.end(), k) == suspects.end() &&
+        (!reference || std::abs(samples[k].s.Bps - typical.Bps) < nearest))
+      reference = std::make_pair(samples[k].a, samples[k].b), nearest = std::abs(samples[k].s.Bps - typical.Bps);
   for (size_t k : suspects) {
     PairResult& p = results[measured[k]];
-    const auto tries = retest(p.a, p.b, reference ? &*reference : nullptr, {ml, mb}, p.r);
-    samples[k] = {p.r.latency_us, std::min(p.r.out_Bps, p.r.in_Bps)};
+    const auto tries = retest(p.a, p.b, reference ? &*reference : nullptr, typical, p.r);
+    samples[k].s = {p.r.latency_us, std::min(p.r.out_Bps, p.r.in_Bps)};
     LinkNote& note = matrix[measured[k]];
     note.latency_us = p.r.latency_us, note.a_to_b_Bps = p.r.out_Bps, note.b_to_a_Bps = p.r.in_Bps;
     note.retested.emplace();
     for (const auto& t : tries)
       note.retested->push_back({t.pair.latency_us, t.pair.Bps, t.reference.latency_us, t.reference.Bps});
-    if (confirmed_slow(tries, o_.link_factor)) confirmed.push_back(k);
+    slow[k] = confirmed_slow(tries, o_.link_factor);
   }
   report_->notes().links = std::move(matrix);
-  char factor[32];
-  std::snprintf(factor, sizeof factor, "%g", o_.link_factor);
-  for (size_t k : confirmed) {
+  const std::vector<int> slow_host = report_slow_hosts(samples, slow, typical);
+  for (size_t k = 0; k < samples.size(); ++k) {
+    if (!slow[k]) continue;
     const auto& p = results[measured[k]];
     bad.emplace_back(p.a, p.b);
-    const bool slow_bw = slower_than({0, samples[k].Bps}, {0, mb}, o_.link_factor);
+    if (std::find_if(slow_host.begin(), slow_host.end(), [&](int h) { return h == p.a || h == p.b; }) != slow_host.end())
+      continue;  // said once, for its host
+    const bool slow_bw = slower_than({0, samples[k].s.Bps}, {0, typical.Bps}, o_.link_factor);
     std::string what = name(p.a) + " <-> " + name(p.b) + ": ";
     if (slow_bw)
-      what += human_rate(samples[k].Bps) + " (" + name(p.a) + "->" + name(p.b) + " " + human_rate(p.r.out_Bps) + ", " +
-              name(p.b) + "->" + name(p.a) + " " + human_rate(p.r.in_Bps) + "), the median pair does " + human_rate(mb);
+      what += human_rate(samples[k].s.Bps) + " (" + name(p.a) + "->" + name(p.b) + " " + human_rate(p.r.out_Bps) + ", " +
+              name(p.b) + "->" + name(p.a) + " " + human_rate(p.r.in_Bps) + "), a typical host's best pair does " +
+              human_rate(typical.Bps);
     else
-      what += "round trip " + human_us(samples[k].latency_us) + ", the median pair takes " + human_us(ml);
-    report_->add({Mark::kFail, Check::kLinks, {name(p.a), name(p.b)},
-                  what + " (--link-factor " + factor + "; slow again when tested alone)",
+      what += "round trip " + human_us(samples[k].s.latency_us) + ", a typical host's best pair takes " + human_us(typical.latency_us);
+    report_->add({Mark::kFail, Check::kLinks, {name(p.a), name(p.b)}, what + factor_text(o_.link_factor),
                   "check that link: cables and NIC speed (ethtool), errors (ip -s link), a rate limit or qdisc (tc qdisc show)"});
   }
   const auto drop = hosts_to_drop(static_cast<int>(entries_.size()), bad);
@@ -155,7 +197,7 @@ void Doctor::stage_links() {
     bool any = false;
     for (size_t k = 0; k < samples.size(); ++k) {
       const auto& p = results[measured[k]];
-      if (p.a == h || p.b == h) worst = any ? std::min(worst, samples[k].Bps) : samples[k].Bps, any = true;
+      if (p.a == h || p.b == h) worst = any ? std::min(worst, samples[k].s.Bps) : samples[k].s.Bps, any = true;
     }
     int pairs = 0;
     for (auto [a, b] : bad) pairs += (a == h || b == h) ? 1 : 0;

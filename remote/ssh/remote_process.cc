@@ -135,7 +135,12 @@ bool RemoteProcess::poll_output(std::chrono::milliseconds timeout) {
     // Block on stdout until data, EOF or the deadline; stderr is picked up above.
     int n = ssh_channel_read_timeout(ch_, buf.data(), buf.size(), 0,
                                      static_cast<int>(std::min<long>(left.count(), 50)));
-    if (n > 0) out_.append(buf.data(), static_cast<size_t>(n));
+    // Bytes that arrive during the wait end it: callers time their arrival
+    // (the doctor's ssh round trip), so the rest of the timeout is not waited out.
+    if (n > 0) {
+      out_.append(buf.data(), static_cast<size_t>(n));
+      return true;
+    }
     if (n == SSH_ERROR) {
       collect_status();
       return false;

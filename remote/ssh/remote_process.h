@@ -41,8 +41,8 @@ class RemoteProcess {
   // Sends EOF on the command's stdin.
   void close_stdin();
 
-  // Moves whatever stdout/stderr arrives within `timeout` into out()/err().
-  // Returns false once both streams reached EOF (the command ended); then
+  // Waits up to `timeout` for stdout/stderr and returns as soon as some has
+  // arrived, moved into out()/err() (true: the wait ended early). Returns false once both streams reached EOF (the command ended); then
   // exit_status() is set.
   bool poll_output(std::chrono::milliseconds timeout);
 

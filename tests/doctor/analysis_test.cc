@@ -44,6 +44,13 @@ TEST_CASE("majority and how a value differs from it", "[doctor]") {
   CHECK(describe_difference(O("/b:/a"), O("/a:/b")) == "has the same entries in another order ('/b:/a')");
 }
 
+TEST_CASE("env: the launcher's own PATH is a warning, every other difference fails", "[doctor]") {
+  CHECK_FALSE(env_difference_fails("PATH", true));
+  CHECK(env_difference_fails("PATH", false));
+  CHECK(env_difference_fails("LD_LIBRARY_PATH", true));
+  CHECK(env_difference_fails("NCCL_DEBUG", true));
+}
+
 TEST_CASE("clock offset takes the midpoint of the exchange", "[doctor]") {
   CHECK(clock_offset_ns(1000, 3000, 2000) == 0);
   CHECK(clock_offset_ns(1000, 3000, 5000) == 3000);
@@ -58,15 +65,27 @@ TEST_CASE("hosts_to_drop keeps the launcher's host and drops the worst", "[docto
   CHECK(hosts_to_drop(4, {{0, 1}, {2, 3}}) == std::vector<bool>{false, true, false, true});
 }
 
-TEST_CASE("link outliers: a pair slower than the median by the factor", "[doctor]") {
+namespace {
+// Pairs of hosts with their (latency, bandwidth), in the given order.
+std::vector<PairSample> pairs(const std::vector<std::pair<int, int>>& hosts, const std::vector<LinkSample>& s) {
+  std::vector<PairSample> out;
+  for (size_t i = 0; i < hosts.size(); ++i) out.push_back({hosts[i].first, hosts[i].second, s[i]});
+  return out;
+}
+const std::vector<std::pair<int, int>> kFour{{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
+const std::vector<std::pair<int, int>> kThree{{0, 1}, {0, 2}, {1, 2}};
+const std::vector<std::pair<int, int>> kFourTwoRounds{{0, 1}, {2, 3}, {0, 2}, {1, 3}};
+}  // namespace
+
+TEST_CASE("link outliers: a pair slower than a typical host's best pair by the factor", "[doctor]") {
   std::vector<LinkSample> s{{50, 1e9}, {55, 1.1e9}, {52, 0.9e9}, {51, 2e6}, {53, 1e9}, {49, 1.2e9}};
-  CHECK(link_outliers(s, 3) == std::vector<size_t>{3});
-  s[3].Bps = 0.5e9;  // half the median: within a factor of 3
-  CHECK(link_outliers(s, 3).empty());
-  s[1].latency_us = 5000;  // latency 100x the median
-  CHECK(link_outliers(s, 3) == std::vector<size_t>{1});
+  CHECK(link_outliers(pairs(kFour, s), 3) == std::vector<size_t>{3});
+  s[3].Bps = 0.5e9;  // half the others: within a factor of 3
+  CHECK(link_outliers(pairs(kFour, s), 3).empty());
+  s[1].latency_us = 5000;  // latency 100x the others'
+  CHECK(link_outliers(pairs(kFour, s), 3) == std::vector<size_t>{1});
   s[1].latency_us = 160;  // 3x, but within the absolute slack: noise, not a finding
-  CHECK(link_outliers(s, 3).empty());
+  CHECK(link_outliers(pairs(kFour, s), 3).empty());
   CHECK(median({3, 1, 2}) == 2);
   CHECK(median({4, 1, 2, 3}) == 2.5);
 }
@@ -81,9 +100,10 @@ TEST_CASE("the IFNAME value lists each working interface name once", "[doctor]")
 
 TEST_CASE("link verdicts on noisy measurements: only a pair slow every time is a finding", "[doctor]") {
   const double f = 3;
-  // A pair slowed by a busy CPU in the first pass (4x below the median),
+  // A pair slowed by a busy CPU in the first pass (4x below the others),
   // normal when tested again alone: cleared.
-  CHECK(link_outliers({{60, 600e6}, {58, 610e6}, {70, 150e6}, {61, 590e6}}, f) == std::vector<size_t>{2});
+  CHECK(link_outliers(pairs(kFourTwoRounds, {{60, 600e6}, {58, 610e6}, {70, 150e6}, {61, 590e6}}), f) ==
+        std::vector<size_t>{2});
   CHECK_FALSE(confirmed_slow({{{65, 560e6}, {60, 600e6}}}, f));
   // The machine got busy during the retest: the suspect and its reference are
   // slow together, so the ratio clears it.
@@ -101,7 +121,43 @@ TEST_CASE("link verdicts on noisy measurements: only a pair slow every time is a
   // microsecond latencies are no finding, whatever the ratio.
   CHECK_FALSE(slower_than({50, 1e6}, {50, 8e6}, f));
   CHECK_FALSE(slower_than({40, 600e6}, {10, 600e6}, f));
-  CHECK(link_outliers({{50, 1e6}, {50, 8e6}, {50, 9e6}, {50, 7e6}}, f).empty());
+  CHECK(link_outliers(pairs(kFourTwoRounds, {{50, 1e6}, {50, 8e6}, {50, 9e6}, {50, 7e6}}), f).empty());
   // No retest (none could be made): not a finding on one measurement.
   CHECK_FALSE(confirmed_slow({}, f));
+}
+
+TEST_CASE("one slow host among 3 is found and named, though it is in 2 of the 3 pairs", "[doctor]") {
+  // Host 2 at 20 Mbit/s: the median pair is one of its own, so it hid.
+  const auto s = pairs(kThree, {{60, 1e9}, {70, 2.5e6}, {65, 2.4e6}});
+  CHECK(median({1e9, 2.5e6, 2.4e6}) == 2.5e6);
+  CHECK(typical_best(s).Bps == 1e9);
+  CHECK(link_outliers(s, 3) == std::vector<size_t>{1, 2});
+  CHECK(slow_hosts(s, {false, true, true}) == std::vector<int>{2});
+  // The same by latency: 5 ms to host 2, from each host.
+  const auto l = pairs(kThree, {{60, 1e9}, {5100, 1e9}, {5080, 1e9}});
+  CHECK(link_outliers(l, 3) == std::vector<size_t>{1, 2});
+}
+
+TEST_CASE("one slow host among 4 is found and named once", "[doctor]") {
+  const auto s = pairs(kFour, {{50, 1e9}, {55, 1.1e9}, {52, 2e6}, {51, 0.9e9}, {53, 2.2e6}, {49, 2.1e6}});
+  CHECK(link_outliers(s, 3) == std::vector<size_t>{2, 4, 5});
+  CHECK(slow_hosts(s, {false, false, true, false, true, true}) == std::vector<int>{3});
+}
+
+TEST_CASE("one slow pair only: the pair is flagged, no host is blamed", "[doctor]") {
+  const auto four = pairs(kFour, {{50, 1e9}, {55, 1.1e9}, {52, 0.9e9}, {51, 1e9}, {53, 1e9}, {49, 2e6}});
+  CHECK(link_outliers(four, 3) == std::vector<size_t>{5});
+  CHECK(slow_hosts(four, {false, false, false, false, false, true}).empty());
+  const auto three = pairs(kThree, {{60, 2e6}, {70, 1e9}, {65, 1.1e9}});
+  CHECK(link_outliers(three, 3) == std::vector<size_t>{0});
+  CHECK(slow_hosts(three, {true, false, false}).empty());
+}
+
+TEST_CASE("equal links: nothing is flagged; every pair slow: no host is to blame", "[doctor]") {
+  CHECK(link_outliers(pairs(kThree, {{60, 1e9}, {60, 1e9}, {60, 1e9}}), 3).empty());
+  CHECK(link_outliers(pairs(kFour, {{60, 1e9}, {61, 1.1e9}, {59, 0.9e9}, {60, 1e9}, {62, 1e9}, {58, 1e9}}), 3).empty());
+  CHECK(slow_hosts(pairs(kThree, {{60, 1e9}, {60, 1e9}, {60, 1e9}}), {false, false, false}).empty());
+  CHECK(slow_hosts(pairs(kThree, {{60, 2e6}, {60, 2e6}, {60, 2e6}}), {true, true, true}).empty());
+  // Two hosts, one pair: which end is slow cannot be told.
+  CHECK(slow_hosts(pairs({{0, 1}}, {{60, 2e6}}), {true}).empty());
 }

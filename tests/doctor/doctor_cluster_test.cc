@@ -91,6 +91,24 @@ TEST_CASE("h1's PATH differs: the env check names h1 and the difference", "[doct
   CHECK(leftovers(c) == "");
 }
 
+TEST_CASE("the launcher's own PATH differs: a warning, and its host stays in every stage", "[doctor][cluster][slow]") {
+  Cluster c(3);
+  // A login node's PATH nearly always differs from non-interactive ssh's.
+  auto r = run_doctor_with_path(c, "/opt/dl-doctor-login/bin:" + ssh_path(c), kNoisy);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(count_failures(r.output) == 0);
+  auto w = lines_starting(r.output, "! env: ");
+  REQUIRE(w.size() == 1);
+  CHECK(contains(w[0], c.address(0) + ": PATH has /opt/dl-doctor-login/bin that most hosts lack"));
+  CHECK(contains(w[0], "-x PATH"));
+  const std::string row = row_of(r.output, c.address(0));
+  CHECK(contains(row, "! PATH"));
+  CHECK_FALSE(contains(row, kFail));
+  CHECK(contains(r.output, "all_reduce: 4 MB float32 sum over 3 hosts"));
+  CHECK(leftovers(c) == "");
+}
+
 TEST_CASE("ports blocked from h1 to h3: the pair is named with the port, h3 is dropped", "[doctor][cluster][slow]") {
   Cluster c(4);
   // Every TCP port above ssh's: what dlaunch, NCCL and gloo would use.
@@ -131,11 +149,33 @@ TEST_CASE("the link from h2 to h3 rate-limited: exactly that pair is flagged", "
   auto f = failures(r.output, "links");
   REQUIRE(f.size() == 1);
   CHECK(contains(f[0], c.address(2) + " <-> " + c.address(3) + ": "));
-  CHECK(contains(f[0], "the median pair does"));
+  CHECK(contains(f[0], "a typical host's best pair does"));
   CHECK(count_failures(r.output) == 1);
   CHECK(contains(row_of(r.output, c.address(3)), kFail));
   CHECK_FALSE(contains(row_of(r.output, c.address(0)), kFail));
   CHECK_FALSE(contains(row_of(r.output, c.address(1)), kFail));
+  CHECK(leftovers(c) == "");
+}
+
+TEST_CASE("h2 slow to every host, 3 hosts: h2 is named once and dropped", "[doctor][cluster][slow]") {
+  Cluster c(3);
+  // Everything h2 sends at 20 Mbit/s: h2 is in 2 of the 3 pairs, so the
+  // median pair is one of its own; a typical host's best pair is not.
+  REQUIRE(c.run_in("h2", "tc qdisc add dev eth0 root handle 1: htb default 20 && "
+                         "tc class add dev eth0 parent 1: classid 1:20 htb rate 20mbit").status == 0);
+  auto r = run_doctor(c, kNoisy);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  auto f = failures(r.output, "links");
+  REQUIRE(f.size() == 1);
+  CHECK(contains(f[0], c.address(2) + " is slow to every host: "));
+  CHECK(contains(f[0], c.address(0) + " "));
+  CHECK(contains(f[0], c.address(1) + " "));
+  CHECK(count_failures(r.output) == 1);
+  CHECK(contains(row_of(r.output, c.address(2)), kFail));
+  CHECK_FALSE(contains(row_of(r.output, c.address(0)), kFail));
+  CHECK_FALSE(contains(row_of(r.output, c.address(1)), kFail));
+  CHECK(contains(r.output, "all_reduce: 4 MB float32 sum over 2 hosts"));
   CHECK(leftovers(c) == "");
 }
 

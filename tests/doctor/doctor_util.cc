@@ -18,15 +18,24 @@ std::string ssh_path(const dl::cluster::Cluster& c) {
   return r.output;
 }
 
-dl::cluster::RunResult run_doctor(const dl::cluster::Cluster& c, const std::string& args, const std::string& hostfile,
-                                  std::chrono::milliseconds timeout) {
-  static thread_local std::string path;
-  path = ssh_path(c);
+namespace {
+dl::cluster::RunResult run_doctor_in_path(const dl::cluster::Cluster& c, const std::string& path, const std::string& args,
+                                          const std::string& hostfile, std::chrono::milliseconds timeout) {
   const std::string tmp = c.dir() + "/doctor-tmp";
   return c.run_in("h0", "mkdir -p " + tmp + " && TMPDIR=" + tmp + " PATH='" + path + "' " + bin("dlaunch") + " doctor --hostfile " +
                             (hostfile.empty() ? c.hostfile() : hostfile) + " --ssh-config " + c.ssh_config() + " " +
                             args + " </dev/null",
                   timeout);
+}
+}  // namespace
+
+dl::cluster::RunResult run_doctor(const dl::cluster::Cluster& c, const std::string& args, const std::string& hostfile,
+                                  std::chrono::milliseconds timeout) {
+  return run_doctor_in_path(c, ssh_path(c), args, hostfile, timeout);
+}
+
+dl::cluster::RunResult run_doctor_with_path(const dl::cluster::Cluster& c, const std::string& path, const std::string& args) {
+  return run_doctor_in_path(c, path, args, "", std::chrono::seconds(150));
 }
 
 std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {

@@ -22,6 +22,9 @@ dl::cluster::RunResult run_doctor(const dl::cluster::Cluster& c, const std::stri
                                   const std::string& hostfile = "",
                                   std::chrono::milliseconds timeout = std::chrono::seconds(150));
 
+// As run_doctor, with the doctor's own PATH (and so h0's peer's) set to `path`.
+dl::cluster::RunResult run_doctor_with_path(const dl::cluster::Cluster& c, const std::string& path, const std::string& args);
+
 // The mark of a failed check in the doctor's table and problem lines.
 inline const std::string kFail = "\u2717";
 

@@ -140,3 +140,20 @@ TEST_CASE("ssh connection refused and unreachable are told apart", "[remote][clu
   CHECK_THROWS_WITH(ssh::Session(dl::cluster::target("h2"), o), Catch::Contains("h2") && Catch::Contains("unreachable"));
   CHECK_THROWS_WITH(ssh::Session(dl::cluster::target("h0", 2222), o), Catch::Contains("connection refused"));
 }
+
+TEST_CASE("ssh poll_output returns when output arrives, not at its timeout", "[remote][cluster][ssh]") {
+  // The doctor times its ssh round trip around this wait: output that came
+  // during it must end it (it once waited the timeout out, a fake 100 ms).
+  Cluster c(2);
+  ScratchDir scratch;
+  InNamespace in(c, "h0");
+  ssh::Session s(dl::cluster::target("h1"), dl::cluster::isolated_options(c, scratch));
+  auto p = s.exec("sleep 0.3; echo hi; cat");
+  const auto t0 = std::chrono::steady_clock::now();
+  while (p->out().empty()) REQUIRE(p->poll_output(std::chrono::seconds(20)));
+  const double s_taken = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(p->out() == "hi\n");
+  CHECK(s_taken < 5);
+  p->close_stdin();
+  CHECK(p->wait(std::chrono::seconds(5)) == 0);
+}
