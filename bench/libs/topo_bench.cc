@@ -1,15 +1,16 @@
 // topo_bench: what reading this host's CPU topology costs, machine/cpus.cc's
 // sysfs reads against hwloc's topology load (CPUs only, as hwloc loads by
 // default, and with its PCI devices, which GPU and NIC locality needs).
-// Prints the first call in this process (what an agent pays: it reads the
-// topology once) and the median of later calls, and checks that both see
-// the same cores, sockets and NUMA nodes.
+// Prints, in microseconds of wall and CPU time, the first call in this
+// process (what an agent pays: it reads the topology once) and the median
+// of later calls, and checks that both see the same cores, sockets and NUMA
+// nodes. The ratio is of the median CPU times.
 //
 //   topo_bench [rounds]
 #include <hwloc.h>
+#include <time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -19,25 +20,32 @@
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double us_since(clock_type::time_point t0) {
-  return std::chrono::duration<double, std::micro>(clock_type::now() - t0).count();
+double now_us(clockid_t clock) {
+  timespec t;
+  clock_gettime(clock, &t);
+  return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_nsec) / 1e3;
 }
 
-// The first call's time and the median of `rounds` more, in microseconds.
-std::pair<double, double> first_and_median(const std::function<void()>& f, int rounds) {
-  auto t0 = clock_type::now();
+// Wall and CPU microseconds of the first call of `f`, and the medians of
+// `rounds` more (CPU: the process's, so that on a shared machine the other
+// processes' turns are left out).
+struct Times {
+  double first_wall, first_cpu, wall, cpu;
+};
+
+Times first_and_median(const std::function<void()>& f, int rounds) {
+  double w0 = now_us(CLOCK_MONOTONIC), c0 = now_us(CLOCK_PROCESS_CPUTIME_ID);
   f();
-  const double first = us_since(t0);
-  std::vector<double> t;
+  Times t{now_us(CLOCK_MONOTONIC) - w0, now_us(CLOCK_PROCESS_CPUTIME_ID) - c0, 0, 0};
+  std::vector<double> wall, cpu;
   for (int i = 0; i < rounds; ++i) {
-    t0 = clock_type::now();
+    w0 = now_us(CLOCK_MONOTONIC), c0 = now_us(CLOCK_PROCESS_CPUTIME_ID);
     f();
-    t.push_back(us_since(t0));
+    wall.push_back(now_us(CLOCK_MONOTONIC) - w0), cpu.push_back(now_us(CLOCK_PROCESS_CPUTIME_ID) - c0);
   }
-  std::sort(t.begin(), t.end());
-  return {first, t[t.size() / 2]};
+  std::sort(wall.begin(), wall.end()), std::sort(cpu.begin(), cpu.end());
+  t.wall = wall[wall.size() / 2], t.cpu = cpu[cpu.size() / 2];
+  return t;
 }
 
 struct Counts {
@@ -69,9 +77,11 @@ int main(int argc, char** argv) {
               "devices with I/O\n",
               allowed.size(), own.cores.size(), own.packages.size(), own.numa.size(), hw.cores, hw.packages, hw.numa,
               hw_io.pci);
-  std::printf("%-22s %10s %10s %7s\n", "#reader", "first_us", "median_us", "ratio");
-  auto line = [&](const char* what, std::pair<double, double> t) {
-    std::printf("%-22s %10.1f %10.1f %7.1f\n", what, t.first, t.second, t.second / sysfs.second);
+  std::printf("%-22s %11s %10s %11s %10s %7s\n", "#reader", "first_wall", "first_cpu", "median_wall", "median_cpu",
+              "ratio");
+  auto line = [&](const char* what, const Times& t) {
+    std::printf("%-22s %11.1f %10.1f %11.1f %10.1f %7.1f\n", what, t.first_wall, t.first_cpu, t.wall, t.cpu,
+                t.cpu / sysfs.cpu);
   };
   line("sysfs (machine/cpus)", sysfs);
   line("hwloc, CPUs", cpu_only);

@@ -100,7 +100,8 @@ int depth(const nlohmann::json& j) {
 // The codec reads bytes (a value that is not UTF-8 passes), refuses nesting
 // deeper than 64 and reads a number beyond a double's range as JSON (its
 // field is "out of range"); nlohmann::json does otherwise on each, so those
-// inputs are left out of the comparison. Everything else must agree.
+// inputs are left out of the comparison, and it stops reading at a NUL byte,
+// which the codec must refuse. Everything else must agree.
 TEST_CASE("fuzz: the record codec takes exactly the JSON nlohmann::json takes", "[fuzz]") {
   FuzzOptions o;
   o.seed = 47;
@@ -127,6 +128,12 @@ TEST_CASE("fuzz: the record codec takes exactly the JSON nlohmann::json takes", 
           ours = std::string_view(e.what()).find("is not valid JSON") == std::string_view::npos;
         }
         if (wire::valid_utf8(s) != s || s.rfind("\xef\xbb\xbf", 0) == 0) return ours;  // bytes; a BOM nlohmann skips
+        // nlohmann::json ends its input at a NUL byte (and takes "{}\0junk");
+        // a raw NUL is never JSON, in a string or out.
+        if (s.find('\0') != std::string_view::npos) {
+          if (ours) throw FuzzFailure("the codec takes a raw NUL byte: " + escaped(s));
+          return ours;
+        }
         Oracle oracle;
         const bool theirs = nlohmann::json::sax_parse(s.begin(), s.end(), &oracle);
         if (oracle.error == 406) return ours;
@@ -140,5 +147,5 @@ TEST_CASE("fuzz: the record codec takes exactly the JSON nlohmann::json takes", 
       json_seeds, o);
   CHECK(stats.accepted > 1000);
   CHECK(stats.refused > 1000);
-  CHECK(compared > 20000);
+  CHECK(compared > 10000);
 }
