@@ -10,7 +10,8 @@ test=(catch2 libssl-dev openssh-server openssh-client iproute2 procps psmisc ipu
       openmpi-bin libopenmpi-dev python3-mpi4py mpich libmpich-dev libpmi2-0-dev pdsh nftables iptables
       python3-torch python3-numpy hyperfine gdb elfutils
       slurm-wlm munge  # tests/slurm: a real Slurm cluster in the namespaces (PMIx plugin in slurm-wlm-basic-plugins)
-      pandoc man-db dpkg-dev)  # tests/install: the .deb, its man page (docs/install.md)
+      pandoc man-db dpkg-dev  # tests/install: the .deb, its man page (docs/install.md)
+      libhwloc-dev nettle-dev)  # bench/libs: the libraries measured against our own code
 pkgs=("${build[@]}")
 [ "${1:-}" = "--build" ] || pkgs+=("${test[@]}")
 
