@@ -18,7 +18,9 @@ bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.
 
 bool meant_for_every_rank(std::string_view name) {
   if (name == "CUDA_VISIBLE_DEVICES") return false;
-  if (name.size() > 8 && name.substr(name.size() - 8) == "_VERSION") return false;
+  // An install's, not the job's: each host has its own (CUDA_HOME, NCCL_VERSION).
+  for (std::string_view end : {"_VERSION", "_HOME", "_PATH", "_ROOT"})
+    if (name.size() > end.size() && name.substr(name.size() - end.size()) == end) return false;
   if (std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames)) return true;
   return std::any_of(std::begin(kFamilies), std::end(kFamilies), [&](std::string_view f) { return starts_with(name, f); });
 }
@@ -28,10 +30,16 @@ std::string value_of(const EnvMap& env, const char* name) {
   return it == env.end() ? "" : it->second;
 }
 
+// --launcher as resolved (run.cc resolves it before the job; "auto" here is a test's).
+std::string method_of(const PlanInput& in) {
+  const std::string& m = in.opts->launcher;
+  if (m != "auto") return m;
+  return value_of(in.launcher_env, "SLURM_JOB_ID").empty() ? "libssh" : "slurm";
+}
+
 // Whether the remote agents start with dlaunch's environment.
 bool agents_inherit(const PlanInput& in) {
-  std::string method = in.opts->launcher;
-  if (method == "auto") method = value_of(in.launcher_env, "SLURM_JOB_ID").empty() ? "libssh" : "slurm";
+  const std::string method = method_of(in);
   if (!remote::passes_environment(method)) return false;
   if (method != "slurm") return true;
   // srun reads its --export from SLURM_EXPORT_ENV: ALL (the default) passes everything.
@@ -77,7 +85,8 @@ std::string unsent_env_warning(const PlanInput& in) {
   if (const std::string family = family_of(names); !one && !family.empty()) how += ", -x '" + family + "*' for a family";
   return "dlaunch: warning: " + capped_list(names, 8) + (one ? " is" : " are") + " set here but not sent: only this " +
          "host's ranks have " + (one ? "it" : "them") + ", not those on " + capped_list(remote, 3) +
-         " (their environment is their ssh login's); " + how + ", or --export-all for every variable\n";
+         (method_of(in) == "slurm" ? " (SLURM_EXPORT_ENV keeps srun from passing them); "
+                                     : " (their environment is their ssh login's); ") + how + ", or --export-all for every variable\n";
 }
 
 }  // namespace dl::launcher

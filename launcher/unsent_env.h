@@ -19,7 +19,8 @@ namespace dl::launcher {
 // --env-file and --export-all send: chosen_env), sorted: those of the
 // families NCCL_, GLOO_, TORCH_, PYTORCH_, CUDA_, OMP_ and UCX_, and
 // DLAUNCH_SOCKET_IFNAME; never CUDA_VISIBLE_DEVICES (the GPU binding sets
-// it on each host) nor a NAME_VERSION (an install's, not the job's).
+// it on each host) nor a NAME_VERSION, NAME_HOME, NAME_PATH or NAME_ROOT
+// (an install's, which each host has its own of: CUDA_HOME).
 std::vector<std::string> unsent_names(const EnvMap& launcher_env, const EnvMap& sent);
 
 // One line for dlaunch's stderr naming what unsent_names finds (at most 8
