@@ -107,14 +107,17 @@ void Doctor::stage_network() {
   if (ifv.empty() || kept_ifnames.size() < 2) return;  // one host: nothing was tested
   report_->notes().ifname = ifv;
   ifname_ = ifv;
-  report_->notes().interface = "NCCL_SOCKET_IFNAME=" + ifv + " GLOO_SOCKET_IFNAME=" + ifv +
-                                " DLAUNCH_SOCKET_IFNAME=" + ifv + " (the interface every host reached the others on)";
+  // Written as dlaunch takes them: an export in the launch shell reaches
+  // only the launch host's ranks (docs/dlaunch.md, "Environment").
+  report_->notes().interface = "-x NCCL_SOCKET_IFNAME=" + ifv + " -x GLOO_SOCKET_IFNAME=" + ifv +
+                                " -x DLAUNCH_SOCKET_IFNAME=" + ifv +
+                                " (the interface every host reached the others on; -x gives it to every host's ranks)";
   for (const auto& [iface, where_hosts] : stray) {
     std::string list;
     for (const auto& h : where_hosts) list += (list.empty() ? "" : ", ") + h;
     report_->add({Mark::kWarn, Check::kNetwork, where_hosts,
                   iface + " on " + list + " is not reachable from every other host",
-                  "keep NCCL and gloo off it: NCCL_SOCKET_IFNAME=" + ifv + " GLOO_SOCKET_IFNAME=" + ifv + " (export them or pass -x)"});
+                  "keep NCCL and gloo off it: dlaunch -x NCCL_SOCKET_IFNAME=" + ifv + " -x GLOO_SOCKET_IFNAME=" + ifv});
   }
 }
 

@@ -6,6 +6,7 @@
 #include "control/env_names.h"
 #include "hostfiles/binding.h"
 #include "hostfiles/rankfile.h"
+#include "launcher/unsent_env.h"
 #include "machine/gpu_report.h"
 
 namespace dl::launcher {
@@ -290,6 +291,7 @@ LaunchPlan plan_launch(const PlanInput& in) {
     }
     plan.launches[i] = std::move(m);
   }
+  plan.warnings += unsent_env_warning(in);
   return plan;
 }
 
@@ -300,10 +302,11 @@ EnvMap resolve_exports(const std::vector<std::string>& exports, const EnvMap& en
     if (eq != std::string::npos) {
       out[x.substr(0, eq)] = x.substr(eq + 1);
     } else if (!x.empty() && x.back() == '*') {
-      // -x 'NCCL_*': every variable of the launcher's that starts so.
+      // -x 'NCCL_*': every variable of the launcher's that starts so; never
+      // an outer launcher's wire-up (-x '*' inside srun), unless named.
       const std::string prefix = x.substr(0, x.size() - 1);
       for (auto it = env.lower_bound(prefix); it != env.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
-        out[it->first] = it->second;
+        if (!env::is_foreign_identity_var(it->first)) out[it->first] = it->second;
     } else if (auto it = env.find(x); it != env.end()) {
       out[x] = it->second;
     }

@@ -87,7 +87,9 @@ LaunchPlan plan_launch(const PlanInput& in);
 
 // -x NAME=VALUE sets it; -x NAME passes the launcher's value (from `env`, its
 // environment), if it has one; -x 'PREFIX*' passes every variable of `env`
-// whose name starts with PREFIX (Hydra's and DeepSpeed's habit: 'NCCL_*').
+// whose name starts with PREFIX (Hydra's and DeepSpeed's habit: 'NCCL_*'),
+// but none of an outer launcher's wire-up (env::is_foreign_identity_var:
+// '*' inside srun or mpirun), which only a -x of its name sends.
 EnvMap resolve_exports(const std::vector<std::string>& exports, const EnvMap& env);
 
 // Every variable the user set for the ranks: -x, --env-file and each app context's -x.

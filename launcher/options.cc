@@ -70,7 +70,11 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("hostfile", val(&o.hostfile, help), "hostfile (OpenMPI, MPICH or DeepSpeed format)")
     ("machinefile", val(&o.hostfile, help), "alias of --hostfile")
     ("host,H", val(&o.hosts, help), "host list: h1:2,h2:2,node[01-04]")
-    ("map-by", val(&o.as_written.map_by, help), "slot (fill each host), node (round-robin), ppr:N:node or ppr:N:socket")
+    ("map-by", val(&o.as_written.map_by, help),
+     "slot (fill each host; mpirun's core and hwthread too), node (round-robin), ppr:N:node or ppr:N:socket; :PE=N "
+     "binds each rank to N cores")
+    ("rank-by", val(&o.as_written.rank_by, help), "mpirun's: accepted when it is the order --map-by numbers ranks in "
+     "(slot, core or hwthread; node with --map-by node)")
     ("npernode", val(&o.per_node, help), "ranks per node")
     ("ppn", val(&o.per_node, help), "alias of --npernode")
     ("nproc-per-node", po::value<std::string>(), "ranks per node: N, or gpu, cpu or auto (torchrun's name)")
@@ -78,6 +82,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("dry-run", po::bool_switch(&o.dry_run), "print the rank map and exit")
     ("display-map", po::bool_switch(&o.display_map), "print the rank map, then run the job (mpirun's; --dry-run only prints)")
     ("x,x", val(&o.exports, help)->composing(), "export VAR, VAR=value or 'PREFIX*' to every rank (-x)")
+    ("export-all", po::bool_switch(&o.export_all), "every variable of dlaunch's environment to every rank (-x '*'; srun's default)")
     ("env-file", val(&o.env_file, help), "NAME=value lines for every rank (DeepSpeed's .deepspeed_env); -x wins")
     ("wdir", val(&o.wdir, help), "working directory of the ranks")
     ("gpus-per-node", val(&o.gpus_per_node, help), "GPUs per host (default: detect)")
@@ -157,32 +162,9 @@ po::options_description describe(RunOptions& o, bool help = false) {
   return d;
 }
 
-// mpirun spellings that Program_options would not take as they are, and
-// torchrun's underscores (--nproc_per_node=4): no dlaunch option has one.
-std::string normalize(const std::string& a) {
-  if (a == "-np" || a == "-npernode" || a == "-ppn" || a == "-hostfile" || a == "-machinefile" || a == "-host" ||
-      a == "-wdir" || a == "-oversubscribe" || a == "-display-map")
-    return "-" + a;
-  // srun's spellings of dlaunch options.
-  if (a == "-l" || a == "--label") return "--tag-output";
-  if (a == "--ntasks") return "--np";
-  if (a.rfind("--ntasks=", 0) == 0) return "--np=" + a.substr(9);
-  if (a.rfind("--", 0) == 0) {
-    std::string out = a;
-    for (size_t k = 2; k < out.size() && out[k] != '='; ++k)
-      if (out[k] == '_') out[k] = '-';
-    return out;
-  }
-  return a;
-}
-
-// The option word `typed` with its value: attached (--opt=V) or the next word.
-std::string value_after(const std::vector<std::string>& raw, size_t& i, const std::string& typed) {
-  const size_t eq = raw[i].find('=');
-  if (eq != std::string::npos) return raw[i].substr(eq + 1);
-  if (i + 1 >= raw.size()) throw UsageError(typed + " needs a value");
-  return raw[++i];
-}
+// A "--" word as dlaunch spells it (torchrun's underscores as dashes, the
+// habit table's names as dlaunch's), for the messages that name it as typed.
+std::string normalize(const std::string& a) { return dlaunch_spelling(a, nullptr); }
 
 // An option's words and what each means.
 template <class E>
@@ -191,9 +173,7 @@ using Choices = std::vector<std::pair<std::string, E>>;
 const Choices<hostfiles::MapBy> kMapBy = {{"slot", hostfiles::MapBy::kSlot}, {"node", hostfiles::MapBy::kNode}};
 const Choices<hostfiles::CpuBind>& kBindTo = hostfiles::cpu_bind_words();
 const Choices<hostfiles::GpuBind>& kGpuBind = hostfiles::gpu_bind_words();
-// srun's --cpu-bind values, as the --bind-to words they mean.
-const Choices<std::string> kSrunCpuBind = {
-    {"cores", "core"}, {"threads", "hwthread"}, {"sockets", "socket"}, {"ldoms", "numa"}, {"none", "none"}};
+const Choices<std::string>& kSrunCpuBind = srun_cpu_bind_values();
 // srun's --mpi=pmi2 is pmi: dlaunch's PMI server speaks PMI-1 and PMI-2.
 const Choices<MpiMode> kMpi = {{"pmix", MpiMode::kPmix}, {"pmi", MpiMode::kPmi}, {"none", MpiMode::kNone},
                                {"auto", MpiMode::kAuto}, {"pmi2", MpiMode::kPmi}};
@@ -254,55 +234,6 @@ void type_modes(RunOptions& o) {
   o.stdin_rank = stdin_rank(w.stdin);
 }
 
-// mpirun's --mca NAME VALUE at raw[i]: the ranks' OMPI_MCA_NAME=VALUE, as -x.
-void mca_export(const std::vector<std::string>& raw, size_t& i, std::vector<std::string>& mine) {
-  const std::string& typed = raw[i];
-  if (i + 2 >= raw.size()) throw UsageError(typed + " takes NAME VALUE (e.g. " + typed + " btl tcp,self)");
-  const std::string var = "OMPI_MCA_" + raw[i + 1];
-  if (!is_env_name(var)) throw UsageError(typed + " " + raw[i + 1] + ": an MCA parameter name is letters, digits and _");
-  mine.push_back("-x");
-  mine.push_back(var + "=" + raw[i + 2]);
-  i += 2;
-}
-
-// torchrun's --nnodes N, or N:N; an elastic MIN:MAX is refused.
-std::string fixed_nnodes(const std::string& typed, const std::string& v) {
-  const size_t colon = v.find(':');
-  if (colon != std::string::npos && v.substr(0, colon) != v.substr(colon + 1))
-    throw UsageError(typed + " " + v + ": elastic sizes (MIN:MAX) are not supported; give the fixed number of nodes, "
-                     "e.g. " + typed + " " + v.substr(colon + 1) + "; every node must then arrive (--rdzv-timeout "
-                     "bounds the wait)");
-  return v.substr(0, colon);
-}
-
-// mpirun, srun and torchrun habits that are no dlaunch option as they are
-// written: raw[i] either becomes dlaunch words in `mine` (returns true, i
-// past its values) or is refused, naming what dlaunch offers. Returns false
-// for every other word.
-bool translate_habit(const std::vector<std::string>& raw, size_t& i, std::vector<std::string>& mine) {
-  const std::string typed = raw[i].substr(0, raw[i].find('='));
-  const std::string name = normalize(typed);
-  if (typed == "--allow-run-as-root" || typed == "-allow-run-as-root") return true;  // dlaunch runs as root anyway
-  if (typed == "--mca" || typed == "-mca" || typed == "--gmca" || typed == "-gmca") {
-    mca_export(raw, i, mine);
-    return true;
-  }
-  if (name == "--cpu-bind") {
-    const std::string v = value_after(raw, i, typed);
-    const auto it = std::find_if(kSrunCpuBind.begin(), kSrunCpuBind.end(), [&](const auto& c) { return c.first == v; });
-    if (it == kSrunCpuBind.end())
-      throw UsageError(typed + " " + v + ": dlaunch binds with srun's cores, threads, sockets, ldoms or none "
-                       "(--bind-to core, hwthread, socket, numa, none), by local rank");
-    mine.push_back("--bind-to=" + it->second);
-    return true;
-  }
-  if (name == "--nnodes") {
-    mine.push_back("--nnodes=" + fixed_nnodes(typed, value_after(raw, i, typed)));
-    return true;
-  }
-  return false;
-}
-
 // mpirun's --map-by ppr:N:node (N ranks per node, as --npernode N) and
 // ppr:N:socket (N per socket: N x the sockets of this machine per node, each
 // rank pinned to its socket unless --bind-to says otherwise; a host whose
@@ -324,6 +255,27 @@ void ranks_per_resource(RunOptions& o, const po::variables_map& vm) {
   if (!vm.count("bind-to")) o.as_written.bind_to = "socket";
 }
 
+// mpirun's --map-by words and modifiers (read_map_by) as dlaunch's
+// placement, binding and --oversubscribe; and its --rank-by, checked.
+void map_by_meaning(RunOptions& o, const po::variables_map& vm) {
+  auto& w = o.as_written;
+  const std::string typed = w.map_by;
+  const MapByMeaning m = read_map_by(typed);
+  w.map_by = m.map_by;
+  check_rank_by(w.rank_by, m.map_by);
+  if (m.oversubscribe) o.oversubscribe = true;
+  if (m.cpus_per_rank == 0) return;
+  if (vm.count("bind-to") && w.bind_to != "core" && w.bind_to != "hwthread")
+    throw UsageError("--map-by " + typed + " binds each rank to " + std::to_string(m.cpus_per_rank) +
+                     " cores (:PE=N is --bind-to core --cpus-per-rank N): drop --bind-to " + w.bind_to +
+                     ", or drop :PE=");
+  if (vm.count("cpus-per-rank") && o.cpus_per_rank != m.cpus_per_rank)
+    throw UsageError("--map-by " + typed + " gives each rank " + std::to_string(m.cpus_per_rank) +
+                     " cores and --cpus-per-rank " + std::to_string(o.cpus_per_rank) + ": give one of them");
+  if (!vm.count("bind-to")) w.bind_to = "core";
+  o.cpus_per_rank = m.cpus_per_rank;
+}
+
 // --rankfile places and pins every rank: what else would place or pin them is refused.
 void rankfile_rules(RunOptions& o, const po::variables_map& vm) {
   for (const char* other : {"npernode", "ppn", "nproc-per-node", "map-by", "bind-to", "cpus-per-rank"})
@@ -339,6 +291,7 @@ void rankfile_rules(RunOptions& o, const po::variables_map& vm) {
 // meaning become it, the rest are refused naming the nearest option.
 void mpirun_values(RunOptions& o, const po::variables_map& vm) {
   auto& w = o.as_written;
+  map_by_meaning(o, vm);
   if (w.map_by.rfind("ppr:", 0) == 0) ranks_per_resource(o, vm);
   // --use-hwthread-cpus: a hardware thread is what a core was.
   if (o.use_hwthread_cpus && w.bind_to == "core") w.bind_to = "hwthread";
@@ -605,6 +558,16 @@ RunOptions parse_run_options(const std::vector<std::string>& raw, bool* help) {
 }
 
 namespace {
+// A single-dash word that is a slip of a long option (-tag-outpt) is refused
+// as one, not read as a short option with the rest as its value (-t
+// ag-outpt). Never for -x and -H, whose values are free (-xNP, -Hnode1).
+void refuse_near_long(const std::string& a, const po::options_description& desc) {
+  const std::string typed = a.substr(0, a.find('='));
+  if (typed.size() < 5 || typed[1] == 'x' || typed[1] == 'H') return;
+  const std::string hint = did_you_mean("-" + typed, long_names(desc));
+  if (!hint.empty()) throw UsageError("unknown option '" + typed + "'; did you mean '" + hint + "'?");
+}
+
 // Parses into `o`, which `desc` (describe(o)) writes to.
 RunOptions parse_over(RunOptions& o, const po::options_description& desc, const std::vector<std::string>& raw,
                       bool* help, const OptionDefaults& defaults, std::vector<const OptionSetting*>& stored) {
@@ -613,11 +576,15 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   std::vector<std::string> mine;
   size_t i = 0;
   bool verbatim = false;  // a "--" ended the options: the rest is the program's, ':' included
+  // A single-dash word that names a long option is that option (mpirun's
+  // -tag-output, -np=2), before any short option is read from it.
+  const IsLongOption is_long = [&](const std::string& name) { return desc.find_nothrow(name, false) != nullptr; };
   for (; i < raw.size(); ++i) {
-    std::string a = normalize(raw[i]);
+    std::string a = dlaunch_spelling(raw[i], is_long);
     if (a == "--") { ++i, verbatim = true; break; }
     if (a.size() < 2 || a[0] != '-') break;
-    if (translate_habit(raw, i, mine)) continue;
+    if (translate_habit(a, raw, i, mine)) continue;
+    if (a[1] != '-') refuse_near_long(a, desc);
     mine.push_back(a);
     std::string name = a.substr(a.find_first_not_of('-'));
     if (name.find('=') != std::string::npos) continue;
@@ -713,6 +680,8 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
     lines.insert(lines.end(), o.exports.begin(), o.exports.end());
     o.exports = std::move(lines);
   }
+  // Every rank's, whatever ':' says (as --env-file); below every named value.
+  if (o.export_all) o.exports.insert(o.exports.begin(), "*");
   torchrun_rendezvous(o, vm.count("master-port") > 0);
   // --nnodes 1 (torchrun's default, often written out) needs no rendezvous.
   validate_per_node(o, (vm.count("nnodes") > 0 && o.nnodes != 1) || (vm.count("node-rank") > 0 && o.node_rank != 0));
@@ -876,21 +845,13 @@ const std::vector<OptionWords>& option_words() {
       {"bind-to", words_of(kBindTo)},
       {"gpu-bind", words_of(kGpuBind)},
       {"gpu-vendor", {"nvidia", "amd", "intel"}},
-      {"map-by", {"slot", "node", "ppr:"}},  // ppr:N:node, ppr:N:socket (checked where they are read)
+      {"map-by", {"slot", "node", "core", "hwthread", "ppr:"}},  // ppr:N:node, ppr:N:socket (checked where they are read)
       {"nproc-per-node", words_of(kNproc)},
       {"stdin", {"0", "none"}},  // or any rank
       {"start-method", {"spawn", "fork", "forkserver"}},
       {"rdzv-backend", {"c10d", "static"}},
       {"torch-store", words_of(kTorchStore)},
       {"cpu-bind", words_of(kSrunCpuBind)},
-  };
-  return table;
-}
-
-const std::vector<OptionSpec>& habit_options() {
-  static const std::vector<OptionSpec> table = {
-      {"allow-run-as-root", "", false}, {"mca", "", true}, {"gmca", "", true}, {"cpu-bind", "", true},
-      {"ntasks", "", true}, {"label", "-l", false},
   };
   return table;
 }

@@ -8,6 +8,7 @@
 #include "hostfiles/binding.h"
 #include "hostfiles/placement.h"
 #include "launcher/app_context.h"
+#include "launcher/habits.h"
 #include "launcher/option_sources.h"
 #include "launcher/std_spec.h"
 
@@ -40,7 +41,8 @@ struct RunOptions {
   bool dry_run = false;          // --dry-run: print the rank map and exit
   bool display_map = false;      // --display-map (mpirun's): print the rank map, then run the job
   // Environment.
-  std::vector<std::string> exports;  // -x VAR, -x VAR=value or -x 'PREFIX*'; --env-file lines come first
+  std::vector<std::string> exports;  // -x VAR, -x VAR=value or -x 'PREFIX*'; --env-file lines come first; --export-all is '*'
+  bool export_all = false;           // --export-all: -x '*' for every rank (below --env-file and -x)
   std::string env_file;              // --env-file FILE: NAME=value lines for every rank
   std::string wdir;                  // --wdir; "" = the launcher's cwd
   int gpus_per_node = -1;            // --gpus-per-node; -1 = detect per host
@@ -135,6 +137,7 @@ struct RunOptions {
   struct AsWritten {
     std::string map_by = "slot", bind_to = "none", gpu_bind = "visible", mpi = "auto";
     std::string redirects = "0", tee = "0", local_ranks_filter, torch_store = "served", stdin = "0";
+    std::string rank_by;  // mpirun's --rank-by: "" or the order --map-by gives (launcher/habits.h, check_rank_by)
     std::string rdzv;  // "", env or tcp://HOST:PORT (torchrun's --rdzv-endpoint and --master-addr write it too)
   } as_written;
 };
@@ -165,10 +168,6 @@ struct OptionWords {
   std::vector<std::string> words;
 };
 const std::vector<OptionWords>& option_words();
-// Other launchers' options that are not in run_option_table() but are taken
-// as their meaning in dlaunch (mpirun's --mca, srun's --ntasks and -l, ...):
-// completion offers them too.
-const std::vector<OptionSpec>& habit_options();
 
 // --env-file FILE (DeepSpeed's .deepspeed_env): one NAME=value per line, the
 // value taken as it is (no quotes, no expansion); blank lines and lines

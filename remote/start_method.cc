@@ -21,15 +21,16 @@ struct Method {
   bool forks_local;      // the local node's agent is dlaunch's child (make_local_starter), not srun's
   bool test_only;        // the test bed's (refused without DLAUNCH_SIM=1, left out of the lists users see)
   bool tree;             // agents can start agents with it (--fanout); srun starts every agent itself
+  bool passes_env;       // remote agents start with dlaunch's environment (srun's --export=ALL; sim's fork)
 };
 
 // The start methods; a known name with a null factory would be one this build
 // has not got.
 const Method kMethods[] = {
-    {"libssh", make_process_starter, false, true, false, true},
-    {"ssh", make_openssh_starter, true, true, false, true},
-    {"slurm", make_slurm_starter, true, false, false, false},
-    {"sim", make_sim_starter, false, true, true, true},
+    {"libssh", make_process_starter, false, true, false, true, false},
+    {"ssh", make_openssh_starter, true, true, false, true, false},
+    {"slurm", make_slurm_starter, true, false, false, false, true},
+    {"sim", make_sim_starter, false, true, true, true, true},
 };
 
 const Method* find(const std::string& name) {
@@ -105,6 +106,11 @@ bool forks_local_agent(const std::string& method) {
 bool starts_tree(const std::string& method) {
   const Method* m = find(method);
   return m && m->tree;
+}
+
+bool passes_environment(const std::string& method) {
+  const Method* m = find(method);
+  return m && m->passes_env;
 }
 
 std::vector<std::string> split_launcher_exec(const std::string& text) {

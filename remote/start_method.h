@@ -29,6 +29,11 @@ std::string resolve_start_method(const std::string& asked, const std::string& sl
 std::unique_ptr<AgentStarter> make_agent_starter(const std::string& method, boost::asio::io_context& io,
                                                  StarterOptions o, AgentStarter::Events ev);
 
+// Whether agents on other hosts started with `method` (resolved) start with
+// dlaunch's own environment: srun's (its default --export=ALL), and the
+// test bed's simulated hosts; not ssh's, whose agents have the login's.
+bool passes_environment(const std::string& method);
+
 // --launcher-exec's text split at blanks: "/opt/slurm/bin/srun --reservation=r" -> two words.
 std::vector<std::string> split_launcher_exec(const std::string& text);
 

@@ -31,7 +31,7 @@ TEST_CASE("a healthy cluster is reported healthy, with the interface and busbw",
   CHECK(r.status == 0);
   CHECK(count_failures(r.output) == 0);
   CHECK(contains(r.output, "healthy: 4 of 4 hosts passed, 0 problems"));
-  CHECK(contains(r.output, "NCCL_SOCKET_IFNAME=eth0 GLOO_SOCKET_IFNAME=eth0 DLAUNCH_SOCKET_IFNAME=eth0"));
+  CHECK(contains(r.output, "network: -x NCCL_SOCKET_IFNAME=eth0 -x GLOO_SOCKET_IFNAME=eth0 -x DLAUNCH_SOCKET_IFNAME=eth0"));
   CHECK(contains(r.output, "all_reduce: 4 MB float32 sum over 4 hosts, busbw "));
   // No GPU here: the NCCL check says it did not run, and why.
   CHECK(contains(r.output, "\nnccl: skipped: no host has an NVIDIA GPU CUDA can use\n"));
@@ -226,7 +226,7 @@ TEST_CASE("an interface no other host reaches is named, and the one that works",
   auto r = run_doctor(c, kNoisy + "--connect-timeout 1");
   INFO(r.output);
   CHECK(r.status == 0);
-  CHECK(contains(r.output, "NCCL_SOCKET_IFNAME=eth0 GLOO_SOCKET_IFNAME=eth0"));
+  CHECK(contains(r.output, "network: -x NCCL_SOCKET_IFNAME=eth0 -x GLOO_SOCKET_IFNAME=eth0"));
   auto w = lines_starting(r.output, "! network: dl0 on ");
   REQUIRE(w.size() == 1);
   for (int h = 0; h < 3; ++h) CHECK(contains(w[0], c.address(h)));

@@ -784,3 +784,40 @@ TEST_CASE("dlaunch doctor with no hosts checks this machine, as a job with no ho
   CHECK(r.out.find("localhost") != std::string::npos);
   CHECK(r.out.find("healthy: 1 of 1 hosts passed") != std::string::npos);
 }
+
+TEST_CASE("habits: mpirun's single-dash long options and --map-by core run the job as mpirun's would",
+          "[integration][habits]") {
+  // Each of these was -t ag-output, -r eport-bindings or "unknown option".
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-np=2", "-tag-output", "-merge-stderr-to-stdout", "-map-by", "core", "-rank-by", "core",
+            "-report-bindings", "--gpus-per-node", "0", "/bin/sh", "-c", "echo out-$RANK; echo err-$RANK >&2"};
+  RunResult r = run(s, 30);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(sorted_lines(r.out) == std::vector<std::string>{"[0@localhost] err-0", "[0@localhost] out-0",
+                                                        "[1@localhost] err-1", "[1@localhost] out-1"});
+  CHECK(r.err.find("rank 0 on localhost") != std::string::npos);  // -report-bindings' line
+  // What does not map onto dlaunch's placement is refused before anything runs, naming what to write.
+  const std::string mark = new_marker();
+  s.argv = {bin("dlaunch"), "-np", "2", "-map-by", "socket", "sleep", mark};
+  r = run(s, 30);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--map-by ppr:N:socket") != std::string::npos);
+  CHECK(marked(mark).empty());
+}
+
+TEST_CASE("the launch shell's variables reach a local job's ranks without -x, and nothing warns", "[integration]") {
+  TempDir tmp;
+  RunSpec s;
+  s.argv = {bin("dlaunch"), "-n", "2", "--gpus-per-node", "0", "--output-filename", tmp.path, "/usr/bin/env"};
+  s.set_env = {{"STEPS", "60"}, {"NCCL_SOCKET_IFNAME", "eth0"}, {"GLOO_SOCKET_IFNAME", "eth0"}};
+  RunResult r = run(s, 30);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("not sent") == std::string::npos);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto e = env_of(tmp.path, rank);
+    CHECK(e["STEPS"] == "60");
+    CHECK(e["NCCL_SOCKET_IFNAME"] == "eth0");
+  }
+}

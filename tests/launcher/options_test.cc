@@ -494,3 +494,101 @@ TEST_CASE("options: a near miss typed with underscores is answered with undersco
   CHECK(usage_error_of({"--monitr_interval", "1", "t.py"}) ==
         "unknown option '--monitr_interval'; did you mean '--monitor_interval'?");
 }
+
+TEST_CASE("options: mpirun's single-dash long options are those options, before short ones are read",
+          "[launcher][habits]") {
+  // Each was read as a short option with the rest as its value (-t ag-output, -r eport-bindings).
+  CHECK(parse({"-np", "2", "-tag-output", "./a"}).tag_output);
+  CHECK(parse({"-timestamp-output", "./a"}).timestamp_output);
+  CHECK(parse({"-report-bindings", "./a"}).report_bindings);
+  CHECK(parse({"-merge-stderr-to-stdout", "./a"}).merge_stderr);
+  CHECK(parse({"-output-filename", "out", "./a"}).output_dir == "out");
+  CHECK(parse({"-bind-to", "core", "./a"}).bind_to == dl::hostfiles::CpuBind::kCore);
+  CHECK(parse({"-map-by", "node", "./a"}).map_by == dl::hostfiles::MapBy::kNode);
+  CHECK(parse({"-rf", "rankfile", "./a"}).rankfile == "rankfile");
+  CHECK(parse({"-wd", "/tmp", "./a"}).wdir == "/tmp");
+  CHECK(parse({"-np=2", "./a"}).np == 2);
+  CHECK(parse({"-x", "A=1", "-npernode", "2", "./a"}).per_node == 2);
+  CHECK(parse({"-bynode", "./a"}).map_by == dl::hostfiles::MapBy::kNode);
+  CHECK(parse({"-pernode", "./a"}).per_node == 1);
+  // Short options and their attached values stay short.
+  CHECK(parse({"-n4", "./a"}).np == 4);
+  CHECK(parse({"-xA=1", "./a"}).exports == Args{"A=1"});
+  CHECK(parse({"-v", "./a"}).verbose);
+  // A slip of a long option is named as one, not read as -t with a value.
+  CHECK(usage_error_of({"-tag-outpt", "./a"}) == "unknown option '-tag-outpt'; did you mean '--tag-output'?");
+  CHECK(usage_error_of({"-report-binding", "./a"}).find("did you mean '--report-bindings'") != std::string::npos);
+  CHECK(parse({"-xNP", "./a"}).exports == Args{"NP"});
+  CHECK(parse({"-r0:3", "--log-dir", "d", "./a"}).log_dir == "d");
+  // Past the options, a single-dash word is the program's.
+  CHECK(parse({"./a", "-tag-output"}).command == Args{"./a", "-tag-output"});
+  CHECK_FALSE(parse({"./a", "-tag-output"}).tag_output);
+}
+
+TEST_CASE("options: hydra's -genv, -genvall and -prepend-rank; --export-all is -x '*'", "[launcher][habits]") {
+  auto o = parse({"-genv", "NCCL_DEBUG", "INFO", "-prepend-rank", "-hosts", "localhost:2", "./a"});
+  CHECK(o.exports == Args{"NCCL_DEBUG=INFO"});
+  CHECK(o.tag_output);
+  CHECK(o.hosts == "localhost:2");
+  CHECK(parse({"-genvall", "./a"}).exports == Args{"*"});
+  // Below --env-file and -x: a named value wins over the shell's.
+  CHECK(parse({"-x", "A=1", "--export-all", "./a"}).exports == Args{"*", "A=1"});
+  // Every context's, as --env-file (a -x before ':' is the first context's only).
+  auto m = parse({"--export-all", "-n", "1", "./a", ":", "-n", "1", "./b"});
+  CHECK(m.exports == Args{"*"});
+  CHECK_THROWS_WITH(parse({"-genv", "A"}), Catch::Contains("-genv takes NAME VALUE"));
+}
+
+TEST_CASE("options: mpirun's --map-by objects and modifiers that dlaunch's placement makes", "[launcher][habits]") {
+  using dl::hostfiles::CpuBind;
+  using dl::hostfiles::MapBy;
+  SECTION("core and hwthread fill each host's slots, as slot does, and bind nothing by themselves") {
+    for (const char* spec : {"core", "hwthread", "CORE", "slot"}) {
+      INFO(spec);
+      auto o = parse({"-np", "2", "--map-by", spec, "./a"});
+      CHECK(o.map_by == MapBy::kSlot);
+      CHECK(o.bind_to == CpuBind::kNone);
+    }
+  }
+  SECTION(":PE=N is --bind-to core --cpus-per-rank N") {
+    for (const char* spec : {"slot:PE=2", "core:pe=2", "ppr:1:node:PE=2"}) {
+      INFO(spec);
+      auto o = parse({"--map-by", spec, "./a"});
+      CHECK(o.bind_to == CpuBind::kCore);
+      CHECK(o.cpus_per_rank == 2);
+    }
+    CHECK(parse({"--map-by", "ppr:1:node:PE=2", "./a"}).per_node == 1);
+    CHECK(parse({"--map-by", "node:PE=3", "./a"}).map_by == MapBy::kNode);
+    CHECK(parse({"--map-by", "slot:PE=2", "--use-hwthread-cpus", "./a"}).bind_to == CpuBind::kHwthread);
+    CHECK(parse({"--map-by", "slot:PE=2", "--bind-to", "hwthread", "./a"}).bind_to == CpuBind::kHwthread);
+    CHECK_THROWS_WITH(parse({"--map-by", "slot:PE=2", "--bind-to", "socket", "./a"}),
+                      Catch::Contains("drop --bind-to socket"));
+    CHECK_THROWS_WITH(parse({"--map-by", "slot:PE=2", "--cpus-per-rank", "4", "./a"}), Catch::Contains("give one"));
+    CHECK_THROWS_WITH(parse({"--map-by", "slot:PE=0", "./a"}), Catch::Contains(":PE= takes a number"));
+    CHECK_THROWS_WITH(parse({"--map-by", "ppr:2:socket:PE=2", "./a"}), Catch::Contains("ppr:N:node:PE=N"));
+  }
+  SECTION(":OVERSUBSCRIBE is --oversubscribe; other modifiers are refused by name") {
+    CHECK(parse({"--map-by", "core:OVERSUBSCRIBE", "./a"}).oversubscribe);
+    CHECK_FALSE(parse({"--map-by", "slot:NOOVERSUBSCRIBE", "./a"}).oversubscribe);
+    CHECK_THROWS_WITH(parse({"--map-by", "slot:SPAN", "./a"}), Catch::Contains("no :SPAN"));
+  }
+  SECTION("round-robin over sockets or NUMA nodes is refused, naming what to write") {
+    const std::string w = usage_error_of({"--map-by", "socket", "./a"});
+    CHECK(w.find("--map-by socket: mpirun deals each host's ranks round-robin over its sockets") != std::string::npos);
+    CHECK(w.find("--map-by ppr:N:socket") != std::string::npos);
+    CHECK(usage_error_of({"--map-by", "numa", "./a"}).find("over its NUMA nodes") != std::string::npos);
+    CHECK(usage_error_of({"--map-by", "seq", "./a"}).find("takes slot, core or hwthread") != std::string::npos);
+  }
+}
+
+TEST_CASE("options: mpirun's --rank-by is taken where it is the order dlaunch numbers ranks in", "[launcher][habits]") {
+  CHECK(parse({"--rank-by", "core", "./a"}).np == 0);
+  CHECK(parse({"-rank-by", "slot", "--map-by", "core", "./a"}).np == 0);
+  CHECK(parse({"--rank-by", "node", "--map-by", "node", "./a"}).map_by == dl::hostfiles::MapBy::kNode);
+  CHECK(parse({"--rank-by", "core", "--map-by", "ppr:2:node", "./a"}).per_node == 2);
+  CHECK(usage_error_of({"--rank-by", "socket", "./a"}).find("--rank-by socket: dlaunch numbers ranks in the order") !=
+        std::string::npos);
+  CHECK(usage_error_of({"--rank-by", "node", "./a"}).find("write --map-by node") != std::string::npos);
+  CHECK(usage_error_of({"--rank-by", "slot", "--map-by", "node", "./a"}).find("write --map-by slot") !=
+        std::string::npos);
+}

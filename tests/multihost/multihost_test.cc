@@ -110,3 +110,40 @@ TEST_CASE("output of every rank on every host arrives whole and tagged", "[multi
   CHECK(bad == 0);
   for (int rank = 0; rank < 8; ++rank) CHECK(next[static_cast<size_t>(rank)] == 20001);
 }
+
+TEST_CASE("the launch shell's variables: h0's ranks have them, others only by -x or --export-all, and one warning says so",
+          "[multihost][cluster][slow]") {
+  Cluster c(2);
+  const std::string shell = "STEPS=60 NCCL_SOCKET_IFNAME=eth0 GLOO_SOCKET_IFNAME=eth0 ";
+  const std::string show = " --tag-output sh -c 'echo got=${STEPS:-unset},${NCCL_SOCKET_IFNAME:-unset}'";
+  auto r = c.run_in("h0", shell + dlaunch_cmd(c, "-n 4" + show) + " </dev/null");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(contains(r.output, "[0@" + c.address(0) + "] got=60,eth0"));
+  CHECK(contains(r.output, "[2@" + c.address(1) + "] got=unset,unset"));
+  // One line (the test's own environment may hold more of the families, CUDA_HOME say).
+  auto warning = [](const std::string& out) {
+    std::istringstream in(out);
+    for (std::string l; std::getline(in, l);)
+      if (contains(l, "set here but not sent")) return l;
+    return std::string();
+  };
+  CHECK(count_lines_with(r.output, "not sent") == 1);
+  CHECK(warning(r.output).rfind("dlaunch: warning: ", 0) == 0);
+  CHECK(contains(warning(r.output), "GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME"));
+  CHECK(contains(warning(r.output), "not those on " + c.address(1) + " "));
+  // Sent by name: h1's ranks have it, and what is sent is not named.
+  r = c.run_in("h0", shell + dlaunch_cmd(c, "-n 4 -x NCCL_SOCKET_IFNAME -x STEPS" + show) + " </dev/null");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(contains(r.output, "[2@" + c.address(1) + "] got=60,eth0"));
+  CHECK(contains(warning(r.output), "GLOO_SOCKET_IFNAME"));
+  CHECK_FALSE(contains(warning(r.output), "NCCL_SOCKET_IFNAME"));
+  // --export-all: everything, and no warning.
+  r = c.run_in("h0", shell + dlaunch_cmd(c, "-n 4 --export-all" + show) + " </dev/null");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(contains(r.output, "[3@" + c.address(1) + "] got=60,eth0"));
+  CHECK(count_lines_with(r.output, "not sent") == 0);
+  CHECK(wait_clean(c, "got=").empty());
+}
