@@ -31,7 +31,7 @@ std::string Attempts::restarting_line(const std::string& verdict) const {
 
 std::string Attempts::final_line(const Fate& fate) const {
   if (!fate.failed()) return restart_ > 0 ? "dlaunch: " + name() + " succeeded" : "";
-  if (max_ == 0) return "dlaunch: " + fate.verdict();
+  if (max_ == 0) return fate.said() ? "" : "dlaunch: " + fate.verdict();
   std::string why;
   if (!refused_.empty()) why = "; cannot restart: " + refused_;
   else if (fate.retryable()) why = "; no restarts left";
