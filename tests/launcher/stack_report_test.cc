@@ -153,7 +153,7 @@ TEST_CASE("stack report: the JSON report carries groups and every rank's frames"
   REQUIRE(j["groups"].size() == 3);
   CHECK(j["groups"][2]["error"] == "had ended");
   REQUIRE(j["ranks"].size() == 3);
-  CHECK(j["ranks"][1]["frames"][0] == "b");
+  CHECK(j["ranks"][1]["frames"][0] == "b (train.py:12)");
   CHECK(j["ranks"][1]["how"] == "python");
   CHECK_FALSE(j["ranks"][0].contains("error"));
   // A tool's bytes that are not UTF-8 are replaced, so JSON readers take the report.
