@@ -32,7 +32,7 @@ std::string Attempts::restarting_line(const std::string& verdict) const {
 
 std::string Attempts::final_line(const Fate& fate) const {
   if (!fate.failed()) return restart_ > 0 ? "dlaunch: " + name() + " succeeded" : "";
-  if (max_ == 0) return "dlaunch: " + fate.verdict();
+  if (max_ == 0) return fate.said() ? "" : "dlaunch: " + fate.verdict();
   // The verdict went out with "restarting": the reason it did not happen, alone.
   if (!refused_.empty() && restarting_) return "dlaunch: " + name() + " failed (above); cannot restart: " + refused_;
   std::string why;

@@ -62,7 +62,8 @@ class Attempts {
   std::string restarting_line(const std::string& verdict) const;
   // The job's last line: the final verdict, prefixed with the attempt when
   // there were restarts to give; says why it was not restarted. "" when the
-  // job succeeded on its first attempt. A restart that began (its
+  // job succeeded on its first attempt, or, without restarts, when the
+  // verdict is already on stderr (Fate::said). A restart that began (its
   // restarting_line was printed, with the verdict) and failed gives the
   // reason alone: the verdict is said once.
   std::string final_line(const Fate& fate) const;

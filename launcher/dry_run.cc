@@ -176,6 +176,7 @@ std::string binding_report(const LaunchPlan& plan, const std::vector<std::string
       }
       std::string text = "dlaunch: rank " + std::to_string(spec.rank) + " on " + host + ": " + gpus;
       if (spec.cpus) text += "; CPUs " + hostfiles::format_cpu_list(*spec.cpus);
+      else if (!pins_cpus(o)) text += "; CPUs not bound (--bind-to none)";
       lines[spec.rank] = text + "\n";
     }
   }

@@ -21,7 +21,8 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o);
 // --report-bindings: one line per rank, by rank, read back from the launch
 // messages (what the agents are sent, so what the ranks get):
 //   dlaunch: rank 1 on gpu07: GPUs 1 (physical 1) of CUDA_VISIBLE_DEVICES=0,1,2,3; CPUs 2,6
-// `hosts` names the plan's nodes by index; CPUs appear with --bind-to only.
+// `hosts` names the plan's nodes by index; without --bind-to (or a
+// rankfile) the CPUs are "; CPUs not bound (--bind-to none)".
 std::string binding_report(const LaunchPlan& plan, const std::vector<std::string>& hosts, const RunOptions& o);
 
 }  // namespace dl::launcher

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "agent/python_dir.h"
 #include "agent/rank_process.h"
 #include "launcher/app_context.h"
 #include "remote/agent_starter.h"
@@ -56,7 +57,7 @@ ProgramCheck check_programs(const hostfiles::Placement& p, const RunOptions& o) 
     if (res.code != 0) {
       out.code = res.code;
       out.message = "cannot start rank " + std::to_string(r.rank) + " on " + p.nodes.at(static_cast<size_t>(r.node)).host +
-                    ": " + res.message;
+                    ": " + res.message + missing_python_hint(o, res.message);
       return out;
     }
     if (app != shown_app || r.rank != last + 1) {
@@ -75,14 +76,22 @@ ProgramCheck check_programs(const hostfiles::Placement& p, const RunOptions& o) 
 namespace {
 // Where `python` is on the ranks' PATH here: "/usr/bin/python3 on this
 // machine (the ranks' PATH; $PYTHON names another)", and a pyenv shim named.
-std::string interpreter_found(const RunOptions& o, const std::string& python) {
+// `typed`: the user named it as the program, so $PYTHON is not what chose it.
+std::string interpreter_found(const RunOptions& o, const std::string& python, bool typed = false) {
   const agent::Resolved res = agent::resolve_program(python, ranks_path(o, {}), ranks_wdir(o, ""));
   if (res.code != 0) return res.message + " on this machine";
-  std::string note = res.path + " on this machine (the ranks' PATH; $PYTHON names another)";
+  std::string note = res.path + " on this machine (the ranks' PATH" + (typed ? ")" : "; $PYTHON names another)");
   if (res.path.find("/shims/") != std::string::npos)
     note += "; a pyenv shim: the version it runs depends on the rank's directory and PYENV_VERSION, so a "
             "module installed for another version is not found";
   return note;
+}
+
+// The rank's program when the user named a Python interpreter as it
+// (`dlaunch -n 4 python spmd.py`), else "".
+std::string typed_python(const RunOptions& o) {
+  if (!o.interpreter.empty() || !o.apps.empty() || o.command.empty()) return "";
+  return agent::PythonDir::is_python(o.command[0]) ? o.command[0] : "";
 }
 }  // namespace
 
@@ -92,9 +101,25 @@ std::string interpreter_note(const RunOptions& o, const std::string& python, con
 }
 
 std::string interpreter_hint(const RunOptions& o, const std::string& error) {
-  if (o.interpreter.empty() || error.rfind("ModuleNotFoundError", 0) != 0) return "";
-  return "; the rank ran under " + o.interpreter + ": " + interpreter_found(o, o.interpreter) +
-         "; install the module for that interpreter, or name the one that has it with $PYTHON";
+  if (error.rfind("ModuleNotFoundError", 0) != 0) return "";
+  if (!o.interpreter.empty())
+    return "; the rank ran under " + o.interpreter + ": " + interpreter_found(o, o.interpreter) +
+           "; install the module for that interpreter, or name the one that has it with $PYTHON";
+  const std::string typed = typed_python(o);
+  if (typed.empty()) return "";
+  return "; the rank ran under " + typed + ": " + interpreter_found(o, typed, true) +
+         "; install the module for that interpreter, or run the one that has it by its full path";
+}
+
+std::string missing_python_hint(const RunOptions& o, const std::string& message) {
+  static const std::string kNotFound = ": command not found in PATH";
+  const size_t end = message.size() > kNotFound.size() ? message.size() - kNotFound.size() : 0;
+  if (end == 0 || message.compare(end, std::string::npos, kNotFound) != 0) return "";
+  const std::string name = message.substr(0, end);
+  if (name == "python3" || !agent::PythonDir::is_python(name)) return "";
+  const agent::Resolved res = agent::resolve_program("python3", ranks_path(o, {}), ranks_wdir(o, ""));
+  if (res.code != 0) return "";
+  return "; python3 is " + res.path + " on this machine: run python3 instead of " + name;
 }
 
 }  // namespace dl::launcher

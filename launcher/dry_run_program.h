@@ -35,7 +35,17 @@ std::string interpreter_note(const RunOptions& o, const std::string& python, con
 // that an interpreter explains: for a ModuleNotFoundError of a rank that
 // dlaunch runs under o.interpreter, which interpreter that is here and what
 // to do ("; the rank ran python3: /usr/bin/python3 on this machine ...").
-// "" for any other error.
+// The same for a rank whose program the user named as a Python interpreter
+// (`dlaunch -n 4 python spmd.py`): "; the rank ran under python: ... (the
+// ranks' PATH); install the module for that interpreter, or run the one that
+// has it by its full path". "" for any other error.
 std::string interpreter_hint(const RunOptions& o, const std::string& error);
+
+// A rank that could not start because its Python interpreter is not on the
+// ranks' PATH (`message` "python: command not found in PATH", Debian without
+// python-is-python3) while python3 is: "; python3 is /usr/bin/python3 on
+// this machine: run python3 instead of python". "" for any other message,
+// or when python3 is not found either.
+std::string missing_python_hint(const RunOptions& o, const std::string& message);
 
 }  // namespace dl::launcher

@@ -36,6 +36,7 @@ bool Fate::on_exit(const RankExit& e) {
   const std::string who = (e.name.empty() ? "rank " + std::to_string(e.rank) : e.name) + " on " + e.host;
   if (e.spawn_failed) return fail(e.code, "cannot start " + who + ": " + e.message);
   if (failed() && !e.by_agent && user_signal_ == 0) {
+    if (e.rank == blamed_rank_) return false;  // the verdict's own rank, ending as it said it would
     if (e.signal != 0)
       also_signaled_.push_back(who + " (pid " + std::to_string(e.pid) + ") was killed by signal " +
                                std::to_string(e.signal) + " (" + signal_name(e.signal) + ")");
@@ -89,7 +90,9 @@ bool Fate::on_mpi_abort(int rank, const std::string& host, int status, const std
     if (line.size() > kMax) line = line.substr(0, kMax) + "...";
     v += ": \"" + line + "\"";
   }
-  return fail(status != 0 ? status : exit_codes::kFailure, v, true);
+  if (!fail(status != 0 ? status : exit_codes::kFailure, v, true)) return false;
+  blamed_rank_ = rank;
+  return true;
 }
 
 bool Fate::on_fence_timeout(uint64_t id, double seconds, const std::string& missing) {
@@ -108,8 +111,11 @@ bool Fate::on_mpi_refused(int rank, const std::string& host, const std::string& 
       per_node ? "per-node mode (--rdzv) serves no MPI: start an MPI program from one dlaunch that starts every "
                  "host's ranks (--hostfile, -H, or the Slurm allocation it runs in)"
                : "an MPI job cannot be restarted (--max-restarts): drop --max-restarts to run it as one MPI job";
-  return fail(exit_codes::kUsage, "rank " + std::to_string(rank) + " on " + host + " called MPI_Init (" + how +
-                                      "), but " + why + ", or add --mpi none to run each rank as an MPI singleton");
+  if (!fail(exit_codes::kUsage, "rank " + std::to_string(rank) + " on " + host + " called MPI_Init (" + how + "), but " +
+                                   why + ", or add --mpi none to run each rank as an MPI singleton"))
+    return false;
+  blamed_rank_ = rank;
+  return true;
 }
 
 bool Fate::on_spawn_refused(std::string verdict) { return fail(exit_codes::kFailure, std::move(verdict)); }

@@ -83,8 +83,13 @@ class Fate {
   // Replaces the verdict of a failure already recorded (several hosts that
   // failed to start are named together); the exit code stays.
   void restate(std::string verdict) {
-    if (failed()) verdict_ = std::move(verdict);
+    if (failed()) verdict_ = std::move(verdict), said_ = false;
   }
+  // The verdict's failure is already on stderr in full (an agent that could
+  // not be started: "dlaunch: error: node3: connection refused ..."), so a
+  // job without restarts ends without saying it again.
+  void mark_said() { said_ = failed(); }
+  bool said() const { return said_ && also_signaled_.empty() && also_exited_.empty(); }
   // dlaunch itself got `sig` (forwarded to the ranks).
   void on_signal(int sig);
 
@@ -113,9 +118,10 @@ class Fate {
   int remaining_ = 0;  // ranks not done: all_done() after each of 8,192 exits is not a scan of 8,192
   int code_ = 0;
   int user_signal_ = 0;
-  bool retryable_ = false, final_ = false;
+  bool retryable_ = false, final_ = false, said_ = false;
   std::string verdict_;
   std::vector<std::string> also_signaled_, also_exited_;  // failed by themselves later
+  int blamed_rank_ = -1;  // the rank a verdict of MPI_Abort or a refused MPI_Init names: never "also" named
 };
 
 // "Segmentation fault" for 11, etc.

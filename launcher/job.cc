@@ -59,7 +59,9 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, JobParts parts)
   // The files and report paths are checked before anything starts: a
   // refusal is a usage error (exit 2), not a job lost after launch.
   sink_->make_files(ours);
-  if (!opts_.log_dir.empty() && !ours.empty() && (opts_.verbose || ::isatty(2) == 1)) {
+  // Named where someone watches, and whenever -r takes a stream off the
+  // console: a batch job's log must say where its ranks' output went.
+  if (!opts_.log_dir.empty() && !ours.empty() && (opts_.verbose || ::isatty(2) == 1 || opts_.redirects.any())) {
     const std::string files = sink_->files_path();
     write_fully(2, files.empty() ? "dlaunch: --log-dir " + opts_.log_dir + ": no -r/-t stream goes to files, so "
                                    "nothing is written there (add -r 3 or -t 3 for every rank's stdout and stderr)\n"
@@ -227,7 +229,8 @@ void Job::on_message(int node, const control::FromAgent& m) {
                  [&](const msg::SpawnFailed& f) {
                    own(f.rank);
                    RankExit e;
-                   e.rank = f.rank, e.host = n.host, e.spawn_failed = true, e.code = f.code, e.message = f.message;
+                   e.rank = f.rank, e.host = n.host, e.spawn_failed = true, e.code = f.code;
+                   e.message = f.message + missing_python_hint(opts_, f.message);
                    e.name = mpi_router_->describe(f.rank);
                    on_rank_exit(std::move(e));
                  },

@@ -171,6 +171,7 @@ void Job::node_failed_to_start(int node, const std::string& why) {
   start_failures_.push_back(n.host);
   progress_.print_over("dlaunch: error: " + text + "\n");
   const bool lost = fate_.on_host_lost(n.host, "its agent could not be started", n.ranks);
+  if (lost) fate_.mark_said();  // the line above says it all
   if (phase_.launched()) {
     if (lost) teardown(0);
     return;

@@ -49,10 +49,18 @@ std::vector<Thread> threads_of(const std::vector<std::string>& lines, IsHeader i
   return out;
 }
 
-// `  File "train.py", line 12 in step` -> "step".
+// `  File "/work/train.py", line 12 in step` -> "step (train.py:12)": a
+// Python rank's place is its line (every rank runs the same files).
 std::string python_function(const std::string& line) {
   const size_t in = line.rfind(" in ");
-  return in == std::string::npos ? "??" : line.substr(in + 4);
+  if (in == std::string::npos) return "??";
+  const std::string name = line.substr(in + 4);
+  const size_t open = line.find('"'), close = line.rfind("\", line ", in);
+  if (open == std::string::npos || close == std::string::npos || close <= open) return name;
+  std::string file = line.substr(open + 1, close - open - 1);
+  file = file.substr(file.rfind('/') + 1);  // npos + 1 == 0: a name without a directory
+  const size_t number = close + 8;
+  return name + " (" + file + ":" + line.substr(number, in - number) + ")";
 }
 
 std::vector<std::string> python_frames(const std::vector<std::string>& lines) {
@@ -86,6 +94,19 @@ std::vector<std::string> native_frames(const std::string& how, const std::vector
   for (const auto& f : main->frames) {
     out.push_back(frame_function(f));
     if (out.back() == "main") break;  // what is outside main is the C runtime's
+  }
+  return out;
+}
+
+// Each run of frames without a name as one, "?? x9", so that the named
+// ones (PMPI_Barrier <- main under MPICH's stripped libraries) fit the line.
+std::vector<std::string> collapse_unnamed(const std::vector<std::string>& frames) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < frames.size();) {
+    size_t j = i;
+    while (frames[i] == "??" && j + 1 < frames.size() && frames[j + 1] == "??") ++j;
+    out.push_back(j > i ? "?? x" + std::to_string(j - i + 1) : frames[i]);
+    i = j + 1;
   }
   return out;
 }
@@ -160,9 +181,10 @@ std::string summary_line(const StackGroup& g) {
     who += g.hosts.size() <= 3 ? " on " + join(g.hosts, ", ") : " on " + std::to_string(g.hosts.size()) + " hosts";
   if (!g.error.empty()) return who + ": " + g.error;
   if (g.frames.empty()) return who + ": (no frames)";
-  std::vector<std::string> shown(g.frames.begin(), g.frames.begin() + static_cast<long>(std::min(g.frames.size(), kSummaryFrames)));
+  const std::vector<std::string> frames = collapse_unnamed(g.frames);
+  std::vector<std::string> shown(frames.begin(), frames.begin() + static_cast<long>(std::min(frames.size(), kSummaryFrames)));
   std::string line = who + ": " + join(shown, " <- ");
-  if (g.frames.size() > shown.size()) line += " <- ... (" + std::to_string(g.frames.size() - shown.size()) + " more)";
+  if (frames.size() > shown.size()) line += " <- ... (" + std::to_string(frames.size() - shown.size()) + " more)";
   return line;
 }
 

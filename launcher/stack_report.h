@@ -9,7 +9,9 @@
 // A rank's stack for grouping is its main thread's function names,
 // innermost first: addresses, arguments, files and line numbers are dropped,
 // so ranks at the same place group although their pointers differ; native
-// frames outside main (_start, __libc_start_main) are dropped too.
+// frames outside main (_start, __libc_start_main) are dropped too. A Python
+// frame keeps its file's name and line, "step (train.py:12)": there the
+// line is the place.
 #include <string>
 #include <vector>
 
@@ -49,7 +51,7 @@ std::string rank_ranges(std::vector<int> ranks);
 // One group as a line: "rank 5 on node2: read <- main",
 // "ranks 0-4, 6-7 (7): all_reduce <- main" (a group's hosts are named when
 // it shares an error: up to three, else their number), at most
-// kSummaryFrames frames.
+// kSummaryFrames frames, a run of unnamed ones counting once ("?? x9").
 std::string summary_line(const StackGroup& g);
 inline constexpr size_t kSummaryFrames = 8;
 

@@ -40,19 +40,40 @@ def _dlaunch_error_hook():
         return
     previous = sys.excepthook
     def write_uncaught(kind, value, tb):
-        try:
-            if not os.path.exists(path):  # @record wrote it first: its text stands
-                import json, time, traceback
-                text = "".join(traceback.format_exception(kind, value, tb))
-                message = {"message": "%s: %s" % (kind.__name__, value),
-                           "extraInfo": {"py_callstack": text, "timestamp": str(int(time.time()))}}
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                with os.fdopen(fd, "w") as f:
-                    json.dump({"message": message}, f)
-        except Exception:
-            pass
-        previous(kind, value, tb)
-    sys.excepthook = write_uncaught
+        if os.path.exists(path):  # @record wrote it first: its text stands
+            return
+        import json, time, traceback
+        text = "".join(traceback.format_exception(kind, value, tb))
+        message = {"message": "%s: %s" % (kind.__name__, value),
+                   "extraInfo": {"py_callstack": text, "timestamp": str(int(time.time()))}}
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"message": message}, f)
+    # The hook is max(kind, value, tb, key=receiver.send): builtins only, so
+    # no function of ours is entered outside a try. A Ctrl-C still pending
+    # when the program's last error rises (a forwarded SIGINT that came while
+    # torch waited in C++) raises at the first Python frame entered: here the
+    # receiver's resumption, inside its try, where it is dropped (the program
+    # is ending with its own error). No error of the hook's (a closed
+    # stderr, a half-torn-down interpreter) reaches the user either.
+    def receiver():
+        while True:
+            try:
+                value = yield 0
+                if isinstance(value, BaseException):
+                    for step in (write_uncaught, previous):
+                        try:
+                            step(type(value), value, value.__traceback__)
+                        except BaseException:
+                            pass
+            except GeneratorExit:  # the interpreter's end closes it
+                return
+            except BaseException:
+                pass
+    receive = receiver()
+    next(receive)
+    import functools
+    sys.excepthook = functools.partial(max, key=receive.send)
 def _dlaunch_torch_store_hook():
     # TORCHELASTIC_USE_AGENT_STORE=True makes torch's env:// and tcp://
     # rendezvous connect every rank, rank 0 too, to a store at their address.

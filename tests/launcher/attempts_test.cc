@@ -104,3 +104,13 @@ TEST_CASE("attempts: the lines", "[launcher][restart]") {
   CHECK(c.final_line(f) == "dlaunch: attempt 1 of 3 failed (above); cannot restart: n1: cannot connect");
   CHECK(c.final_line(f).find("exited with code 3") == std::string::npos);
 }
+
+TEST_CASE("attempts: a verdict already on stderr in full is not the last line again, unless there were restarts",
+          "[launcher][restart]") {
+  Fate lost(2);
+  lost.on_host_lost("n1", "its agent could not be started", {0, 1});
+  CHECK(Attempts(0).final_line(lost) == "dlaunch: lost the agent on n1 (its agent could not be started); its ranks count as failed");
+  lost.mark_said();
+  CHECK(Attempts(0).final_line(lost).empty());
+  CHECK_THAT(Attempts(1).final_line(lost), Catch::StartsWith("dlaunch: attempt 1 of 2 failed: lost the agent on n1"));
+}

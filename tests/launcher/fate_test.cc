@@ -232,3 +232,32 @@ TEST_CASE("fate: a rank's MPI_Init under --max-restarts ends the job with 2, nam
   CHECK(pmi.on_mpi_refused(0, "node3", "PMI"));
   CHECK(pmi.verdict().find("rank 0 on node3 called MPI_Init (wrote to its PMI_FD)") == 0);
 }
+
+TEST_CASE("fate: the rank a refused MPI_Init or an MPI_Abort names is not named again among the later failures",
+          "[launcher]") {
+  RankExit pipe = killed(1, SIGPIPE, 6024);  // its PMI_FD closed: it dies by itself, before the teardown
+  pipe.by_agent = false;
+  RankExit other = exited(0, 1, 6023);
+  other.by_agent = false;
+  Fate refused(2);
+  CHECK(refused.on_mpi_refused(1, "localhost", "PMI"));
+  CHECK_FALSE(refused.on_exit(pipe));
+  CHECK_FALSE(refused.on_exit(other));  // another rank's own failure is still named
+  CHECK(refused.verdict().find("pid 6024") == std::string::npos);
+  CHECK(refused.verdict().ends_with("; before dlaunch stopped them, also rank 0 on node0 exited with code 1"));
+  Fate aborted(2);
+  CHECK(aborted.on_mpi_abort(1, "node0", 3));
+  CHECK_FALSE(aborted.on_exit(pipe));
+  CHECK(aborted.verdict() == "rank 1 on node0 called MPI_Abort with code 3");
+}
+
+TEST_CASE("fate: a verdict already said in full is said once; a restated one is said again", "[launcher]") {
+  Fate f(2);
+  f.mark_said();  // nothing failed yet: nothing was said
+  CHECK_FALSE(f.said());
+  CHECK(f.on_host_lost("node1", "its agent could not be started", {0, 1}));
+  f.mark_said();
+  CHECK(f.said());
+  f.restate("agents could not be started on 2 hosts (node1, node2); each is explained above");
+  CHECK_FALSE(f.said());
+}

@@ -356,6 +356,23 @@ TEST_CASE("job: agents that cannot be started on any host end the job at once", 
   CHECK_THAT(err, Catch::Contains("agents could not be started on 2 hosts (fake-a, fake-b)"));
 }
 
+TEST_CASE("job: one host's agent that cannot be started is one line, not that line and a verdict restating it",
+          "[launcher][job]") {
+  JobParts parts;
+  parts.make_starter = [&](boost::asio::io_context& io, AgentStarter::Events ev) {
+    return std::make_unique<FailingStarter>(io, std::move(ev));
+  };
+  hf::HostEntry a;
+  a.host = "fake-a", a.slots = 2;
+  Job job(fast_options(), hf::place({a}, {}), std::move(parts));
+  StderrCapture cap;
+  const int code = job.run();
+  const std::string err = cap.text();
+  INFO("stderr: " << err);
+  CHECK(code == 1);
+  CHECK(err == "dlaunch: error: fake-a: dlaunch-agent not found (test)\n");
+}
+
 TEST_CASE("job: every rank exits 0, the job exits 0", "[launcher][job]") {
   auto out = run_scripted({{0, {.exit_codes = {{0, 0}, {1, 0}}}}, {1, {.exit_codes = {{2, 0}, {3, 0}}}}});
   INFO("stderr: " << out.err);

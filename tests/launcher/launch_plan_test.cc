@@ -788,10 +788,10 @@ TEST_CASE("binding_report: one line per rank, by rank, with what it sees, the ph
     const auto plan = plan_launch(in);
     REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
     CHECK(binding_report(plan, hosts, o) ==
-          "dlaunch: rank 0 on n0: GPUs 0 (physical 6) of CUDA_VISIBLE_DEVICES=6,4\n"
-          "dlaunch: rank 1 on n1: GPUs 0 (physical 0) of ROCR_VISIBLE_DEVICES=0,1\n"
-          "dlaunch: rank 2 on n0: GPUs 1 (physical 4) of CUDA_VISIBLE_DEVICES=6,4\n"
-          "dlaunch: rank 3 on n1: GPUs 1 (physical 1) of ROCR_VISIBLE_DEVICES=0,1\n");
+          "dlaunch: rank 0 on n0: GPUs 0 (physical 6) of CUDA_VISIBLE_DEVICES=6,4; CPUs not bound (--bind-to none)\n"
+          "dlaunch: rank 1 on n1: GPUs 0 (physical 0) of ROCR_VISIBLE_DEVICES=0,1; CPUs not bound (--bind-to none)\n"
+          "dlaunch: rank 2 on n0: GPUs 1 (physical 4) of CUDA_VISIBLE_DEVICES=6,4; CPUs not bound (--bind-to none)\n"
+          "dlaunch: rank 3 on n1: GPUs 1 (physical 1) of ROCR_VISIBLE_DEVICES=0,1; CPUs not bound (--bind-to none)\n");
   }
   SECTION("isolate with --bind-to core: CPUs too; a host without GPUs says so") {
     o.gpu_bind_mode = dl::hostfiles::GpuBind::kIsolate;
@@ -806,12 +806,11 @@ TEST_CASE("binding_report: one line per rank, by rank, with what it sees, the ph
           "dlaunch: rank 2 on n0: GPUs 0 (physical 4) of CUDA_VISIBLE_DEVICES=4; CPUs 1,5\n"
           "dlaunch: rank 3 on n1: no GPUs; CPUs 1,5\n");
   }
-  SECTION("none: not bound") {
-    o.gpu_bind_mode = dl::hostfiles::GpuBind::kNone;
+  SECTION("none: not bound, and without --bind-to the CPUs say so too (not just \"no GPUs\")") {
     o.gpu_bind_mode = dl::hostfiles::GpuBind::kNone;
     const auto plan = plan_launch(in);
     CHECK_THAT(binding_report(plan, hosts, o),
-               Catch::StartsWith("dlaunch: rank 0 on n0: GPUs not bound (--gpu-bind none)\n"));
+               Catch::StartsWith("dlaunch: rank 0 on n0: GPUs not bound (--gpu-bind none); CPUs not bound (--bind-to none)\n"));
   }
 }
 

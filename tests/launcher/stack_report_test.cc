@@ -58,7 +58,13 @@ RankStackEntry python_rank(int rank, const std::string& inner, const std::string
 
 TEST_CASE("stack report: a Python dump's main thread is its last, innermost first", "[launcher]") {
   CHECK(main_thread_frames("python", python_dump("all_reduce"), 1) ==
-        std::vector<std::string>{"all_reduce", "train_step", "<module>"});
+        std::vector<std::string>{"all_reduce (train.py:12)", "train_step (train.py:30)", "<module> (train.py:41)"});
+  // mpi4py's hang, as the audit saw it: the line is where the rank is.
+  CHECK(main_thread_frames("python", "Current thread 0x00007f (most recent call first):\n"
+                                     "  File \"/tmp/x/hangpy.py\", line 6 in <module>\n", 1) ==
+        std::vector<std::string>{"<module> (hangpy.py:6)"});
+  CHECK(main_thread_frames("python", "  File \"<string>\", line 1 in <module>\n", 1) ==
+        std::vector<std::string>{"<module> (<string>:1)"});
 }
 
 TEST_CASE("stack report: eu-stack's main thread is TID == pid, cut at main", "[launcher]") {
@@ -95,10 +101,10 @@ TEST_CASE("stack report: 8 ranks, rank 5 elsewhere: it comes first, the 7 groupe
   auto g = group_stacks(s);
   REQUIRE(g.size() == 2);
   CHECK(g[0].ranks == std::vector<int>{5});
-  CHECK(summary_line(g[0]) == "rank 5 on node2: load_batch <- train_step <- <module>");
+  CHECK(summary_line(g[0]) == "rank 5 on node2: load_batch (train.py:12) <- train_step (train.py:30) <- <module> (train.py:41)");
   CHECK(g[1].ranks == std::vector<int>{0, 1, 2, 3, 4, 6, 7});
   CHECK(g[1].hosts == std::vector<std::string>{"node1", "node2"});
-  CHECK(summary_line(g[1]) == "ranks 0-4, 6-7 (7): all_reduce <- train_step <- <module>");
+  CHECK(summary_line(g[1]) == "ranks 0-4, 6-7 (7): all_reduce (train.py:12) <- train_step (train.py:30) <- <module> (train.py:41)");
 }
 
 TEST_CASE("stack report: addresses and line numbers do not split a group", "[launcher]") {
@@ -117,7 +123,7 @@ TEST_CASE("stack report: ranks without a stack group by reason, hosts named", "[
                                    {3, "node2", 13, "python", "", "did not answer within 10 s"}};
   auto g = group_stacks(s);
   REQUIRE(g.size() == 3);
-  CHECK(summary_line(g[0]) == "rank 2 on node2: step <- train_step <- <module>");
+  CHECK(summary_line(g[0]) == "rank 2 on node2: step (train.py:12) <- train_step (train.py:30) <- <module> (train.py:41)");
   CHECK(summary_line(g[1]) == "rank 3 on node2: did not answer within 10 s");
   CHECK(summary_line(g[2]) == "ranks 0-1 (2) on node1: " + none);
 }
@@ -128,6 +134,18 @@ TEST_CASE("stack report: a deep stack is cut in the summary, not in the group", 
   CHECK(summary_line(g) == "rank 4 on h: f0 <- f1 <- f2 <- f3 <- f4 <- f5 <- f6 <- f7 <- ... (4 more)");
 }
 
+TEST_CASE("stack report: a run of unnamed frames counts once, so MPICH's PMPI_Barrier <- main stay on the line",
+          "[launcher]") {
+  StackGroup g{{0}, {"localhost"}, {}, ""};
+  for (int i = 0; i < 9; ++i) g.frames.push_back("??");
+  g.frames.insert(g.frames.end(), {"PMPI_Barrier", "main"});
+  CHECK(summary_line(g) == "rank 0 on localhost: ?? x9 <- PMPI_Barrier <- main");
+  g.frames = {"??", "ucp_worker_progress", "??", "??", "??", "PMPI_Barrier", "main"};
+  CHECK(summary_line(g) == "rank 0 on localhost: ?? <- ucp_worker_progress <- ?? x3 <- PMPI_Barrier <- main");
+  // The group keeps every frame: the JSON report lists them all.
+  CHECK(g.frames.size() == 7);
+}
+
 TEST_CASE("stack report: the JSON report carries groups and every rank's frames", "[launcher]") {
   std::vector<RankStackEntry> s = {python_rank(0, "a"), python_rank(1, "b"), {2, "node1", 3, "", "", "had ended"}};
   auto j = nlohmann::json::parse(json_report("SIGQUIT", group_stacks(s), s));
@@ -135,7 +153,7 @@ TEST_CASE("stack report: the JSON report carries groups and every rank's frames"
   REQUIRE(j["groups"].size() == 3);
   CHECK(j["groups"][2]["error"] == "had ended");
   REQUIRE(j["ranks"].size() == 3);
-  CHECK(j["ranks"][1]["frames"][0] == "b");
+  CHECK(j["ranks"][1]["frames"][0] == "b (train.py:12)");
   CHECK(j["ranks"][1]["how"] == "python");
   CHECK_FALSE(j["ranks"][0].contains("error"));
   // A tool's bytes that are not UTF-8 are replaced, so JSON readers take the report.

@@ -280,7 +280,7 @@ TEST_CASE("launch tree: sshd down on a leaf is named by the root that tried - on
   CHECK(line_with(r.output, "error: " + c.address(7), "(started by the agent on " + c.address(5) + ")"));
   // And how to do without the tree where hosts may not ssh to one another.
   CHECK(line_with(r.output, "(started by the agent on " + c.address(5) + ")", "--fanout 0 starts every agent"));
-  CHECK(contains(r.output, "lost the agent on " + c.address(7) + " (its agent could not be started)"));
+  CHECK_FALSE(contains(r.output, "lost the agent"));  // the error line says it all: no verdict restating it
   CHECK(count_lines_with(r.output, "error: ") == 1);
   CHECK(wait_clean(c, mark) == "");
   REQUIRE(c.script({"start-sshd", c.id(), "h7"}).status == 0);

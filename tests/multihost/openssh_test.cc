@@ -106,7 +106,7 @@ TEST_CASE("launcher ssh: sshd stopped on h2, one line names h2, nothing runs els
   CHECK(r.status == 1);
   CHECK(count_lines_with(r.output, "error: " + c.address(2) + ": ssh failed (exit 255)") == 1);
   CHECK(contains(r.output, "Connection refused: is sshd running there"));
-  CHECK(contains(r.output, "lost the agent on " + c.address(2) + " (its agent could not be started)"));
+  CHECK_FALSE(contains(r.output, "lost the agent"));  // the error line says it all: no verdict restating it
   CHECK(wait_clean(c, mark) == "");
   CHECK(pids_matching(c, "h0", "BatchMode").empty());
 }
