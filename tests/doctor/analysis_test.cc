@@ -153,7 +153,7 @@ TEST_CASE("one slow pair only: the pair is flagged, no host is blamed", "[doctor
   CHECK(slow_hosts(three, {true, false, false}).empty());
 }
 
-TEST_CASE("equal links: nothing is flagged; every pair slow: no host is to blame", "[doctor]") {
+TEST_CASE("equal links: nothing is flagged - every pair slow: no host is to blame", "[doctor]") {
   CHECK(link_outliers(pairs(kThree, {{60, 1e9}, {60, 1e9}, {60, 1e9}}), 3).empty());
   CHECK(link_outliers(pairs(kFour, {{60, 1e9}, {61, 1.1e9}, {59, 0.9e9}, {60, 1e9}, {62, 1e9}, {58, 1e9}}), 3).empty());
   CHECK(slow_hosts(pairs(kThree, {{60, 1e9}, {60, 1e9}, {60, 1e9}}), {false, false, false}).empty());

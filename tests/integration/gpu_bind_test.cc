@@ -269,8 +269,8 @@ TEST_CASE("gpu-bind: --report-bindings prints one line per rank before the ranks
   for (const auto& l : ls)
     if (l.rfind("dlaunch: rank ", 0) == 0) report.push_back(l);
   CHECK(report == std::vector<std::string>{
-                      "dlaunch: rank 0 on localhost: GPUs 0 (physical 0) of CUDA_VISIBLE_DEVICES=0",
-                      "dlaunch: rank 1 on localhost: GPUs 0 (physical 1) of CUDA_VISIBLE_DEVICES=1"});
+                      "dlaunch: rank 0 on localhost: GPUs 0 (physical 0) of CUDA_VISIBLE_DEVICES=0; CPUs not bound (--bind-to none)",
+                      "dlaunch: rank 1 on localhost: GPUs 0 (physical 1) of CUDA_VISIBLE_DEVICES=1; CPUs not bound (--bind-to none)"});
 }
 
 TEST_CASE("gpu-bind: --dry-run shows each rank's visible list, DLAUNCH_GPUS and physical GPUs", "[integration][gpu]") {

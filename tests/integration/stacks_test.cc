@@ -93,8 +93,8 @@ TEST_CASE("stacks: --timeout on 8 Python ranks groups 7 and names rank 5, then 1
   CHECK(r.code == 124);
   CHECK(r.err.find("ran past --timeout 8") != std::string::npos);
   CHECK(line_starting(r.err, "dlaunch:   rank 5 on ") != "");
-  CHECK(line_starting(r.err, "dlaunch:   rank 5 on ").find(": elsewhere <- main <- <module>") != std::string::npos);
-  CHECK(line_starting(r.err, "dlaunch:   ranks 0-4, 6-7 (7): spin_here <- main <- <module>") != "");
+  CHECK(line_starting(r.err, "dlaunch:   rank 5 on ").find(": elsewhere (stuck.py:9) <- main (stuck.py:11) <- <module>") != std::string::npos);
+  CHECK(line_starting(r.err, "dlaunch:   ranks 0-4, 6-7 (7): spin_here (stuck.py:5) <- main (stuck.py:11) <- <module>") != "");
   // The odd one out comes first.
   CHECK(r.err.find("rank 5 on ") < r.err.find("ranks 0-4, 6-7 (7)"));
   // The full stacks, in the directory named.
@@ -142,7 +142,7 @@ TEST_CASE("stacks: SIGQUIT prints the report and the job goes on", "[integration
   ::kill(c.pid, SIGQUIT);
   REQUIRE(read_fd_until(c.err_fd, err, "stacks-1.json", 30));
   INFO(err);
-  CHECK(line_starting(err, "dlaunch:   rank 5 on ").find("elsewhere <- main") != std::string::npos);
+  CHECK(line_starting(err, "dlaunch:   rank 5 on ").find("elsewhere (stuck.py:9) <- main") != std::string::npos);
   CHECK(line_starting(err, "dlaunch:   ranks 0-4, 6-7 (7): spin_here") != "");
   // Everything still runs, and a second SIGQUIT gives a second report.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));

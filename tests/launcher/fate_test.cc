@@ -251,7 +251,7 @@ TEST_CASE("fate: the rank a refused MPI_Init or an MPI_Abort names is not named 
   CHECK(aborted.verdict() == "rank 1 on node0 called MPI_Abort with code 3");
 }
 
-TEST_CASE("fate: a verdict already said in full is said once; a restated one is said again", "[launcher]") {
+TEST_CASE("fate: a verdict already said in full is said once - a restated one is said again", "[launcher]") {
   Fate f(2);
   f.mark_said();  // nothing failed yet: nothing was said
   CHECK_FALSE(f.said());

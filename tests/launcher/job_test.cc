@@ -601,8 +601,9 @@ TEST_CASE("job: --max-restarts, an agent that never says ready: the restart fail
   INFO("stderr: " << out.err);
   CHECK(out.code == 4);
   CHECK(out.seconds < 5.0);
-  CHECK_THAT(out.err, Catch::Contains("attempt 1 of 2 failed: rank 3 on fake-b (pid 5003) exited with code 4; cannot "
-                                      "restart: no word from the agent on fake-a within 2 s"));
+  CHECK_THAT(out.err, Catch::Contains("attempt 1 of 2 failed: rank 3 on fake-b (pid 5003) exited with code 4; restarting"));
+  CHECK_THAT(out.err, Catch::Contains("attempt 1 of 2 failed (above); cannot restart: no word from the agent on fake-a "
+                                      "within 2 s"));
   CHECK(out.seen[0].launches.size() == 1);
   CHECK(out.seen[0].ended == "bye");
 }

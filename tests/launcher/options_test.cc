@@ -525,7 +525,7 @@ TEST_CASE("options: mpirun's single-dash long options are those options, before 
   CHECK_FALSE(parse({"./a", "-tag-output"}).tag_output);
 }
 
-TEST_CASE("options: hydra's -genv, -genvall and -prepend-rank; --export-all is -x '*'", "[launcher][habits]") {
+TEST_CASE("options: hydra's -genv, -genvall and -prepend-rank - --export-all is -x '*'", "[launcher][habits]") {
   auto o = parse({"-genv", "NCCL_DEBUG", "INFO", "-prepend-rank", "-hosts", "localhost:2", "./a"});
   CHECK(o.exports == Args{"NCCL_DEBUG=INFO"});
   CHECK(o.tag_output);
