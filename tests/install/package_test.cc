@@ -285,7 +285,7 @@ TEST_CASE("the .deb installs into a scratch root: demo, man page, completion, pk
                    {{"DLAUNCH_CONFIG", config}}) == std::vector<std::string>{"beta"});
     CHECK(has(complete(root, "dlaunch doc", {"dlaunch", "doc"}, work), "doctor"));
     CHECK(complete(root, "dlaunch -n 2 --map-by ", {"dlaunch", "-n", "2", "--map-by", ""}, work) ==
-          std::vector<std::string>{"node", "ppr:", "slot"});
+          std::vector<std::string>{"core", "hwthread", "node", "ppr:", "slot"});
     // The values come from the options' own word lists, the spellings of
     // other launchers and torchrun's underscores from the option tables.
     CHECK(complete(root, "dlaunch --mpi p", {"dlaunch", "--mpi", "p"}, work) ==
