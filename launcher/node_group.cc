@@ -551,6 +551,18 @@ int NodeGroup::leave(int code) {
   }
   stop_ = true;
   if (watcher_.joinable()) watcher_.join();
+  // The last node can publish its failure and count itself done between two
+  // of the watcher's reads: the loop above then sees every node done first.
+  // One more read, with the watcher stopped, so that failure is not missed.
+  if ((server_ || torch_) && !failure_seen_ && !store_lost_) {
+    try {
+      if (store_->check({failed_key(attempt_)})) {
+        const FailedRecord f = failed_record_from_json(store_->get(failed_key(attempt_)));
+        failed(f.code, f.verdict);
+      }
+    } catch (const std::exception&) {
+    }
+  }
   if (code == 0 && failure_seen_) {
     std::string why_not;  // a node that would have restarted says why it could not
     try {
