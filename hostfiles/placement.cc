@@ -138,6 +138,17 @@ Placement place(const std::vector<HostEntry>& hosts, const PlacementOptions& opt
   return place_given(hosts, host_of_ranks(caps, opts.map_by, np));
 }
 
+std::vector<HostEntry> take_spares(std::vector<HostEntry>& hosts, int k, const std::string& source) {
+  if (k <= 0) return {};
+  if (hosts.size() <= static_cast<size_t>(k))
+    throw UsageError("--spares " + std::to_string(k) + ": " + source + " gives " + std::to_string(hosts.size()) +
+                     (hosts.size() == 1 ? " host" : " hosts") + "; the spares are its last " + std::to_string(k) +
+                     " and at least one host must run ranks: add hosts or lower --spares");
+  std::vector<HostEntry> spares(hosts.end() - k, hosts.end());
+  hosts.resize(hosts.size() - static_cast<size_t>(k));
+  return spares;
+}
+
 Placement place_local(int np, int slots) {
   if (np < 1) throw UsageError("-n must be a positive number of ranks, got " + std::to_string(np));
   HostEntry local{"localhost", "", 0, std::max(1, slots), 0, false, std::string(kLocalCpusOrigin)};

@@ -2,6 +2,7 @@
 // Placement: which host runs which rank. Pure functions of the host list and
 // the options, so the launcher's -n/--map-by/--npernode/--oversubscribe
 // behaviour is tested without starting anything.
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -38,7 +39,15 @@ struct Placement {
   std::vector<HostEntry> nodes;  // only the hosts that got ranks, hostfile order
   std::vector<RankPlace> ranks;  // ranks[r].rank == r
   std::vector<int> local_size;   // per node: how many ranks it runs
+  // --spares: hosts that hold no ranks and take a lost node's at a restart
+  // (launcher/seats.h); after `nodes` in the job's host order.
+  std::vector<HostEntry> spares;
 };
+
+// --spares K: the last K of `hosts` (in their order), taken off `hosts`.
+// Throws dl::UsageError naming `source` (the hostfile, -H, the allocation)
+// when fewer than K + 1 hosts are given: at least one must run ranks.
+std::vector<HostEntry> take_spares(std::vector<HostEntry>& hosts, int k, const std::string& source);
 
 // Places opts.np ranks on `hosts` (as parsed: duplicates merged).
 // Throws dl::UsageError when the hosts cannot take the ranks: more ranks than

@@ -4,10 +4,10 @@
 
 namespace dl::launcher {
 
-void Attempts::begin_restart(std::vector<int> nodes, std::vector<int> anew) {
+void Attempts::begin_restart(std::vector<int> nodes, std::vector<int> anew, int port_node) {
   waiting_ = {nodes.begin(), nodes.end()};
   anew_ = {anew.begin(), anew.end()};
-  first_node_ = waiting_.empty() ? -1 : *waiting_.begin();
+  first_node_ = port_node >= 0 ? port_node : waiting_.empty() ? -1 : *waiting_.begin();
   port_ = 0;
   restarting_ = true;
 }
@@ -18,9 +18,13 @@ bool Attempts::ready(int node, int attempt, int free_port) {
   return waiting_.empty();
 }
 
+std::string Attempts::attempt_name(int n) const {
+  return "attempt " + std::to_string(n) + " of " + std::to_string(max_ + 1);
+}
+
 std::string Attempts::name() const {
   if (max_ == 0) return "";
-  return "attempt " + std::to_string(restart_ + 1) + " of " + std::to_string(max_ + 1);
+  return attempt_name(restart_ + 1);
 }
 
 std::string Attempts::restarting_line(const std::string& verdict) const {
@@ -31,6 +35,15 @@ std::string Attempts::restarting_line(const std::string& verdict) const {
 }
 
 std::string Attempts::final_line(const Fate& fate) const {
+  std::string line = verdict_line(fate);
+  if (changes_.empty() || line.empty()) return line;
+  line += "\ndlaunch: the job's hosts changed " + std::to_string(changes_.size()) +
+          (changes_.size() == 1 ? " time: " : " times: ");
+  for (size_t i = 0; i < changes_.size(); ++i) line += (i ? "; " : "") + changes_[i];
+  return line;
+}
+
+std::string Attempts::verdict_line(const Fate& fate) const {
   if (!fate.failed()) return restart_ > 0 ? "dlaunch: " + name() + " succeeded" : "";
   if (max_ == 0) return fate.said() ? "" : "dlaunch: " + fate.verdict();
   // The verdict went out with "restarting": the reason it did not happen, alone.

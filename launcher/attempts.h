@@ -39,7 +39,20 @@ class Attempts {
   // Prepares the next attempt (numbered next()): from now on ready()
   // collects `nodes`' answers; those of `anew` (among them) get a new agent,
   // whose hello is their answer.
-  void begin_restart(std::vector<int> nodes, std::vector<int> anew = {});
+  // `port_node` (node rank 0's, which hosts rank 0) offers the next
+  // MASTER_PORT; -1: the lowest of `nodes`.
+  void begin_restart(std::vector<int> nodes, std::vector<int> anew = {}, int port_node = -1);
+  // `node` will not answer (a spare lost during the restart): returns true
+  // when that leaves no node to wait for.
+  bool forget(int node) { return waiting_.erase(node) > 0 && waiting_.empty(); }
+  // --spares: the failed attempt's host (Fate::failed_host). True when the
+  // attempt before it failed on the same host too ("" never counts): a
+  // host that fails again and again is swapped out while a spare is free.
+  bool failed_again(const std::string& host) {
+    const bool again = !host.empty() && host == last_failed_host_;
+    last_failed_host_ = host;
+    return again;
+  }
   // Whether `node`'s agent is being started anew for the prepared attempt.
   bool anew(int node) const { return anew_.count(node) > 0; }
   // The restart count of the attempt begin_restart() prepares.
@@ -56,6 +69,10 @@ class Attempts {
   // The nodes that have not answered yet (for a timeout's message).
   std::vector<int> waiting() const { return {waiting_.begin(), waiting_.end()}; }
 
+  // --spares: a membership change made for the prepared attempt ("node3
+  // lost (...); its ranks 6-7 moved to spare node5"); the final line lists
+  // every one.
+  void changed(std::string line) { changes_.push_back("before " + attempt_name(restart_ + 2) + ": " + std::move(line)); }
   // "attempt 2 of 4" (or "" without --max-restarts: the lines stay as they were).
   std::string name() const;
   // The line for a failed attempt that is being retried.
@@ -72,7 +89,10 @@ class Attempts {
   int max_ = 0, restart_ = 0;
   std::set<int> waiting_, anew_;
   int first_node_ = -1, port_ = 0;
-  std::string refused_;
+  std::string attempt_name(int n) const;
+  std::string verdict_line(const Fate& fate) const;
+  std::string refused_, last_failed_host_;
+  std::vector<std::string> changes_;
   bool restarting_ = false;  // begin_restart() was called for next()
 };
 

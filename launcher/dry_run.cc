@@ -146,6 +146,12 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
                           [](const hostfiles::HostEntry& h) { return !remote::is_local_host(h.host); }))
     out += "CPUs: ? = a remote host's, planned once its agent reports its cores (--report-bindings shows them)\n";
   if (!bind) out += "GPUs: not bound (--gpu-bind none): every rank inherits the visibility variables as they are\n";
+  if (!p.spares.empty()) {
+    std::string names;
+    for (const auto& h : p.spares) names += (names.empty() ? "" : ", ") + hostfiles::describe(h);
+    out += "spares: " + names + " (no ranks; each takes a lost host's ranks at a restart, --spares " +
+           std::to_string(p.spares.size()) + ")\n";
+  }
   for (const auto& [var, vendor] : variables)
     out += "GPUs: visible is " + var + " (" + vendor + ", --gpu-bind " + hostfiles::to_string(o.gpu_bind_mode) +
            "); DLAUNCH_GPUS indexes it\n";

@@ -50,13 +50,15 @@ bool Fate::on_exit(const RankExit& e) {
     if (user_signal_ != 0)
       return fail(exit_codes::kSignalBase + user_signal_,
                   "interrupted by " + std::string("SIG") + ::sigabbrev_np(user_signal_) + "; ranks stopped");
-    return fail(exit_codes::kSignalBase + e.signal,
-                who + " (pid " + std::to_string(e.pid) + ") was killed by signal " + std::to_string(e.signal) + " (" +
-                    signal_name(e.signal) + ")" + (e.core ? ", core dumped" : "") + raised,
-                true);
+    return blame(e.host, fail(exit_codes::kSignalBase + e.signal,
+                              who + " (pid " + std::to_string(e.pid) + ") was killed by signal " +
+                                  std::to_string(e.signal) + " (" + signal_name(e.signal) + ")" +
+                                  (e.core ? ", core dumped" : "") + raised,
+                              true));
   }
-  return fail(e.code, who + " (pid " + std::to_string(e.pid) + ") exited with code " + std::to_string(e.code) + raised,
-              true);
+  return blame(e.host, fail(e.code, who + " (pid " + std::to_string(e.pid) + ") exited with code " +
+                                        std::to_string(e.code) + raised,
+                            true));
 }
 
 std::string Fate::verdict() const {
@@ -75,7 +77,7 @@ bool Fate::on_host_lost(const std::string& host, const std::string& why, const s
   bool had_unfinished = false;
   for (int r : ranks) had_unfinished = mark_done(r) || had_unfinished;
   if (!had_unfinished) return false;
-  return fail(exit_codes::kFailure, "lost the agent on " + host + " (" + why + "); its ranks count as failed", true);
+  return blame(host, fail(exit_codes::kFailure, "lost the agent on " + host + " (" + why + "); its ranks count as failed", true));
 }
 
 bool Fate::on_mpi_abort(int rank, const std::string& host, int status, const std::string& text,

@@ -109,9 +109,17 @@ class Fate {
   int exit_code() const { return code_; }
   // The one line that says why the job failed; "" on success.
   std::string verdict() const;
+  // The host of the failure that decided the verdict, when it was a rank's
+  // own exit or signal or a lost host ("" otherwise): --spares swaps out a
+  // host that fails attempt after attempt.
+  const std::string& failed_host() const { return failed_host_; }
 
  private:
   bool fail(int code, std::string verdict, bool retryable = false);
+  bool blame(const std::string& host, bool first) {
+    if (first) failed_host_ = host;
+    return first;
+  }
   // Marks `rank` ended; false if it already was.
   bool mark_done(int rank);
   std::vector<bool> done_;
@@ -121,6 +129,7 @@ class Fate {
   bool retryable_ = false, final_ = false, said_ = false;
   std::string verdict_;
   std::vector<std::string> also_signaled_, also_exited_;  // failed by themselves later
+  std::string failed_host_;
   int blamed_rank_ = -1;  // the rank a verdict of MPI_Abort or a refused MPI_Init names: never "also" named
 };
 

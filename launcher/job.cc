@@ -9,6 +9,7 @@
 #include "launcher/control_server.h"
 #include "launcher/dry_run_program.h"
 #include "launcher/launch_plan.h"
+#include "launcher/seats.h"
 #include "launcher/torch_store.h"
 #include "remote/start_method.h"
 #include "rendezvous/tcp_store_server.h"
@@ -38,11 +39,13 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, JobParts parts)
   for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT}) signals_.add(sig);
   sink_ = make_output_sink(opts_, plan_);
   const PeerIdentity* id = peers_->identity();
-  nodes_.resize(plan_.nodes.size());
-  for (size_t i = 0; i < plan_.nodes.size(); ++i) {
+  nodes_.resize(plan_.nodes.size() + plan_.spares.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
     Node& n = nodes_[i];
     n.index = static_cast<int>(i);
-    n.host = plan_.nodes[i].host;
+    n.entry = i < plan_.nodes.size() ? plan_.nodes[i] : plan_.spares[i - plan_.nodes.size()];
+    n.host = n.entry.host;
+    if (i < plan_.nodes.size()) n.seat = n.index, seats_.push_back(n.index);
     if (id && n.index != id->node) n.state = NodeState::kExternal;
     n.local = id ? n.ours() : remote::is_local_host(n.host);
   }
@@ -191,9 +194,11 @@ std::string Job::on_hello(const msg::Hello& m) {
   Node& n = nodes_.at(static_cast<size_t>(m.node));
   if (!n.ours()) return "agent claims node " + std::to_string(m.node) + ", which is not expected";
   if (n.hello) return hello_again(n, m);
+  if (n.lost) return "agent claims node " + std::to_string(m.node) + ", which the job no longer uses";
   greeted(n, m);
-  log("agent on " + n.host + " connected (pid " + std::to_string(m.pid) + ")");
-  if (++hellos_ == own_nodes() && !fate_.failed()) launch_all();
+  log(std::string(n.seat < 0 ? "spare agent" : "agent") + " on " + n.host + " connected (pid " + std::to_string(m.pid) + ")");
+  ++hellos_;
+  if (ready_to_launch() && !fate_.failed()) launch_all();
   else if (fate_.failed() && phase_.is(Phase::kStarting) && all_agents_settled()) teardown(0);
   return "";
 }
@@ -216,7 +221,7 @@ void Job::on_message(int node, const control::FromAgent& m) {
   std::visit(control::Visitor{
                  [](const msg::Hello&) { throw RemoteError("a second hello"); },
                  [](const msg::Heartbeat&) {},
-                 [](const msg::Started&) {},
+                 [&](const msg::Started&) { on_started(); },
                  [&](const msg::Stacks& s) { stacks_->on_stacks(node, s); },
                  [&](const msg::Ready& r) { on_ready(node, r); },
                  [&](const msg::AgentFailed& f) {
@@ -273,12 +278,36 @@ void Job::on_closed(int node, const std::string& why) {
   Node& n = nodes_.at(static_cast<size_t>(node));
   n.state = NodeState::kGone;
   stacks_->on_closed(node);
+  loss_known_ = std::chrono::steady_clock::now();
+  n.why_gone = why;
+  if (n.seat < 0 && !n.lost && !phase_.ending()) spare_lost(n, why);
+  if (n.lost) {  // swapped out, or a lost spare: its agent's end changes nothing
+    if (phase_.ending() && !server_->any_open()) stop();
+    return;
+  }
   if (phase_.is(Phase::kRestarting)) restart_failed("lost the agent on " + n.host + " (" + why + ")");
   if (!phase_.ending()) {
     if (fate_.on_host_lost(n.host, why, n.ranks)) teardown(grace_ms());
     check_finished();
   }
   if (phase_.ending() && !server_->any_open()) stop();
+}
+
+void Job::spare_lost(Node& n, const std::string& why) {
+  n.lost = true;
+  size_t left = 0;
+  for (const auto& x : nodes_) left += x.seat < 0 && !x.lost ? 1 : 0;
+  write_fully(2, "dlaunch: spare " + n.host + " lost (" + why + ")" + spares_left(left) + "\n");
+  if (phase_.is(Phase::kRestarting) && attempts_.forget(n.index)) all_ready();
+  if (phase_.is(Phase::kStarting) && ready_to_launch() && !fate_.failed()) launch_all();
+}
+
+bool Job::ready_to_launch() const {
+  for (const auto& n : nodes_) {
+    if (!n.ours() || n.lost) continue;
+    if (n.state == NodeState::kStarting || (n.seat >= 0 && n.state != NodeState::kUp)) return false;
+  }
+  return true;
 }
 
 void Job::teardown(int grace_ms) {
@@ -328,7 +357,7 @@ void Job::start_stack_collector() {
     std::vector<StackSource> out;
     if (!phase_.launched() || phase_.is(Phase::kClosing)) return out;
     for (auto& n : nodes_)
-      if (n.state == NodeState::kUp) out.push_back({n.index, n.host, n.ranks});
+      if (n.state == NodeState::kUp && !n.ranks.empty()) out.push_back({n.index, n.host, n.ranks});
     return out;
   };
   hooks.send = [this](int node, const msg::DumpStacks& m) { server_->send(node, m); };

@@ -91,11 +91,18 @@ class Job : public AgentLinks::Handler {
     kUp,           // its agent said hello and the connection is open
     kGone,         // its agent's connection closed
   };
+  // One host of the job and its agent. `index` is the agent's (its control
+  // connection's); the node rank (NODE_RANK) it runs is the seat it holds
+  // (seats_), which moves to a spare when its host is lost (--spares).
   struct Node {
     int index = 0;
     std::string host;  // as the hostfile names it
+    hostfiles::HostEntry entry;  // the hostfile's line (user, port, slots)
     bool local = false;
     NodeState state = NodeState::kStarting;
+    int seat = -1;      // the node rank it runs; -1: a spare, or a host that was lost
+    bool lost = false;  // its ranks moved to a spare (or a spare that was lost): not used again
+    std::string why_gone;  // why its agent's connection closed
     std::vector<int> ranks;
     std::optional<control::msg::Hello> hello;  // its agent's (the last, after a restart)
     std::string reach_addr;  // this host's address as the other hosts reach it
@@ -158,6 +165,22 @@ class Job : public AgentLinks::Handler {
   void all_ready();
   void restart_failed(const std::string& why);
   std::string hello_again(Node& n, const control::msg::Hello& m);
+  // --spares: the seats of lost hosts go to free spares (launcher/seats.h);
+  // returns the lines that say so, "" if none moved. Nodes left without an
+  // agent and without a spare are started anew (returned in `anew`).
+  std::string move_to_spares(std::vector<int>& anew);
+  // A spare's agent holds no ranks: a launch of none starts its heartbeats.
+  control::msg::Launch standby_launch() const;
+  // The agent that runs node rank `seat`.
+  Node& seated(int seat) { return nodes_.at(static_cast<size_t>(seats_.at(static_cast<size_t>(seat)))); }
+  void on_started();
+  // The hosts by node rank (the one that holds each seat now).
+  std::vector<std::string> seat_hosts() const;
+  // A spare whose agent could not start, did not connect or was lost: the
+  // job goes on without it (said once).
+  void spare_lost(Node& n, const std::string& why);
+  // Every agent connected or gave up, and every seated one is up.
+  bool ready_to_launch() const;
   // The MPI router and its port to this Job (launcher/job_mpi.cc).
   friend class JobMpiPort;
   std::unique_ptr<MpiRouter> make_mpi_router();
@@ -184,7 +207,17 @@ class Job : public AgentLinks::Handler {
   asio::io_context io_;
   std::string token_, job_id_, control_host_;
   uint16_t control_port_ = 0;
-  std::vector<Node> nodes_;
+  std::vector<Node> nodes_;  // the placement's hosts by node rank, then the spares
+  std::vector<int> seats_;   // by node rank: the index of the node (agent) that runs it
+  // A membership change being carried out: its line, said once every rank
+  // of the next attempt has started, with the time since the loss was known.
+  struct Change {
+    std::string line;
+    std::chrono::steady_clock::time_point known;
+    int started = 0;
+  };
+  std::optional<Change> change_;
+  std::chrono::steady_clock::time_point loss_known_{};  // when a host's loss was last seen (on_closed)
   std::unique_ptr<AgentLinks> server_;
   std::unique_ptr<rdzv::TcpStoreServer> store_;
   std::unique_ptr<TorchStore> torch_store_;  // --torch-store served (launcher/torch_store.h)

@@ -75,7 +75,7 @@ control::msg::StartAgents Job::tree_message(int to, std::vector<control::msg::Tr
   m.method = opts_.launcher;
   m.self = nodes_.at(static_cast<size_t>(to)).host;
   for (auto& a : agents) {
-    const auto& e = plan_.nodes.at(static_cast<size_t>(a.node));
+    const auto& e = nodes_.at(static_cast<size_t>(a.node)).entry;
     a.host = e.host, a.user = e.user, a.port = e.port;
   }
   m.ssh_parallel = opts_.ssh_parallel;
@@ -131,7 +131,7 @@ void Job::start_agents(bool with_port) {
 }
 
 AgentStartSpec Job::agent_spec(const Node& n) const {
-  const auto& entry = plan_.nodes[static_cast<size_t>(n.index)];
+  const auto& entry = n.entry;
   remote::AgentStartSpec spec;
   spec.node = n.index;
   spec.host = n.host, spec.user = entry.user, spec.port = entry.port;
@@ -163,6 +163,10 @@ void Job::node_failed_to_start(int node, const std::string& why) {
     if (d.state == NodeState::kStarting) d.state = NodeState::kStartFailed;
   }
   const std::string text = control::not_started_beneath(why, names);
+  if (n.seat < 0 && !n.lost && names.empty()) {  // a spare: the job goes on with one fewer
+    n.state = NodeState::kStartFailed;
+    return spare_lost(n, "its agent could not be started: " + why);
+  }
   if (phase_.is(Phase::kRestarting)) {
     if (attempts_.anew(node)) restart_failed(text);  // (else an old agent's watch, too late to matter)
     return;
@@ -195,14 +199,18 @@ void Job::on_agent_timeout() {
   if (!phase_.is(Phase::kStarting)) return;
   std::string missing, known;  // known: why, if the start method can tell (srun waiting for resources)
   std::vector<int> ranks;
+  const std::string silent = "its agent did not connect within " + std::to_string(static_cast<int>(opts_.agent_timeout_s)) +
+                             " s (see --agent-timeout)";
+  for (auto& n : nodes_)  // a silent spare: the job starts without it
+    if (n.state == NodeState::kStarting && n.seat < 0 && !n.lost) n.state = NodeState::kStartFailed, spare_lost(n, silent);
+  if (!phase_.is(Phase::kStarting)) return;  // launched without them
   for (auto& n : nodes_)
     if (n.state == NodeState::kStarting) {
       missing += (missing.empty() ? "" : ", ") + n.host;
       ranks.insert(ranks.end(), n.ranks.begin(), n.ranks.end());
       if (known.empty()) known = starter_->waiting_for(n.index);
     }
-  fate_.on_host_lost(missing, "its agent did not connect within " + std::to_string(static_cast<int>(opts_.agent_timeout_s)) +
-                                  " s (see --agent-timeout)" + (known.empty() ? "" : ": " + known), ranks);
+  fate_.on_host_lost(missing, silent + (known.empty() ? "" : ": " + known), ranks);
   teardown(0);
 }
 

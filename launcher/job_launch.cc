@@ -20,7 +20,10 @@ PlanInput Job::plan_input() const {
   PlanInput in;
   in.placement = &plan_;
   in.opts = &opts_;
-  for (auto& n : nodes_) in.nodes.push_back({n.host, n.local, !n.ours(), n.ranks, n.hello, n.reach_addr});
+  for (int seat : seats_) {  // by node rank: the node that holds each
+    const Node& n = nodes_.at(static_cast<size_t>(seat));
+    in.nodes.push_back({n.host, n.local, !n.ours(), n.ranks, n.hello, n.reach_addr});
+  }
   in.job_id = job_id_;
   in.token = token_;
   in.control_host = control_host_;
@@ -54,7 +57,7 @@ void Job::launch_all() {
   LaunchPlan plan = plan_launch(in);
   if (plan.refusal == LaunchPlan::Refusal::kNoPmix) {
     write_fully(2, "dlaunch: error: " + plan.why + "\n");
-    fate_.on_host_lost(plan.hosts, "no PMIx server (--mpi pmix)", nodes_[0].ranks);
+    fate_.on_host_lost(plan.hosts, "no PMIx server (--mpi pmix)", seated(0).ranks);
     return teardown(0);
   }
   if (plan.refusal == LaunchPlan::Refusal::kBadRequest) {
@@ -71,7 +74,7 @@ void Job::launch_all() {
   agent_timer_.cancel();
   if (opts_.report_bindings) {
     std::vector<std::string> hosts;
-    for (auto& n : nodes_) hosts.push_back(n.host);
+    for (int seat : seats_) hosts.push_back(nodes_.at(static_cast<size_t>(seat)).host);
     write_fully(2, binding_report(plan, hosts, opts_));
   }
   server_->start_heartbeats(milliseconds(heartbeat_interval_ms(opts_.heartbeat_timeout_s)), secs(opts_.heartbeat_timeout_s));
@@ -84,22 +87,34 @@ void Job::launch_all() {
   // What every launch shares, once to every agent, ahead of the launches that leave it out.
   server_->broadcast(plan.shared);
   bool warned = false;
-  for (auto& n : nodes_) {
-    auto& m = plan.launches[static_cast<size_t>(n.index)];
+  for (size_t seat = 0; seat < seats_.size(); ++seat) {
+    auto& m = plan.launches[seat];
     if (!m) continue;
     if (!warned)
       write_fully(2, inherited_identity_warning(*m, in.launcher_env, chosen_env(in), plan.shared.env)), warned = true;
     hoist_shared_env(*m);  // sent once per host, not per rank (launcher/shared_env.h)
-    server_->send(n.index, *m);
+    server_->send(seats_[seat], *m);
   }
+  for (const auto& n : nodes_)
+    if (n.seat < 0 && !n.lost && n.state == NodeState::kUp) server_->send(n.index, standby_launch());
   start_stdin_reader();
+}
+
+// No ranks: the agent starts its heartbeats and waits (a restart's Ready
+// comes at once, since it has nothing to wait for).
+msg::Launch Job::standby_launch() const {
+  msg::Launch m;
+  m.hb_ms = heartbeat_interval_ms(opts_.heartbeat_timeout_s);
+  m.hb_timeout_ms = static_cast<int>(opts_.heartbeat_timeout_s * 1000);
+  m.stdout_pty = opts_.output_pty;
+  return m;
 }
 
 void Job::start_stdin_reader() {
   const int target = opts_.stdin_rank;
   if (target == kNoStdin || !may_read_stdin()) return;
   if (target >= static_cast<int>(plan_.ranks.size())) return;
-  const int node = plan_.ranks[static_cast<size_t>(target)].node;
+  const int node = seats_.at(static_cast<size_t>(plan_.ranks[static_cast<size_t>(target)].node));
   if (!nodes_.at(static_cast<size_t>(node)).ours()) return;
   forward_stdin(
       io_, [this, node, target](std::string data) { server_->send(node, control::data_frame(target, control::kStdin, data)); },

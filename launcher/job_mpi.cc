@@ -24,7 +24,7 @@ class JobMpiPort : public MpiRouter::JobPort {
   bool serves_mpi() const override { return job_.mpi_; }
   bool launched() const override { return job_.phase_.is(Phase::kLaunched); }
   SpawnRoom room(int node) const override {
-    const auto& entry = job_.plan_.nodes.at(static_cast<size_t>(node));
+    const auto& entry = node_at(node).entry;
     SpawnRoom room;
     room.slots = entry.slots;
     room.max_slots = entry.max_slots;

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "launcher/output_sink.h"
+#include "launcher/seats.h"
 #include "launcher/torch_store.h"
 #include "rendezvous/tcp_store_server.h"
 
@@ -31,12 +32,16 @@ void Job::restart() {
   phase_.to(Phase::kRestarting);
   kill_timer_.cancel();
   std::vector<int> own, anew;
-  for (auto& n : nodes_) {
-    if (!n.ours()) continue;
-    own.push_back(n.index);
-    if (n.state != NodeState::kUp) anew.push_back(n.index), n.state = NodeState::kStarting;
+  if (const std::string moved = move_to_spares(anew); !moved.empty()) {
+    attempts_.changed(moved);
+    change_ = Change{moved, loss_known_.time_since_epoch().count() ? loss_known_ : std::chrono::steady_clock::now(), 0};
   }
-  attempts_.begin_restart(own, anew);
+  for (auto& n : nodes_) {
+    if (!n.ours() || n.lost) continue;
+    own.push_back(n.index);
+  }
+  for (int k : anew) nodes_.at(static_cast<size_t>(k)).state = NodeState::kStarting;
+  attempts_.begin_restart(own, anew, seats_.at(0));
   log("restart " + std::to_string(attempts_.next()) + ": waiting for every agent to be ready");
   server_->broadcast(msg::Restart{attempts_.next()});
   for (int k : anew) {
@@ -56,6 +61,56 @@ void Job::restart() {
     restart_failed("no word from the agent on " + hosts + " within " + std::to_string(static_cast<int>(wait_s)) +
                    " s");
   });
+}
+
+// --spares: each seat whose host is gone (its agent lost) goes to a free
+// spare, which is up and holds no ranks: the same node rank, ranks, local
+// ranks and GPU binding there (launcher/seats.h). So does the seat of a
+// host whose ranks failed this attempt and the one before (a bad GPU):
+// that host's agent is sent away. A gone host without a spare for it gets
+// a new agent (`anew`), as without --spares.
+std::string Job::move_to_spares(std::vector<int>& anew) {
+  std::vector<int> gone, spares;
+  for (const auto& n : nodes_) {
+    if (!n.ours() || n.lost) continue;
+    if (n.seat >= 0 && n.state != NodeState::kUp) gone.push_back(n.index);
+    if (n.seat < 0 && n.state == NodeState::kUp) spares.push_back(n.index);
+  }
+  int flaky = -1;
+  if (attempts_.failed_again(fate_.failed_host()) && spares.size() > gone.size())
+    for (const auto& n : nodes_)
+      if (n.seat >= 0 && n.state == NodeState::kUp && n.host == fate_.failed_host()) flaky = n.index;
+  if (flaky >= 0) gone.push_back(flaky);
+  const auto moves = fill_from_spares(seats_, gone, spares);
+  std::string lines;
+  for (const auto& mv : moves) {
+    Node& from = nodes_.at(static_cast<size_t>(mv.from));
+    Node& to = nodes_.at(static_cast<size_t>(mv.to));
+    to.seat = mv.seat, from.seat = -1, from.lost = true;
+    to.ranks = std::move(from.ranks), from.ranks.clear();
+    for (int r : to.ranks) sink_->move_rank(r, to.host);
+    const std::string why = mv.from == flaky ? "its ranks failed in two attempts in a row; swapped out" : from.why_gone;
+    if (mv.from == flaky) server_->send(from.index, msg::Bye{});
+    lines += (lines.empty() ? "" : "; ") + moved_line(from.host, why, to.ranks, to.host);
+    log("node rank " + std::to_string(mv.seat) + " moves from " + from.host + " to spare " + to.host);
+  }
+  if (!moves.empty()) lines += spares_left(spares.size());
+  for (int g : gone)
+    if (nodes_.at(static_cast<size_t>(g)).seat >= 0 && g != flaky) anew.push_back(g);
+  if (torch_store_ && !moves.empty()) torch_store_->rename_nodes(seat_hosts());
+  return lines;
+}
+
+// Every rank of the attempt that follows a membership change has started:
+// the change, said once, with the time it took.
+void Job::on_started() {
+  if (!change_ || ++change_->started < static_cast<int>(plan_.ranks.size())) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - change_->known).count();
+  char took[32];
+  std::snprintf(took, sizeof took, "%.1f", s);
+  write_fully(2, "dlaunch: " + attempts_.name() + ": " + change_->line + "; " + std::to_string(plan_.ranks.size()) +
+                     " ranks running again " + took + " s after the loss was known\n");
+  change_.reset();
 }
 
 // An agent started anew for the restart connected: its hello is its `ready`.
@@ -116,13 +171,13 @@ void Job::relaunch(int master_port) {
   log(attempts_.name() + ": launching again, MASTER_PORT " + std::to_string(master_port));
   if (plan.mpi_map) server_->broadcast(*plan.mpi_map);
   server_->broadcast(plan.shared);
-  for (auto& n : nodes_) {
-    auto& m = plan.launches[static_cast<size_t>(n.index)];
+  for (size_t seat = 0; seat < seats_.size(); ++seat) {
+    auto& m = plan.launches[seat];
     if (!m) continue;
     // dlaunch's stdin went to the first attempt (its reader may be at EOF):
     // later attempts read /dev/null rather than wait for input that never comes.
     for (auto& r : m->ranks) r.stdin_open = false;
-    server_->send(n.index, *m);
+    server_->send(seats_[seat], *m);
   }
 }
 

@@ -8,10 +8,11 @@
 namespace dl::launcher {
 
 void Job::start_torch_store(const std::string& bind, uint16_t port) {
-  std::vector<std::string> hosts;
-  for (const auto& n : nodes_) hosts.push_back(n.host);
   TorchStore::Hooks h;
-  h.node_of = [this](const std::string& address) { return node_at(address); };
+  h.node_of = [this](const std::string& address) {  // by node rank, as the placement's sizes are
+    const int i = node_at(address);
+    return i < 0 ? -1 : nodes_.at(static_cast<size_t>(i)).seat;
+  };
   // A rank's torch speaks what the store does not serve: its client would
   // wait for a reply until torch's timeout, so the job ends now, saying why.
   h.refused = [this](const std::string& why) {
@@ -19,12 +20,18 @@ void Job::start_torch_store(const std::string& bind, uint16_t port) {
   };
   h.log = [this](const std::string& line) { log(line); };
   try {
-    torch_store_ = std::make_unique<TorchStore>(io_, bind, port, plan_, std::move(hosts), std::move(h));
+    torch_store_ = std::make_unique<TorchStore>(io_, bind, port, plan_, seat_hosts(), std::move(h));
   } catch (const IoError& e) {
     if (port == 0) throw;
     throw UsageError("--master-port " + std::to_string(port) + ": " + e.what() +
                      "; choose a free port, or leave --master-port out for one dlaunch picks");
   }
+}
+
+std::vector<std::string> Job::seat_hosts() const {
+  std::vector<std::string> hosts;
+  for (int seat : seats_) hosts.push_back(nodes_.at(static_cast<size_t>(seat)).host);
+  return hosts;
 }
 
 // Local ranks reach the store over loopback or this host's control address;

@@ -122,6 +122,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("agent-timeout", seconds(&o.agent_timeout_s, help, "--agent-timeout", kMaxWaitSeconds),
      "seconds to wait for agents to connect")
     ("max-restarts", val(&o.max_restarts, help), "restart the whole job up to N times when a rank fails (torchrun's; not MPI programs)")
+    ("spares", val(&o.spares, help), "the last K hosts hold no ranks: each takes a lost host's ranks at a restart")
     ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
     ("control-addr", val(&o.control_addr, help), "address agents connect back to")
     ("ssh-parallel", val(&o.ssh_parallel, help), "ssh sessions opened at once")
@@ -358,6 +359,27 @@ void type_rdzv(RunOptions& o) {
 }
 
 // Per-node mode: --rdzv names it; the hostfile options do not mix with it.
+// --spares K: hosts of a hostfile launch held back for lost ones; a spare
+// takes over only at a restart, so K restarts are allowed when
+// --max-restarts was not given.
+void check_spares(RunOptions& o, bool restarts_given) {
+  if (o.spares == 0) return;
+  if (o.spares < 0) throw UsageError("--spares takes a number of hosts, 0 or more, got " + std::to_string(o.spares));
+  if (!o.as_written.rdzv.empty() || o.nnodes > 1)
+    throw UsageError("--spares is for a launch from one dlaunch (--hostfile, -H or an allocation); per-node mode "
+                     "(--rdzv, --nnodes) starts one dlaunch per node and has no hosts to hold back");
+  if (!o.rankfile.empty())
+    throw UsageError("--spares with --rankfile: the rankfile places every rank itself; drop one of them");
+  if (o.mpi == MpiMode::kPmix || o.mpi == MpiMode::kPmi)
+    throw UsageError(std::string("--spares with --mpi ") + to_string(o.mpi) +
+                     ": a spare takes a lost host's ranks at a restart, and an MPI job cannot be restarted yet; drop "
+                     "--spares, or use --mpi none for programs that do not call MPI_Init");
+  if (!restarts_given) o.max_restarts = o.spares;
+  if (o.max_restarts == 0)
+    throw UsageError("--spares " + std::to_string(o.spares) + " with --max-restarts 0: a spare takes over only at a "
+                     "restart; drop --max-restarts 0 (K spares allow K restarts) or give more");
+}
+
 void validate_per_node(RunOptions& o, bool per_node_flags) {
   if (o.display_map && !o.as_written.rdzv.empty())
     throw UsageError("--display-map with --rdzv: each node knows the whole map only once all have met; --dry-run "
@@ -638,6 +660,7 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   mpirun_values(o, vm);
   type_modes(o);
   if (o.max_restarts < 0) throw UsageError("--max-restarts takes a number of restarts, 0 or more");
+  check_spares(o, vm.count("max-restarts") > 0);
   // An MPI job cannot be restarted (docs/failures.md): restarts are for
   // torch-style jobs, which meet through MASTER_ADDR/PORT and the store.
   // With --mpi auto the agents serve no MPI, and a rank that calls MPI_Init

@@ -81,6 +81,11 @@ struct RunOptions {
   double heartbeat_timeout_s = 10;  // --heartbeat-timeout
   double agent_timeout_s = 30;      // --agent-timeout: wait for agents to connect
   int max_restarts = 0;             // --max-restarts (torchrun's --max_restarts): failed attempts retried (docs/failures.md)
+  // --spares K: the last K hosts hold no ranks; a lost host's ranks move to
+  // one of them at the next attempt (docs/failures.md, "Spares"). Without
+  // --max-restarts, K restarts are allowed: a spare replaces a host only
+  // at a restart.
+  int spares = 0;
   // Remote hosts.
   std::string prefix;               // --prefix DIR holding bin/dlaunch-agent
   std::string control_addr;         // --control-addr: address agents connect back to

@@ -89,6 +89,10 @@ class OutputSink {
   // A rank started after the job's (MPI_Comm_spawn): its host and the name
   // its tag shows in place of the number ("[spawn1:0@node1] ").
   void add_rank(int rank, std::string host, std::string tag);
+  // --spares: `rank` runs on `host` from the next attempt on.
+  void move_rank(int rank, std::string host) {
+    if (static_cast<size_t>(rank) < hosts_.size()) hosts_[static_cast<size_t>(rank)] = std::move(host);
+  }
   // The rank ended: its unterminated last lines are written with a '\n'.
   void finish(int rank);
   // finish() for every rank that holds or left a line unended.

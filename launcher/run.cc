@@ -131,6 +131,12 @@ hostfiles::Placement plan(const RunOptions& o) {
     check_placed(o, local_ranks(p), static_cast<long>(p.ranks.size()));
     return p;
   }
+  if (hosts.empty() && o.spares > 0)
+    throw UsageError("--spares " + std::to_string(o.spares) + " needs the job's hosts (--hostfile, -H or a scheduler "
+                     "allocation): the spares are the last of them; without hosts every rank runs on this machine");
+  const std::string source = !o.hostfile.empty() ? "the hostfile '" + o.hostfile + "'"
+                             : !o.hosts.empty() ? std::string("-H") : std::string("the allocation");
+  std::vector<hostfiles::HostEntry> spares = hostfiles::take_spares(hosts, o.spares, source);
   if (hosts.empty()) {
     const int np = o.np > 0 ? o.np : (o.per_node > 0 ? o.per_node : 1);
     check_placed(o, np, np);  // before the placement of a million ranks is built
@@ -156,6 +162,9 @@ hostfiles::Placement plan(const RunOptions& o) {
     throw UsageError(std::string(e.what()) + " (" + merged + ")");
   }
   check_placed(o, local_ranks(p), static_cast<long>(p.ranks.size()));
+  // A host that got no ranks (-n below the slots) is not held back: only the
+  // named spares are.
+  p.spares = std::move(spares);
   return p;
 }
 

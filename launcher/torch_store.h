@@ -41,6 +41,9 @@ class TorchStore {
   // arrived, with their hosts; else none.
   std::vector<std::string> unfinished() const;
 
+  // --spares: a lost host's node rank is another host's now.
+  void rename_nodes(std::vector<std::string> hosts) { hosts_ = std::move(hosts); }
+
  private:
   const hostfiles::Placement& placement_;
   std::vector<std::string> hosts_;  // by node

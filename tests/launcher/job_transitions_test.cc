@@ -95,6 +95,7 @@ class RecordingLinks final : public AgentLinks {
     h_.on_closed(node, why);
   }
   const Sent& sent(int node) const { return sent_.at(static_cast<size_t>(node)); }
+  size_t size() const { return open_.size(); }
   bool accepting_ = true, heartbeats_ = false;
   std::vector<int> routes;  // set_routes(): the launch tree, by node
 
@@ -178,7 +179,7 @@ struct Harness {
   }
   // The job's end: the agents' connections close as they do after a bye.
   int finish() {
-    for (int n = 0; n < static_cast<int>(links->routes.size() > 2 ? links->routes.size() : 2); ++n)
+    for (int n = 0; n < static_cast<int>(std::max<size_t>(links->size(), 2)); ++n)
       if (links->connected(n)) links->close(n, "closed by the agent");
     settle();
     concluded = true;
@@ -471,4 +472,180 @@ TEST_CASE("job transitions: a launch tree starts its roots, sends each its subtr
   CHECK(h.finish() != 0);
   CHECK(h.err.find("dlaunch: error: fake-1: cannot start (test) (started by the agent on fake-0); the 1 host it was "
                    "to start (fake-2) were not started") != std::string::npos);
+}
+
+namespace {
+// two_hosts() and a spare, fake-2 (node index 2), which holds no ranks.
+hf::Placement two_hosts_and_a_spare() {
+  hf::Placement p = two_hosts();
+  hf::HostEntry spare;
+  spare.host = "fake-2", spare.slots = 2;
+  p.spares = {spare};
+  return p;
+}
+
+RunOptions restart_options(int restarts) {
+  auto o = test_options();
+  o.max_restarts = restarts;
+  o.torch_store = TorchStoreMode::kRank0;
+  return o;
+}
+
+int count_in(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+void all_started(RecordingLinks& links, int node, std::vector<int> ranks) {
+  for (int r : ranks) links.say(node, msg::Started{r, 6000 + r});
+}
+}  // namespace
+
+TEST_CASE("job transitions: --spares: the spare's agent starts with the job, holds no ranks, and the launch waits for it",
+          "[launcher][job][transitions][spares]") {
+  Harness h(restart_options(1), nullptr, {}, two_hosts_and_a_spare());
+  REQUIRE(h.starter->specs.size() == 3);
+  REQUIRE(h.links->hello(0) == "");
+  REQUIRE(h.links->hello(1) == "");
+  h.settle();
+  CHECK(h.job->phase() == Phase::kStarting);  // the spare has not said hello
+  REQUIRE(h.links->hello(2) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  const auto spare = h.links->sent(2).all<msg::Launch>();
+  REQUIRE(spare.size() == 1);
+  CHECK(spare[0].ranks.empty());  // heartbeats only
+  CHECK(ranks_of(h.links->sent(1).all<msg::Launch>().at(0)) == std::vector<int>{2, 3});
+  for (int r = 0; r < 4; ++r) h.links->exited(r / 2, r, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+}
+
+TEST_CASE("job transitions: --spares: a lost host's node rank, ranks and local ranks move to the spare; the others "
+          "keep their agents",
+          "[launcher][job][transitions][spares]") {
+  Harness h(restart_options(1), nullptr, {}, two_hosts_and_a_spare());
+  REQUIRE(h.links->hello(0, 29500) == "");
+  REQUIRE(h.links->hello(1, 29600) == "");
+  REQUIRE(h.links->hello(2, 29700) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  h.links->close(1, "no heartbeat for 5 s");
+  h.settle();
+  for (int r : {0, 1}) h.links->exited(0, r, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  CHECK(h.starter->specs.size() == 3);  // no agent started anew: the spare is there
+  CHECK(h.links->sent(0).count<msg::Restart>() == 1);
+  CHECK(h.links->sent(2).count<msg::Restart>() == 1);
+  h.links->say(2, msg::Ready{1, 32000});
+  h.settle();
+  CHECK(h.job->phase() == Phase::kRestarting);  // node 0 has not answered
+  h.links->say(0, msg::Ready{1, 31000});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  const auto moved = h.links->sent(2).all<msg::Launch>();
+  REQUIRE(moved.size() == 2);
+  CHECK(ranks_of(moved[1]) == std::vector<int>{2, 3});
+  REQUIRE(moved[1].identity);
+  CHECK(moved[1].identity->node == 1);  // NODE_RANK 1, as on the lost host
+  CHECK(shared_var(h.links->sent(0), 1, "MASTER_PORT") == "31000");  // node rank 0's host still offers it
+  CHECK(ranks_of(h.links->sent(0).all<msg::Launch>().at(1)) == std::vector<int>{0, 1});
+  all_started(*h.links, 0, {0, 1});
+  all_started(*h.links, 2, {2, 3});
+  h.settle();
+  h.links->exited(0, 0, 0), h.links->exited(0, 1, 0), h.links->exited(2, 2, 0), h.links->exited(2, 3, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("attempt 2 of 2: fake-1 lost (no heartbeat for 5 s); its ranks 2-3 moved "
+                                    "to spare fake-2; no spare left; 4 ranks running again"));
+  CHECK(count_in(h.err, "running again") == 1);
+  CHECK_THAT(h.err, Catch::Contains("attempt 2 of 2 succeeded"));
+  CHECK_THAT(h.err, Catch::Contains("the job's hosts changed 1 time: before attempt 2 of 2: fake-1 lost"));
+}
+
+TEST_CASE("job transitions: --spares: a host whose ranks fail in two attempts in a row is swapped out for the spare",
+          "[launcher][job][transitions][spares]") {
+  Harness h(restart_options(2), nullptr, {}, two_hosts_and_a_spare());
+  for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+  h.settle();
+  auto fail_on_node1 = [&](int attempt) {
+    h.links->exited(1, 2, 3);  // rank 2 on fake-1 exits 3
+    h.settle();
+    h.links->exited(1, 3, std::nullopt, SIGTERM);
+    h.links->exited(0, 0, std::nullopt, SIGTERM), h.links->exited(0, 1, std::nullopt, SIGTERM);
+    h.settle();
+    REQUIRE(h.job->phase() == Phase::kRestarting);
+    for (int n = 0; n < 3; ++n)
+      if (h.links->connected(n) && h.links->sent(n).count<msg::Restart>() == attempt) h.links->say(n, msg::Ready{attempt, 31000});
+    h.settle();
+    REQUIRE(h.job->phase() == Phase::kLaunched);
+  };
+  fail_on_node1(1);
+  // The first failure: the same hosts again.
+  CHECK(h.links->sent(1).count<msg::Launch>() == 2);
+  CHECK(h.links->sent(2).count<msg::Launch>() == 1);
+  CHECK(h.links->sent(1).count<msg::Bye>() == 0);
+  fail_on_node1(2);
+  // The second in a row on fake-1: its seat goes to the spare, its agent is sent away.
+  CHECK(h.links->sent(1).count<msg::Launch>() == 2);
+  CHECK(h.links->sent(1).count<msg::Bye>() == 1);
+  const auto spare = h.links->sent(2).all<msg::Launch>();
+  REQUIRE(spare.size() == 2);
+  CHECK(ranks_of(spare[1]) == std::vector<int>{2, 3});
+  h.links->close(1, "closed by the agent");  // the agent that was sent away: nothing to say of it
+  h.settle();
+  CHECK(h.job->phase() == Phase::kLaunched);
+  all_started(*h.links, 0, {0, 1}), all_started(*h.links, 2, {2, 3});
+  h.settle();
+  h.links->exited(0, 0, 0), h.links->exited(0, 1, 0), h.links->exited(2, 2, 0), h.links->exited(2, 3, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("attempt 3 of 3: fake-1 lost (its ranks failed in two attempts in a row; swapped "
+                                    "out); its ranks 2-3 moved to spare fake-2"));
+}
+
+TEST_CASE("job transitions: --spares: a spare lost while the job runs, and one that cannot start, are said and do not "
+          "end the job",
+          "[launcher][job][transitions][spares]") {
+  SECTION("lost while the ranks run") {
+    Harness h(restart_options(1), nullptr, {}, two_hosts_and_a_spare());
+    for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n) == "");
+    h.settle();
+    h.links->close(2, "connection reset");
+    h.settle();
+    CHECK(h.job->phase() == Phase::kLaunched);
+    CHECK(h.links->sent(0).count<msg::Kill>() == 0);
+    for (int r = 0; r < 4; ++r) h.links->exited(r / 2, r, 0);
+    h.settle();
+    CHECK(h.finish() == 0);
+    CHECK_THAT(h.err, Catch::Contains("spare fake-2 lost (connection reset); no spare left"));
+  }
+  SECTION("its agent cannot be started") {
+    Harness h(restart_options(1), nullptr, {2}, two_hosts_and_a_spare());
+    REQUIRE(h.links->hello(0) == "");
+    REQUIRE(h.links->hello(1) == "");
+    h.settle();
+    REQUIRE(h.job->phase() == Phase::kLaunched);  // without the spare
+    for (int r = 0; r < 4; ++r) h.links->exited(r / 2, r, 0);
+    h.settle();
+    CHECK(h.finish() == 0);
+    CHECK_THAT(h.err, Catch::Contains("spare fake-2 lost (its agent could not be started: fake-2: cannot start"));
+  }
+  SECTION("with no spare left, a lost host gets a new agent, as without --spares") {
+    Harness h(restart_options(1), nullptr, {}, two_hosts_and_a_spare());
+    for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n) == "");
+    h.settle();
+    h.links->close(2, "connection reset");  // the spare
+    h.links->close(1, "connection reset");
+    h.settle();
+    for (int r : {0, 1}) h.links->exited(0, r, std::nullopt, SIGTERM);
+    h.settle();
+    REQUIRE(h.job->phase() == Phase::kRestarting);
+    REQUIRE(h.starter->specs.size() == 4);
+    CHECK(h.starter->specs.back().node == 1);
+  }
 }

@@ -1,0 +1,106 @@
+// --spares across the namespace cluster (real sshd): 5 hosts x 2 slots,
+// `-n 8 --spares 1` runs two ranks on h0..h3 and holds h4 back. Everything
+// on h3 is killed (-9), or h3's cable is cut: the next attempt runs h3's
+// ranks, with their node rank and local ranks, on h4, every other host
+// keeps its agent, and nothing is left on any host (docs/failures.md, "Spares").
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "tests/multihost/multihost_util.h"
+
+using dl::cluster::Cluster;
+using namespace dl::multihost;
+using namespace std::chrono_literals;
+
+namespace {
+enum class Fault { kKill, kCable };
+
+void spare_takes_over(Fault fault) {
+  Cluster c(5);
+  const std::string mark = unique_marker();
+  // Attempt 0: every rank becomes "sleep MARK". Attempt 1: the shell stays
+  // (its argv holds "DLAUNCH_RESTART_COUNT"), says who it is, and ends after 3 s.
+  auto f = start_dlaunch(c,
+                         "-n 8 --spares 1 --kill-grace 1 --heartbeat-timeout 3 sh -c '"
+                         "if [ \"$DLAUNCH_RESTART_COUNT\" = 0 ]; then exec sleep \"$0\"; fi; "
+                         "echo \"second attempt: rank $RANK node $NODE_RANK local $LOCAL_RANK of $WORLD_SIZE\"; "
+                         "sleep 3' " + mark,
+                         90s);
+  bool running = false;
+  for (int i = 0; i < 150 && !running; ++i) {
+    running = true;
+    for (int h = 0; h < 4; ++h) running = running && pids_matching(c, c.host(h), "sleep " + mark).size() == 2;
+    if (!running) std::this_thread::sleep_for(100ms);
+  }
+  if (!running) {
+    auto r = f.get();
+    FAIL("the ranks did not start on h0..h3: " << r.output);
+  }
+  CHECK(pids_matching(c, "h4", "sleep " + mark).empty());  // the spare holds no ranks ...
+  REQUIRE(pids_matching(c, "h4", "dlaunch-agent").size() == 1);  // ... but its agent runs
+  const auto h1 = pids_matching(c, "h1", "dlaunch-agent"), h4 = pids_matching(c, "h4", "dlaunch-agent");
+  if (fault == Fault::kKill) {
+    auto victims = pids_matching(c, "h3", "dlaunch-agent");
+    for (int p : pids_matching(c, "h3", "sleep " + mark)) victims.push_back(p);
+    REQUIRE(victims.size() == 3);
+    for (int p : victims) ::kill(p, SIGKILL);
+  } else {
+    REQUIRE(c.script({"link", c.id(), "h3", "down"}).status == 0);
+  }
+  bool second = false;
+  for (int i = 0; i < 300 && !second; ++i) {
+    second = pids_matching(c, "h4", "DLAUNCH_RESTART_COUNT").size() == 2;
+    if (!second) std::this_thread::sleep_for(100ms);
+  }
+  if (second) {
+    CHECK(pids_matching(c, "h1", "dlaunch-agent") == h1);  // the same agents, the spare's too
+    CHECK(pids_matching(c, "h4", "dlaunch-agent") == h4);
+    for (const char* h : {"h0", "h1", "h2", "h4"}) {
+      INFO(h);
+      CHECK(pids_matching(c, h, "sleep " + mark).empty());  // nothing of attempt 0 is left
+    }
+  }
+  auto r = f.get();
+  INFO(r.output);
+  CHECK(second);
+  CHECK(r.status == 0);
+  CHECK(contains(r.output, "attempt 1 of 2 failed: lost the agent on " + c.address(3)));
+  CHECK(contains(r.output, "attempt 2 of 2: " + c.address(3) + " lost ("));
+  CHECK(contains(r.output, "its ranks 6-7 moved to spare " + c.address(4) + "; no spare left; 8 ranks running again"));
+  if (fault == Fault::kCable) CHECK(contains(r.output, "no heartbeat"));
+  CHECK(contains(r.output, "attempt 2 of 2 succeeded"));
+  CHECK(count_lines_with(r.output, "second attempt: rank") == 8);
+  for (int rank = 0; rank < 8; ++rank)  // h3's node rank and local ranks, now on h4
+    CHECK(contains(r.output, "second attempt: rank " + std::to_string(rank) + " node " + std::to_string(rank / 2) +
+                                 " local " + std::to_string(rank % 2) + " of 8"));
+  if (fault == Fault::kCable) REQUIRE(c.script({"link", c.id(), "h3", "up"}).status == 0);
+  CHECK(wait_clean(c, mark, 20s) == "");
+}
+}  // namespace
+
+TEST_CASE("spares: everything on h3 is killed - its ranks run on the spare h4 in the next attempt, same node rank",
+          "[multihost][cluster][slow][spares]") {
+  spare_takes_over(Fault::kKill);
+}
+
+TEST_CASE("spares: h3's cable is cut - at the heartbeat timeout its ranks move to the spare h4",
+          "[multihost][cluster][slow][spares]") {
+  spare_takes_over(Fault::kCable);
+}
+
+TEST_CASE("spares: --dry-run names the spare, and too few hosts for the spares is refused naming the hostfile",
+          "[multihost][cluster][spares]") {
+  Cluster c(3);
+  auto r = run_dlaunch(c, "-n 4 --spares 1 --dry-run true");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(contains(r.output, "spares: " + c.address(2)));
+  CHECK(count_lines_with(r.output, c.address(2)) == 1);  // no rank row on the spare: only its line
+  auto bad = run_dlaunch(c, "-n 2 --spares 3 true");
+  INFO(bad.output);
+  CHECK(bad.status == 2);
+  CHECK(contains(bad.output, "--spares 3: the hostfile '" + c.hostfile() + "' gives 3 hosts"));
+}
