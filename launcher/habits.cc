@@ -56,15 +56,17 @@ void srun_cpu_bind(const std::vector<std::string>& raw, size_t& i, std::vector<s
   mine.push_back("--bind-to=" + it->second);
 }
 
-// torchrun's --nnodes N, or N:N; an elastic MIN:MAX is refused.
+// torchrun's --nnodes N, or N:N; an elastic MIN:MAX is --min-hosts MIN
+// --max-hosts MAX (a launch from one dlaunch; per-node mode refuses it).
 void fixed_nnodes(const std::vector<std::string>& raw, size_t& i, std::vector<std::string>& mine) {
   const std::string typed = raw[i].substr(0, raw[i].find('='));
   const std::string v = value_after(raw, i, typed);
   const size_t colon = v.find(':');
-  if (colon != std::string::npos && v.substr(0, colon) != v.substr(colon + 1))
-    throw UsageError(typed + " " + v + ": elastic sizes (MIN:MAX) are not supported; give the fixed number of nodes, "
-                     "e.g. " + typed + " " + v.substr(colon + 1) + "; every node must then arrive (--rdzv-timeout "
-                     "bounds the wait)");
+  if (colon != std::string::npos && v.substr(0, colon) != v.substr(colon + 1)) {
+    mine.push_back("--min-hosts=" + v.substr(0, colon));
+    mine.push_back("--max-hosts=" + v.substr(colon + 1));
+    return;
+  }
   mine.push_back("--nnodes=" + v.substr(0, colon));
 }
 

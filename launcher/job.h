@@ -169,6 +169,7 @@ class Job : public AgentLinks::Handler {
   // returns the lines that say so, "" if none moved. Nodes left without an
   // agent and without a spare are started anew (returned in `anew`).
   std::string move_to_spares(std::vector<int>& anew);
+  std::string shrink(const std::vector<int>& dropped);
   // A spare's agent holds no ranks: a launch of none starts its heartbeats.
   control::msg::Launch standby_launch() const;
   // The agent that runs node rank `seat`.
@@ -217,6 +218,8 @@ class Job : public AgentLinks::Handler {
     int started = 0;
   };
   std::optional<Change> change_;
+  std::vector<std::string> lost_hosts_;  // every host the job stopped using, with why
+  std::string below_min_;                // --min-hosts: why the world cannot shrink further
   std::chrono::steady_clock::time_point loss_known_{};  // when a host's loss was last seen (on_closed)
   std::unique_ptr<AgentLinks> server_;
   std::unique_ptr<rdzv::TcpStoreServer> store_;

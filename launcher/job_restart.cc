@@ -6,8 +6,11 @@
 
 #include <algorithm>
 
+#include "errors/error.h"
+
 #include "launcher/output_sink.h"
 #include "launcher/seats.h"
+#include "launcher/stack_report.h"
 #include "launcher/torch_store.h"
 #include "rendezvous/tcp_store_server.h"
 
@@ -42,6 +45,7 @@ void Job::restart() {
   }
   for (int k : anew) nodes_.at(static_cast<size_t>(k)).state = NodeState::kStarting;
   attempts_.begin_restart(own, anew, seats_.at(0));
+  if (!below_min_.empty()) return restart_failed(below_min_);
   log("restart " + std::to_string(attempts_.next()) + ": waiting for every agent to be ready");
   server_->broadcast(msg::Restart{attempts_.next()});
   for (int k : anew) {
@@ -95,10 +99,79 @@ std::string Job::move_to_spares(std::vector<int>& anew) {
     log("node rank " + std::to_string(mv.seat) + " moves from " + from.host + " to spare " + to.host);
   }
   if (!moves.empty()) lines += spares_left(spares.size());
+  for (const auto& mv : moves) {
+    const Node& n = nodes_.at(static_cast<size_t>(mv.from));
+    lost_hosts_.push_back(n.host + (n.why_gone.empty() || mv.from == flaky ? "" : " (" + n.why_gone + ")"));
+  }
+  std::vector<int> unfilled;
   for (int g : gone)
-    if (nodes_.at(static_cast<size_t>(g)).seat >= 0 && g != flaky) anew.push_back(g);
-  if (torch_store_ && !moves.empty()) torch_store_->rename_nodes(seat_hosts());
+    if (nodes_.at(static_cast<size_t>(g)).seat >= 0 && g != flaky) unfilled.push_back(g);
+  if (opts_.min_hosts > 0 && !unfilled.empty()) {
+    for (int g : unfilled) {
+      const Node& n = nodes_.at(static_cast<size_t>(g));
+      lost_hosts_.push_back(n.host + (n.why_gone.empty() ? "" : " (" + n.why_gone + ")"));
+    }
+    const size_t remain = seats_.size() - unfilled.size();
+    if (remain < static_cast<size_t>(opts_.min_hosts)) {
+      std::string names;
+      for (const auto& h : lost_hosts_) names += (names.empty() ? "" : ", ") + h;
+      below_min_ = std::to_string(remain) + " of " + std::to_string(seats_.size()) + " hosts would remain, below " +
+                   "--min-hosts " + std::to_string(opts_.min_hosts) + "; hosts lost: " + names;
+      return lines;
+    }
+    try {
+      lines += (lines.empty() ? "" : "; ") + shrink(unfilled);
+    } catch (const Error& e) {  // the hosts that remain cannot take the ranks as -n and --map-by place them
+      below_min_ = std::string("the hosts that remain cannot take the job: ") + e.what();
+    }
+  } else {
+    anew = unfilled;  // the same host again, as without --spares
+  }
+  if (torch_store_ && !lines.empty()) torch_store_->rename_nodes(seat_hosts());
   return lines;
+}
+
+// --min-hosts: the seats of `dropped` (gone, with no spare for them) leave
+// the job; the world is placed again on the hosts that remain, as -n,
+// --map-by and --npernode placed it first: WORLD_SIZE shrinks by their
+// ranks, RANK and NODE_RANK are contiguous again.
+std::string Job::shrink(const std::vector<int>& dropped) {
+  std::vector<int> keep;
+  std::vector<hostfiles::HostEntry> entries;
+  std::vector<int> gone_ranks;
+  int np = 0;
+  for (int seat : seats_) {
+    Node& n = nodes_.at(static_cast<size_t>(seat));
+    if (std::find(dropped.begin(), dropped.end(), seat) != dropped.end()) {
+      gone_ranks.insert(gone_ranks.end(), n.ranks.begin(), n.ranks.end());
+      continue;
+    }
+    keep.push_back(seat), entries.push_back(n.entry);
+    np += static_cast<int>(n.ranks.size());
+  }
+  hostfiles::PlacementOptions po;
+  po.np = np, po.map_by = opts_.map_by, po.per_node = opts_.per_node, po.oversubscribe = opts_.oversubscribe;
+  hostfiles::Placement p = hostfiles::place(entries, po);
+  std::string names;
+  for (int d : dropped) {
+    Node& n = nodes_.at(static_cast<size_t>(d));
+    names += (names.empty() ? "" : ", ") + n.host + " lost" + (n.why_gone.empty() ? "" : " (" + n.why_gone + ")");
+    n.seat = -1, n.lost = true;
+  }
+  for (auto& n : nodes_) n.ranks.clear();
+  seats_ = keep;
+  for (size_t s = 0; s < keep.size(); ++s) nodes_.at(static_cast<size_t>(keep[s])).seat = static_cast<int>(s);
+  for (const auto& r : p.ranks) {
+    Node& n = nodes_.at(static_cast<size_t>(keep.at(static_cast<size_t>(r.node))));
+    n.ranks.push_back(r.rank);
+    sink_->move_rank(r.rank, n.host);
+  }
+  p.spares = std::move(plan_.spares);
+  plan_ = std::move(p);  // (in place: the torch store reads it)
+  log("the world is placed again on " + std::to_string(keep.size()) + " hosts, " + std::to_string(np) + " ranks");
+  return names + "; no spare for " + (dropped.size() > 1 ? "their ranks " : gone_ranks.size() == 1 ? "its rank " : "its ranks ") +
+         rank_ranges(gone_ranks) + ": the job goes on with " + std::to_string(keep.size()) + " hosts and " +
+         std::to_string(np) + " ranks (--min-hosts " + std::to_string(opts_.min_hosts) + ")";
 }
 
 // Every rank of the attempt that follows a membership change has started:

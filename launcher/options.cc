@@ -123,6 +123,8 @@ po::options_description describe(RunOptions& o, bool help = false) {
      "seconds to wait for agents to connect")
     ("max-restarts", val(&o.max_restarts, help), "restart the whole job up to N times when a rank fails (torchrun's; not MPI programs)")
     ("spares", val(&o.spares, help), "the last K hosts hold no ranks: each takes a lost host's ranks at a restart")
+    ("min-hosts", val(&o.min_hosts, help), "a lost host without a spare leaves the job, which goes on smaller while N hosts remain")
+    ("max-hosts", val(&o.max_hosts, help), "at most N hosts take ranks; the hosts after them are spares (torchrun's --nnodes MIN:MAX)")
     ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
     ("control-addr", val(&o.control_addr, help), "address agents connect back to")
     ("ssh-parallel", val(&o.ssh_parallel, help), "ssh sessions opened at once")
@@ -363,6 +365,24 @@ void type_rdzv(RunOptions& o) {
 // takes over only at a restart, so K restarts are allowed when
 // --max-restarts was not given.
 void check_spares(RunOptions& o, bool restarts_given) {
+  if (o.min_hosts < 0) throw UsageError("--min-hosts takes a number of hosts, 1 or more, got " + std::to_string(o.min_hosts));
+  if (o.max_hosts < 0) throw UsageError("--max-hosts takes a number of hosts, 1 or more, got " + std::to_string(o.max_hosts));
+  if (o.max_hosts > 0 && o.min_hosts > o.max_hosts)
+    throw UsageError("--nnodes " + std::to_string(o.min_hosts) + ":" + std::to_string(o.max_hosts) +
+                     " (--min-hosts:--max-hosts): the minimum is above the maximum");
+  if ((o.min_hosts > 0 || o.max_hosts > 0) && (!o.as_written.rdzv.empty() || o.nnodes > 1))
+    throw UsageError("elastic sizes (--nnodes MIN:MAX, --min-hosts, --max-hosts) are for a launch from one dlaunch "
+                     "(--hostfile, -H or an allocation), which can move and drop hosts; per-node mode (--rdzv) has a "
+                     "fixed world: give --nnodes N");
+  if ((o.min_hosts > 0 || o.max_hosts > 0) && o.apps.size() > 1)
+    throw UsageError("--min-hosts/--max-hosts with several app contexts (':'): each context's -n is fixed, so the world cannot "
+                     "shrink; drop --min-hosts");
+  if ((o.min_hosts > 0 || o.max_hosts > 0) && (o.mpi == MpiMode::kPmix || o.mpi == MpiMode::kPmi))
+    throw UsageError(std::string("--min-hosts/--max-hosts with --mpi ") + to_string(o.mpi) +
+                     ": the world shrinks at a restart, and an MPI job cannot be restarted yet");
+  if ((o.min_hosts > 0 || o.max_hosts > 0) && !o.rankfile.empty())
+    throw UsageError("--min-hosts/--max-hosts with --rankfile: the rankfile places every rank itself; drop one of them");
+  o.restarts_given = restarts_given;  // else --spares and --min-hosts allow one restart per host they can lose (run.cc)
   if (o.spares == 0) return;
   if (o.spares < 0) throw UsageError("--spares takes a number of hosts, 0 or more, got " + std::to_string(o.spares));
   if (!o.as_written.rdzv.empty() || o.nnodes > 1)
@@ -375,7 +395,7 @@ void check_spares(RunOptions& o, bool restarts_given) {
                      ": a spare takes a lost host's ranks at a restart, and an MPI job cannot be restarted yet; drop "
                      "--spares, or use --mpi none for programs that do not call MPI_Init");
   if (!restarts_given) o.max_restarts = o.spares;
-  if (o.max_restarts == 0)
+  if (restarts_given && o.max_restarts == 0)
     throw UsageError("--spares " + std::to_string(o.spares) + " with --max-restarts 0: a spare takes over only at a "
                      "restart; drop --max-restarts 0 (K spares allow K restarts) or give more");
 }

@@ -86,6 +86,15 @@ struct RunOptions {
   // --max-restarts, K restarts are allowed: a spare replaces a host only
   // at a restart.
   int spares = 0;
+  // --min-hosts N (torchrun's --nnodes MIN:MAX): a lost host with no spare
+  // for it leaves the job, which goes on with the hosts that remain while at
+  // least N do: WORLD_SIZE shrinks and the ranks are numbered again
+  // (docs/failures.md, "A shrinking world"). 0: a lost host must come back.
+  int min_hosts = 0;
+  // --max-hosts N (torchrun's --nnodes MIN:MAX): at most N hosts take
+  // ranks; those after them wait as spares. 0: every host but --spares'.
+  int max_hosts = 0;
+  bool restarts_given = false;  // --max-restarts was given (not implied by --spares/--min-hosts)
   // Remote hosts.
   std::string prefix;               // --prefix DIR holding bin/dlaunch-agent
   std::string control_addr;         // --control-addr: address agents connect back to

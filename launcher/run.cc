@@ -136,7 +136,11 @@ hostfiles::Placement plan(const RunOptions& o) {
                      "allocation): the spares are the last of them; without hosts every rank runs on this machine");
   const std::string source = !o.hostfile.empty() ? "the hostfile '" + o.hostfile + "'"
                              : !o.hosts.empty() ? std::string("-H") : std::string("the allocation");
-  std::vector<hostfiles::HostEntry> spares = hostfiles::take_spares(hosts, o.spares, source);
+  // --max-hosts: the hosts after the first N (and before --spares' own) wait as spares too.
+  int held = o.spares;
+  if (o.max_hosts > 0 && static_cast<int>(hosts.size()) - o.spares > o.max_hosts)
+    held = static_cast<int>(hosts.size()) - o.max_hosts;
+  std::vector<hostfiles::HostEntry> spares = hostfiles::take_spares(hosts, held, source);
   if (hosts.empty()) {
     const int np = o.np > 0 ? o.np : (o.per_node > 0 ? o.per_node : 1);
     check_placed(o, np, np);  // before the placement of a million ranks is built
@@ -165,6 +169,12 @@ hostfiles::Placement plan(const RunOptions& o) {
   // A host that got no ranks (-n below the slots) is not held back: only the
   // named spares are.
   p.spares = std::move(spares);
+  if (o.min_hosts > static_cast<int>(p.nodes.size()))
+    throw UsageError("--min-hosts " + std::to_string(o.min_hosts) + ": the job's ranks run on " +
+                     std::to_string(p.nodes.size()) + (p.nodes.size() == 1 ? " host" : " hosts") +
+                     (p.spares.empty() ? "" : " (besides " + std::to_string(p.spares.size()) + " spare" +
+                                                  (p.spares.size() == 1 ? ")" : "s)")) +
+                     "; give at most that many");
   return p;
 }
 
@@ -249,6 +259,11 @@ int run_command(const std::vector<std::string>& args) {
     return run_per_node(std::move(o));
   }
   hostfiles::Placement p = plan(o);
+  // A spare takes over, and a host leaves (--min-hosts), at a restart: one
+  // each, unless --max-restarts said how many.
+  if (!o.restarts_given && (o.min_hosts > 0 || !p.spares.empty()))
+    o.max_restarts = static_cast<int>(p.spares.size()) +
+                     (o.min_hosts > 0 ? std::max(0, static_cast<int>(p.nodes.size()) - o.min_hosts) : 0);
   if (all_local(p)) check_local_wdirs(o);
   if (o.dry_run) {
     const ProgramCheck programs = check_programs(p, o);

@@ -649,3 +649,45 @@ TEST_CASE("job transitions: --spares: a spare lost while the job runs, and one t
     CHECK(h.starter->specs.back().node == 1);
   }
 }
+
+TEST_CASE("job transitions: --min-hosts: a lost host without a spare leaves, the world shrinks and is numbered again; "
+          "below the minimum the job ends naming every lost host",
+          "[launcher][job][transitions][spares]") {
+  auto o = restart_options(3);
+  o.min_hosts = 2;
+  Harness h(o, nullptr, {}, hosts(3));  // fake-0..2, one rank each
+  for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(shared_var(h.links->sent(0), 0, "WORLD_SIZE") == "3");
+  h.links->close(1, "connection reset");
+  h.settle();
+  h.links->exited(0, 0, std::nullopt, SIGTERM), h.links->exited(2, 2, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  CHECK(h.starter->specs.size() == 3);  // no new agent for fake-1: it left the job
+  h.links->say(0, msg::Ready{1, 31000}), h.links->say(2, msg::Ready{1, 31002});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  const auto third = h.links->sent(2).all<msg::Launch>();
+  REQUIRE(third.size() == 2);
+  CHECK(ranks_of(third[1]) == std::vector<int>{1});  // rank 2 is rank 1 now ...
+  REQUIRE(third[1].identity);
+  CHECK(third[1].identity->node == 1);  // ... on node rank 1
+  CHECK(shared_var(h.links->sent(0), 1, "WORLD_SIZE") == "2");
+  CHECK(ranks_of(h.links->sent(0).all<msg::Launch>().at(1)) == std::vector<int>{0});
+  all_started(*h.links, 0, {0}), all_started(*h.links, 2, {1});
+  h.settle();
+  // fake-2 goes too: one host would remain, below --min-hosts 2.
+  h.links->close(2, "no heartbeat for 5 s");
+  h.settle();
+  h.links->exited(0, 0, std::nullopt, SIGTERM);
+  h.settle();
+  CHECK(h.job->phase() == Phase::kClosing);
+  CHECK(h.finish() == 1);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("attempt 2 of 4: fake-1 lost (connection reset); no spare for its rank 1: the job "
+                                    "goes on with 2 hosts and 2 ranks (--min-hosts 2); 2 ranks running again"));
+  CHECK_THAT(h.err, Catch::Contains("cannot restart: 1 of 2 hosts would remain, below --min-hosts 2; hosts lost: "
+                                    "fake-1 (connection reset), fake-2 (no heartbeat for 5 s)"));
+}

@@ -475,9 +475,15 @@ TEST_CASE("options: a suggestion is likely or absent", "[launcher][habits]") {
 }
 
 TEST_CASE("options: torchrun's elastic sizes and harmless flags, named as typed", "[launcher][torchrun][habits]") {
-  const std::string w = usage_error_of({"--nnodes", "1:2", "t.py"});
-  CHECK(w.find("--nnodes 1:2: elastic sizes") != std::string::npos);
-  CHECK(w.find("--nnodes 2") != std::string::npos);
+  // MIN:MAX is a launch from one dlaunch that shrinks to MIN hosts and runs ranks on at most MAX.
+  const auto elastic = parse({"--nnodes", "1:2", "t.py"});
+  CHECK(elastic.min_hosts == 1);
+  CHECK(elastic.max_hosts == 2);
+  CHECK(elastic.nnodes == 0);  // not per-node mode
+  const std::string w = usage_error_of({"--nnodes", "1:2", "--rdzv", "tcp://h:29400", "--node-rank", "0", "t.py"});
+  CHECK(w.find("elastic sizes (--nnodes MIN:MAX") != std::string::npos);
+  CHECK(w.find("give --nnodes N") != std::string::npos);
+  CHECK(usage_error_of({"--nnodes", "3:2", "t.py"}).find("the minimum is above the maximum") != std::string::npos);
   CHECK(parse({"--nnodes=1:1", "t.py"}).nnodes == 1);
   auto o = parse({"--monitor_interval", "0.1", "--rdzv_conf", "timeout=900", "--role", "trainer", "--start_method",
                   "spawn", "--run_path", "--nproc_per_node", "2", "t.py"});
@@ -487,7 +493,21 @@ TEST_CASE("options: torchrun's elastic sizes and harmless flags, named as typed"
   CHECK(o.command == Args{"t.py"});
   CHECK(usage_error_of({"--start_method", "thread", "t.py"}).find("--start_method takes") != std::string::npos);
   CHECK(usage_error_of({"--max_restarts", "-1", "t.py"}).find("--max_restarts takes") != std::string::npos);
-  CHECK(usage_error_of({"--nnodes", "1:2", "t.py"}).find("--nnodes") != std::string::npos);
+}
+
+TEST_CASE("options: --spares and --min-hosts are refused where no host can be held back or dropped",
+          "[launcher][spares]") {
+  CHECK(parse({"--spares", "2", "t.py"}).max_restarts == 2);  // one restart per spare, unless given
+  CHECK(parse({"--spares", "2", "--max-restarts", "5", "t.py"}).max_restarts == 5);
+  CHECK(usage_error_of({"--spares", "1", "--max-restarts", "0", "t.py"}).find("a spare takes over only at a restart") !=
+        std::string::npos);
+  CHECK(usage_error_of({"--spares", "-1", "t.py"}).find("--spares takes a number") != std::string::npos);
+  CHECK(usage_error_of({"--spares", "1", "--mpi", "pmix", "./a"}).find("an MPI job cannot be restarted") !=
+        std::string::npos);
+  CHECK(usage_error_of({"--spares", "1", "--rdzv", "tcp://h:29400", "--nnodes", "2", "--node-rank", "0", "t.py"})
+            .find("per-node mode") != std::string::npos);
+  CHECK(usage_error_of({"--min-hosts", "2", "-n", "2", "./a", ":", "-n", "2", "./b"}).find("app contexts") !=
+        std::string::npos);
 }
 
 TEST_CASE("options: a near miss typed with underscores is answered with underscores", "[launcher][torchrun][habits]") {

@@ -104,3 +104,34 @@ TEST_CASE("spares: --dry-run names the spare, and too few hosts for the spares i
   CHECK(bad.status == 2);
   CHECK(contains(bad.output, "--spares 3: the hostfile '" + c.hostfile() + "' gives 3 hosts"));
 }
+
+TEST_CASE("spares: --nnodes 3:4 with no spare - h3 is killed, the next attempt runs 6 ranks on h0..h2, numbered again",
+          "[multihost][cluster][slow][spares]") {
+  Cluster c(4);
+  const std::string mark = unique_marker();
+  auto f = start_dlaunch(c,
+                         "-n 8 --nnodes 3:4 --kill-grace 1 --heartbeat-timeout 3 sh -c '"
+                         "if [ \"$DLAUNCH_RESTART_COUNT\" = 0 ]; then exec sleep \"$0\"; fi; "
+                         "echo \"second attempt: rank $RANK node $NODE_RANK local $LOCAL_RANK of $WORLD_SIZE\"; "
+                         "sleep 2' " + mark,
+                         90s);
+  if (!wait_running(c, "sleep " + mark, 2, 20s)) {
+    auto r = f.get();
+    FAIL("the ranks did not start on every host: " << r.output);
+  }
+  auto victims = pids_matching(c, "h3", "dlaunch-agent");
+  for (int p : pids_matching(c, "h3", "sleep " + mark)) victims.push_back(p);
+  REQUIRE(victims.size() == 3);
+  for (int p : victims) ::kill(p, SIGKILL);
+  auto r = f.get();
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(contains(r.output, c.address(3) + " lost ("));
+  CHECK(contains(r.output, "no spare for its ranks 6-7: the job goes on with 3 hosts and 6 ranks (--min-hosts 3)"));
+  CHECK(count_lines_with(r.output, "second attempt: rank") == 6);
+  for (int rank = 0; rank < 6; ++rank)
+    CHECK(contains(r.output, "second attempt: rank " + std::to_string(rank) + " node " + std::to_string(rank / 2) +
+                                 " local " + std::to_string(rank % 2) + " of 6"));
+  CHECK(pids_matching(c, "h3", "DLAUNCH_RESTART_COUNT").empty());  // no agent was started there again
+  CHECK(wait_clean(c, mark, 20s) == "");
+}
