@@ -58,7 +58,7 @@ Agent::Agent(asio::io_context& io, AgentOptions opts)
                                        [this](msg::Exited& x) { add_torch_error(x); },
                                        [this](pid_t pid) { if (stacks_) stacks_->child_reaped(pid); }}),
       term_signals_(io, SIGTERM, SIGINT, SIGHUP), stdin_(io) {
-  MpiSide::Hooks mpi;
+  mpi::MpiHooks mpi;
   mpi.send = [this](control::MpiUp m) {
     if (link_ && !done_) link_->send_message(m);
   };

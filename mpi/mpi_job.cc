@@ -25,21 +25,15 @@
 #include "wire/handshake.h"
 #include "wire/quiet_thread.h"
 
-#if DLAUNCH_HAVE_PMIX
 #include "mpi/pmix/front_door.h"
 #include "mpi/pmix/listener_seal.h"
 #include "mpi/pmix/local_topology.h"
 #include "mpi/pmix/pmix_loader.h"
 #include "mpi/pmix/pmix_server.h"
-#endif
 
 namespace dl::mpi {
 
-#if DLAUNCH_HAVE_PMIX
 bool MpiJob::available() { return true; }
-#else
-bool MpiJob::available() { return false; }
-#endif
 
 // What the server thread and the agent's thread share.
 struct MpiJob::Prep {
@@ -56,12 +50,10 @@ struct MpiJob::Prep {
   bool cancelled = false;  // release_for_exit or the destructor: stop
   std::string error;       // why prepare() failed (then no thread runs)
   int wake[2] = {-1, -1};  // written to when cancelled
-#if DLAUNCH_HAVE_PMIX
   std::unique_ptr<pmix::FrontDoor> door;
   std::optional<JobMap> map;
-  pmix::Callbacks cb;
+  MpiHooks hooks;
   std::unique_ptr<pmix::PmixServer> server;
-#endif
   ~Prep() {
     if (wake[0] >= 0) ::close(wake[0]), ::close(wake[1]);
   }
@@ -83,10 +75,8 @@ constexpr const char* kHwlocBlacklistVar = "HWLOC_PLUGINS_BLACKLIST";
 constexpr const char* kHwlocBlacklist = "hwloc_opencl,hwloc_gl,hwloc_xml_libxml";
 bool g_set_blacklist = false;  // prepare() set kHwlocBlacklistVar
 
-#if DLAUNCH_HAVE_PMIX
 // libpmix's listener once sealed: a Unix socket in the job's 0700 temp dir.
 std::string listener_path(const std::string& tmpdir) { return tmpdir + "/pmix.sock"; }
-#endif
 
 // The job's temp dir is named here and made only when a rank connects
 // (serve): a job that never calls MPI_Init makes and removes no directory
@@ -119,7 +109,6 @@ void MpiJob::reap_dead_agents(Prep& prep) {
 MpiJob::MpiJob() : prep_(std::make_shared<Prep>()) {}
 
 std::unique_ptr<MpiJob> MpiJob::prepare() {
-#if DLAUNCH_HAVE_PMIX
   // Before the thread starts: setenv must not race with readers of environ.
   if (std::getenv(kHwlocBlacklistVar) == nullptr) {
     ::setenv(kHwlocBlacklistVar, kHwlocBlacklist, 1);
@@ -142,12 +131,8 @@ std::unique_ptr<MpiJob> MpiJob::prepare() {
   // and libpmix's threads, started from it, inherit its mask.
   wire::quiet_thread([prep = job->prep_, dir = job->tmpdir_] { serve(prep, dir); }).detach();
   return job;
-#else
-  return nullptr;
-#endif
 }
 
-#if DLAUNCH_HAVE_PMIX
 // The server thread: dead agents' dirs, then a wait for the first rank to
 // connect; then the topology, libpmix, the job's registration and the relay.
 void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
@@ -188,7 +173,7 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
     // job's own ranks' data comes with the MPI_Init fence).
     auto server = pmix::PmixServer::init(tmpdir, "", true, std::move(topology));
     JobMap map;
-    pmix::Callbacks cb;
+    MpiHooks hooks;
     {
       // The job arrives before any rank exists; only a stray local client
       // can come first.
@@ -201,9 +186,9 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
         return finish(Prep::kFailed);
       }
       map = *prep->map;
-      cb = prep->cb;
+      hooks = prep->hooks;
     }
-    server->register_job(map, std::move(cb));
+    server->register_job(map, std::move(hooks));
     // The environment the ranks were started with must be what libpmix would
     // have given them (pmix::predicted_rank_env); a libpmix that differs is
     // named here rather than left to fail obscurely in MPI_Init.
@@ -214,7 +199,7 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
     if (upstream == 0) throw IoError("pmix: libpmix gave no tcp4 loopback PMIX_SERVER_URI41");
     // Only the door reaches libpmix from here on (pmix/listener_seal.h).
     seal = std::make_unique<pmix::ListenerSeal>(upstream, listener_path(tmpdir));
-    server->refuse_tcp_clients(upstream, [](long uid) {
+    server->seal(prep->door->port(), upstream, [](long uid) {
       std::cerr << "dlaunch-agent: warning: cut a connection that reached libpmix's own port, from " +
                        pmix::describe_user(uid) + "\n";
     });
@@ -239,7 +224,6 @@ void MpiJob::serve(std::shared_ptr<Prep> prep, std::string tmpdir) {
   prep->door->relay(listener_path(tmpdir), prep->wake[0], [&seal] { seal->wake(); });
   finish(Prep::kServing);
 }
-#endif
 
 void MpiJob::scrub_rank_env(std::map<std::string, std::string>& env) {
   if (g_set_blacklist) env.erase(kHwlocBlacklistVar);
@@ -247,61 +231,12 @@ void MpiJob::scrub_rank_env(std::map<std::string, std::string>& env) {
 
 std::vector<std::pair<std::string, std::string>> MpiJob::unserved_rank_env(const control::msg::MpiSection& mpi,
                                                                            int rank, uint16_t port) {
-#if DLAUNCH_HAVE_PMIX
   JobMap map = job_map_from(mpi);
   map.tmpdir = tmpdir_name();  // never made: no server runs
   return pmix::predicted_rank_env(map, rank, port);
-#else
-  (void)mpi, (void)rank, (void)port;
-  return {};
-#endif
 }
-
-#if DLAUNCH_HAVE_PMIX
-namespace {
-// libpmix's requests as the launcher's messages, all through hooks.send.
-pmix::Callbacks callbacks(MpiHooks hooks) {
-  pmix::Callbacks cb;
-  cb.post = std::move(hooks.post);
-  cb.fence = std::move(hooks.fence);
-  auto send = std::make_shared<std::function<void(control::MpiUp)>>(std::move(hooks.send));
-  cb.abort = [send](int rank, int status, std::string text) { (*send)(control::msg::MpiAbort{rank, status, text}); };
-  cb.spawn = [send](uint64_t id, int rank, std::vector<pmix::SpawnApp> apps) {
-    std::vector<control::msg::SpawnApp> wanted;
-    for (auto& a : apps) {
-      control::msg::SpawnApp app{std::move(a.argv), a.np};
-      if (!a.env.empty()) app.env = control::EnvVars(a.env.begin(), a.env.end());
-      if (!a.wdir.empty()) app.wdir = std::move(a.wdir);
-      wanted.push_back(std::move(app));
-    }
-    (*send)(control::msg::SpawnRequest{id, rank, std::move(wanted)});
-  };
-  cb.direct_modex = [send](uint64_t id, int rank) { (*send)(control::msg::MpiDmodex{id, rank}); };
-  cb.connect = [send](uint64_t id, std::string op, std::vector<std::string> procs, std::string blob) {
-    control::msg::MpiConnect m{id, std::move(op), std::move(procs), std::nullopt};
-    if (!blob.empty()) m.blob = std::move(blob);
-    (*send)(std::move(m));
-  };
-  cb.publish = [send](std::vector<pmix::Name> names, bool first_read) {
-    control::msg::MpiPublish m;
-    for (auto& n : names) {
-      m.names.push_back(control::msg::PublishedName{n.key, n.value, n.nspace, n.rank});
-      if (n.bytes) m.names.back().bytes = true;
-    }
-    m.first_read = first_read;
-    (*send)(std::move(m));
-  };
-  cb.unpublish = [send](std::vector<std::string> keys) { (*send)(control::msg::MpiUnpublish{std::move(keys)}); };
-  cb.lookup = [send](uint64_t id, int rank, std::vector<std::string> keys, bool wait, int timeout_ms) {
-    (*send)(control::msg::MpiLookup{id, rank, std::move(keys), wait, timeout_ms});
-  };
-  return cb;
-}
-}  // namespace
-#endif
 
 void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
-#if DLAUNCH_HAVE_PMIX
   if (started_ || released_) throw UsageError("the PMIx server already served a job");
   JobMap map = job_map_from(mpi);
   {
@@ -314,18 +249,14 @@ void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
   // The server thread makes them when a rank connects (tmpdir_name);
   // release_for_exit removes whatever exists of them.
   shm_dir_ = pmix::shm_dir(map);
-  pmix::Callbacks cb = callbacks(std::move(hooks));
+  if (!hooks.post) throw UsageError("the PMIx server needs MpiHooks::post");
   {
     std::lock_guard<std::mutex> lock(prep_->mu);
     prep_->map = map;
-    prep_->cb = std::move(cb);
+    prep_->hooks = std::move(hooks);
     prep_->cv.notify_all();
   }
   started_ = true;
-#else
-  (void)mpi, (void)hooks;
-  throw UsageError("this dlaunch-agent was built without libpmix: run with --mpi none, or rebuild with libpmix-dev");
-#endif
 }
 
 void MpiJob::remove_dirs() {
@@ -347,9 +278,7 @@ void MpiJob::release_for_exit() {
     prep_->cv.wait_for(lock, kStartTimeout, [&] {
       return prep_->thread_done || (prep_->reaped && prep_->state != Prep::kStarting);
     });
-#if DLAUNCH_HAVE_PMIX
     if (prep_->server) prep_->server->abandon();
-#endif
   }
   remove_dirs();
 }
@@ -359,15 +288,12 @@ MpiJob::~MpiJob() {
   {
     std::unique_lock<std::mutex> lock(prep_->mu);
     prep_->cv.wait_for(lock, kStartTimeout, [&] { return prep_->thread_done; });
-#if DLAUNCH_HAVE_PMIX
     if (prep_->thread_done && prep_->server && !released_) prep_->server->stop();
-#endif
   }
   remove_dirs();
 }
 
 std::vector<std::pair<std::string, std::string>> MpiJob::rank_env(int rank) {
-#if DLAUNCH_HAVE_PMIX
   if (!started_) return {};
   // Every variable but PMIX_RANK is the job's: computed for the first rank
   // asked about (which checks that it lives here), copied for the others.
@@ -383,145 +309,21 @@ std::vector<std::pair<std::string, std::string>> MpiJob::rank_env(int rank) {
   for (auto& [k, v] : env)
     if (k == "PMIX_RANK") v = std::to_string(rank);
   return env;
-#else
-  (void)rank;
-  return {};
-#endif
 }
 
-void MpiJob::fence_done(uint64_t id, const std::string& all_blobs) {
-#if DLAUNCH_HAVE_PMIX
-  pmix::PmixServer* server = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(prep_->mu);
-    if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
-  }
-  if (server) server->fence_done(id, all_blobs);
-#else
-  (void)id, (void)all_blobs;
-#endif
-}
-
-void MpiJob::spawn_done(uint64_t id, const std::string& nspace, const std::string& error) {
-#if DLAUNCH_HAVE_PMIX
-  pmix::PmixServer* server = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(prep_->mu);
-    if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
-  }
-  if (server) server->spawn_done(id, nspace, error);
-#else
-  (void)id, (void)nspace, (void)error;
-#endif
-}
-
-void MpiJob::lookup_done(const control::msg::MpiLookupReply& r) {
-#if DLAUNCH_HAVE_PMIX
-  pmix::PmixServer* server = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(prep_->mu);
-    if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
-  }
-  std::vector<pmix::Name> names;
-  for (const auto& n : r.names) names.push_back(pmix::Name{n.key, n.value, n.nspace, n.rank, n.bytes.value_or(false)});
-  if (server) server->lookup_done(r.id, names, r.error.value_or(""));
-#else
-  (void)r;
-#endif
-}
-
-std::vector<std::vector<std::pair<std::string, std::string>>> MpiJob::start_spawn(const control::msg::SpawnLaunch& m) {
-#if DLAUNCH_HAVE_PMIX
-  pmix::PmixServer* server = nullptr;
-  JobMap children;
-  {
-    std::lock_guard<std::mutex> lock(prep_->mu);
-    if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
-    // No rank here called MPI_Init: none of them can take part in the
-    // children's connect, so there is nothing to make known.
-    if (m.elsewhere && !server) return {};
-    if (!server || !prep_->map) throw UsageError("this host's PMIx server is not running");
-    children.node_hosts = {prep_->map->node_hosts[prep_->map->node_rank]};
-    children.universe_size = prep_->map->universe_size;
-  }
-  children.nspace = m.nspace;
-  children.world_size = static_cast<int>(m.children.size());
-  children.node_rank = 0;
-  children.node_ranks.resize(1);
-  for (int k = 0; k < children.world_size; ++k) children.node_ranks[0].push_back(k);
-  if (m.elsewhere) {
-    // Their host first, then this one, where none of them runs.
-    children.node_hosts.insert(children.node_hosts.begin(), *m.elsewhere);
-    children.node_ranks.emplace_back();
-    children.node_rank = 1;
-  }
-  if (children.universe_size < children.world_size) children.universe_size = children.world_size;
-  children.app_sizes = m.app_sizes.size() > 1 ? m.app_sizes : std::vector<int>{};
-  children.tmpdir = tmpdir_;
-  children.parent_nspace = m.parent_nspace;
-  children.parent_rank = m.parent_rank;
-  if (m.children.empty()) throw UsageError("a spawn without processes");
-  server->register_spawn(children, m.children.front().rank);
-  std::vector<std::vector<std::pair<std::string, std::string>>> envs;
-  if (m.elsewhere) return envs;
-  // Children reach the server through the door, as the job's ranks do.
-  for (int k = 0; k < children.world_size; ++k) {
-    envs.push_back(server->spawn_env(children, k));
-    pmix::point_uris_at(envs.back(), prep_->door->port());
-  }
-  return envs;
-#else
-  (void)m;
-  throw UsageError("this dlaunch-agent was built without libpmix");
-#endif
-}
-
-#if DLAUNCH_HAVE_PMIX
 pmix::PmixServer* MpiJob::serving() const {
   std::lock_guard<std::mutex> lock(prep_->mu);
   return prep_->state == Prep::kServing && !released_ ? prep_->server.get() : nullptr;
 }
-#endif
 
-void MpiJob::connect_done(const control::msg::MpiConnectDone& d) {
-#if DLAUNCH_HAVE_PMIX
-  if (auto* server = serving()) server->connect_done(d.id, !d.error, pmix::from_hex(d.blob.value_or("")));
-#else
-  (void)d;
-#endif
+bool MpiJob::receive(const control::MpiDown& m) {
+  pmix::PmixServer* server = serving();
+  if (server) server->receive(m);
+  return server != nullptr;
 }
 
-void MpiJob::dmodex_done(const control::msg::MpiDmodexReply& r) {
-#if DLAUNCH_HAVE_PMIX
-  if (auto* server = serving()) server->direct_modex_done(r.id, r.ok, pmix::from_hex(r.blob));
-#else
-  (void)r;
-#endif
-}
-
-void MpiJob::serve_dmodex(const control::msg::MpiDmodexServe& s, std::function<void(control::msg::MpiDmodexData)> reply) {
-#if DLAUNCH_HAVE_PMIX
-  auto* server = serving();
-  if (!server) return reply(control::msg::MpiDmodexData{s.id, false, ""});
-  server->serve_direct_modex(s.rank, [reply = std::move(reply), id = s.id](bool ok, std::string blob) {
-    reply(control::msg::MpiDmodexData{id, ok, pmix::to_hex(blob.data(), blob.size())});
-  });
-#else
-  reply(control::msg::MpiDmodexData{s.id, false, ""});
-#endif
-}
-
-void MpiJob::fence_failed(uint64_t id) {
-#if DLAUNCH_HAVE_PMIX
-  pmix::PmixServer* server = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(prep_->mu);
-    if (prep_->state == Prep::kServing && !released_) server = prep_->server.get();
-  }
-  if (server) server->fence_failed(id);
-#else
-  (void)id;
-#endif
+void MpiJob::fence_done(uint64_t id, const std::string& all_blobs) {
+  if (auto* server = serving()) server->fence_done(id, all_blobs);
 }
 
 }  // namespace dl::mpi

@@ -1,8 +1,13 @@
 #pragma once
-// The PMIx half of the agent's MPI side (mpi/mpi_side.h): a temp dir and,
-// when dlaunch-agent was built with libpmix (DLAUNCH_HAVE_PMIX), the PMIx
-// server of this host's ranks (mpi/pmix/pmix_server.h). The only file
-// outside mpi/pmix/ that knows libpmix exists.
+// The PMIx half of the agent's MPI side (mpi/mpi_side.h): the life of the
+// PMIx server of this host's ranks (mpi/pmix/pmix_server.h) on a thread of
+// its own, and its temp dir. What the server says and hears is the
+// server's (control::MpiUp through MpiHooks, receive(MpiDown)); MpiJob only
+// hands it on while the server serves.
+//
+// Built on the PMIx server in mpi_job.cc; a dlaunch-agent built without
+// libpmix takes mpi/pmix_none.cc instead (CMake picks one), where
+// available() is false and prepare() makes nothing.
 //
 // Starting a PMIx server costs 30-200 ms (hwloc's topology discovery and
 // PMIx_server_init), which a job that never calls MPI_Init must not pay
@@ -27,20 +32,11 @@
 #include <vector>
 
 #include "control/messages.h"
+#include "mpi/mpi_hooks.h"
 
 namespace dl::mpi {
 
 namespace pmix { class PmixServer; }
-
-// What the PMIx server says: run on the agent's thread through `post`.
-struct MpiHooks {
-  std::function<void(std::function<void()>)> post;             // run on the agent's thread
-  std::function<void(uint64_t id, std::string blob)> fence;    // this host's fence contribution
-  // Everything else for the launcher: MPI_Abort, MPI_Comm_spawn (answered
-  // by spawn_done), publish/unpublish/lookup (lookup_done), connect across
-  // hosts (connect_done), a spawned rank's data on another host (dmodex_done).
-  std::function<void(control::MpiUp)> send;
-};
 
 class MpiJob {
  public:
@@ -59,7 +55,8 @@ class MpiJob {
   // Removes what prepare() added to this process's environment.
   static void scrub_rank_env(std::map<std::string, std::string>& env);
   // Hands the job to the server thread and returns at once: `mpi` is the
-  // launch message's mpi section (control/messages.h). Throws UsageError
+  // launch message's mpi section (control/messages.h); `hooks` go to the
+  // server (post is required). Throws UsageError
   // (bad section) or IoError (prepare could not make the temp dir or port).
   // A server that fails later (libpmix) is reported on stderr, and the
   // ranks' MPI_Init fails.
@@ -87,25 +84,13 @@ class MpiJob {
   // the ranks' PMIx port. REQUIRES started(). Throws UsageError for a rank
   // that does not live on this host.
   std::vector<std::pair<std::string, std::string>> rank_env(int rank);
-  // The launcher's answer to fence `id`: all hosts' blobs, node order.
+  // While the server serves: hands it the launcher's message (PmixServer::
+  // receive) and returns true. False when it does not serve (not started,
+  // failed, released): the caller answers for it.
+  bool receive(const control::MpiDown& m);
+  // The launcher's answer to fence `id`: all hosts' blobs, node order;
+  // dropped unless the server serves.
   void fence_done(uint64_t id, const std::string& all_blobs);
-  void fence_failed(uint64_t id);
-  // The launcher's answer to spawn request `id` (a SpawnRequest): the
-  // children's namespace, or a non-empty error (the rank's call fails).
-  void spawn_done(uint64_t id, const std::string& nspace, const std::string& error);
-  // The launcher's answer to lookup `id` (an MpiLookup).
-  void lookup_done(const control::msg::MpiLookupReply& r);
-  void connect_done(const control::msg::MpiConnectDone& d);
-  void dmodex_done(const control::msg::MpiDmodexReply& r);
-  // Serves another host's request for local dlaunch rank `rank`'s data:
-  // `reply` gets mpi_dmodex_data for launcher request `id` (on the agent's thread).
-  void serve_dmodex(const control::msg::MpiDmodexServe& s, std::function<void(control::msg::MpiDmodexData)> reply);
-  // MPI_Comm_spawn's children (all on this host, or with m.elsewhere all on
-  // that one): registers their namespace with the PMIx server and returns,
-  // child by child (m.children's order), the variables to add to its
-  // environment (nothing with m.elsewhere). Throws Error when the server
-  // does not run or libpmix refuses (the spawn then fails).
-  std::vector<std::vector<std::pair<std::string, std::string>>> start_spawn(const control::msg::SpawnLaunch& m);
   const std::string& tmpdir() const { return tmpdir_; }
 
  private:

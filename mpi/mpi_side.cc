@@ -13,7 +13,9 @@ namespace dl::mpi {
 namespace asio = boost::asio;
 namespace msg = control::msg;
 
-MpiSide::MpiSide(asio::io_context& io, Hooks hooks) : io_(io), hooks_(std::move(hooks)) {}
+MpiSide::MpiSide(asio::io_context& io, MpiHooks hooks) : io_(io), hooks_(std::move(hooks)) {
+  hooks_.post = [this](std::function<void()> task) { asio::post(io_, std::move(task)); };
+}
 
 // The PMIx server's thread is stopped first, while the rest still stands.
 MpiSide::~MpiSide() { pmix_.reset(); }
@@ -43,15 +45,11 @@ void MpiSide::start(const msg::MpiSection& section) {
 }
 
 void MpiSide::start_pmix(const msg::MpiSection& mpi) {
-  MpiHooks hooks;
-  hooks.post = [this](std::function<void()> task) { asio::post(io_, std::move(task)); };
-  hooks.fence = hooks_.fence;
-  hooks.send = hooks_.send;
   prepare_pmix();  // --no-pmix, yet MPI was asked for: start it now
   if (!pmix_)
     throw UsageError("this dlaunch-agent was built without libpmix: run with --mpi pmi or --mpi none, or rebuild "
                      "with libpmix-dev");
-  pmix_->start(mpi, std::move(hooks));
+  pmix_->start(mpi, hooks_);
 }
 
 void MpiSide::start_pmi(const msg::MpiSection& mpi) {
@@ -116,65 +114,26 @@ void MpiSide::fence_done(uint64_t id, std::string_view all_blobs) {
   }
 }
 
-void MpiSide::fence_failed(const msg::FenceFailed& f) {
-  if (pmi::is_pmi_fence(f.id)) {
-    if (pmi_) pmi_->fence_failed(f.id, f.message);
-  } else if (pmix_) {
-    pmix_->fence_failed(f.id);
-  }
-}
-
 void MpiSide::receive(const control::MpiDown& m) {
-  std::visit(control::Visitor{
-                 [this](const msg::MpiMap& m) { map_ = m; },
-                 [this](const msg::FenceFailed& f) { fence_failed(f); },
-                 [this](const msg::SpawnReply& r) {
-                   if (pmix_) pmix_->spawn_done(r.id, r.nspace.value_or(""), r.error.value_or(""));
-                 },
-                 [this](const msg::SpawnLaunch& l) { spawn_launch(l); },
-                 [this](const msg::MpiLookupReply& r) {
-                   if (pmix_) pmix_->lookup_done(r);
-                 },
-                 [this](const msg::MpiConnectDone& d) {
-                   if (pmix_) pmix_->connect_done(d);
-                 },
-                 [this](const msg::MpiDmodexReply& r) {
-                   if (pmix_) pmix_->dmodex_done(r);
-                 },
-                 [this](const msg::MpiDmodexServe& s) { serve_dmodex(s); },
-             },
-             m);
+  if (auto* map = std::get_if<msg::MpiMap>(&m)) {
+    map_ = *map;
+  } else if (auto* f = std::get_if<msg::FenceFailed>(&m); f && pmi::is_pmi_fence(f->id)) {
+    if (pmi_) pmi_->fence_failed(f->id, f->message);
+  } else if (!pmix_ || !pmix_->receive(m)) {
+    unserved(m);
+  }
 }
 
-// MPI_Comm_spawn's children placed here, or (m.elsewhere) on another host
-// whose namespace this host's ranks must know: register it with the PMIx
-// server, start the children, complete the rank's PMIx_Spawn.
-// docs/mpi.md, "Spawning".
-void MpiSide::spawn_launch(const msg::SpawnLaunch& m) {
-  std::vector<EnvList> envs;
-  std::string error;
-  try {
-    if (!pmix_) throw UsageError("no MPI job runs on this host");
-    envs = pmix_->start_spawn(m);
-  } catch (const Error& e) {
-    error = e.what();
+// No PMIx server serves here: another host's request is refused, spawned
+// children are refused (or, with no server to tell, a namespace elsewhere
+// is known at once: none of this host's ranks called MPI_Init), and answers
+// to requests no server made are dropped.
+void MpiSide::unserved(const control::MpiDown& m) {
+  if (auto* s = std::get_if<msg::MpiDmodexServe>(&m)) return hooks_.send(msg::MpiDmodexData{s->id, false, ""});
+  if (auto* l = std::get_if<msg::SpawnLaunch>(&m)) {
+    const char* error = !pmix_ ? "no MPI job runs on this host" : l->elsewhere ? "" : "this host's PMIx server is not running";
+    finish_spawn_launch(hooks_, *l, {}, error);
   }
-  if (m.elsewhere) {
-    if (!error.empty())
-      std::cerr << "dlaunch-agent: warning: cannot register " + m.nspace + " (spawned on " + *m.elsewhere +
-                       "): " + error + "; this host's ranks cannot reach it\n";
-    msg::SpawnKnown known{m.nspace, std::nullopt};
-    if (!error.empty()) known.error = error;
-    return hooks_.send(known);
-  }
-  hooks_.start_children(m, envs, error);
-  if (pmix_) pmix_->spawn_done(m.id, error.empty() ? m.nspace : "", error);
-}
-
-// Another host's process asked for the data of a spawned rank here.
-void MpiSide::serve_dmodex(const msg::MpiDmodexServe& m) {
-  if (!pmix_) return hooks_.send(msg::MpiDmodexData{m.id, false, ""});
-  pmix_->serve_dmodex(m, [this](msg::MpiDmodexData d) { hooks_.send(std::move(d)); });
 }
 
 }  // namespace dl::mpi

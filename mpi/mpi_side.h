@@ -6,7 +6,8 @@
 // with --max-restarts or in per-node mode (serve "refuse") the tripwires
 // that report a rank's MPI_Init instead of serving it (docs/failures.md).
 // What the servers say to the launcher leaves through one hook, send(MpiUp);
-// fence contributions through fence() (binary frames, control/protocol.h).
+// fence contributions through fence() (binary frames, control/protocol.h):
+// MpiHooks (mpi_hooks.h), the same struct the PMIx server is given.
 //
 // flux's PMI shell plugin is the model: a launch's init (start) and a
 // task's init (task_env).
@@ -25,14 +26,13 @@
 #include <vector>
 
 #include "control/messages.h"
+#include "mpi/mpi_hooks.h"
 
 namespace dl::mpi {
 
 class MpiJob;
 class PmixTripwire;
 namespace pmi { class PmiService; }
-
-using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 // What a rank of the job gets from the MPI side: variables to add to its
 // environment after dlaunch's own (PMIX_*, PMI_FD, PMI_RANK, ...), and the
@@ -44,17 +44,8 @@ struct TaskEnv {
 
 class MpiSide {
  public:
-  struct Hooks {
-    std::function<void(control::MpiUp)> send;                      // a message for the launcher
-    std::function<void(uint64_t id, std::string blob)> fence;      // this host's fence contribution
-    // MPI_Comm_spawn's children placed on this host (the launcher's
-    // spawn_launch): start each as a rank of the job with envs[k] added, or
-    // with a non-empty `error` refuse each with it. The spawn completes
-    // after this returns.
-    std::function<void(const control::msg::SpawnLaunch& m, const std::vector<EnvList>& envs, const std::string& error)>
-        start_children;
-  };
-  MpiSide(boost::asio::io_context& io, Hooks hooks);
+  // `hooks`: send, fence and start_children; post is set here (io's).
+  MpiSide(boost::asio::io_context& io, MpiHooks hooks);
   ~MpiSide();
   MpiSide(const MpiSide&) = delete;
   MpiSide& operator=(const MpiSide&) = delete;
@@ -82,7 +73,10 @@ class MpiSide {
   // The ranks given a task_env so far are started: their sockets are watched.
   void tasks_started();
 
-  // An MPI message from the launcher (control/messages.h, MpiDown).
+  // An MPI message from the launcher (control/messages.h, MpiDown): the
+  // job's map is kept here, a PMI fence's failure goes to the PMI server,
+  // everything else to the PMIx server; one it cannot take (none serves) is
+  // answered here, so that no rank or host waits for it.
   void receive(const control::MpiDown& m);
   // The launcher's binary fence frame: every host's blobs for fence `id`.
   void fence_done(uint64_t id, std::string_view all_blobs);
@@ -96,12 +90,10 @@ class MpiSide {
   void start_pmix(const control::msg::MpiSection& mpi);
   void start_pmi(const control::msg::MpiSection& mpi);
   void refuse_mpi(const control::msg::MpiSection& mpi);
-  void fence_failed(const control::msg::FenceFailed& f);
-  void spawn_launch(const control::msg::SpawnLaunch& m);
-  void serve_dmodex(const control::msg::MpiDmodexServe& m);
+  void unserved(const control::MpiDown& m);
 
   boost::asio::io_context& io_;
-  Hooks hooks_;
+  MpiHooks hooks_;
   std::unique_ptr<MpiJob> pmix_;            // the PMIx server, prepared or serving; else null
   std::unique_ptr<pmi::PmiService> pmi_;    // the PMI server (also with --mpi pmix: it refuses), else null
   std::unique_ptr<PmixTripwire> tripwire_;  // serve "refuse": the ranks' unserved PMIx ports, else null

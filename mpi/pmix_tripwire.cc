@@ -3,12 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "mpi/mpi_job.h"
 #include "errors/error.h"
-
-#if DLAUNCH_HAVE_PMIX
+#include "mpi/mpi_job.h"
 #include "mpi/pmix/front_door.h"
-#endif
 
 namespace dl::mpi {
 
@@ -16,9 +13,7 @@ namespace asio = boost::asio;
 
 struct PmixTripwire::Door {
   explicit Door(asio::io_context& io) : wait(io) {}
-#if DLAUNCH_HAVE_PMIX
   pmix::FrontDoor door;
-#endif
   asio::posix::stream_descriptor wait;  // a duplicate of the door's listening socket
 };
 
@@ -33,7 +28,6 @@ PmixTripwire::~PmixTripwire() {
 }
 
 std::vector<std::pair<std::string, std::string>> PmixTripwire::rank_env(int rank) {
-#if DLAUNCH_HAVE_PMIX
   auto d = std::make_shared<Door>(io_);
   auto env = MpiJob::unserved_rank_env(mpi_, rank, d->door.port());
   const int fd = ::fcntl(d->door.listen_fd(), F_DUPFD_CLOEXEC, 3);
@@ -42,14 +36,9 @@ std::vector<std::pair<std::string, std::string>> PmixTripwire::rank_env(int rank
   doors_[rank] = d;
   watch(rank);
   return env;
-#else
-  (void)rank;
-  return {};
-#endif
 }
 
 void PmixTripwire::watch(int rank) {
-#if DLAUNCH_HAVE_PMIX
   std::shared_ptr<Door> d = doors_.at(rank);
   d->wait.async_wait(asio::posix::descriptor_base::wait_read, [this, rank, d](boost::system::error_code ec) {
     if (ec || !d->wait.is_open()) return;
@@ -57,9 +46,6 @@ void PmixTripwire::watch(int rank) {
     d->wait.close(ec);
     tripped_(rank);
   });
-#else
-  (void)rank;
-#endif
 }
 
 }  // namespace dl::mpi

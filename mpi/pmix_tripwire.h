@@ -10,7 +10,8 @@
 // job is torn down. The PMI side of the same rule is PmiService's refuse hook.
 //
 // Cost for a rank that never calls MPI_Init: one listening socket.
-// Without libpmix it gives no variables and never trips.
+// Built without libpmix (mpi/pmix_none.cc) it gives no variables and never
+// trips.
 // Threading: everything on the agent's io_context thread.
 #include <boost/asio.hpp>
 #include <functional>

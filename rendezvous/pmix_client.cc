@@ -2,16 +2,13 @@
 
 #include <string>
 
-#include "errors/error.h"
-
-#if DLAUNCH_HAVE_PMIX
 #include <dlfcn.h>
 #include <pmix.h>
-#endif
+
+#include "errors/error.h"
 
 namespace dl::rdzv {
 
-#if DLAUNCH_HAVE_PMIX
 namespace {
 // libpmix is opened on first use, not linked: a program that never meets a
 // PMIx server (dlaunch itself, a torchrun-style rank) does not load it, nor
@@ -39,9 +36,7 @@ Pmix load_pmix() {
   Pmix api;
   void* lib = ::dlopen("libpmix.so.2", RTLD_NOW | RTLD_GLOBAL);
   std::string why = lib ? "" : ::dlerror();
-#ifdef DLAUNCH_PMIX_LIBDIR
   if (!lib) lib = ::dlopen(DLAUNCH_PMIX_LIBDIR "/libpmix.so.2", RTLD_NOW | RTLD_GLOBAL);
-#endif
   if (!lib)
     throw IoError("PMIX_RANK/PMIX_NAMESPACE are set but libpmix cannot be loaded (" + why +
                   "); install libpmix (Debian: apt install libpmix2), or run without the PMIx variables");
@@ -96,10 +91,5 @@ PmixJobInfo query_pmix() {
   if (info.world_size < 0) throw IoError("PMIx_Get(PMIX_JOB_SIZE) failed: the PMIx server does not know the job size");
   return info;
 }
-#else
-PmixJobInfo query_pmix() {
-  throw IoError("PMIX_RANK/PMIX_NAMESPACE are set but this dlaunch was built without libpmix");
-}
-#endif
 
 }  // namespace dl::rdzv

@@ -1,8 +1,9 @@
 #pragma once
 // The one adapter to libpmix: asks the PMIx server that started this process
 // (mpirun's, srun --mpi=pmix's, or a dlaunch agent's) for the job's size and
-// this process's place. Built with libpmix when DLAUNCH_HAVE_PMIX is 1;
-// without it, query_pmix throws IoError saying so.
+// this process's place. pmix_client.cc with libpmix's headers; a build
+// without them takes pmix_client_none.cc, whose query_pmix throws IoError
+// saying so.
 
 namespace dl::rdzv {
 

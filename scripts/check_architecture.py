@@ -12,6 +12,12 @@
    nlohmann::json, and reads of a field by a string key (.at("k"),
    .value("k", ...), .contains("k")), appear only in JSON_ADAPTERS: the one
    function that parses a foreign format, torch's error file.
+5. Third-party libraries stay behind their adapters: each one's headers
+   (<pmix...>, <libssh/...>, <hwloc.h>, <nccl.h>, <cuda...>) are included
+   only where HEADER_FENCES lets them.
+6. A build without an optional library is a file of its own that CMake
+   picks (mpi/pmix_none.cc, rendezvous/pmix_client_none.cc): no source
+   tests DLAUNCH_HAVE_PMIX with the preprocessor.
 
 Usage: check_architecture.py SOURCE_DIR PRINT_PROTOCOL_REFERENCE; prints each
 violation, exits 1 if any. The second argument is the built program that
@@ -60,6 +66,33 @@ def json_problems(rel, lines):
     return out
 
 
+# Rule 5: (what the headers are, the include they match, the only places
+# that may include them: folders ending in "/" or files).
+HEADER_FENCES = [
+    ("libpmix", re.compile(r"^\s*#\s*include\s+<pmix"), ["mpi/pmix/", "rendezvous/pmix_client.cc"]),
+    ("hwloc", re.compile(r"^\s*#\s*include\s+<hwloc"), ["mpi/pmix/"]),
+    ("libssh", re.compile(r"^\s*#\s*include\s+<libssh/"), ["remote/ssh/"]),
+    ("NCCL", re.compile(r"^\s*#\s*include\s+<(nccl|rccl)"), ["collectives/nccl/"]),
+    # dlaunch-nccl-check, the doctor's NCCL probe, is a program of its own
+    # that links the CUDA runtime (doctor/CMakeLists.txt).
+    ("the CUDA runtime", re.compile(r"^\s*#\s*include\s+<cuda"), ["collectives/nccl/", "doctor/nccl_check_main.cc"]),
+]
+HAVE_PMIX = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b.*\bDLAUNCH_HAVE_PMIX\b")
+
+
+def fence_problems(rel, lines):
+    """Rules 5 and 6 for one production file: [(line number, why)]."""
+    out = []
+    for n, line in enumerate(lines, 1):
+        for what, include, allowed in HEADER_FENCES:
+            if include.match(line) and not any(rel == a or (a.endswith("/") and rel.startswith(a)) for a in allowed):
+                out.append((n, f"includes {what}'s headers, which only {', '.join(allowed)} may include"))
+        if HAVE_PMIX.match(line):
+            out.append((n, "tests DLAUNCH_HAVE_PMIX: put the build without libpmix in a file of its own that CMake "
+                           "picks (as mpi/pmix_none.cc)"))
+    return out
+
+
 def message_types(program):
     """Every control message's name, from the table that `program` prints
     (control::protocol_reference()): "agent -> launcher  hello  {...}" names
@@ -104,6 +137,7 @@ def main():
                 problems.append(f"{rel}: a production file named like a test")
             lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
             problems += [f"{rel}:{n}: {why}" for n, why in json_problems(rel, lines)]
+            problems += [f"{rel}:{n}: {why}" for n, why in fence_problems(rel, lines)]
             for n, line in enumerate(lines, 1):
                 inc = INCLUDE.match(line)
                 if inc and inc.group(1) in LAYERS and inc.group(1) not in below:

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Rule 4 of check_architecture.py on made-up files: it refuses what it must
-and lets the adapters through. Exits 1 on the first wrong verdict."""
+"""Rules 4, 5 and 6 of check_architecture.py on made-up files: they refuse
+what they must and let the adapters through. Exits 1 if any verdict is
+wrong."""
 import os
 import sys
 
@@ -17,15 +18,33 @@ CASES = [
     ("agent/rank_environment.cc", ['nlohmann::json j;', 'j.at("message");', 'j.contains("extraInfo");'], []),
 ]
 
+# Rules 5 and 6: third-party headers behind their adapters, no
+# DLAUNCH_HAVE_PMIX in the preprocessor.
+FENCE_CASES = [
+    ("mpi/mpi_job.cc", ['#include <pmix_server.h>', '#include "mpi/pmix/pmix_server.h"'], [1]),
+    ("mpi/pmix/server_spawn.cc", ['#include <pmix.h>', '#include <hwloc.h>'], []),
+    ("rendezvous/pmix_client.cc", ['#include <pmix.h>'], []),
+    ("rendezvous/bootstrap.cc", ['#  include <pmix.h>'], [1]),
+    ("launcher/job.cc", ['#include <libssh/libssh.h>', '#include <hwloc.h>', '// #include <nccl.h>'], [1, 2]),
+    ("remote/ssh/session.cc", ['#include <libssh/libssh.h>'], []),
+    ("collectives/nccl/communicator.cc", ['#include <nccl.h>', '#include <cuda_runtime.h>'], []),
+    ("doctor/nccl_check_main.cc", ['#include <cuda_runtime.h>', '#include <nccl.h>'], [2]),
+    ("doctor/gpu.cc", ['#include <cuda_runtime.h>'], [1]),
+    ("agent/agent.cc", ['#if DLAUNCH_HAVE_PMIX', '#endif', '#ifdef DLAUNCH_HAVE_PMIX', '// not #if DLAUNCH_HAVE_PMIX'],
+     [1, 3]),
+]
+
 
 def main():
     wrong = 0
-    for rel, lines, want in CASES:
-        got = [n for n, _ in ca.json_problems(rel, lines)]
-        if got != want:
-            print(f"{rel}: refused lines {got}, expected {want}")
-            wrong += 1
-    print(f"check_architecture_test: {len(CASES) - wrong} of {len(CASES)} cases right")
+    for check, cases in ((ca.json_problems, CASES), (ca.fence_problems, FENCE_CASES)):
+        for rel, lines, want in cases:
+            got = [n for n, _ in check(rel, lines)]
+            if got != want:
+                print(f"{check.__name__}: {rel}: refused lines {got}, expected {want}")
+                wrong += 1
+    total = len(CASES) + len(FENCE_CASES)
+    print(f"check_architecture_test: {total - wrong} of {total} cases right")
     return 1 if wrong else 0
 
 

@@ -2,15 +2,25 @@
 // The PMIx server of one dlaunch-agent: it tells this host's ranks of a job who
 // they are (rank, size, peers, node map) so that OpenMPI's MPI_Init and other
 // PMIx clients work under dlaunch, and it hands collective data exchanges
-// (fences), aborts and remote data requests to the agent through callbacks.
+// (fences), aborts, spawns, names, connects and remote data requests to the
+// agent in the control protocol's own terms: what a rank asks leaves as a
+// control::MpiUp through MpiHooks::send (fence contributions through
+// MpiHooks::fence), and the launcher's answers come back as a
+// control::MpiDown to receive(). No struct of its own mirrors a message.
 //
-// This is the only file on the server side that uses libpmix (Debian's 4.2).
+// The module is split by operation, as PRRTE splits its pmix_server_*.c:
+// libpmix's upcall of an operation and the answer that completes it live in
+// one file (server_fence.cc, server_connect.cc, server_spawn.cc,
+// server_publish.cc, server_dmodex.cc; the clients' connect, finalize and
+// abort in server_module.cc, which also holds the upcall table); the ranks'
+// variables are server_env.cc's, the server's life pmix_server.cc's. This
+// header names no libpmix type: server_module.h is the internal one.
 //
 // Thread-safety: libpmix runs its own progress thread and calls into this
-// class from it. Every Callbacks function is delivered through Callbacks::post,
-// so with post = "asio::post(io_context, task)" they all run on the agent's
-// thread. The public methods may be called from any thread, but not
-// concurrently with stop() or the destructor.
+// class from it. Every hook is delivered through MpiHooks::post, so with
+// post = "asio::post(io_context, task)" they all run on the agent's thread.
+// The public methods may be called from any thread, but not concurrently
+// with stop() or the destructor.
 //
 // libpmix is a process singleton: at most one PmixServer may be started per
 // process at a time; a second start() throws. Whether libpmix can be started
@@ -22,7 +32,9 @@
 #include <utility>
 #include <vector>
 
+#include "control/messages.h"
 #include "mpi/job_map.h"
+#include "mpi/mpi_hooks.h"
 
 namespace dl::mpi::pmix {
 
@@ -33,79 +45,12 @@ void validate_served(const JobMap& map);
 struct ServerState;
 class LocalTopology;
 
-// One program a rank asked PMIx_Spawn (MPI_Comm_spawn) to start.
-struct SpawnApp {
-  std::vector<std::string> argv;  // the command first
-  int np = 0;                     // maxprocs
-  std::vector<std::pair<std::string, std::string>> env;  // the app's variables (OMPI_PARENT_PORT, ...)
-  std::string wdir;                                      // "" = the job's
-};
-
-// A published name (PMIx_Publish) and who published it.
-struct Name {
-  std::string key, value, nspace;  // value: a string, or with `bytes` a byte object in hex
-  int rank = 0;
-  bool bytes = false;
-};
-
-struct Callbacks {
-  // REQUIRED. Runs a task on the agent's thread, e.g. asio::post(io, task).
-  // Called from libpmix's thread; must not block.
-  std::function<void(std::function<void()>)> post;
-
-  // All LOCAL ranks entered the id-th whole-job fence; local_blob is their
-  // combined data (opaque bytes). The agent forwards it to the launcher,
-  // which concatenates every host's blob in node order and returns it; the
-  // agent then calls fence_done(id, all_blobs). Fences are numbered 0, 1, ...
-  // in the order they happen; the k-th fence of every host is the same
-  // collective, so the launcher matches contributions by id. libpmix
-  // completes fences whose participants are all on this host by itself, so
-  // in a one-host job this is never called. REQUIRED for multi-host jobs.
-  std::function<void(uint64_t id, std::string local_blob)> fence;
-
-  // A rank called PMIx_Abort (MPI_Abort): status is the exit code it asked
-  // for, message its text (OpenMPI sends "N/A"). The rank exits by itself
-  // right after; the agent should tear the job down with that status.
-  std::function<void(int rank, int status, std::string message)> abort;
-
-  // OPTIONAL. A local rank asked for data of dlaunch rank `rank`, of an
-  // MPI_Comm_spawn namespace, on another host (the job's own ranks' data
-  // comes with the MPI_Init fence: those requests fail "not found" at once).
-  // The agent asks that host's agent, which calls serve_direct_modex(rank,
-  // ...) there; then calls direct_modex_done(id, ...) here. Left empty, such
-  // requests fail at once with "not found".
-  std::function<void(uint64_t id, int rank)> direct_modex;
-
-  // OPTIONAL. Local rank `rank` called PMIx_Spawn (MPI_Comm_spawn) for
-  // `apps`; it waits until the agent calls spawn_done(id, ...). Left empty,
-  // the call fails at once with PMIX_ERR_NOT_SUPPORTED.
-  std::function<void(uint64_t id, int rank, std::vector<SpawnApp> apps)> spawn;
-
-  // OPTIONAL. PMIx_Publish / PMIx_Unpublish / PMIx_Lookup (string and byte
-  // object values; others fail "not supported"): the agent keeps the names in the job's name service (the
-  // launcher's); a lookup waits until lookup_done(id, ...). `rank` is the
-  // dlaunch rank id of the caller. Left empty, they fail "not supported".
-  std::function<void(std::vector<Name> names, bool first_read)> publish;
-  std::function<void(std::vector<std::string> keys)> unpublish;
-  std::function<void(uint64_t id, int rank, std::vector<std::string> keys, bool wait, int timeout_ms)> lookup;
-
-  // OPTIONAL. PMIx_Connect / PMIx_Disconnect (op "connect", "disconnect")
-  // or a fence that is not over the whole job (op "fence", with this host's
-  // blob: OpenMPI's MPI_Comm_disconnect) over `procs` ("nspace:rank",
-  // "nspace:*"), which are not all on this host; answer connect_done(id,
-  // ...) once every host joined. Left empty: "not supported".
-  std::function<void(uint64_t id, std::string op, std::vector<std::string> procs, std::string blob)> connect;
-
-  // OPTIONAL. A local rank connected to / finalized with the server.
-  std::function<void(int rank)> connected;
-  std::function<void(int rank)> finalized;
-};
-
 class PmixServer {
  public:
-  // init() then register_job(map, callbacks): for a caller that knows the
-  // job at once (dl_pmix_run, tests). The map's host name is given to libpmix.
-  static std::unique_ptr<PmixServer> start(const JobMap& map, Callbacks callbacks);
+  // init() without direct modex, then register_job(map, hooks): for a
+  // caller that knows the job at once (dl_pmix_run, tests). The map's host
+  // name is given to libpmix.
+  static std::unique_ptr<PmixServer> start(const JobMap& map, MpiHooks hooks);
 
   // The slow half, which needs no job (100-200 ms on a loaded machine, almost
   // all of it hwloc's topology discovery): discovers this host's topology once
@@ -113,7 +58,9 @@ class PmixServer {
   // exist; the caller removes it after stop). `hostname`: this host's name in
   // the launcher's plan, or "" when not known yet (libpmix then uses
   // gethostname and rank_env sets PMIX_HOSTNAME from the map). `direct_modex`:
-  // whether register_job's callbacks will have a direct_modex function.
+  // whether a local rank's request for the data of a spawned rank on another
+  // host is asked of the launcher (mpi_dmodex); else libpmix answers it
+  // "not found".
   // May run on any thread (the agent runs it on one while it connects).
   // Throws UsageError when a server is already running in this process,
   // IoError when libpmix fails.
@@ -124,10 +71,12 @@ class PmixServer {
                                           bool direct_modex, std::unique_ptr<LocalTopology> topology);
 
   // The fast half (about 1 ms): registers the job's namespace and this host's
-  // ranks. map.tmpdir must be init's tmpdir. Once per server. Throws
-  // UsageError for a bad map or missing post callback, IoError when libpmix
-  // fails (message says which call and its status).
-  void register_job(const JobMap& map, Callbacks callbacks);
+  // ranks. map.tmpdir must be init's tmpdir. Once per server. Of the hooks,
+  // post is required; without send or fence, what a rank asks of them fails
+  // at once ("not supported"), and start_children is needed only for
+  // spawn_launch. Throws UsageError for a bad map or no post hook, IoError
+  // when libpmix fails (message says which call and its status).
+  void register_job(const JobMap& map, MpiHooks hooks);
 
   ~PmixServer();  // stop()
   PmixServer(const PmixServer&) = delete;
@@ -141,46 +90,29 @@ class PmixServer {
   std::vector<std::pair<std::string, std::string>> rank_env(int global_rank);
 
   // Completes fence `id` with the concatenation of every host's blob (node
-  // order). Unknown ids are ignored (e.g. after stop).
+  // order): the launcher's kFence frame. Unknown ids are ignored (e.g. after
+  // stop).
   void fence_done(uint64_t id, const std::string& all_blobs);
-  // Fails fence `id`: the ranks' PMIx_Fence returns an error (MPI aborts).
-  void fence_failed(uint64_t id);
 
-  // Answers spawn request `id` (Callbacks::spawn): an empty `error` with the
-  // children's namespace, else the rank's PMIx_Spawn fails (MPI_Comm_spawn
-  // returns an error). Unknown ids are ignored.
-  void spawn_done(uint64_t id, const std::string& nspace, const std::string& error);
-
-  // Answers lookup `id` (Callbacks::lookup): the names found, else `error`.
-  void lookup_done(uint64_t id, const std::vector<Name>& names, const std::string& error);
-
-  // MPI_Comm_spawn's children: registers `children` (their map; this host's
-  // ranks of it may be none: then the namespace is only made known, for a
-  // spawning rank's peers here) as a namespace spawned by rank `parent_rank`
-  // of `parent_nspace`, and each local child as a client. Their events
-  // (abort, spawn, lookup) reach the Callbacks as dlaunch rank ids
-  // first_id + k. Throws UsageError/IoError as register_job does.
-  void register_spawn(const JobMap& children, int first_id);
-  // The variables to add to child `rank` (of register_spawn's `children`)
-  // before exec, as rank_env does for the job's ranks.
-  std::vector<std::pair<std::string, std::string>> spawn_env(const JobMap& children, int rank);
-
-  // Answers direct-modex request `id` (see Callbacks::direct_modex).
-  void direct_modex_done(uint64_t id, bool ok, const std::string& blob);
-  // Completes connect `id` (Callbacks::connect); ok false fails it; a
-  // fence's result is `all_blobs`.
-  void connect_done(uint64_t id, bool ok, const std::string& all_blobs);
-  // Serves another host's request for the data of local dlaunch rank `rank`; `reply`
-  // is delivered through post once libpmix has it (it waits until the rank
-  // has committed its data).
-  void serve_direct_modex(int rank, std::function<void(bool ok, std::string blob)> reply);
+  // A message of the launcher for this host's MPI side: the answer to what a
+  // rank asked (fence_failed, spawn_reply, mpi_lookup_reply,
+  // mpi_connect_done, mpi_dmodex_reply: unknown ids are ignored), another
+  // host's request (mpi_dmodex_serve: answered with mpi_dmodex_data), or
+  // MPI_Comm_spawn's children placed here or on another host (spawn_launch:
+  // their namespace is registered, then MpiHooks::start_children starts them
+  // and the spawning rank's call completes, or spawn_known answers).
+  // mpi_map is the MPI side's (mpi_side.h) and ignored here. Run on the
+  // agent's thread.
+  void receive(const control::MpiDown& m);
 
   // For a server whose listener on 127.0.0.1:`tcp_port` (the port of its
-  // PMIX_SERVER_URI41) was sealed (listener_seal.h): cuts the clients that
-  // reached that port, and from now on refuses at its handshake any client
-  // while such a connection exists, with `refused(uid)` told of each other
-  // user's (on any thread).
-  void refuse_tcp_clients(uint16_t tcp_port, std::function<void(long uid)> refused);
+  // PMIX_SERVER_URI41) was sealed (listener_seal.h) and that its clients
+  // reach at 127.0.0.1:`door_port` (the agent's front door, front_door.h):
+  // cuts the clients that reached tcp_port, and from now on refuses at its
+  // handshake any client while such a connection exists, with
+  // `refused(uid)` told of each other user's (on any thread).
+  // MPI_Comm_spawn's children are told door_port.
+  void seal(uint16_t door_port, uint16_t tcp_port, std::function<void(long uid)> refused);
 
   // Finalizes libpmix, removes map.tmpdir/pmix and shm_dir(map). Pending fences are
   // dropped (their ranks are being killed). Idempotent.
@@ -197,12 +129,37 @@ class PmixServer {
   PmixServer() = default;
   // Registers map's namespace and its ranks on this host with libpmix.
   void register_nspace(const JobMap& map);
+  // The launcher's messages, one overload each (receive), each defined in
+  // its operation's file.
+  void answer(const control::msg::FenceFailed& m);       // server_fence.cc
+  void answer(const control::msg::MpiConnectDone& m);    // server_connect.cc
+  void answer(const control::msg::SpawnReply& m);        // server_spawn.cc
+  void answer(const control::msg::SpawnLaunch& m);       // server_spawn.cc
+  void answer(const control::msg::MpiLookupReply& m);    // server_publish.cc
+  void answer(const control::msg::MpiDmodexReply& m);    // server_dmodex.cc
+  void answer(const control::msg::MpiDmodexServe& m);    // server_dmodex.cc
+  void answer(const control::msg::MpiMap&) {}
+  // MPI_Comm_spawn's children: registers `children` (their map; this host's
+  // ranks of it may be none: then the namespace is only made known, for a
+  // spawning rank's peers here) as a namespace spawned by a rank of the job,
+  // and each local child as a client. Their events reach the hooks as
+  // dlaunch rank ids first_id + k. Throws UsageError/IoError as
+  // register_job does.
+  void register_spawn(const JobMap& children, int first_id);
+  // The variables to add to child `rank` (of register_spawn's `children`)
+  // before exec, as rank_env does for the job's ranks.
+  std::vector<std::pair<std::string, std::string>> spawn_env(const JobMap& children, int rank);
+  // spawn_launch `m`'s children's map, or (m.elsewhere) the namespace to
+  // make known; registered; their variables, in m.children's order
+  // (nothing with m.elsewhere). Throws Error.
+  std::vector<EnvList> start_spawn(const control::msg::SpawnLaunch& m);
   JobMap map_;
+  uint16_t door_port_ = 0;  // seal's: the port clients are told; 0 = libpmix's own listener
   int spawned_local_ = 0;  // children of MPI_Comm_spawn on this host, all spawns
   std::string tmpdir_, pmix_dir_;
   std::unique_ptr<ServerState> state_;
   std::unique_ptr<LocalTopology> topology_;
-  bool running_ = false, registered_ = false, with_dmodex_ = false, abandoned_ = false;
+  bool running_ = false, registered_ = false, abandoned_ = false;
 };
 
 // Bytes as hex text and back, for byte objects and modex blobs carried in

@@ -25,7 +25,7 @@ struct Side {
   boost::asio::io_context io;
   std::vector<control::MpiUp> sent;
   std::vector<std::string> children_refused;  // start_children's errors
-  MpiSide side{io, MpiSide::Hooks{
+  MpiSide side{io, MpiHooks{
                        [this](control::MpiUp m) { sent.push_back(std::move(m)); },
                        [](uint64_t, std::string) {},
                        [this](const msg::SpawnLaunch&, const std::vector<EnvList>&, const std::string& error) {

@@ -208,7 +208,7 @@ TEST_CASE("predicted rank environment is what libpmix's setup_fork gives", "[pmi
   m.node_hosts = {"hostA", "plan-name"};
   m.node_ranks = {{0}, {1, 2}};
   m.tmpdir = tmpl;
-  Callbacks cb;
+  dl::mpi::MpiHooks cb;
   cb.post = [](std::function<void()> t) { t(); };
   auto server = PmixServer::init(tmpl, "", false);
   server->register_job(m, cb);

@@ -145,21 +145,29 @@ int run(const Options& o) {
     kill_all(SIGTERM);
   };
 
-  pm::Callbacks cb;
-  cb.post = [&q](std::function<void()> t) { q.post(std::move(t)); };
-  cb.fence = [&](uint64_t id, std::string blob) {
+  namespace msg = dl::control::msg;
+  dl::mpi::MpiHooks hooks;
+  hooks.post = [&q](std::function<void()> t) { q.post(std::move(t)); };
+  hooks.fence = [&](uint64_t id, std::string blob) {
     if (o.verbose) std::fprintf(stderr, "dl_pmix_run: fence %llu with %zu bytes\n", (unsigned long long)id, blob.size());
     server->fence_done(id, blob);
   };
-  cb.abort = [&](int rank, int status, std::string msg) {
-    fail(status, "rank " + std::to_string(rank) + " on " + host + " aborted with status " +
-                     std::to_string(status) + " (" + msg + ")");
+  // One host, no launcher: MPI_Abort ends the run; what would wait for a
+  // launcher (spawn, lookup, connect across hosts) fails at once.
+  hooks.send = [&](dl::control::MpiUp m) {
+    const std::string no = "dl_pmix_run serves one host";
+    if (auto* a = std::get_if<msg::MpiAbort>(&m))
+      fail(a->status, "rank " + std::to_string(a->rank) + " on " + host + " aborted with status " +
+                          std::to_string(a->status) + " (" + a->message + ")");
+    else if (auto* s = std::get_if<msg::SpawnRequest>(&m))
+      server->receive(msg::SpawnReply{s->id, std::nullopt, no});
+    else if (auto* l = std::get_if<msg::MpiLookup>(&m))
+      server->receive(msg::MpiLookupReply{l->id, {}, no});
+    else if (auto* c = std::get_if<msg::MpiConnect>(&m))
+      server->receive(msg::MpiConnectDone{c->id, std::nullopt, no});
   };
-  if (o.verbose) {
-    cb.connected = [](int r) { std::fprintf(stderr, "dl_pmix_run: rank %d connected\n", r); };
-    cb.finalized = [](int r) { std::fprintf(stderr, "dl_pmix_run: rank %d finalized\n", r); };
-  }
-  server = pm::PmixServer::start(map, cb);
+  if (o.verbose) hooks.trace = [](int r, const char* event) { std::fprintf(stderr, "dl_pmix_run: rank %d %s\n", r, event); };
+  server = pm::PmixServer::start(map, hooks);
 
   sigset_t chld;
   sigemptyset(&chld);

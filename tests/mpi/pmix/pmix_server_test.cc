@@ -32,7 +32,7 @@ TEST_CASE("pmix server gives local ranks their PMIx and OpenMPI variables", "[pm
   m.node_hosts = {"hostA", "hostB"};
   m.node_ranks = {{0, 1}, {2, 3}};
   m.tmpdir = tmpl;
-  Callbacks cb;
+  dl::mpi::MpiHooks cb;
   cb.post = [](std::function<void()> t) { t(); };
   auto server = PmixServer::start(m, cb);
   CHECK(std::filesystem::is_directory(std::string(tmpl) + "/pmix"));
@@ -67,7 +67,7 @@ TEST_CASE("pmix server started before the job: register_job later, the plan's ho
   m.node_hosts = {"hostA", "plan-name-of-this-host"};
   m.node_ranks = {{0}, {1, 2}};
   m.tmpdir = tmpl;
-  Callbacks cb;
+  dl::mpi::MpiHooks cb;
   cb.post = [](std::function<void()> t) { t(); };
   JobMap other = m;
   other.tmpdir = "/elsewhere";
