@@ -1,4 +1,5 @@
 #include "agent/agent.h"
+#include "agent/health.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -69,7 +70,29 @@ Agent::Agent(asio::io_context& io, AgentOptions opts)
   mpi_ = std::make_unique<MpiSide>(io_, std::move(mpi));
 }
 
-Agent::~Agent() { mpi_.reset(); }
+Agent::~Agent() {
+  mpi_.reset();
+  if (health_.joinable()) health_.detach();  // its child dies with this process (PR_SET_PDEATHSIG)
+}
+
+void Agent::health_check(const msg::HealthCheck& c) {
+  if (health_.joinable()) return;  // asked once per host
+  health_ = std::thread([this, c] {
+    const auto timeout = milliseconds(c.timeout_ms);
+    msg::Health h;
+    try {
+      const auto r = machine::run_child({"/bin/sh", "-c", c.command}, timeout, "the health check",
+                                        {"DLAUNCH_HOST=" + c.host});
+      h.text = health_verdict(r, timeout);
+    } catch (const std::exception& e) {
+      h.text = e.what();
+    }
+    h.passed = h.text.empty();
+    asio::post(io_, [this, h] {
+      if (link_ && !done_) link_->send_message(h);
+    });
+  });
+}
 
 int Agent::run() {
   const auto& a = opts_.args;
@@ -99,6 +122,7 @@ int Agent::run() {
   hello.machine = machine::machine_identity() + (a.sim_host.empty() ? "" : "/sim:" + a.sim_host);
   if (a.detect_gpus) machine::report_gpus(machine::detect_gpus(a.gpus_per_node), hello);
   hello.pmix = MpiSide::available();
+  hello.unhealthy = check_temp_dir(temp_base());
   if (a.cpu_topology) {
     const hostfiles::CpuTopology topo = machine::read_cpu_topology(machine::own_allowed_cpus());
     hello.cpu = msg::CpuReport{topo.cores, topo.numa, topo.numa_ids, topo.packages};
@@ -184,6 +208,7 @@ void Agent::on_message(control::FromLauncher m) {
                  [this](const control::MpiDown& d) { mpi_->receive(d); },
                  [this](const msg::DumpStacks& d) { dump_stacks(d); },
                  [this](const msg::StartAgents& s) { start_agents(s); },
+                 [this](const msg::HealthCheck& c) { health_check(c); },
                  [this](const msg::Restart& r) {
                    restart_ = r.attempt;
                    ready_if_done();

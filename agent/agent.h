@@ -14,6 +14,7 @@
 #include <boost/asio.hpp>
 #include <chrono>
 #include <memory>
+#include <thread>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -82,6 +83,9 @@ class Agent {
   void dump_stacks(const control::msg::DumpStacks& d);
   // The launch tree: start agents beneath this one and relay for them (agent/relay.h).
   void start_agents(const control::msg::StartAgents& m);
+  // --health-check: the admin's command, on a thread of its own (agent/health.h); answered by `health`.
+  void health_check(const control::msg::HealthCheck& c);
+  std::thread health_;
 
   asio::io_context& io_;
   AgentOptions opts_;

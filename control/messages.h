@@ -90,11 +90,25 @@ struct Hello {
   // the agent itself): the address its connection came from, which is how
   // the other hosts reach this one (MASTER_ADDR when it is node 0).
   std::optional<std::string> reach;
+  // The health gate's own checks of this host, run before the hello (its
+  // temporary directory writable, with room): "" passed, else what failed,
+  // in words for the user. The host then takes no ranks (docs/failures.md).
+  std::string unhealthy;
   template <class S, class V> static void fields(S& s, V& v) {
     v("version", s.version), v("node", s.node), v("host", s.host), v("pid", s.pid), v("free_port", s.free_port);
     v("gpus", s.gpus), v("pmix", s.pmix), v("cpu", s.cpu), v("gpu_vendor", s.gpu_vendor);
     v("gpus_by_vendor", s.gpus_by_vendor), v("gpu_numa", s.gpu_numa), v("machine", s.machine), v("reach", s.reach);
+    v("unhealthy", s.unhealthy);
   }
+};
+
+// The answer to health_check: the command's exit status 0 (passed), or the
+// check's own words (the last lines it printed, or how it ended).
+struct Health {
+  static constexpr const char* kType = "health";
+  bool passed = false;
+  std::string text;
+  template <class S, class V> static void fields(S& s, V& v) { v("passed", s.passed), v("text", s.text); }
 };
 
 // A rank was forked and exec'd.
@@ -595,6 +609,18 @@ struct DumpStacks {
 // --max-restarts: the attempt failed and every rank of it ended; the job
 // goes on. Forget this attempt's ranks once each is reported, then answer
 // `ready` for `attempt` (the restart count of the launch that follows).
+// --health-check CMD: run `/bin/sh -c command` on this host, with
+// DLAUNCH_HOST=host (as the hostfile names it), within timeout_ms, before
+// the host takes ranks; answered by `health`.
+struct HealthCheck {
+  static constexpr const char* kType = "health_check";
+  std::string command, host;
+  int timeout_ms = 60000;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("command", s.command), v("host", s.host), v("timeout_ms", s.timeout_ms);
+  }
+};
+
 struct Restart {
   static constexpr const char* kType = "restart";
   int attempt = 0;
@@ -624,9 +650,9 @@ using MpiDown = std::variant<msg::FenceFailed, msg::SpawnReply, msg::SpawnLaunch
 // What each side may receive. Decoding picks the alternative by "t", looking
 // into MpiUp and MpiDown for theirs.
 using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::ExitedClean, msg::SpawnFailed, msg::Heartbeat, msg::Stacks,
-                               msg::Ready, msg::AgentFailed, msg::AgentLost, MpiUp>;
+                               msg::Ready, msg::AgentFailed, msg::AgentLost, msg::Health, MpiUp>;
 using FromLauncher = std::variant<msg::Launch, msg::LaunchEnv, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat, msg::Bye,
-                                  msg::DumpStacks, msg::Restart, msg::StartAgents, MpiDown>;
+                                  msg::DumpStacks, msg::Restart, msg::StartAgents, msg::HealthCheck, MpiDown>;
 
 // The JSON text of a message, "t" first.
 template <class M> std::string encode(const M& m);

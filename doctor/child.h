@@ -7,19 +7,14 @@
 #include <vector>
 
 #include "doctor/peer_link.h"
+#include "machine/run_child.h"
 #include "wire/record.h"
 
 namespace dl::doctor {
 
-struct ChildResult {
-  int status = -1;  // exit status; 128+N for a signal; 124 when it ran past its timeout
-  std::string out, err;
-};
-
-// Runs argv (no shell) with stdout and stderr captured, stdin /dev/null;
-// SIGKILLs its process group after `timeout`. It dies with the doctor
-// (PR_SET_PDEATHSIG). `what` names it in errors ("the all_reduce job").
-ChildResult run_child(const std::vector<std::string>& argv, Millis timeout, const std::string& what);
+// The doctor's jobs run as machine/run_child.h runs them.
+using machine::ChildResult;
+using machine::run_child;
 
 // The last `n` lines of `s`, joined by spaces: a failed job's last words.
 std::string last_lines(const std::string& s, int n);

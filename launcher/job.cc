@@ -198,7 +198,8 @@ std::string Job::on_hello(const msg::Hello& m) {
   greeted(n, m);
   log(std::string(n.seat < 0 ? "spare agent" : "agent") + " on " + n.host + " connected (pid " + std::to_string(m.pid) + ")");
   ++hellos_;
-  if (ready_to_launch() && !fate_.failed()) launch_all();
+  check_health(n, m);
+  if (phase_.is(Phase::kStarting) && ready_to_launch() && !fate_.failed()) launch_all();
   else if (fate_.failed() && phase_.is(Phase::kStarting) && all_agents_settled()) teardown(0);
   return "";
 }
@@ -230,6 +231,7 @@ void Job::on_message(int node, const control::FromAgent& m) {
                    node_failed_to_start(f.node, f.why);
                  },
                  [](const msg::AgentLost&) {},  // the links' business (ControlServer): on_closed
+                 [&](const msg::Health& h) { on_health(n, h); },
                  [&](const control::MpiUp& u) { mpi_router_->receive(node, u); },
                  [&](const msg::SpawnFailed& f) {
                    own(f.rank);
@@ -305,9 +307,68 @@ void Job::spare_lost(Node& n, const std::string& why) {
 bool Job::ready_to_launch() const {
   for (const auto& n : nodes_) {
     if (!n.ours() || n.lost) continue;
-    if (n.state == NodeState::kStarting || (n.seat >= 0 && n.state != NodeState::kUp)) return false;
+    if (n.state == NodeState::kStarting || n.health == Node::Health::kPending) return false;
+    if (n.seat >= 0 && (n.state != NodeState::kUp || n.health != Node::Health::kPassed)) return false;
   }
   return true;
+}
+
+void Job::check_health(Node& n, const msg::Hello& m) {
+  if (!m.unhealthy.empty()) return health_failed(n, m.unhealthy);
+  if (opts_.health_check.empty()) {
+    n.health = Node::Health::kPassed;
+    return;
+  }
+  n.health = Node::Health::kPending;
+  msg::HealthCheck c;
+  c.command = opts_.health_check, c.host = n.host;
+  c.timeout_ms = static_cast<int>(opts_.health_timeout_s * 1000);
+  server_->send(n.index, c);
+}
+
+void Job::on_health(Node& n, const msg::Health& h) {
+  if (n.health != Node::Health::kPending) return;
+  if (!h.passed) return health_failed(n, h.text.empty() ? "it failed" : h.text);
+  n.health = Node::Health::kPassed;
+  log(n.host + " passed the health check");
+  if (phase_.is(Phase::kStarting) && ready_to_launch() && !fate_.failed()) launch_all();
+}
+
+// Before the launch: a spare that fails leaves; a seated host's seat goes to
+// a spare that has not failed (it is checked too before the launch), else
+// the job cannot start. The host's agent is sent away.
+void Job::health_failed(Node& n, const std::string& text) {
+  n.health = Node::Health::kFailed;
+  const std::string why = "failed the health check: " + text;
+  if (n.lost) return;
+  if (n.seat < 0) {
+    server_->send(n.index, msg::Bye{});
+    return spare_lost(n, why);
+  }
+  if (!phase_.is(Phase::kStarting)) return;
+  Node* spare = nullptr;
+  for (auto& x : nodes_)
+    if (x.ours() && x.seat < 0 && !x.lost && x.state != NodeState::kStartFailed &&
+        (!spare || (x.health == Node::Health::kPassed && spare->health != Node::Health::kPassed)))
+      spare = &x;
+  if (!spare) {
+    write_fully(2, "dlaunch: error: " + n.host + " " + why + (plan_.spares.empty() ? "" : "; no spare is left to take its ranks") + "\n");
+    fate_.on_host_lost(n.host, why, n.ranks);
+    fate_.mark_said();
+    return teardown(0);
+  }
+  seats_.at(static_cast<size_t>(n.seat)) = spare->index;
+  spare->seat = n.seat, n.seat = -1, n.lost = true;
+  spare->ranks = std::move(n.ranks), n.ranks.clear();
+  for (int r : spare->ranks) sink_->move_rank(r, spare->host);
+  if (torch_store_) torch_store_->rename_nodes(seat_hosts());
+  size_t left = 0;
+  for (const auto& x : nodes_) left += x.seat < 0 && !x.lost ? 1 : 0;
+  const std::string line = moved_line(n.host, why, spare->ranks, spare->host) + spares_left(left);
+  lost_hosts_.push_back(n.host + " (" + why + ")");
+  write_fully(2, "dlaunch: " + line + "\n");
+  server_->send(n.index, msg::Bye{});
+  if (ready_to_launch() && !fate_.failed()) launch_all();
 }
 
 void Job::teardown(int grace_ms) {

@@ -103,6 +103,7 @@ class Job : public AgentLinks::Handler {
     int seat = -1;      // the node rank it runs; -1: a spare, or a host that was lost
     bool lost = false;  // its ranks moved to a spare (or a spare that was lost): not used again
     std::string why_gone;  // why its agent's connection closed
+    enum class Health { kUnknown, kPending, kPassed, kFailed } health = Health::kUnknown;  // the health gate
     std::vector<int> ranks;
     std::optional<control::msg::Hello> hello;  // its agent's (the last, after a restart)
     std::string reach_addr;  // this host's address as the other hosts reach it
@@ -180,8 +181,14 @@ class Job : public AgentLinks::Handler {
   // A spare whose agent could not start, did not connect or was lost: the
   // job goes on without it (said once).
   void spare_lost(Node& n, const std::string& why);
-  // Every agent connected or gave up, and every seated one is up.
+  // Every agent connected or gave up, and every seated one is up and passed the health gate.
   bool ready_to_launch() const;
+  // The health gate (docs/failures.md): the hello's own checks, then
+  // --health-check's answer. A host that fails takes no ranks: a spare takes
+  // its seat before the launch, or the job cannot start.
+  void check_health(Node& n, const control::msg::Hello& m);
+  void on_health(Node& n, const control::msg::Health& h);
+  void health_failed(Node& n, const std::string& text);
   // The MPI router and its port to this Job (launcher/job_mpi.cc).
   friend class JobMpiPort;
   std::unique_ptr<MpiRouter> make_mpi_router();

@@ -203,7 +203,11 @@ void Job::on_agent_timeout() {
                              " s (see --agent-timeout)";
   for (auto& n : nodes_)  // a silent spare: the job starts without it
     if (n.state == NodeState::kStarting && n.seat < 0 && !n.lost) n.state = NodeState::kStartFailed, spare_lost(n, silent);
-  if (!phase_.is(Phase::kStarting)) return;  // launched without them
+  for (auto& n : nodes_)  // a health check that never answered is one that failed
+    if (n.health == Node::Health::kPending && phase_.is(Phase::kStarting))
+      health_failed(n, "no answer within " + std::to_string(static_cast<int>(opts_.agent_timeout_s)) +
+                           " s (--agent-timeout)");
+  if (!phase_.is(Phase::kStarting)) return;  // launched without them (or torn down)
   for (auto& n : nodes_)
     if (n.state == NodeState::kStarting) {
       missing += (missing.empty() ? "" : ", ") + n.host;

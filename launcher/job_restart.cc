@@ -192,6 +192,10 @@ std::string Job::hello_again(Node& n, const msg::Hello& m) {
     return "agent claims node " + std::to_string(m.node) + ", which already has one";
   greeted(n, m);
   log("new agent on " + n.host + " connected (pid " + std::to_string(m.pid) + ")");
+  if (!m.unhealthy.empty()) {
+    restart_failed(n.host + " failed the health check: " + m.unhealthy);
+    return "";
+  }
   if (attempts_.ready(n.index, attempts_.next(), m.free_port)) all_ready();
   return "";
 }

@@ -124,6 +124,9 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("max-restarts", val(&o.max_restarts, help), "restart the whole job up to N times when a rank fails (torchrun's; not MPI programs)")
     ("spares", val(&o.spares, help), "the last K hosts hold no ranks: each takes a lost host's ranks at a restart")
     ("min-hosts", val(&o.min_hosts, help), "a lost host without a spare leaves the job, which goes on smaller while N hosts remain")
+    ("health-check", val(&o.health_check, help), "a command each host runs before it takes ranks; a host where it fails takes none")
+    ("health-timeout", seconds(&o.health_timeout_s, help, "--health-timeout", kMaxWaitSeconds),
+     "seconds --health-check may take on a host")
     ("max-hosts", val(&o.max_hosts, help), "at most N hosts take ranks; the hosts after them are spares (torchrun's --nnodes MIN:MAX)")
     ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
     ("control-addr", val(&o.control_addr, help), "address agents connect back to")

@@ -94,6 +94,10 @@ struct RunOptions {
   // --max-hosts N (torchrun's --nnodes MIN:MAX): at most N hosts take
   // ranks; those after them wait as spares. 0: every host but --spares'.
   int max_hosts = 0;
+  // --health-check CMD: every host runs it (/bin/sh -c, DLAUNCH_HOST set)
+  // before it takes ranks; a host where it fails takes none (docs/failures.md).
+  std::string health_check;
+  double health_timeout_s = 60;  // --health-timeout: its bound on each host
   bool restarts_given = false;  // --max-restarts was given (not implied by --spares/--min-hosts)
   // Remote hosts.
   std::string prefix;               // --prefix DIR holding bin/dlaunch-agent

@@ -73,10 +73,11 @@ class RecordingLinks final : public AgentLinks {
   // The agent of `node` says hello. As the real server does, the link is
   // bound before the handler hears of it (its answer may be to send), and
   // unbound again when the handler refuses it.
-  std::string hello(int node, int free_port = 29500) {
+  std::string hello(int node, int free_port = 29500, const std::string& unhealthy = "") {
     msg::Hello m;
     m.version = "test", m.node = node, m.host = "fake-" + std::to_string(node), m.pid = 4000 + node;
     m.free_port = free_port;
+    m.unhealthy = unhealthy;
     REQUIRE(!open_.at(static_cast<size_t>(node)));  // the server itself refuses a second one
     open_.at(static_cast<size_t>(node)) = true;
     const std::string refused = h_.on_hello(m);
@@ -690,4 +691,76 @@ TEST_CASE("job transitions: --min-hosts: a lost host without a spare leaves, the
                                     "goes on with 2 hosts and 2 ranks (--min-hosts 2); 2 ranks running again"));
   CHECK_THAT(h.err, Catch::Contains("cannot restart: 1 of 2 hosts would remain, below --min-hosts 2; hosts lost: "
                                     "fake-1 (connection reset), fake-2 (no heartbeat for 5 s)"));
+}
+
+TEST_CASE("job transitions: --health-check: the launch waits for every host's answer; a host that fails with no spare "
+          "ends the job before any rank starts, in the check's own words",
+          "[launcher][job][transitions][health]") {
+  auto o = test_options();
+  o.health_check = "/usr/local/sbin/node-check";
+  Harness h(o);
+  REQUIRE(h.links->hello(0) == "");
+  REQUIRE(h.links->hello(1) == "");
+  h.settle();
+  CHECK(h.job->phase() == Phase::kStarting);
+  const auto asked = h.links->sent(1).all<msg::HealthCheck>();
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].command == "/usr/local/sbin/node-check");
+  CHECK(asked[0].host == "fake-1");
+  CHECK(asked[0].timeout_ms == 60000);
+  h.links->say(0, msg::Health{true, ""});
+  h.settle();
+  CHECK(h.job->phase() == Phase::kStarting);  // fake-1 has not answered
+  h.links->say(1, msg::Health{false, "GPU 3: 2 uncorrectable ECC errors (exited with code 1)"});
+  h.settle();
+  CHECK(h.links->sent(0).count<msg::Launch>() == 0);
+  CHECK(h.finish() == 1);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("fake-1 failed the health check: GPU 3: 2 uncorrectable ECC errors"));
+}
+
+TEST_CASE("job transitions: the health gate with a spare: a host that fails gives its seat to the spare before the "
+          "launch, and is sent away",
+          "[launcher][job][transitions][health][spares]") {
+  auto o = restart_options(1);
+  o.health_check = "check";
+  Harness h(o, nullptr, {}, two_hosts_and_a_spare());
+  for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n) == "");
+  h.settle();
+  h.links->say(1, msg::Health{false, "no /scratch mounted (exited with code 1)"});
+  h.links->say(0, msg::Health{true, ""});
+  h.settle();
+  CHECK(h.job->phase() == Phase::kStarting);  // the spare's own answer is not in
+  CHECK(h.links->sent(1).count<msg::Bye>() == 1);
+  h.links->say(2, msg::Health{true, ""});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(h.links->sent(1).count<msg::Launch>() == 0);
+  const auto spare = h.links->sent(2).all<msg::Launch>();
+  REQUIRE(spare.size() == 1);
+  CHECK(ranks_of(spare[0]) == std::vector<int>{2, 3});
+  REQUIRE(spare[0].identity);
+  CHECK(spare[0].identity->node == 1);
+  h.links->close(1, "closed by the agent");  // the host sent away: nothing more to say of it
+  h.settle();
+  CHECK(h.job->phase() == Phase::kLaunched);
+  for (int r : {0, 1}) h.links->exited(0, r, 0);
+  for (int r : {2, 3}) h.links->exited(2, r, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("fake-1 lost (failed the health check: no /scratch mounted (exited with code 1)); "
+                                    "its ranks 2-3 moved to spare fake-2; no spare left"));
+}
+
+TEST_CASE("job transitions: the agent's own checks (its temp dir) fail a host in its hello, as --health-check would",
+          "[launcher][job][transitions][health]") {
+  Harness h;
+  REQUIRE(h.links->hello(0) == "");
+  REQUIRE(h.links->hello(1, 29500, "the temporary directory /tmp (TMPDIR) has 3 MiB free") == "");
+  h.settle();
+  CHECK(h.links->sent(0).count<msg::Launch>() == 0);
+  CHECK(h.finish() == 1);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("fake-1 failed the health check: the temporary directory /tmp (TMPDIR) has 3 MiB"));
 }

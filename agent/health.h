@@ -1,0 +1,27 @@
+#pragma once
+// The health gate on this host (docs/failures.md, "The health gate"): what
+// the agent checks before its hello (cheap, always), and the admin's
+// --health-check command, run when the launcher asks, before the host takes
+// ranks.
+#include <chrono>
+#include <string>
+
+#include "machine/run_child.h"
+
+namespace dl::agent {
+
+// The room dlaunch's and the ranks' temporary files need in $TMPDIR (else
+// /tmp): less is a host that fails the gate.
+inline constexpr unsigned long long kMinTempFreeBytes = 64ull << 20;
+
+// "" when `dir` is a writable directory with at least `min_free` bytes
+// free; else what is wrong, for the user ("TMPDIR /scratch: 12 MiB free ...").
+std::string check_temp_dir(const std::string& dir, unsigned long long min_free = kMinTempFreeBytes);
+
+// The answer to a finished --health-check: "" passed (exit 0), else the
+// check's own words: the last lines it printed (stderr first), or how it
+// ended when it printed nothing ("exited with code 3", "did not finish
+// within 60 s").
+std::string health_verdict(const machine::ChildResult& r, std::chrono::milliseconds timeout);
+
+}  // namespace dl::agent

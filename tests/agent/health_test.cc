@@ -1,0 +1,49 @@
+// The agent's side of the health gate (agent/health.h): the temp-dir check
+// on real directories, and the verdict of a real --health-check command.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "agent/health.h"
+
+using namespace dl::agent;
+using dl::machine::run_child;
+using std::chrono::milliseconds;
+
+TEST_CASE("health: a writable temp dir with room passes; one that is not writable or too full is named",
+          "[agent][health]") {
+  char tmpl[] = "/tmp/dl-health-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  const std::string dir = tmpl;
+  CHECK(check_temp_dir(dir, 1) == "");
+  const std::string full = check_temp_dir(dir, ~0ull);  // no disk has this much free
+  CHECK(full.find("the temporary directory " + dir + " (TMPDIR) has ") == 0);
+  CHECK(full.find("MiB free") != std::string::npos);
+  CHECK(full.find("point TMPDIR elsewhere") != std::string::npos);
+  const std::string gone = check_temp_dir(dir + "/none", 1);
+  CHECK(gone.find("is not writable") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("health: a real check's verdict is its own last words, or how it ended", "[agent][health]") {
+  const auto t = milliseconds(5000);
+  CHECK(health_verdict(run_child({"/bin/sh", "-c", "exit 0"}, t, "check"), t) == "");
+  CHECK(health_verdict(run_child({"/bin/sh", "-c", "echo 'GPU 2: ECC errors' >&2; exit 3"}, t, "check"), t) ==
+        "GPU 2: ECC errors (exited with code 3)");
+  CHECK(health_verdict(run_child({"/bin/sh", "-c", "echo a; echo b; exit 1"}, t, "check"), t) == "a / b (exited with code 1)");
+  CHECK(health_verdict(run_child({"/bin/sh", "-c", "exit 4"}, t, "check"), t) == "exited with code 4");
+  CHECK(health_verdict(run_child({"/bin/sh", "-c", "kill -9 $$"}, t, "check"), t) == "was killed by signal 9");
+  const auto quick = milliseconds(300);
+  const auto slow = run_child({"/bin/sh", "-c", "sleep 30"}, quick, "check");
+  CHECK(slow.status == 124);
+  CHECK(health_verdict(slow, milliseconds(60000)) == "did not finish within 60 s");
+  const auto env = run_child({"/bin/sh", "-c", "echo \"$DLAUNCH_HOST\""}, t, "check", {"DLAUNCH_HOST=node7"});
+  CHECK(env.out == "node7\n");
+  // A check that prints without end is read, and kept only up to the bound.
+  const auto loud = run_child({"/bin/sh", "-c", "yes | head -c 1000000"}, t, "check");
+  CHECK(loud.status == 0);
+  CHECK(loud.out.size() == dl::machine::kMaxCaptured);
+}
