@@ -1,5 +1,7 @@
 #include "launcher/app_context.h"
 
+#include <algorithm>
+#include <memory>
 #include <sstream>
 
 #include "errors/error.h"
@@ -18,43 +20,80 @@ int parse_np(const std::string& text, int number) {
   return std::stoi(text);
 }
 
+// What a context after ':' takes, for the messages.
+constexpr const char* kContextTakes =
+    "a context after ':' takes -n/-np, -x, -env, --mca and --wdir; options for the whole job go before the first "
+    "program";
+
 // One context's options, from args[at]; returns the index of its program and
-// sets *verbatim when a `--` ended them.
+// sets *verbatim when a `--` ended them. Each word is first spelt as the
+// first context's are (dlaunch_spelling, translate_habit: -np=2, -wdir,
+// --ntasks, -mca ...), so every context takes the same spellings.
 size_t parse_context_options(const std::vector<std::string>& args, size_t at, int number, AppContext& c,
-                             bool* verbatim) {
-  auto value_of = [&](const std::string& opt) -> std::string {
-    if (at + 1 >= args.size() || args[at + 1] == kAppSeparator)
-      throw UsageError(context_name(number) + ": " + opt + " needs a value");
-    return args[++at];
-  };
+                             bool* verbatim, const IsLongOption& is_long) {
+  const std::string where = context_name(number);
   for (; at < args.size(); ++at) {
-    const std::string& a = args[at];
-    if (a == "--") { *verbatim = true; return at + 1; }
-    if (a.size() < 2 || a[0] != '-') return at;
-    if (a == "-n" || a == "-np" || a == "--np" || a == "--n") c.np = parse_np(value_of(a), number);
-    else if (a.rfind("--np=", 0) == 0) c.np = parse_np(a.substr(5), number);
-    else if (a.rfind("-n", 0) == 0 && a.find_first_not_of("0123456789", 2) == std::string::npos) c.np = parse_np(a.substr(2), number);
-    else if (a == "-x" || a == "--x") {
-      c.exports.push_back(value_of(a));
-      check_export(c.exports.back(), context_name(number) + ": -x");
+    const std::string& word = args[at];
+    if (word == "--") { *verbatim = true; return at + 1; }
+    if (word.size() < 2 || word[0] != '-') return at;
+    const std::string typed = word.substr(0, word.find('='));
+    const std::string a = dlaunch_spelling(word, is_long);
+    const size_t eq = a.find('=');
+    const std::string opt = a.substr(0, eq);
+    // The option's value: attached (=V) or the next word, never a ':'.
+    auto value = [&]() -> std::string {
+      if (eq != std::string::npos) return a.substr(eq + 1);
+      if (at + 1 >= args.size() || args[at + 1] == kAppSeparator) throw UsageError(where + ": " + typed + " needs a value");
+      return args[++at];
+    };
+    auto add_export = [&](std::string entry) {
+      check_export(entry, where + ": " + typed);
+      c.exports.push_back(std::move(entry));
+    };
+    if (opt == "--np" || opt == "-n" || opt == "--n") {
+      c.np = parse_np(value(), number);
+    } else if (opt.rfind("-n", 0) == 0 && opt[2] != '-') {  // -n4
+      c.np = parse_np(opt.substr(2), number);
+    } else if (opt == "-x" || opt == "--x") {
+      add_export(value());
+    } else if (opt.rfind("-x", 0) == 0) {  // -xVAR, as Program_options reads the first context's
+      add_export(a.substr(2));
+    } else if (opt == "--wdir") {
+      c.wdir = value();
+    } else if (opt == "-env" || opt == "--env") {  // mpiexec.hydra's -env NAME VALUE, this context's
+      const std::string name = value(), v = value();
+      add_export(name + "=" + v);
+    } else if (opt == "--host" || opt.rfind("-H", 0) == 0) {
+      throw UsageError(where + ": " + typed + ": the hosts are the whole job's (give --hostfile or -H before the "
+                       "first program); each context's ranks follow the ranks before them");
+    } else if (opt == "--mca") {  // mpirun's -mca NAME VALUE: this context's OMPI_MCA_NAME=VALUE
+      std::vector<std::string> mine;
+      size_t i = at;
+      try {
+        translate_habit(a, args, i, mine);
+      } catch (const UsageError& e) {
+        throw UsageError(where + ": " + e.what());
+      }
+      for (size_t k = at + 1; k <= i; ++k)
+        if (args[k] == kAppSeparator) throw UsageError(where + ": " + typed + " takes NAME VALUE before the next ':'");
+      at = i;
+      for (size_t k = 0; k + 1 < mine.size(); k += 2) add_export(mine[k + 1]);
+    } else if (opt.rfind("--", 0) == 0 && opt.size() > 2 && (is_habit(opt.substr(2)) || is_long(opt.substr(2)))) {
+      throw UsageError(where + ": " + typed + (typed == opt ? "" : " (" + opt + ")") +
+                       " is an option for the whole job: give it before the first program (" + kContextTakes + ")");
+    } else {
+      throw UsageError(where + ": '" + typed + "' is not an app context option (" + kContextTakes + ")");
     }
-    else if (a == "--ntasks") c.np = parse_np(value_of(a), number);  // srun's -n
-    else if (a.rfind("--ntasks=", 0) == 0) c.np = parse_np(a.substr(9), number);
-    else if (a == "-env" || a == "--mca" || a == "-mca") {  // mpiexec.hydra's -env NAME VALUE, mpirun's MCA
-      const std::string name = value_of(a), value = value_of(a);
-      c.exports.push_back((a == "-env" ? "" : "OMPI_MCA_") + name + "=" + value);
-      check_export(c.exports.back(), context_name(number) + ": " + a);
-    }
-    else if (a == "--wdir" || a == "-wdir" || a == "-wd" || a == "--wd") c.wdir = value_of(a);
-    else if (a.rfind("--wdir=", 0) == 0) c.wdir = a.substr(7);
-    else if (a == "-H" || a == "-host" || a == "--host" || a.rfind("--host=", 0) == 0)
-      throw UsageError(context_name(number) + ": " + a + ": the hosts are the whole job's (give --hostfile or -H "
-                       "before the first program); each context's ranks follow the ranks before them");
-    else
-      throw UsageError(context_name(number) + ": '" + a + "' is not an app context option (a context after ':' takes " +
-                       "-n, -x, -env, --mca and --wdir; options for the whole job go before the first program)");
   }
   return at;
+}
+
+// The long-option test of the run options, for a caller that gives none.
+IsLongOption run_options_lookup(const IsLongOption& given) {
+  if (given) return given;
+  auto names = std::make_shared<std::vector<std::string>>();
+  for (const auto& spec : run_option_table()) names->push_back(spec.name);
+  return [names](const std::string& name) { return std::find(names->begin(), names->end(), name) != names->end(); };
 }
 
 // Splits one app file line into words: blanks separate, '…' and "…" quote.
@@ -80,12 +119,13 @@ std::vector<std::string> split_words(const std::string& line, const std::string&
 }  // namespace
 
 std::vector<AppContext> parse_app_contexts(const std::vector<std::string>& args, size_t at, int number,
-                                           bool one_context) {
+                                           bool one_context, const IsLongOption& is_long) {
+  const IsLongOption lookup = run_options_lookup(is_long);
   std::vector<AppContext> out;
   while (at < args.size()) {
     AppContext c;
     bool verbatim = one_context;
-    at = parse_context_options(args, at, number, c, &verbatim);
+    at = parse_context_options(args, at, number, c, &verbatim, lookup);
     verbatim = verbatim || one_context;
     if (at >= args.size() || (!verbatim && args[at] == kAppSeparator))
       throw UsageError(context_name(number) + ": expected a program after its options, got " +
@@ -104,7 +144,8 @@ std::vector<AppContext> parse_app_contexts(const std::vector<std::string>& args,
   return out;
 }
 
-std::vector<AppContext> read_app_file(const std::string& path) {
+std::vector<AppContext> read_app_file(const std::string& path, const IsLongOption& is_long) {
+  const IsLongOption lookup = run_options_lookup(is_long);
   std::istringstream f(read_user_file(path, "--app", "give a file of app contexts, one per line").text);
   std::vector<AppContext> out;
   std::string line;
@@ -115,7 +156,7 @@ std::vector<AppContext> read_app_file(const std::string& path) {
     const std::string where = path + ":" + std::to_string(n);
     const auto words = split_words(line, where);
     try {
-      for (auto& c : parse_app_contexts(words, 0, static_cast<int>(out.size()) + 1, /*one_context=*/true))
+      for (auto& c : parse_app_contexts(words, 0, static_cast<int>(out.size()) + 1, /*one_context=*/true, lookup))
         out.push_back(std::move(c));
     } catch (const UsageError& e) {
       throw UsageError(where + ": " + e.what());

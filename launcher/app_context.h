@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/habits.h"
+
 namespace dl::launcher {
 
 struct AppContext {
@@ -21,18 +23,22 @@ inline constexpr const char* kAppSeparator = ":";
 
 // Parses the contexts in args[at..]: each is `[-n N] [-x VAR]... [--wdir DIR]
 // [--] PROGRAM ARGS...` up to the next ":" (after a `--` among a context's
-// options, its PROGRAM ARGS run to the end, ':' included). `number` is the
-// 1-based number of the first context parsed, for messages. With
-// `one_context` (an app file's line) ':' is an ordinary argument. Throws
-// UsageError saying what was expected, e.g. "app context 2: expected a
-// program after its options, got ':'".
+// options, its PROGRAM ARGS run to the end, ':' included). Every context
+// takes the spellings the first context's options take (launcher/habits.h:
+// -np 2, -np=2, --np=2, -n2, --ntasks 2, -wdir, -wd, -x VAR, -xVAR, -mca,
+// hydra's -env); an option of the whole job there (-tag-output, -host) is
+// refused naming it. `is_long` tells dlaunch's long options (empty: the run
+// options' table). `number` is the 1-based number of the first context
+// parsed, for messages. With `one_context` (an app file's line) ':' is an
+// ordinary argument. Throws UsageError naming the context and what was
+// expected, e.g. "app context 2: expected a program after its options, got ':'".
 std::vector<AppContext> parse_app_contexts(const std::vector<std::string>& args, size_t at, int number,
-                                           bool one_context = false);
+                                           bool one_context = false, const IsLongOption& is_long = {});
 
 // --app FILE: one context per line as parse_app_contexts takes it (words
 // split at blanks, '…' and "…" quote, '#' starts a comment line; blank lines
 // skipped; ':' is an ordinary argument there). Throws UsageError naming FILE:LINE and what was expected.
-std::vector<AppContext> read_app_file(const std::string& path);
+std::vector<AppContext> read_app_file(const std::string& path, const IsLongOption& is_long = {});
 
 // Checks a job's contexts: each names a program and, when there are several,
 // a positive -n. Throws UsageError naming the context.

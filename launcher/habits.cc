@@ -194,6 +194,8 @@ std::string dlaunch_spelling(const std::string& a, const IsLongOption& is_long) 
   return "--" + name + rest;
 }
 
+bool is_habit(const std::string& name) { return find_habit(name) != nullptr; }
+
 bool translate_habit(const std::string& spelled, const std::vector<std::string>& raw, size_t& i,
                      std::vector<std::string>& mine) {
   if (spelled.rfind("--", 0) != 0) return false;

@@ -26,6 +26,9 @@ using IsLongOption = std::function<bool(const std::string& name)>;
 // respelled). Any other word comes back as it is.
 std::string dlaunch_spelling(const std::string& a, const IsLongOption& is_long);
 
+// Whether NAME (without dashes: "mca") is in the habit table.
+bool is_habit(const std::string& name);
+
 // The habits that are several dlaunch words or whose values are checked
 // (--mca NAME VALUE, srun's --cpu-bind, torchrun's --nnodes N:N, ...):
 // raw[i], whose dlaunch spelling is `spelled`, either becomes dlaunch words

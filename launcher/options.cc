@@ -502,12 +502,12 @@ void check_given_values(const RunOptions& o, const po::variables_map& vm) {
 
 // MPMD: the contexts of the command line (the first is the options' -n and
 // program) or of --app FILE, checked; np becomes their sum.
-void gather_app_contexts(RunOptions& o, std::vector<AppContext> more, bool np_given) {
+void gather_app_contexts(RunOptions& o, std::vector<AppContext> more, bool np_given, const IsLongOption& is_long) {
   if (!o.app_file.empty()) {
     if (!o.command.empty())
       throw UsageError("--app " + o.app_file + " names the programs: drop '" + o.command[0] + "' from the command line");
     if (np_given) throw UsageError("with --app FILE give -n on each line of FILE, not on the command line");
-    o.apps = read_app_file(o.app_file);
+    o.apps = read_app_file(o.app_file, is_long);
   } else if (!more.empty()) {
     // As mpirun and mpiexec.hydra: a -x before the first ':' belongs to the
     // first context only (--env-file, read later, stays for every rank).
@@ -649,7 +649,7 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
     if (end + 1 == raw.size())
       throw UsageError("expected an app context after the last ':' (write: ... : -n 2 ./worker ARGS), got the end of "
                        "the command line");
-    more = parse_app_contexts(raw, end + 1, 2);
+    more = parse_app_contexts(raw, end + 1, 2, /*one_context=*/false, is_long);
   }
   po::variables_map vm;
   try {
@@ -677,7 +677,7 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
     throw UsageError("give --output-pty or --no-output-pty, not both");
   if (vm.count("no-output-pty")) o.output_pty = false;
   if (*help) return o;
-  gather_app_contexts(o, std::move(more), vm.count("np") > 0);
+  gather_app_contexts(o, std::move(more), vm.count("np") > 0, is_long);
   if (o.command.empty() && !o.dry_run) throw UsageError("no program given; try: dlaunch -n 4 ./app");
   if (vm.count("np") && o.np < 1) throw UsageError("-n needs a positive number of ranks, got " + std::to_string(o.np));
   mpirun_values(o, vm);

@@ -5,13 +5,14 @@
 set -euo pipefail
 build=(build-essential cmake ninja-build ccache pkg-config git
        libboost-dev libboost-program-options-dev libboost-system-dev
-       libssh-dev nlohmann-json3-dev libpmix-dev)
+       libssh-dev nlohmann-json3-dev libpmix-dev
+       nettle-dev)  # SHA-256 and HMAC (wire/sha256.h); the .deb then depends on libnettle8
 test=(catch2 libssl-dev openssh-server openssh-client iproute2 procps psmisc iputils-ping
       openmpi-bin libopenmpi-dev python3-mpi4py mpich libmpich-dev libpmi2-0-dev pdsh nftables iptables
       python3-torch python3-numpy hyperfine gdb elfutils
       slurm-wlm munge  # tests/slurm: a real Slurm cluster in the namespaces (PMIx plugin in slurm-wlm-basic-plugins)
       pandoc man-db dpkg-dev  # tests/install: the .deb, its man page (docs/install.md)
-      libhwloc-dev nettle-dev)  # bench/libs: the libraries measured against our own code
+      libhwloc-dev)  # bench/libs: the libraries measured against our own code
 pkgs=("${build[@]}")
 [ "${1:-}" = "--build" ] || pkgs+=("${test[@]}")
 

@@ -1,76 +1,29 @@
 #include "wire/sha256.h"
 
-#include <cstring>
+#include <nettle/hmac.h>
 
 namespace dl::wire {
 
 namespace {
-constexpr uint32_t kRound[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+// An empty view may hold a null pointer, which nettle would pass to memcpy.
+const uint8_t* bytes(std::string_view s) {
+  static const uint8_t none = 0;
+  return s.empty() ? &none : reinterpret_cast<const uint8_t*>(s.data());
+}
 
-constexpr uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+std::string as_string(const std::array<uint8_t, Sha256::kDigestSize>& d) {
+  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+}
 }  // namespace
 
-Sha256::Sha256()
-    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
+Sha256::Sha256() { sha256_init(&ctx_); }
 
-void Sha256::block(const uint8_t* p) {
-  uint32_t w[64];
-  for (int i = 0; i < 16; ++i)
-    w[i] = uint32_t{p[4 * i]} << 24 | uint32_t{p[4 * i + 1]} << 16 | uint32_t{p[4 * i + 2]} << 8 | p[4 * i + 3];
-  for (int i = 16; i < 64; ++i) {
-    uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
-  for (int i = 0; i < 64; ++i) {
-    uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
-    uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    h = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
-  }
-  h_[0] += a, h_[1] += b, h_[2] += c, h_[3] += d, h_[4] += e, h_[5] += f, h_[6] += g, h_[7] += h;
-}
-
-void Sha256::update(std::string_view data) {
-  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
-  size_t n = data.size();
-  total_ += n;
-  if (used_ > 0) {
-    size_t take = std::min(n, kBlockSize - used_);
-    std::memcpy(buf_.data() + used_, p, take);
-    used_ += take, p += take, n -= take;
-    if (used_ < kBlockSize) return;
-    block(buf_.data());
-    used_ = 0;
-  }
-  for (; n >= kBlockSize; p += kBlockSize, n -= kBlockSize) block(p);
-  std::memcpy(buf_.data(), p, n);
-  used_ = n;
-}
+void Sha256::update(std::string_view data) { sha256_update(&ctx_, data.size(), bytes(data)); }
 
 std::array<uint8_t, Sha256::kDigestSize> Sha256::finish() {
-  const uint64_t bits = total_ * 8;
-  // Padding: 0x80, zeros to 56 mod 64, then the length in bits, big-endian.
-  uint8_t pad[kBlockSize + 8] = {0x80};
-  size_t zeros = (used_ < 56 ? 56 - used_ : 120 - used_);
-  for (int i = 0; i < 8; ++i) pad[zeros + i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
-  update(std::string_view(reinterpret_cast<const char*>(pad), zeros + 8));
   std::array<uint8_t, kDigestSize> out{};
-  for (int i = 0; i < 8; ++i)
-    for (int j = 0; j < 4; ++j) out[4 * i + j] = static_cast<uint8_t>(h_[i] >> (24 - 8 * j));
+  sha256_digest(&ctx_, out.size(), out.data());
   return out;
-}
-
-static std::string as_string(const std::array<uint8_t, Sha256::kDigestSize>& d) {
-  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
 }
 
 std::string sha256(std::string_view data) {
@@ -81,26 +34,12 @@ std::string sha256(std::string_view data) {
 
 std::array<uint8_t, Sha256::kDigestSize> hmac_sha256(std::string_view key,
                                                      std::initializer_list<std::string_view> parts) {
-  std::array<uint8_t, Sha256::kBlockSize> ipad{}, opad{};
-  if (key.size() > Sha256::kBlockSize) {
-    Sha256 k;
-    k.update(key);
-    auto d = k.finish();
-    std::memcpy(ipad.data(), d.data(), d.size());
-  } else {
-    std::memcpy(ipad.data(), key.data(), key.size());
-  }
-  opad = ipad;
-  for (size_t i = 0; i < Sha256::kBlockSize; ++i) ipad[i] ^= 0x36, opad[i] ^= 0x5c;
-  auto view = [](const auto& a) { return std::string_view(reinterpret_cast<const char*>(a.data()), a.size()); };
-  Sha256 inner;
-  inner.update(view(ipad));
-  for (std::string_view p : parts) inner.update(p);
-  const auto inner_digest = inner.finish();
-  Sha256 outer;
-  outer.update(view(opad));
-  outer.update(view(inner_digest));
-  return outer.finish();
+  hmac_sha256_ctx ctx;
+  hmac_sha256_set_key(&ctx, key.size(), bytes(key));
+  for (std::string_view p : parts) hmac_sha256_update(&ctx, p.size(), bytes(p));
+  std::array<uint8_t, Sha256::kDigestSize> out{};
+  hmac_sha256_digest(&ctx, out.size(), out.data());
+  return out;
 }
 
 std::string hmac_sha256(std::string_view key, std::string_view msg) { return as_string(hmac_sha256(key, {msg})); }

@@ -1,11 +1,18 @@
 #pragma once
-// SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), self-contained.
+// SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104): the one adapter over
+// nettle's (libnettle8, linked shared), so that no other file names nettle.
 //
-// Why not OpenSSL's: libcrypto 3 loads its configuration and providers on
-// the first digest of every process, 2-7 ms here, and every rank and agent
-// pays it on its first authenticated connection (1024 store clients: seconds
-// of CPU). Hashing the handshake's ~100 bytes takes about a microsecond.
-// Checked against the FIPS and RFC 4231 test vectors (tests/wire).
+// Why nettle and not OpenSSL's libcrypto: libcrypto 3 loads its
+// configuration and providers on the first digest of every process, 2-7 ms
+// here, and every rank and agent pays it on its first authenticated
+// connection. nettle has no such start (a fresh process with one HMAC costs
+// the same CPU as with no library at all), it uses the CPU's SHA
+// instructions, and it is a maintained, reviewed implementation where a
+// hand-written one is one more file to keep correct (docs/design.md,
+// "Libraries and what we write by hand"). Checked against the FIPS and
+// RFC 4231 test vectors and OpenSSL in tests/wire.
+#include <nettle/sha2.h>
+
 #include <array>
 #include <cstdint>
 #include <initializer_list>
@@ -16,8 +23,8 @@ namespace dl::wire {
 
 class Sha256 {
  public:
-  static constexpr size_t kDigestSize = 32;
-  static constexpr size_t kBlockSize = 64;
+  static constexpr size_t kDigestSize = SHA256_DIGEST_SIZE;
+  static constexpr size_t kBlockSize = SHA256_BLOCK_SIZE;
 
   Sha256();
   void update(std::string_view data);
@@ -25,11 +32,7 @@ class Sha256 {
   std::array<uint8_t, kDigestSize> finish();
 
  private:
-  void block(const uint8_t* p);
-  std::array<uint32_t, 8> h_;
-  std::array<uint8_t, kBlockSize> buf_{};
-  size_t used_ = 0;   // bytes in buf_
-  uint64_t total_ = 0;  // bytes hashed
+  sha256_ctx ctx_;
 };
 
 // SHA-256 of data, 32 raw bytes.

@@ -5,8 +5,9 @@
 #             same fields() mapping (json_bench), per message and ratio;
 #   topology  machine/cpus.cc's sysfs reads vs hwloc's topology load
 #             (topo_bench), in process and as a fresh process (topo_once_*);
-#   HMAC      wire/sha256.cc vs nettle (hmac_bench), and a fresh process
-#             computing one (hmac_once_*, nettle shared and static);
+#   HMAC      dlaunch's (wire/sha256.cc over nettle) vs OpenSSL's libcrypto
+#             (hmac_bench), and a fresh process computing one (hmac_once_*:
+#             ours, nettle static, libcrypto);
 # then `dlaunch -n 1 /bin/true` end to end, the run-to-run noise a start-up
 # difference must beat. Ratios are library / ours (above 1: ours is faster).
 # On a shared machine trust the CPU columns (json_bench and hmac_bench time
@@ -39,18 +40,18 @@ echo "## JSON: control messages and a store record"
 echo "## topology"
 [ -x "$bin/topo_bench" ] && "$bin/topo_bench" || echo "# topo_bench not built (no hwloc)"
 echo "## HMAC-SHA256"
-[ -x "$bin/hmac_bench" ] && "$bin/hmac_bench" || echo "# hmac_bench not built (no nettle)"
+[ -x "$bin/hmac_bench" ] && "$bin/hmac_bench" || echo "# hmac_bench not built (no OpenSSL)"
 
 echo "## start-up: a fresh process, ms (mean stddev median), $runs runs each"
-for p in topo_once_sysfs topo_once_hwloc hmac_once_ours hmac_once_nettle hmac_once_nettle_static; do
+for p in topo_once_sysfs topo_once_hwloc hmac_once_ours hmac_once_nettle_static hmac_once_openssl; do
   [ -x "$bin/$p" ] && startup "$p" "$bin/$p"
 done
 ratio topo_once_hwloc topo_once_sysfs
-ratio hmac_once_nettle hmac_once_ours
 ratio hmac_once_nettle_static hmac_once_ours
-if [ -x "$bin/hmac_once_nettle" ]; then
-  echo "# the loader's own count for the nettle one (LD_DEBUG=statistics):"
-  LD_DEBUG=statistics "$bin/hmac_once_nettle" 2>&1 | grep -E "total startup time|relocations|objects" | sed 's/^ *[0-9]*: */#   /'
+ratio hmac_once_openssl hmac_once_ours
+if [ -x "$bin/hmac_once_ours" ]; then
+  echo "# the loader's own count for ours, nettle linked shared (LD_DEBUG=statistics):"
+  LD_DEBUG=statistics "$bin/hmac_once_ours" 2>&1 | grep -E "total startup time|relocations|objects" | sed 's/^ *[0-9]*: */#   /'
 fi
 echo "## dlaunch -n 1 /bin/true end to end (the noise a start-up difference must beat)"
 if [ -x "$bin/dlaunch" ]; then startup dlaunch-n1 "$bin/dlaunch" -n 1 /bin/true; else echo "# $bin/dlaunch not built"; fi

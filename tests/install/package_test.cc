@@ -144,14 +144,16 @@ TEST_CASE("the .deb installs into a scratch root: demo, man page, completion, pk
     if (e.path().extension() == ".deb") deb = e.path().string();
   REQUIRE_FALSE(deb.empty());
 
-  // Its dependencies: dpkg-shlibdeps' from the binaries, and libssh, which
-  // dlaunch dlopens (Boost is linked statically).
+  // Its dependencies: dpkg-shlibdeps' from the binaries (nettle for the
+  // handshake's HMAC among them), and libssh, which dlaunch dlopens (Boost is
+  // linked statically).
   const std::string depends = must_run(spec({"/usr/bin/dpkg-deb", "-f", deb, "Depends"}), 30, "dpkg-deb -f").out;
   INFO("Depends: " << depends);
   CHECK(depends.find("libc6") != std::string::npos);
   CHECK(depends.find("libssh-4") != std::string::npos);
   CHECK(depends.find("libpmix2") != std::string::npos);
   CHECK(depends.find("libstdc++6") != std::string::npos);
+  CHECK(depends.find("libnettle8") != std::string::npos);
 
   Root root;
   root.dir = tmp.path + "/root";

@@ -92,6 +92,33 @@ TEST_CASE("mpmd: a context's mpirun and hydra habits (-np -env --mca -wd --ntask
   CHECK(lines(read_file(out.path + "/rank.1/stdout")).front() == std::filesystem::canonical(wd.path).string());
 }
 
+TEST_CASE("mpmd: every context takes mpirun's spellings (-np=N, -np N, -x, -wdir, -xVAR)", "[integration]") {
+  TempDir out, wd;
+  const std::string wdir = std::filesystem::canonical(wd.path).string();
+  const std::string script = "echo \"ctx=$CTX rank=$RANK size=$WORLD_SIZE app=$MPI_APPNUM v=$V pwd=$(pwd -P)\"";
+  RunSpec s;
+  s.unset_env = {"V", "CTX"};
+  s.argv = {bin("dlaunch"), "-tag-output", "-np=2", "-x", "CTX=a", "/bin/sh", "-c", script, ":",
+            "-np=3", "-x", "V=two", "-xCTX=b", "-wdir", wdir, "/bin/sh", "-c", script, ":",
+            "-np", "1", "-wd", wdir, "--x=CTX=c", "/bin/sh", "-c", script};
+  RunResult r = run(s, 90);
+  INFO(r.err << r.out);
+  REQUIRE(r.code == 0);
+  std::vector<std::string> got;
+  for (const auto& line : lines(r.out)) got.push_back(line.substr(line.find("] ") + 2));
+  std::sort(got.begin(), got.end());
+  const std::string cwd = std::filesystem::current_path().string();
+  std::vector<std::string> want;
+  for (int rank = 0; rank < 6; ++rank) {
+    const int app = rank < 2 ? 0 : rank < 5 ? 1 : 2;
+    want.push_back("ctx=" + std::string(1, static_cast<char>('a' + app)) + " rank=" + std::to_string(rank) +
+                   " size=6 app=" + std::to_string(app) + " v=" + (app == 1 ? "two" : "") +
+                   " pwd=" + (app == 0 ? std::filesystem::canonical(cwd).string() : wdir));
+  }
+  std::sort(want.begin(), want.end());
+  CHECK(got == want);
+}
+
 TEST_CASE("mpmd: --app FILE runs one context per line", "[integration]") {
   TempDir out, work;
   const std::string wdir = std::filesystem::canonical(work.path).string();
@@ -165,10 +192,14 @@ TEST_CASE("mpmd: a ':' that starts no app context is an error saying what was ex
       {{"-n", "1", "/bin/true", ":", "/bin/true"}, "app context 2 (/bin/true) needs -n N"},
       {{"-n", "1", "/bin/true", ":", "-n", "0", "/bin/true"}, "app context 2: -n needs a positive number"},
       {{"-n", "1", "/bin/true", ":", "-n", "1", "--tag-output", "/bin/true"},
-       "app context 2: '--tag-output' is not an app context option"},
+       "app context 2: --tag-output is an option for the whole job: give it before the first program"},
+      {{"-np=1", "/bin/true", ":", "-np=1", "-tag-output", "/bin/true"},
+       "app context 2: -tag-output (--tag-output) is an option for the whole job"},
+      {{"-n", "1", "/bin/true", ":", "-np=1", "/bin/true", ":", "-np", "x", "/bin/true"},
+       "app context 3: -n needs a positive number of ranks, got 'x'"},
       {{"-n", "1", "/bin/true", ":", "-n", "1", "-host", "h2", "/bin/true"},
        "app context 2: -host: the hosts are the whole job's"},
-      {{"--app", bad_app}, bad_app + ":2: app context 2: '--bind-to' is not an app context option"},
+      {{"--app", bad_app}, bad_app + ":2: app context 2: --bind-to is an option for the whole job"},
       {{"--app", bad_app, "/bin/true"}, "--app " + bad_app + " names the programs"},
       {{"--app", tmp.path + "/missing"}, "cannot read it"},
   };

@@ -84,6 +84,83 @@ TEST_CASE("app contexts: each bad ':' says what was expected", "[launcher][mpmd]
              Catch::Contains("give -n on each line of FILE"));
 }
 
+TEST_CASE("app contexts: every context takes the first context's spellings of -n, -x and --wdir", "[launcher][mpmd]") {
+  using Words = std::vector<std::string>;
+  // Each spelling as the first context's option (before ./a) and as the
+  // second context's (before ./b), after a first context of -n 1.
+  auto first_and_second = [](const Words& spelling, const Words& second_np) {
+    Words first = spelling;
+    first.push_back("./a");
+    Words mpmd = {"-n", "1", "./a", ":"};
+    mpmd.insert(mpmd.end(), second_np.begin(), second_np.end());
+    mpmd.insert(mpmd.end(), spelling.begin(), spelling.end());
+    mpmd.push_back("./b");
+    return std::pair{parse(first), parse(mpmd)};
+  };
+  for (const Words& np : {Words{"-n", "3"}, Words{"-n3"}, Words{"-np", "3"}, Words{"-np=3"}, Words{"--np", "3"},
+                          Words{"--np=3"}, Words{"--ntasks", "3"}, Words{"--ntasks=3"}, Words{"-ntasks=3"}}) {
+    INFO(np[0]);
+    auto [first, mpmd] = first_and_second(np, {});
+    CHECK(first.np == 3);
+    REQUIRE(mpmd.apps.size() == 2);
+    CHECK(mpmd.apps[1].np == 3);
+    CHECK(mpmd.np == 4);
+  }
+  for (const Words& x : {Words{"-x", "V=1"}, Words{"-xV=1"}, Words{"--x=V=1"}, Words{"--x", "V=1"}}) {
+    INFO(x[0]);
+    auto [first, mpmd] = first_and_second(x, {"-n", "2"});
+    CHECK(first.exports == Words{"V=1"});
+    REQUIRE(mpmd.apps.size() == 2);
+    CHECK(mpmd.apps[1].exports == Words{"V=1"});
+  }
+  for (const Words& mca : {Words{"-mca", "btl", "tcp"}, Words{"--mca", "btl", "tcp"}}) {
+    Words w = {"-n", "1", "./a", ":", "-n", "2"};
+    w.insert(w.end(), mca.begin(), mca.end());
+    w.push_back("./b");
+    const RunOptions o = parse(w);
+    REQUIRE(o.apps.size() == 2);
+    CHECK(o.apps[1].exports == Words{"OMPI_MCA_btl=tcp"});
+  }
+  for (const Words& wdir : {Words{"-wdir", "/w"}, Words{"-wdir=/w"}, Words{"-wd", "/w"}, Words{"--wd", "/w"},
+                            Words{"--wdir=/w"}, Words{"--wdir", "/w"}}) {
+    INFO(wdir[0]);
+    auto [first, mpmd] = first_and_second(wdir, {"-n", "2"});
+    CHECK(first.wdir == "/w");
+    REQUIRE(mpmd.apps.size() == 2);
+    CHECK(mpmd.apps[1].wdir == "/w");
+  }
+  // Hydra's -env NAME VALUE, with mpirun's -np=N, in a third context.
+  const RunOptions o = parse({"-np=2", "./a", ":", "-np", "1", "./b", ":", "-np=3", "-env", "E", "v w", "./c", "c1"});
+  REQUIRE(o.apps.size() == 3);
+  CHECK(o.np == 6);
+  CHECK(o.apps[0].np == 2);
+  CHECK(o.apps[2].np == 3);
+  CHECK(o.apps[2].exports == Words{"E=v w"});
+  CHECK(o.apps[2].command == Words{"./c", "c1"});
+}
+
+TEST_CASE("app contexts: a whole job's option after ':' is named as one, with its context", "[launcher][mpmd]") {
+  CHECK_THAT(usage_error({"-np=1", "./a", ":", "-np=1", "-tag-output", "./b"}),
+             Catch::Contains("app context 2: -tag-output (--tag-output) is an option for the whole job: give it "
+                             "before the first program"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-n", "1", "./b", ":", "-n", "1", "--bind-to", "core", "./c"}),
+             Catch::Contains("app context 3: --bind-to is an option for the whole job"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-bynode", "-n", "1", "./b"}),
+             Catch::Contains("app context 2: -bynode (--map-by) is an option for the whole job"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-n", "1", "-host", "h1", "./b"}),
+             Catch::Contains("app context 2: -host: the hosts are the whole job's"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-n", "1", "-Hh1", "./b"}),
+             Catch::Contains("app context 2: -Hh1: the hosts are the whole job's"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-np=0", "./b"}),
+             Catch::Contains("app context 2: -n needs a positive number of ranks, got '0'"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-np", ":", "./b"}), Catch::Contains("app context 2: -np needs a value"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-n", "1", "-mca", "btl", ":", "./b"}),
+             Catch::Contains("app context 2: -mca takes NAME VALUE before the next ':'"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-n", "1", "-x", "1BAD=2", "./b"}), Catch::Contains("app context 2: -x"));
+  CHECK_THAT(usage_error({"-n", "1", "./a", ":", "-n", "1", "-frobnicate", "./b"}),
+             Catch::Contains("app context 2: '-frobnicate' is not an app context option"));
+}
+
 TEST_CASE("app contexts: --app FILE, one context per line, errors at FILE:LINE", "[launcher][mpmd]") {
   char path[] = "/tmp/dl_appfile_XXXXXX";
   const int fd = mkstemp(path);
@@ -111,7 +188,17 @@ TEST_CASE("app contexts: --app FILE, one context per line, errors at FILE:LINE",
     f << "-n 1 ./a\n-n 1 --oversubscribe ./b\n";
   }
   CHECK_THAT(usage_error({"--app", path}),
-             Catch::Contains(std::string(path) + ":2: app context 2: '--oversubscribe' is not an app context option"));
+             Catch::Contains(std::string(path) + ":2: app context 2: --oversubscribe is an option for the whole job"));
+  {
+    std::ofstream f(path);
+    f << "-np=1 ./a\n-wd /w -ntasks=2 -xA=1 ./b\n";
+  }
+  apps = read_app_file(path);
+  REQUIRE(apps.size() == 2);
+  CHECK(apps[0].np == 1);
+  CHECK(apps[1].np == 2);
+  CHECK(apps[1].wdir == "/w");
+  CHECK(apps[1].exports == std::vector<std::string>{"A=1"});
   {
     std::ofstream f(path);
     f << "-n 1 ./a 'open\n";

@@ -1,4 +1,5 @@
-// wire/sha256: the FIPS 180-4 and RFC 4231 vectors, and agreement with
+// wire/sha256 (the adapter over nettle): the FIPS 180-4 and RFC 4231
+// vectors, the parts form against the whole message, and agreement with
 // OpenSSL's HMAC on every key and message length around the block edges.
 #include <catch2/catch.hpp>
 
@@ -45,19 +46,36 @@ TEST_CASE("sha256 matches the FIPS 180-4 examples", "[wire]") {
   CHECK(hex(std::string(d.begin(), d.end())) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
-TEST_CASE("hmac_sha256 matches RFC 4231 test cases 1, 2, 4, 6 and 7", "[wire]") {
+TEST_CASE("hmac_sha256 matches RFC 4231 test cases 1 to 7", "[wire]") {
   CHECK(hex(hmac_sha256(std::string(20, '\x0b'), "Hi There")) ==
         "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
   CHECK(hex(hmac_sha256("Jefe", "what do ya want for nothing?")) ==
         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  CHECK(hex(hmac_sha256(std::string(20, '\xaa'), std::string(50, '\xdd'))) ==
+        "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
   CHECK(hex(hmac_sha256(unhex("0102030405060708090a0b0c0d0e0f10111213141516171819"), std::string(50, '\xcd'))) ==
         "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
+  // Case 5 gives only the first 128 bits.
+  CHECK(hex(hmac_sha256(std::string(20, '\x0c'), "Test With Truncation")).substr(0, 32) ==
+        "a3b6167473100ee06e0c796c2955552b");
   const std::string big_key(131, '\xaa');
   CHECK(hex(hmac_sha256(big_key, "Test Using Larger Than Block-Size Key - Hash Key First")) ==
         "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
   CHECK(hex(hmac_sha256(big_key, "This is a test using a larger than block-size key and a larger than block-size "
                                  "data. The key needs to be hashed before being used by the HMAC algorithm.")) ==
         "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+}
+
+TEST_CASE("hmac_sha256 of parts is the HMAC of their concatenation, empty parts and keys included", "[wire]") {
+  const std::string key = "job token";
+  const auto whole = hmac_sha256(key, "dlaunch-server" "tag" "nonce-c" "nonce-s");
+  const auto parts = hmac_sha256(key, {"dlaunch-server", "", "tag", "nonce-c", std::string_view(), "nonce-s"});
+  CHECK(std::string(parts.begin(), parts.end()) == whole);
+  // An empty key and message (a view with no pointer at all): RFC 2104's zero-padded key.
+  const auto empty = hmac_sha256(std::string_view(), {std::string_view()});
+  CHECK(hex(std::string(empty.begin(), empty.end())) ==
+        "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
+  CHECK(hex(sha256(std::string_view())) == hex(sha256("")));
 }
 
 TEST_CASE("hmac_sha256 agrees with OpenSSL for keys and messages of 0-200 bytes", "[wire]") {
