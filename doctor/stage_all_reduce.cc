@@ -8,6 +8,7 @@
 #include "doctor/analysis.h"
 #include "doctor/child.h"
 #include "doctor/doctor.h"
+#include "doctor/hostlist.h"
 #include "errors/error.h"
 
 namespace dl::doctor {
@@ -27,6 +28,8 @@ ChildResult Doctor::run_job(const std::vector<std::pair<int, int>>& slots, const
   if (!o_.ssh_config.empty()) argv.insert(argv.end(), {"--ssh-config", o_.ssh_config});
   if (!o_.prefix.empty()) argv.insert(argv.end(), {"--prefix", o_.prefix});
   if (o_.ssh_accept_new) argv.push_back("--ssh-accept-new");
+  // Started as the peers were: the same start method and launch tree.
+  argv.insert(argv.end(), {"--launcher", method_, "--fanout", std::to_string(o_.fanout)});
   argv.insert(argv.end(), options.begin(), options.end());
   argv.insert(argv.end(), program.begin(), program.end());
   return run_child(argv, kJobTimeout, what);
@@ -42,8 +45,9 @@ void Doctor::stage_all_reduce() {
                           "the all_reduce job");
   const auto j = json_after_output<coll::BenchReport>(r.out);
   const bool parsed = j && !j->rows.empty();
-  std::string all;
-  for (int h : hosts) all += (all.empty() ? "" : ", ") + name(h);
+  std::vector<std::string> names;
+  for (int h : hosts) names.push_back(name(h));
+  const std::string all = compress_hosts(names);
   if (r.status == 0 && parsed && j->wrong == 0) {
     const double busbw = j->rows[0].out_of_place.busbw * 1e9;
     for (int h : hosts) report_->set(h, Check::kAllReduce, Mark::kOk, human_rate(busbw));
