@@ -246,6 +246,19 @@ std::optional<std::pair<int, int>> reference_pair(const std::vector<PairSample>&
   return best;
 }
 
+std::vector<std::vector<size_t>> disjoint_rounds(const std::vector<std::pair<int, int>>& pairs) {
+  std::vector<std::vector<size_t>> rounds;
+  std::vector<std::set<int>> busy;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    size_t r = 0;
+    while (r < rounds.size() && (busy[r].count(pairs[i].first) || busy[r].count(pairs[i].second))) ++r;
+    if (r == rounds.size()) rounds.emplace_back(), busy.emplace_back();
+    rounds[r].push_back(i);
+    busy[r].insert(pairs[i].first), busy[r].insert(pairs[i].second);
+  }
+  return rounds;
+}
+
 std::string ifname_value(const std::vector<std::string>& names) {
   std::vector<std::string> seen;
   for (const auto& n : names)
@@ -253,6 +266,19 @@ std::string ifname_value(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : seen) out += (out.empty() ? "" : ",") + n;
   return out;
+}
+
+size_t all_reduce_bytes(int hosts) {
+  constexpr double kFull = 4 << 20;
+  if (hosts <= 8) return static_cast<size_t>(kFull);
+  const double b = kFull * 64.0 / (static_cast<double>(hosts) * hosts);
+  return std::max<size_t>(1024, static_cast<size_t>(b) / 4 * 4);
+}
+
+std::string size_text(size_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MB";
+  if (bytes >= 1024) return std::to_string(bytes / 1024) + " kB";
+  return std::to_string(bytes) + " bytes";
 }
 
 std::string human_rate(double Bps) {

@@ -3,6 +3,7 @@
 // which hosts are one machine twice, which value of a variable is the odd
 // one, which pairs to test together, which links are outliers, which hosts to
 // drop so that the rest can all reach each other.
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -137,9 +138,22 @@ std::vector<int> retest_partners(int host, const std::vector<PairSample>& s, con
 std::optional<std::pair<int, int>> reference_pair(const std::vector<PairSample>& s, const std::vector<bool>& suspect,
                                                   const std::vector<int>& avoid, const LinkSample& typical);
 
+// `pairs` dealt into rounds of disjoint pairs (no host in two pairs of a
+// round), greedily in their order; each round's pairs by index into `pairs`.
+std::vector<std::vector<size_t>> disjoint_rounds(const std::vector<std::pair<int, int>>& pairs);
+
 // The *_SOCKET_IFNAME value that works: the working interface names of every
 // host, distinct, comma-separated in host order ("eth0", "ens1,eth0").
 std::string ifname_value(const std::vector<std::string>& working_ifname_per_host);
+
+// The bytes of stage 6's all_reduce over `hosts` ranks: 4 MiB up to 8
+// hosts, beyond that 4 MiB x (8/hosts)^2, a multiple of 4 and at least 1
+// KiB: `dlaunch bench` checks every element of every rank against values
+// computed from every rank's seed, work that grows as ranks^2 x elements (4
+// MiB at 1,024 ranks would be 10^12 additions; 64 ranks took 20 s on 2 cores).
+size_t all_reduce_bytes(int hosts);
+// "4 MB", "64 kB", "1 kB": a size of all_reduce_bytes (binary units).
+std::string size_text(size_t bytes);
 
 // "1.5 GB/s", "850 MB/s", "12.0 ms", "35 us": short forms for the table.
 std::string human_rate(double Bps);

@@ -100,7 +100,7 @@ Doctor::Doctor(DoctorOptions o) : o_(std::move(o)), tty_(::isatty(2) == 1) {
   // Every simulated host shares this machine's cores: streams at once would
   // divide them, and a slow host would not stand out.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  link_parallel_ = o_.link_parallel >= 0 ? o_.link_parallel : sim_ ? static_cast<int>(std::max(4u, 2 * cores)) : 0;
+  link_parallel_ = o_.link_parallel >= 0 ? o_.link_parallel : sim_ ? static_cast<int>(std::max(8u, 16 * cores)) : 0;
   seed_ = std::hash<std::string>{}(token_);
 }
 
@@ -202,7 +202,10 @@ void Doctor::stage_ssh() {
   }
   progress("starting peers on " + std::to_string(remote.size()) + " hosts" +
            (tree.flat() ? "" : " (a launch tree of depth " + std::to_string(tree.depth()) + ")"));
-  for (const auto& f : fan_->start(order, how, sim_)) fail(f.node, Check::kSsh, "", f.error);
+  for (const auto& f : fan_->start(order, how, sim_)) {
+    if (f.reached) report_->set(f.node, Check::kSsh, Mark::kOk);  // ssh worked; dlaunch did not start there
+    fail(f.node, f.reached ? Check::kDlaunch : Check::kSsh, "", f.error);
+  }
   report_->notes().tree = TreeNote{method_, o_.fanout, tree.depth(), static_cast<int>(fan_->children())};
 }
 

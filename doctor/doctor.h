@@ -89,6 +89,13 @@ class Doctor {
   void report_slow_pairs(const std::vector<size_t>& slow, const std::vector<PairSample>& s, const std::vector<PairTest>& tests,
                          const std::vector<size_t>& measured, const LinkSample& typical);
   static constexpr int kLinkRetests = 2;
+  // More suspects than this are tested again together, in rounds of
+  // disjoint pairs with a reference pair in each, not one at a time.
+  static constexpr size_t kAloneRetests = 4;
+  // Retests of `suspects` (indices into tests), alone or in rounds as
+  // kAloneRetests says; each pair's tries, and its best numbers folded into tests.
+  std::vector<std::vector<Retest>> retest_all(const std::vector<size_t>& suspects, std::vector<PairTest>& tests,
+                                              const std::optional<std::pair<int, int>>& reference, const LinkSample& typical);
   void stage_all_reduce();
   void stage_nccl();
   // Runs a dlaunch job: `slots` (host, ranks there), launcher `options`,

@@ -11,6 +11,7 @@
 #include "doctor/facts.h"
 #include "doctor/net_probe.h"
 #include "doctor/peer_fan.h"
+#include "doctor/peer_start.h"
 #include "doctor/records.h"
 #include "doctor/tree_records.h"
 #include "errors/error.h"
@@ -70,7 +71,13 @@ LinkReply link(const LinkRequest& req, const PeerState& st) {
 
 HostFacts facts(const FactsRequest& req, const PeerState& st) {
   HostFacts f = collect_facts(req);
-  if (!st.sim_address.empty()) f.hostname = st.name;  // a simulated host is named as the hostfile names it
+  if (st.sim_address.empty()) return f;
+  f.hostname = st.name;  // a simulated host is named as the hostfile names it
+  if (const char* plants = std::getenv(kSimHostEnv))
+    for (const auto& e : sim_environment({}, plants, st.name)) {
+      const std::string var = e.substr(0, e.find('='));
+      if (f.env.count(var)) f.env[var] = e.substr(var.size() + 1);
+    }
   return f;
 }
 

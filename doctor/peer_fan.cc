@@ -66,6 +66,7 @@ std::vector<NodeError> PeerFan::start(std::vector<TreeNode> below, const StartHo
     }
     auto started = start_peers(tops, how, token_);
     std::vector<std::string> errors(tops.size());
+    std::vector<bool> reached(tops.size(), false);
     std::vector<TreeReply> replies(tops.size());
     in_parallel(tops.size(), [&](size_t i) {
       if (!started[i].link) return void(errors[i] = started[i].error);
@@ -74,21 +75,24 @@ std::vector<NodeError> PeerFan::start(std::vector<TreeNode> below, const StartHo
         replies[i] = started[i].link->call<TreeReply>(TreeRequest{tops[i], sim, how, subs[i]}, wait);
       } catch (const std::exception& e) {
         errors[i] = e.what();
+        reached[i] = true;
         started[i].link.reset();
       }
     });
     std::vector<TreeNode> orphans;
     for (size_t i = 0; i < tops.size(); ++i) {
       if (!errors[i].empty()) {
-        failed.push_back({tops[i].node, errors[i] + (from_.empty() ? "" : " (started from " + from_ + ", its parent in the doctor's launch tree)")});
+        failed.push_back({tops[i].node, errors[i] + (from_.empty() ? "" : " (started from " + from_ + ", its parent in the doctor's launch tree)"),
+                          reached[i]});
         orphans.insert(orphans.end(), subs[i].begin(), subs[i].end());
         continue;
       }
       std::set<int> lost;
       for (const auto& f : replies[i].failed) lost.insert(f.node), failed.push_back(f);
       Child c{tops[i], std::move(started[i].link), {tops[i].node}, ""};
+      names_[tops[i].node] = tops[i].name;
       for (const auto& n : subs[i])
-        if (!lost.count(n.node)) c.nodes.push_back(n.node);
+        if (!lost.count(n.node)) c.nodes.push_back(n.node), names_[n.node] = n.name;
       for (int n : c.nodes) via_[n] = children_.size();
       children_.push_back(std::move(c));
     }
@@ -138,8 +142,10 @@ std::vector<RouteAnswer> PeerFan::route(const RouteRequest& r) {
       got[i] = c.link->call<RouteReply>(s, Millis(r.timeout_ms)).answers;
     } catch (const std::exception& e) {
       if (c.lost.empty()) c.lost = e.what();
+      // Said as the host's own line ("HOST: ..."), so that the hosts beneath one lost peer are one problem.
       for (int n : asked)
-        got[i].push_back({{n}, "", n == c.node.node ? c.lost : "the doctor's peer on " + c.node.name + ", which relays for it, was lost: " + c.lost});
+        got[i].push_back({{n}, "", n == c.node.node ? c.lost : names_[n] + ": not reached: the doctor's peer on " + c.node.name +
+                                                               ", which relays for it, was lost (" + c.lost + ")"});
     }
   });
   for (auto& g : got) answers.insert(answers.end(), g.begin(), g.end());
@@ -159,7 +165,8 @@ std::vector<ClockNote> PeerFan::clocks() {
         got[i].push_back(n);
       }
     } catch (const std::exception& e) {
-      for (int n : c.nodes) got[i].push_back({n, 0, 0, e.what()});
+      for (int n : c.nodes)
+        got[i].push_back({n, 0, 0, n == c.node.node ? e.what() : names_[n] + ": its clock was not read: " + e.what()});
     }
   });
   std::vector<ClockNote> out;

@@ -64,6 +64,7 @@ class PeerFan {
   std::string token_, from_;
   std::vector<Child> children_;
   std::map<int, size_t> via_;  // node -> the child it is (or is beneath)
+  std::map<int, std::string> names_;  // node -> its name, for errors
 };
 
 // Merges answers of the same line and error into one.

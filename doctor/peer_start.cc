@@ -66,7 +66,6 @@ std::vector<StartedPeer> start_processes(const std::vector<TreeNode>& nodes, con
   std::vector<StartedPeer> out(nodes.size());
   const auto env = own_environment();
   const std::string ssh = how.method == "ssh" ? on_path("ssh") : "";
-  const char* plants = std::getenv(kSimHostEnv);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const TreeNode& n = nodes[i];
     try {
@@ -74,8 +73,7 @@ std::vector<StartedPeer> start_processes(const std::vector<TreeNode>& nodes, con
         if (ssh.empty()) throw RemoteError(n.name + ": --launcher ssh runs the OpenSSH client, but there is no `ssh` on PATH");
         out[i].link = start_process_peer(openssh_argv(ssh, n, how), env, token, n.name, true);
       } else {
-        const auto e = how.method == "sim" && plants ? sim_environment(env, plants, n.name) : env;
-        out[i].link = start_process_peer({how.exe, "doctor", "--peer"}, e, token, n.name, false);
+        out[i].link = start_process_peer({how.exe, "doctor", "--peer"}, env, token, n.name, false);
       }
     } catch (const std::exception& ex) {
       out[i].error = ex.what();

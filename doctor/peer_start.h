@@ -18,8 +18,9 @@
 namespace dl::doctor {
 
 // The test bed's planted faults: DLAUNCH_SIM_HOST_ENV="NAME:VAR=VALUE;..."
-// sets VAR in the environment of simulated host NAME's peer only (as an
-// sshd SetEnv would on one real host). Read by whoever starts that peer.
+// makes VAR VALUE in the environment simulated host NAME reports (as an
+// sshd SetEnv would on one real host): its peer's facts say so, and the
+// peers it starts are not touched by it.
 inline constexpr const char* kSimHostEnv = "DLAUNCH_SIM_HOST_ENV";
 
 struct StartedPeer {

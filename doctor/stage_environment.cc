@@ -36,10 +36,13 @@ void Doctor::stage_environment() {
   // round trip from the host that started it.
   std::map<int, ClockNote> clocks;
   for (const auto& c : fan_->clocks()) clocks[c.node] = c;
+  // The test bed's hosts share this machine's cores: a thousand of them
+  // take their turns.
+  const Millis facts_timeout = kFactsTimeout + (sim_ ? Millis(50) * static_cast<long>(alive().size()) : Millis(0));
   auto facts_of = ask_every<HostFacts>(*fan_, here, FactsRequest{vars, o_.program, remote::agent_path("", false), helper},
-                                       kFactsTimeout);
+                                       facts_timeout);
   facts_of.merge(ask_every<HostFacts>(*fan_, there, FactsRequest{vars, o_.program, remote::agent_path(o_.prefix, true), helper},
-                                      kFactsTimeout));
+                                      facts_timeout));
   std::vector<HostFacts> facts(entries_.size());
   usable_gpus_.assign(entries_.size(), 0);
   for (int h : alive()) {

@@ -96,6 +96,55 @@ std::vector<Retest> Doctor::retest(int a, int b, const std::pair<int, int>* refe
   return tries;
 }
 
+std::vector<std::vector<Retest>> Doctor::retest_all(const std::vector<size_t>& suspects, std::vector<PairTest>& tests,
+                                                    const std::optional<std::pair<int, int>>& reference,
+                                                    const LinkSample& typical) {
+  std::vector<std::vector<Retest>> tries(suspects.size());
+  if (suspects.size() <= kAloneRetests) {
+    for (size_t i = 0; i < suspects.size(); ++i) {
+      PairTest& p = tests[suspects[i]];
+      tries[i] = retest(p.a, p.b, reference ? &*reference : nullptr, typical, p.r);
+    }
+    return tries;
+  }
+  // Many suspects (a busy machine slowed a whole batch): tested again
+  // together, round by round, each round beside a reference pair.
+  std::vector<size_t> pending(suspects.size());
+  for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
+  for (int t = 0; t < kLinkRetests && !pending.empty(); ++t) {
+    std::vector<std::pair<int, int>> pairs;
+    for (size_t i : pending) pairs.emplace_back(tests[suspects[i]].a, tests[suspects[i]].b);
+    std::vector<size_t> still;
+    for (const auto& round : disjoint_rounds(pairs)) {
+      progress("links: testing " + std::to_string(round.size()) + " suspect pairs again (" + std::to_string(t + 1) + " of " +
+               std::to_string(kLinkRetests) + ")");
+      std::vector<PairTest> now;
+      for (size_t k : round) now.push_back({pairs[k].first, pairs[k].second, {}, "", 0});
+      bool ref_beside = reference.has_value();
+      for (size_t k : round)
+        for (int h : {pairs[k].first, pairs[k].second}) ref_beside = ref_beside && h != reference->first && h != reference->second;
+      if (ref_beside) now.push_back({reference->first, reference->second, {}, "", 0});
+      std::vector<PairTest*> all;
+      for (auto& x : now) all.push_back(&x);
+      measure_pairs(all, false);
+      measure_pairs(all, true);
+      const LinkSample ref = ref_beside && now.back().error.empty() ? sample_of(now.back().r) : typical;
+      for (size_t j = 0; j < round.size(); ++j) {
+        const size_t i = pending[round[j]];
+        PairTest& p = tests[suspects[i]];
+        Retest x{now[j].error.empty() ? sample_of(now[j].r) : sample_of(p.r), ref};
+        if (now[j].error.empty())
+          p.r.latency_us = std::min(p.r.latency_us, now[j].r.latency_us), p.r.out_Bps = std::max(p.r.out_Bps, now[j].r.out_Bps),
+          p.r.in_Bps = std::max(p.r.in_Bps, now[j].r.in_Bps);
+        tries[i].push_back(x);
+        if (slower_than(x.pair, x.reference, o_.link_factor)) still.push_back(i);
+      }
+    }
+    pending = std::move(still);
+  }
+  return tries;
+}
+
 void Doctor::report_slow_host(int h, const std::vector<PairSample>& s, const std::vector<Retest>& tries,
                               const LinkSample& typical) {
   // One line for a host slow to every host: the fault is its own (its NIC,
@@ -220,11 +269,14 @@ void Doctor::stage_links() {
     for (size_t k = 0; k < samples.size(); ++k)
       if (samples[k].a == h || samples[k].b == h) bad.emplace_back(samples[k].a, samples[k].b);
   const auto ref = reference_pair(samples, suspect, slow_host, j.typical);
-  std::vector<size_t> slow;
-  for (size_t k = 0; k < samples.size(); ++k) {
+  std::vector<size_t> slow, again;
+  for (size_t k = 0; k < samples.size(); ++k)
+    if (suspect[k]) again.push_back(measured[k]);
+  const auto all_tries = retest_all(again, tests, ref, j.typical);
+  for (size_t i = 0, k = 0; k < samples.size(); ++k) {
     if (!suspect[k]) continue;
-    PairTest& p = tests[measured[k]];
-    const auto tries = retest(p.a, p.b, ref ? &*ref : nullptr, j.typical, p.r);
+    const PairTest& p = tests[measured[k]];
+    const auto& tries = all_tries[i++];
     samples[k].s = sample_of(p.r);
     LinkNote& note = matrix[measured[k]];
     note.latency_us = p.r.latency_us, note.a_to_b_Bps = p.r.out_Bps, note.b_to_a_Bps = p.r.in_Bps;

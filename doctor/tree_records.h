@@ -41,8 +41,9 @@ struct StartHow {
 // A node that could not be started, or whose peer was lost.
 struct NodeError {
   int node = 0;
-  std::string error;  // one line naming the host
-  template <class S, class V> static void fields(S& s, V& v) { v("node", s.node), v("error", s.error); }
+  std::string error;     // one line naming the host
+  bool reached = false;  // it was reached (ssh worked), but its peer did not answer (no dlaunch there)
+  template <class S, class V> static void fields(S& s, V& v) { v("node", s.node), v("error", s.error), v("reached", s.reached); }
 };
 
 // The first request every peer gets: who it is, and the subtree beneath it

@@ -53,7 +53,7 @@ ulimit -n 65536 2>/dev/null || true
 name() { printf 'node%04d' "$(($1 + 1))"; }
 # The loopback address of simulated node $1 (remote/sim_starter.h: 127.0.0.2 up).
 sim_addr() { local a=$(( (127 << 24) + 2 + $1 )); echo "127.$(( a >> 16 & 255 )).$(( a >> 8 & 255 )).$(( a & 255 ))"; }
-hosts=$(for ((i = 0; i < K; i++)); do name "$i"; done | paste -sd,)
+hosts=$(for ((i = 0; i < K; i++)); do name "$i"; echo; done | paste -sd,)
 bad=$((K * 2 / 3))   # the planted host
 
 # `found=` of the doctor's output in $1: each ✗ line's check and the hosts it names.
@@ -70,7 +70,7 @@ run_mode() {
   local env=(DLAUNCH_SIM=1)
   [ "$plant" = bad-path ] && env+=("DLAUNCH_SIM_HOST_ENV=$(name $bad):PATH=/opt/dl-bench/bin:$PATH")
   m=$(env "${env[@]}" "$work/measure" sh -c 'exec "$0" "$@" >"'"$work"'/out" 2>"'"$work"'/err"' \
-        "$bin/dlaunch" doctor --launcher sim --fanout "$F" -H "$hosts" --link-factor 5 "${args[@]}") || true
+        "$bin/dlaunch" doctor --launcher sim --fanout "$F" -H "$hosts" --link-factor 5 --link-seconds 0.1 "${args[@]}") || true
   read -r start done cpu conns <<<"$m"
   tests=$(sed -n 's/^links: \([0-9]*\) pairs in .*), \([0-9]*\) retests.*/\1 \2/p' "$work/out" | awk '{print $1 + $2}')
   echo "doctor hosts=$K mode=$mode wall_s=$done doctor_cpu_s=$cpu doctor_conns=$conns link_tests=${tests:-0} found=$(found_of "$work/out")"
@@ -91,7 +91,6 @@ inside() {
   run_mode full
 }
 
-if [ "${1:-}" != "" ]; then :; fi
 export -f inside run_mode found_of name sim_addr
 export K F plant bad hosts work bin
 unshare -n bash -c inside

@@ -152,3 +152,10 @@ TEST_CASE("the test bed's planted environment reaches one simulated host only", 
   CHECK(sim_environment(env, "a:X=1;b:Y=2=3", "b") == std::vector<std::string>{"HOME=/root", "PATH=/usr/bin:/bin", "Y=2=3"});
   CHECK(sim_environment(env, "garbage", "a") == env);
 }
+
+TEST_CASE("suspects are dealt into rounds of disjoint pairs", "[doctor]") {
+  const std::vector<std::pair<int, int>> pairs{{0, 1}, {2, 3}, {1, 2}, {0, 3}, {4, 5}, {1, 4}};
+  const auto rounds = disjoint_rounds(pairs);
+  CHECK(rounds == std::vector<std::vector<size_t>>{{0, 1, 4}, {2, 3}, {5}});
+  CHECK(disjoint_rounds({}).empty());
+}
