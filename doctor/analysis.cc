@@ -1,8 +1,11 @@
 #include "doctor/analysis.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
+#include <numeric>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -21,13 +24,18 @@ std::vector<int> find_duplicates(size_t n, const std::function<std::vector<std::
 }
 
 std::optional<std::string> majority(const std::vector<std::optional<std::string>>& values) {
-  std::optional<std::string> best;
-  int best_n = 0;
+  // Counted in a map: a thousand hosts' PATHs compared pairwise were a
+  // million string comparisons per variable.
+  std::map<std::optional<std::string>, std::pair<int, size_t>> count;  // value -> (hosts, first seen)
   for (size_t i = 0; i < values.size(); ++i) {
-    const int n = static_cast<int>(std::count(values.begin(), values.end(), values[i]));
-    if (n > best_n) best = values[i], best_n = n;
+    auto [it, fresh] = count.emplace(values[i], std::make_pair(0, i));
+    ++it->second.first;
   }
-  return best;
+  const std::optional<std::string>* best = nullptr;
+  std::pair<int, size_t> best_n{0, 0};
+  for (const auto& [v, n] : count)
+    if (!best || n.first > best_n.first || (n.first == best_n.first && n.second < best_n.second)) best = &v, best_n = n;
+  return best ? *best : std::nullopt;
 }
 
 namespace {
@@ -84,6 +92,41 @@ std::vector<std::vector<std::pair<int, int>>> tournament_rounds(int n) {
   }
   return rounds;
 }
+
+std::vector<std::vector<std::pair<int, int>>> sparse_rounds(int n, int matchings, uint64_t seed) {
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  if (n < 2) return rounds;
+  if (n == 2) return {{{0, 1}}};
+  std::set<std::pair<int, int>> planned;
+  auto add = [&](std::vector<std::pair<int, int>>& round, int a, int b) {
+    const std::pair<int, int> p{std::min(a, b), std::max(a, b)};
+    if (a != b && planned.insert(p).second) round.push_back(p);
+  };
+  // The ring: (i, i+1) for even i, then for odd i; the closing pair (n-1, 0)
+  // joins the second round when n is even (both ends are free there).
+  std::vector<std::pair<int, int>> even, odd, closing;
+  for (int i = 0; i + 1 < n; ++i) add(i % 2 ? odd : even, i, i + 1);
+  add(n % 2 ? closing : odd, n - 1, 0);
+  for (auto* r : {&even, &odd, &closing})
+    if (!r->empty()) rounds.push_back(*r);
+  std::mt19937_64 rng(seed);
+  std::vector<int> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  for (int m = 0; m < matchings; ++m) {
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<std::pair<int, int>> round;
+    for (size_t i = 0; i + 1 < order.size(); i += 2) add(round, order[i], order[i + 1]);
+    std::sort(round.begin(), round.end());
+    if (!round.empty()) rounds.push_back(round);
+  }
+  return rounds;
+}
+
+std::vector<std::vector<std::pair<int, int>>> link_rounds(int n, LinkPlan plan, int matchings, uint64_t seed) {
+  return plan == LinkPlan::kFull ? tournament_rounds(n) : sparse_rounds(n, matchings, seed);
+}
+
+LinkPlan auto_plan(int n) { return n <= kFullPlanHosts ? LinkPlan::kFull : LinkPlan::kSparse; }
 
 std::vector<bool> hosts_to_drop(int n, const std::vector<std::pair<int, int>>& bad) {
   std::vector<bool> drop(static_cast<size_t>(n), false);
@@ -154,6 +197,68 @@ bool confirmed_slow(const std::vector<Retest>& retests, double factor, const Lin
   return true;
 }
 
+LinkJudgement judge_links(const std::vector<PairSample>& s, double factor, const LinkSlack& slack) {
+  LinkJudgement j;
+  j.typical = typical_best(s);
+  if (s.size() < 3) return j;
+  std::vector<bool> slow(s.size(), false);
+  for (size_t i : link_outliers(s, factor, slack)) slow[i] = true;
+  j.suspect_hosts = slow_hosts(s, slow);
+  const std::set<int> hosts(j.suspect_hosts.begin(), j.suspect_hosts.end());
+  for (size_t i = 0; i < s.size(); ++i)
+    if (slow[i] && !hosts.count(s[i].a) && !hosts.count(s[i].b)) j.suspect_pairs.push_back(i);
+  return j;
+}
+
+std::vector<int> retest_partners(int host, const std::vector<PairSample>& s, const std::vector<bool>& suspect,
+                                 const std::vector<int>& avoid, int count) {
+  std::set<int> all, tainted, measured;
+  for (size_t i = 0; i < s.size(); ++i) {
+    all.insert(s[i].a), all.insert(s[i].b);
+    if (suspect[i]) tainted.insert(s[i].a), tainted.insert(s[i].b);
+    if (s[i].a == host) measured.insert(s[i].b);
+    if (s[i].b == host) measured.insert(s[i].a);
+  }
+  const std::set<int> avoided(avoid.begin(), avoid.end());
+  std::vector<int> out;
+  auto take = [&](auto fits) {
+    for (int h : all)
+      if (static_cast<int>(out.size()) < count && h != host && !avoided.count(h) && fits(h) &&
+          std::find(out.begin(), out.end(), h) == out.end())
+        out.push_back(h);
+  };
+  take([&](int h) { return !tainted.count(h) && !measured.count(h); });
+  take([&](int h) { return !tainted.count(h); });
+  take([](int) { return true; });
+  return out;
+}
+
+std::optional<std::pair<int, int>> reference_pair(const std::vector<PairSample>& s, const std::vector<bool>& suspect,
+                                                  const std::vector<int>& avoid, const LinkSample& typical) {
+  std::optional<std::pair<int, int>> best;
+  double nearest = 0;
+  const std::set<int> avoided(avoid.begin(), avoid.end());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (suspect[i] || avoided.count(s[i].a) || avoided.count(s[i].b)) continue;
+    const double d = std::abs(s[i].s.Bps - typical.Bps);
+    if (!best || d < nearest) best = std::make_pair(s[i].a, s[i].b), nearest = d;
+  }
+  return best;
+}
+
+std::vector<std::vector<size_t>> disjoint_rounds(const std::vector<std::pair<int, int>>& pairs) {
+  std::vector<std::vector<size_t>> rounds;
+  std::vector<std::set<int>> busy;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    size_t r = 0;
+    while (r < rounds.size() && (busy[r].count(pairs[i].first) || busy[r].count(pairs[i].second))) ++r;
+    if (r == rounds.size()) rounds.emplace_back(), busy.emplace_back();
+    rounds[r].push_back(i);
+    busy[r].insert(pairs[i].first), busy[r].insert(pairs[i].second);
+  }
+  return rounds;
+}
+
 std::string ifname_value(const std::vector<std::string>& names) {
   std::vector<std::string> seen;
   for (const auto& n : names)
@@ -161,6 +266,19 @@ std::string ifname_value(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : seen) out += (out.empty() ? "" : ",") + n;
   return out;
+}
+
+size_t all_reduce_bytes(int hosts) {
+  constexpr double kFull = 4 << 20;
+  if (hosts <= 8) return static_cast<size_t>(kFull);
+  const double b = kFull * 64.0 / (static_cast<double>(hosts) * hosts);
+  return std::max<size_t>(1024, static_cast<size_t>(b) / 4 * 4);
+}
+
+std::string size_text(size_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MB";
+  if (bytes >= 1024) return std::to_string(bytes / 1024) + " kB";
+  return std::to_string(bytes) + " bytes";
 }
 
 std::string human_rate(double Bps) {

@@ -3,6 +3,8 @@
 // which hosts are one machine twice, which value of a variable is the odd
 // one, which pairs to test together, which links are outliers, which hosts to
 // drop so that the rest can all reach each other.
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -39,6 +41,22 @@ long long clock_offset_ns(long long t0, long long t1, long long remote);
 // exactly once, each round a set of disjoint pairs; n-1 rounds for even n,
 // n for odd. Pairs are (a, b) with a < b.
 std::vector<std::vector<std::pair<int, int>>> tournament_rounds(int n);
+
+// Which pairs the link stage (and, for its probes, the network stage)
+// tests. kFull: every pair, tournament_rounds(n). kSparse: a ring (each host
+// with the next in hostfile order, the last with the first) in 2 rounds (3
+// for odd n), then `matchings` random perfect matchings drawn from `seed`, a
+// round each (odd n: a different host sits each one out), a pair already
+// planned left out of a later round: about n + matchings * n/2 pairs in
+// matchings + 3 rounds at most, whatever n. Every host is in at least 2
+// pairs for n >= 3.
+enum class LinkPlan { kFull, kSparse };
+inline constexpr int kDefaultMatchings = 2;
+std::vector<std::vector<std::pair<int, int>>> sparse_rounds(int n, int matchings, uint64_t seed);
+std::vector<std::vector<std::pair<int, int>>> link_rounds(int n, LinkPlan plan, int matchings, uint64_t seed);
+// --links auto: every pair up to this many hosts (28 pairs in 7 rounds), the sparse plan above.
+inline constexpr int kFullPlanHosts = 8;
+LinkPlan auto_plan(int n);
 
 // The hosts to drop, greedily, until no `bad` pair has both ends kept: each
 // time the host in the most remaining bad pairs (ties: the later host, so the
@@ -94,9 +112,48 @@ struct Retest {
 // reference (one retest that does not clears it); no retest: not a finding.
 bool confirmed_slow(const std::vector<Retest>& retests, double factor, const LinkSlack& slack = {});
 
+// The first pass of the links judged at once: the reference (typical_best),
+// the hosts suspected slow to every host (each of their pairs, two or more,
+// slower than it, while some pair without them is not: slow_hosts) and the
+// other pairs slower than it. Fewer than 3 pairs: nothing is judged. Each
+// suspect is then tested again (retest_partners, confirmed_slow).
+struct LinkJudgement {
+  LinkSample typical;
+  std::vector<int> suspect_hosts;     // ascending
+  std::vector<size_t> suspect_pairs;  // indices into the samples, none of a suspect host
+};
+LinkJudgement judge_links(const std::vector<PairSample>& s, double factor, const LinkSlack& slack = {});
+
+// Up to `count` hosts to test the suspect `host` with again: first hosts in
+// no suspect pair (`suspect[i]` for sample i) that it was not measured with,
+// then hosts in no suspect pair, then any host that is not itself in
+// `avoid` (the other suspect hosts); by host index. Hosts are those of the
+// samples.
+std::vector<int> retest_partners(int host, const std::vector<PairSample>& s, const std::vector<bool>& suspect,
+                                 const std::vector<int>& avoid, int count);
+
+// The pair that stands for a typical link in retests: of the pairs not
+// `suspect` and without a host of `avoid`, the one whose bandwidth is
+// nearest typical's; nullopt when there is none.
+std::optional<std::pair<int, int>> reference_pair(const std::vector<PairSample>& s, const std::vector<bool>& suspect,
+                                                  const std::vector<int>& avoid, const LinkSample& typical);
+
+// `pairs` dealt into rounds of disjoint pairs (no host in two pairs of a
+// round), greedily in their order; each round's pairs by index into `pairs`.
+std::vector<std::vector<size_t>> disjoint_rounds(const std::vector<std::pair<int, int>>& pairs);
+
 // The *_SOCKET_IFNAME value that works: the working interface names of every
 // host, distinct, comma-separated in host order ("eth0", "ens1,eth0").
 std::string ifname_value(const std::vector<std::string>& working_ifname_per_host);
+
+// The bytes of stage 6's all_reduce over `hosts` ranks: 4 MiB up to 8
+// hosts, beyond that 4 MiB x (8/hosts)^2, a multiple of 4 and at least 1
+// KiB: `dlaunch bench` checks every element of every rank against values
+// computed from every rank's seed, work that grows as ranks^2 x elements (4
+// MiB at 1,024 ranks would be 10^12 additions; 64 ranks took 20 s on 2 cores).
+size_t all_reduce_bytes(int hosts);
+// "4 MB", "64 kB", "1 kB": a size of all_reduce_bytes (binary units).
+std::string size_text(size_t bytes);
 
 // "1.5 GB/s", "850 MB/s", "12.0 ms", "35 us": short forms for the table.
 std::string human_rate(double Bps);

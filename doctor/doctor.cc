@@ -1,6 +1,7 @@
 #include "doctor/doctor.h"
 
 #include <netdb.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -9,13 +10,16 @@
 #include <future>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "doctor/analysis.h"
 #include "doctor/cuda_probe.h"
 #include "doctor/peer.h"
 #include "errors/error.h"
 #include "hostfiles/allocation.h"
+#include "launcher/launch_tree.h"
 #include "remote/agent_starter.h"
+#include "remote/start_method.h"
 #include "remote/ssh/quote.h"
 #include "wire/handshake.h"
 #include "wire/private_dir.h"
@@ -30,10 +34,12 @@ std::string self_exe() {
 }
 
 // What makes two hostfile entries one machine: "local" for this one, else
-// every address its name resolves to, with the ssh port.
-std::vector<std::string> identity(const hostfiles::HostEntry& e) {
+// every address its name resolves to, with the ssh port; a simulated host
+// (the test bed's names resolve to nothing) is its name.
+std::vector<std::string> identity(const hostfiles::HostEntry& e, bool sim) {
   const std::string port = ":" + std::to_string(e.port ? e.port : 22);
   if (remote::is_local_host(e.host)) return {"local" + port};
+  if (sim) return {e.host + port};
   addrinfo hints{}, *res = nullptr;
   hints.ai_socktype = SOCK_STREAM;
   std::vector<std::string> keys;
@@ -70,19 +76,35 @@ void write_healthy(const std::string& path, const std::vector<hostfiles::HostEnt
 }
 }  // namespace
 
+namespace {
+// --launcher as the doctor takes it: auto is libssh (inside Slurm too: srun
+// starts every agent of a job in one step, the doctor's peers one by one).
+std::string doctor_method(const std::string& asked) {
+  if (asked == "auto") return "libssh";
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const std::string m = remote::resolve_start_method(asked, job ? job : "");
+  if (m == "slurm")
+    throw UsageError("dlaunch doctor starts its peers with --launcher libssh, ssh or auto, not slurm; inside an allocation "
+                     "it reaches the allocation's hosts over ssh");
+  return m;
+}
+}  // namespace
+
 Doctor::Doctor(DoctorOptions o) : o_(std::move(o)), tty_(::isatty(2) == 1) {
   self_exe_ = self_exe();
-  remote_exe_ = o_.prefix.empty() ? self_exe_ : o_.prefix + "/bin/dlaunch";
+  method_ = doctor_method(o_.launcher);
+  sim_ = method_ == "sim";
+  // Simulated hosts run this dlaunch: they are this machine.
+  remote_exe_ = o_.prefix.empty() || sim_ ? self_exe_ : o_.prefix + "/bin/dlaunch";
   token_ = wire::new_token();
+  // Every simulated host shares this machine's cores: streams at once would
+  // divide them, and a slow host would not stand out.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  link_parallel_ = o_.link_parallel >= 0 ? o_.link_parallel : sim_ ? static_cast<int>(std::max(8u, 16 * cores)) : 0;
+  seed_ = std::hash<std::string>{}(token_);
 }
 
-Doctor::~Doctor() {
-  // Peers hang up in parallel: each waits for its remote side to end.
-  std::vector<std::thread> t;
-  for (auto& p : peers_)
-    if (p) t.emplace_back([&p] { p.reset(); });
-  for (auto& x : t) x.join();
-}
+Doctor::~Doctor() = default;  // the fan closes every peer's link, each its own subtree's
 
 std::vector<int> Doctor::alive() const {
   std::vector<int> out;
@@ -95,21 +117,6 @@ void Doctor::fail(int host, Check c, const std::string& cell, const std::string&
   report_->set(host, c, Mark::kFail, cell);
   report_->add({Mark::kFail, c, {name(host)}, what, fix});
   dropped_[static_cast<size_t>(host)] = true;
-}
-
-std::vector<std::string> Doctor::each_alive(const std::function<void(int)>& fn) {
-  std::vector<std::string> errors(entries_.size());
-  std::vector<std::thread> threads;
-  for (int h : alive())
-    threads.emplace_back([&, h] {
-      try {
-        fn(h);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(h)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
 }
 
 void Doctor::progress(const std::string& text) const {
@@ -139,11 +146,10 @@ void Doctor::stage_hostfile() {
   for (const auto& e : entries_) names.push_back(hostfiles::describe(e));
   report_ = std::make_unique<Report>(names);
   dropped_.assign(entries_.size(), false);
-  peers_.resize(entries_.size());
   endpoints_.resize(entries_.size());
   data_endpoint_.resize(entries_.size());
   std::vector<std::vector<std::string>> keys(entries_.size());
-  for (size_t i = 0; i < entries_.size(); ++i) keys[i] = identity(entries_[i]);
+  for (size_t i = 0; i < entries_.size(); ++i) keys[i] = identity(entries_[i], sim_);
   auto dup = find_duplicates(entries_.size(), [&](size_t i) { return keys[i]; });
   int slots = 0;
   for (size_t i = 0; i < entries_.size(); ++i) {
@@ -164,35 +170,43 @@ void Doctor::stage_hostfile() {
                   "add hosts or slots= to the hostfile, or run with --oversubscribe"});
 }
 
+TreeNode Doctor::tree_node(int h, int below) const {
+  const auto& e = entries_[static_cast<size_t>(h)];
+  return {h, name(h), e.host, e.user, e.port, below};
+}
+
 void Doctor::stage_ssh() {
-  std::vector<ssh::Target> targets;
+  fan_ = std::make_unique<PeerFan>(token_);
   std::vector<int> remote;
-  const std::string command = ssh::join_quoted({remote_exe_, "doctor", "--peer"});
+  std::vector<TreeNode> local;
   for (int h : alive()) {
-    const auto& e = entries_[static_cast<size_t>(h)];
-    if (remote::is_local_host(e.host)) {
-      peers_[static_cast<size_t>(h)] = start_local_peer(self_exe_, token_, name(h));
-      report_->set(h, Check::kSsh, Mark::kOk, "local");
-      continue;
-    }
-    targets.push_back({e.host, e.user, e.port});
-    remote.push_back(h);
+    if (remote::is_local_host(entries_[static_cast<size_t>(h)].host)) local.push_back(tree_node(h, 0));
+    else remote.push_back(h);
   }
-  ssh::Options so;
-  so.connect_timeout = Millis(static_cast<long>(o_.ssh_timeout_s * 1000));
-  so.config_file = o_.ssh_config;
-  so.accept_new = o_.ssh_accept_new;
-  progress("ssh to " + std::to_string(targets.size()) + " hosts");
-  auto started = ssh::start_all(targets, std::vector<std::string>(targets.size(), command), token_ + "\n", so,
-                                          o_.ssh_parallel);
-  for (size_t i = 0; i < started.size(); ++i) {
-    const int h = remote[i];
-    if (!started[i].error.empty()) {
-      fail(h, Check::kSsh, "", started[i].error);
-      continue;
-    }
-    peers_[static_cast<size_t>(h)] = adopt_remote_peer(std::move(started[i]), name(h), command);
+  StartHow how{method_, remote_exe_, o_.ssh_config, static_cast<long>(o_.ssh_timeout_s * 1000), o_.ssh_accept_new,
+               o_.ssh_parallel};
+  // The launcher's own host is not reached over ssh, as a job's is not: its peer is a child process.
+  for (const auto& f : fan_->start(local, StartHow{"local", self_exe_, "", how.ssh_timeout_ms, false, 1}, false))
+    fail(f.node, Check::kSsh, "", f.error);
+  for (const auto& n : local)
+    if (!dropped_[static_cast<size_t>(n.node)]) report_->set(n.node, Check::kSsh, Mark::kOk, "local");
+  // The others through the launch tree, as a job's agents: with more of
+  // them than --fanout, the peers started here start the rest.
+  const launcher::LaunchTree tree(remote, entries_.size(), o_.fanout);
+  std::vector<TreeNode> order;
+  for (int h : remote) {
+    if (tree.parent(h) >= 0) continue;
+    const auto sub = tree.subtree(h);
+    if (sub.empty()) order.push_back(tree_node(h, 0));
+    for (const auto& a : sub) order.push_back(tree_node(a.node, a.below));
   }
+  progress("starting peers on " + std::to_string(remote.size()) + " hosts" +
+           (tree.flat() ? "" : " (a launch tree of depth " + std::to_string(tree.depth()) + ")"));
+  for (const auto& f : fan_->start(order, how, sim_)) {
+    if (f.reached) report_->set(f.node, Check::kSsh, Mark::kOk);  // ssh worked; dlaunch did not start there
+    fail(f.node, f.reached ? Check::kDlaunch : Check::kSsh, "", f.error);
+  }
+  report_->notes().tree = TreeNote{method_, o_.fanout, tree.depth(), static_cast<int>(fan_->children())};
 }
 
 const Report& Doctor::run() {
@@ -213,6 +227,9 @@ const Report& Doctor::run() {
   }
   progress("");
   report_->notes().stage_seconds = std::move(seconds);
+  rusage self{};
+  ::getrusage(RUSAGE_SELF, &self);
+  report_->notes().doctor_cpu_s = self.ru_utime.tv_sec + self.ru_stime.tv_sec + (self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6;
   return *report_;
 }
 
@@ -234,7 +251,7 @@ int run_doctor_command(const std::vector<std::string>& args) {
   Doctor d(o);
   const Report& r = d.run();
   if (o.json) std::cout << r.to_json() << "\n";
-  else std::cout << r.render(true);
+  else std::cout << r.render(true, o.verbose);
   if (!o.write_healthy.empty()) write_healthy(o.write_healthy, d.entries(), r);
   return r.exit_code();
 }

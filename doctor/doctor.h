@@ -3,11 +3,14 @@
 // every problem with its fix (docs/doctor.md). Stages, each on the hosts that
 // passed the ones before:
 //   1 hostfile  parses; no host twice under two names; slots add up to -n
-//   2 ssh       every host reachable, authenticated, host key known (parallel)
+//   2 ssh       every host reachable, authenticated, host key known: a peer
+//               started on each, through the launch tree (--fanout, --launcher)
 //   3 env       dlaunch and dlaunch-agent there and the same version, --program,
 //               PATH / LD_LIBRARY_PATH / -x variables, clock, GPUs
-//   4 network   every host reaches every other, on which interface
-//   5 links     latency and bandwidth of every pair, in parallel rounds
+//   4 network   every host reaches the others (every other, or those of the
+//               sparse plan), on which interface
+//   5 links     latency and bandwidth of every pair or of the sparse plan's
+//               (a ring and random matchings), in parallel rounds
 //   6 all_reduce a real dlaunch job over the healthy hosts: correct, and its busbw;
 //                then NCCL over every GPU of the GPU hosts (one rank per GPU)
 #include <functional>
@@ -20,6 +23,7 @@
 #include "doctor/child.h"
 #include "doctor/net_probe.h"
 #include "doctor/options.h"
+#include "doctor/peer_fan.h"
 #include "doctor/peer_link.h"
 #include "doctor/report.h"
 #include "hostfiles/hostfile.h"
@@ -41,6 +45,7 @@ class Doctor {
 
  private:
   void stage_hostfile();
+  TreeNode tree_node(int h, int below) const;
   void stage_ssh();
   void stage_environment();
   void judge_host(int h, const HostFacts& facts, long long clock_offset_ns);
@@ -49,9 +54,29 @@ class Doctor {
   void judge_host_gpus(int h, const HostFacts& facts);
   void check_env(const std::vector<HostFacts>& facts);
   void stage_network();
+  // One problem line: the hosts `from` cannot reach b's data address `at`, for `why`.
+  void report_unreachable(int b, const std::vector<int>& from, const std::string& at, const std::string& why);
   void stage_links();
   // One link test of (a, b), latency and bandwidth, with nothing else running.
   LinkResult measure_alone(int a, int b);
+  // Link tests of `pairs` (disjoint), at most link_parallel_ at once: the
+  // latency pass (pings) or the bandwidth pass. Errors in each pair's `error`.
+  struct PairTest {
+    int a = 0, b = 0;
+    LinkResult r;
+    std::string error;
+    double seconds = 0;
+  };
+  void measure_pairs(std::vector<PairTest*>& pairs, bool bandwidth);
+  // The first pass's suspect hosts tested again with fresh partners;
+  // returns those slow every time, with their problem lines said.
+  std::vector<int> confirm_slow_hosts(const LinkJudgement& j, const std::vector<PairSample>& s, std::vector<bool>& suspect);
+  // The pairs stages 4 and 5 test among `hosts` (indices into it).
+  std::vector<std::vector<std::pair<int, int>>> plan_pairs(size_t hosts) const;
+  int link_tests_ = 0;
+  // Each host's links cell, and the hosts to drop for the `bad` pairs.
+  void mark_links(const std::vector<int>& hosts, const std::vector<PairSample>& samples, const std::vector<size_t>& measured,
+                  const std::vector<PairTest>& tests, const std::vector<std::pair<int, int>>& bad);
   // Tests the suspect (a, b) again, alone, then `reference` (nullptr, or a
   // reference that fails: `typical` stands in), up to kLinkRetests times,
   // stopping at the first retest that clears it; folds the suspect's best
@@ -60,8 +85,17 @@ class Doctor {
                              LinkResult& best);
   // One problem line per host slow to every host (slow_hosts of the pairs
   // found `slow`); returns those hosts.
-  std::vector<int> report_slow_hosts(const std::vector<PairSample>& s, const std::vector<bool>& slow, const LinkSample& typical);
+  void report_slow_host(int h, const std::vector<PairSample>& s, const std::vector<Retest>& tries, const LinkSample& typical);
+  void report_slow_pairs(const std::vector<size_t>& slow, const std::vector<PairSample>& s, const std::vector<PairTest>& tests,
+                         const std::vector<size_t>& measured, const LinkSample& typical);
   static constexpr int kLinkRetests = 2;
+  // More suspects than this are tested again together, in rounds of
+  // disjoint pairs with a reference pair in each, not one at a time.
+  static constexpr size_t kAloneRetests = 4;
+  // Retests of `suspects` (indices into tests), alone or in rounds as
+  // kAloneRetests says; each pair's tries, and its best numbers folded into tests.
+  std::vector<std::vector<Retest>> retest_all(const std::vector<size_t>& suspects, std::vector<PairTest>& tests,
+                                              const std::optional<std::pair<int, int>>& reference, const LinkSample& typical);
   void stage_all_reduce();
   void stage_nccl();
   // Runs a dlaunch job: `slots` (host, ranks there), launcher `options`,
@@ -75,16 +109,19 @@ class Doctor {
   std::vector<int> alive() const;
   // Marks `host` failed on `c` (dropping it from later stages) with a problem line.
   void fail(int host, Check c, const std::string& cell, const std::string& what, const std::string& fix = "");
-  // Runs fn(host) for every alive host, each on its own thread; returns each
-  // host's exception message ("" when fn returned).
-  std::vector<std::string> each_alive(const std::function<void(int)>& fn);
+  // The peer of `h` failed `c` with `error` (a Outcome's): `fail` it.
+  void lost(int h, Check c, const std::string& error) { fail(h, c, "", error); }
   void progress(const std::string& text) const;
   const std::string& name(int h) const { return report_->hosts()[static_cast<size_t>(h)]; }
 
   DoctorOptions o_;
   std::vector<hostfiles::HostEntry> entries_;
   std::unique_ptr<Report> report_;
-  std::vector<std::unique_ptr<PeerLink>> peers_;
+  std::unique_ptr<PeerFan> fan_;    // the peers, the launch tree's roots and this host's
+  std::string method_;              // the start method, resolved
+  bool sim_ = false;                // the test bed's simulated hosts
+  int link_parallel_ = 0;           // 0: every pair of a round at once
+  uint64_t seed_ = 0;               // the sparse plan's random matchings
   std::vector<bool> dropped_;
   std::vector<std::vector<Endpoint>> endpoints_;
   std::vector<std::optional<Endpoint>> data_endpoint_;

@@ -3,6 +3,7 @@
 // request names what to look at, the reply is a HostFacts (doctor/records.h;
 // docs/doctor.md lists its fields), its GPUs the launch's (doctor/gpu.h).
 #include <string>
+#include <vector>
 
 #include "doctor/records.h"
 
@@ -19,5 +20,8 @@ ExecutableFact check_executable(const std::string& path);
 // The first line a command prints (stdout and stderr), run through sh with
 // a time limit; "" when it printed nothing. Sets *status to its exit status.
 std::string first_output_line(const std::string& shell_command, int* status);
+// The same for `argv` run without a shell (argv[0] a path), killed after 15
+// s (status 124); 127 when it cannot be executed.
+std::string first_output_line(const std::vector<std::string>& argv, int* status);
 
 }  // namespace dl::doctor

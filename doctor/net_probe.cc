@@ -74,6 +74,34 @@ std::string numeric(const sockaddr* sa) {
 std::string host_port(const Endpoint& e) {
   return (e.addr.find(':') != std::string::npos ? "[" + e.addr + "]" : e.addr) + ":" + std::to_string(e.port);
 }
+
+// connect_tcp from the IPv4 address `from` ("" : the kernel's choice of
+// source), one attempt within `timeout`.
+wire::Socket connect_from(const Endpoint& e, Millis timeout, const std::string& from) {
+  if (from.empty()) return wire::connect_tcp(e.addr, e.port, timeout);
+  const std::string hp = host_port(e);
+  sockaddr_in src{}, dst{};
+  src.sin_family = dst.sin_family = AF_INET;
+  dst.sin_port = htons(e.port);
+  if (::inet_pton(AF_INET, from.c_str(), &src.sin_addr) != 1 || ::inet_pton(AF_INET, e.addr.c_str(), &dst.sin_addr) != 1)
+    throw IoError("could not connect to " + hp + " from " + from + ": not IPv4 addresses");
+  wire::Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!s.valid() || ::bind(s.fd(), reinterpret_cast<sockaddr*>(&src), sizeof src) != 0)
+    throw_errno("binding a connection to " + hp + " to " + from);
+  if (::connect(s.fd(), reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0 && errno != EINPROGRESS)
+    throw_errno("could not connect to " + hp);
+  pollfd p{s.fd(), POLLOUT, 0};
+  if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1)
+    throw TimeoutError("could not connect to " + hp + " within " + std::to_string(timeout.count()) + " ms");
+  int err = 0;
+  socklen_t len = sizeof err;
+  ::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err) throw IoError("could not connect to " + hp + ": " + std::strerror(err));
+  ::fcntl(s.fd(), F_SETFL, ::fcntl(s.fd(), F_GETFL) & ~O_NONBLOCK);
+  int one = 1;
+  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return s;
+}
 }  // namespace
 
 std::vector<Endpoint> local_addresses() {
@@ -92,9 +120,10 @@ std::vector<Endpoint> local_addresses() {
   return out;
 }
 
-Listener::Listener(std::string token, std::string name) : token_(std::move(token)), name_(std::move(name)) {
+Listener::Listener(std::string token, std::string name, const std::vector<Endpoint>& only)
+    : token_(std::move(token)), name_(std::move(name)) {
   if (::pipe2(wake_, O_CLOEXEC) != 0) throw_errno("creating the listener's wake pipe");
-  for (Endpoint e : local_addresses()) {
+  for (Endpoint e : only.empty() ? local_addresses() : only) {
     addrinfo hints{}, *res = nullptr;
     hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
     hints.ai_socktype = SOCK_STREAM;
@@ -236,10 +265,11 @@ void Listener::serve(Session& session) {
   }
 }
 
-std::string probe(const Endpoint& e, const std::string& expected, const std::string& token, Millis timeout) {
+std::string probe(const Endpoint& e, const std::string& expected, const std::string& token, Millis timeout,
+                  const std::string& from) {
   const std::string hp = host_port(e);
   try {
-    wire::Socket s = wire::connect_tcp(e.addr, e.port, timeout);
+    wire::Socket s = connect_from(e, timeout, from);
     wire::client_handshake(s, token, kDoctorTag, hp, timeout);
     wire::write_frame(s, wire::kJson, wire::encode_record(PeerOp{"who", std::nullopt}), hp);
     wire::Frame f = wire::read_frame(s, kMaxFrame, timeout, hp);
@@ -255,9 +285,10 @@ std::string probe(const Endpoint& e, const std::string& expected, const std::str
   }
 }
 
-LinkResult link_test(const Endpoint& e, const std::string& token, double seconds, int pings, Millis timeout) {
+LinkResult link_test(const Endpoint& e, const std::string& token, double seconds, int pings, Millis timeout,
+                     const std::string& from) {
   const std::string hp = host_port(e);
-  wire::Socket s = wire::connect_tcp(e.addr, e.port, timeout);
+  wire::Socket s = connect_from(e, timeout, from);
   wire::client_handshake(s, token, kDoctorTag, hp, timeout);
   LinkResult r;
   // The fastest round trip: scheduling delays on a busy host only add to a

@@ -50,7 +50,9 @@ class Listener {
   static constexpr std::chrono::milliseconds kReapEvery{250};
 
   // `name` is what "who" answers: the host as the doctor's hostfile names it.
-  Listener(std::string token, std::string name);
+  // `only`: listen on these addresses (their port ignored) instead of every
+  // local address (the test bed's simulated host: its own loopback address).
+  Listener(std::string token, std::string name, const std::vector<Endpoint>& only = {});
   ~Listener();
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
@@ -79,10 +81,11 @@ class Listener {
   std::list<Session> sessions_;  // guarded by mu_; in the order they came
 };
 
-// Connects to `e`, runs the handshake and asks who answers. Returns "" when
-// `expected` answered, else one line saying what failed (naming addr:port).
+// Connects to `e` (from the local address `from`, when not "": a
+// simulated host's own), runs the handshake and asks who answers. Returns ""
+// when `expected` answered, else one line saying what failed (naming addr:port).
 std::string probe(const Endpoint& e, const std::string& expected, const std::string& token,
-                  std::chrono::milliseconds timeout);
+                  std::chrono::milliseconds timeout, const std::string& from = "");
 
 struct LinkResult {
   double latency_us = 0;  // the fastest of `pings` round trips of a tiny frame
@@ -91,8 +94,9 @@ struct LinkResult {
 };
 
 // Measures the link to `e`: `pings` round trips (none: latency 0), then
-// `seconds` of streaming each way (0: no bandwidth test). Throws dl::Error naming addr:port on failure.
+// `seconds` of streaming each way (0: no bandwidth test); from `from` as
+// probe() connects. Throws dl::Error naming addr:port on failure.
 LinkResult link_test(const Endpoint& e, const std::string& token, double seconds, int pings,
-                     std::chrono::milliseconds timeout);
+                     std::chrono::milliseconds timeout, const std::string& from = "");
 
 }  // namespace dl::doctor

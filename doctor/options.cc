@@ -35,6 +35,8 @@ po::options_description describe(DoctorOptions& o) {
     ("ssh-accept-new", po::bool_switch(&o.ssh_accept_new), "accept unknown host keys (never changed ones)")
     ("ssh-parallel", po::value(&o.ssh_parallel), "ssh sessions opened at once")
     ("prefix", po::value(&o.prefix), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch)")
+    ("launcher", po::value(&o.launcher), "how peers are started: libssh, ssh (the OpenSSH client) or auto (libssh)")
+    ("fanout", po::value(&o.fanout), "with more remote hosts than this, peers start peers (a launch tree); 0: all from here")
     ("program", po::value(&o.program), "a program the job will run: must be executable at this path everywhere")
     ("x,x", po::value(&o.exports)->composing(), "a variable to compare across hosts (-x VAR)")
     ("gpus-per-node", po::value(&o.gpus_per_node), "GPUs every host must have")
@@ -46,7 +48,10 @@ po::options_description describe(DoctorOptions& o) {
      "flag a pair this many times slower than a typical host's best pair")
     ("link-seconds", number(&o.link_seconds, seconds("--link-seconds")),
      "seconds of bandwidth test per direction and pair")
+    ("links", po::value(&o.links), "which pairs stage 5 tests: full (every pair), sparse (a ring and random matchings), auto")
+    ("link-parallel", po::value(&o.link_parallel), "pairs measured at once (0: a whole round)")
     ("quick", po::bool_switch(&o.quick), "stop after the remote environment (stages 1-3)")
+    ("verbose,v", po::bool_switch(&o.verbose), "a table row for every host, however many")
     ("json", po::bool_switch(&o.json), "write the report as JSON on stdout")
     ("write-healthy", po::value(&o.write_healthy), "write a hostfile of the hosts that passed")
     ("peer", po::bool_switch(&o.peer), "internal: the remote side of the doctor")
@@ -80,6 +85,10 @@ void validate(const DoctorOptions& o) {
   if (!o.hostfile.empty() && !o.hosts.empty()) throw UsageError("give either --hostfile or -H, not both");
   if (o.np < 0) throw UsageError("-n must be positive, got " + std::to_string(o.np));
   if (o.ssh_parallel < 1) throw UsageError("--ssh-parallel must be at least 1");
+  if (o.fanout < 0 || o.fanout == 1) throw UsageError("--fanout takes 0 (every peer from here) or at least 2, got " + std::to_string(o.fanout));
+  if (o.links != "auto" && o.links != "full" && o.links != "sparse")
+    throw UsageError("--links takes full, sparse or auto, got '" + o.links + "'");
+  if (o.link_parallel < -1) throw UsageError("--link-parallel takes 0 (a whole round) or more pairs, got " + std::to_string(o.link_parallel));
   if (!o.ssh_config.empty()) read_user_file(o.ssh_config, "--ssh-config", "give an ssh client config file (ssh -F)");
   if (!o.program.empty() && o.program[0] != '/')
     throw UsageError("--program wants an absolute path (the same path on every host), got '" + o.program + "'");

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include <thread>
 
 #include "errors/error.h"
+
+extern char** environ;
 
 namespace dl::doctor {
 
@@ -82,11 +85,26 @@ class RemotePeer : public PeerLink {
   size_t pos_ = 0;
 };
 
-class LocalPeer : public PeerLink {
+// The last non-empty line of `s`.
+std::string last_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  auto nl = s.rfind('\n');
+  return nl == std::string::npos ? s : s.substr(nl + 1);
+}
+
+class ProcessPeer : public PeerLink {
  public:
-  LocalPeer(const std::string& exe, const std::string& token, const std::string& host) : PeerLink(host), exe_(exe) {
-    int in[2], out[2];
-    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) throw_errno("creating the local peer's pipes");
+  ProcessPeer(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& token,
+              const std::string& host, bool ssh)
+      : PeerLink(host), what_(argv.empty() ? "" : argv[0]), ssh_(ssh) {
+    int sv[2], err[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
+      throw_errno("creating the channel to the doctor's peer on " + host);
+    // Built before the fork: the child of a threaded process may only exec.
+    std::vector<char*> args, envp;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    args.push_back(nullptr), envp.push_back(nullptr);
     const pid_t parent = ::getpid();
     pid_ = ::fork();
     if (pid_ < 0) throw_errno("fork");
@@ -94,19 +112,25 @@ class LocalPeer : public PeerLink {
       ::setpgid(0, 0);
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(1);
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::execl(exe.c_str(), exe.c_str(), "doctor", "--peer", static_cast<char*>(nullptr));
+      ::dup2(sv[1], 0);
+      ::dup2(sv[1], 1);
+      ::dup2(err[1], 2);
+      ::execve(args[0], args.data(), envp.data());
       ::_exit(127);
     }
-    ::close(in[0]);
-    ::close(out[1]);
-    in_ = in[1];
-    out_ = out[0];
-    send_line(token + "\n");
+    ::close(sv[1]);
+    ::close(err[1]);
+    fd_ = sv[0];
+    err_ = err[0];
+    ::fcntl(err_, F_SETFL, O_NONBLOCK);
+    try {
+      send_line(token + "\n");
+    } catch (const Error&) {
+      // Gone already: the first read says why.
+    }
   }
-  ~LocalPeer() override {
-    ::close(in_);  // EOF: the peer stops
+  ~ProcessPeer() override {
+    ::shutdown(fd_, SHUT_WR);  // EOF: the peer stops
     for (int i = 0; pid_ > 0 && i < 300; ++i) {
       if (::waitpid(pid_, nullptr, WNOHANG) == pid_) pid_ = -1;
       else std::this_thread::sleep_for(Millis(10));
@@ -115,17 +139,34 @@ class LocalPeer : public PeerLink {
       ::kill(-pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
     }
-    ::close(out_);
+    ::close(fd_);
+    ::close(err_);
   }
 
  private:
   void send_line(const std::string& line) override {
     for (size_t done = 0; done < line.size();) {
-      ssize_t n = ::write(in_, line.data() + done, line.size() - done);
+      ssize_t n = ::send(fd_, line.data() + done, line.size() - done, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw RemoteError(host() + ": the doctor's local peer (" + exe_ + ") is gone: " + std::strerror(errno));
+      if (n < 0) throw RemoteError(host() + ": the doctor's peer (" + what_ + ") is gone: " + std::strerror(errno));
       done += static_cast<size_t>(n);
     }
+  }
+  void drain_stderr() {
+    char b[4096];
+    for (ssize_t n; (n = ::read(err_, b, sizeof b)) > 0;)
+      if (said_.size() < 65536) said_.append(b, static_cast<size_t>(n));
+  }
+  // Why the child ended: its exit status and what it said last.
+  std::string ended() {
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+    drain_stderr();
+    const int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (ssh_ && status == 255)
+      return host() + ": ssh failed (exit 255): " + (said_.empty() ? "no message" : last_line(said_));
+    return ended_why(host(), status, last_line(said_), what_ + " doctor --peer");
   }
   std::string read_line(Millis timeout, const std::string& waiting_for) override {
     const auto end = Clock::now() + timeout;
@@ -135,40 +176,44 @@ class LocalPeer : public PeerLink {
         buf_.erase(0, nl + 1);
         return line;
       }
+      if (pid_ < 0) throw RemoteError(host() + ": the doctor's peer has ended");
       auto left = std::chrono::duration_cast<Millis>(end - Clock::now());
       if (left.count() <= 0)
         throw TimeoutError(host() + ": no answer within " + std::to_string(timeout.count()) + " ms to " + waiting_for);
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 100))) <= 0) continue;
+      pollfd p[2] = {{fd_, POLLIN, 0}, {err_, POLLIN, 0}};
+      if (::poll(p, 2, static_cast<int>(std::min<long>(left.count(), 100))) <= 0) continue;
+      if (p[1].revents) drain_stderr();
+      if (!p[0].revents) continue;
       char b[65536];
-      ssize_t n = ::read(out_, b, sizeof b);
+      ssize_t n = ::read(fd_, b, sizeof b);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        int st = 0;
-        ::waitpid(pid_, &st, 0);
-        pid_ = -1;
-        const int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        throw RemoteError(ended_why(host(), status, "", exe_ + " doctor --peer"));
-      }
+      if (n <= 0) throw RemoteError(ended());
       buf_.append(b, static_cast<size_t>(n));
     }
   }
-  std::string exe_, buf_;
+  std::string what_, buf_, said_;
+  bool ssh_ = false;
   pid_t pid_ = -1;
-  int in_ = -1, out_ = -1;
+  int fd_ = -1, err_ = -1;
 };
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return env;
+}
 }  // namespace
 
 namespace {
 [[noreturn]] void raise_remote(const std::string& what) { throw RemoteError(what + " (is dlaunch there the same version?)"); }
 }  // namespace
 
-wire::RecordName PeerLink::reply_name(const char* op) const {
+wire::RecordName PeerLink::reply_name(const std::string& op) const {
   return {host_ + ": the doctor's peer's reply to '" + op + "'", &raise_remote};
 }
 
-std::string PeerLink::exchange(const char* op, const std::string& line, Millis timeout) {
-  send_line(line);
+std::string PeerLink::call_line(const std::string& op, const std::string& line, Millis timeout) {
+  send_line(line + "\n");
   std::string reply = read_line(timeout, "'" + std::string(op) + "'");
   // A failed request is answered with an ErrorReply: its top-level "error".
   if (auto error = wire::check_object(reply, reply_name(op), "error")) throw RemoteError(host_ + ": " + *error);
@@ -176,7 +221,13 @@ std::string PeerLink::exchange(const char* op, const std::string& line, Millis t
 }
 
 std::unique_ptr<PeerLink> start_local_peer(const std::string& exe, const std::string& token, const std::string& host) {
-  return std::make_unique<LocalPeer>(exe, token, host);
+  return std::make_unique<ProcessPeer>(std::vector<std::string>{exe, "doctor", "--peer"}, current_environment(), token, host,
+                                       false);
+}
+
+std::unique_ptr<PeerLink> start_process_peer(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                                             const std::string& token, const std::string& host, bool ssh) {
+  return std::make_unique<ProcessPeer>(argv, env, token, host, ssh);
 }
 
 std::unique_ptr<PeerLink> adopt_remote_peer(ssh::Started started, const std::string& host,

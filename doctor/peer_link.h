@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "doctor/records.h"
 #include "remote/ssh/fan_out.h"
@@ -27,14 +28,22 @@ class PeerLink {
   // request when no reply came within `timeout`, RemoteError when the reply
   // was an ErrorReply or not a `Reply`.
   template <class Reply, class Request> Reply call(const Request& request, Millis timeout) {
+    const std::string reply = call_line(Request::kOp, request_line(request), timeout);
+    return wire::decode_record<Reply>(reply, reply_name(Request::kOp));
+  }
+  // The same with the request as its JSON line (request_line, no newline):
+  // returns the reply line, or throws as call() says.
+  std::string call_line(const std::string& op, const std::string& line, Millis timeout);
+  const std::string& host() const { return host_; }
+  wire::RecordName reply_name(const std::string& op) const;
+
+  // A request record as the line a peer reads: {"op":kOp,...}, no newline.
+  template <class Request> static std::string request_line(const Request& request) {
     std::string line = "{\"op\":";
     wire::append_json_string(line, Request::kOp);
     wire::append_fields(line, request, false);
-    line += "}\n";
-    const std::string reply = exchange(Request::kOp, line, timeout);
-    return wire::decode_record<Reply>(reply, reply_name(Request::kOp));
+    return line + "}";
   }
-  const std::string& host() const { return host_; }
 
  protected:
   explicit PeerLink(std::string host) : host_(std::move(host)) {}
@@ -43,14 +52,22 @@ class PeerLink {
   virtual std::string read_line(Millis timeout, const std::string& waiting_for) = 0;
 
  private:
-  // Sends the request line, returns the reply line; throws as call() says.
-  std::string exchange(const char* op, const std::string& line, Millis timeout);
-  wire::RecordName reply_name(const char* op) const;
   std::string host_;
 };
 
 // The peer on this machine: forks `exe doctor --peer`, writes the token line.
 std::unique_ptr<PeerLink> start_local_peer(const std::string& exe, const std::string& token, const std::string& host);
+
+// A peer reached through a child process of ours: `argv` (argv[0] a path,
+// no PATH search) with `env` as its whole environment, its stdin and stdout
+// one socket of a socketpair (the token line written first), its stderr
+// kept for messages; it dies with this process (PR_SET_PDEATHSIG) and is
+// killed with its process group when the link is destroyed after its stdin
+// closed and it did not exit within 3 s. `ssh` names the host it reaches
+// when the child is an ssh client (its exit 255 is ssh's failure), "" when
+// the child is the peer itself. Throws RemoteError when it cannot be forked.
+std::unique_ptr<PeerLink> start_process_peer(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                                             const std::string& token, const std::string& host, bool ssh);
 
 // Takes over a peer that ssh::start_all started (its stdin already got the
 // token). `command` is the remote command line, for messages.

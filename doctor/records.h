@@ -244,22 +244,38 @@ struct NcclNote {
   }
 };
 
+// The peers' launch tree: its start method, fan-out and depth, and how many
+// peers the doctor itself started (the rest were started by peers).
+struct TreeNote {
+  std::string method;
+  int fanout = 0, depth = 1, direct = 0;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("method", s.method), v("fanout", s.fanout), v("depth", s.depth), v("direct", s.direct);
+  }
+};
+
 // Facts shown under the table and in the JSON; absent: that stage did not
 // get there.
 struct Notes {
   std::optional<std::string> interface;   // the interface line
   std::optional<std::string> ifname;      // NCCL_SOCKET_IFNAME's value
   std::optional<int> link_rounds;
+  std::optional<std::string> link_plan;      // "full" (every pair) or "sparse" (ring + random matchings)
+  std::optional<int> link_tests;             // pairs measured, retests included
+  std::optional<std::string> links_summary;  // the links line under the table
   std::optional<std::vector<LinkNote>> links;
   std::optional<std::string> all_reduce;  // its summary line
   std::optional<double> busbw_Bps;        // the all_reduce job's
   std::optional<std::string> nccl;        // its summary line
   std::optional<NcclNote> nccl_check;
   std::optional<std::map<std::string, double>> stage_seconds;
+  std::optional<TreeNote> tree;              // how the peers were started
+  std::optional<double> doctor_cpu_s;        // the doctor process's own CPU, its peers' not counted
   template <class S, class V> static void fields(S& s, V& v) {
-    v("interface", s.interface), v("ifname", s.ifname), v("link_rounds", s.link_rounds), v("links", s.links);
+    v("interface", s.interface), v("ifname", s.ifname), v("link_rounds", s.link_rounds), v("link_plan", s.link_plan);
+    v("link_tests", s.link_tests), v("links_summary", s.links_summary), v("links", s.links);
     v("all_reduce", s.all_reduce), v("busbw_Bps", s.busbw_Bps), v("nccl", s.nccl), v("nccl_check", s.nccl_check);
-    v("stage_seconds", s.stage_seconds);
+    v("stage_seconds", s.stage_seconds), v("tree", s.tree), v("doctor_cpu_s", s.doctor_cpu_s);
   }
 };
 

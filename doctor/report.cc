@@ -1,6 +1,10 @@
 #include "doctor/report.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "doctor/hostlist.h"
 
 #include "wire/record.h"
 
@@ -66,12 +70,49 @@ int Report::exit_code() const {
   return 0;
 }
 
-std::string Report::render(bool utf8) const {
+std::vector<Problem> group_problems(const std::vector<Problem>& problems) {
+  using Key = std::tuple<Mark, Check, std::string, std::string>;  // mark, check, detail, fix
+  std::vector<Problem> out;
+  std::map<Key, size_t> at;                      // a group's index in out
+  std::map<size_t, std::string> detail;          // by index in out: its shared words
+  for (const Problem& p : problems) {
+    const std::string head = p.hosts.size() == 1 ? p.hosts[0] + ": " : "";
+    if (head.empty() || p.what.compare(0, head.size(), head) != 0) {
+      out.push_back(p);
+      continue;
+    }
+    const Key k{p.mark, p.check, p.what.substr(head.size()), p.fix};
+    auto [it, fresh] = at.emplace(k, out.size());
+    if (fresh) {
+      detail[out.size()] = std::get<2>(k);
+      out.push_back(p);
+    } else {
+      out[it->second].hosts.push_back(p.hosts[0]);
+    }
+  }
+  for (auto& [i, d] : detail)
+    if (out[i].hosts.size() > 1) out[i].what = name_hosts(out[i].hosts) + ": " + d;
+  return out;
+}
+
+namespace {
+bool warned_or_failed(const std::vector<Cell>& row) {
+  return std::any_of(row.begin(), row.end(), [](const Cell& c) { return c.mark == Mark::kFail || c.mark == Mark::kWarn; });
+}
+}  // namespace
+
+std::string Report::render(bool utf8, bool verbose) const {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> head{"host"};
   for (int c = 0; c < kCheckCount; ++c) head.push_back(kNames[c]);
   rows.push_back(head);
+  const bool every = verbose || hosts_.size() <= kEveryRow;
+  size_t left_out = 0;
   for (size_t h = 0; h < hosts_.size(); ++h) {
+    if (!every && !warned_or_failed(cells_[h])) {
+      ++left_out;
+      continue;
+    }
     std::vector<std::string> row{hosts_[h]};
     for (const Cell& c : cells_[h]) row.push_back(c.text.empty() ? symbol(c.mark, utf8) : std::string(symbol(c.mark, utf8)) + " " + c.text);
     rows.push_back(row);
@@ -80,23 +121,29 @@ std::string Report::render(bool utf8) const {
   for (const auto& r : rows)
     for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], width(r[i]));
   std::string out;
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t i = 0; i < r.size(); ++i) line += pad(r[i], w[i] + 2);
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  if (!problems_.empty()) out += "\n";
-  for (const Problem& p : problems_)
+  if (rows.size() > 1)
+    for (const auto& r : rows) {
+      std::string line;
+      for (size_t i = 0; i < r.size(); ++i) line += pad(r[i], w[i] + 2);
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out += line + "\n";
+    }
+  if (left_out)
+    out += std::string(symbol(Mark::kOk, utf8)) + " " + (rows.size() > 1 ? "the other " : "all ") + std::to_string(left_out) +
+           " hosts passed every check (-v lists them)\n";
+  const std::vector<Problem> problems = group_problems(problems_);
+  if (!problems.empty()) out += "\n";
+  for (const Problem& p : problems)
     out += std::string(symbol(p.mark, utf8)) + " " + kNames[static_cast<int>(p.check)] + ": " + p.what +
            (p.fix.empty() ? "" : "; " + p.fix) + "\n";
   if (notes_.interface) out += "\nnetwork: " + *notes_.interface + "\n";
+  if (notes_.links_summary) out += "links: " + *notes_.links_summary + "\n";
   if (notes_.all_reduce) out += "all_reduce: " + *notes_.all_reduce + "\n";
   if (notes_.nccl) out += "nccl: " + *notes_.nccl + "\n";
   int passed = 0;
   for (size_t h = 0; h < hosts_.size(); ++h) passed += host_passed(static_cast<int>(h)) ? 1 : 0;
-  const int fails = static_cast<int>(std::count_if(problems_.begin(), problems_.end(), [](const Problem& p) { return p.mark == Mark::kFail; }));
-  const int warns = static_cast<int>(problems_.size()) - fails;
+  const int fails = static_cast<int>(std::count_if(problems.begin(), problems.end(), [](const Problem& p) { return p.mark == Mark::kFail; }));
+  const int warns = static_cast<int>(problems.size()) - fails;
   out += "\n" + std::string(exit_code() == 0 ? "healthy: " : "NOT healthy: ") + std::to_string(passed) + " of " +
          std::to_string(hosts_.size()) + " hosts passed, " + std::to_string(fails) + " problem" + (fails == 1 ? "" : "s") +
          ", " + std::to_string(warns) + " warning" + (warns == 1 ? "" : "s") + "\n";
@@ -114,7 +161,7 @@ std::string Report::to_json() const {
     for (int c = 0; c < kCheckCount; ++c) host.checks[kNames[c]] = {mark_word(cells_[h][static_cast<size_t>(c)].mark), cells_[h][static_cast<size_t>(c)].text};
     host.facts = facts_[h];
   }
-  for (const Problem& p : problems_)
+  for (const Problem& p : group_problems(problems_))
     r.problems.push_back({mark_word(p.mark), kNames[static_cast<int>(p.check)], p.hosts, p.what, p.fix});
   r.notes = notes_;
   return wire::indent_json(wire::encode_record(r));

@@ -33,6 +33,13 @@ struct Problem {
   std::string fix;                 // one line: what to do; may be empty when `what` says it
 };
 
+// The problems as they are printed: one per problem however many hosts share
+// it. A problem of one host whose `what` is "HOST: DETAIL" is merged with
+// every other such problem of the same mark, check, DETAIL and fix, into
+// "N hosts (LIST): DETAIL" (LIST as compress_hosts writes it), in the place
+// of the first; every other problem stays as it is.
+std::vector<Problem> group_problems(const std::vector<Problem>& problems);
+
 // The JSON report's records.
 struct CellRecord {
   std::string mark;  // "ok", "warn", "fail", "not_run"
@@ -89,9 +96,13 @@ class Report {
   // 0 when nothing failed (warnings allowed), 1 otherwise.
   int exit_code() const;
 
-  // The table, the problems (one line each) and a summary. `utf8` picks
-  // ✓ ✗ ! or their ASCII stand-ins (ok FAIL warn).
-  std::string render(bool utf8) const;
+  // The table, the problems (one line each, group_problems) and a summary.
+  // `utf8` picks ✓ ✗ ! or their ASCII stand-ins (ok FAIL warn). The table
+  // has a row for every host when there are at most kEveryRow hosts or
+  // `verbose`; else a row for each host that failed or warned, and the
+  // others are a count.
+  std::string render(bool utf8, bool verbose = false) const;
+  static constexpr size_t kEveryRow = 16;
   // The report as JSON (docs/doctor.md, "The JSON report"), indented.
   std::string to_json() const;
 

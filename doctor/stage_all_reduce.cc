@@ -8,6 +8,7 @@
 #include "doctor/analysis.h"
 #include "doctor/child.h"
 #include "doctor/doctor.h"
+#include "doctor/hostlist.h"
 #include "errors/error.h"
 
 namespace dl::doctor {
@@ -27,6 +28,8 @@ ChildResult Doctor::run_job(const std::vector<std::pair<int, int>>& slots, const
   if (!o_.ssh_config.empty()) argv.insert(argv.end(), {"--ssh-config", o_.ssh_config});
   if (!o_.prefix.empty()) argv.insert(argv.end(), {"--prefix", o_.prefix});
   if (o_.ssh_accept_new) argv.push_back("--ssh-accept-new");
+  // Started as the peers were: the same start method and launch tree.
+  argv.insert(argv.end(), {"--launcher", method_, "--fanout", std::to_string(o_.fanout)});
   argv.insert(argv.end(), options.begin(), options.end());
   argv.insert(argv.end(), program.begin(), program.end());
   return run_child(argv, kJobTimeout, what);
@@ -38,16 +41,19 @@ void Doctor::stage_all_reduce() {
   progress("all_reduce over " + std::to_string(hosts.size()) + " hosts");
   std::vector<std::pair<int, int>> slots;
   for (int h : hosts) slots.emplace_back(h, 1);
-  ChildResult r = run_job(slots, {}, {remote_exe_, "bench", "-b", "4M", "-e", "4M", "-n", "5", "-w", "2", "--json"},
+  const int n = static_cast<int>(hosts.size());
+  const std::string bytes = std::to_string(all_reduce_bytes(n)), size = size_text(all_reduce_bytes(n));
+  ChildResult r = run_job(slots, {}, {remote_exe_, "bench", "-b", bytes, "-e", bytes, "-n", n <= 8 ? "5" : "2", "-w", n <= 8 ? "2" : "1", "--json"},
                           "the all_reduce job");
   const auto j = json_after_output<coll::BenchReport>(r.out);
   const bool parsed = j && !j->rows.empty();
-  std::string all;
-  for (int h : hosts) all += (all.empty() ? "" : ", ") + name(h);
+  std::vector<std::string> names;
+  for (int h : hosts) names.push_back(name(h));
+  const std::string all = compress_hosts(names);
   if (r.status == 0 && parsed && j->wrong == 0) {
     const double busbw = j->rows[0].out_of_place.busbw * 1e9;
     for (int h : hosts) report_->set(h, Check::kAllReduce, Mark::kOk, human_rate(busbw));
-    report_->notes().all_reduce = "4 MB float32 sum over " + std::to_string(hosts.size()) + " hosts, busbw " +
+    report_->notes().all_reduce = size + " float32 sum over " + std::to_string(hosts.size()) + " hosts, busbw " +
                                   human_rate(busbw) + ", every element right";
     report_->notes().busbw_Bps = busbw;
     return;
@@ -58,7 +64,7 @@ void Doctor::stage_all_reduce() {
   else what += "failed with status " + std::to_string(r.status) + ": " + last_lines(r.err.empty() ? r.out : r.err, 2);
   for (int h : hosts) report_->set(h, Check::kAllReduce, Mark::kFail);
   report_->add({Mark::kFail, Check::kAllReduce, {}, what, "run it by hand to see every rank's output: dlaunch --hostfile H -n " +
-                                                          std::to_string(hosts.size()) + " dlaunch bench -b 4M -e 4M"});
+                                                          std::to_string(hosts.size()) + " dlaunch bench -b " + bytes + " -e " + bytes});
 }
 
 }  // namespace dl::doctor

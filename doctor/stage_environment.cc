@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "doctor/analysis.h"
 #include "doctor/doctor.h"
@@ -13,29 +14,6 @@ namespace dl::doctor {
 
 namespace {
 constexpr Millis kFactsTimeout{30000};
-constexpr Millis kClockTimeout{10000};
-
-long long now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-struct ClockSample {
-  double rtt_us = 1e18;
-  long long offset_ns = 0;
-};
-
-// Three exchanges; the one with the shortest round trip gives the offset.
-ClockSample measure_clock(PeerLink& p) {
-  ClockSample best;
-  for (int i = 0; i < 3; ++i) {
-    const long long t0 = now_ns();
-    const auto reply = p.call<ClockReply>(ClockRequest{}, kClockTimeout);
-    const long long t1 = now_ns();
-    const double rtt = (t1 - t0) / 1e3;
-    if (rtt < best.rtt_us) best = {rtt, clock_offset_ns(t0, t1, reply.time_ns)};
-  }
-  return best;
-}
 
 std::string signed_ms(double ms) {
   char b[32];
@@ -49,34 +27,43 @@ void Doctor::stage_environment() {
   std::vector<std::string> vars{"PATH", "LD_LIBRARY_PATH"};
   for (const auto& x : o_.exports)
     if (x.find('=') == std::string::npos) vars.push_back(x);  // VAR=value: dlaunch sets it, nothing to compare
-  const std::string local_agent = remote::agent_path("", false);
-  const std::string remote_agent = remote::agent_path(o_.prefix, true);
+  const std::string helper = nccl_helper();  // "" without the NCCL backend
+  // The launcher's own host and the test bed's run this dlaunch's agent; the others the one --prefix names.
+  std::vector<int> here, there;
+  for (int h : alive()) (sim_ || report_->cell(h, Check::kSsh).text == "local" ? here : there).push_back(h);
+  progress("remote environment of " + std::to_string(alive().size()) + " hosts");
+  // Every parent reads its children's clocks: one reading per host, each a
+  // round trip from the host that started it.
+  std::map<int, ClockNote> clocks;
+  for (const auto& c : fan_->clocks()) clocks[c.node] = c;
+  // The test bed's hosts share this machine's cores: a thousand of them
+  // take their turns.
+  const Millis facts_timeout = kFactsTimeout + (sim_ ? Millis(50) * static_cast<long>(alive().size()) : Millis(0));
+  auto facts_of = ask_every<HostFacts>(*fan_, here, FactsRequest{vars, o_.program, remote::agent_path("", false), helper},
+                                       facts_timeout);
+  facts_of.merge(ask_every<HostFacts>(*fan_, there, FactsRequest{vars, o_.program, remote::agent_path(o_.prefix, true), helper},
+                                      facts_timeout));
   std::vector<HostFacts> facts(entries_.size());
   usable_gpus_.assign(entries_.size(), 0);
-  const std::string helper = nccl_helper();  // "" without the NCCL backend
-  std::vector<ClockSample> clocks(entries_.size());
-  progress("remote environment of " + std::to_string(alive().size()) + " hosts");
-  auto errors = each_alive([&](int h) {
-    PeerLink& p = *peers_[static_cast<size_t>(h)];
-    clocks[static_cast<size_t>(h)] = measure_clock(p);
-    const bool local = report_->cell(h, Check::kSsh).text == "local";
-    facts[static_cast<size_t>(h)] =
-        p.call<HostFacts>(FactsRequest{vars, o_.program, local ? local_agent : remote_agent, helper}, kFactsTimeout);
-  });
   for (int h : alive()) {
     const size_t i = static_cast<size_t>(h);
-    if (!errors[i].empty()) {
+    if (!clocks.count(h)) clocks[h] = {h, 0, 0, name(h) + ": its clock was not read"};
+    const ClockNote& clock = clocks[h];
+    const Outcome<HostFacts>& got = facts_of[h];
+    const std::string error = !clock.error.empty() ? clock.error : !got.reply ? (got.error.empty() ? "no answer" : got.error) : "";
+    if (!error.empty()) {
       if (report_->cell(h, Check::kSsh).mark == Mark::kNotRun) report_->set(h, Check::kSsh, Mark::kOk);  // ssh itself worked
-      fail(h, Check::kDlaunch, "", errors[i]);
+      fail(h, Check::kDlaunch, "", error);
       continue;
     }
     if (report_->cell(h, Check::kSsh).mark != Mark::kOk || report_->cell(h, Check::kSsh).text.empty())
-      report_->set(h, Check::kSsh, Mark::kOk, human_us(clocks[i].rtt_us));
+      report_->set(h, Check::kSsh, Mark::kOk, human_us(clock.rtt_us));
+    facts[i] = *got.reply;
     HostFacts f = facts[i];
-    f.ssh_rtt_us = clocks[i].rtt_us;
-    f.clock_offset_ms = clocks[i].offset_ns / 1e6;
+    f.ssh_rtt_us = clock.rtt_us;
+    f.clock_offset_ms = clock.offset_ns / 1e6;
     report_->set_facts(h, std::move(f));
-    judge_host(h, facts[i], clocks[i].offset_ns);
+    judge_host(h, facts[i], clock.offset_ns);
   }
   check_env(facts);
 }

@@ -1,34 +1,76 @@
-// Stage 5: latency and bandwidth of every pair of hosts. Pairs run in the
-// rounds of a round-robin tournament: each round a set of disjoint pairs
-// measured at once, so n hosts cost n-1 rounds (n for odd n), not n(n-1)/2
-// one-by-one tests, and no host is in two tests at the same time.
+// Stage 5: latency and bandwidth between hosts, in rounds of disjoint pairs
+// measured at once: every pair (a round-robin tournament, n-1 rounds) or the
+// sparse plan (a ring and random matchings, a constant number of rounds:
+// analysis.h, link_rounds). Suspects are tested again before they are named.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <optional>
 #include <cstdio>
-#include <thread>
+#include <optional>
+#include <set>
 
 #include "doctor/analysis.h"
 #include "doctor/doctor.h"
+#include "doctor/hostlist.h"
 
 namespace dl::doctor {
 
 namespace {
-struct PairResult {
-  int a = 0, b = 0;
-  LinkResult r;
-  std::string error;
-  double seconds = 0;  // how long this pair's test took
-};
+std::string factor_text(double factor) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", factor);
+  return " (--link-factor " + std::string(b) + "; slow again when tested alone)";
+}
+
+const char* const kLinkFix =
+    "check that host's network: cables and NIC speed (ethtool), errors (ip -s link), a rate limit or qdisc (tc qdisc show)";
+const char* const kPairFix =
+    "check that link: cables and NIC speed (ethtool), errors (ip -s link), a rate limit or qdisc (tc qdisc show)";
+
+LinkSample sample_of(const LinkResult& r) { return {r.latency_us, std::min(r.out_Bps, r.in_Bps)}; }
 }  // namespace
 
+std::vector<std::vector<std::pair<int, int>>> Doctor::plan_pairs(size_t hosts) const {
+  const int n = static_cast<int>(hosts);
+  const LinkPlan plan = o_.links == "full" ? LinkPlan::kFull : o_.links == "sparse" ? LinkPlan::kSparse : auto_plan(n);
+  return link_rounds(n, plan, kDefaultMatchings, seed_);
+}
+
+void Doctor::measure_pairs(std::vector<PairTest*>& pairs, bool bandwidth) {
+  const size_t step = link_parallel_ > 0 ? static_cast<size_t>(link_parallel_) : std::max<size_t>(pairs.size(), 1);
+  const long timeout_ms = static_cast<long>(o_.connect_timeout_s * 1000);
+  for (size_t from = 0; from < pairs.size(); from += step) {
+    std::vector<std::pair<int, LinkRequest>> calls;
+    std::vector<PairTest*> batch;
+    for (size_t k = from; k < std::min(pairs.size(), from + step); ++k) {
+      PairTest& p = *pairs[k];
+      if (!p.error.empty()) continue;
+      const Endpoint& e = *data_endpoint_[static_cast<size_t>(p.b)];
+      calls.emplace_back(p.a, LinkRequest{e.addr, e.port, bandwidth ? o_.link_seconds : 0.0, bandwidth ? 0 : 20, timeout_ms});
+      batch.push_back(&p);
+    }
+    // Disjoint pairs: each host is the a of at most one call, so replies are by a.
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto got = ask_each<LinkReply>(*fan_, calls, Millis(static_cast<long>(o_.link_seconds * 2000) + 120000));
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (PairTest* p : batch) {
+      const auto& o = got.at(p->a);
+      p->seconds += took;
+      if (!o.reply) p->error = o.error;
+      else if (bandwidth) p->r.out_Bps = o.reply->out_Bps, p->r.in_Bps = o.reply->in_Bps;
+      else p->r.latency_us = o.reply->latency_us;
+    }
+    link_tests_ += bandwidth ? static_cast<int>(batch.size()) : 0;
+  }
+}
+
 LinkResult Doctor::measure_alone(int a, int b) {
-  const Endpoint& e = *data_endpoint_[static_cast<size_t>(b)];
-  const auto j = peers_[static_cast<size_t>(a)]->call<LinkReply>(
-      LinkRequest{e.addr, e.port, o_.link_seconds, 20, static_cast<long>(o_.connect_timeout_s * 1000)},
-      Millis(static_cast<long>(o_.link_seconds * 2000) + 120000));
-  return {j.latency_us, j.out_Bps, j.in_Bps};
+  PairTest t{a, b, {}, "", 0};
+  std::vector<PairTest*> one{&t};
+  measure_pairs(one, false);
+  measure_pairs(one, true);
+  if (!t.error.empty()) throw RemoteError(t.error);
+  return t.r;
 }
 
 std::vector<Retest> Doctor::retest(int a, int b, const std::pair<int, int>* reference, const LinkSample& typical,
@@ -37,17 +79,14 @@ std::vector<Retest> Doctor::retest(int a, int b, const std::pair<int, int>* refe
   for (int t = 0; t < kLinkRetests; ++t) {
     progress("links: testing " + name(a) + " <-> " + name(b) + " again, alone (" + std::to_string(t + 1) + " of " +
              std::to_string(kLinkRetests) + ")");
-    Retest x{{best.latency_us, std::min(best.out_Bps, best.in_Bps)}, typical};
+    Retest x{sample_of(best), typical};
     try {
       const LinkResult r = measure_alone(a, b);
       best.latency_us = std::min(best.latency_us, r.latency_us);
       best.out_Bps = std::max(best.out_Bps, r.out_Bps);
       best.in_Bps = std::max(best.in_Bps, r.in_Bps);
-      x.pair = {r.latency_us, std::min(r.out_Bps, r.in_Bps)};
-      if (reference) {
-        const LinkResult ref = measure_alone(reference->first, reference->second);
-        x.reference = {ref.latency_us, std::min(ref.out_Bps, ref.in_Bps)};
-      }
+      x.pair = sample_of(r);
+      if (reference) x.reference = sample_of(measure_alone(reference->first, reference->second));
     } catch (const std::exception&) {
       // A link that fails while tested alone stays suspect: the first result stands.
     }
@@ -57,153 +96,225 @@ std::vector<Retest> Doctor::retest(int a, int b, const std::pair<int, int>* refe
   return tries;
 }
 
-namespace {
+std::vector<std::vector<Retest>> Doctor::retest_all(const std::vector<size_t>& suspects, std::vector<PairTest>& tests,
+                                                    const std::optional<std::pair<int, int>>& reference,
+                                                    const LinkSample& typical) {
+  std::vector<std::vector<Retest>> tries(suspects.size());
+  if (suspects.size() <= kAloneRetests) {
+    for (size_t i = 0; i < suspects.size(); ++i) {
+      PairTest& p = tests[suspects[i]];
+      tries[i] = retest(p.a, p.b, reference ? &*reference : nullptr, typical, p.r);
+    }
+    return tries;
+  }
+  // Many suspects (a busy machine slowed a whole batch): tested again
+  // together, round by round, each round beside a reference pair.
+  std::vector<size_t> pending(suspects.size());
+  for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
+  for (int t = 0; t < kLinkRetests && !pending.empty(); ++t) {
+    std::vector<std::pair<int, int>> pairs;
+    for (size_t i : pending) pairs.emplace_back(tests[suspects[i]].a, tests[suspects[i]].b);
+    std::vector<size_t> still;
+    for (const auto& round : disjoint_rounds(pairs)) {
+      progress("links: testing " + std::to_string(round.size()) + " suspect pairs again (" + std::to_string(t + 1) + " of " +
+               std::to_string(kLinkRetests) + ")");
+      std::vector<PairTest> now;
+      for (size_t k : round) now.push_back({pairs[k].first, pairs[k].second, {}, "", 0});
+      bool ref_beside = reference.has_value();
+      for (size_t k : round)
+        for (int h : {pairs[k].first, pairs[k].second}) ref_beside = ref_beside && h != reference->first && h != reference->second;
+      if (ref_beside) now.push_back({reference->first, reference->second, {}, "", 0});
+      std::vector<PairTest*> all;
+      for (auto& x : now) all.push_back(&x);
+      measure_pairs(all, false);
+      measure_pairs(all, true);
+      const LinkSample ref = ref_beside && now.back().error.empty() ? sample_of(now.back().r) : typical;
+      for (size_t j = 0; j < round.size(); ++j) {
+        const size_t i = pending[round[j]];
+        PairTest& p = tests[suspects[i]];
+        Retest x{now[j].error.empty() ? sample_of(now[j].r) : sample_of(p.r), ref};
+        if (now[j].error.empty())
+          p.r.latency_us = std::min(p.r.latency_us, now[j].r.latency_us), p.r.out_Bps = std::max(p.r.out_Bps, now[j].r.out_Bps),
+          p.r.in_Bps = std::max(p.r.in_Bps, now[j].r.in_Bps);
+        tries[i].push_back(x);
+        if (slower_than(x.pair, x.reference, o_.link_factor)) still.push_back(i);
+      }
+    }
+    pending = std::move(still);
+  }
+  return tries;
+}
 
-// Host h's best pair: its lowest latency and, apart, its highest bandwidth.
-LinkSample best_of(const std::vector<PairSample>& s, int h) {
+void Doctor::report_slow_host(int h, const std::vector<PairSample>& s, const std::vector<Retest>& tries,
+                              const LinkSample& typical) {
+  // One line for a host slow to every host: the fault is its own (its NIC,
+  // cable or a rate limit there), not any one link's.
   LinkSample best{1e18, 0};
   for (const auto& p : s)
     if (p.a == h || p.b == h) best.latency_us = std::min(best.latency_us, p.s.latency_us), best.Bps = std::max(best.Bps, p.s.Bps);
-  return best;
+  for (const auto& t : tries) best.latency_us = std::min(best.latency_us, t.pair.latency_us), best.Bps = std::max(best.Bps, t.pair.Bps);
+  const bool bw = slower_than({0, best.Bps}, {0, typical.Bps}, o_.link_factor);
+  std::string each;  // its pairs: "peer rate", or "peer round trip"
+  for (const auto& p : s)
+    if (p.a == h || p.b == h)
+      each += (each.empty() ? "" : ", ") + name(p.a == h ? p.b : p.a) + " " + (bw ? human_rate(p.s.Bps) : human_us(p.s.latency_us));
+  const std::string what =
+      bw ? human_rate(best.Bps) + " at best (" + each + "), a typical host's best pair does " + human_rate(typical.Bps)
+         : "round trip " + human_us(best.latency_us) + " at best (" + each + "), a typical host's best pair takes " +
+               human_us(typical.latency_us);
+  report_->add({Mark::kFail, Check::kLinks, {name(h)}, name(h) + " is slow to every host: " + what + factor_text(o_.link_factor),
+                kLinkFix});
 }
 
-std::string factor_text(double factor) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", factor);
-  return " (--link-factor " + std::string(b) + "; slow again when tested alone)";
-}
-}  // namespace
-
-std::vector<int> Doctor::report_slow_hosts(const std::vector<PairSample>& s, const std::vector<bool>& slow,
-                                           const LinkSample& typical) {
-  const std::vector<int> slow_host = slow_hosts(s, slow);
-  for (int h : slow_host) {
-    // One line for a host slow to every host: the fault is its own (its NIC,
-    // cable or a rate limit there), not any one link's.
-    const LinkSample best = best_of(s, h);
-    const bool bw = slower_than({0, best.Bps}, {0, typical.Bps}, o_.link_factor);
-    std::string each;  // its pairs: "peer rate", or "peer round trip"
-    for (const auto& p : s)
-      if (p.a == h || p.b == h)
-        each += (each.empty() ? "" : ", ") + name(p.a == h ? p.b : p.a) + " " + (bw ? human_rate(p.s.Bps) : human_us(p.s.latency_us));
-    const std::string what =
-        bw ? human_rate(best.Bps) + " at best (" + each + "), a typical host's best pair does " + human_rate(typical.Bps)
-           : "round trip " + human_us(best.latency_us) + " at best (" + each + "), a typical host's best pair takes " +
-                 human_us(typical.latency_us);
-    report_->add({Mark::kFail, Check::kLinks, {name(h)}, name(h) + " is slow to every host: " + what + factor_text(o_.link_factor),
-                  "check that host's network: cables and NIC speed (ethtool), errors (ip -s link), a rate limit or qdisc (tc qdisc show)"});
+std::vector<int> Doctor::confirm_slow_hosts(const LinkJudgement& j, const std::vector<PairSample>& s, std::vector<bool>& suspect) {
+  std::vector<int> slow;
+  for (int h : j.suspect_hosts) {
+    // Tested again, alone, with hosts it was not measured with where it can
+    // be, each time right before a typical pair: slow every time, it is the host.
+    const auto ref = reference_pair(s, suspect, j.suspect_hosts, j.typical);
+    std::vector<Retest> tries;
+    bool cleared = false;
+    for (int partner : retest_partners(h, s, suspect, j.suspect_hosts, kLinkRetests)) {
+      LinkResult best{1e18, 0, 0};
+      auto t = retest(h, partner, ref ? &*ref : nullptr, j.typical, best);
+      cleared = cleared || !confirmed_slow(t, o_.link_factor);
+      tries.insert(tries.end(), t.begin(), t.end());
+      if (cleared) break;
+    }
+    if (cleared || tries.empty()) continue;  // its pairs stay suspects of their own
+    slow.push_back(h);
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i].a == h || s[i].b == h) suspect[i] = false;  // said once, for its host
+    report_slow_host(h, s, tries, j.typical);
   }
-  return slow_host;
+  return slow;
+}
+
+void Doctor::report_slow_pairs(const std::vector<size_t>& slow, const std::vector<PairSample>& s,
+                               const std::vector<PairTest>& tests, const std::vector<size_t>& measured,
+                               const LinkSample& typical) {
+  auto line = [&](size_t k) {
+    const auto& p = tests[measured[k]];
+    if (!slower_than({0, s[k].s.Bps}, {0, typical.Bps}, o_.link_factor))
+      return name(p.a) + " <-> " + name(p.b) + ": round trip " + human_us(s[k].s.latency_us);
+    return name(p.a) + " <-> " + name(p.b) + ": " + human_rate(s[k].s.Bps) + " (" + name(p.a) + "->" + name(p.b) + " " +
+           human_rate(p.r.out_Bps) + ", " + name(p.b) + "->" + name(p.a) + " " + human_rate(p.r.in_Bps) + ")";
+  };
+  const std::string typical_text = ", a typical host's best pair does " + human_rate(typical.Bps) + " and takes " +
+                                   human_us(typical.latency_us);
+  if (slow.size() <= 3) {
+    for (size_t k : slow)
+      report_->add({Mark::kFail, Check::kLinks, {name(tests[measured[k]].a), name(tests[measured[k]].b)},
+                    line(k) + typical_text + factor_text(o_.link_factor), kPairFix});
+    return;
+  }
+  // Many slow pairs (a slow switch or rack): one line naming their hosts.
+  std::vector<std::string> hosts;
+  std::string some;
+  for (size_t i = 0; i < slow.size(); ++i) {
+    hosts.push_back(name(tests[measured[slow[i]]].a)), hosts.push_back(name(tests[measured[slow[i]]].b));
+    if (i < 3) some += (some.empty() ? "" : "; ") + line(slow[i]);
+  }
+  report_->add({Mark::kFail, Check::kLinks, hosts,
+                std::to_string(slow.size()) + " pairs among " + name_hosts(hosts) + " are slow (" + some + "; ...)" + typical_text +
+                    factor_text(o_.link_factor),
+                "check the switches and uplinks between them, then each link: ethtool, ip -s link, tc qdisc show"});
 }
 
 void Doctor::stage_links() {
   const std::vector<int> hosts = alive();
-  const auto rounds = tournament_rounds(static_cast<int>(hosts.size()));
+  const auto rounds = plan_pairs(hosts.size());
+  std::vector<PairTest> tests;
+  for (const auto& round : rounds)
+    for (auto [a, b] : round) tests.push_back({hosts[static_cast<size_t>(a)], hosts[static_cast<size_t>(b)], {}, "", 0});
+  const int before = link_tests_;
   // Two passes over the rounds: latency alone first (no other pair streams
   // meanwhile, so a busy CPU does not pass for a slow link), then bandwidth.
-  std::vector<PairResult> results;
-  for (const auto& round : rounds)
-    for (auto [a, b] : round) results.push_back({hosts[static_cast<size_t>(a)], hosts[static_cast<size_t>(b)], {}, "", 0});
-  const long timeout_ms = static_cast<long>(o_.connect_timeout_s * 1000);
   for (int pass = 0; pass < 2; ++pass) {
     size_t first = 0;
     for (size_t r = 0; r < rounds.size(); first += rounds[r].size(), ++r) {
       progress(std::string(pass ? "links: bandwidth" : "links: latency") + ", round " + std::to_string(r + 1) + " of " +
                std::to_string(rounds.size()));
-      std::vector<std::thread> threads;
-      for (size_t k = 0; k < rounds[r].size(); ++k)
-        threads.emplace_back([&, k, pass, at = first + k] {
-          PairResult& p = results[at];
-          if (!p.error.empty()) return;
-          const Endpoint& e = *data_endpoint_[static_cast<size_t>(p.b)];
-          const auto t0 = std::chrono::steady_clock::now();
-          try {
-            const auto j = peers_[static_cast<size_t>(p.a)]->call<LinkReply>(
-                LinkRequest{e.addr, e.port, pass ? o_.link_seconds : 0.0, pass ? 0 : 20, timeout_ms},
-                Millis(static_cast<long>(o_.link_seconds * 2000) + 120000));
-            if (pass == 0) p.r.latency_us = j.latency_us;
-            else p.r.out_Bps = j.out_Bps, p.r.in_Bps = j.in_Bps;
-          } catch (const std::exception& ex) {
-            p.error = ex.what();
-          }
-          p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        });
-      for (auto& t : threads) t.join();
+      std::vector<PairTest*> round;
+      for (size_t k = 0; k < rounds[r].size(); ++k) round.push_back(&tests[first + k]);
+      measure_pairs(round, pass == 1);
     }
   }
+  const int first_pass = link_tests_ - before;
   std::vector<PairSample> samples;
   std::vector<size_t> measured;
   std::vector<LinkNote> matrix;
-  for (size_t i = 0; i < results.size(); ++i) {
-    const auto& p = results[i];
-    matrix.push_back({name(p.a), name(p.b), p.r.latency_us, p.r.out_Bps, p.r.in_Bps, p.seconds, p.error, std::nullopt});
-    if (p.error.empty())
-      samples.push_back({p.a, p.b, {p.r.latency_us, std::min(p.r.out_Bps, p.r.in_Bps)}}), measured.push_back(i);
-  }
-  report_->notes().link_rounds = static_cast<int>(rounds.size());
   std::vector<std::pair<int, int>> bad;
-  for (const auto& p : results)
-    if (!p.error.empty()) {
-      bad.emplace_back(p.a, p.b);
-      report_->add({Mark::kFail, Check::kLinks, {name(p.a), name(p.b)}, name(p.a) + " <-> " + name(p.b) + ": " + p.error, ""});
+  for (size_t i = 0; i < tests.size(); ++i) {
+    const auto& p = tests[i];
+    matrix.push_back({name(p.a), name(p.b), p.r.latency_us, p.r.out_Bps, p.r.in_Bps, p.seconds, p.error, std::nullopt});
+    if (p.error.empty()) {
+      samples.push_back({p.a, p.b, sample_of(p.r)}), measured.push_back(i);
+      continue;
     }
-  // A pair that looks slow is tested again, alone, each time followed by a
-  // typical pair (the one nearest a typical host's best bandwidth), also
-  // alone: only a pair slower than that reference every time is a finding. A
-  // busy CPU slows one test, or both of a retest; a slow link slows it every time.
-  const LinkSample typical = typical_best(samples);
-  std::vector<size_t> suspects;
-  std::vector<bool> slow(samples.size(), false);
-  if (samples.size() >= 3) suspects = link_outliers(samples, o_.link_factor);
-  std::optional<std::pair<int, int>> reference;
-  double nearest = 0;
+    bad.emplace_back(p.a, p.b);
+    report_->add({Mark::kFail, Check::kLinks, {name(p.a), name(p.b)}, name(p.a) + " <-> " + name(p.b) + ": " + p.error, ""});
+  }
+  // Suspects of the first pass are tested again, alone, each time followed
+  // by a typical pair (the one nearest a typical host's best bandwidth), also
+  // alone: only what is slower than that reference every time is a finding.
+  // A busy CPU slows one test, or both of a retest; a slow link every one.
+  const LinkJudgement j = judge_links(samples, o_.link_factor);
+  std::vector<bool> suspect(samples.size(), false);
+  for (size_t k : j.suspect_pairs) suspect[k] = true;
+  for (int h : j.suspect_hosts)
+    for (size_t k = 0; k < samples.size(); ++k) suspect[k] = suspect[k] || samples[k].a == h || samples[k].b == h;
+  const std::vector<int> slow_host = confirm_slow_hosts(j, samples, suspect);
+  for (int h : slow_host)
+    for (size_t k = 0; k < samples.size(); ++k)
+      if (samples[k].a == h || samples[k].b == h) bad.emplace_back(samples[k].a, samples[k].b);
+  const auto ref = reference_pair(samples, suspect, slow_host, j.typical);
+  std::vector<size_t> slow, again;
   for (size_t k = 0; k < samples.size(); ++k)
-    if (std::find(suspects.begin(), suspects.end(), k) == suspects.end() &&
-        (!reference || std::abs(samples[k].s.Bps - typical.Bps) < nearest))
-      reference = std::make_pair(samples[k].a, samples[k].b), nearest = std::abs(samples[k].s.Bps - typical.Bps);
-  for (size_t k : suspects) {
-    PairResult& p = results[measured[k]];
-    const auto tries = retest(p.a, p.b, reference ? &*reference : nullptr, typical, p.r);
-    samples[k].s = {p.r.latency_us, std::min(p.r.out_Bps, p.r.in_Bps)};
+    if (suspect[k]) again.push_back(measured[k]);
+  const auto all_tries = retest_all(again, tests, ref, j.typical);
+  for (size_t i = 0, k = 0; k < samples.size(); ++k) {
+    if (!suspect[k]) continue;
+    const PairTest& p = tests[measured[k]];
+    const auto& tries = all_tries[i++];
+    samples[k].s = sample_of(p.r);
     LinkNote& note = matrix[measured[k]];
     note.latency_us = p.r.latency_us, note.a_to_b_Bps = p.r.out_Bps, note.b_to_a_Bps = p.r.in_Bps;
     note.retested.emplace();
-    for (const auto& t : tries)
-      note.retested->push_back({t.pair.latency_us, t.pair.Bps, t.reference.latency_us, t.reference.Bps});
-    slow[k] = confirmed_slow(tries, o_.link_factor);
+    for (const auto& t : tries) note.retested->push_back({t.pair.latency_us, t.pair.Bps, t.reference.latency_us, t.reference.Bps});
+    if (confirmed_slow(tries, o_.link_factor)) slow.push_back(k), bad.emplace_back(p.a, p.b);
   }
+  report_slow_pairs(slow, samples, tests, measured, j.typical);
   report_->notes().links = std::move(matrix);
-  const std::vector<int> slow_host = report_slow_hosts(samples, slow, typical);
-  for (size_t k = 0; k < samples.size(); ++k) {
-    if (!slow[k]) continue;
-    const auto& p = results[measured[k]];
-    bad.emplace_back(p.a, p.b);
-    if (std::find_if(slow_host.begin(), slow_host.end(), [&](int h) { return h == p.a || h == p.b; }) != slow_host.end())
-      continue;  // said once, for its host
-    const bool slow_bw = slower_than({0, samples[k].s.Bps}, {0, typical.Bps}, o_.link_factor);
-    std::string what = name(p.a) + " <-> " + name(p.b) + ": ";
-    if (slow_bw)
-      what += human_rate(samples[k].s.Bps) + " (" + name(p.a) + "->" + name(p.b) + " " + human_rate(p.r.out_Bps) + ", " +
-              name(p.b) + "->" + name(p.a) + " " + human_rate(p.r.in_Bps) + "), a typical host's best pair does " +
-              human_rate(typical.Bps);
-    else
-      what += "round trip " + human_us(samples[k].s.latency_us) + ", a typical host's best pair takes " + human_us(typical.latency_us);
-    report_->add({Mark::kFail, Check::kLinks, {name(p.a), name(p.b)}, what + factor_text(o_.link_factor),
-                  "check that link: cables and NIC speed (ethtool), errors (ip -s link), a rate limit or qdisc (tc qdisc show)"});
-  }
+  report_->notes().link_rounds = static_cast<int>(rounds.size());
+  const bool sparse = tests.size() < hosts.size() * (hosts.size() - 1) / 2;
+  report_->notes().link_plan = sparse ? "sparse" : "full";
+  report_->notes().link_tests = link_tests_;
+  report_->notes().links_summary =
+      std::to_string(tests.size()) + " pairs in " + std::to_string(rounds.size()) + " rounds (" +
+      (sparse ? "a ring and " + std::to_string(kDefaultMatchings) + " random matchings" : std::string("every pair")) + "), " +
+      std::to_string(link_tests_ - before - first_pass) + " retests; a typical host's best pair does " +
+      human_rate(j.typical.Bps) + ", round trip " + human_us(j.typical.latency_us);
+  mark_links(hosts, samples, measured, tests, bad);
+}
+
+void Doctor::mark_links(const std::vector<int>& hosts, const std::vector<PairSample>& samples,
+                        const std::vector<size_t>& measured, const std::vector<PairTest>& tests,
+                        const std::vector<std::pair<int, int>>& bad) {
   const auto drop = hosts_to_drop(static_cast<int>(entries_.size()), bad);
-  for (int h : hosts) {
-    double worst = 0;
-    bool any = false;
-    for (size_t k = 0; k < samples.size(); ++k) {
-      const auto& p = results[measured[k]];
-      if (p.a == h || p.b == h) worst = any ? std::min(worst, samples[k].s.Bps) : samples[k].s.Bps, any = true;
+  std::vector<double> worst(entries_.size(), -1);
+  for (size_t k = 0; k < samples.size(); ++k)
+    for (int h : {tests[measured[k]].a, tests[measured[k]].b}) {
+      double& w = worst[static_cast<size_t>(h)];
+      w = w < 0 ? samples[k].s.Bps : std::min(w, samples[k].s.Bps);
     }
-    int pairs = 0;
-    for (auto [a, b] : bad) pairs += (a == h || b == h) ? 1 : 0;
-    const std::string text = any ? human_rate(worst) : "";
-    if (drop[static_cast<size_t>(h)]) report_->set(h, Check::kLinks, Mark::kFail, text), dropped_[static_cast<size_t>(h)] = true;
-    else report_->set(h, Check::kLinks, pairs ? Mark::kWarn : Mark::kOk, text);
+  std::vector<int> in_bad(entries_.size(), 0);
+  for (auto [a, b] : bad) ++in_bad[static_cast<size_t>(a)], ++in_bad[static_cast<size_t>(b)];
+  for (int h : hosts) {
+    const size_t i = static_cast<size_t>(h);
+    const std::string text = worst[i] >= 0 ? human_rate(worst[i]) : "";
+    if (drop[i]) report_->set(h, Check::kLinks, Mark::kFail, text), dropped_[i] = true;
+    else report_->set(h, Check::kLinks, in_bad[i] ? Mark::kWarn : Mark::kOk, text);
   }
 }
 

@@ -4,6 +4,7 @@
 // next to the built-in runtime's. Where it cannot run (no GPUs, or a dlaunch
 // built without NCCL) the summary says so and why.
 #include "doctor/doctor.h"
+#include "doctor/hostlist.h"
 #include "doctor/gpu.h"
 
 #ifndef DLAUNCH_HAVE_NCCL
@@ -33,8 +34,9 @@ void Doctor::stage_nccl() {
     report_->add({Mark::kWarn, Check::kNccl, names, plan.reason, plan.fix});
     return;
   }
-  std::string all;
-  for (auto [h, k] : plan.ranks) all += (all.empty() ? "" : ", ") + name(h);
+  std::vector<std::string> names;
+  for (auto [h, k] : plan.ranks) names.push_back(name(h));
+  const std::string all = compress_hosts(names);
   if (!plan.left_out.empty()) {
     std::vector<std::string> names;
     std::string list;

@@ -91,3 +91,51 @@ TEST_CASE("doctor options: defaults, bad usage names the option", "[doctor]") {
   CHECK_THROWS_WITH(parse_doctor_options({"-H", "a", "--ssh-config", "/dev/zero"}, &help),
                     Catch::StartsWith("--ssh-config /dev/zero: is a character device, not a regular file"));
 }
+
+TEST_CASE("one line per problem however many hosts share it; the table only for hosts that failed or warned", "[doctor]") {
+  std::vector<std::string> hosts;
+  for (int i = 1; i <= 200; ++i) hosts.push_back("node" + std::string(i < 10 ? "000" : i < 100 ? "00" : "0") + std::to_string(i));
+  Report r(hosts);
+  for (int h = 0; h < 200; ++h) r.set(h, Check::kSsh, Mark::kOk, "1.0ms");
+  // 37 hosts lack the same PATH entry; one lacks another; one is off in time.
+  for (int h = 100; h <= 136; ++h) {
+    r.set(h, Check::kEnv, Mark::kFail, "PATH");
+    r.add({Mark::kFail, Check::kEnv, {hosts[h]}, hosts[h] + ": PATH lacks /opt/app/bin", "make PATH the same"});
+  }
+  r.set(150, Check::kEnv, Mark::kFail, "PATH");
+  r.add({Mark::kFail, Check::kEnv, {hosts[150]}, hosts[150] + ": PATH lacks /usr/local/cuda/bin", "make PATH the same"});
+  r.set(160, Check::kClock, Mark::kWarn, "+0.9s");
+  const std::string t = r.render(true);
+  INFO(t);
+  CHECK(t.find("\u2717 env: 37 hosts (node[0101-0137]): PATH lacks /opt/app/bin; make PATH the same\n") != std::string::npos);
+  CHECK(t.find("\u2717 env: node0151: PATH lacks /usr/local/cuda/bin; make PATH the same\n") != std::string::npos);
+  CHECK(t.find("NOT healthy: 162 of 200 hosts passed, 2 problems, 0 warnings") != std::string::npos);
+  // Rows: the 38 that failed and the one that warned; the rest a count.
+  size_t rows = 0;
+  for (size_t at = t.find("\nnode"); at != std::string::npos; at = t.find("\nnode", at + 1)) ++rows;
+  CHECK(rows == 39);
+  CHECK(t.find("\nnode0001 ") == std::string::npos);
+  CHECK(t.find("\nnode0161 ") != std::string::npos);
+  CHECK(t.find("\u2713 the other 161 hosts passed every check (-v lists them)\n") != std::string::npos);
+  // -v: every host a row.
+  const std::string v = r.render(true, true);
+  CHECK(v.find("\nnode0001 ") != std::string::npos);
+  CHECK(v.find("hosts passed every check (-v") == std::string::npos);
+  // The JSON names the same one problem with its 37 hosts.
+  const auto j = dl::wire::decode_record<ReportRecord>(r.to_json(), {"the report"});
+  REQUIRE(j.problems.size() == 2);
+  CHECK(j.problems[0].hosts.size() == 37);
+  CHECK(j.problems[0].what == "37 hosts (node[0101-0137]): PATH lacks /opt/app/bin");
+}
+
+TEST_CASE("a healthy thousand hosts is a count, not a table", "[doctor]") {
+  std::vector<std::string> hosts;
+  for (int i = 0; i < 1000; ++i) hosts.push_back("n" + std::to_string(i));
+  Report r(hosts);
+  for (int h = 0; h < 1000; ++h) r.set(h, Check::kSsh, Mark::kOk);
+  const std::string t = r.render(false);
+  INFO(t);
+  CHECK(t.find("host  hostfile") == std::string::npos);
+  CHECK(t.find("ok all 1000 hosts passed every check (-v lists them)\n") != std::string::npos);
+  CHECK(t.find("healthy: 1000 of 1000 hosts passed, 0 problems") != std::string::npos);
+}

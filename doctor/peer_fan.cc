@@ -1,0 +1,177 @@
+#include "doctor/peer_fan.h"
+
+#include <chrono>
+#include <functional>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include "doctor/analysis.h"
+#include "doctor/peer_start.h"
+#include "errors/error.h"
+
+namespace dl::doctor {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+// Runs fn(i) for i in [0, n), each on a thread of its own.
+void in_parallel(size_t n, const std::function<void(size_t)>& fn) {
+  std::vector<std::thread> t;
+  for (size_t i = 0; i < n; ++i) t.emplace_back(fn, i);
+  for (auto& x : t) x.join();
+}
+
+// The levels of a subtree in launch tree order (1 for leaves only).
+int levels(const std::vector<TreeNode>& sub, size_t from, size_t to) {
+  int deepest = 0;
+  for (size_t i = from; i < to; i += 1 + static_cast<size_t>(sub[i].below))
+    deepest = std::max(deepest, 1 + levels(sub, i + 1, i + 1 + static_cast<size_t>(sub[i].below)));
+  return deepest;
+}
+
+long long now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Three exchanges with `p`; the one with the shortest round trip gives the offset.
+ClockNote read_clock(PeerLink& p, int node) {
+  ClockNote best{node, 0, 1e18, ""};
+  for (int i = 0; i < 3; ++i) {
+    const long long t0 = now_ns();
+    const auto reply = p.call<ClockReply>(ClockRequest{}, Millis(10000));
+    const long long t1 = now_ns();
+    const double rtt = (t1 - t0) / 1e3;
+    if (rtt < best.rtt_us) best.rtt_us = rtt, best.offset_ns = clock_offset_ns(t0, t1, reply.time_ns);
+  }
+  return best;
+}
+}  // namespace
+
+PeerFan::~PeerFan() {
+  in_parallel(children_.size(), [this](size_t i) { children_[i].link.reset(); });
+}
+
+std::vector<NodeError> PeerFan::start(std::vector<TreeNode> below, const StartHow& how, bool sim) {
+  std::vector<NodeError> failed;
+  while (!below.empty()) {
+    std::vector<TreeNode> tops;
+    std::vector<std::vector<TreeNode>> subs;
+    for (size_t i = 0; i < below.size(); i += 1 + static_cast<size_t>(below[i].below)) {
+      if (below[i].below < 0 || i + 1 + static_cast<size_t>(below[i].below) > below.size())
+        throw RemoteError("the doctor's tree: node " + std::to_string(below[i].node) + " has " +
+                          std::to_string(below[i].below) + " nodes beneath it, past the end of the list");
+      tops.push_back(below[i]);
+      subs.emplace_back(below.begin() + static_cast<long>(i) + 1, below.begin() + static_cast<long>(i) + 1 + below[i].below);
+    }
+    auto started = start_peers(tops, how, token_);
+    std::vector<std::string> errors(tops.size());
+    std::vector<bool> reached(tops.size(), false);
+    std::vector<TreeReply> replies(tops.size());
+    in_parallel(tops.size(), [&](size_t i) {
+      if (!started[i].link) return void(errors[i] = started[i].error);
+      const Millis wait((how.ssh_timeout_ms + 15000) * (2 * levels(subs[i], 0, subs[i].size()) + 1));
+      try {
+        replies[i] = started[i].link->call<TreeReply>(TreeRequest{tops[i], sim, how, subs[i]}, wait);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+        reached[i] = true;
+        started[i].link.reset();
+      }
+    });
+    std::vector<TreeNode> orphans;
+    for (size_t i = 0; i < tops.size(); ++i) {
+      if (!errors[i].empty()) {
+        failed.push_back({tops[i].node, errors[i] + (from_.empty() ? "" : " (started from " + from_ + ", its parent in the doctor's launch tree)"),
+                          reached[i]});
+        orphans.insert(orphans.end(), subs[i].begin(), subs[i].end());
+        continue;
+      }
+      std::set<int> lost;
+      for (const auto& f : replies[i].failed) lost.insert(f.node), failed.push_back(f);
+      Child c{tops[i], std::move(started[i].link), {tops[i].node}, ""};
+      names_[tops[i].node] = tops[i].name;
+      for (const auto& n : subs[i])
+        if (!lost.count(n.node)) c.nodes.push_back(n.node), names_[n.node] = n.name;
+      for (int n : c.nodes) via_[n] = children_.size();
+      children_.push_back(std::move(c));
+    }
+    below = std::move(orphans);
+  }
+  return failed;
+}
+
+std::vector<RouteAnswer> merge_answers(std::vector<RouteAnswer> answers) {
+  std::map<std::pair<std::string, std::string>, size_t> at;
+  std::vector<RouteAnswer> out;
+  for (auto& a : answers) {
+    auto [it, fresh] = at.emplace(std::make_pair(a.line, a.error), out.size());
+    if (fresh) out.push_back(std::move(a));
+    else out[it->second].nodes.insert(out[it->second].nodes.end(), a.nodes.begin(), a.nodes.end());
+  }
+  return out;
+}
+
+std::vector<RouteAnswer> PeerFan::route(const RouteRequest& r) {
+  std::vector<RouteRequest> share(children_.size());
+  std::vector<bool> busy(children_.size(), false);
+  std::vector<RouteAnswer> answers;
+  auto place = [&](int node) -> RouteRequest* {
+    auto it = via_.find(node);
+    if (it == via_.end()) {
+      answers.push_back({{node}, "", "node " + std::to_string(node) + " has no doctor's peer (it was not started)"});
+      return nullptr;
+    }
+    busy[it->second] = true;
+    return &share[it->second];
+  };
+  for (const auto& c : r.calls)
+    if (auto* s = place(c.node)) s->calls.push_back(c);
+  for (int n : r.nodes)
+    if (auto* s = place(n)) s->nodes.push_back(n);
+  std::vector<std::vector<RouteAnswer>> got(children_.size());
+  in_parallel(children_.size(), [&](size_t i) {
+    Child& c = children_[i];
+    if (!busy[i]) return;
+    RouteRequest& s = share[i];
+    s.every = r.every, s.timeout_ms = std::max(1000L, r.timeout_ms - kHopMs);
+    std::vector<int> asked = s.nodes;
+    for (const auto& call : s.calls) asked.push_back(call.node);
+    try {
+      if (!c.lost.empty()) throw RemoteError(c.lost);
+      got[i] = c.link->call<RouteReply>(s, Millis(r.timeout_ms)).answers;
+    } catch (const std::exception& e) {
+      if (c.lost.empty()) c.lost = e.what();
+      // Said as the host's own line ("HOST: ..."), so that the hosts beneath one lost peer are one problem.
+      for (int n : asked)
+        got[i].push_back({{n}, "", n == c.node.node ? c.lost : names_[n] + ": not reached: the doctor's peer on " + c.node.name +
+                                                               ", which relays for it, was lost (" + c.lost + ")"});
+    }
+  });
+  for (auto& g : got) answers.insert(answers.end(), g.begin(), g.end());
+  return merge_answers(std::move(answers));
+}
+
+std::vector<ClockNote> PeerFan::clocks() {
+  std::vector<std::vector<ClockNote>> got(children_.size());
+  in_parallel(children_.size(), [&](size_t i) {
+    Child& c = children_[i];
+    try {
+      if (!c.lost.empty()) throw RemoteError(c.lost);
+      const ClockNote own = read_clock(*c.link, c.node.node);
+      got[i].push_back(own);
+      for (ClockNote n : c.link->call<ClocksReply>(ClocksRequest{}, Millis(60000)).clocks) {
+        n.offset_ns += own.offset_ns;
+        got[i].push_back(n);
+      }
+    } catch (const std::exception& e) {
+      for (int n : c.nodes)
+        got[i].push_back({n, 0, 0, n == c.node.node ? e.what() : names_[n] + ": its clock was not read: " + e.what()});
+    }
+  });
+  std::vector<ClockNote> out;
+  for (auto& g : got) out.insert(out.end(), g.begin(), g.end());
+  return out;
+}
+
+}  // namespace dl::doctor

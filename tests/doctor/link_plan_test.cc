@@ -1,0 +1,161 @@
+// Links without every pair (doctor/analysis.h: sparse_rounds, judge_links):
+// the plan's shape, what its judgement finds, and how often a single slow
+// pair is missed (the figure docs/doctor.md gives).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <set>
+
+#include "doctor/analysis.h"
+#include "doctor/peer_start.h"
+
+using namespace dl::doctor;
+
+namespace {
+using Rounds = std::vector<std::vector<std::pair<int, int>>>;
+
+// Every round disjoint, no pair twice; returns the pairs.
+std::set<std::pair<int, int>> check_rounds(const Rounds& rounds, int n) {
+  std::set<std::pair<int, int>> seen;
+  for (const auto& r : rounds) {
+    std::set<int> busy;
+    for (auto [a, b] : r) {
+      CHECK(a < b);
+      CHECK(b < n);
+      CHECK(busy.insert(a).second);
+      CHECK(busy.insert(b).second);
+      CHECK(seen.insert({a, b}).second);
+    }
+  }
+  return seen;
+}
+
+// The samples of a plan: every pair `fast`, except the pairs `slow_pair`
+// says, with a few percent of noise.
+std::vector<PairSample> measure(const Rounds& rounds, const std::function<bool(int, int)>& slow_pair, std::mt19937& rng) {
+  std::uniform_real_distribution<double> noise(0.9, 1.1);
+  std::vector<PairSample> s;
+  for (const auto& r : rounds)
+    for (auto [a, b] : r) s.push_back({a, b, {60 * noise(rng), (slow_pair(a, b) ? 2.5e6 : 1e9) * noise(rng)}});
+  return s;
+}
+}  // namespace
+
+TEST_CASE("sparse plan: O(n) pairs in a constant number of rounds, every host in 2 or more", "[doctor]") {
+  for (int n : {3, 4, 5, 9, 16, 17, 64, 255, 1024}) {
+    INFO(n);
+    const auto rounds = sparse_rounds(n, kDefaultMatchings, 7);
+    const auto pairs = check_rounds(rounds, n);
+    CHECK(rounds.size() <= static_cast<size_t>(3 + kDefaultMatchings));
+    CHECK(pairs.size() <= static_cast<size_t>(n + kDefaultMatchings * n / 2));
+    std::vector<int> degree(static_cast<size_t>(n), 0);
+    for (auto [a, b] : pairs) ++degree[static_cast<size_t>(a)], ++degree[static_cast<size_t>(b)];
+    for (int d : degree) CHECK(d >= 2);
+    // The ring is all there.
+    for (int i = 0; i < n; ++i) CHECK(pairs.count({std::min(i, (i + 1) % n), std::max(i, (i + 1) % n)}) == 1);
+  }
+  CHECK(sparse_rounds(1, 2, 1).empty());
+  CHECK(sparse_rounds(2, 2, 1) == Rounds{{{0, 1}}});
+  // 1,024 hosts: 2,048 pairs in 4 rounds instead of 523,776 in 1,023.
+  const auto big = sparse_rounds(1024, kDefaultMatchings, 11);
+  CHECK(big.size() == 4);
+  CHECK(check_rounds(big, 1024).size() > 2000);
+  // The seed picks the matchings; the ring stays.
+  CHECK(sparse_rounds(64, 2, 1) != sparse_rounds(64, 2, 2));
+  CHECK(sparse_rounds(64, 2, 1) == sparse_rounds(64, 2, 1));
+  CHECK(auto_plan(8) == LinkPlan::kFull);
+  CHECK(auto_plan(9) == LinkPlan::kSparse);
+  CHECK(link_rounds(8, LinkPlan::kFull, 2, 1).size() == 7);
+}
+
+TEST_CASE("judge_links: one slow host is a suspect host, with 3, 4 and 1,024 hosts", "[doctor]") {
+  std::mt19937 rng(3);
+  for (int n : {3, 4, 9, 64, 1024}) {
+    INFO(n);
+    const int slow = n / 2;
+    const auto rounds = link_rounds(n, auto_plan(n), kDefaultMatchings, 5);
+    const auto s = measure(rounds, [&](int a, int b) { return a == slow || b == slow; }, rng);
+    const LinkJudgement j = judge_links(s, 3);
+    CHECK(j.suspect_hosts == std::vector<int>{slow});
+    CHECK(j.suspect_pairs.empty());
+    CHECK(j.typical.Bps > 0.8e9);
+    // Its retest partners: hosts it was not measured with where there are any.
+    std::vector<bool> suspect(s.size());
+    for (size_t i = 0; i < s.size(); ++i) suspect[i] = s[i].a == slow || s[i].b == slow;
+    const auto partners = retest_partners(slow, s, suspect, j.suspect_hosts, 2);
+    CHECK(partners.size() == 2);
+    for (int p : partners) CHECK(p != slow);
+    const auto ref = reference_pair(s, suspect, j.suspect_hosts, j.typical);
+    REQUIRE(ref);
+    CHECK(ref->first != slow);
+    CHECK(ref->second != slow);
+  }
+}
+
+TEST_CASE("judge_links: a slow pair is a suspect pair, no host blamed; a healthy cluster has no suspect", "[doctor]") {
+  std::mt19937 rng(4);
+  const auto rounds = sparse_rounds(64, kDefaultMatchings, 9);
+  const auto s = measure(rounds, [](int a, int b) { return a == 10 && b == 11; }, rng);
+  const LinkJudgement j = judge_links(s, 3);
+  CHECK(j.suspect_hosts.empty());
+  REQUIRE(j.suspect_pairs.size() == 1);
+  CHECK(s[j.suspect_pairs[0]].a == 10);
+  CHECK(s[j.suspect_pairs[0]].b == 11);
+  const auto healthy = judge_links(measure(rounds, [](int, int) { return false; }, rng), 3);
+  CHECK(healthy.suspect_hosts.empty());
+  CHECK(healthy.suspect_pairs.empty());
+  CHECK(judge_links({{0, 1, {60, 2e6}}}, 3).suspect_pairs.empty());  // one pair: nothing to compare with
+}
+
+TEST_CASE("judge_links: a slow rack's links to the rest are suspect pairs, its hosts are not slow hosts", "[doctor]") {
+  std::mt19937 rng(5);
+  // Hosts 0..15 (a rack, contiguous in the hostfile) slow to everyone outside it.
+  auto rack = [](int h) { return h < 16; };
+  const auto rounds = sparse_rounds(128, kDefaultMatchings, 13);
+  const auto s = measure(rounds, [&](int a, int b) { return rack(a) != rack(b); }, rng);
+  const LinkJudgement j = judge_links(s, 3);
+  size_t crossing = 0;
+  for (const auto& p : s) crossing += rack(p.a) != rack(p.b) ? 1 : 0;
+  CHECK(j.suspect_pairs.size() + 0 <= crossing);
+  CHECK(j.suspect_pairs.size() >= crossing - 4);  // a rack host whose every pair crossed is a suspect host
+  CHECK(crossing >= 10);
+}
+
+TEST_CASE("a single slow pair among 1,024 hosts: how often the sparse plan tests it", "[doctor]") {
+  // The plan tests a pair of the ring, or of one of the matchings: about
+  // (2 + matchings) / (n - 1) of all pairs. Over 2,000 runs with a random
+  // slow pair each, the share found is close to that.
+  std::mt19937 rng(6);
+  const int n = 1024, runs = 2000;
+  int tested = 0;
+  std::uniform_int_distribution<int> host(0, n - 1);
+  for (int r = 0; r < runs; ++r) {
+    int a = host(rng), b = host(rng);
+    while (b == a) b = host(rng);
+    const std::pair<int, int> p{std::min(a, b), std::max(a, b)};
+    for (const auto& round : sparse_rounds(n, kDefaultMatchings, static_cast<uint64_t>(r)))
+      tested += std::count(round.begin(), round.end(), p);
+  }
+  const double p = static_cast<double>(tested) / runs, expected = (2.0 + kDefaultMatchings) / (n - 1);
+  INFO(p);
+  CHECK(p > expected / 3);
+  CHECK(p < expected * 3);
+}
+
+TEST_CASE("the test bed's planted environment reaches one simulated host only", "[doctor]") {
+  const std::vector<std::string> env{"HOME=/root", "PATH=/usr/bin:/bin"};
+  CHECK(sim_environment(env, "node0513:PATH=/opt/x/bin:/usr/bin:/bin", "node0513") ==
+        std::vector<std::string>{"HOME=/root", "PATH=/opt/x/bin:/usr/bin:/bin"});
+  CHECK(sim_environment(env, "node0513:PATH=/opt/x/bin", "node0512") == env);
+  CHECK(sim_environment(env, "a:X=1;b:Y=2=3", "b") == std::vector<std::string>{"HOME=/root", "PATH=/usr/bin:/bin", "Y=2=3"});
+  CHECK(sim_environment(env, "garbage", "a") == env);
+}
+
+TEST_CASE("suspects are dealt into rounds of disjoint pairs", "[doctor]") {
+  const std::vector<std::pair<int, int>> pairs{{0, 1}, {2, 3}, {1, 2}, {0, 3}, {4, 5}, {1, 4}};
+  const auto rounds = disjoint_rounds(pairs);
+  CHECK(rounds == std::vector<std::vector<size_t>>{{0, 1, 4}, {2, 3}, {5}});
+  CHECK(disjoint_rounds({}).empty());
+}
