@@ -1023,10 +1023,10 @@ template <class Pick>
 void into_host_loss(Case& k, int hosts, Pick& pick) {
   k.job = pick(2) == 0 ? JobKind::spare : JobKind::elastic;
   const int seated = k.job == JobKind::spare ? hosts - 1 : hosts;
-  constexpr Fault faults[] = {Fault::host_kill,  Fault::host_cable,  Fault::host_sshd,
-                              Fault::spare_lost, Fault::second_loss, Fault::host_back};
-  k.fault = faults[pick(std::size(faults))];
-  if (k.job == JobKind::elastic && k.fault == Fault::spare_lost) k.fault = Fault::second_loss;  // no spare to lose
+  constexpr Fault faults[] = {Fault::host_kill, Fault::host_cable, Fault::host_sshd,
+                              Fault::second_loss, Fault::host_back, Fault::spare_lost};
+  // An elastic job has no spare to lose.
+  k.fault = faults[pick(static_cast<int>(std::size(faults)) - (k.job == JobKind::elastic ? 1 : 0))];
   const bool remote = k.fault == Fault::host_cable || k.fault == Fault::host_sshd || k.fault == Fault::host_back;
   k.host = remote ? 1 + pick(seated - 1) : pick(seated);
   k.rank = k.host * kSlots;
