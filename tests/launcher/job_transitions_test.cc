@@ -522,7 +522,7 @@ TEST_CASE("job transitions: --spares: the spare's agent starts with the job, hol
   CHECK(h.finish() == 0);
 }
 
-TEST_CASE("job transitions: --spares: a lost host's node rank, ranks and local ranks move to the spare; the others "
+TEST_CASE("job transitions: --spares: a lost host's node rank, ranks and local ranks move to the spare - the others "
           "keep their agents",
           "[launcher][job][transitions][spares]") {
   Harness h(restart_options(1), nullptr, {}, two_hosts_and_a_spare());
@@ -650,7 +650,7 @@ TEST_CASE("job transitions: --spares: a spare lost while the job runs, and one t
   }
 }
 
-TEST_CASE("job transitions: --min-hosts: a lost host without a spare leaves, the world shrinks and is numbered again; "
+TEST_CASE("job transitions: --min-hosts: a lost host without a spare leaves, the world shrinks and is numbered again - "
           "below the minimum the job ends naming every lost host",
           "[launcher][job][transitions][spares]") {
   auto o = restart_options(3);
