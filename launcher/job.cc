@@ -287,7 +287,7 @@ void Job::on_closed(int node, const std::string& why) {
     if (phase_.ending() && !server_->any_open()) stop();
     return;
   }
-  if (phase_.is(Phase::kRestarting)) restart_failed("lost the agent on " + n.host + " (" + why + ")");
+  if (phase_.is(Phase::kRestarting)) lost_while_restarting(n, why);
   if (!phase_.ending()) {
     if (fate_.on_host_lost(n.host, why, n.ranks)) teardown(grace_ms());
     check_finished();

@@ -169,7 +169,10 @@ class Job : public AgentLinks::Handler {
   // --spares: the seats of lost hosts go to free spares (launcher/seats.h);
   // returns the lines that say so, "" if none moved. Nodes left without an
   // agent and without a spare are started anew (returned in `anew`).
-  std::string move_to_spares(std::vector<int>& anew);
+  std::string move_to_spares(std::vector<int>& anew, bool again = false);
+  // A seated host lost while the restart waits for the agents: a spare
+  // takes its seat, or the world shrinks (--min-hosts), or the restart fails.
+  void lost_while_restarting(Node& n, const std::string& why);
   std::string shrink(const std::vector<int>& dropped);
   // A spare's agent holds no ranks: a launch of none starts its heartbeats.
   control::msg::Launch standby_launch() const;

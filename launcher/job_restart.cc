@@ -73,7 +73,24 @@ void Job::restart() {
 // host whose ranks failed this attempt and the one before (a bad GPU):
 // that host's agent is sent away. A gone host without a spare for it gets
 // a new agent (`anew`), as without --spares.
-std::string Job::move_to_spares(std::vector<int>& anew) {
+void Job::lost_while_restarting(Node& n, const std::string& why) {
+  bool spare = false;
+  for (const auto& x : nodes_) spare = spare || (x.ours() && x.seat < 0 && !x.lost && x.state == NodeState::kUp);
+  if (n.seat < 0 || (!spare && opts_.min_hosts == 0))
+    return restart_failed("lost the agent on " + n.host + " (" + why + ")");
+  std::vector<int> anew;
+  const std::string moved = move_to_spares(anew, true);
+  if (!below_min_.empty()) return restart_failed(below_min_);
+  if (!anew.empty() || moved.empty()) return restart_failed("lost the agent on " + n.host + " (" + why + ")");
+  attempts_.changed(moved);
+  if (change_) change_->line += "; " + moved;
+  else change_ = Change{moved, std::chrono::steady_clock::now(), 0};
+  if (attempts_.forget(n.index)) all_ready();
+}
+
+// `again`: a second change in the same restart (lost_while_restarting): the
+// failed attempt's host was counted already.
+std::string Job::move_to_spares(std::vector<int>& anew, bool again) {
   std::vector<int> gone, spares;
   for (const auto& n : nodes_) {
     if (!n.ours() || n.lost) continue;
@@ -81,7 +98,7 @@ std::string Job::move_to_spares(std::vector<int>& anew) {
     if (n.seat < 0 && n.state == NodeState::kUp) spares.push_back(n.index);
   }
   int flaky = -1;
-  if (attempts_.failed_again(fate_.failed_host()) && spares.size() > gone.size())
+  if (!again && attempts_.failed_again(fate_.failed_host()) && spares.size() > gone.size())
     for (const auto& n : nodes_)
       if (n.seat >= 0 && n.state == NodeState::kUp && n.host == fate_.failed_host()) flaky = n.index;
   if (flaky >= 0) gone.push_back(flaky);

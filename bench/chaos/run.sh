@@ -3,7 +3,8 @@
 # a namespace cluster (tests/cluster), runs N real multi-host jobs (a shell
 # job with numbered lines, the same with --max-restarts 1, the same through a
 # launch tree (--fanout 2: depth 3 at --hosts 8), OpenMPI and MPICH jobs,
-# per-node --rdzv jobs),
+# per-node --rdzv jobs; with --host-loss, jobs with a spare host (--spares 1)
+# and with a world that may shrink (--nnodes MIN:K) that lose whole hosts),
 # each with one fault chosen from the seed, and checks each job's exit code,
 # verdict, time to end, leftovers and output. Needs root.
 #
@@ -12,6 +13,8 @@
 #   bench/chaos/run.sh --replay 7:31                     # case 31 of seed 7 alone
 #   bench/chaos/run.sh ... --heartbeat-timeout 10        # the default (the run's is 3)
 #   bench/chaos/run.sh ... --torch                       # half the shell jobs become gloo torch jobs
+#   bench/chaos/run.sh --faults 1000 --seed 2027 --host-loss   # a third of the cases lose hosts (spare, elastic)
+#   bench/chaos/run.sh --faults 20 --seed 7 --kind spare       # only the seed's spare jobs (implies --host-loss)
 #   bench/chaos/run.sh --faults 30 --seed 7 --hosts 8 --kind tree   # only the seed's launch-tree jobs
 #   bench/chaos/run.sh --faults 6 --seed 7 --hosts 8 --fault partition-half   # only the seed's half partitions
 #   bench/chaos/run.sh --faults 100 --seed 7 --hosts 8 --list       # print the cases, run none

@@ -13,7 +13,7 @@ using namespace dl::agent;
 using dl::machine::run_child;
 using std::chrono::milliseconds;
 
-TEST_CASE("health: a writable temp dir with room passes; one that is not writable or too full is named",
+TEST_CASE("health: a writable temp dir with room passes - one that is not writable or too full is named",
           "[agent][health]") {
   char tmpl[] = "/tmp/dl-health-XXXXXX";
   REQUIRE(::mkdtemp(tmpl));

@@ -80,6 +80,15 @@ std::string comm_of(int pid) {
 
 int ranks_of(const Cluster& c) { return kSlots * c.size(); }
 
+// The hosts that hold ranks at the start: a spare job's last host is its spare.
+int seated_hosts(const Cluster& c, const Case& k) { return k.job == JobKind::spare ? c.size() - 1 : c.size(); }
+int ranks_of(const Cluster& c, const Case& k) { return kSlots * seated_hosts(c, k); }
+int spare_host(const Cluster& c) { return c.size() - 1; }
+
+// The attempts a host-loss job may run: --max-restarts 2 (spare), or the
+// budget --nnodes MIN:K gives without it, one per host it may lose (elastic).
+int attempts_of(const Cluster& c, const Case& k) { return 1 + (k.job == JobKind::spare ? 2 : c.size() - k.min_hosts); }
+
 // The launch tree of a tree job on `hosts` hosts: node i is host hi; h0
 // runs the launcher and its local agent, outside the tree.
 dl::launcher::LaunchTree tree_of(int hosts) {
@@ -112,7 +121,7 @@ double slow_delay(const Cluster& c, const Case& k) { return slow_wait(c, k) + 3;
 std::string job_command(const Cluster& c, const Case& k, const Options& o, const std::string& mark,
                         const std::string& report_dir, const std::string& slow_prefix) {
   std::ostringstream cmd;
-  cmd << "-n " << ranks_of(c) << " --report-dir " << report_dir << " --kill-grace " << kGrace << " --heartbeat-timeout " << o.heartbeat_s
+  cmd << "-n " << ranks_of(c, k) << " --report-dir " << report_dir << " --kill-grace " << kGrace << " --heartbeat-timeout " << o.heartbeat_s
       << " --stack-timeout " << kStackTimeout << " --timeout " << (k.fault == Fault::stop_rank ? stop_rank_timeout(k) : 90)
       << (k.openssh ? " --launcher ssh" : "") << (k.job == JobKind::tree ? " --fanout " + std::to_string(kFanout) : "");
   if (k.fault == Fault::slow_start)
@@ -128,9 +137,12 @@ std::string job_command(const Cluster& c, const Case& k, const Options& o, const
     return cmd.str();
   }
   if (k.job == JobKind::restart) cmd << " --max-restarts 1";
-  cmd << " sh -c 'i=0; while [ $i -lt $0 ]; do echo \"chaos $RANK $i a=${DLAUNCH_RESTART_COUNT:-0} $1\"; "
-         "i=$((i+1)); sleep 0.05; done' "
-      << o.lines << " " << mark;
+  if (k.job == JobKind::spare) cmd << " --spares 1 --max-restarts " << attempts_of(c, k) - 1;
+  if (k.job == JobKind::elastic) cmd << " --nnodes " << k.min_hosts << ":" << c.size();
+  // A host-loss job's lines say the world they ran in: a shrunk world's must be its own.
+  const std::string world = host_loss_kind(k.job) ? " w=$WORLD_SIZE" : "";
+  cmd << " sh -c 'i=0; while [ $i -lt $0 ]; do echo \"chaos $RANK $i a=${DLAUNCH_RESTART_COUNT:-0}" << world
+      << " $1\"; i=$((i+1)); sleep 0.05; done' " << o.lines << " " << mark;
   return cmd.str();
 }
 
@@ -152,6 +164,9 @@ std::string node_command(const Cluster& c, const Case& k, const Options& o, cons
   return cmd.str();
 }
 
+// Where a host-loss job's dlaunch writes its output while it runs.
+std::string live_log(const std::string& report_dir) { return report_dir + "/dlaunch.out"; }
+
 // The job token every node reads (--token-file: never on a command line), made once per cluster.
 std::string token_file(const Cluster& c) {
   const std::string path = c.dir() + "/chaos-token";
@@ -170,6 +185,12 @@ std::future<dl::cluster::RunResult> start_job(const Cluster& c, const Case& k, c
                                               const std::string& report_dir, const std::string& slow_prefix,
                                               std::chrono::milliseconds limit,
                                               std::shared_ptr<std::vector<dl::cluster::RunResult>> nodes) {
+  if (host_loss_kind(k.job)) {  // its output in a file as it comes (live_log): a fault may wait for a line
+    const std::string log = live_log(report_dir);
+    const std::string cmd = multihost::dlaunch_cmd(c, job_command(c, k, o, mark, report_dir, slow_prefix)) +
+                            " </dev/null >" + log + " 2>&1; rc=$?; cat " + log + "; exit $rc";
+    return std::async(std::launch::async, [&c, cmd, limit] { return c.run_in("h0", cmd, limit); });
+  }
   if (k.job != JobKind::rdzv)
     return multihost::start_dlaunch(c, job_command(c, k, o, mark, report_dir, slow_prefix), limit);
   const std::string token = token_file(c);
@@ -207,6 +228,14 @@ struct Expected {
   // rdzv: what every other node's dlaunch must end with.
   int others_status = 0;
   std::vector<std::string> others_lines, others_one_of;
+  // Host-loss kinds: the job's last attempt (the highest a= printed) must be
+  // one of these and hold every line of ranks 0..world-1, each saying
+  // w=world, and no other rank's; and the addresses that must each be named
+  // lost on some line of dlaunch's.
+  std::vector<int> last_attempts;
+  int world = 0;
+  std::vector<std::string> named_lost;
+  std::vector<std::string> absent;  // lines that must not be there
 };
 
 bool retried(const Case& k) {
@@ -283,7 +312,83 @@ void expected_in_tree(const Cluster& c, const Case& k, Expected& e) {
                     " beneath it (" + hosts + ") were lost with it");
 }
 
+// The spare and elastic kinds: the job completes, as an uninterrupted run
+// would (its last attempt every line, in the world that is left), while a
+// spare or --nnodes MIN allows; else it ends with the loss's verdict,
+// naming the host.
+Expected expected_host_loss(const Cluster& c, const Case& k, const Options& o) {
+  Expected e;
+  const bool spare = k.job == JobKind::spare;
+  const std::string a = c.address(k.host), b = k.host2 >= 0 ? c.address(k.host2) : "", sp = c.address(spare_host(c));
+  const std::string of = " of " + std::to_string(attempts_of(c, k));
+  const double teardown = kGrace + 2, attempt = run_time(k, o) + 3, slack = 5;
+  const int seated = seated_hosts(c, k);
+  // One host lost: the next attempt runs its seat on the spare, or the world without it.
+  auto one_lost = [&](const std::string& lost_line) {
+    e.lines = {"attempt 1" + of + " failed: " + lost_line, "attempt 2" + of + ": " + a + " lost (",
+               "attempt 2" + of + " succeeded", "the job's hosts changed 1 time: before attempt 2" + of + ": " + a + " lost"};
+    if (spare) {
+      e.world = kSlots * seated;
+      e.lines.push_back("moved to spare " + sp + "; no spare left; " + std::to_string(e.world) + " ranks running again");
+    } else {
+      e.world = kSlots * (seated - 1);
+      e.lines.push_back("the job goes on with " + std::to_string(seated - 1) + " hosts and " + std::to_string(e.world) +
+                        " ranks (--min-hosts " + std::to_string(k.min_hosts) + ")");
+    }
+    e.last_attempts = {1};
+    e.named_lost = {a};
+  };
+  switch (k.fault) {
+    case Fault::host_kill:
+    case Fault::host_sshd:
+      one_lost("lost the agent on " + a);
+      e.bound_s = 1 + teardown + attempt + slack;
+      break;
+    case Fault::host_cable:
+    case Fault::host_back:
+      one_lost("lost the agent on " + a + " (no heartbeat");
+      e.bound_s = o.heartbeat_s + 2 + teardown + attempt + slack;
+      break;
+    case Fault::spare_lost:
+      e.lines = {"spare " + sp + " lost ("};
+      if (b.empty()) {  // the job goes on without restarting, one spare fewer
+        e.world = kSlots * seated, e.last_attempts = {0};
+        e.absent = {"attempt 1" + of + " failed"};
+        e.bound_s = attempt + teardown + slack;
+        break;
+      }
+      // Then b's cable is cut: no spare for it, a new agent there cannot connect.
+      e.status = 1;
+      e.lines.push_back("attempt 1" + of + " failed: lost the agent on " + b + " (no heartbeat");
+      e.lines.push_back("cannot restart: ");
+      e.named_lost = {b};
+      e.bound_s = 0.3 + o.heartbeat_s + 2 + teardown + kSshTimeout + 3 + slack;
+      break;
+    case Fault::second_loss:
+      // Whichever loss the launcher heard of first is the attempt's verdict.
+      e.one_of = {" failed: lost the agent on " + a, " failed: lost the agent on " + b};
+      e.named_lost = {a, b};
+      e.bound_s = k.at2_s + 2 * (1 + teardown + attempt) + kSshTimeout + slack;
+      if (spare) {  // one seat to the spare, the other a new agent on its host (which is up)
+        e.lines = {"moved to spare " + sp}, e.world = kSlots * seated, e.last_attempts = {1, 2};
+        e.named_lost = {};  // a host given a new agent is named only when it was the verdict
+      } else if (seated - 2 >= k.min_hosts) {
+        e.lines = {"the job goes on with " + std::to_string(seated - 2) + " hosts and " +
+                   std::to_string(kSlots * (seated - 2)) + " ranks (--min-hosts " + std::to_string(k.min_hosts) + ")"};
+        e.world = kSlots * (seated - 2), e.last_attempts = {1, 2};
+      } else {  // below --nnodes MIN, or no restart left for the second loss
+        e.status = 1;
+      }
+      break;
+    default:
+      e.lines = {"no expectation for this fault in a host-loss job"};
+  }
+  if (spare && k.fault != Fault::spare_lost) e.absent.push_back("spare " + sp + " lost");
+  return e;
+}
+
 Expected expected(const Cluster& c, const Case& k, const Options& o) {
+  if (host_loss_kind(k.job)) return expected_host_loss(c, k, o);
   Expected e;
   const std::string addr = c.address(k.host);
   const std::string rank = "rank " + std::to_string(k.rank) + " on ";
@@ -327,6 +432,13 @@ Expected expected(const Cluster& c, const Case& k, const Options& o) {
       e = {0, {}, 2 * run_time(k, o) + 10};  // no detection to time: the job's own run, slowed (an MPI step is a few round trips)
       e.complete_attempt = 0;
       break;
+    case Fault::host_kill:
+    case Fault::host_cable:
+    case Fault::host_sshd:
+    case Fault::spare_lost:
+    case Fault::second_loss:
+    case Fault::host_back:
+      break;  // host-loss kinds only: expected_host_loss
   }
   if (k.job == JobKind::rdzv) return expected_per_node(c, k, o, e);
   if (k.job == JobKind::tree) expected_in_tree(c, k, e);
@@ -452,9 +564,11 @@ std::vector<std::string> dirs_of(const std::set<int>& pids) {
   return out;
 }
 
-// The addresses of the hosts beneath the fault's in a tree job, or of those a half partition cut off.
+// The addresses of the hosts beneath the fault's in a tree job, or of those
+// a half partition cut off, or the second host a host-loss fault hits.
 std::vector<std::string> lost_with(const Cluster& c, const Case& k) {
   std::vector<std::string> out;
+  if (k.host2 >= 0) out.push_back(c.address(k.host2));
   for (int b : hosts_beneath(c, k)) out.push_back(c.address(b));
   for (int b : cut_hosts(c, k)) out.push_back(c.address(b));
   return out;
@@ -463,10 +577,13 @@ std::vector<std::string> lost_with(const Cluster& c, const Case& k) {
 // ---- checking the output ----------------------------------------------------
 
 // "" when every rank's numbered lines of every attempt are 0..k with no hole,
-// repeat or splice, and the complete attempt has all of them; else what is wrong.
+// repeat or splice, and the complete attempt has all of them (a host-loss
+// job: the last attempt, in its world); else what is wrong.
 std::string check_lines(const std::string& out, const std::string& mark, int ranks, const Expected& e, int lines) {
-  const std::regex line_re("^chaos (\\d+) (\\d+) a=(\\d+) " + std::regex_replace(mark, std::regex("\\."), "\\.") + "\\r?$");
+  const std::regex line_re("^chaos (\\d+) (\\d+) a=(\\d+)(?: w=(\\d+))? " +
+                           std::regex_replace(mark, std::regex("\\."), "\\.") + "\\r?$");
   std::map<std::pair<int, int>, std::vector<int>> seen;  // (attempt, rank) -> numbers in order
+  std::map<int, std::set<int>> worlds;                   // attempt -> the w= its lines said
   std::istringstream in(out);
   int count = 0;
   for (std::string l; std::getline(in, l);) {
@@ -474,7 +591,22 @@ std::string check_lines(const std::string& out, const std::string& mark, int ran
     std::smatch m;
     if (!std::regex_match(l, m, line_re)) return "a spliced line: '" + l + "'";
     seen[{std::stoi(m[3]), std::stoi(m[1])}].push_back(std::stoi(m[2]));
+    if (m[4].matched) worlds[std::stoi(m[3])].insert(std::stoi(m[4]));
     ++count;
+  }
+  if (!e.last_attempts.empty()) {
+    const int last = seen.empty() ? -1 : seen.rbegin()->first.first;
+    if (std::count(e.last_attempts.begin(), e.last_attempts.end(), last) == 0)
+      return "the last attempt with lines is a=" + std::to_string(last) + ", not one the faults allow";
+    if (worlds[last] != std::set<int>{e.world})
+      return "attempt " + std::to_string(last) + "'s lines do not all say w=" + std::to_string(e.world);
+    for (auto& [key, nums] : seen)
+      if (key.first == last && key.second >= e.world)
+        return "attempt " + std::to_string(last) + " ran rank " + std::to_string(key.second) + " in a world of " +
+               std::to_string(e.world);
+    Expected at_last = e;
+    at_last.complete_attempt = last, at_last.last_attempts.clear();
+    return check_lines(out, mark, e.world, at_last, lines);
   }
   if (e.no_output && count > 0) return std::to_string(count) + " lines of ranks that should not have run";
   for (auto& [key, nums] : seen)
@@ -519,6 +651,52 @@ std::string check_verdict(const dl::cluster::RunResult& r, int status, const std
   return "";
 }
 
+// Whether one of dlaunch's lines in `out` names `addr` lost: "ADDR lost",
+// "lost the agent on ADDR", or ADDR in a "hosts lost: ..." list (ADDR as a
+// whole: not followed by a digit).
+bool named_lost(const std::string& out, const std::string& addr) {
+  auto whole = [&](const std::string& l, size_t at) {
+    return at + addr.size() == l.size() || !std::isdigit(static_cast<unsigned char>(l[at + addr.size()]));
+  };
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind("dlaunch", 0) != 0) continue;
+    const size_t list = l.find("hosts lost: ");
+    for (size_t at = l.find(addr); at != std::string::npos; at = l.find(addr, at + 1)) {
+      if (!whole(l, at)) continue;
+      if (l.compare(at + addr.size(), 5, " lost") == 0 || (at >= 18 && l.compare(at - 18, 18, "lost the agent on ") == 0) ||
+          (list != std::string::npos && at > list))
+        return true;
+    }
+  }
+  return false;
+}
+
+// A host-loss job, beyond its exit code and lines: each host that must be
+// is named lost, and no other (a spare's "spare ADDR lost" aside, which
+// `absent` rules out where it must not be); nothing of `absent`; a job that
+// completes says which attempt succeeded, and it is the last with lines.
+std::string check_host_loss(const Cluster& c, const Case& k, const std::string& out, const Expected& e) {
+  for (auto& a : e.named_lost)
+    if (!named_lost(out, a)) return "no line of dlaunch's names " + a + " lost";
+  for (auto& l : e.absent)
+    if (contains(out, l)) return "'" + l + "' in the output";
+  std::vector<std::string> may{c.address(k.host)};
+  if (k.host2 >= 0) may.push_back(c.address(k.host2));
+  if (k.fault == Fault::spare_lost) may.push_back(c.address(spare_host(c)));
+  for (int h = 0; h < c.size(); ++h)
+    if (std::count(may.begin(), may.end(), c.address(h)) == 0 && named_lost(out, c.address(h)))
+      return "a host the faults did not touch, " + c.address(h) + ", is named lost";
+  if (e.status != 0 || e.last_attempts.empty() || e.last_attempts == std::vector<int>{0}) return "";
+  const std::regex succeeded("attempt (\\d+) of " + std::to_string(attempts_of(c, k)) + " succeeded");
+  std::smatch m;
+  if (!std::regex_search(out, m, succeeded)) return "no 'attempt N of " + std::to_string(attempts_of(c, k)) + " succeeded'";
+  const int n = std::stoi(m[1]) - 1;
+  if (std::count(e.last_attempts.begin(), e.last_attempts.end(), n) == 0)
+    return "attempt " + std::to_string(n + 1) + " succeeded, not one the faults allow";
+  return "";
+}
+
 // "" when `out` holds one of `lines` (or there are none).
 std::string check_one_of(const std::string& out, const std::vector<std::string>& lines) {
   if (lines.empty() || std::any_of(lines.begin(), lines.end(), [&](auto& l) { return contains(out, l); })) return "";
@@ -551,11 +729,50 @@ struct Injected {
   int stopped = 0;       // a pid to SIGCONT later
   int killed_agent = 0;  // the agent SIGKILLed
   int killed_rank = 0;   // the rank SIGKILLed
+  int killed_agent2 = 0;  // second_loss: the second host's agent
+  bool back = false;      // host_back: the cable is plugged back
 };
+
+// SIGKILL to `host`'s agent and every rank on it, as a host that dies
+// takes them all: the ranks are found first (through their parent, the
+// agent), the agent is killed first (so that it reports no rank's death).
+// Returns the agent's pid, 0 when there was none.
+int kill_host(const Cluster& c, int host, const std::string& mark) {
+  const auto ranks = rank_pids(c, c.host(host), mark);
+  const int agent = agent_pid(c, host);
+  if (!send(agent, SIGKILL)) return 0;
+  for (int pid : ranks) ::kill(pid, SIGKILL);
+  return agent;
+}
 
 Injected inject(const Cluster& c, const Case& k, const std::string& mark) {
   const std::string h = c.host(k.host);
   switch (k.fault) {
+    case Fault::host_sshd:
+      if (auto r = c.script({"stop-sshd", c.id(), h}); r.status != 0) return {false, "cluster.sh stop-sshd failed: " + r.output};
+      [[fallthrough]];
+    case Fault::host_kill: {
+      const int agent = kill_host(c, k.host, mark);
+      return {agent > 0, "no agent on " + h, 0, agent};
+    }
+    case Fault::host_cable:
+    case Fault::host_back:
+      return {c.script({"link", c.id(), h, "down"}).status == 0, "cluster.sh link down failed"};
+    case Fault::spare_lost: {
+      const int agent = agent_pid(c, k.host);
+      if (!send(agent, SIGKILL)) return {false, "no spare agent on " + h};
+      if (k.host2 < 0) return {true, "", 0, agent};
+      std::this_thread::sleep_for(300ms);  // the launcher has heard of the spare first
+      return {c.script({"link", c.id(), c.host(k.host2), "down"}).status == 0, "cluster.sh link down failed", 0, agent};
+    }
+    case Fault::second_loss: {
+      Injected in{true, "", 0, kill_host(c, k.host, mark)};
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(k.at2_s * 1000)));
+      in.killed_agent2 = kill_host(c, k.host2, mark);
+      in.ok = in.killed_agent > 0 && in.killed_agent2 > 0;
+      in.why = "no agent on " + std::string(in.killed_agent ? c.host(k.host2) : h);
+      return in;
+    }
     case Fault::kill_rank: {
       int pid = rank_pid(c, k, mark);
       return {send(pid, SIGKILL), "rank " + std::to_string(k.rank) + " not found on " + h, 0, 0, pid};
@@ -612,6 +829,17 @@ void heal(const Cluster& c, const Case& k, const Injected& in) {
   if (k.fault == Fault::slow_net) c.script({"unslow", c.id(), h});
   if (k.fault == Fault::refuse_ssh) c.script({"start-sshd", c.id(), h});
   if (k.fault == Fault::stop_agent && in.stopped) ::kill(in.stopped, SIGCONT);
+  if (k.fault == Fault::host_cable || (k.fault == Fault::host_back && !in.back)) c.script({"link", c.id(), h, "up"});
+  if (k.fault == Fault::spare_lost && k.host2 >= 0) c.script({"link", c.id(), c.host(k.host2), "up"});
+  if (k.fault == Fault::host_sshd) c.script({"start-sshd", c.id(), h});
+}
+
+// host_back: once dlaunch has said the host is lost (its restart begins),
+// its cable is plugged back, while the seat moves or the world shrinks.
+void plug_back_when_lost(const Cluster& c, const Case& k, Injected& in, const std::string& log) {
+  if (k.fault != Fault::host_back || in.back || !in.ok) return;
+  if (!contains(file_text(log), "failed: lost the agent on " + c.address(k.host) + " ")) return;
+  in.back = c.script({"link", c.id(), c.host(k.host), "up"}).status == 0;
 }
 
 // How long after the fault the cluster heals while the job still runs: a
@@ -630,13 +858,15 @@ double heal_after(const Cluster& c, const Case& k, const Options& o) {
 // Waits for the job, healing the cluster at `heal_at` while it runs when
 // `early`, else once it has ended unless `later` (the caller heals).
 dl::cluster::RunResult wait_job(std::future<dl::cluster::RunResult>& f, const Cluster& c, const Case& k,
-                               const Injected& in, Clock::time_point heal_at, bool early, bool later) {
+                               Injected& in, Clock::time_point heal_at, bool early, bool later, const std::string& log) {
   bool healed = later;
-  while (f.wait_for(50ms) != std::future_status::ready)
+  while (f.wait_for(20ms) != std::future_status::ready) {
+    plug_back_when_lost(c, k, in, log);
     if (early && !healed && Clock::now() >= heal_at) {
       heal(c, k, in);
       healed = true;
     }
+  }
   auto r = f.get();
   if (!healed) heal(c, k, in);
   return r;
@@ -676,11 +906,11 @@ void wait_torch_ready(const Cluster& c, const std::string& dir, std::future<dl::
     if (f.wait_for(100ms) == std::future_status::ready) return;
 }
 
-// Waits until every host runs `per_host` processes with `mark`, or the job ended.
-bool wait_running(const Cluster& c, const std::string& mark, std::future<dl::cluster::RunResult>& f) {
+// Waits until every host that holds ranks runs kSlots processes with `mark`, or the job ended.
+bool wait_running(const Cluster& c, const Case& k, const std::string& mark, std::future<dl::cluster::RunResult>& f) {
   auto all_running = [&] {
-    for (auto& h : c.hosts())
-      if (static_cast<int>(rank_pids(c, h, mark).size()) < kSlots) return false;
+    for (int h = 0; h < seated_hosts(c, k); ++h)
+      if (static_cast<int>(rank_pids(c, c.host(h), mark).size()) < kSlots) return false;
     return true;
   };
   for (const auto end = Clock::now() + 30s; Clock::now() < end;) {
@@ -694,7 +924,7 @@ bool wait_running(const Cluster& c, const std::string& mark, std::future<dl::clu
 // agent's cannot be removed by it, and the next MPI job's agents remove them
 // (agent/mpi_job.cc): checked once such a job has run.
 template <class Fail>
-void check_dirs(const Case& k, std::set<int> seen, int killed_agent, std::vector<std::string>& killed_dirs, Fail fail) {
+void check_dirs(const Case& k, std::set<int> seen, std::set<int> killed, std::vector<std::string>& killed_dirs, Fail fail) {
   std::string list;
   if ((k.job == JobKind::openmpi || k.job == JobKind::mpich) && k.fault != Fault::refuse_ssh &&
       k.fault != Fault::slow_start) {  // a job that never launched has not cleaned them
@@ -702,11 +932,11 @@ void check_dirs(const Case& k, std::set<int> seen, int killed_agent, std::vector
       if (std::filesystem::exists(d)) list += d + " (of an agent SIGKILLed before this job)\n";
     killed_dirs.clear();
   }
-  seen.erase(killed_agent);
+  killed.erase(0);
+  for (int pid : killed) seen.erase(pid);
   for (auto& d : dirs_of(seen)) list += d + "\n";
   if (!list.empty()) fail(Verdict::leftovers, "temp dirs left:\n" + list);
-  if (killed_agent)
-    for (auto& d : dirs_of({killed_agent})) killed_dirs.push_back(d);
+  for (auto& d : dirs_of(killed)) killed_dirs.push_back(d);
 }
 
 }  // namespace
@@ -731,6 +961,8 @@ const char* name(JobKind j) {
     case JobKind::rdzv: return "rdzv";
     case JobKind::torch: return "torch";
     case JobKind::tree: return "tree";
+    case JobKind::spare: return "spare";
+    case JobKind::elastic: return "elastic";
   }
   return "?";
 }
@@ -749,6 +981,12 @@ const char* name(Fault f) {
     case Fault::slow_net: return "slow-net";
     case Fault::slow_start: return "slow-start";
     case Fault::partition_half: return "partition-half";
+    case Fault::host_kill: return "host-kill";
+    case Fault::host_cable: return "host-cable";
+    case Fault::host_sshd: return "host-sshd";
+    case Fault::spare_lost: return "spare-lost";
+    case Fault::second_loss: return "second-loss";
+    case Fault::host_back: return "host-back";
   }
   return "?";
 }
@@ -775,7 +1013,35 @@ void into_tree(Case& k, int hosts, Pick& pick) {
   k.rank = k.host * kSlots + pick(kSlots);
 }
 
-Case make_case(uint64_t seed, int index, int hosts, bool torch) {
+bool host_loss_kind(JobKind j) { return j == JobKind::spare || j == JobKind::elastic; }
+
+// Makes a case a spare or elastic job's with a host-loss fault. A fault of
+// a host's network or sshd hits a remote host that holds ranks (h0 holds
+// the launcher); a kill hits any that does, h0's agent too (its seat,
+// node rank 0 with MASTER_ADDR, moves or leaves).
+template <class Pick>
+void into_host_loss(Case& k, int hosts, Pick& pick) {
+  k.job = pick(2) == 0 ? JobKind::spare : JobKind::elastic;
+  const int seated = k.job == JobKind::spare ? hosts - 1 : hosts;
+  constexpr Fault faults[] = {Fault::host_kill, Fault::host_cable, Fault::host_sshd,
+                              Fault::second_loss, Fault::host_back, Fault::spare_lost};
+  // An elastic job has no spare to lose.
+  k.fault = faults[pick(static_cast<int>(std::size(faults)) - (k.job == JobKind::elastic ? 1 : 0))];
+  const bool remote = k.fault == Fault::host_cable || k.fault == Fault::host_sshd || k.fault == Fault::host_back;
+  k.host = remote ? 1 + pick(seated - 1) : pick(seated);
+  k.rank = k.host * kSlots;
+  if (k.fault == Fault::spare_lost) {  // one time in two, a remote host's cable is cut after it
+    k.host2 = pick(2) == 0 ? 1 + pick(seated - 1) : -1;
+    k.host = hosts - 1;
+  }
+  if (k.fault == Fault::second_loss) {
+    k.host2 = (k.host + 1 + pick(seated - 1)) % seated;
+    k.at2_s = pick(400) / 1000.0;
+  }
+  if (k.job == JobKind::elastic) k.min_hosts = hosts - 1 - pick(2);
+}
+
+Case make_case(uint64_t seed, int index, int hosts, bool torch, bool host_loss) {
   // One generator per case, seeded from (seed, index) alone: a case replays
   // without the ones before it.
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(index)};
@@ -815,6 +1081,8 @@ Case make_case(uint64_t seed, int index, int hosts, bool torch) {
     k.host = hosts / 2;
     k.rank = k.host * kSlots;
   }
+  // Last of all, so that with host_loss the cases it does not turn stay as they were.
+  if (host_loss && hosts >= 3 && pick(3) == 0) into_host_loss(k, hosts, pick);
   return k;
 }
 
@@ -823,7 +1091,10 @@ std::string describe(const Case& k) {
   s << "seed=" << k.seed << " job=" << k.index << " kind=" << name(k.job) << (k.openssh ? "(--launcher ssh)" : "")
     << " fault=" << name(k.fault) << " host=h" << k.host;
   if (k.fault == Fault::kill_rank || k.fault == Fault::stop_rank) s << " rank=" << k.rank;
+  if (k.job == JobKind::elastic) s << " min-hosts=" << k.min_hosts;
+  if (k.host2 >= 0) s << " host2=h" << k.host2;
   s << " at=" << k.at_s << "s";
+  if (k.fault == Fault::second_loss) s << " at2=" << k.at2_s << "s";
   return s.str();
 }
 
@@ -861,7 +1132,7 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
   Injected in;
   auto fault_at = Clock::now();
   if (!at_launch) {
-    if (!wait_running(c, mark, f)) {
+    if (!wait_running(c, k, mark, f)) {
       auto r = f.get();
       heal(c, k, in);
       res.output = r.output;
@@ -883,7 +1154,7 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
   }
   const double heal_s = heal_after(c, k, o);
   auto r = wait_job(f, c, k, in, fault_at + std::chrono::milliseconds(static_cast<int>(heal_s * 1000)), heal_s >= 0,
-                    heal_s == -2);
+                    heal_s == -2, live_log(report_dir));
   res.took_s = seconds_since(fault_at);
   res.output = r.output;
   // A stopped rank stays stopped after its job: SIGKILL has ended it (or it is left).
@@ -898,6 +1169,7 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
                           : check_verdict(r, e.status, e.lines, in.killed_rank, c.address(k.host), k.rank,
                                           lost_with(c, k));
     if (why.empty() && k.job != JobKind::rdzv) why = check_one_of(r.output, e.one_of);
+    if (why.empty() && host_loss_kind(k.job)) why = check_host_loss(c, k, r.output, e);
     if (!why.empty()) fail(Verdict::wrong_verdict, why);
   }
   // What is left: processes (the teardown of a lost launcher takes its
@@ -916,8 +1188,8 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
     for (auto& h : c.hosts())  // so that the next case starts clean
       for (int pid : multihost::pids_matching(c, h, mark)) ::kill(pid, SIGKILL);
   }
-  check_dirs(k, agents.stop(), in.killed_agent, killed_dirs, fail);
-  if (auto why = check_lines(r.output, mark, ranks_of(c), e, lines_of(k, o)); !why.empty()) fail(Verdict::lost_output, why);
+  check_dirs(k, agents.stop(), {in.killed_agent, in.killed_agent2}, killed_dirs, fail);
+  if (auto why = check_lines(r.output, mark, ranks_of(c, k), e, lines_of(k, o)); !why.empty()) fail(Verdict::lost_output, why);
   return res;
 }
 

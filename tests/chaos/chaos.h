@@ -19,7 +19,12 @@ namespace dl::chaos {
 // tree: the shell job through a launch tree, --fanout 2: at 8 hosts the
 // launcher starts h1 and h5; h1 starts h2 (which starts h3) and h4; h5
 // starts h6 and h7 (depth 3). At 4 hosts: h1 (starting h2) and h3.
-enum class JobKind { shell, restart, openmpi, mpich, rdzv, torch, tree };
+// spare: the shell job with `--spares 1 --max-restarts 2`: the last host
+// holds no ranks until a lost host's seat moves to it. elastic: the shell
+// job on every host with `--nnodes MIN:K` (MIN = K-2 or K-1), no spare: a
+// lost host leaves and the world shrinks. Both only with `host_loss`
+// (make_case), each with a host-loss fault.
+enum class JobKind { shell, restart, openmpi, mpich, rdzv, torch, tree, spare, elastic };
 enum class Fault {
   kill_rank,      // SIGKILL one rank
   kill_agent,     // SIGKILL one host's agent
@@ -33,8 +38,16 @@ enum class Fault {
   slow_net,       // 20 ms delay on one host's packets: the job must succeed
   slow_start,     // one host's agent starts past --agent-timeout (and then starts, late)
   partition_half, // drop TCP both ways between the upper half of the hosts (hK/2..) and the lower half (h0..)
+  // Host loss (the spare and elastic kinds only):
+  host_kill,      // SIGKILL one host's agent and every rank on it
+  host_cable,     // unplug one host's cable until the job has ended
+  host_sshd,      // stop one host's sshd, then SIGKILL its agent and ranks: no new agent can start there
+  spare_lost,     // SIGKILL the spare's agent while the ranks run; with host2, then host2's cable cut until the end
+  second_loss,    // SIGKILL all of one host, then at2_s later all of host2 (around the swap)
+  host_back,      // unplug one host's cable; plug it back the moment dlaunch says the host is lost (during the swap)
 };
-constexpr int kFaultKinds = 12;
+constexpr int kFaultKinds = 18;
+constexpr int kHostLossFaults = 6;  // the last six: drawn only for the spare and elastic kinds
 
 struct Case {
   uint64_t seed = 0;
@@ -45,6 +58,9 @@ struct Case {
   int host = 0;          // the host the fault hits (partition_half: the first cut off, hK/2)
   int rank = 0;          // the rank it hits (kill_rank, stop_rank)
   double at_s = 0;       // seconds after every rank runs
+  int host2 = -1;        // second_loss, spare_lost: the second host hit (-1: none)
+  double at2_s = 0;      // second_loss: seconds from the first host's kill to the second's
+  int min_hosts = 0;     // elastic: --nnodes MIN:K
 };
 
 struct Options {
@@ -63,8 +79,12 @@ struct Result {
 };
 
 // `torch`: half the shell jobs become gloo torch jobs (about 12 s of
-// imports each here); off, a seed's cases are as they always were.
-Case make_case(uint64_t seed, int index, int hosts, bool torch = false);
+// imports each here); `host_loss`: a third of the cases become spare and
+// elastic jobs with host-loss faults (at 3 hosts or more). Each is drawn
+// after every other draw: off, a seed's cases are as they always were, and
+// on, the cases it does not turn are too.
+Case make_case(uint64_t seed, int index, int hosts, bool torch = false, bool host_loss = false);
+bool host_loss_kind(JobKind j);
 std::string describe(const Case& c);
 // `killed_dirs`: the temp dirs of agents SIGKILLed by earlier cases, which
 // the next MPI job's agents must remove (agent/mpi_job.cc); run_case checks

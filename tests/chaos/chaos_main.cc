@@ -23,6 +23,7 @@ struct Args {
   int hosts = 4;
   int replay = -1;  // a job index to rerun alone
   bool torch = false;
+  bool host_loss = false;  // spare and elastic jobs with host-loss faults among the others
   bool list = false;  // print the cases, run none
   std::string kind;   // run only the seed's cases of this job kind
   std::string fault;  // run only the seed's cases of this fault
@@ -30,9 +31,11 @@ struct Args {
 };
 
 const char* kUsage =
-    "usage: dlaunch-chaos [--faults N] [--seed S] [--hosts K] [--replay S:I] [--heartbeat-timeout S] [--lines N] [--kind K] [--fault F] [--torch] [--list] [-v]\n"
-    "  --kind K: only the seed's cases of job kind K (shell restart openmpi mpich rdzv torch tree), N of them\n"
-    "  --fault F: only the seed's cases of fault F (kill-rank ... partition-half, as the cases print it), N of them\n";
+    "usage: dlaunch-chaos [--faults N] [--seed S] [--hosts K] [--replay S:I] [--heartbeat-timeout S] [--lines N] [--kind K] [--fault F] [--torch] [--host-loss] [--list] [-v]\n"
+    "  --kind K: only the seed's cases of job kind K (shell restart openmpi mpich rdzv torch tree spare elastic), N of them\n"
+    "  --fault F: only the seed's cases of fault F (kill-rank ... partition-half, host-kill ... host-back, as the cases print it), N of them\n"
+    "  --host-loss: a third of the cases become spare and elastic jobs with host-loss faults (implied by --kind spare|elastic\n"
+    "    and by --fault of a host-loss fault); the other cases stay as they were without it\n";
 
 bool number(const std::string& s, auto& out) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -43,8 +46,8 @@ bool number(const std::string& s, auto& out) {
 bool parse(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     const std::string opt = argv[i];
-    if (opt == "-v" || opt == "--torch" || opt == "--list") {
-      (opt == "-v" ? a.options.verbose : opt == "--torch" ? a.torch : a.list) = true;
+    if (opt == "-v" || opt == "--torch" || opt == "--list" || opt == "--host-loss") {
+      (opt == "-v" ? a.options.verbose : opt == "--torch" ? a.torch : opt == "--list" ? a.list : a.host_loss) = true;
       continue;
     }
     if (opt == "-h" || opt == "--help") {
@@ -62,12 +65,18 @@ bool parse(int argc, char** argv, Args& a) {
     else if (opt == "--kind") {
       a.kind = v;
       for (auto j : {JobKind::shell, JobKind::restart, JobKind::openmpi, JobKind::mpich, JobKind::rdzv, JobKind::torch,
-                     JobKind::tree})
+                     JobKind::tree, JobKind::spare, JobKind::elastic}) {
         ok = ok || v == dl::chaos::name(j);
+        if (v == dl::chaos::name(j) && dl::chaos::host_loss_kind(j)) a.host_loss = true;
+      }
     }
     else if (opt == "--fault") {
       a.fault = v;
-      for (int f = 0; f < dl::chaos::kFaultKinds; ++f) ok = ok || v == dl::chaos::name(static_cast<dl::chaos::Fault>(f));
+      for (int f = 0; f < dl::chaos::kFaultKinds; ++f) {
+        ok = ok || v == dl::chaos::name(static_cast<dl::chaos::Fault>(f));
+        if (v == dl::chaos::name(static_cast<dl::chaos::Fault>(f)) && f >= dl::chaos::kFaultKinds - dl::chaos::kHostLossFaults)
+          a.host_loss = true;
+      }
     } else if (opt == "--hosts") ok = number(v, a.hosts) && a.hosts >= 2 && a.hosts <= 64;
     else if (opt == "--lines") ok = number(v, a.options.lines) && a.options.lines > 0 && a.options.lines <= 10000;
     else if (opt == "--heartbeat-timeout") ok = number(v, a.options.heartbeat_s) && a.options.heartbeat_s > 0;
@@ -115,7 +124,7 @@ std::vector<int> cases_to_run(const Args& a) {
   if (a.replay >= 0) return {a.replay};
   std::vector<int> out;
   for (int i = 0; static_cast<int>(out.size()) < a.faults && i < a.faults * 1000; ++i) {
-    const auto k = dl::chaos::make_case(a.seed, i, a.hosts, a.torch);
+    const auto k = dl::chaos::make_case(a.seed, i, a.hosts, a.torch, a.host_loss);
     if ((a.kind.empty() || a.kind == dl::chaos::name(k.job)) && (a.fault.empty() || a.fault == dl::chaos::name(k.fault)))
       out.push_back(i);
   }
@@ -126,9 +135,13 @@ std::vector<int> cases_to_run(const Args& a) {
 int main(int argc, char** argv) {
   Args a;
   if (!parse(argc, argv, a)) return 2;
+  if (a.host_loss && a.hosts < 3) {  // a spare job needs two hosts with ranks and the spare
+    std::cerr << "dlaunch-chaos: the host-loss kinds need --hosts 3 or more (--hosts " << a.hosts << ")\n" << kUsage;
+    return 2;
+  }
   if (a.list) {
     for (int i : cases_to_run(a))
-      std::printf("case %s\n", dl::chaos::describe(dl::chaos::make_case(a.seed, i, a.hosts, a.torch)).c_str());
+      std::printf("case %s\n", dl::chaos::describe(dl::chaos::make_case(a.seed, i, a.hosts, a.torch, a.host_loss)).c_str());
     return 0;
   }
   try {
@@ -137,7 +150,7 @@ int main(int argc, char** argv) {
     dl::chaos::Tally tally;
     std::vector<std::string> killed_dirs;
     for (int i : cases_to_run(a)) {
-      const auto k = dl::chaos::make_case(a.seed, i, a.hosts, a.torch);
+      const auto k = dl::chaos::make_case(a.seed, i, a.hosts, a.torch, a.host_loss);
       const auto r = dl::chaos::run_case(cluster, k, a.options, killed_dirs);
       tally.add(r.verdict);
       std::printf("case %s: %s (%.1f s after the fault)%s%s\n", dl::chaos::describe(k).c_str(),
@@ -145,8 +158,9 @@ int main(int argc, char** argv) {
       if (r.verdict != dl::chaos::Verdict::correct || a.options.verbose)
         std::printf("--- dlaunch's output:\n%s---\n", r.output.c_str());
       if (r.verdict != dl::chaos::Verdict::correct)
-        std::printf("replay: bench/chaos/run.sh --hosts %d --heartbeat-timeout %g --lines %d%s --replay %llu:%d\n", a.hosts,
-                    a.options.heartbeat_s, a.options.lines, a.torch ? " --torch" : "", static_cast<unsigned long long>(a.seed), i);
+        std::printf("replay: bench/chaos/run.sh --hosts %d --heartbeat-timeout %g --lines %d%s%s --replay %llu:%d\n", a.hosts,
+                    a.options.heartbeat_s, a.options.lines, a.torch ? " --torch" : "", a.host_loss ? " --host-loss" : "",
+                    static_cast<unsigned long long>(a.seed), i);
       std::fflush(stdout);
     }
     std::printf("%s\n", tally.line(a.seed).c_str());

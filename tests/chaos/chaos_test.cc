@@ -14,22 +14,41 @@ namespace {
 constexpr int kHosts = 4;
 constexpr int kFaults = 17;  // per seed: two seeds run side by side under ctest -j2, about 75 s each
 constexpr uint64_t kSeeds[] = {11, 12};
+// The spare and elastic jobs (--host-loss): the first kHostLossCases of
+// them that seed kHostLossSeed draws, about 100 s.
+constexpr uint64_t kHostLossSeed = 14;
+constexpr int kHostLossCases = 8;
 
-void run_seed(uint64_t seed) {
+// The indices of the first `n` spare and elastic cases of `seed` (with --host-loss).
+std::vector<int> host_loss_cases(uint64_t seed, int n) {
+  std::vector<int> out;
+  for (int i = 0; static_cast<int>(out.size()) < n; ++i)
+    if (host_loss_kind(make_case(seed, i, kHosts, false, true).job)) out.push_back(i);
+  return out;
+}
+
+void run_cases(uint64_t seed, const std::vector<int>& indices, bool host_loss) {
   dl::cluster::Cluster cluster(kHosts);
   Options o;
   Tally tally;
   std::vector<std::string> killed_dirs;
-  for (int i = 0; i < kFaults; ++i) {
-    const Case k = make_case(seed, i, kHosts);
+  for (int i : indices) {
+    const Case k = make_case(seed, i, kHosts, false, host_loss);
     const Result r = run_case(cluster, k, o, killed_dirs);
     tally.add(r.verdict);
     INFO(describe(k) << ": " << name(r.verdict) << ": " << r.why << "\ndlaunch's output:\n"
-                     << r.output << "replay: bench/chaos/run.sh --replay " << seed << ":" << i);
+                     << r.output << "replay: bench/chaos/run.sh" << (host_loss ? " --host-loss" : "") << " --replay "
+                     << seed << ":" << i);
     CHECK(r.verdict == Verdict::correct);
   }
   INFO(tally.line(seed));
-  CHECK(tally.correct == kFaults);
+  CHECK(tally.correct == static_cast<int>(indices.size()));
+}
+
+void run_seed(uint64_t seed) {
+  std::vector<int> all(kFaults);
+  for (int i = 0; i < kFaults; ++i) all[static_cast<size_t>(i)] = i;
+  run_cases(seed, all, false);
 }
 }  // namespace
 
@@ -57,8 +76,53 @@ TEST_CASE("chaos: the short form's seeds hit every kind of fault and job", "[cha
       faults.insert(make_case(seed, i, kHosts).fault);
       jobs.insert(make_case(seed, i, kHosts).job);
     }
-  CHECK(faults.size() == kFaultKinds);
+  CHECK(faults.size() == kFaultKinds - kHostLossFaults);  // the host-loss faults only with --host-loss
   CHECK(jobs.size() == 6);
+  std::set<std::pair<JobKind, Fault>> host_loss;
+  for (int i : host_loss_cases(kHostLossSeed, kHostLossCases)) {
+    const Case k = make_case(kHostLossSeed, i, kHosts, false, true);
+    host_loss.insert({k.job, k.fault});
+    faults.insert(k.fault);
+    jobs.insert(k.job);
+  }
+  CHECK(faults.size() == kFaultKinds);
+  CHECK(jobs.size() == 8);
+  CHECK(host_loss.size() >= 6);
+}
+
+// --host-loss turns a third of the cases (drawn last) into spare and
+// elastic jobs: every other case is the one drawn without it, so old
+// replays hold. Their faults hit hosts that hold ranks (a spare job's last
+// host is its spare, hit only by spare-lost), h0 only by a kill.
+TEST_CASE("chaos: host-loss cases - drawn last, on hosts that hold ranks", "[chaos]") {
+  int turned = 0;
+  std::set<int> mins;
+  for (int i = 0; i < 600; ++i) {
+    const Case k = make_case(7, i, kHosts, false, true);
+    if (!host_loss_kind(k.job)) {
+      CHECK(describe(k) == describe(make_case(7, i, kHosts)));
+      continue;
+    }
+    ++turned;
+    const int seated = k.job == JobKind::spare ? kHosts - 1 : kHosts;
+    if (k.fault == Fault::spare_lost) {
+      CHECK(k.job == JobKind::spare);
+      CHECK(k.host == kHosts - 1);
+    } else {
+      CHECK(k.host < seated);
+    }
+    if (k.fault == Fault::host_cable || k.fault == Fault::host_sshd || k.fault == Fault::host_back) CHECK(k.host != 0);
+    if (k.fault == Fault::second_loss) {
+      CHECK(k.host2 != k.host);
+      CHECK(k.host2 < seated);
+    }
+    if (k.host2 >= 0 && k.fault == Fault::spare_lost) CHECK((k.host2 > 0 && k.host2 < seated));
+    if (k.job == JobKind::elastic) mins.insert(k.min_hosts);
+  }
+  CHECK(turned > 150);
+  CHECK(turned < 250);
+  CHECK(mins == std::set<int>{kHosts - 2, kHosts - 1});
+  for (int i = 0; i < 50; ++i) CHECK(!host_loss_kind(make_case(7, i, 2, false, true).job));  // a spare job needs 3 hosts
 }
 
 // At 8 hosts a tree job's tree is h1 (h2 (h3), h4) and h5 (h6, h7): its
@@ -93,6 +157,11 @@ TEST_CASE("chaos: seed 11 - every fault ends as expected and leaves nothing", "[
 
 TEST_CASE("chaos: seed 12 - every fault ends as expected and leaves nothing", "[chaos][cluster][slow]") {
   run_seed(kSeeds[1]);
+}
+
+TEST_CASE("chaos: seed 14 - spare and elastic jobs lose hosts and complete, or end naming the host",
+          "[chaos][cluster][slow]") {
+  run_cases(kHostLossSeed, host_loss_cases(kHostLossSeed, kHostLossCases), true);
 }
 
 // A half partition is drawn last, from half the partitions (a tree job's

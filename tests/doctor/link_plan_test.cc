@@ -94,7 +94,7 @@ TEST_CASE("judge_links: one slow host is a suspect host, with 3, 4 and 1,024 hos
   }
 }
 
-TEST_CASE("judge_links: a slow pair is a suspect pair, no host blamed; a healthy cluster has no suspect", "[doctor]") {
+TEST_CASE("judge_links: a slow pair is a suspect pair, no host blamed - a healthy cluster has no suspect", "[doctor]") {
   std::mt19937 rng(4);
   const auto rounds = sparse_rounds(64, kDefaultMatchings, 9);
   const auto s = measure(rounds, [](int a, int b) { return a == 10 && b == 11; }, rng);

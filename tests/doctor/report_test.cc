@@ -92,7 +92,7 @@ TEST_CASE("doctor options: defaults, bad usage names the option", "[doctor]") {
                     Catch::StartsWith("--ssh-config /dev/zero: is a character device, not a regular file"));
 }
 
-TEST_CASE("one line per problem however many hosts share it; the table only for hosts that failed or warned", "[doctor]") {
+TEST_CASE("one line per problem however many hosts share it - the table only for hosts that failed or warned", "[doctor]") {
   std::vector<std::string> hosts;
   for (int i = 1; i <= 200; ++i) hosts.push_back("node" + std::string(i < 10 ? "000" : i < 100 ? "00" : "0") + std::to_string(i));
   Report r(hosts);

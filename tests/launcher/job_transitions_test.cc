@@ -523,7 +523,7 @@ TEST_CASE("job transitions: --spares: the spare's agent starts with the job, hol
   CHECK(h.finish() == 0);
 }
 
-TEST_CASE("job transitions: --spares: a lost host's node rank, ranks and local ranks move to the spare; the others "
+TEST_CASE("job transitions: --spares: a lost host's node rank, ranks and local ranks move to the spare - the others "
           "keep their agents",
           "[launcher][job][transitions][spares]") {
   Harness h(restart_options(1), nullptr, {}, two_hosts_and_a_spare());
@@ -651,7 +651,7 @@ TEST_CASE("job transitions: --spares: a spare lost while the job runs, and one t
   }
 }
 
-TEST_CASE("job transitions: --min-hosts: a lost host without a spare leaves, the world shrinks and is numbered again; "
+TEST_CASE("job transitions: --min-hosts: a lost host without a spare leaves, the world shrinks and is numbered again - "
           "below the minimum the job ends naming every lost host",
           "[launcher][job][transitions][spares]") {
   auto o = restart_options(3);
@@ -693,7 +693,7 @@ TEST_CASE("job transitions: --min-hosts: a lost host without a spare leaves, the
                                     "fake-1 (connection reset), fake-2 (no heartbeat for 5 s)"));
 }
 
-TEST_CASE("job transitions: --health-check: the launch waits for every host's answer; a host that fails with no spare "
+TEST_CASE("job transitions: --health-check: the launch waits for every host's answer - a host that fails with no spare "
           "ends the job before any rank starts, in the check's own words",
           "[launcher][job][transitions][health]") {
   auto o = test_options();
@@ -763,4 +763,39 @@ TEST_CASE("job transitions: the agent's own checks (its temp dir) fail a host in
   CHECK(h.finish() == 1);
   INFO(h.err);
   CHECK_THAT(h.err, Catch::Contains("fake-1 failed the health check: the temporary directory /tmp (TMPDIR) has 3 MiB"));
+}
+
+// A second host lost between two attempts (the launcher restarting: every
+// rank of the failed attempt reported, the agents asked to get ready), with
+// --min-hosts still allowing the job: the chaos case "a second host lost
+// during the swap". The next attempt runs on the one host left.
+TEST_CASE("job transitions: --min-hosts: a second host lost while the restart waits for the agents - the job goes on "
+          "with the host left",
+          "[launcher][job][transitions][spares]") {
+  auto o = restart_options(3);
+  o.min_hosts = 1;
+  Harness h(o, nullptr, {}, hosts(3));
+  for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  h.links->close(1, "connection reset");
+  h.settle();
+  h.links->exited(0, 0, std::nullopt, SIGTERM), h.links->exited(2, 2, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  h.links->close(2, "connection reset");  // before its ready: lost during the swap
+  h.settle();
+  const bool restarting = h.job->phase() == Phase::kRestarting;
+  if (!restarting) h.finish();
+  INFO(h.err);
+  REQUIRE(restarting);
+  h.links->say(0, msg::Ready{1, 31000});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(shared_var(h.links->sent(0), 1, "WORLD_SIZE") == "1");
+  CHECK(ranks_of(h.links->sent(0).all<msg::Launch>().at(1)) == std::vector<int>{0});
+  all_started(*h.links, 0, {0});
+  h.links->exited(0, 0, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
 }
