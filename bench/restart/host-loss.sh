@@ -12,6 +12,7 @@
 #   LAUNCHERS="dlaunch"                     only these launchers (default: dlaunch torchrun)
 #   RUNS=3                                  rounds, each case once per round, medians (default 1)
 #   DLAUNCH_BIN=build/bin                   the dlaunch to measure
+#   KEEP=1                                  keep every case's files (stamps, logs), and say where
 #
 # The cases: mode spare (5 hosts: dlaunch -n 8 --spares 1; torchrun
 # --nnodes 4:4 on h0..h3, a fifth torchrun waiting on h4) and mode shrink
@@ -30,8 +31,10 @@
 #   recovery launcher=L hosts=K ranks=R mode=M fault=F detect_s=D running_again_s=X launcher_cpu_s=C floor_s=-
 #   detect_s         fault -> the launcher knows. dlaunch: the first SIGTERM that a surviving
 #                    rank of the failed attempt gets (its teardown starts once the loss is known;
-#                    an upper bound by a message's time). torchrun: the first surviving agent's
-#                    "Worker group FAILED" log line (its time, as logged).
+#                    an upper bound by a message's time). torchrun: the first of a surviving
+#                    agent's log line that its workers failed ("failed (exitcode: ...)", "Worker
+#                    group FAILED") or that a waiting host made it restart them ("Detected N new
+#                    nodes"), as it logged it, and a surviving rank's SIGTERM from its agent.
 #   running_again_s  fault -> every rank of the next attempt has started: each rank is
 #                    bench/restart/stamp_exec.c, which writes its clock and execs python
 #                    (the ranks' "pystart" lines say when python itself got going).
@@ -71,7 +74,7 @@ cleanup() {
   # Anything of ours still running (a sim job cut short): its processes name $work.
   local p
   for p in $(pgrep -f "$work" 2>/dev/null); do [ "$p" != $$ ] && kill -9 "$p" 2>/dev/null; done
-  rm -rf "$work"
+  if [ -n "${KEEP:-}" ]; then echo "host-loss: the cases' files are in $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -121,7 +124,7 @@ sim_job() {  # $1 = plain|spare, $2 = K, $3 = ranks per host, $4 = spares; print
   fi
   local cpu0 fault
   cpu0=$(cpu_ns "$launcher")
-  fault=$(now)
+  fault=$EPOCHREALTIME
   if [ "$kind" = spare ]; then
     # shellcheck disable=SC2086
     kill -9 "$agent" $ranks
@@ -145,9 +148,11 @@ said = [l for l in err.splitlines() if "running again" in l]
 ok = rc == 0 and len(again) == np
 detect = "%.3f" % (min(terms) - fault) if terms else "-"
 running = "%.3f" % (max(again.values()) - fault) if ok else "FAILED"
-print("%s %s %s %.4f %.4f" % (detect, running, "ok" if ok else "failed(exit %d, %d of %d ranks again)" % (rc, len(again), np),
+print("%s %s %s %.4f %.4f" % (detect, running, "ok" if ok else "failed:exit_%d:%d_of_%d_ranks_again" % (rc, len(again), np),
                               cpu, cpu - cpu0 / 1e9))
 print("said: " + (said[0] if said else "(no membership line)"), file=sys.stderr)
+if not ok:
+    print("the job's last lines:\n" + "\n".join(err.splitlines()[-6:]), file=sys.stderr)
 PY
 }
 
@@ -206,7 +211,7 @@ runpy.run_module("torch.distributed.run", run_name="__main__")
 PY
 
 job_env() {  # the ranks' settings, the same under both launchers; $1 = the case's directory
-  echo "GLOO_SOCKET_IFNAME=eth0 HOSTLOSS_STEPS=20 HOSTLOSS_HOLD_STEP=$HOLD HOSTLOSS_RELEASE=$1/release OMP_NUM_THREADS=1"
+  echo "LOGLEVEL=INFO GLOO_SOCKET_IFNAME=eth0 HOSTLOSS_STEPS=20 HOSTLOSS_HOLD_STEP=$HOLD HOSTLOSS_RELEASE=$1/release OMP_NUM_THREADS=1"
 }
 
 # One case; prints "detect running cpu cpu_all result" (or FAILED fields) and keeps its files in $d.
@@ -254,15 +259,20 @@ cluster_case() {  # $1 = dlaunch|torchrun, $2 = spare|shrink, $3 = kill|link
     wait_for 300 waiting || { echo "host-loss: the spare torchrun on h4 did not reach the rendezvous" >&2; "$CLUSTER" down "$ID" >/dev/null; return 1; }
     sleep 2  # its first look at the rendezvous state: round 0 full, so it waits
   fi
-  local t_fault ns="dl${ID}-h3"
-  t_fault=$(now)
+  local t_fault ns="dl${ID}-h3" victims
+  # The fault's time, without a fork ($EPOCHREALTIME): just before kill -9 (a builtin, one
+  # call), and just after cluster.sh link returns (the cut is the last thing it does, after
+  # reading the cluster's files: under load that took up to a second).
   if [ "$fault" = kill ]; then
-    # shellcheck disable=SC2046
-    kill -9 $(ip netns pids "$ns")
+    victims=$(ip netns pids "$ns")
+    t_fault=$EPOCHREALTIME
+    # shellcheck disable=SC2086
+    kill -9 $victims
   else
     "$CLUSTER" link "$ID" h3 down
+    t_fault=$EPOCHREALTIME
   fi
-  touch "$d/release"
+  touch "$d/release"; echo "$t_fault" >"$d/fault"
   # The survivors (and the spare) end; the lost host's torchrun, cut off, is ended after them.
   local live=("${pids[@]}")
   [ "$L" = torchrun ] && unset 'live[3]'
@@ -293,8 +303,9 @@ else:
     for h in sorted(glob.glob(os.path.join(d, "h[0-9]"))):
         if h.endswith("h3"): continue
         for l in open(os.path.join(h, "measure.err"), errors="replace"):
-            m = re.match(r"(\d+\.\d+) INFO:.*Worker group (FAILED|UNHEALTHY)", l)
+            m = re.match(r"(\d+\.\d+) (INFO:.*(Worker group (FAILED|UNHEALTHY)|new nodes from group_rank)|ERROR:.*failed \(exitcode)", l)
             if m and float(m.group(1)) > fault: fails.append(float(m.group(1)))
+    fails += terms  # an agent stopping its workers: it decided to restart them
     detect = min(fails) - fault if fails else None
     c = cpu(os.path.join(d, "h0", "measure.out"))
     cs = [cpu(p) for p in glob.glob(os.path.join(d, "h*", "measure.out"))]
