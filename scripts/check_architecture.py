@@ -32,7 +32,7 @@ import sys
 
 # Bottom up, as drawn in docs/design.md "Architecture".
 BANDS = [["errors"], ["wire"], ["control", "hostfiles"], ["rendezvous", "mpi", "machine", "remote"], ["agent", "collectives"],
-         ["launcher", "doctor"], ["cli", "demo"]]
+         ["launcher"], ["doctor"], ["cli", "demo"]]
 BAND = {f: i for i, band in enumerate(BANDS) for f in band}
 LAYERS = [f for band in BANDS for f in band]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')

@@ -298,7 +298,7 @@ TEST_CASE("gpu hello: vendor and every vendor's list survive the wire, and an ol
   }
   SECTION("an older agent's hello has gpus without a vendor: nvidia") {
     const auto h = std::get<msg::Hello>(dl::control::decode_from_agent(
-        R"({"t":"hello","version":"0.9","node":0,"host":"a","pid":1,"free_port":2,"gpus":["0","1"],"pmix":false})"));
+        R"({"t":"hello","version":"0.9","node":0,"host":"a","pid":1,"free_port":2,"gpus":["0","1"],"pmix":false,"unhealthy":""})"));
     CHECK(seen(reported_gpus(h)) == std::vector<Seen>{{"nvidia", {"0", "1"}}});
   }
   SECTION("a vendor this launcher cannot bind counts as no GPUs") {
