@@ -28,7 +28,13 @@
 # -c grouping the answers, against `dlaunch doctor --quick` and the full
 # doctor (--fanout 32) with one host's link planted slow (20 Mbit/s):
 #
-#   anchor hosts=N pdsh_wall_s=X quick_wall_s=Y full_wall_s=Z full_found=F
+#   anchor hosts=N pdsh_wall_s=X quick_wall_s=Y full_wall_s=Z full_found=F planted=H
+#
+# and a floor line: K dlaunch and K dlaunch-agent started at once (what
+# every simulated host's peer costs this machine before the doctor does
+# anything), with the load average:
+#
+#   floor hosts=K floor_s=X load=L cores=C
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -48,6 +54,7 @@ case $plant in ""|bad-path|slow-link) ;; *) echo "bench: --plant takes bad-path 
 F=${FANOUT:-32}
 work=$(mktemp -d /tmp/dlaunch-doctor-scale.XXXXXX); trap 'rm -rf "$work"' EXIT
 cc -O2 -o "$work/measure" "$root/bench/launch-tree/measure.c"
+cc -O2 -o "$work/floor" "$root/bench/launch/floor.c"
 ulimit -n 65536 2>/dev/null || true
 
 name() { printf 'node%04d' "$(($1 + 1))"; }
@@ -94,6 +101,15 @@ inside() {
 export -f inside run_mode found_of name sim_addr
 export K F plant bad hosts work bin
 unshare -n bash -c inside
+
+# The floor: what every simulated host's peer costs this machine before the
+# doctor does anything, K dlaunch and K dlaunch-agent (--version) started at once.
+t0=$(date +%s%N)
+"$work/floor" "$K" "$bin/dlaunch" --version >/dev/null & a=$!
+"$work/floor" "$K" "$bin/dlaunch-agent" --version >/dev/null & b=$!
+wait "$a" "$b"
+t1=$(date +%s%N)
+echo "floor hosts=$K floor_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b - a) / 1e9}') load=$(cut -d' ' -f1 /proc/loadavg) cores=$(nproc)"
 
 # ---- the anchor: pdsh and the doctor on the namespace cluster ----------------
 anchor() {
