@@ -16,6 +16,7 @@
 #endif
 #if DLAUNCH_HAVE_DOCTOR
 #include "doctor/doctor.h"
+#include "doctor/preflight.h"
 #endif
 
 namespace dl::cli {
@@ -44,7 +45,12 @@ int version_command(const std::vector<std::string>&) {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
+#if DLAUNCH_HAVE_DOCTOR
+      // --preflight: the doctor's per-host checks first (doctor/preflight.h).
+      {"run", "start a job: dlaunch [run] -n N [--hostfile F] PROGRAM [ARGS] (the default)", doctor::run_with_preflight},
+#else
       {"run", "start a job: dlaunch [run] -n N [--hostfile F] PROGRAM [ARGS] (the default)", launcher::run_command},
+#endif
       {"store", "serve a rendezvous store for jobs started by something else", rdzv::run_store_command},
 #if DLAUNCH_HAVE_BENCH
       {"bench", "measure collective bandwidth (run under dlaunch: dlaunch -n 4 dlaunch bench)", coll::run_bench_command},

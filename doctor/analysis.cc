@@ -246,6 +246,18 @@ std::optional<std::pair<int, int>> reference_pair(const std::vector<PairSample>&
   return best;
 }
 
+std::vector<std::pair<int, int>> reference_pairs(const std::vector<PairSample>& s, const std::vector<bool>& suspect,
+                                                 const std::vector<int>& avoid, const LinkSample& typical, size_t count) {
+  const std::set<int> avoided(avoid.begin(), avoid.end());
+  std::vector<std::pair<double, size_t>> near;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!suspect[i] && !avoided.count(s[i].a) && !avoided.count(s[i].b)) near.emplace_back(std::abs(s[i].s.Bps - typical.Bps), i);
+  std::sort(near.begin(), near.end());
+  std::vector<std::pair<int, int>> out;
+  for (size_t k = 0; k < near.size() && out.size() < count; ++k) out.emplace_back(s[near[k].second].a, s[near[k].second].b);
+  return out;
+}
+
 std::vector<std::vector<size_t>> disjoint_rounds(const std::vector<std::pair<int, int>>& pairs) {
   std::vector<std::vector<size_t>> rounds;
   std::vector<std::set<int>> busy;

@@ -138,6 +138,10 @@ std::vector<int> retest_partners(int host, const std::vector<PairSample>& s, con
 std::optional<std::pair<int, int>> reference_pair(const std::vector<PairSample>& s, const std::vector<bool>& suspect,
                                                   const std::vector<int>& avoid, const LinkSample& typical);
 
+// Up to `count` such pairs, nearest typical's bandwidth first.
+std::vector<std::pair<int, int>> reference_pairs(const std::vector<PairSample>& s, const std::vector<bool>& suspect,
+                                                 const std::vector<int>& avoid, const LinkSample& typical, size_t count);
+
 // `pairs` dealt into rounds of disjoint pairs (no host in two pairs of a
 // round), greedily in their order; each round's pairs by index into `pairs`.
 std::vector<std::vector<size_t>> disjoint_rounds(const std::vector<std::pair<int, int>>& pairs);

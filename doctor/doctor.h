@@ -92,10 +92,12 @@ class Doctor {
   // More suspects than this are tested again together, in rounds of
   // disjoint pairs with a reference pair in each, not one at a time.
   static constexpr size_t kAloneRetests = 4;
+  static constexpr int kBatchRetests = 3;
+  static constexpr size_t kBatchReferences = 3;
   // Retests of `suspects` (indices into tests), alone or in rounds as
   // kAloneRetests says; each pair's tries, and its best numbers folded into tests.
   std::vector<std::vector<Retest>> retest_all(const std::vector<size_t>& suspects, std::vector<PairTest>& tests,
-                                              const std::optional<std::pair<int, int>>& reference, const LinkSample& typical);
+                                              const std::vector<std::pair<int, int>>& references, const LinkSample& typical);
   void stage_all_reduce();
   void stage_nccl();
   // Runs a dlaunch job: `slots` (host, ranks there), launcher `options`,

@@ -118,7 +118,7 @@ std::string first_output_line(const std::vector<std::string>& argv, int* status)
   args.push_back(nullptr);
   int out[2];
   if (argv.empty() || ::pipe2(out, O_CLOEXEC) != 0) return *status = 127, "";
-  const pid_t pid = ::fork();
+  const pid_t pid = ::vfork();  // the child only makes system calls until it execs
   if (pid == 0) {
     ::dup2(out[1], 1);
     ::dup2(out[1], 2);

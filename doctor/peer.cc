@@ -116,10 +116,15 @@ RouteReply route(const RouteRequest& req, int self, PeerState& st) {
   std::string own;
   std::erase_if(below.calls, [&](const RouteCall& c) { return c.node == self && (own = c.line, true); });
   if (std::erase(below.nodes, self)) own = req.every;
+  const bool relays = st.fan && (!below.calls.empty() || !below.nodes.empty());
+  std::vector<RouteAnswer> answers;
+  if (!relays) {  // a leaf, or nothing beneath this time: no thread to make
+    if (!own.empty()) answers.push_back(own_answer(self, own, st));
+    return {merge_answers(std::move(answers))};
+  }
   std::future<RouteAnswer> mine;
   if (!own.empty()) mine = std::async(std::launch::async, [&] { return own_answer(self, own, st); });
-  std::vector<RouteAnswer> answers;
-  if (st.fan && (!below.calls.empty() || !below.nodes.empty())) answers = st.fan->route(below);
+  answers = st.fan->route(below);
   if (mine.valid()) answers.push_back(mine.get());
   return {merge_answers(std::move(answers))};
 }

@@ -48,6 +48,39 @@ ClockNote read_clock(PeerLink& p, int node) {
 }
 }  // namespace
 
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void WorkerPool::run(size_t n, const std::function<void(size_t)>& fn) {
+  if (n == 0) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (threads_.size() < n) threads_.emplace_back([this] { work(); });
+  fn_ = &fn, next_ = 0, n_ = n, left_ = n;
+  wake_.notify_all();
+  done_.wait(lock, [this] { return left_ == 0; });
+  fn_ = nullptr;
+}
+
+void WorkerPool::work() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stop_ || (fn_ && next_ < n_); });
+    if (stop_) return;
+    const size_t i = next_++;
+    const auto* fn = fn_;
+    lock.unlock();
+    (*fn)(i);
+    lock.lock();
+    if (--left_ == 0) done_.notify_all();
+  }
+}
+
 PeerFan::~PeerFan() {
   in_parallel(children_.size(), [this](size_t i) { children_[i].link.reset(); });
 }
@@ -130,9 +163,12 @@ std::vector<RouteAnswer> PeerFan::route(const RouteRequest& r) {
   for (int n : r.nodes)
     if (auto* s = place(n)) s->nodes.push_back(n);
   std::vector<std::vector<RouteAnswer>> got(children_.size());
-  in_parallel(children_.size(), [&](size_t i) {
+  std::vector<size_t> work;
+  for (size_t i = 0; i < children_.size(); ++i)
+    if (busy[i]) work.push_back(i);
+  pool_.run(work.size(), [&](size_t w) {
+    const size_t i = work[w];
     Child& c = children_[i];
-    if (!busy[i]) return;
     RouteRequest& s = share[i];
     s.every = r.every, s.timeout_ms = std::max(1000L, r.timeout_ms - kHopMs);
     std::vector<int> asked = s.nodes;
@@ -154,7 +190,7 @@ std::vector<RouteAnswer> PeerFan::route(const RouteRequest& r) {
 
 std::vector<ClockNote> PeerFan::clocks() {
   std::vector<std::vector<ClockNote>> got(children_.size());
-  in_parallel(children_.size(), [&](size_t i) {
+  pool_.run(children_.size(), [&](size_t i) {
     Child& c = children_[i];
     try {
       if (!c.lost.empty()) throw RemoteError(c.lost);

@@ -13,8 +13,6 @@
 
 #include "errors/error.h"
 
-extern char** environ;
-
 namespace dl::doctor {
 
 namespace {
@@ -106,8 +104,11 @@ class ProcessPeer : public PeerLink {
     for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
     args.push_back(nullptr), envp.push_back(nullptr);
     const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ < 0) throw_errno("fork");
+    // vfork: the child only makes system calls until it execs, and the
+    // parent's page tables (a thousand hosts' peers are forked from it and
+    // from each other) are not copied for it.
+    pid_ = ::vfork();
+    if (pid_ < 0) throw_errno("vfork");
     if (pid_ == 0) {
       ::setpgid(0, 0);
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -197,11 +198,6 @@ class ProcessPeer : public PeerLink {
   int fd_ = -1, err_ = -1;
 };
 
-std::vector<std::string> current_environment() {
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
-  return env;
-}
 }  // namespace
 
 namespace {
@@ -218,11 +214,6 @@ std::string PeerLink::call_line(const std::string& op, const std::string& line, 
   // A failed request is answered with an ErrorReply: its top-level "error".
   if (auto error = wire::check_object(reply, reply_name(op), "error")) throw RemoteError(host_ + ": " + *error);
   return reply;
-}
-
-std::unique_ptr<PeerLink> start_local_peer(const std::string& exe, const std::string& token, const std::string& host) {
-  return std::make_unique<ProcessPeer>(std::vector<std::string>{exe, "doctor", "--peer"}, current_environment(), token, host,
-                                       false);
 }
 
 std::unique_ptr<PeerLink> start_process_peer(const std::vector<std::string>& argv, const std::vector<std::string>& env,

@@ -1,8 +1,9 @@
 #pragma once
 // The doctor's side of one peer (`dlaunch doctor --peer` on a host): JSON
 // requests, one line each, on the peer's stdin; one JSON reply line each on
-// its stdout. A remote peer runs over its ssh channel; the launcher's own
-// host gets a forked child, as the launcher starts its local agent.
+// its stdout. A remote peer runs over its ssh channel (libssh), or through a
+// child process (the OpenSSH client; the launcher's own host's and the test
+// bed's peers are children themselves, as the launcher starts its local agent).
 //
 // Threading: one thread at a time may use a PeerLink (an ssh session is not
 // thread-safe); different PeerLinks may be used from different threads.
@@ -54,9 +55,6 @@ class PeerLink {
  private:
   std::string host_;
 };
-
-// The peer on this machine: forks `exe doctor --peer`, writes the token line.
-std::unique_ptr<PeerLink> start_local_peer(const std::string& exe, const std::string& token, const std::string& host);
 
 // A peer reached through a child process of ours: `argv` (argv[0] a path,
 // no PATH search) with `env` as its whole environment, its stdin and stdout

@@ -97,38 +97,43 @@ std::vector<Retest> Doctor::retest(int a, int b, const std::pair<int, int>* refe
 }
 
 std::vector<std::vector<Retest>> Doctor::retest_all(const std::vector<size_t>& suspects, std::vector<PairTest>& tests,
-                                                    const std::optional<std::pair<int, int>>& reference,
+                                                    const std::vector<std::pair<int, int>>& references,
                                                     const LinkSample& typical) {
   std::vector<std::vector<Retest>> tries(suspects.size());
   if (suspects.size() <= kAloneRetests) {
     for (size_t i = 0; i < suspects.size(); ++i) {
       PairTest& p = tests[suspects[i]];
-      tries[i] = retest(p.a, p.b, reference ? &*reference : nullptr, typical, p.r);
+      tries[i] = retest(p.a, p.b, references.empty() ? nullptr : &references[0], typical, p.r);
     }
     return tries;
   }
   // Many suspects (a busy machine slowed a whole batch): tested again
-  // together, round by round, each round beside a reference pair.
+  // together, round by round, beside up to kBatchReferences typical pairs
+  // whose median is the reference; slower than it in every one of
+  // kBatchRetests rounds is a finding.
   std::vector<size_t> pending(suspects.size());
   for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
-  for (int t = 0; t < kLinkRetests && !pending.empty(); ++t) {
+  for (int t = 0; t < kBatchRetests && !pending.empty(); ++t) {
     std::vector<std::pair<int, int>> pairs;
     for (size_t i : pending) pairs.emplace_back(tests[suspects[i]].a, tests[suspects[i]].b);
     std::vector<size_t> still;
     for (const auto& round : disjoint_rounds(pairs)) {
       progress("links: testing " + std::to_string(round.size()) + " suspect pairs again (" + std::to_string(t + 1) + " of " +
-               std::to_string(kLinkRetests) + ")");
+               std::to_string(kBatchRetests) + ")");
       std::vector<PairTest> now;
-      for (size_t k : round) now.push_back({pairs[k].first, pairs[k].second, {}, "", 0});
-      bool ref_beside = reference.has_value();
-      for (size_t k : round)
-        for (int h : {pairs[k].first, pairs[k].second}) ref_beside = ref_beside && h != reference->first && h != reference->second;
-      if (ref_beside) now.push_back({reference->first, reference->second, {}, "", 0});
+      std::set<int> busy;
+      for (size_t k : round) now.push_back({pairs[k].first, pairs[k].second, {}, "", 0}), busy.insert(pairs[k].first), busy.insert(pairs[k].second);
+      for (const auto& r : references)
+        if (now.size() < round.size() + kBatchReferences && !busy.count(r.first) && !busy.count(r.second))
+          now.push_back({r.first, r.second, {}, "", 0}), busy.insert(r.first), busy.insert(r.second);
       std::vector<PairTest*> all;
       for (auto& x : now) all.push_back(&x);
       measure_pairs(all, false);
       measure_pairs(all, true);
-      const LinkSample ref = ref_beside && now.back().error.empty() ? sample_of(now.back().r) : typical;
+      std::vector<double> lat, bw;
+      for (size_t j = round.size(); j < now.size(); ++j)
+        if (now[j].error.empty()) lat.push_back(now[j].r.latency_us), bw.push_back(sample_of(now[j].r).Bps);
+      const LinkSample ref = lat.empty() ? typical : LinkSample{median(lat), median(bw)};
       for (size_t j = 0; j < round.size(); ++j) {
         const size_t i = pending[round[j]];
         PairTest& p = tests[suspects[i]];
@@ -268,11 +273,11 @@ void Doctor::stage_links() {
   for (int h : slow_host)
     for (size_t k = 0; k < samples.size(); ++k)
       if (samples[k].a == h || samples[k].b == h) bad.emplace_back(samples[k].a, samples[k].b);
-  const auto ref = reference_pair(samples, suspect, slow_host, j.typical);
+  const auto refs = reference_pairs(samples, suspect, slow_host, j.typical, 8);
   std::vector<size_t> slow, again;
   for (size_t k = 0; k < samples.size(); ++k)
     if (suspect[k]) again.push_back(measured[k]);
-  const auto all_tries = retest_all(again, tests, ref, j.typical);
+  const auto all_tries = retest_all(again, tests, refs, j.typical);
   for (size_t i = 0, k = 0; k < samples.size(); ++k) {
     if (!suspect[k]) continue;
     const PairTest& p = tests[measured[k]];

@@ -80,6 +80,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("nproc-per-node", po::value<std::string>(), "ranks per node: N, or gpu, cpu or auto (torchrun's name)")
     ("oversubscribe", po::bool_switch(&o.oversubscribe), "allow more ranks and MPI_Comm_spawn children than slots")
     ("dry-run", po::bool_switch(&o.dry_run), "print the rank map and exit")
+    ("preflight", po::bool_switch(&o.preflight), "check the job's hosts first (dlaunch doctor --quick): a host that fails stops the job before any rank starts")
     ("display-map", po::bool_switch(&o.display_map), "print the rank map, then run the job (mpirun's; --dry-run only prints)")
     ("x,x", val(&o.exports, help)->composing(), "export VAR, VAR=value or 'PREFIX*' to every rank (-x)")
     ("export-all", po::bool_switch(&o.export_all), "every variable of dlaunch's environment to every rank (-x '*'; srun's default)")

@@ -108,6 +108,7 @@ struct RunOptions {
   // children per agent (launcher/launch_tree.h); 0: every agent from here.
   int fanout = 32;
   bool ssh_accept_new = false;      // --ssh-accept-new
+  bool preflight = false;           // --preflight: the doctor's per-host checks first (doctor/preflight.h, run by the cli)
   std::string ssh_config;           // --ssh-config FILE (like ssh -F)
   double ssh_timeout_s = 10;        // --ssh-timeout: connect timeout per host
   std::string launcher = "auto";    // --launcher libssh|ssh|slurm|auto (remote/start_method.h)

@@ -26,9 +26,16 @@
 # size, pdsh (-f 32, ssh) running the same per-host checks on every host
 # (the doctor's peer answering a facts request, and the clock) with dshbak
 # -c grouping the answers, against `dlaunch doctor --quick` and the full
-# doctor (--fanout 32) with one host's link planted slow (20 Mbit/s):
+# doctor (--fanout 32) with one host's link planted slow (20 Mbit/s;
+# ANCHOR_FULL=0 leaves the full doctor out):
 #
-#   anchor hosts=N pdsh_wall_s=X quick_wall_s=Y full_wall_s=Z full_found=F
+#   anchor hosts=N pdsh_wall_s=X quick_wall_s=Y full_wall_s=Z full_found=F planted=H
+#
+# and a floor line: K dlaunch and K dlaunch-agent started at once (what
+# every simulated host's peer costs this machine before the doctor does
+# anything), with the load average:
+#
+#   floor hosts=K floor_s=X load=L cores=C
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -48,6 +55,7 @@ case $plant in ""|bad-path|slow-link) ;; *) echo "bench: --plant takes bad-path 
 F=${FANOUT:-32}
 work=$(mktemp -d /tmp/dlaunch-doctor-scale.XXXXXX); trap 'rm -rf "$work"' EXIT
 cc -O2 -o "$work/measure" "$root/bench/launch-tree/measure.c"
+cc -O2 -o "$work/floor" "$root/bench/launch/floor.c"
 ulimit -n 65536 2>/dev/null || true
 
 name() { printf 'node%04d' "$(($1 + 1))"; }
@@ -74,7 +82,7 @@ run_mode() {
   read -r start done cpu conns <<<"$m"
   tests=$(sed -n 's/^links: \([0-9]*\) pairs in .*), \([0-9]*\) retests.*/\1 \2/p' "$work/out" | awk '{print $1 + $2}')
   echo "doctor hosts=$K mode=$mode wall_s=$done doctor_cpu_s=$cpu doctor_conns=$conns link_tests=${tests:-0} found=$(found_of "$work/out")"
-  [ -z "${KEEP_OUTPUT:-}" ] || cp "$work/out" "$KEEP_OUTPUT.$mode"
+  [ -z "${KEEP_OUTPUT:-}" ] || cp "$work/out" "$KEEP_OUTPUT.$mode" || true
 }
 
 inside() {
@@ -95,6 +103,15 @@ export -f inside run_mode found_of name sim_addr
 export K F plant bad hosts work bin
 unshare -n bash -c inside
 
+# The floor: what every simulated host's peer costs this machine before the
+# doctor does anything, K dlaunch and K dlaunch-agent (--version) started at once.
+t0=$(date +%s%N)
+"$work/floor" "$K" "$bin/dlaunch" --version >/dev/null & a=$!
+"$work/floor" "$K" "$bin/dlaunch-agent" --version >/dev/null & b=$!
+wait "$a" "$b"
+t1=$(date +%s%N)
+echo "floor hosts=$K floor_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b - a) / 1e9}') load=$(cut -d' ' -f1 /proc/loadavg) cores=$(nproc)"
+
 # ---- the anchor: pdsh and the doctor on the namespace cluster ----------------
 anchor() {
   local n=$1 out id dir
@@ -106,19 +123,27 @@ anchor() {
   # The same per-host checks the doctor's peers run: a facts request to the
   # peer (dlaunch there, its agent, PATH, LD_LIBRARY_PATH, GPUs, /tmp), and the clock.
   local req='{"op":"facts","vars":["PATH","LD_LIBRARY_PATH"],"program":"","agent":"'"$bin"'/dlaunch-agent","nccl_helper":""}'
-  local check="printf 'pdsh-token\\n%s\\n' '$req' | $bin/dlaunch doctor --peer | sed 's/\"hostname\":\"[^\"]*\",//; s/\"mem_available_bytes\":[0-9]*,//; s/\"tmp_free_bytes\":[0-9]*,//'; date +%s"
+  # The host-varying facts left out, so that dshbak -c groups the hosts that agree.
+  cat >"$dir/check.sh" <<CHECK
+printf 'pdsh-token\\n%s\\n' '$req' | $bin/dlaunch doctor --peer | sed -E 's/"hostname":"[^"]*",//; s/"mem_available_bytes":[0-9]*,//; s/"tmp_free_bytes":[0-9]*,//'
+date +%s
+CHECK
   local t0 t1 pdsh_s quick_s full_s
   t0=$(date +%s.%N)
-  inh0 "PDSH_SSH_ARGS_APPEND='-F $dir/ssh_config' pdsh -R ssh -f 32 -w ^$dir/names \"$check\" 2>&1 | dshbak -c >$dir/pdsh.out" || true
+  inh0 "PDSH_SSH_ARGS_APPEND='-F $dir/ssh_config' pdsh -R ssh -f 32 -w ^$dir/names sh $dir/check.sh 2>&1 | dshbak -c >$dir/pdsh.out" || true
   t1=$(date +%s.%N); pdsh_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
   local doctor="PATH='$path' $bin/dlaunch doctor --hostfile $dir/hostfile --ssh-config $dir/ssh_config --fanout 32 --link-factor 5"
   t0=$(date +%s.%N); inh0 "$doctor --quick >$dir/quick.out 2>&1" || true; t1=$(date +%s.%N)
   quick_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
   local slow=$((n / 2))
   "$root/tests/cluster/cluster.sh" slow "$id" "h$slow" 0 20mbit >/dev/null
-  t0=$(date +%s.%N); inh0 "$doctor >$dir/full.out 2>&1" || true; t1=$(date +%s.%N)
-  full_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
-  echo "anchor hosts=$n pdsh_wall_s=$pdsh_s quick_wall_s=$quick_s full_wall_s=$full_s full_found=$(found_of "$dir/full.out") planted=$(sed -n "$((slow + 1))p" "$dir/hostfile" | cut -d' ' -f1)"
+  full_s=-; : >"$dir/full.out"
+  if [ "${ANCHOR_FULL:-1}" = 1 ]; then
+    t0=$(date +%s.%N); inh0 "$doctor >$dir/full.out 2>&1" || true; t1=$(date +%s.%N)
+    full_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
+  fi
+  local answered; answered=$(grep -c '"version"' "$dir/pdsh.out" || true)
+  echo "anchor hosts=$n pdsh_wall_s=$pdsh_s pdsh_groups=$answered quick_wall_s=$quick_s full_wall_s=$full_s full_found=$(found_of "$dir/full.out") planted=$(sed -n "$((slow + 1))p" "$dir/hostfile" | cut -d' ' -f1)"
   [ -z "${KEEP_OUTPUT:-}" ] || cp "$dir/pdsh.out" "$dir/quick.out" "$dir/full.out" "$(dirname "$KEEP_OUTPUT")/" 2>/dev/null || true
   "$root/tests/cluster/cluster.sh" down "$id" >/dev/null 2>&1 || true
 }

@@ -161,3 +161,23 @@ TEST_CASE("namespace cluster, 16 hosts through a tree of fan-out 4 (libssh): a p
   for (int h = 0; h < 16; ++h) CHECK(doc["hosts"][h]["checks"]["clock"]["mark"] == "ok");
   CHECK(leftovers(c) == "");
 }
+
+TEST_CASE("--preflight: a host whose PATH differs stops the job before any rank starts; healthy hosts run it", "[doctor][sim]") {
+  const std::string job = bin("dlaunch") + " --preflight --launcher sim -H " + sim_hosts(8) + " -n 8 /bin/echo ran-" +
+                          std::to_string(::getpid());
+  auto ok = dl::cluster::run_argv({"sh", "-c", "DLAUNCH_SIM=1 " + job + " </dev/null"}, std::chrono::seconds(120));
+  INFO(ok.output);
+  CHECK(ok.status == 0);
+  CHECK(contains(ok.output, "dlaunch: --preflight: 8 hosts passed ("));
+  size_t ran = 0;
+  for (size_t at = ok.output.find("ran-"); at != std::string::npos; at = ok.output.find("ran-", at + 1)) ++ran;
+  CHECK(ran == 8);
+  auto bad = dl::cluster::run_argv(
+      {"sh", "-c", "DLAUNCH_SIM=1 DLAUNCH_SIM_HOST_ENV=\"node0003:PATH=/opt/dl-plant/bin:$PATH\" " + job + " </dev/null"},
+      std::chrono::seconds(120));
+  INFO(bad.output);
+  CHECK(bad.status == 1);
+  CHECK(contains(bad.output, kFail + " env: node0003: PATH has /opt/dl-plant/bin that most hosts lack"));
+  CHECK(contains(bad.output, "the job was not started"));
+  CHECK_FALSE(contains(bad.output, "ran-"));
+}

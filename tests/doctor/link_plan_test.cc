@@ -159,3 +159,11 @@ TEST_CASE("suspects are dealt into rounds of disjoint pairs", "[doctor]") {
   CHECK(rounds == std::vector<std::vector<size_t>>{{0, 1, 4}, {2, 3}, {5}});
   CHECK(disjoint_rounds({}).empty());
 }
+
+TEST_CASE("reference pairs: the typical ones, nearest first, never a suspect's or an avoided host's", "[doctor]") {
+  const std::vector<PairSample> s{{0, 1, {50, 1.0e9}}, {2, 3, {50, 0.5e9}}, {4, 5, {50, 0.9e9}}, {1, 2, {50, 2e6}}, {6, 7, {50, 1.1e9}}};
+  const std::vector<bool> suspect{false, false, false, true, false};
+  CHECK(reference_pairs(s, suspect, {}, {50, 1.0e9}, 3) == std::vector<std::pair<int, int>>{{0, 1}, {4, 5}, {6, 7}});
+  CHECK(reference_pairs(s, suspect, {4}, {50, 1.0e9}, 8) == std::vector<std::pair<int, int>>{{0, 1}, {6, 7}, {2, 3}});
+  CHECK(reference_pair(s, suspect, {0}, {50, 1.0e9}) == std::make_pair(4, 5));
+}

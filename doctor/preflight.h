@@ -1,0 +1,28 @@
+#pragma once
+// `dlaunch --preflight ...`: the doctor's per-host checks (stages 1-3,
+// `dlaunch doctor --quick`) on the job's hosts, with the job's ssh options,
+// start method, --fanout, --prefix, -x variables and program, before any
+// rank starts. A problem prints the doctor's report (one line per problem)
+// on stderr and the job does not start (exit 1); else one line says what
+// passed and the job runs as it would without --preflight. docs/doctor.md,
+// "A pre-flight that a job can use".
+#include <string>
+#include <vector>
+
+namespace dl::launcher { struct RunOptions; }
+
+namespace dl::doctor {
+
+// The doctor's options for the job `o`: its hosts, ssh options, start
+// method and launch tree, --prefix, the -x variables it compares (not
+// VAR=value, not patterns) and, when the program is an absolute path run
+// as itself, that program; --quick. Throws UsageError for --launcher slurm
+// (the checks reach hosts over ssh).
+struct DoctorOptions;
+DoctorOptions preflight_options(const launcher::RunOptions& o);
+
+// `dlaunch [run]` with --preflight (launcher::RunOptions::preflight) taken
+// care of: the checks, then launcher::run_command(args) when they pass.
+int run_with_preflight(const std::vector<std::string>& args);
+
+}  // namespace dl::doctor
