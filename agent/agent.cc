@@ -486,6 +486,7 @@ void Agent::lost_launcher(const std::string& why) {
 void Agent::ready_if_done() {
   if (!restart_ || done_ || !ranks_.all_reported()) return;
   ranks_.forget_reported();
+  mpi_->attempt_over();  // nothing of the last attempt's MPI reaches the launcher after `ready`
   if (error_files_) error_files_->remove();
   error_files_.reset();
   link_->send_message(msg::Ready{*restart_, wire::free_tcp_port()});

@@ -107,12 +107,11 @@ bool Fate::on_fence_timeout(uint64_t id, double seconds, const std::string& miss
 
 bool Fate::on_bad_request(std::string why) { return fail(exit_codes::kUsage, std::move(why)); }
 
-bool Fate::on_mpi_refused(int rank, const std::string& host, const std::string& wire, bool per_node) {
+bool Fate::on_mpi_refused(int rank, const std::string& host, const std::string& wire) {
   const std::string how = wire == "PMI" ? "wrote to its PMI_FD" : "connected to its PMIx server";
   const std::string why =
-      per_node ? "per-node mode (--rdzv) serves no MPI: start an MPI program from one dlaunch that starts every "
-                 "host's ranks (--hostfile, -H, or the Slurm allocation it runs in)"
-               : "an MPI job cannot be restarted (--max-restarts): drop --max-restarts to run it as one MPI job";
+      "per-node mode (--rdzv) serves no MPI: start an MPI program from one dlaunch that starts every host's ranks "
+      "(--hostfile, -H, or the Slurm allocation it runs in)";
   if (!fail(exit_codes::kUsage, "rank " + std::to_string(rank) + " on " + host + " called MPI_Init (" + how + "), but " +
                                    why + ", or add --mpi none to run each rank as an MPI singleton"))
     return false;

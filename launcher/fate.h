@@ -59,11 +59,10 @@ class Fate {
   // Per-node mode: these ranks belong to other nodes; they count as done.
   void not_ours(const std::vector<int>& ranks);
   // `rank` on `host` started MPI's wire-up over `wire` ("PMIx" or "PMI"),
-  // which no agent serves: under --max-restarts, since an MPI job cannot be
-  // restarted (docs/failures.md), or in per-node mode (`per_node`), whose
-  // nodes meet at a store and run no MPI fences between them: usage, 2,
-  // never retried. Never a singleton that believes it is the whole job.
-  bool on_mpi_refused(int rank, const std::string& host, const std::string& wire, bool per_node = false);
+  // which no agent serves: in per-node mode, whose nodes meet at a store and
+  // run no MPI fences between them: usage, 2, never retried. Never a
+  // singleton that believes it is the whole job.
+  bool on_mpi_refused(int rank, const std::string& host, const std::string& wire);
   // A request no host can satisfy (--bind-to core on too few cores): usage, 2.
   bool on_bad_request(std::string why);
   // A rank's MPI_Comm_spawn was refused (launcher/spawn_answer.h): the job

@@ -146,22 +146,7 @@ void Job::start_stores(const std::string& bind) {
 }
 
 // MPI's relays across hosts: the router (spawns, names, connects) and the fences.
-void Job::start_mpi_relays() {
-  mpi_router_ = make_mpi_router();
-  std::vector<std::string> hosts;
-  std::vector<std::vector<int>> ranks;
-  for (auto& n : nodes_) hosts.push_back(n.host), ranks.push_back(n.ranks);
-  fences_ = std::make_unique<FenceRelay>(
-      io_, std::move(hosts), std::move(ranks), secs(opts_.fence_timeout_s),
-      FenceRelay::Hooks{[this](uint64_t id, const std::string& all) {
-                          log(control::fence_name(id) + " complete (" + std::to_string(all.size()) + " bytes)");
-                          server_->broadcast_frame(control::fence_frame(id, all));
-                        },
-                        [this](uint64_t id, const std::string& missing) {
-                          server_->broadcast(msg::FenceFailed{id, missing});
-                          if (fate_.on_fence_timeout(id, opts_.fence_timeout_s, missing)) teardown(grace_ms());
-                        }});
-}
+void Job::start_mpi_relays() { mpi_router_ = make_mpi_router(); }
 
 // --agent-timeout (plus --ssh-timeout for remote hosts) and --timeout.
 void Job::arm_timers(bool any_remote) {
@@ -264,9 +249,16 @@ void Job::on_output(int node, const control::DataChunk& c) {
   output_->write(c);
 }
 
+// The fences are by node rank (the seat an agent holds), as the MPI map
+// the agents were given orders the hosts.
 void Job::on_fence(int node, uint64_t id, std::string_view blob) {
-  if (!mpi_) throw RemoteError("fence data outside an MPI job");
-  fences_->contribute(node, id, blob);
+  if (!mpi_ || !fences_) throw RemoteError("fence data outside an MPI job");
+  const Node& n = nodes_.at(static_cast<size_t>(node));
+  if (n.seat < 0) {
+    if (n.lost) return;  // swapped out: what it still sends is of an attempt that ended
+    throw RemoteError("fence data from a spare, which holds no ranks");
+  }
+  fences_->contribute(n.seat, id, blob);
 }
 
 // Per-node mode: another node failed (or the store was lost): stop ours.

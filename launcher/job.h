@@ -195,6 +195,11 @@ class Job : public AgentLinks::Handler {
   // The MPI router and its port to this Job (launcher/job_mpi.cc).
   friend class JobMpiPort;
   std::unique_ptr<MpiRouter> make_mpi_router();
+  // Each attempt's MPI relays (fences by node rank, the router of its
+  // namespace), made once its launch is planned; and a failed attempt's
+  // spawned children dropped from their hosts before the next.
+  void start_mpi_attempt();
+  void end_mpi_attempt();
   void start_stdin_reader();
   void start_stack_collector();
   // torch's c10d store on `bind`, and which node a client's address is.
@@ -234,7 +239,7 @@ class Job : public AgentLinks::Handler {
   std::unique_ptr<AgentLinks> server_;
   std::unique_ptr<rdzv::TcpStoreServer> store_;
   std::unique_ptr<TorchStore> torch_store_;  // --torch-store served (launcher/torch_store.h)
-  std::unique_ptr<FenceRelay> fences_;
+  std::unique_ptr<FenceRelay> fences_;  // this attempt's MPI fences, by node rank (start_mpi_attempt)
   std::unique_ptr<AgentStarter> starter_;
   asio::signal_set signals_;
   asio::steady_timer agent_timer_, job_timer_, kill_timer_, close_timer_, restart_timer_, suspend_timer_;

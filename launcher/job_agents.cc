@@ -145,7 +145,7 @@ AgentStartSpec Job::agent_spec(const Node& n) const {
   spec.args.cpu_topology = pins_cpus(opts_);
   // No PMIx server warming up beside ranks that will not use it.
   spec.args.prepare_pmix =
-      !(opts_.mpi == MpiMode::kNone || opts_.mpi == MpiMode::kPmi || opts_.max_restarts > 0 || (n.local && per_node()));
+      !(opts_.mpi == MpiMode::kNone || opts_.mpi == MpiMode::kPmi || (n.local && per_node()));
   return spec;
 }
 

@@ -65,10 +65,9 @@ void Job::launch_all() {
     return teardown(0);
   }
   if (plan.mpi && plan.serve == control::MpiServe::kRefuse && in.restart_count == 0)
-    log(std::string("MPI is not served (") +
-        (per_node() ? "per-node mode" : "--max-restarts: an MPI job cannot be restarted") +
-        "); a rank that calls MPI_Init ends the job");
+    log("MPI is not served (per-node mode); a rank that calls MPI_Init ends the job");
   mpi_ = plan.mpi;
+  start_mpi_attempt();
   phase_.to(Phase::kLaunched);
   progress_.stop();
   agent_timer_.cancel();

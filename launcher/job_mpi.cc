@@ -39,7 +39,6 @@ class JobMpiPort : public MpiRouter::JobPort {
   }
   Fate& fate() override { return job_.fate_; }
   void teardown() override { job_.teardown(job_.grace_ms()); }
-  bool per_node() const override { return job_.per_node(); }
   void log(const std::string& line) override { job_.log(line); }
   void say(const std::string& line) override { write_fully(2, line); }
 
@@ -49,9 +48,46 @@ class JobMpiPort : public MpiRouter::JobPort {
 };
 
 std::unique_ptr<MpiRouter> Job::make_mpi_router() {
-  return std::make_unique<MpiRouter>(io_, job_id_, static_cast<int>(plan_.ranks.size()),
-                                     secs(opts_.fence_timeout_s),
+  return std::make_unique<MpiRouter>(io_, mpi_nspace(job_id_, attempts_.restarts()),
+                                     static_cast<int>(plan_.ranks.size()), secs(opts_.fence_timeout_s),
                                      std::make_unique<JobMpiPort>(*this));
+}
+
+// Each attempt's MPI bookkeeping is its own: the fences by node rank, over
+// the hosts that hold each seat now (a spare that took one, the hosts that
+// remain after a shrink), and from a restart on a router for the attempt's
+// namespace, whose spawns, names and connects start empty. What the last
+// attempt's relays still held is dropped (its ranks are gone; the agents
+// sent nothing of it after their `ready`: mpi/mpi_side.h).
+void Job::start_mpi_attempt() {
+  if (attempts_.restarts() > 0) mpi_router_ = make_mpi_router();
+  fences_.reset();
+  if (!mpi_) return;
+  std::vector<std::string> hosts;
+  std::vector<std::vector<int>> ranks;
+  for (int seat : seats_) {
+    const Node& n = nodes_.at(static_cast<size_t>(seat));
+    hosts.push_back(n.host), ranks.push_back(n.ranks);
+  }
+  fences_ = std::make_unique<FenceRelay>(
+      io_, std::move(hosts), std::move(ranks), secs(opts_.fence_timeout_s),
+      FenceRelay::Hooks{[this](uint64_t id, const std::string& all) {
+                          log(control::fence_name(id) + " complete (" + std::to_string(all.size()) + " bytes)");
+                          server_->broadcast_frame(control::fence_frame(id, all));
+                        },
+                        [this](uint64_t id, const std::string& missing) {
+                          server_->broadcast(control::msg::FenceFailed{id, missing});
+                          if (fate_.on_fence_timeout(id, opts_.fence_timeout_s, missing)) teardown(grace_ms());
+                        }});
+}
+
+// A failed attempt's MPI_Comm_spawn children were ranks of the job only for
+// it: the next attempt's hosts hold the job's own ranks (world_size of them).
+void Job::end_mpi_attempt() {
+  const int world = static_cast<int>(plan_.ranks.size());
+  for (auto& n : nodes_)
+    n.ranks.erase(std::remove_if(n.ranks.begin(), n.ranks.end(), [world](int r) { return r >= world; }),
+                  n.ranks.end());
 }
 
 }  // namespace dl::launcher

@@ -35,6 +35,7 @@ void Job::restart() {
   phase_.to(Phase::kRestarting);
   kill_timer_.cancel();
   std::vector<int> own, anew;
+  end_mpi_attempt();
   if (const std::string moved = move_to_spares(anew); !moved.empty()) {
     attempts_.changed(moved);
     change_ = Change{moved, loss_known_.time_since_epoch().count() ? loss_known_ : std::chrono::steady_clock::now(), 0};
@@ -258,6 +259,7 @@ void Job::relaunch(int master_port) {
   if (in.shared) in.shared->master_port = master_port;
   LaunchPlan plan = plan_launch(in);
   if (plan.refusal != LaunchPlan::Refusal::kNone) return restart_failed(plan.why);
+  start_mpi_attempt();
   phase_.to(Phase::kLaunched);
   // Again, for the connections of agents started anew.
   server_->start_heartbeats(std::chrono::milliseconds(heartbeat_interval_ms(opts_.heartbeat_timeout_s)),

@@ -56,8 +56,9 @@ bool check_machines(const PlanInput& in, LaunchPlan& plan) {
 // PMIx; pmi needs nothing of them; auto serves PMI always and PMIx too when
 // every agent can, so that one command line runs OpenMPI and MPICH programs
 // alike (docs/mpi.md). Per-node mode never serves (no fences between
-// nodes), nor does auto with --max-restarts: "refuse", so that a rank that
-// calls MPI_Init ends the job rather than run as a singleton.
+// nodes): "refuse", so that a rank that calls MPI_Init ends the job rather
+// than run as a singleton. A restarted job is served in every attempt, each
+// in a namespace of its own (mpi_nspace).
 bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
   const MpiMode mode = in.opts->mpi;
   if (mode == MpiMode::kNone) return true;
@@ -81,10 +82,6 @@ bool decide_mpi(const PlanInput& in, LaunchPlan& plan) {
   plan.serve = mode == MpiMode::kPmix                          ? control::MpiServe::kPmix
                : mode == MpiMode::kPmi || !without.empty() ? control::MpiServe::kPmi
                                                            : control::MpiServe::kPmixAndPmi;
-  // --max-restarts: an MPI job cannot be restarted (docs/failures.md), so
-  // nothing is served, and a rank that calls MPI_Init ends the job rather
-  // than running as a singleton (options.cc refuses --mpi pmix|pmi).
-  if (in.opts->max_restarts > 0) plan.serve = control::MpiServe::kRefuse;
   return true;
 }
 
@@ -215,6 +212,10 @@ void app_spec(const PlanInput& in, int rank, msg::RankSpec& spec) {
 }
 }  // namespace
 
+std::string mpi_nspace(const std::string& job_id, int restart_count) {
+  return restart_count == 0 ? job_id : job_id + ".a" + std::to_string(restart_count);
+}
+
 LaunchPlan plan_launch(const PlanInput& in) {
   LaunchPlan plan;
   plan.launches.resize(in.nodes.size());
@@ -275,7 +276,7 @@ LaunchPlan plan_launch(const PlanInput& in) {
     m.identity = std::move(identity);
     if (plan.mpi) {
       msg::MpiSection s;
-      s.nspace = in.job_id;
+      s.nspace = mpi_nspace(in.job_id, in.restart_count);
       s.world_size = s.universe_size = static_cast<int>(in.placement->ranks.size());
       s.node_rank = static_cast<int>(i);
       if (!plan.mpi_map) {

@@ -81,6 +81,12 @@ inline int heartbeat_interval_ms(double heartbeat_timeout_s) {
   return static_cast<int>(quarter < 100 ? 100 : quarter > 10000 ? 10000 : quarter);
 }
 
+// The MPI namespace (PMIx) and key-value space (PMI) of attempt
+// `restart_count` of job `job_id`: the job id for the first attempt,
+// "<job_id>.a<N>" for restart N. An MPI library does not initialise again
+// in a namespace that existed before, so each attempt has its own.
+std::string mpi_nspace(const std::string& job_id, int restart_count);
+
 // Plans every node's launch, or says why the job cannot start (--mpi pmix
 // with an agent built without libpmix; --bind-to with too few cores).
 LaunchPlan plan_launch(const PlanInput& in);

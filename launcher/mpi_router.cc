@@ -29,7 +29,7 @@ void MpiRouter::receive(int node, const control::MpiUp& m) {
                  },
                  [&](const msg::MpiRefused& r) {
                    own(node, r.rank);
-                   if (port_->fate().on_mpi_refused(r.rank, port_->host(node), r.wire, port_->per_node()))
+                   if (port_->fate().on_mpi_refused(r.rank, port_->host(node), r.wire))
                      port_->teardown();
                  },
                  [&](const msg::SpawnRequest& r) {

@@ -56,8 +56,6 @@ class MpiRouter {
     // The verdict's keeper, and the teardown it may call for.
     virtual Fate& fate() = 0;
     virtual void teardown() = 0;
-    // Per-node mode (docs/failures.md): a refused MPI_Init says so.
-    virtual bool per_node() const = 0;
     // -v's log, and a line for dlaunch's stderr at once.
     virtual void log(const std::string& line) = 0;
     virtual void say(const std::string& line) = 0;

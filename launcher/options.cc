@@ -122,7 +122,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
      "seconds of silence before an agent counts as lost")
     ("agent-timeout", seconds(&o.agent_timeout_s, help, "--agent-timeout", kMaxWaitSeconds),
      "seconds to wait for agents to connect")
-    ("max-restarts", val(&o.max_restarts, help), "restart the whole job up to N times when a rank fails (torchrun's; not MPI programs)")
+    ("max-restarts", val(&o.max_restarts, help), "restart the whole job up to N times when a rank fails (torchrun's; MPI jobs too, in a fresh namespace)")
     ("spares", val(&o.spares, help), "the last K hosts hold no ranks: each takes a lost host's ranks at a restart")
     ("min-hosts", val(&o.min_hosts, help), "a lost host without a spare leaves the job, which goes on smaller while N hosts remain")
     ("health-check", val(&o.health_check, help), "a command each host runs before it takes ranks; a host where it fails takes none")
@@ -381,9 +381,6 @@ void check_spares(RunOptions& o, bool restarts_given) {
   if ((o.min_hosts > 0 || o.max_hosts > 0) && o.apps.size() > 1)
     throw UsageError("--min-hosts/--max-hosts with several app contexts (':'): each context's -n is fixed, so the world cannot "
                      "shrink; drop --min-hosts");
-  if ((o.min_hosts > 0 || o.max_hosts > 0) && (o.mpi == MpiMode::kPmix || o.mpi == MpiMode::kPmi))
-    throw UsageError(std::string("--min-hosts/--max-hosts with --mpi ") + to_string(o.mpi) +
-                     ": the world shrinks at a restart, and an MPI job cannot be restarted yet");
   if ((o.min_hosts > 0 || o.max_hosts > 0) && !o.rankfile.empty())
     throw UsageError("--min-hosts/--max-hosts with --rankfile: the rankfile places every rank itself; drop one of them");
   o.restarts_given = restarts_given;  // else --spares and --min-hosts allow one restart per host they can lose (run.cc)
@@ -394,10 +391,6 @@ void check_spares(RunOptions& o, bool restarts_given) {
                      "(--rdzv, --nnodes) starts one dlaunch per node and has no hosts to hold back");
   if (!o.rankfile.empty())
     throw UsageError("--spares with --rankfile: the rankfile places every rank itself; drop one of them");
-  if (o.mpi == MpiMode::kPmix || o.mpi == MpiMode::kPmi)
-    throw UsageError(std::string("--spares with --mpi ") + to_string(o.mpi) +
-                     ": a spare takes a lost host's ranks at a restart, and an MPI job cannot be restarted yet; drop "
-                     "--spares, or use --mpi none for programs that do not call MPI_Init");
   if (!restarts_given) o.max_restarts = o.spares;
   if (restarts_given && o.max_restarts == 0)
     throw UsageError("--spares " + std::to_string(o.spares) + " with --max-restarts 0: a spare takes over only at a "
@@ -685,14 +678,6 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   type_modes(o);
   if (o.max_restarts < 0) throw UsageError("--max-restarts takes a number of restarts, 0 or more");
   check_spares(o, vm.count("max-restarts") > 0);
-  // An MPI job cannot be restarted (docs/failures.md): restarts are for
-  // torch-style jobs, which meet through MASTER_ADDR/PORT and the store.
-  // With --mpi auto the agents serve no MPI, and a rank that calls MPI_Init
-  // ends the job (launch_plan.cc): never a singleton.
-  if (o.max_restarts > 0 && (o.mpi == MpiMode::kPmix || o.mpi == MpiMode::kPmi))
-    throw UsageError(std::string("--max-restarts with --mpi ") + to_string(o.mpi) +
-                     ": an MPI job cannot be restarted; drop --max-restarts to run it as one MPI job, or use "
-                     "--mpi none for programs that do not call MPI_Init");
   check_given_values(o, vm);
   if (o.gpus_per_rank < 1) throw UsageError("--gpus-per-rank needs at least 1");
   if (!o.gpu_vendor.empty()) check_words("gpu-vendor", o.gpu_vendor);

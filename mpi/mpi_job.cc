@@ -237,25 +237,40 @@ std::vector<std::pair<std::string, std::string>> MpiJob::unserved_rank_env(const
 }
 
 void MpiJob::start(const control::msg::MpiSection& mpi, MpiHooks hooks) {
-  if (started_ || released_) throw UsageError("the PMIx server already served a job");
+  if (released_) throw UsageError("the PMIx server was released");
   JobMap map = job_map_from(mpi);
   {
     std::lock_guard<std::mutex> lock(prep_->mu);
     if (!prep_->error.empty()) throw IoError(prep_->error);
   }
   map.tmpdir = tmpdir_;
-  map.shm_dir = "/dev/shm/" + temp_dir_prefix("shm") + wire::to_hex(wire::random_bytes(8));
+  // One shared-memory dir for the agent's life: every attempt's ranks use it
+  // (register_job empties it for the next), release_for_exit removes it.
+  map.shm_dir = started_ ? shm_dir_ : "/dev/shm/" + temp_dir_prefix("shm") + wire::to_hex(wire::random_bytes(8));
   pmix::validate_served(map);
   // The server thread makes them when a rank connects (tmpdir_name);
   // release_for_exit removes whatever exists of them.
   shm_dir_ = pmix::shm_dir(map);
   if (!hooks.post) throw UsageError("the PMIx server needs MpiHooks::post");
+  rank_env_.clear(), local_ranks_.clear();
+  pmix::PmixServer* serving = nullptr;
   {
-    std::lock_guard<std::mutex> lock(prep_->mu);
+    std::unique_lock<std::mutex> lock(prep_->mu);
+    if (started_) {
+      // A next attempt (--max-restarts). libpmix being started for a rank of
+      // the last one: let it finish, so that the new job is registered after it.
+      if (!prep_->cv.wait_for(lock, kStartTimeout, [&] { return prep_->state != Prep::kStarting; }))
+        throw TimeoutError("the PMIx server did not finish starting within 60 s");
+      if (prep_->state == Prep::kServing) serving = prep_->server.get();
+    }
     prep_->map = map;
-    prep_->hooks = std::move(hooks);
+    prep_->hooks = hooks;
     prep_->cv.notify_all();
   }
+  // Serving already: the new namespace goes to libpmix now (about 1 ms),
+  // before the next attempt's ranks exist; otherwise the server thread
+  // registers it when the first rank connects.
+  if (serving) serving->register_job(map, std::move(hooks));
   started_ = true;
 }
 

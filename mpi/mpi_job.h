@@ -56,17 +56,22 @@ class MpiJob {
   static void scrub_rank_env(std::map<std::string, std::string>& env);
   // Hands the job to the server thread and returns at once: `mpi` is the
   // launch message's mpi section (control/messages.h); `hooks` go to the
-  // server (post is required). Throws UsageError
-  // (bad section) or IoError (prepare could not make the temp dir or port).
-  // A server that fails later (libpmix) is reported on stderr, and the
-  // ranks' MPI_Init fails.
+  // server (post is required). Called again for the job's next attempt
+  // (--max-restarts), with a namespace of its own: the same server and
+  // port serve it, and once libpmix runs the earlier attempt's namespace is
+  // retired and the new one registered here (PmixServer::register_job; it
+  // may wait while libpmix is starting for a rank of the earlier attempt).
+  // Throws UsageError (bad section, a namespace served before) or IoError
+  // (prepare could not make the temp dir or port, libpmix refused the
+  // registration). A server that fails later (libpmix) is reported on
+  // stderr, and the ranks' MPI_Init fails.
   void start(const control::msg::MpiSection& mpi, MpiHooks hooks);
-  // --max-restarts (mpi/pmix_tripwire.h): the PMIx variables local rank
+  // Per-node mode (mpi/pmix_tripwire.h): the PMIx variables local rank
   // `rank` of `mpi` would get, pointing at 127.0.0.1:`port`, where no server
   // runs. Empty without libpmix. Throws UsageError for a rank not on this host.
   static std::vector<std::pair<std::string, std::string>> unserved_rank_env(const control::msg::MpiSection& mpi,
                                                                             int rank, uint16_t port);
-  // True after a successful start().
+  // True after a successful start() (of any attempt).
   bool started() const { return started_; }
   // For an agent about to _exit: removes the temp dir, the shared-memory dir
   // and the PMIx server's files without finalizing libpmix (20-50 ms the

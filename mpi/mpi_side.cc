@@ -49,27 +49,43 @@ void MpiSide::start_pmix(const msg::MpiSection& mpi) {
   if (!pmix_)
     throw UsageError("this dlaunch-agent was built without libpmix: run with --mpi pmi or --mpi none, or rebuild "
                      "with libpmix-dev");
-  pmix_->start(mpi, hooks_);
+  pmix_->start(mpi, attempt_hooks());
 }
 
+MpiHooks MpiSide::attempt_hooks() const {
+  MpiHooks h = hooks_;
+  const uint64_t mine = attempt_;
+  h.send = [this, mine, send = hooks_.send](control::MpiUp m) {
+    if (mine == attempt_) send(std::move(m));
+  };
+  h.fence = [this, mine, fence = hooks_.fence](uint64_t id, std::string blob) {
+    if (mine == attempt_) fence(id, std::move(blob));
+  };
+  return h;
+}
+
+// A new PmiService per attempt: its key-value space (the attempt's
+// namespace) and its fence count start empty.
 void MpiSide::start_pmi(const msg::MpiSection& mpi) {
-  auto abort = [this](int rank, int status, std::string text) { hooks_.send(msg::MpiAbort{rank, status, text}); };
+  const MpiHooks hooks = attempt_hooks();
+  auto abort = [send = hooks.send](int rank, int status, std::string text) { send(msg::MpiAbort{rank, status, text}); };
   // A PMI fence of a job on this host alone is complete once this host's
   // ranks are in it: answered here, without the launcher's round trip (two
   // more processes to be scheduled among busy-polling MPICH ranks).
-  std::function<void(uint64_t, std::string)> fence = hooks_.fence;
+  std::function<void(uint64_t, std::string)> fence = hooks.fence;
   if (mpi.node_hosts.size() == 1)
-    fence = [this](uint64_t id, std::string blob) {
-      asio::post(io_, [this, id, blob = std::move(blob)] {
-        if (pmi_) pmi_->fence_done(id, blob);
+    fence = [this, mine = attempt_](uint64_t id, std::string blob) {
+      asio::post(io_, [this, mine, id, blob = std::move(blob)] {
+        if (pmi_ && mine == attempt_) pmi_->fence_done(id, blob);
       });
     };
+  pmi_.reset();  // the last attempt's (its ranks are gone)
   pmi_ = std::make_unique<pmi::PmiService>(io_, pmi::job_from(mpi, mpi.served() != control::MpiServe::kPmix),
                                            pmi::PmiService::Hooks{fence, abort, {}});
 }
 
-// --max-restarts, per-node mode: nothing serves MPI (docs/failures.md); a
-// rank that starts PMIx or PMI is reported, and the launcher ends the job.
+// Per-node mode: nothing serves MPI (docs/failures.md); a rank that starts
+// PMIx or PMI is reported, and the launcher ends the job.
 void MpiSide::refuse_mpi(const msg::MpiSection& mpi) {
   auto refused = [this](const char* wire) {
     return [this, wire](int rank) { hooks_.send(msg::MpiRefused{rank, wire}); };

@@ -3,8 +3,16 @@
 // knowing which MPI it serves: receive(MpiDown) for every MPI message from
 // the launcher, and task_env(rank) for what a rank gets before its exec.
 // Inside: the PMIx server (MpiJob), the PMI server (pmi::PmiService), and
-// with --max-restarts or in per-node mode (serve "refuse") the tripwires
-// that report a rank's MPI_Init instead of serving it (docs/failures.md).
+// in per-node mode (serve "refuse") the tripwires that report a rank's
+// MPI_Init instead of serving it (docs/failures.md).
+//
+// A restarted job (--max-restarts) is started again here, one start() per
+// attempt, each with a namespace of its own: the PMIx server stays up and
+// registers the new namespace in place of the old one, the PMI server is
+// made anew (a fresh key-value space, fences from 0). Between the
+// attempts, attempt_over() cuts the last one off: nothing its servers still
+// say (a fence contribution, an MPI_Abort that libpmix handed over late)
+// reaches the launcher after the agent's `ready`.
 // What the servers say to the launcher leaves through one hook, send(MpiUp);
 // fence contributions through fence() (binary frames, control/protocol.h):
 // MpiHooks (mpi_hooks.h), the same struct the PMIx server is given.
@@ -56,9 +64,14 @@ class MpiSide {
   // any launch (mpi_job.h: MpiJob::prepare); without libpmix, nothing.
   void prepare_pmix();
   // A launch's MPI section: starts the servers it asks for (or the
-  // tripwires for "refuse"). Throws Error (a server cannot start); the
-  // caller refuses the launch's ranks with it.
+  // tripwires for "refuse"); again for each attempt of a restarted job.
+  // Throws Error (a server cannot start); the caller refuses the launch's
+  // ranks with it.
   void start(const control::msg::MpiSection& mpi);
+  // The attempt's ranks are all gone (the agent is about to answer
+  // `ready`): from now until the next start(), what the servers send or
+  // fence for the ended attempt is dropped.
+  void attempt_over() { ++attempt_; }
 
   // Local rank `rank` of the job (not a spawned child): the variables and
   // the socket its MPI needs, whatever MPI this host serves; nothing
@@ -91,6 +104,9 @@ class MpiSide {
   void start_pmi(const control::msg::MpiSection& mpi);
   void refuse_mpi(const control::msg::MpiSection& mpi);
   void unserved(const control::MpiDown& m);
+  // hooks_, for the attempt now starting: send and fence do nothing once
+  // attempt_over() was called.
+  MpiHooks attempt_hooks() const;
 
   boost::asio::io_context& io_;
   MpiHooks hooks_;
@@ -98,6 +114,7 @@ class MpiSide {
   std::unique_ptr<pmi::PmiService> pmi_;    // the PMI server (also with --mpi pmix: it refuses), else null
   std::unique_ptr<PmixTripwire> tripwire_;  // serve "refuse": the ranks' unserved PMIx ports, else null
   std::optional<control::msg::MpiMap> map_;  // the job's map, when the launcher broadcast it
+  uint64_t attempt_ = 0;  // attempt_over()s so far: the hooks of earlier attempts are cut off
 };
 
 }  // namespace dl::mpi

@@ -1,8 +1,7 @@
 #pragma once
-// --max-restarts with --mpi auto (docs/failures.md: an MPI job cannot be
-// restarted), and per-node mode (its nodes run no MPI fences between them):
-// no PMIx server runs; yet a rank that calls MPI_Init must not go on as a
-// singleton, the wrong job. Each local rank is given the PMIx
+// Per-node mode (--rdzv: its nodes run no MPI fences between them,
+// docs/failures.md): no PMIx server runs; yet a rank that calls MPI_Init
+// must not go on as a singleton, the wrong job. Each local rank is given the PMIx
 // variables a served rank gets (MpiJob::unserved_rank_env), pointing at a
 // loopback port of its own (pmix::FrontDoor: only the agent's user gets in).
 // Nothing is served there: the first connection of the agent's user calls

@@ -27,7 +27,7 @@ class PmiService {
   struct Hooks {
     std::function<void(uint64_t id, std::string blob)> fence;          // this host's contribution
     std::function<void(int rank, int status, std::string msg)> abort;  // a rank called MPI_Abort
-    // Set (--max-restarts): nothing is served; a rank's first bytes call
+    // Set (per-node mode): nothing is served; a rank's first bytes call
     // refuse(rank) instead, once, and its socket is closed.
     std::function<void(int rank)> refuse;
   };

@@ -106,6 +106,7 @@ DL_PMIX(void, PMIx_Value_destruct, (pmix_value_t* v), (v))
 DL_PMIX(pmix_status_t, PMIx_Value_load, (pmix_value_t* v, const void* d, pmix_data_type_t t), (v, d, t))
 DL_PMIX(pmix_status_t, PMIx_generate_ppn, (const char* in, char** out), (in, out))
 DL_PMIX(pmix_status_t, PMIx_generate_regex, (const char* in, char** out), (in, out))
+DL_PMIX(void, PMIx_server_deregister_nspace, (const pmix_nspace_t ns, pmix_op_cbfunc_t cb, void* d), (ns, cb, d))
 DL_PMIX(pmix_status_t, PMIx_server_dmodex_request, (const pmix_proc_t* p, pmix_dmodex_response_fn_t cb, void* d),
         (p, cb, d))
 DL_PMIX(pmix_status_t, PMIx_server_finalize, (void), ())

@@ -174,8 +174,11 @@ std::unique_ptr<PmixServer> PmixServer::init(const std::string& tmpdir, const st
 void PmixServer::register_job(const JobMap& map, MpiHooks hooks) {
   validate_served(map);
   if (!hooks.post) throw UsageError("pmix: MpiHooks::post is required");
-  if (!running_ || registered_) throw UsageError("pmix: register_job needs a running server without a job");
+  if (!running_) throw UsageError("pmix: register_job needs a running server");
   if (map.tmpdir != tmpdir_) throw UsageError("pmix: the job's tmpdir " + map.tmpdir + " is not the server's " + tmpdir_);
+  if (registered_ && map.nspace == map_.nspace)
+    throw UsageError("pmix: namespace " + map.nspace + " was registered before; a next attempt needs a new one");
+  if (registered_) retire_job();
   map_ = map;
   registered_ = true;
   // Shared-memory segments of killed ranks are removed with this directory.
@@ -190,6 +193,55 @@ void PmixServer::register_job(const JobMap& map, MpiHooks hooks) {
     state_->hooks = std::move(hooks);
   }
   register_nspace(map_);
+}
+
+void PmixServer::retire_job() {
+  std::vector<std::string> nspaces;
+  std::map<uint64_t, PendingModex> fences, group_fences, dmodex;
+  std::map<uint64_t, PendingOp> connects;
+  std::map<uint64_t, PendingSpawn> spawns;
+  std::map<uint64_t, PendingLookup> lookups;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    ServerState& s = *state_;
+    for (const auto& kv : s.id_base) nspaces.push_back(kv.first), s.retired.insert(kv.first);
+    s.id_base.clear(), s.ns_size.clear(), s.ns_local.clear();
+    s.nspace.clear();
+    s.world_size = 0;
+    s.hooks = MpiHooks{};  // upcalls until the next job find none (with_state)
+    // Every host's server numbers the next job's whole-job fences from 0 (the
+    // launcher matches them by id); the other ids go on counting, so that an
+    // answer meant for the earlier job matches nothing.
+    s.next_fence = 0;
+    fences.swap(s.fences), group_fences.swap(s.group_fences), dmodex.swap(s.dmodex);
+    connects.swap(s.connects), spawns.swap(s.spawns), lookups.swap(s.lookups);
+  }
+  // Completed before the namespaces go, while libpmix still holds their
+  // trackers; the clients are gone, so nobody reads the failure.
+  for (auto& [id, p] : fences) complete_modex(p, PMIX_ERROR, std::string());
+  for (auto& [id, p] : group_fences) complete_modex(p, PMIX_ERROR, std::string());
+  for (auto& [id, p] : dmodex) complete_modex(p, PMIX_ERR_NOT_FOUND, std::string());
+  for (auto& [id, p] : connects) p.fn(PMIX_ERROR, p.cbdata);
+  for (auto& [id, p] : lookups) p.fn(PMIX_ERR_NOT_FOUND, nullptr, 0, p.cbdata);
+  for (auto& [id, p] : spawns) {
+    pmix_nspace_t none;
+    PMIX_LOAD_NSPACE(none, "");
+    p.fn(PMIX_ERR_NOT_SUPPORTED, none, p.cbdata);
+  }
+  std::error_code ec;
+  for (const auto& ns : nspaces) {
+    OpWaiter w;
+    pmix_nspace_t name;
+    PMIX_LOAD_NSPACE(name, ns.c_str());
+    PMIx_server_deregister_nspace(name, OpWaiter::callback, &w);
+    w.wait(PMIX_SUCCESS, "deregistering namespace " + ns);
+    std::filesystem::remove_all(pmix_dir_ + "/" + ns, ec);
+  }
+  // The earlier ranks' shared-memory segments (register_job makes the
+  // directory again).
+  std::filesystem::remove_all(shm_dir(map_), ec);
+  spawned_local_ = 0;
+  registered_ = false;
 }
 
 void PmixServer::register_nspace(const JobMap& map) {

@@ -24,7 +24,9 @@
 //
 // libpmix is a process singleton: at most one PmixServer may be started per
 // process at a time; a second start() throws. Whether libpmix can be started
-// again in one process after stop() is not tested: one agent serves one job.
+// again in one process after stop() is not tested: one agent keeps one
+// server, and a restarted job (--max-restarts) is registered with it under
+// a namespace of its own per attempt (register_job again).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -71,11 +73,15 @@ class PmixServer {
                                           bool direct_modex, std::unique_ptr<LocalTopology> topology);
 
   // The fast half (about 1 ms): registers the job's namespace and this host's
-  // ranks. map.tmpdir must be init's tmpdir. Once per server. Of the hooks,
-  // post is required; without send or fence, what a rank asks of them fails
-  // at once ("not supported"), and start_children is needed only for
-  // spawn_launch. Throws UsageError for a bad map or no post hook, IoError
-  // when libpmix fails (message says which call and its status).
+  // ranks. map.tmpdir must be init's tmpdir. Of the hooks, post is required;
+  // without send or fence, what a rank asks of them fails at once ("not
+  // supported"), and start_children is needed only for spawn_launch. A
+  // later call is the job's next attempt (--max-restarts; its namespace is
+  // another, e.g. "<job>.a1"): the earlier job is retired first
+  // (retire_job), so its fences, spawns and names never meet the new one's,
+  // and the new job's fences count from 0 on every host again. Throws
+  // UsageError for a bad map or no post hook, IoError when libpmix fails
+  // (message says which call and its status).
   void register_job(const JobMap& map, MpiHooks hooks);
 
   ~PmixServer();  // stop()
@@ -129,6 +135,11 @@ class PmixServer {
   PmixServer() = default;
   // Registers map's namespace and its ranks on this host with libpmix.
   void register_nspace(const JobMap& map);
+  // The registered job's end before its next attempt (its ranks are gone):
+  // what libpmix is owed for it fails, its namespace and its spawned
+  // children's are deregistered and their files removed, and no upcall
+  // reaches its hooks any more.
+  void retire_job();
   // The launcher's messages, one overload each (receive), each defined in
   // its operation's file.
   void answer(const control::msg::FenceFailed& m);       // server_fence.cc
@@ -155,7 +166,7 @@ class PmixServer {
   std::vector<EnvList> start_spawn(const control::msg::SpawnLaunch& m);
   JobMap map_;
   uint16_t door_port_ = 0;  // seal's: the port clients are told; 0 = libpmix's own listener
-  int spawned_local_ = 0;  // children of MPI_Comm_spawn on this host, all spawns
+  int spawned_local_ = 0;  // children of MPI_Comm_spawn on this host, all spawns of the job's attempt
   std::string tmpdir_, pmix_dir_;
   std::unique_ptr<ServerState> state_;
   std::unique_ptr<LocalTopology> topology_;

@@ -24,6 +24,8 @@ pmix_status_t on_fence(const pmix_proc_t procs[], size_t nprocs, const pmix_info
   pmix_status_t rc = PMIX_ERR_NOT_SUPPORTED;
   std::string blob(data ? data : "", data ? ndata : 0);
   with_state(nullptr, [&](ServerState& s, int) {
+    for (size_t i = 0; i < nprocs; ++i)
+      if (s.retired.count(procs[i].nspace)) return;  // an earlier attempt's: its ranks are gone
     if (!is_whole_job(s, procs, nprocs)) {
       rc = group_fence(s, procs, nprocs, blob, cbfunc, cbdata);
       return;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,9 @@ struct ServerState {
   std::map<std::string, int> id_base;
   std::map<std::string, int> ns_size;     // ... and its size
   std::map<std::string, bool> ns_local;   // ... and whether its processes are on this host
+  // The namespaces of the job's earlier attempts (retire_job): a fence
+  // libpmix still brings for one is refused, never relayed. One per restart.
+  std::set<std::string> retired;
   uint64_t next_connect = 0;
   std::map<uint64_t, PendingOp> connects;
   std::map<uint64_t, PendingModex> group_fences;  // fences over part of the job (ids of next_connect)

@@ -215,16 +215,16 @@ TEST_CASE("fate: MPI_Abort's own message is quoted unless it only restates the c
   CHECK(longer.verdict().ends_with("...\""));
 }
 
-TEST_CASE("fate: a rank's MPI_Init under --max-restarts ends the job with 2, names the rank, is never retried",
+TEST_CASE("fate: a rank's MPI_Init in per-node mode ends the job with 2, names the rank, is never retried",
           "[launcher][restart]") {
   Fate f(2);
   CHECK(f.on_mpi_refused(1, "node0", "PMIx"));
   CHECK(f.exit_code() == 2);
   CHECK_FALSE(f.retryable());
   CHECK(f.verdict() ==
-        "rank 1 on node0 called MPI_Init (connected to its PMIx server), but an MPI job cannot be restarted "
-        "(--max-restarts): drop --max-restarts to run it as one MPI job, or add --mpi none to run each rank as an MPI "
-        "singleton");
+        "rank 1 on node0 called MPI_Init (connected to its PMIx server), but per-node mode (--rdzv) serves no MPI: "
+        "start an MPI program from one dlaunch that starts every host's ranks (--hostfile, -H, or the Slurm "
+        "allocation it runs in), or add --mpi none to run each rank as an MPI singleton");
   CHECK_FALSE(f.on_mpi_refused(0, "node0", "PMI"));  // the first one decides
   CHECK_FALSE(f.on_exit(exited(0, 1)));              // the teardown's consequences do not change it
   CHECK(f.exit_code() == 2);

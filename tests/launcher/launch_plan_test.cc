@@ -485,21 +485,25 @@ TEST_CASE("launch plan: --mpi auto, pmix, pmi, none and per-node mode", "[launch
       CHECK(l->mpi->served() == dl::control::MpiServe::kPmi);
     }
   }
-  SECTION("auto with --max-restarts: an MPI section that serves nothing (\"refuse\"), with PMIx or without") {
-    o.max_restarts = 1;
-    for (bool pmix : {true, false}) {
-      INFO("node 1 serves PMIx: " << pmix);
-      in.nodes[1].hello->pmix = pmix;
+  SECTION("auto with --max-restarts: served in every attempt, each attempt in a namespace of its own") {
+    o.max_restarts = 2;
+    for (int attempt : {0, 1, 2}) {
+      INFO("attempt " << attempt);
+      in.restart_count = attempt;
       const auto plan = plan_launch(in);
       CHECK(plan.refusal == LaunchPlan::Refusal::kNone);
       CHECK(plan.mpi);
+      CHECK(plan.serve == dl::control::MpiServe::kPmixAndPmi);  // never "refuse": a restarted MPI job is served
       for (const auto& l : plan.launches) {
         REQUIRE(l);
         REQUIRE(l->mpi);
-        CHECK(l->mpi->serve == "refuse");
-        CHECK(l->mpi->served() == dl::control::MpiServe::kRefuse);
+        CHECK(l->mpi->serve == "pmix,pmi");
+        CHECK(l->mpi->nspace == (attempt == 0 ? std::string("dl-test") : "dl-test.a" + std::to_string(attempt)));
+        CHECK(l->mpi->world_size == 3);
       }
     }
+    CHECK(dl::launcher::mpi_nspace("dl-x", 0) == "dl-x");
+    CHECK(dl::launcher::mpi_nspace("dl-x", 12) == "dl-x.a12");
   }
   SECTION("pmi: PMI only, even where every agent could serve PMIx") {
     o.mpi = dl::launcher::MpiMode::kPmi;

@@ -43,7 +43,6 @@ struct FakeJob : MpiRouter::JobPort {
   }
   Fate& fate() override { return verdicts; }
   void teardown() override { ++teardowns; }
-  bool per_node() const override { return false; }
   void log(const std::string& line) override { logged.push_back(line); }
   void say(const std::string& line) override { said.push_back(line); }
 

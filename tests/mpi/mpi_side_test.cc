@@ -99,7 +99,52 @@ TEST_CASE("mpi side: --mpi pmi gives each rank PMI_FD and a socket of its own th
   ::close(t0.inherit_fd);
 }
 
-TEST_CASE("mpi side: serve refuse (--max-restarts): a rank that starts PMI is reported once, not served", "[mpi]") {
+// --max-restarts: each attempt is started again, in a namespace of its own.
+TEST_CASE("mpi side: a restarted job's next attempt has its own PMI key space, and nothing of the last one is sent "
+          "after attempt_over",
+          "[mpi][restart]") {
+  Side s;
+  // Writes `lines` as rank 0 on `fd` and waits for the answer to the last
+  // one (get_my_kvsname), which names the key space.
+  auto ask = [&](int fd, const std::string& lines) {
+    const std::string all = lines + "cmd=get_my_kvsname\n";
+    REQUIRE(::write(fd, all.data(), all.size()) == static_cast<ssize_t>(all.size()));
+    std::string answer;
+    s.run_until([&] { return (answer += drain(fd)).find("cmd=my_kvsname") != std::string::npos &&
+                             answer.find('\n', answer.find("cmd=my_kvsname")) != std::string::npos; },
+                "the PMI server's my_kvsname");
+    return answer;
+  };
+  auto start_rank0 = [&](const msg::MpiSection& sec) {
+    s.side.start(sec);
+    const TaskEnv t0 = s.side.task_env(0), t1 = s.side.task_env(1);
+    s.side.task_refused(1);
+    s.side.task_spawned(0);
+    s.side.tasks_started();
+    return t0.inherit_fd;
+  };
+  const std::string init = "cmd=init pmi_version=1 pmi_subversion=1\n";
+  msg::MpiSection first = section("pmi");
+  const int a0 = start_rank0(first);
+  CHECK(ask(a0, init + "cmd=abort exitcode=3\n").find("kvsname=dl-side-test\n") != std::string::npos);
+  REQUIRE(s.sent.size() == 1);
+  CHECK(std::get<msg::MpiAbort>(s.sent[0]).status == 3);
+  // The attempt is over: its server still answers its socket, but what it
+  // would tell the launcher is dropped.
+  s.side.attempt_over();
+  ask(a0, "cmd=abort exitcode=4\n");
+  CHECK(s.sent.size() == 1);
+  msg::MpiSection next = section("pmi");
+  next.nspace = "dl-side-test.a1";
+  const int a1 = start_rank0(next);
+  CHECK(a1 != a0);
+  CHECK(ask(a1, init + "cmd=abort exitcode=5\n").find("kvsname=dl-side-test.a1\n") != std::string::npos);
+  REQUIRE(s.sent.size() == 2);
+  CHECK(std::get<msg::MpiAbort>(s.sent[1]).status == 5);
+  ::close(a0), ::close(a1);
+}
+
+TEST_CASE("mpi side: serve refuse (per-node mode): a rank that starts PMI is reported once, not served", "[mpi]") {
   Side s;
   s.side.start(section("refuse"));
   const TaskEnv t = s.side.task_env(1);

@@ -90,8 +90,8 @@ struct Victim {
   std::string uri, nspace;
   pid_t agent = -1;
 
-  // `restarts`: --max-restarts 1, where the ranks' PMIx ports serve nothing
-  // (mpi/pmix_tripwire.h).
+  // `restarts`: --max-restarts 1 (a restarted job's ranks reach the same
+  // front door, in every attempt).
   explicit Victim(bool mpi, bool restarts = false) {
     char tmpl[] = "/tmp/dlsec-victim.XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
@@ -255,10 +255,10 @@ TEST_CASE("PMIx server: the same client run by the job's own user gets in (the r
   // guard ends the job.
 }
 
-// Under --max-restarts a connection to a rank's PMIx port means that rank
-// called MPI_Init and ends the job (docs/failures.md): another user's must
-// not, so it is refused and named, and the job goes on.
-TEST_CASE("PMIx tripwire (--max-restarts): another user's connection to a rank's port does not end the job, and is "
+// Under --max-restarts the ranks' PMIx port is the front door of a server
+// that serves every attempt (docs/failures.md, "MPI jobs"): another user's
+// connection is refused and named before anything starts, and the job goes on.
+TEST_CASE("PMIx server under --max-restarts: another user's connection to a rank's port does not end the job, and is "
           "named",
           "[security][pmix][restart]") {
   DLSEC_NEEDS_OTHER_USER();

@@ -4,9 +4,13 @@
 // the same programs under OpenMPI's own mpirun on the same hosts show the
 // programs are right. Each program checks MPI's own size, rank and results and
 // prints one "ok" line per rank; nothing may be left on any host.
+#include <signal.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <thread>
 #include <regex>
 #include <string>
 
@@ -155,6 +159,48 @@ TEST_CASE("dlaunch: a rank stopped before MPI_Init makes the fence time out nami
   CHECK(count(r.output, "no data from " + c.address(2) + " (ranks 4,5)") == 1);
   // Only h2 is missing.
   for (int h : {0, 1, 3}) CHECK(count(r.output, "from " + c.address(h)) == 0);
+  check_clean(c, mark);
+}
+
+// A restarted MPI job on the namespace cluster (docs/failures.md, "MPI
+// jobs"): 4 hosts x 2 ranks and a spare h4. Once every rank is past MPI_Init
+// (rank 6 on h3 says so and holds; the others wait in MPI_Barrier),
+// everything on h3 is killed: the next attempt, in a namespace of its own,
+// runs h3's ranks on the spare, and the fences of the new namespace span
+// h0..h2 and h4, in node-rank order. The job ends as one world of 8.
+TEST_CASE("dlaunch --spares 1: h3 killed under OpenMPI ranks, the next attempt is one world of 8 with the spare h4",
+          "[mpi_mh][cluster][slow][spares][restart]") {
+  Cluster c(5);
+  const std::string mark = unique_marker(), held = "/tmp/" + mark + ".held";
+  auto f = start_dlaunch(c, kRootEnv + "-v -n 8 --spares 1 --kill-grace 1 --heartbeat-timeout 3 " + bin("mpi_restart") +
+                                " 8 6 hold " + mark,
+                         std::chrono::seconds(120));
+  bool ready = false;
+  for (int i = 0; i < 600 && !ready; ++i) {
+    ready = access(held.c_str(), F_OK) == 0;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!ready) {
+    auto r = f.get();
+    FAIL("rank 6 never got past MPI_Init: " << r.output);
+  }
+  CHECK(pids_matching(c, "h4", mark).empty());  // the spare holds no ranks
+  auto victims = pids_matching(c, "h3", "dlaunch-agent");
+  for (int p : pids_matching(c, "h3", mark)) victims.push_back(p);
+  CHECK(victims.size() == 3);
+  for (int p : victims) ::kill(p, SIGKILL);
+  auto r = f.get();
+  ::unlink(held.c_str());
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(count(r.output, "attempt 0 rank ") == 8);  // the first attempt: one world too
+  CHECK(count(r.output, "its ranks 6-7 moved to spare " + c.address(4) + "; no spare left; 8 ranks running again") == 1);
+  CHECK(count(r.output, "attempt 2 of 2 succeeded") == 1);
+  for (int k = 0; k < 8; ++k) CHECK(count(r.output, "attempt 1 rank " + std::to_string(k) + " of 8 sum 28 ok") == 1);
+  CHECK(count(r.output, " of 1 ") == 0);
+  CHECK(count(r.output, "BAD") == 0);
+  // The new namespace's MPI_Init fence crossed the hosts that hold the seats now.
+  CHECK(count(r.output, "dlaunch: fence 0 complete") == 2);
   check_clean(c, mark);
 }
 

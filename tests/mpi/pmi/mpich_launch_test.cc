@@ -123,24 +123,16 @@ TEST_CASE("dlaunch: ranks get PMI_FD, PMI_RANK and PMI_SIZE, not inherited ones"
   CHECK(count(none.out, "PMI_FD=") == 0);
 }
 
-// An MPI job cannot be restarted (docs/failures.md): under --max-restarts the
-// first PMI request ends the job with 2 and names the rank; MPICH's ranks
-// never run as singletons.
-TEST_CASE("dlaunch -n 2 --max-restarts 1 mpich_hello: exit 2 naming the rank, no singletons", "[mpich][slow][restart]") {
-  const std::string mark = marker();
-  Result r = run(kDlaunch + " -n 2 --max-restarts 1 " + kBin + "/mpich_hello 2 " + mark);
-  INFO(r.out);
-  CHECK(r.code == 2);
-  CHECK(count(r.out, "called MPI_Init (wrote to its PMI_FD), but an MPI job cannot be restarted (--max-restarts)") ==
-        1);
-  CHECK(count(r.out, "dlaunch: attempt 1 of 2 failed: rank ") == 1);
-  CHECK(count(r.out, " of 1") == 0);
-  CHECK(count(r.out, " ok") == 0);
-  CHECK_FALSE(leftover(mark));
-  Result pmi = run(kDlaunch + " -n 2 --max-restarts 1 --mpi pmi " + kBin + "/mpich_hello 2 " + mark);
-  CHECK(pmi.code == 2);
-  CHECK(count(pmi.out, "dlaunch: error: --max-restarts with --mpi pmi: an MPI job cannot be restarted") == 1);
-  CHECK(count(pmi.out, "hello") == 0);
+// A restarted MPI job (docs/failures.md, "MPI jobs"): each attempt is a
+// fresh PMI key-value space (the attempt's namespace) on every agent. A rank
+// lost in attempt 0 and MPICH's ranks come back as one world of N in
+// attempt 1, never as singletons.
+TEST_CASE("dlaunch -n 4 --max-restarts 1 with MPICH: a rank that exits 1 or is killed in attempt 0, one world of 4 in "
+          "attempt 1",
+          "[mpich][slow][restart]") {
+  const std::string how = GENERATE("exit", "kill");
+  check_restart(kDlaunch + " -n 4 --max-restarts 1", kBin + "/mpich_restart", 4, 1, how);
+  if (how == std::string("exit")) check_restart(kDlaunch + " -n 2 --max-restarts 1 --mpi pmi", kBin + "/mpich_restart", 2, 1, how);
 }
 
 // The launch tree (--fanout) on 8 simulated hosts (--launcher sim): with

@@ -86,7 +86,7 @@ TEST_CASE("pmi service: sockets are watched once the ranks started, and what cam
   CHECK(open_fds() == before);  // the service closed its ends
 }
 
-TEST_CASE("pmi service with a refuse hook (--max-restarts): a rank's first bytes are refused, never answered",
+TEST_CASE("pmi service with a refuse hook (per-node mode): a rank's first bytes are refused, never answered",
           "[mpich][pmi][restart]") {
   boost::asio::io_context io;
   std::vector<int> refused;

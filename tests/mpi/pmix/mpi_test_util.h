@@ -23,4 +23,14 @@ bool leftover(const std::string& mark);
 // a command line to which the MPI mode and the program are appended.
 std::string sim_tree_command(const std::string& dlaunch, int hosts, int slots, int fanout);
 
+// A restarted MPI job (tests/mpi/pmix/mpi_restart.c): runs `dlaunch_args`
+// (dlaunch and its options, -n and --max-restarts among them) with
+// `program n lost how MARKER`, under a TMPDIR of its own, and checks with
+// Catch that attempt 1 of 2 failed naming rank `lost`, attempt 2 succeeded,
+// every rank of both attempts saw a world of n (never a singleton) and
+// the right allreduce, and nothing was left (processes, TMPDIR entries).
+// Returns the output.
+std::string check_restart(const std::string& dlaunch_args, const std::string& program, int n, int lost,
+                          const std::string& how);
+
 }  // namespace dl::mpitest
