@@ -41,6 +41,12 @@ enum class MpiServe { kPmix, kPmi, kPmixAndPmi, kRefuse };
 // Its word in MpiSection::serve: "pmix", "pmi", "pmix,pmi", "refuse".
 const char* serve_word(MpiServe s);
 
+// What an mpi_connect collective is: PMIx_Connect, PMIx_Disconnect, or a
+// fence over some of the job's processes (or over several namespaces).
+enum class ConnectOp { kConnect, kDisconnect, kFence };
+// Its word in MpiConnect::op: "connect", "disconnect", "fence".
+const char* connect_op_word(ConnectOp op);
+
 namespace msg {
 
 // ---- agent -> launcher -----------------------------------------------------
@@ -250,6 +256,8 @@ struct MpiConnect {
   template <class S, class V> static void fields(S& s, V& v) {
     v("id", s.id), v("op", s.op), v("procs", s.procs), v("blob", s.blob);
   }
+  // `op`, typed. Throws ProtocolError for a word this build does not know.
+  ConnectOp connect_op() const;
 };
 
 // The answer to a spawn_launch with `elsewhere`: namespace `nspace` is

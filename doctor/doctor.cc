@@ -18,6 +18,7 @@
 #include "remote/agent_starter.h"
 #include "remote/ssh/quote.h"
 #include "wire/handshake.h"
+#include "wire/host.h"
 #include "wire/private_dir.h"
 
 namespace dl::doctor {
@@ -33,7 +34,7 @@ std::string self_exe() {
 // every address its name resolves to, with the ssh port.
 std::vector<std::string> identity(const hostfiles::HostEntry& e) {
   const std::string port = ":" + std::to_string(e.port ? e.port : 22);
-  if (remote::is_local_host(e.host)) return {"local" + port};
+  if (wire::is_local_host(e.host)) return {"local" + port};
   addrinfo hints{}, *res = nullptr;
   hints.ai_socktype = SOCK_STREAM;
   std::vector<std::string> keys;
@@ -170,7 +171,7 @@ void Doctor::stage_ssh() {
   const std::string command = ssh::join_quoted({remote_exe_, "doctor", "--peer"});
   for (int h : alive()) {
     const auto& e = entries_[static_cast<size_t>(h)];
-    if (remote::is_local_host(e.host)) {
+    if (wire::is_local_host(e.host)) {
       peers_[static_cast<size_t>(h)] = start_local_peer(self_exe_, token_, name(h));
       report_->set(h, Check::kSsh, Mark::kOk, "local");
       continue;

@@ -153,13 +153,6 @@ std::vector<std::vector<int>> plan_cpus(CpuBind policy, const CpuTopology& topo,
   return out;
 }
 
-const char* gpu_visibility_variable(const std::string& vendor) {
-  if (vendor == "nvidia") return "CUDA_VISIBLE_DEVICES";
-  if (vendor == "amd") return "ROCR_VISIBLE_DEVICES";  // below HIP: also hides the GPUs from OpenCL and HSA users
-  if (vendor == "intel") return "ZE_AFFINITY_MASK";
-  return nullptr;
-}
-
 namespace {
 
 // Too many ranks for a host's GPUs: the counts, and every way out.

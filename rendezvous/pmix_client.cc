@@ -3,6 +3,7 @@
 #include <string>
 
 #include "errors/error.h"
+#include "wire/shared_library.h"
 
 #if DLAUNCH_HAVE_PMIX
 #include <dlfcn.h>
@@ -37,13 +38,14 @@ void resolve(void* lib, const char* name, F& fn) {
 // found it in. Throws IoError saying what is missing and what to install.
 Pmix load_pmix() {
   Pmix api;
-  void* lib = ::dlopen("libpmix.so.2", RTLD_NOW | RTLD_GLOBAL);
-  std::string why = lib ? "" : ::dlerror();
 #ifdef DLAUNCH_PMIX_LIBDIR
-  if (!lib) lib = ::dlopen(DLAUNCH_PMIX_LIBDIR "/libpmix.so.2", RTLD_NOW | RTLD_GLOBAL);
+  const auto loaded = wire::open_shared_library({"libpmix.so.2", DLAUNCH_PMIX_LIBDIR "/libpmix.so.2"}, RTLD_NOW | RTLD_GLOBAL);
+#else
+  const auto loaded = wire::open_shared_library({"libpmix.so.2"}, RTLD_NOW | RTLD_GLOBAL);
 #endif
+  void* lib = loaded.handle;
   if (!lib)
-    throw IoError("PMIX_RANK/PMIX_NAMESPACE are set but libpmix cannot be loaded (" + why +
+    throw IoError("PMIX_RANK/PMIX_NAMESPACE are set but libpmix cannot be loaded (" + loaded.errors.front() +
                   "); install libpmix (Debian: apt install libpmix2), or run without the PMIx variables");
   resolve(lib, "PMIx_Init", api.init);
   resolve(lib, "PMIx_Get", api.get);

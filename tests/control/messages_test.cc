@@ -348,6 +348,18 @@ TEST_CASE("control messages: MPI's messages arrive inside MpiUp and MpiDown with
         "unknown control message 'mpi_dmodex_serve' from the agent");
 }
 
+TEST_CASE("control messages: mpi_connect's op is one of three words, typed, and any other is refused", "[control]") {
+  for (auto op : {control::ConnectOp::kConnect, control::ConnectOp::kDisconnect, control::ConnectOp::kFence}) {
+    const msg::MpiConnect c{1, control::connect_op_word(op), {"dl-1:*"}, std::nullopt};
+    const auto back = std::get<msg::MpiConnect>(std::get<control::MpiUp>(control::decode_from_agent(control::encode(c))));
+    CHECK(back.connect_op() == op);
+  }
+  CHECK(std::string(control::connect_op_word(control::ConnectOp::kDisconnect)) == "disconnect");
+  const msg::MpiConnect merge{1, "merge", {"dl-1:*"}, std::nullopt};
+  CHECK_THROWS_AS(merge.connect_op(), control::ProtocolError);
+  CHECK_THROWS_WITH(merge.connect_op(), Catch::Contains("field 'op' is 'merge'"));
+}
+
 TEST_CASE("complete_launch: with identity.node the agent writes the host's variables, over launch_env's, under the launch's",
           "[control]") {
   msg::Launch m;

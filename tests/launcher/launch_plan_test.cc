@@ -359,7 +359,7 @@ TEST_CASE("launch plan: each vendor's GPUs go in its own variable, and --gpu-ven
     auto plan = plan_launch(in);
     CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "0,1");
     CHECK(env_of(plan, 3, "ROCR_VISIBLE_DEVICES") == "<unset>");
-    o.gpu_vendor = "amd";
+    o.gpu_vendor = dl::machine::GpuVendor::kAmd;
     in.nodes[0].hello->gpus.clear();  // a host without GPUs is fine whatever --gpu-vendor says
     in.nodes[2].hello->gpus.clear();
     plan = plan_launch(in);
@@ -368,7 +368,7 @@ TEST_CASE("launch plan: each vendor's GPUs go in its own variable, and --gpu-ven
     CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "<unset>");
   }
   SECTION("--gpu-vendor naming a vendor a host lacks, where it has others: refused, naming the host") {
-    o.gpu_vendor = "amd";
+    o.gpu_vendor = dl::machine::GpuVendor::kAmd;
     const auto plan = plan_launch(in);
     CHECK(plan.refusal == LaunchPlan::Refusal::kBadRequest);
     CHECK_THAT(plan.why, Catch::Contains("--gpu-vendor amd: host n0 has no amd GPUs, only 2 nvidia"));
