@@ -381,7 +381,7 @@ std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const ms
   s.env = rank_env_strings(base, over);
   s.wdir = spec.wdir.value_or(m.wdir);
   s.want_stdin = spec.stdin_open;
-  s.stdout_pty = m.stdout_pty.value_or(false);
+  s.stdout_pty = m.stdout_pty;
   s.cpus = spec.cpus.value_or(std::vector<int>{});
   s.inherit_fd = task.inherit_fd;
   s.reset_signals = &reset_signals_;

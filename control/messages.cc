@@ -150,10 +150,9 @@ const char* serve_word(MpiServe s) {
 }
 
 MpiServe msg::MpiSection::served() const {
-  if (!serve) return MpiServe::kPmix;  // the field's default
   for (MpiServe s : {MpiServe::kPmix, MpiServe::kPmi, MpiServe::kPmixAndPmi, MpiServe::kRefuse})
-    if (*serve == serve_word(s)) return s;
-  throw ProtocolError("'launch' message: field 'mpi.serve' is '" + *serve + "', which this agent does not know: install the same dlaunch on every host");
+    if (serve == serve_word(s)) return s;
+  throw ProtocolError("'launch' message: field 'mpi.serve' is '" + serve + "', which is none of pmix, pmi, pmix,pmi and refuse");
 }
 
 const char* connect_op_word(ConnectOp op) {

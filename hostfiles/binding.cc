@@ -131,7 +131,7 @@ std::vector<std::vector<int>> plan_cpus(CpuBind policy, const CpuTopology& topo,
   }
   if (policy == CpuBind::kSocket) {
     if (topo.packages.empty())
-      throw std::runtime_error("--bind-to socket: " + host + " reported no sockets (an older dlaunch agent there?); "
+      throw std::runtime_error("--bind-to socket: " + host + " reported no sockets; "
                                "use --bind-to numa or core");
     const size_t sockets = topo.packages.size();
     for (size_t l = 0; l < out.size(); ++l) out[l] = topo.packages[l * sockets / static_cast<size_t>(local_world)];

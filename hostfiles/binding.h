@@ -18,10 +18,10 @@ struct CpuTopology {
   // NUMA nodes, each its usable CPUs; empty nodes are left out.
   std::vector<std::vector<int>> numa;
   // The kernel's node id of each entry of `numa` (parallel; -1 unknown), the
-  // ids GPUs are reported by; empty when unknown (an older agent).
+  // ids GPUs are reported by; empty when unknown.
   std::vector<int> numa_ids = {};
   // Sockets (physical packages) in id order, each its usable CPUs; empty
-  // when unknown (an older agent).
+  // when unknown.
   std::vector<std::vector<int>> packages = {};
 };
 

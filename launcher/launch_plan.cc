@@ -41,8 +41,8 @@ bool check_machines(const PlanInput& in, LaunchPlan& plan) {
   std::map<std::string, size_t> first;
   for (size_t i = 0; i < in.nodes.size(); ++i) {
     const PlanNode& n = in.nodes[i];
-    if (n.external || !n.hello || n.hello->machine.value_or("").empty()) continue;
-    auto [it, fresh] = first.emplace(*n.hello->machine, i);
+    if (n.external || !n.hello || n.hello->machine.empty()) continue;
+    auto [it, fresh] = first.emplace(n.hello->machine, i);
     if (fresh) continue;
     plan.refusal = LaunchPlan::Refusal::kBadRequest;
     const auto& nodes = in.placement->nodes;
@@ -108,8 +108,8 @@ bool plan_cpus(const PlanInput& in, LaunchPlan& plan, std::map<int, std::vector<
     hostfiles::CpuTopology topo;
     if (n.hello->cpu) {
       topo.cores = n.hello->cpu->cores, topo.numa = n.hello->cpu->numa;
-      if (n.hello->cpu->numa_ids) topo.numa_ids = *n.hello->cpu->numa_ids;
-      if (n.hello->cpu->packages) topo.packages = *n.hello->cpu->packages;
+      topo.numa_ids = n.hello->cpu->numa_ids;
+      topo.packages = n.hello->cpu->packages;
     }
     std::vector<int> by_local(n.ranks.size(), -1);
     for (int r : n.ranks)

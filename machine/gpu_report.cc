@@ -6,7 +6,7 @@ namespace dl::machine {
 
 void report_gpus(const std::vector<VendorGpus>& found, control::msg::Hello& hello) {
   hello.gpus.clear();
-  hello.gpu_vendor.reset();
+  hello.gpu_vendor.clear();
   hello.gpus_by_vendor.reset();
   hello.gpu_numa.reset();
   if (found.empty()) return;
@@ -28,7 +28,7 @@ std::vector<int> numa_of(const control::msg::Hello& hello) {
 
 std::vector<VendorGpus> reported_gpus(const control::msg::Hello& hello) {
   std::vector<VendorGpus> out;
-  const std::optional<GpuVendor> first = gpu_vendor_named(hello.gpu_vendor.value_or("nvidia"));
+  const std::optional<GpuVendor> first = gpu_vendor_named(hello.gpu_vendor);
   if (hello.gpus_by_vendor) {
     // The map is ordered by name; detection order is the vendors' own order.
     for (const auto& v : gpu_vendors())
