@@ -23,6 +23,7 @@
 #include "remote/ssh/tcp_connect.h"
 #include "wire/client_retry.h"
 #include "wire/handshake.h"
+#include "wire/host.h"
 #include "wire/socket.h"
 
 extern char** environ;
@@ -31,15 +32,6 @@ namespace dl::agent {
 
 namespace msg = control::msg;
 using std::chrono::milliseconds;
-
-namespace {
-std::string host_name() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-}  // namespace
 
 EnvVars own_environment() {
   EnvVars env;
@@ -116,7 +108,7 @@ int Agent::run() {
   hello.node = a.node;
   // A simulated host (--sim-host) is its own machine to the launcher's
   // same-machine check.
-  hello.host = a.sim_host.empty() ? host_name() : a.sim_host;
+  hello.host = a.sim_host.empty() ? wire::host_name() : a.sim_host;
   hello.pid = static_cast<int>(::getpid());
   hello.free_port = wire::free_tcp_port();
   hello.machine = machine::machine_identity() + (a.sim_host.empty() ? "" : "/sim:" + a.sim_host);
@@ -292,7 +284,7 @@ void Agent::launch(msg::Launch incoming) {
   // of a job's start (about 0.2 ms on a small VM, measured).
   if (!loop_watch_)
     if (const auto stall = LoopWatch::threshold_from_env(); stall.count() > 0)
-      loop_watch_ = std::make_unique<LoopWatch>(io_, "dlaunch-agent on " + host_name(), stall);
+      loop_watch_ = std::make_unique<LoopWatch>(io_, "dlaunch-agent on " + wire::host_name(), stall);
 }
 
 // A failed rank's exit report gains what torch's @record wrote to its error
@@ -330,7 +322,7 @@ void Agent::start_agents(const msg::StartAgents& m) {
     // Named as the job names this host, so that the launcher's verdicts and
     // this agent's reports agree.
     const std::string host =
-        !m.self.empty() ? m.self : opts_.args.sim_host.empty() ? host_name() : opts_.args.sim_host;
+        !m.self.empty() ? m.self : opts_.args.sim_host.empty() ? wire::host_name() : opts_.args.sim_host;
     relay_ = std::make_unique<Relay>(io_, opts_.token, host, std::move(h));
   }
   std::string bind = ssh::describe_socket(link_->native_handle()).local_address;
@@ -414,7 +406,7 @@ std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const ms
   s.env = rank_env_strings(base, over);
   s.wdir = spec.wdir.value_or(m.wdir);
   s.want_stdin = spec.stdin_open;
-  s.stdout_pty = m.stdout_pty.value_or(false);
+  s.stdout_pty = m.stdout_pty;
   s.cpus = spec.cpus.value_or(std::vector<int>{});
   s.inherit_fd = task.inherit_fd;
   s.reset_signals = &reset_signals_;

@@ -19,6 +19,7 @@
 #include "agent/rank_supervisor.h"
 #include "control/agent_args.h"
 #include "errors/error.h"
+#include "wire/host.h"
 #include "wire/socket.h"
 
 namespace dl::agent {
@@ -43,9 +44,7 @@ std::string read_token_line() {
 // environment names the node as slurm.conf does), then the kernel's.
 std::vector<std::string> own_names() {
   const char* slurm = std::getenv("SLURMD_NODENAME");
-  char host[HOST_NAME_MAX + 1] = {};
-  ::gethostname(host, sizeof host - 1);
-  return {slurm ? slurm : "", host};
+  return {slurm ? slurm : "", wire::host_name()};
 }
 
 int usage(const std::string& why) {

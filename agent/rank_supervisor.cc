@@ -20,7 +20,7 @@
 
 #include "control/messages.h"
 #include "errors/error.h"
-#include "wire/quiet_thread.h"
+#include "wire/helper_pool.h"
 
 namespace dl::agent {
 
@@ -56,93 +56,16 @@ size_t spawn_shares(size_t n) {
 // as long as the agent: a rank's PR_SET_PDEATHSIG fires when the *thread*
 // that cloned it ends, not the process, so a thread that started ranks must
 // not end before the agent does. Made on first use (a job of fewer than
-// kParallelFrom ranks never makes one), with every signal blocked, waiting
-// on their own condition between batches; never destroyed.
-class SpawnHelpers {
- public:
-  static SpawnHelpers& get() {
-    static SpawnHelpers* helpers = new SpawnHelpers;  // leaked: its threads outlive every destructor
-    return *helpers;
-  }
-  // Starts helpers until there are `threads` (their start is then not on a
-  // launch's path: a new thread waited 0.6-0.8 ms for a CPU on a 2-core VM).
-  void prestart(size_t threads) {
-    std::lock_guard<std::mutex> lock(mu_);
-    while (threads_ < threads && start_thread()) {}
-  }
-  // Closes `fd` on a helper between batches, or here when there is none. A
-  // pty master's last close queues the tty's release to the closing CPU's
-  // kworker, which then preempts the closer: in the agent's loop that was
-  // 5-10 us per rank at a job's end, in series with its exit reports.
-  void close_later(int fd) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (threads_ == 0) {
-      lock.unlock();
-      ::close(fd);
-      return;
-    }
-    closes_.push_back(fd);
-    lock.unlock();
-    cv_.notify_one();
-  }
-  // Runs work(0) on this thread and work(1) .. work(shares - 1) on helpers,
-  // and returns when all have returned. Shares no helper could take (no
-  // thread to be had) run here too.
-  void run(size_t shares, const std::function<void(size_t)>& work) {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (threads_ + 1 < shares && start_thread()) {}
-    const size_t helped = std::min(shares - 1, threads_);
-    work_ = &work;
-    next_ = 1, last_ = helped, busy_ = helped, ++batch_;
-    lock.unlock();
-    cv_.notify_all();
-    work(0);
-    for (size_t t = helped + 1; t < shares; ++t) work(t);
-    lock.lock();
-    done_.wait(lock, [&] { return busy_ == 0; });
-    work_ = nullptr;
-  }
-
- private:
-  bool start_thread() {
-    try {
-      wire::quiet_thread([this] { loop(); }).detach();
-      ++threads_;
-      return true;
-    } catch (const std::system_error&) {
-      return false;
-    }
-  }
-  void loop() {
-    uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] { return (batch_ != seen && next_ <= last_) || !closes_.empty(); });
-      if (!closes_.empty()) {
-        const auto fds = std::move(closes_);
-        closes_.clear();
-        lock.unlock();
-        for (int fd : fds) ::close(fd);
-        lock.lock();
-        continue;
-      }
-      seen = batch_;
-      const size_t share = next_++;
-      const auto* work = work_;
-      lock.unlock();
-      (*work)(share);
-      lock.lock();
-      if (--busy_ == 0) done_.notify_one();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_, done_;
-  size_t threads_ = 0;
-  const std::function<void(size_t)>* work_ = nullptr;
-  size_t next_ = 1, last_ = 0, busy_ = 0;
-  uint64_t batch_ = 0;
-  std::vector<int> closes_;  // close_later's, for the next helper free
-};
+// kParallelFrom ranks starts no helper), never destroyed. Their start is
+// kept off a launch's path (prestart): a new thread waited 0.6-0.8 ms for a
+// CPU (docs/benchmarks.md). A pty master's last close queues the tty's
+// release to the closing CPU's kworker, which then preempts the closer: in
+// the agent's loop that was 5-10 us per rank at a job's end, in series with
+// its exit reports, so closes are posted to a helper.
+wire::HelperPool& spawn_helpers() {
+  static wire::HelperPool* helpers = new wire::HelperPool(kMaxSpawnThreads - 1);  // leaked: its threads outlive every destructor
+  return *helpers;
+}
 }  // namespace
 
 struct RankSupervisor::Rank {
@@ -198,7 +121,7 @@ void RankSupervisor::get_ready_for(size_t n) {
   if (n < kParallelFrom) return;
   // The spawn slots first, so that they are the lowest free descriptors.
   reserve_spawn_slots(static_cast<int>(kMaxSpawnThreads) + 1);
-  SpawnHelpers::get().prestart(spawn_shares(n) - 1);
+  spawn_helpers().prestart(spawn_shares(n) - 1);
 }
 
 void RankSupervisor::spawn_all(size_t n, const std::function<Prepared(size_t)>& prepare) {
@@ -253,7 +176,7 @@ void RankSupervisor::spawn_all(size_t n, const std::function<Prepared(size_t)>& 
     }
   };
   if (shares == 1) work(0);
-  else SpawnHelpers::get().run(shares, work);
+  else spawn_helpers().run(shares, work);
   // What was started is supervised, even when the preparing failed.
   for (size_t i = 0; i < n; ++i) {
     if (!items[i]) continue;
@@ -348,7 +271,7 @@ void RankSupervisor::end_output(Rank& r, int stream) {
   const int unwatched = std::exchange(r.unwatched[stream], -1);
   if (stream == 0 && r.out_pty) {
     const int fd = unwatched >= 0 ? unwatched : r.out.release();  // out of the loop now; closed beside it
-    if (fd >= 0) SpawnHelpers::get().close_later(fd);
+    if (fd >= 0) spawn_helpers().post([fd] { ::close(fd); });
   } else if (unwatched >= 0) {
     ::close(unwatched);
   } else {

@@ -98,6 +98,8 @@ void Relay::start_agents(const msg::StartAgents& m, const std::string& bind_addr
 }
 
 void Relay::make_starter(const msg::StartAgents& m) {
+  const auto method = remote::start_method_named(m.method);
+  if (!method) throw control::ProtocolError("'start_agents' message: start method '" + m.method + "' is not one this agent has");
   remote::StarterOptions so;
   so.ssh_parallel = m.ssh_parallel;
   so.ssh_timeout = std::chrono::milliseconds(m.ssh_timeout_ms);
@@ -106,13 +108,13 @@ void Relay::make_starter(const msg::StartAgents& m) {
   so.prefix = m.prefix;
   so.launcher_exec = m.launcher_exec;
   remote::AgentStarter::Events ev;
-  ev.failed = [this](int node, std::string why) {
+  ev.failed = [this, method](int node, std::string why) {
     auto it = children_.find(node);
     if (stopped_ || it == children_.end() || !it->second.starting) return;
     it->second.starting = false;
     // The flat launch worked where only dlaunch's host may reach the others:
     // say how to get it back.
-    const std::string hint = how_.method == "sim" ? ""
+    const std::string hint = remote::simulates_hosts(*method) ? ""
                              : "; if the hosts cannot reach one another over ssh, --fanout 0 starts every agent "
                                "from dlaunch's host";
     up(control::frame(msg::AgentFailed{node, why + " (started by the agent on " + own_host_ + ")" + hint}), Wait::kNo, node);
@@ -126,7 +128,7 @@ void Relay::make_starter(const msg::StartAgents& m) {
     hooks_.say("[agent@" + (it == children_.end() ? std::to_string(node) : it->second.me.host) + "] " + text);
   };
   ev.notice = [](std::string) {};
-  starter_ = remote::make_agent_starter(m.method, io_, std::move(so), std::move(ev));
+  starter_ = remote::make_agent_starter(*method, io_, std::move(so), std::move(ev));
 }
 
 void Relay::start_child(Child& child) {

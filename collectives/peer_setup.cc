@@ -11,6 +11,7 @@
 #include "collectives/tcp/pair.h"
 #include "control/env_names.h"
 #include "wire/handshake.h"
+#include "wire/host.h"
 
 namespace dl::coll {
 namespace {
@@ -18,12 +19,6 @@ namespace {
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
-}
-
-std::string hostname() {
-  char buf[256] = {0};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
 }
 
 // Outside dlaunch there is no job token: rank 0 draws one for this
@@ -46,7 +41,7 @@ std::vector<std::unique_ptr<Pair>> setup_pairs(rdzv::Store& store, int rank, int
   if (size == 1) return pairs;
   opt.token = resolve_token(store, rank, opt);
   opt.address = tcp::choose_address(opt.address, opt.interface);
-  if (opt.host_id.empty()) opt.host_id = env_or(env::kDlHostId, hostname());
+  if (opt.host_id.empty()) opt.host_id = env_or(env::kDlHostId, wire::host_name());
   if (env_or("DLCOLL_SHM", "1") == "0") opt.use_shm = false;
   tcp::MeshConfig cfg{&store, opt.prefix, rank, size, opt.token, opt.address, opt.host_id, opt.timeout};
   auto mesh = tcp::connect_mesh(cfg);

@@ -152,10 +152,25 @@ const char* serve_word(MpiServe s) {
 }
 
 MpiServe msg::MpiSection::served() const {
-  if (!serve) return MpiServe::kPmix;  // the field's default
   for (MpiServe s : {MpiServe::kPmix, MpiServe::kPmi, MpiServe::kPmixAndPmi, MpiServe::kRefuse})
-    if (*serve == serve_word(s)) return s;
-  throw ProtocolError("'launch' message: field 'mpi.serve' is '" + *serve + "', which this agent does not know: install the same dlaunch on every host");
+    if (serve == serve_word(s)) return s;
+  throw ProtocolError("'launch' message: field 'mpi.serve' is '" + serve + "', which is none of pmix, pmi, pmix,pmi and refuse");
+}
+
+const char* connect_op_word(ConnectOp op) {
+  switch (op) {
+    case ConnectOp::kConnect: return "connect";
+    case ConnectOp::kDisconnect: return "disconnect";
+    case ConnectOp::kFence: return "fence";
+  }
+  return "connect";
+}
+
+ConnectOp msg::MpiConnect::connect_op() const {
+  for (ConnectOp o : {ConnectOp::kConnect, ConnectOp::kDisconnect, ConnectOp::kFence})
+    if (op == connect_op_word(o)) return o;
+  throw ProtocolError("'mpi_connect' message: field 'op' is '" + op + "', which this launcher does not know (connect, "
+                      "disconnect or fence)");
 }
 
 FromAgent decode_from_agent(std::string_view text) { return decode<FromAgent>(text, "agent"); }

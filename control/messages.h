@@ -9,6 +9,10 @@
 // wire/record.h) and the protocol reference that
 // docs/wire-protocol.md is checked against (protocol_reference()). A field
 // of type std::optional<T> may be absent; every other field is required.
+// Both ends are the same dlaunch version (the handshake's tag carries
+// DLAUNCH_VERSION and refuses any other), so no field is optional for the
+// sake of an older or newer peer: an optional field is one whose absence
+// means something today (docs/wire-protocol.md, "Compatibility").
 //
 // A message that is not an object, has an unknown "t", a missing field or a
 // field of the wrong type is refused with ProtocolError, whose text names the
@@ -41,6 +45,12 @@ enum class MpiServe { kPmix, kPmi, kPmixAndPmi, kRefuse };
 // Its word in MpiSection::serve: "pmix", "pmi", "pmix,pmi", "refuse".
 const char* serve_word(MpiServe s);
 
+// What an mpi_connect collective is: PMIx_Connect, PMIx_Disconnect, or a
+// fence over some of the job's processes (or over several namespaces).
+enum class ConnectOp { kConnect, kDisconnect, kFence };
+// Its word in MpiConnect::op: "connect", "disconnect", "fence".
+const char* connect_op_word(ConnectOp op);
+
 namespace msg {
 
 // ---- agent -> launcher -----------------------------------------------------
@@ -51,11 +61,10 @@ struct CpuReport {
   std::vector<std::vector<int>> cores, numa;
   // The kernel's id of each entry of `numa` (parallel; -1 unknown): nodes
   // without usable CPUs are left out of `numa`, so its index is no node id.
-  // Absent from an older agent: --bind-to numa cannot follow the GPUs there.
-  std::optional<std::vector<int>> numa_ids = std::nullopt;
+  std::vector<int> numa_ids = {};
   // Sockets (physical packages), each its usable CPUs, for --bind-to socket
-  // and --map-by ppr:N:socket; absent from an older agent.
-  std::optional<std::vector<std::vector<int>>> packages = std::nullopt;
+  // and --map-by ppr:N:socket.
+  std::vector<std::vector<int>> packages = {};
   template <class S, class V> static void fields(S& s, V& v) {
     v("cores", s.cores), v("numa", s.numa), v("numa_ids", s.numa_ids), v("packages", s.packages);
   }
@@ -72,20 +81,21 @@ struct Hello {
   std::vector<std::string> gpus;  // the GPU ids it may hand out (its vendor's visibility variable's values)
   bool pmix = false;              // it can serve PMIx (built with libpmix)
   std::optional<CpuReport> cpu;   // with --cpu-topology only
-  // The vendor of `gpus`: "nvidia", "amd" or "intel"; absent (an older agent): nvidia.
-  std::optional<std::string> gpu_vendor;
+  // The vendor of `gpus`: "nvidia", "amd" or "intel" (machine/gpu_vendor.h);
+  // "" when `gpus` is empty.
+  std::string gpu_vendor;
   // A host with GPUs of two or more vendors: each vendor's ids, comma-joined
   // ("amd" -> "0,1"), so --gpu-vendor can pick one (machine/gpu_report.h).
   std::optional<EnvVars> gpus_by_vendor;
   // The NUMA node of each of `gpus` (parallel; -1 unknown), from the PCI
   // device in sysfs, so --bind-to numa puts a rank next to its GPU; absent
-  // when no node is known (an older agent, GPUs given by a variable).
+  // when no node is known (GPUs given by a variable or --gpus-per-node).
   std::optional<std::vector<int>> gpu_numa;
   // Which machine it runs on (machine/identity.h): two agents of one
   // job reporting the same are one machine listed under two names, and the
-  // job is refused before any rank starts. Absent or "": unknown (an older
-  // agent, no /proc), compared with nothing.
-  std::optional<std::string> machine;
+  // job is refused before any rank starts. "": unknown (no /proc), compared
+  // with nothing.
+  std::string machine;
   // Set by the agent that relays this hello up the launch tree (never by
   // the agent itself): the address its connection came from, which is how
   // the other hosts reach this one (MASTER_ADDR when it is node 0).
@@ -264,6 +274,8 @@ struct MpiConnect {
   template <class S, class V> static void fields(S& s, V& v) {
     v("id", s.id), v("op", s.op), v("procs", s.procs), v("blob", s.blob);
   }
+  // `op`, typed. Throws ProtocolError for a word this build does not know.
+  ConnectOp connect_op() const;
 };
 
 // The answer to a spawn_launch with `elsewhere`: namespace `nspace` is
@@ -419,9 +431,9 @@ struct MpiSection {
   // MPMD: the number of ranks of each app context, in rank order (absent: one app).
   std::optional<std::vector<int>> app_sizes;
   // The wire-up the agents serve (--mpi): "pmix", "pmi" or "pmix,pmi";
-  // absent: "pmix", as before PMI was served. "refuse" (--max-restarts):
-  // none; a rank that starts either is reported (MpiRefused).
-  std::optional<std::string> serve;
+  // "refuse" (--max-restarts): none; a rank that starts either is reported
+  // (MpiRefused).
+  std::string serve = "pmix";
   template <class S, class V> static void fields(S& s, V& v) {
     v("nspace", s.nspace), v("world_size", s.world_size), v("node_rank", s.node_rank);
     v("node_hosts", s.node_hosts), v("node_ranks", s.node_ranks), v("universe_size", s.universe_size);
@@ -481,8 +493,8 @@ struct Launch {
   int hb_timeout_ms = 10000; // silence after which the launcher counts as lost
   std::optional<MpiSection> mpi;
   // Each rank's stdout is a pseudo-terminal (--output-pty, the default), so
-  // its stdio line-buffers; false or absent: a pipe, as before the field.
-  std::optional<bool> stdout_pty;
+  // its stdio line-buffers; false: a pipe.
+  bool stdout_pty = false;
   template <class S, class V> static void fields(S& s, V& v) {
     v("env", s.env), v("wdir", s.wdir), v("ranks", s.ranks), v("hb_ms", s.hb_ms), v("hb_timeout_ms", s.hb_timeout_ms);
     v("mpi", s.mpi), v("stdout_pty", s.stdout_pty), v("argv", s.argv), v("identity", s.identity);

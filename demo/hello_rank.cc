@@ -9,16 +9,16 @@
 
 #include "errors/error.h"
 #include "rendezvous/bootstrap.h"
+#include "wire/host.h"
 
 int main() {
   using namespace std::chrono_literals;
   try {
     auto id = dl::rdzv::identity_from_env(dl::rdzv::process_environment());
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
+    const std::string host = dl::wire::host_name();
     const char* gpu = std::getenv("CUDA_VISIBLE_DEVICES");
     std::printf("rank %d of %d on %s: local rank %d of %d, node %d, master %s:%d, gpu %s (identity from %s)\n",
-                id.rank, id.world_size, host, id.local_rank, id.local_world_size, id.node_rank,
+                id.rank, id.world_size, host.c_str(), id.local_rank, id.local_world_size, id.node_rank,
                 id.master_addr.c_str(), id.master_port, gpu ? gpu : "none", id.source.c_str());
     std::fflush(stdout);
     auto store = dl::rdzv::connect_store("env://", id.rank, id.world_size, 30s);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "wire/record.h"
+#include "wire/shared_library.h"
 
 namespace dl::doctor {
 
@@ -27,10 +28,10 @@ Fn symbol(void* lib, const char* name) {
 GpuProbe probe_cuda_driver() {
   GpuProbe out;
   out.error_name = "", out.driver_version = 0;
-  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  const auto loaded = wire::open_shared_library({"libcuda.so.1"}, RTLD_NOW | RTLD_LOCAL);
+  void* lib = loaded.handle;
   if (!lib) {
-    const char* why = ::dlerror();
-    out.error = std::string("libcuda.so.1 cannot be loaded (") + (why ? why : "unknown reason") + ")";
+    out.error = "libcuda.so.1 cannot be loaded (" + loaded.why() + ")";
     return out;
   }
   auto init = symbol<InitFn>(lib, "cuInit");

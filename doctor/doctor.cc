@@ -22,6 +22,7 @@
 #include "remote/start_method.h"
 #include "remote/ssh/quote.h"
 #include "wire/handshake.h"
+#include "wire/host.h"
 #include "wire/private_dir.h"
 
 namespace dl::doctor {
@@ -38,7 +39,7 @@ std::string self_exe() {
 // (the test bed's names resolve to nothing) is its name.
 std::vector<std::string> identity(const hostfiles::HostEntry& e, bool sim) {
   const std::string port = ":" + std::to_string(e.port ? e.port : 22);
-  if (remote::is_local_host(e.host)) return {"local" + port};
+  if (wire::is_local_host(e.host)) return {"local" + port};
   if (sim) return {e.host + port};
   addrinfo hints{}, *res = nullptr;
   hints.ai_socktype = SOCK_STREAM;
@@ -180,7 +181,7 @@ void Doctor::stage_ssh() {
   std::vector<int> remote;
   std::vector<TreeNode> local;
   for (int h : alive()) {
-    if (remote::is_local_host(entries_[static_cast<size_t>(h)].host)) local.push_back(tree_node(h, 0));
+    if (wire::is_local_host(entries_[static_cast<size_t>(h)].host)) local.push_back(tree_node(h, 0));
     else remote.push_back(h);
   }
   StartHow how{method_, remote_exe_, o_.ssh_config, static_cast<long>(o_.ssh_timeout_s * 1000), o_.ssh_accept_new,

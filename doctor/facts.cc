@@ -21,6 +21,7 @@
 #include "control/env_names.h"
 #include "doctor/gpu.h"
 #include "remote/ssh/quote.h"
+#include "wire/host.h"
 #include "wire/record.h"
 
 namespace dl::doctor {
@@ -164,9 +165,7 @@ ExecutableFact check_executable(const std::string& path) {
 HostFacts collect_facts(const FactsRequest& req) {
   HostFacts f;
   f.version = DLAUNCH_VERSION;
-  char name[HOST_NAME_MAX + 1] = {};
-  ::gethostname(name, sizeof name - 1);
-  f.hostname = name;
+  f.hostname = wire::host_name();
   f.env = env_of(req.vars);
   cpu_set_t set;
   f.cores = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
@@ -179,7 +178,7 @@ HostFacts collect_facts(const FactsRequest& req) {
   if (const char* cvd = std::getenv(env::kCudaVisibleDevices)) f.cuda_visible_devices = cvd;
   GpuView listed;
   view_gpu_list(f.gpus, listed);
-  if (listed.vendor == "nvidia" && listed.listed > 0) probe_cuda(req.nccl_helper, f);
+  if (nvidia_tools_see(listed.vendor) && listed.listed > 0) probe_cuda(req.nccl_helper, f);
   if (!req.program.empty()) f.program = check_executable(req.program);
   if (!req.agent.empty()) f.agent = agent_fact(req.agent);
   return f;

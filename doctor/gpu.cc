@@ -41,9 +41,9 @@ const SmiGpu* smi_of(const machine::Gpu& g, size_t nth, const std::vector<SmiGpu
   return nullptr;
 }
 
-GpuFact gpu_fact(const std::string& vendor, const machine::Gpu& g, const SmiGpu* smi) {
+GpuFact gpu_fact(machine::GpuVendor vendor, const machine::Gpu& g, const SmiGpu* smi) {
   GpuFact f;
-  f.vendor = vendor, f.id = g.id, f.pci_bus_id = g.pci_bus_id, f.numa = g.numa, f.memory_bytes = g.memory_bytes;
+  f.vendor = machine::word(vendor), f.id = g.id, f.pci_bus_id = g.pci_bus_id, f.numa = g.numa, f.memory_bytes = g.memory_bytes;
   if (!smi) return f;
   f.name = smi->name, f.memory_used_bytes = smi->memory_used_bytes, f.driver = smi->driver;
   if (smi->memory_bytes > 0) f.memory_bytes = smi->memory_bytes;
@@ -70,7 +70,7 @@ std::vector<GpuFact> gpu_facts(const std::vector<machine::VendorGpus>& found, co
   std::vector<GpuFact> out;
   for (const auto& v : found)
     for (size_t i = 0; i < v.gpus.size(); ++i)
-      out.push_back(gpu_fact(v.vendor, v.gpus[i], v.vendor == "nvidia" ? smi_of(v.gpus[i], i, smi) : nullptr));
+      out.push_back(gpu_fact(v.vendor, v.gpus[i], machine::info(v.vendor).nvidia_tools ? smi_of(v.gpus[i], i, smi) : nullptr));
   return out;
 }
 
@@ -126,6 +126,11 @@ std::pair<std::string, std::string> why_none(const GpuView& v) {
 std::string of(int usable, int listed) { return std::to_string(usable) + " of " + std::to_string(listed); }
 }  // namespace
 
+bool nvidia_tools_see(const std::string& vendor) {
+  const auto v = machine::gpu_vendor_named(vendor);
+  return v && machine::info(*v).nvidia_tools;
+}
+
 bool hides_every_gpu(const std::string& v) {
   return v.empty() || v == "-1" || v == "none" || v == "NoDevFiles" || v == "void";
 }
@@ -133,7 +138,7 @@ bool hides_every_gpu(const std::string& v) {
 GpuVerdict judge_gpus(const std::string& host, const GpuView& v, int want) {
   GpuVerdict out;
   const std::string wants = ", --gpus-per-node wants " + std::to_string(want);
-  const bool nvidia = v.vendor == "nvidia";
+  const bool nvidia = nvidia_tools_see(v.vendor);
   if (want >= 0 && v.listed < want) {
     out.mark = Mark::kFail;
     out.cell = std::to_string(v.listed);

@@ -45,9 +45,13 @@ std::vector<GpuFact> gpu_facts(const std::vector<machine::VendorGpus>& found, co
 // (*tool = "nvidia-smi"; what it printed instead of GPUs in *error).
 std::vector<GpuFact> host_gpu_facts(machine::GpuSources src, std::string* tool, std::string* error);
 
+// Whether nvidia-smi and the CUDA driver see the GPUs of the vendor a peer
+// names `vendor` (machine/gpu_vendor.h); false for a word this build does not know.
+bool nvidia_tools_see(const std::string& vendor);
+
 // What one host reported about its GPUs (facts.h: "gpus", "cuda").
 struct GpuView {
-  std::string vendor = "nvidia";     // the first vendor found, whose GPUs a launch binds
+  std::string vendor = "nvidia";     // the first vendor found (its word), whose GPUs a launch binds
   int listed = 0;                    // its GPUs the driver lists (0: none)
   bool has_smi = false;              // nvidia-smi is installed
   std::string smi_error;             // what nvidia-smi said when it failed

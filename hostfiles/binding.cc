@@ -131,7 +131,7 @@ std::vector<std::vector<int>> plan_cpus(CpuBind policy, const CpuTopology& topo,
   }
   if (policy == CpuBind::kSocket) {
     if (topo.packages.empty())
-      throw std::runtime_error("--bind-to socket: " + host + " reported no sockets (an older dlaunch agent there?); "
+      throw std::runtime_error("--bind-to socket: " + host + " reported no sockets; "
                                "use --bind-to numa or core");
     const size_t sockets = topo.packages.size();
     for (size_t l = 0; l < out.size(); ++l) out[l] = topo.packages[l * sockets / static_cast<size_t>(local_world)];
@@ -151,13 +151,6 @@ std::vector<std::vector<int>> plan_cpus(CpuBind policy, const CpuTopology& topo,
     out[li] = topo.numa[node];
   }
   return out;
-}
-
-const char* gpu_visibility_variable(const std::string& vendor) {
-  if (vendor == "nvidia") return "CUDA_VISIBLE_DEVICES";
-  if (vendor == "amd") return "ROCR_VISIBLE_DEVICES";  // below HIP: also hides the GPUs from OpenCL and HSA users
-  if (vendor == "intel") return "ZE_AFFINITY_MASK";
-  return nullptr;
 }
 
 namespace {

@@ -18,10 +18,10 @@ struct CpuTopology {
   // NUMA nodes, each its usable CPUs; empty nodes are left out.
   std::vector<std::vector<int>> numa;
   // The kernel's node id of each entry of `numa` (parallel; -1 unknown), the
-  // ids GPUs are reported by; empty when unknown (an older agent).
+  // ids GPUs are reported by; empty when unknown.
   std::vector<int> numa_ids = {};
   // Sockets (physical packages) in id order, each its usable CPUs; empty
-  // when unknown (an older agent).
+  // when unknown.
   std::vector<std::vector<int>> packages = {};
 };
 
@@ -68,12 +68,9 @@ std::vector<std::vector<int>> plan_cpus(CpuBind policy, const CpuTopology& topo,
                                         const std::vector<int>& gpu_numa = {});
 
 // ---- GPUs ------------------------------------------------------------------
-// Three vendors, each with its own visibility variable, which the runtime
-// reads once at start-up to decide which devices the process sees and in
-// which order (device 0 is the first entry).
-inline constexpr const char* kGpuVendors[] = {"nvidia", "amd", "intel"};  // detection and default order
-// CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or ZE_AFFINITY_MASK; nullptr for an unknown vendor.
-const char* gpu_visibility_variable(const std::string& vendor);
+// Each vendor's visibility variable and its order are machine/gpu_vendor.h's;
+// here a host's GPUs are ids, whoever made them.
+
 // Every rank's devices as indices into what it sees ("0,1"): the variable
 // value alone cannot say which of the visible devices are the rank's own.
 inline constexpr const char* kDlaunchGpus = "DLAUNCH_GPUS";

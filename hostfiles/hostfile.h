@@ -48,7 +48,7 @@ std::vector<HostEntry> parse_hostfile_text(std::string_view text, std::string_vi
 std::vector<HostEntry> parse_host_list(std::string_view list);
 
 // Merges the entries that name this machine (`is_local` says which:
-// remote::is_local_host, i.e. localhost, 127.x, its host name or one of its
+// wire::is_local_host, i.e. localhost, 127.x, its host name or one of its
 // addresses) into the first of them, as duplicates merge above: one host,
 // the slots added. `-H localhost:2,$(hostname):2` is one host of 4 slots,
 // not two hosts whose ranks would both get LOCAL_RANK 0. Other entries stay

@@ -12,6 +12,7 @@
 #include "machine/cpus.h"
 #include "machine/gpus.h"
 #include "remote/agent_starter.h"
+#include "wire/host.h"
 
 namespace dl::launcher {
 
@@ -76,7 +77,7 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
     const std::string host = hostfiles::describe(p.nodes[n]);
     auto& mine = cells[n];
     mine.assign(static_cast<size_t>(local_world), GpuCells{});
-    const bool local = remote::is_local_host(p.nodes[n].host);
+    const bool local = wire::is_local_host(p.nodes[n].host);
     if (pins_cpus(o)) {
       if (local) plan_local_cpus(o, host, mine, {}, slots[n]);
       else for (auto& c : mine) c.cpus = "?";
@@ -99,7 +100,7 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
                                                 o.gpus_per_rank, o.oversubscribe_gpus, host, o.per_node_flag)
                      .c_str(),
                  stderr);
-      variables[hostfiles::gpu_visibility_variable(gpus->vendor)] = gpus->vendor;
+      variables[machine::visibility_variable(gpus->vendor)] = machine::word(gpus->vendor);
       std::vector<int> gpu_numa;  // by local rank: its first GPU's NUMA node, for --bind-to numa
       for (size_t l = 0; l < per_local.size(); ++l) {
         mine[l].visible = per_local[l].visible, mine[l].devices = per_local[l].devices;
@@ -139,11 +140,11 @@ std::string rank_map_table(const hostfiles::Placement& p, const RunOptions& o) {
     out += with_app(line, mpmd ? app_cell(o, r.rank) : "");
   }
   if (bind && o.gpus_per_node < 0 && std::any_of(p.nodes.begin(), p.nodes.end(), [](const hostfiles::HostEntry& h) {
-        return !remote::is_local_host(h.host);
+        return !wire::is_local_host(h.host);
       }))
     out += "GPUs: ? = a remote host's, known once its agent reports them (or give --gpus-per-node)\n";
   if (cpus && std::any_of(p.nodes.begin(), p.nodes.end(),
-                          [](const hostfiles::HostEntry& h) { return !remote::is_local_host(h.host); }))
+                          [](const hostfiles::HostEntry& h) { return !wire::is_local_host(h.host); }))
     out += "CPUs: ? = a remote host's, planned once its agent reports its cores (--report-bindings shows them)\n";
   if (!bind) out += "GPUs: not bound (--gpu-bind none): every rank inherits the visibility variables as they are\n";
   if (!p.spares.empty()) {
@@ -167,8 +168,8 @@ std::string binding_report(const LaunchPlan& plan, const std::vector<std::string
     for (const auto& spec : plan.launches[n]->ranks) {
       std::string gpus = bind ? "no GPUs" : "GPUs not bound (--gpu-bind none)";
       const auto devices = spec.env.find(hostfiles::kDlaunchGpus);
-      for (const char* vendor : hostfiles::kGpuVendors) {
-        const auto var = spec.env.find(hostfiles::gpu_visibility_variable(vendor));
+      for (const auto& v : machine::gpu_vendors()) {
+        const auto var = spec.env.find(v.visibility_variable);
         if (var == spec.env.end() || devices == spec.env.end()) continue;
         // The physical ids are what the rank's indices name in what it sees.
         const auto seen = hostfiles::split_id_list(var->second);

@@ -9,6 +9,7 @@
 #include "agent/rank_process.h"
 #include "launcher/app_context.h"
 #include "remote/agent_starter.h"
+#include "wire/host.h"
 
 namespace dl::launcher {
 
@@ -48,7 +49,7 @@ ProgramCheck check_programs(const hostfiles::Placement& p, const RunOptions& o) 
     first = -1;
   };
   for (const auto& r : p.ranks) {
-    if (!remote::is_local_host(p.nodes.at(static_cast<size_t>(r.node)).host)) continue;
+    if (!wire::is_local_host(p.nodes.at(static_cast<size_t>(r.node)).host)) continue;
     const int app = o.apps.empty() ? 0 : app_of_rank(o.apps, r.rank);
     const AppContext& c = o.apps.empty() ? none : o.apps.at(static_cast<size_t>(app));
     const auto& command = o.apps.empty() ? o.command : c.command;

@@ -14,6 +14,7 @@
 #include "remote/start_method.h"
 #include "rendezvous/tcp_store_server.h"
 #include "wire/handshake.h"
+#include "wire/host.h"
 
 namespace dl::launcher {
 
@@ -47,7 +48,7 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, JobParts parts)
     n.host = n.entry.host;
     if (i < plan_.nodes.size()) n.seat = n.index, seats_.push_back(n.index);
     if (id && n.index != id->node) n.state = NodeState::kExternal;
-    n.local = id ? n.ours() : remote::is_local_host(n.host);
+    n.local = id ? n.ours() : wire::is_local_host(n.host);
   }
   for (const auto& r : plan_.ranks) nodes_.at(static_cast<size_t>(r.node)).ranks.push_back(r.rank);
   std::vector<int> ours;

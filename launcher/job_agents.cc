@@ -72,7 +72,7 @@ std::string absolute_path(const std::string& path) {
 // and the start method, options and agent arguments this launcher uses.
 control::msg::StartAgents Job::tree_message(int to, std::vector<control::msg::TreeAgent> agents) const {
   control::msg::StartAgents m;
-  m.method = opts_.launcher;
+  m.method = remote::word(opts_.launcher);
   m.self = nodes_.at(static_cast<size_t>(to)).host;
   for (auto& a : agents) {
     const auto& e = nodes_.at(static_cast<size_t>(a.node)).entry;

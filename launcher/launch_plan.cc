@@ -41,8 +41,8 @@ bool check_machines(const PlanInput& in, LaunchPlan& plan) {
   std::map<std::string, size_t> first;
   for (size_t i = 0; i < in.nodes.size(); ++i) {
     const PlanNode& n = in.nodes[i];
-    if (n.external || !n.hello || n.hello->machine.value_or("").empty()) continue;
-    auto [it, fresh] = first.emplace(*n.hello->machine, i);
+    if (n.external || !n.hello || n.hello->machine.empty()) continue;
+    auto [it, fresh] = first.emplace(n.hello->machine, i);
     if (fresh) continue;
     plan.refusal = LaunchPlan::Refusal::kBadRequest;
     const auto& nodes = in.placement->nodes;
@@ -105,8 +105,8 @@ bool plan_cpus(const PlanInput& in, LaunchPlan& plan, std::map<int, std::vector<
     hostfiles::CpuTopology topo;
     if (n.hello->cpu) {
       topo.cores = n.hello->cpu->cores, topo.numa = n.hello->cpu->numa;
-      if (n.hello->cpu->numa_ids) topo.numa_ids = *n.hello->cpu->numa_ids;
-      if (n.hello->cpu->packages) topo.packages = *n.hello->cpu->packages;
+      topo.numa_ids = n.hello->cpu->numa_ids;
+      topo.packages = n.hello->cpu->packages;
     }
     std::vector<int> by_local(n.ranks.size(), -1);
     for (int r : n.ranks)
@@ -150,7 +150,7 @@ bool plan_gpus(const PlanInput& in, LaunchPlan& plan, std::map<int, EnvMap>& gpu
                                                   o.oversubscribe_gpus, n.host);
       plan.warnings += hostfiles::gpu_sharing_warning(o.gpu_bind_mode, static_cast<int>(gpus->gpus.size()), local_world,
                                                       o.gpus_per_rank, o.oversubscribe_gpus, n.host, o.per_node_flag);
-      const std::string var = hostfiles::gpu_visibility_variable(gpus->vendor);
+      const std::string var = machine::visibility_variable(gpus->vendor);
       for (int r : n.ranks) {
         const auto& a = per_local.at(static_cast<size_t>(in.placement->ranks.at(static_cast<size_t>(r)).local_rank));
         gpu_env[r] = {{var, a.visible}, {hostfiles::kDlaunchGpus, a.devices}};
@@ -335,8 +335,7 @@ std::string inherited_identity_warning(const msg::Launch& launch, const EnvMap& 
   for (const auto& [k, v] : first.ranks[0].env) ours[k] = v;
   EnvMap inherited = inherited_in;
   // Binding a host's GPUs contradicts nothing: not even a GPU list the launcher inherited.
-  for (const char* vendor : hostfiles::kGpuVendors)
-    ours.erase(hostfiles::gpu_visibility_variable(vendor)), inherited.erase(hostfiles::gpu_visibility_variable(vendor));
+  for (const auto& v : machine::gpu_vendors()) ours.erase(v.visibility_variable), inherited.erase(v.visibility_variable);
   ours.erase(hostfiles::kDlaunchGpus), inherited.erase(hostfiles::kDlaunchGpus);
   inherited.erase(env::kTerm);  // TERM=dumb for output that reaches no terminal
   for (const auto& [k, v] : chosen) inherited.erase(k);

@@ -128,8 +128,7 @@ void MpiRouter::connect(int node, const msg::MpiConnect& c) {
     for (int id : spawns_.ids_of(p.substr(0, colon), r)) hosts.insert(port_->node_of(id));
   }
   hosts.erase(-1);
-  if (c.op != "connect" && c.op != "disconnect" && c.op != "fence")
-    throw RemoteError("mpi_connect: unknown op '" + c.op + "'");
+  c.connect_op();  // throws for an op this launcher does not know
   port_->log(ConnectRelay::describe(c) + ": " + port_->host(node) + " joined");
   connects_.join(node, c, std::vector<int>(hosts.begin(), hosts.end()));
 }

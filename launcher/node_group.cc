@@ -1,7 +1,5 @@
 #include "launcher/node_group.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,7 +13,6 @@
 #include "machine/identity.h"
 #include "errors/error.h"
 #include "errors/exit_codes.h"
-#include "remote/agent_starter.h"
 #include "launcher/dry_run.h"
 #include "launcher/group_torch_store.h"
 #include "launcher/job.h"
@@ -23,6 +20,7 @@
 #include "rendezvous/tcp_store_server.h"
 #include "rendezvous/token.h"
 #include "wire/handshake.h"
+#include "wire/host.h"
 #include "wire/record.h"
 #include "wire/socket.h"
 #include "wire/socket_owner.h"
@@ -43,34 +41,6 @@ std::string list_ranks(const std::vector<int>& ranks) {
   for (size_t i = 0; i < ranks.size() && i < 16; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
   if (ranks.size() > 16) out += " and " + std::to_string(ranks.size() - 16) + " more";
   return out;
-}
-
-// The address of this machine that the route to `host` leaves from: what the
-// store's host (and so every other node) sees this node as. No packet is sent.
-std::string local_address_toward(const std::string& host, uint16_t port) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) return "";
-  std::string out;
-  int fd = ::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    char buf[NI_MAXHOST];
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0 &&
-        ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) == 0)
-      out = buf;
-  }
-  if (fd >= 0) ::close(fd);
-  ::freeaddrinfo(res);
-  return out;
-}
-
-std::string hostname() {
-  char name[HOST_NAME_MAX + 1] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
 }
 
 // The progress line, only on a terminal; "" clears it.
@@ -178,7 +148,7 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
   g->kill_grace_s_ = o.kill_grace_s;
   const auto deadline = Clock::now() + secs(o.rdzv_timeout_s);
   const std::string where = t.host + ":" + std::to_string(t.port);
-  if (t.node_rank == 0 && remote::is_local_host(t.host)) {
+  if (t.node_rank == 0 && wire::is_local_host(t.host)) {
     // The port may be taken by a `dlaunch store` serving it (then join it as
     // a client), or by something else: a connection's end that took it as
     // its ephemeral port (gone in a moment), or a program that keeps it. The
@@ -214,7 +184,7 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
     store = std::make_unique<rdzv::TcpStore>(t.host, t.port, token, secs(o.rdzv_timeout_s));
   } catch (const Error& e) {
     progress("");
-    if (remote::is_local_host(t.host))
+    if (wire::is_local_host(t.host))
       if (auto holder = wire::foreign_holder(t.host, t.port, "store"); !holder.empty())
         throw UsageError("rendezvous: " + holder + ": choose another --rdzv port");
     throw IoError("rendezvous: cannot reach the store at " + where + " within " +
@@ -236,8 +206,8 @@ std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget
                      ") said " + first);
   NodeRecord me;
   me.node_rank = t.node_rank;
-  me.host = hostname();
-  me.addr = g->server_ ? t.host : local_address_toward(t.host, t.port);
+  me.host = wire::host_name();
+  me.addr = g->server_ ? t.host : wire::address_toward(t.host);
   if (me.addr.empty()) me.addr = me.host;
   me.nproc = o.per_node;
   me.master_port = t.node_rank == 0 ? wire::free_tcp_port() : 0;

@@ -91,7 +91,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("gpu-bind", val(&o.as_written.gpu_bind, help),
      "visible (every rank sees the host's GPUs, LOCAL_RANK indexes them), isolate (each sees only its own), none")
     ("no-gpu-bind", "alias of --gpu-bind none")
-    ("gpu-vendor", val(&o.gpu_vendor, help), "nvidia, amd or intel: whose GPUs to bind on a host with two vendors")
+    ("gpu-vendor", val(&o.as_written.gpu_vendor, help), "nvidia, amd or intel: whose GPUs to bind on a host with two vendors")
     ("oversubscribe-gpus", po::bool_switch(&o.oversubscribe_gpus), "let more ranks than GPUs share them round-robin")
     ("report-bindings", po::bool_switch(&o.report_bindings), "print each rank's GPUs and CPUs at start-up")
     ("bind-to", val(&o.as_written.bind_to, help), "pin ranks to CPUs: none, core, hwthread, socket or numa (by local rank)")
@@ -137,7 +137,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("ssh-config", val(&o.ssh_config, help), "ssh client config file (like ssh -F)")
     ("ssh-timeout", seconds(&o.ssh_timeout_s, help, "--ssh-timeout", kMaxWaitSeconds),
      "ssh connect timeout per host, seconds")
-    ("launcher", val(&o.launcher, help), "how agents start: libssh, ssh, slurm (one srun step) or auto (slurm in a Slurm job)")
+    ("launcher", val(&o.as_written.launcher, help), "how agents start: libssh, ssh, slurm (one srun step) or auto (slurm in a Slurm job)")
     ("launcher-exec", val(&o.launcher_exec, help), "the program that starts agents in place of srun or ssh")
     ("nnodes", val(&o.nnodes, help), "per-node mode: number of nodes that meet at --rdzv")
     ("node-rank", val(&o.node_rank, help), "per-node mode: this node's rank (0..nnodes-1)")
@@ -186,6 +186,12 @@ const Choices<MpiMode> kMpi = {{"pmix", MpiMode::kPmix}, {"pmi", MpiMode::kPmi},
                                {"auto", MpiMode::kAuto}, {"pmi2", MpiMode::kPmi}};
 const Choices<NprocKind> kNproc = {{"gpu", NprocKind::kGpu}, {"cpu", NprocKind::kCpu}, {"auto", NprocKind::kAuto}};
 const Choices<TorchStoreMode> kTorchStore = {{"served", TorchStoreMode::kServed}, {"rank0", TorchStoreMode::kRank0}};
+
+std::vector<std::string> gpu_vendor_words() {
+  std::vector<std::string> out;
+  for (const auto& v : machine::gpu_vendors()) out.push_back(v.word);
+  return out;
+}
 
 // The words to offer and name: each value's first (pmi2 is pmi's alias).
 template <class E>
@@ -239,6 +245,7 @@ void type_modes(RunOptions& o) {
   o.bind_to = choose("bind-to", w.bind_to, kBindTo);
   o.torch_store = choose("torch-store", w.torch_store, kTorchStore);
   o.stdin_rank = stdin_rank(w.stdin);
+  if (!w.gpu_vendor.empty()) o.gpu_vendor = machine::parse_gpu_vendor(w.gpu_vendor, "--gpu-vendor");
 }
 
 // mpirun's --map-by ppr:N:node (N ranks per node, as --npernode N) and
@@ -680,11 +687,10 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   check_spares(o, vm.count("max-restarts") > 0);
   check_given_values(o, vm);
   if (o.gpus_per_rank < 1) throw UsageError("--gpus-per-rank needs at least 1");
-  if (!o.gpu_vendor.empty()) check_words("gpu-vendor", o.gpu_vendor);
   if (o.cpus_per_rank < 1) throw UsageError("--cpus-per-rank needs at least 1");
   // The method itself (auto, slurm) is resolved where the environment is read (run.cc).
-  if (const auto names = remote::start_method_names(); std::find(names.begin(), names.end(), o.launcher) == names.end())
-    remote::resolve_start_method(o.launcher, "");  // throws, naming every method
+  if (const auto names = remote::start_method_names(); std::find(names.begin(), names.end(), o.as_written.launcher) == names.end())
+    remote::resolve_start_method(o.as_written.launcher, "");  // throws, naming every method
   if (o.ssh_parallel < 1) throw UsageError("--ssh-parallel needs at least 1");
   if (o.fanout < 0 || o.fanout == 1)
     throw UsageError("--fanout " + std::to_string(o.fanout) +
@@ -876,7 +882,7 @@ const std::vector<OptionWords>& option_words() {
       {"mpi", words_of(kMpi)},
       {"bind-to", words_of(kBindTo)},
       {"gpu-bind", words_of(kGpuBind)},
-      {"gpu-vendor", {"nvidia", "amd", "intel"}},
+      {"gpu-vendor", gpu_vendor_words()},
       {"map-by", {"slot", "node", "core", "hwthread", "ppr:"}},  // ppr:N:node, ppr:N:socket (checked where they are read)
       {"nproc-per-node", words_of(kNproc)},
       {"stdin", {"0", "none"}},  // or any rank

@@ -1,6 +1,7 @@
 #pragma once
 // The `dlaunch [run]` command line, parsed once into RunOptions. Nothing else
 // reads argv. Every default is written here.
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "launcher/habits.h"
 #include "launcher/option_sources.h"
 #include "launcher/std_spec.h"
+#include "machine/gpu_vendor.h"
+#include "remote/start_method.h"
 
 namespace dl::launcher {
 
@@ -57,7 +60,7 @@ struct RunOptions {
   // --gpu-bind (hostfiles/binding.h, plan_gpus); none (--gpu-bind none,
   // --no-gpu-bind): the agents do not even detect GPUs.
   hostfiles::GpuBind gpu_bind_mode = hostfiles::GpuBind::kVisible;
-  std::string gpu_vendor;            // --gpu-vendor nvidia|amd|intel; "" = the first a host has (nvidia, amd, intel)
+  std::optional<machine::GpuVendor> gpu_vendor;  // --gpu-vendor nvidia|amd|intel; nullopt = the first a host has (nvidia, amd, intel)
   bool oversubscribe_gpus = false;   // --oversubscribe-gpus: more ranks x --gpus-per-rank than GPUs share them
   bool report_bindings = false;      // --report-bindings: each rank's GPUs and CPUs on stderr at start-up
   MpiMode mpi = MpiMode::kAuto;      // --mpi pmix|pmi|none|auto
@@ -111,7 +114,10 @@ struct RunOptions {
   bool preflight = false;           // --preflight: the doctor's per-host checks first (doctor/preflight.h, run by the cli)
   std::string ssh_config;           // --ssh-config FILE (like ssh -F)
   double ssh_timeout_s = 10;        // --ssh-timeout: connect timeout per host
-  std::string launcher = "auto";    // --launcher libssh|ssh|slurm|auto (remote/start_method.h)
+  // --launcher (remote/start_method.h) resolved: run.cc sets it from
+  // as_written.launcher (auto: slurm inside a Slurm job, else libssh) before
+  // any job is made.
+  remote::StartMethod launcher = remote::StartMethod::kLibssh;
   std::string launcher_exec;        // --launcher-exec: the program in place of srun/ssh, e.g. /opt/slurm/bin/srun
   // Per-node mode (torchrun's shape, for batch systems): this dlaunch is one
   // of nnodes, meeting the others at a store (docs/dlaunch.md, "Per-node launch").
@@ -154,7 +160,8 @@ struct RunOptions {
   // them: read by parse_run_options only, which types them (every later
   // reader uses the enums).
   struct AsWritten {
-    std::string map_by = "slot", bind_to = "none", gpu_bind = "visible", mpi = "auto";
+    std::string map_by = "slot", bind_to = "none", gpu_bind = "visible", mpi = "auto", gpu_vendor;
+    std::string launcher = "auto";  // libssh|ssh|slurm|auto
     std::string redirects = "0", tee = "0", local_ranks_filter, torch_store = "served", stdin = "0";
     std::string rank_by;  // mpirun's --rank-by: "" or the order --map-by gives (launcher/habits.h, check_rank_by)
     std::string rdzv;  // "", env or tcp://HOST:PORT (torchrun's --rdzv-endpoint and --master-addr write it too)

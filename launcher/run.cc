@@ -30,6 +30,7 @@
 #include "remote/agent_starter.h"
 #include "remote/early_agent.h"
 #include "remote/start_method.h"
+#include "wire/host.h"
 
 namespace dl::launcher {
 
@@ -81,7 +82,7 @@ void check_placed(const RunOptions& o, long local_ranks, long world) {
 long local_ranks(const hostfiles::Placement& p) {
   long local = 0;
   for (size_t n = 0; n < p.nodes.size(); ++n)
-    if (remote::is_local_host(p.nodes[n].host)) local += p.local_size[n];
+    if (wire::is_local_host(p.nodes[n].host)) local += p.local_size[n];
   return local;
 }
 
@@ -93,7 +94,7 @@ long local_ranks(const hostfiles::Placement& p) {
 std::vector<hostfiles::HostEntry> merge_this_machine(std::vector<hostfiles::HostEntry> hosts, const RunOptions& o,
                                                      std::string& note) {
   std::vector<std::string> merged;
-  hosts = hostfiles::merge_local(std::move(hosts), remote::is_local_host, &merged);
+  hosts = hostfiles::merge_local(std::move(hosts), wire::is_local_host, &merged);
   for (const auto& m : merged) note += (note.empty() ? "merged " : ", ") + m;
   if (!note.empty()) note = "hosts: " + note + ": this machine under several names is one host, the slots added";
   if (!note.empty() && (o.verbose || o.dry_run || ::isatty(2) == 1)) write_fully(2, "dlaunch: " + note + "\n");
@@ -120,7 +121,7 @@ void check_local_wdirs(const RunOptions& o) {
 }
 
 bool all_local(const hostfiles::Placement& p) {
-  return std::all_of(p.nodes.begin(), p.nodes.end(), [](const auto& n) { return remote::is_local_host(n.host); });
+  return std::all_of(p.nodes.begin(), p.nodes.end(), [](const auto& n) { return wire::is_local_host(n.host); });
 }
 
 hostfiles::Placement plan(const RunOptions& o) {
@@ -242,11 +243,11 @@ int run_command(const std::vector<std::string>& args) {
   }
   resolve_torchrun_words(o);
   const char* slurm_job = std::getenv("SLURM_JOB_ID");
-  const std::string asked = o.launcher;
-  o.launcher = remote::resolve_start_method(o.launcher, slurm_job ? slurm_job : "",
+  const std::string& asked = o.as_written.launcher;
+  o.launcher = remote::resolve_start_method(asked, slurm_job ? slurm_job : "",
                                             remote::split_launcher_exec(o.launcher_exec));
   if (o.verbose)
-    write_fully(2, "dlaunch: agents on other hosts start by --launcher " + o.launcher +
+    write_fully(2, std::string("dlaunch: agents on other hosts start by --launcher ") + remote::word(o.launcher) +
                        (asked == "auto" ? std::string(slurm_job ? " (auto: inside Slurm job " + std::string(slurm_job) + ")"
                                                                 : " (auto: not inside a Slurm job)")
                                         : "") +
@@ -282,7 +283,7 @@ int run_command(const std::vector<std::string>& args) {
   std::unique_ptr<remote::EarlyAgent> early;
   if (remote::forks_local_agent(o.launcher))
     for (size_t n = 0; n < p.nodes.size(); ++n)
-      if (remote::is_local_host(p.nodes[n].host)) {
+      if (wire::is_local_host(p.nodes[n].host)) {
         remote::AgentHint hint;
         for (const auto& r : p.ranks) hint.ranks += r.node == static_cast<int>(n);
         early = remote::EarlyAgent::fork_now(hint);

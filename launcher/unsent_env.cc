@@ -30,18 +30,11 @@ std::string value_of(const EnvMap& env, const char* name) {
   return it == env.end() ? "" : it->second;
 }
 
-// --launcher as resolved (run.cc resolves it before the job; "auto" here is a test's).
-std::string method_of(const PlanInput& in) {
-  const std::string& m = in.opts->launcher;
-  if (m != "auto") return m;
-  return value_of(in.launcher_env, "SLURM_JOB_ID").empty() ? "libssh" : "slurm";
-}
-
 // Whether the remote agents start with dlaunch's environment.
 bool agents_inherit(const PlanInput& in) {
-  const std::string method = method_of(in);
+  const remote::StartMethod method = in.opts->launcher;
   if (!remote::passes_environment(method)) return false;
-  if (method != "slurm") return true;
+  if (method != remote::StartMethod::kSlurm) return true;
   // srun reads its --export from SLURM_EXPORT_ENV: ALL (the default) passes everything.
   std::string e = value_of(in.launcher_env, "SLURM_EXPORT_ENV");
   std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::toupper(c); });
@@ -85,8 +78,8 @@ std::string unsent_env_warning(const PlanInput& in) {
   if (const std::string family = family_of(names); !one && !family.empty()) how += ", -x '" + family + "*' for a family";
   return "dlaunch: warning: " + capped_list(names, 8) + (one ? " is" : " are") + " set here but not sent: only this " +
          "host's ranks have " + (one ? "it" : "them") + ", not those on " + capped_list(remote, 3) +
-         (method_of(in) == "slurm" ? " (SLURM_EXPORT_ENV keeps srun from passing them); "
-                                     : " (their environment is their ssh login's); ") + how + ", or --export-all for every variable\n";
+         (in.opts->launcher == remote::StartMethod::kSlurm ? " (SLURM_EXPORT_ENV keeps srun from passing them); "
+                                                            : " (their environment is their ssh login's); ") + how + ", or --export-all for every variable\n";
 }
 
 }  // namespace dl::launcher

@@ -6,16 +6,16 @@ namespace dl::machine {
 
 void report_gpus(const std::vector<VendorGpus>& found, control::msg::Hello& hello) {
   hello.gpus.clear();
-  hello.gpu_vendor.reset();
+  hello.gpu_vendor.clear();
   hello.gpus_by_vendor.reset();
   hello.gpu_numa.reset();
   if (found.empty()) return;
   hello.gpus = found.front().ids();
-  hello.gpu_vendor = found.front().vendor;
+  hello.gpu_vendor = word(found.front().vendor);
   if (auto numa = found.front().numa(); !numa.empty()) hello.gpu_numa = std::move(numa);
   if (found.size() < 2) return;
   hello.gpus_by_vendor.emplace();
-  for (const auto& f : found) (*hello.gpus_by_vendor)[f.vendor] = hostfiles::join_id_list(f.ids());
+  for (const auto& f : found) (*hello.gpus_by_vendor)[word(f.vendor)] = hostfiles::join_id_list(f.ids());
 }
 
 namespace {
@@ -28,19 +28,18 @@ std::vector<int> numa_of(const control::msg::Hello& hello) {
 
 std::vector<VendorGpus> reported_gpus(const control::msg::Hello& hello) {
   std::vector<VendorGpus> out;
-  const std::string first = hello.gpu_vendor.value_or("nvidia");
+  const std::optional<GpuVendor> first = gpu_vendor_named(hello.gpu_vendor);
   if (hello.gpus_by_vendor) {
     // The map is ordered by name; detection order is the vendors' own order.
-    for (const std::string vendor : hostfiles::kGpuVendors)
-      if (auto it = hello.gpus_by_vendor->find(vendor); it != hello.gpus_by_vendor->end()) {
+    for (const auto& v : gpu_vendors())
+      if (auto it = hello.gpus_by_vendor->find(v.word); it != hello.gpus_by_vendor->end()) {
         const auto ids = hostfiles::split_id_list(it->second);
         // gpu_numa is the first vendor's, whose list is `gpus`.
-        out.push_back(vendor_gpus(vendor, ids, vendor == first && ids == hello.gpus ? numa_of(hello) : std::vector<int>{}));
+        out.push_back(vendor_gpus(v.vendor, ids, v.vendor == first && ids == hello.gpus ? numa_of(hello) : std::vector<int>{}));
       }
     if (!out.empty()) return out;
   }
-  if (!hello.gpus.empty() && hostfiles::gpu_visibility_variable(first))
-    out.push_back(vendor_gpus(first, hello.gpus, numa_of(hello)));
+  if (!hello.gpus.empty() && first) out.push_back(vendor_gpus(*first, hello.gpus, numa_of(hello)));
   return out;
 }
 

@@ -14,9 +14,8 @@ namespace dl::machine {
 // --gpu-vendor can pick (the other vendors' NUMA nodes are not reported).
 // PCI devices and memory stay on the host: binding needs ids and nodes.
 void report_gpus(const std::vector<VendorGpus>& found, control::msg::Hello& hello);
-// The inverse, on the launcher's side. A hello without gpu_vendor (an older
-// agent) reports NVIDIA GPUs; a vendor this launcher has no visibility
-// variable for (a newer agent's) cannot be bound, and counts as none.
+// The inverse, on the launcher's side. A vendor word this launcher does not
+// know cannot be bound, and counts as none.
 std::vector<VendorGpus> reported_gpus(const control::msg::Hello& hello);
 
 }  // namespace dl::machine

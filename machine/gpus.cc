@@ -29,7 +29,7 @@ std::vector<int> VendorGpus::numa() const {
   return out;
 }
 
-VendorGpus vendor_gpus(const std::string& vendor, const std::vector<std::string>& ids, const std::vector<int>& numa) {
+VendorGpus vendor_gpus(GpuVendor vendor, const std::vector<std::string>& ids, const std::vector<int>& numa) {
   VendorGpus v{vendor, {}};
   for (size_t i = 0; i < ids.size(); ++i) v.gpus.push_back({ids[i], "", numa.size() == ids.size() ? numa[i] : -1});
   return v;
@@ -111,7 +111,7 @@ std::vector<Gpu> nvidia_smi_gpus() {
     while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
     ::pclose(p);
   }
-  return vendor_gpus("nvidia", parse_nvidia_smi_list(text)).gpus;  // -L gives no PCI address
+  return vendor_gpus(GpuVendor::kNvidia, parse_nvidia_smi_list(text)).gpus;  // -L gives no PCI address
 }
 
 // NVIDIA: the driver makes one directory per GPU (named by PCI address) in
@@ -199,10 +199,14 @@ std::vector<Gpu> intel_gpus(const GpuSources& src) {
   return out;
 }
 
-std::vector<Gpu> driver_gpus(const std::string& vendor, const GpuSources& src) {
-  if (vendor == "nvidia") return nvidia_gpus(src);
-  if (vendor == "amd") return amd_gpus(src);
-  return intel_gpus(src);
+// Each vendor's driver tree (a vendor without a case is a compile warning).
+std::vector<Gpu> driver_gpus(GpuVendor vendor, const GpuSources& src) {
+  switch (vendor) {
+    case GpuVendor::kNvidia: return nvidia_gpus(src);
+    case GpuVendor::kAmd: return amd_gpus(src);
+    case GpuVendor::kIntel: return intel_gpus(src);
+  }
+  return {};
 }
 }  // namespace
 
@@ -221,17 +225,18 @@ std::vector<VendorGpus> detect_gpus(int gpus_per_node, const GpuSources& src) {
   GpuSources quick = src;
   quick.nvidia_smi = src.nvidia_smi && gpus_per_node < 0;  // --gpus-per-node: only the vendor matters
   std::vector<VendorGpus> found;
-  for (const std::string vendor : hostfiles::kGpuVendors) {
+  for (const auto& vi : gpu_vendors()) {
+    const GpuVendor vendor = vi.vendor;
     VendorGpus v{vendor, {}};
     // Which physical device a variable's entry names is not known here: no PCI device, no NUMA node.
-    if (auto var = src.env ? src.env(hostfiles::gpu_visibility_variable(vendor)) : std::nullopt)
+    if (auto var = src.env ? src.env(vi.visibility_variable) : std::nullopt)
       v = vendor_gpus(vendor, hostfiles::split_id_list(*var));
     else
       v.gpus = driver_gpus(vendor, quick);
     if (!v.gpus.empty()) found.push_back(std::move(v));
   }
   if (gpus_per_node > 0) {
-    if (found.empty()) found.push_back({"nvidia", {}});
+    if (found.empty()) found.push_back({GpuVendor::kNvidia, {}});
     for (auto& f : found) f = vendor_gpus(f.vendor, count_up(static_cast<size_t>(gpus_per_node)));
   }
   return found;
@@ -239,16 +244,17 @@ std::vector<VendorGpus> detect_gpus(int gpus_per_node, const GpuSources& src) {
 
 std::vector<VendorGpus> detect_gpus(int gpus_per_node) { return detect_gpus(gpus_per_node, host_gpu_sources()); }
 
-std::optional<VendorGpus> pick_gpus(const std::vector<VendorGpus>& found, const std::string& vendor,
+std::optional<VendorGpus> pick_gpus(const std::vector<VendorGpus>& found, std::optional<GpuVendor> vendor,
                                     const std::string& host) {
   if (found.empty()) return std::nullopt;
-  if (vendor.empty()) return found.front();
+  if (!vendor) return found.front();
   std::string has;
   for (const auto& f : found) {
-    if (f.vendor == vendor) return f;
-    has += (has.empty() ? "" : " and ") + std::to_string(f.gpus.size()) + " " + f.vendor;
+    if (f.vendor == *vendor) return f;
+    has += (has.empty() ? "" : " and ") + std::to_string(f.gpus.size()) + " " + word(f.vendor);
   }
-  throw std::runtime_error("--gpu-vendor " + vendor + ": host " + host + " has no " + vendor + " GPUs, only " + has +
+  const std::string asked = word(*vendor);
+  throw std::runtime_error("--gpu-vendor " + asked + ": host " + host + " has no " + asked + " GPUs, only " + has +
                            "; drop --gpu-vendor to bind the GPUs it has, or --gpu-bind none to bind none");
 }
 

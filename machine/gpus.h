@@ -10,12 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "machine/gpu_vendor.h"
+
 namespace dl::machine {
 
 // One GPU.
 struct Gpu {
   // Its entry in its vendor's visibility variable
-  // (hostfiles::gpu_visibility_variable): "0", "1", ... as the driver counts
+  // (visibility_variable(GpuVendor)): "0", "1", ... as the driver counts
   // them, or the entry the agent inherited ("4", "GPU-<uuid>", "0.1" tiles).
   std::string id;
   // Its PCI device, "0000:18:00.0"; "" when not known (an id from a
@@ -31,7 +33,7 @@ struct Gpu {
 
 // One vendor's GPUs, in the vendor's own order (what its runtime calls 0, 1, ...).
 struct VendorGpus {
-  std::string vendor;  // "nvidia", "amd" or "intel" (hostfiles::kGpuVendors)
+  GpuVendor vendor = GpuVendor::kNvidia;
   std::vector<Gpu> gpus;
   std::vector<std::string> ids() const;
   // Each GPU's NUMA node, parallel to ids(); empty when none is known.
@@ -41,7 +43,7 @@ struct VendorGpus {
 
 // GPUs of `vendor` with the given ids and, where `numa` is parallel to
 // them, NUMA nodes (else unknown): what a hello or --gpus-per-node carries.
-VendorGpus vendor_gpus(const std::string& vendor, const std::vector<std::string>& ids,
+VendorGpus vendor_gpus(GpuVendor vendor, const std::vector<std::string>& ids,
                        const std::vector<int>& numa = {});
 
 // Where detection looks. The real host by default; tests point `root` at a
@@ -89,11 +91,11 @@ std::vector<VendorGpus> detect_gpus(int gpus_per_node);
 // Parses `nvidia-smi -L` output into indices ("0", "1", ...).
 std::vector<std::string> parse_nvidia_smi_list(const std::string& text);
 
-// The GPUs one host's ranks are bound to: `vendor` ("" = the first found,
-// --gpu-vendor otherwise), or nullopt when the host has no GPUs at all. A
+// The GPUs one host's ranks are bound to: `vendor` (--gpu-vendor; nullopt =
+// the first found), or nullopt when the host has no GPUs at all. A
 // host that has GPUs, but none of `vendor`, throws std::runtime_error naming
 // the host, what it has and the fix.
-std::optional<VendorGpus> pick_gpus(const std::vector<VendorGpus>& found, const std::string& vendor,
+std::optional<VendorGpus> pick_gpus(const std::vector<VendorGpus>& found, std::optional<GpuVendor> vendor,
                                     const std::string& host);
 
 }  // namespace dl::machine

@@ -217,35 +217,4 @@ void reap_local_agent(LocalAgent& a, int ms) {
   a.pid = -1;
 }
 
-namespace {
-// This machine's host names and interface addresses, read once: a hostfile
-// of 1,024 hosts asks about each host several times (the merge of this
-// machine's names, the placement's local ranks, the Job's nodes), and each
-// getifaddrs is a netlink dump of every interface.
-std::set<std::string> own_names() {
-  std::set<std::string> names;
-  char name[HOST_NAME_MAX + 1] = {};
-  ::gethostname(name, sizeof name - 1);
-  std::string full(name);
-  names.insert(full);
-  if (auto dot = full.find('.'); dot != std::string::npos) names.insert(full.substr(0, dot));
-  ifaddrs* ifs = nullptr;
-  if (::getifaddrs(&ifs) != 0) return names;
-  for (ifaddrs* i = ifs; i; i = i->ifa_next) {
-    if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
-    char buf[NI_MAXHOST];
-    socklen_t len = i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-    if (::getnameinfo(i->ifa_addr, len, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) == 0) names.insert(buf);
-  }
-  ::freeifaddrs(ifs);
-  return names;
-}
-}  // namespace
-
-bool is_local_host(const std::string& host) {
-  if (host == "localhost" || host == "127.0.0.1" || host == "::1" || host.rfind("127.", 0) == 0) return true;
-  static const std::set<std::string> own = own_names();
-  return own.count(host) > 0;
-}
-
 }  // namespace dl::remote

@@ -83,10 +83,6 @@ void reap_local_agent(LocalAgent& a, int ms);
 // and only when there are more than a handful of hosts to wait for.
 inline bool show_start_progress(int hosts, bool stderr_is_tty) { return stderr_is_tty && hosts > 4; }
 
-// True when `host` names this machine: localhost, a loopback address, this
-// machine's host name, or one of its interface addresses.
-bool is_local_host(const std::string& host);
-
 // ---- one interface for starting a job's agents ------------------------------
 
 // What it takes to start node `node`'s agent.

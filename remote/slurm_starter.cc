@@ -19,6 +19,7 @@
 
 #include "errors/error.h"
 #include "hostfiles/hostlist.h"
+#include "wire/host.h"
 
 namespace dl::remote {
 
@@ -111,26 +112,6 @@ std::string srun_waiting_message(const std::string& srun_line, const std::string
          "launcher instead (pass --control-addr)";
 }
 
-std::string source_address_towards(const std::string& host) {
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_socktype = SOCK_DGRAM;
-  if (::getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || !res) return "";
-  std::string out;
-  for (addrinfo* a = res; a && out.empty(); a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_storage me{};
-    socklen_t len = sizeof me;
-    char buf[INET6_ADDRSTRLEN] = {};
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0 &&
-        ::getnameinfo(reinterpret_cast<sockaddr*>(&me), len, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) == 0)
-      out = buf;
-    ::close(fd);
-  }
-  ::freeaddrinfo(res);
-  return out;
-}
-
 namespace {
 
 // The address `host` resolves to here (for MASTER_ADDR), or the name itself.
@@ -219,7 +200,7 @@ class SlurmStarter : public AgentStarter {
     for (const auto& s : remote_) hosts.push_back(s.host);
     const AgentStartSpec& first = remote_.front();
     std::string back = first.control_addr;
-    for (size_t i = 0; i < hosts.size() && back.empty(); ++i) back = source_address_towards(hosts[i]);
+    for (size_t i = 0; i < hosts.size() && back.empty(); ++i) back = wire::address_toward(hosts[i]);
     if (back.empty())
       return fail_all("no address of this machine routes to " + hosts.front() +
                       " (it does not resolve here); pass --control-addr ADDR");

@@ -51,10 +51,6 @@ std::string srun_wait_reason(const std::string& line);
 // SLURM_JOB_ID ("" = unknown).
 std::string srun_waiting_message(const std::string& srun_line, const std::string& job_id);
 
-// The address of this machine that traffic to `host` leaves from (a UDP
-// connect, nothing is sent); "" when `host` does not resolve.
-std::string source_address_towards(const std::string& host);
-
 // The starter; remote hosts by srun, the local one by fork/exec.
 std::unique_ptr<AgentStarter> make_slurm_starter(boost::asio::io_context& io, StarterOptions o,
                                                  AgentStarter::Events ev);

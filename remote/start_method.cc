@@ -15,6 +15,7 @@ namespace {
 using Factory = std::unique_ptr<AgentStarter> (*)(boost::asio::io_context&, StarterOptions, AgentStarter::Events);
 
 struct Method {
+  StartMethod method;
   const char* name;
   Factory make;          // nullptr: a known name this build has not got
   bool runs_program;     // --launcher-exec replaces its program
@@ -27,16 +28,22 @@ struct Method {
 // The start methods; a known name with a null factory would be one this build
 // has not got.
 const Method kMethods[] = {
-    {"libssh", make_process_starter, false, true, false, true, false},
-    {"ssh", make_openssh_starter, true, true, false, true, false},
-    {"slurm", make_slurm_starter, true, false, false, false, true},
-    {"sim", make_sim_starter, false, true, true, true, true},
+    {StartMethod::kLibssh, "libssh", make_process_starter, false, true, false, true, false},
+    {StartMethod::kSsh, "ssh", make_openssh_starter, true, true, false, true, false},
+    {StartMethod::kSlurm, "slurm", make_slurm_starter, true, false, false, false, true},
+    {StartMethod::kSim, "sim", make_sim_starter, false, true, true, true, true},
 };
 
-const Method* find(const std::string& name) {
+const Method* find(std::string_view name) {
   for (const auto& m : kMethods)
     if (name == m.name) return &m;
   return nullptr;
+}
+
+const Method& row(StartMethod method) {
+  for (const auto& m : kMethods)
+    if (m.method == method) return m;
+  return kMethods[0];  // unreachable: every enumerator has its row
 }
 
 const char* getenv_or_empty(const char* name) {
@@ -51,6 +58,13 @@ std::string known_list() {
 }
 }  // namespace
 
+const char* word(StartMethod m) { return row(m).name; }
+
+std::optional<StartMethod> start_method_named(std::string_view word) {
+  const Method* m = find(word);
+  return m ? std::optional<StartMethod>(m->method) : std::nullopt;
+}
+
 std::vector<std::string> start_method_names() {
   std::vector<std::string> out;
   for (const auto& m : kMethods)
@@ -59,7 +73,7 @@ std::vector<std::string> start_method_names() {
   return out;
 }
 
-std::string resolve_start_method(const std::string& asked, const std::string& slurm_job_id,
+StartMethod resolve_start_method(const std::string& asked, const std::string& slurm_job_id,
                                  const std::vector<std::string>& launcher_exec) {
   const std::string method = asked == "auto" ? (slurm_job_id.empty() ? "libssh" : "slurm") : asked;
   const Method* m = find(method);
@@ -78,40 +92,26 @@ std::string resolve_start_method(const std::string& asked, const std::string& sl
   if (m->test_only && std::string_view(getenv_or_empty(kSimEnv)) != "1")
     throw UsageError("--launcher " + method + " simulates hosts on this machine for dlaunch's own tests and benches, "
                      "not for jobs: it runs only with " + kSimEnv + "=1 in the environment");
-  if (method == "slurm" && slurm_job_id.empty())
+  if (m->method == StartMethod::kSlurm && slurm_job_id.empty())
     throw UsageError("--launcher slurm starts agents with srun inside a Slurm job, but SLURM_JOB_ID is unset: run "
                      "dlaunch inside salloc or sbatch, or use --launcher libssh");
   if (!launcher_exec.empty() && !m->runs_program)
     throw UsageError("--launcher-exec names the program that starts agents (srun, ssh); --launcher " + method +
                      " runs none: drop --launcher-exec or pick --launcher slurm");
-  return method;
+  return m->method;
 }
 
-std::unique_ptr<AgentStarter> make_agent_starter(const std::string& method, boost::asio::io_context& io,
+std::unique_ptr<AgentStarter> make_agent_starter(StartMethod method, boost::asio::io_context& io,
                                                  StarterOptions o, AgentStarter::Events ev) {
-  if (method == "auto") {
-    const char* job = std::getenv("SLURM_JOB_ID");
-    return make_agent_starter(resolve_start_method(method, job ? job : ""), io, std::move(o), std::move(ev));
-  }
-  const Method* m = find(method);
-  if (!m || !m->make) throw UsageError("no agent starter '" + method + "' in this dlaunch (" + known_list() + ")");
-  return m->make(io, std::move(o), std::move(ev));
+  const Method& m = row(method);
+  if (!m.make) throw UsageError(std::string("no agent starter '") + m.name + "' in this dlaunch (" + known_list() + ")");
+  return m.make(io, std::move(o), std::move(ev));
 }
 
-bool forks_local_agent(const std::string& method) {
-  const Method* m = find(method);
-  return m && m->forks_local;
-}
-
-bool starts_tree(const std::string& method) {
-  const Method* m = find(method);
-  return m && m->tree;
-}
-
-bool passes_environment(const std::string& method) {
-  const Method* m = find(method);
-  return m && m->passes_env;
-}
+bool forks_local_agent(StartMethod method) { return row(method).forks_local; }
+bool starts_tree(StartMethod method) { return row(method).tree; }
+bool passes_environment(StartMethod method) { return row(method).passes_env; }
+bool simulates_hosts(StartMethod method) { return row(method).test_only; }
 
 std::vector<std::string> split_launcher_exec(const std::string& text) {
   std::istringstream in(text);

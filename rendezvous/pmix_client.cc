@@ -6,6 +6,7 @@
 #include <pmix.h>
 
 #include "errors/error.h"
+#include "wire/shared_library.h"
 
 namespace dl::rdzv {
 
@@ -34,11 +35,11 @@ void resolve(void* lib, const char* name, F& fn) {
 // found it in. Throws IoError saying what is missing and what to install.
 Pmix load_pmix() {
   Pmix api;
-  void* lib = ::dlopen("libpmix.so.2", RTLD_NOW | RTLD_GLOBAL);
-  std::string why = lib ? "" : ::dlerror();
-  if (!lib) lib = ::dlopen(DLAUNCH_PMIX_LIBDIR "/libpmix.so.2", RTLD_NOW | RTLD_GLOBAL);
+  const auto loaded =
+      wire::open_shared_library({"libpmix.so.2", DLAUNCH_PMIX_LIBDIR "/libpmix.so.2"}, RTLD_NOW | RTLD_GLOBAL);
+  void* lib = loaded.handle;
   if (!lib)
-    throw IoError("PMIX_RANK/PMIX_NAMESPACE are set but libpmix cannot be loaded (" + why +
+    throw IoError("PMIX_RANK/PMIX_NAMESPACE are set but libpmix cannot be loaded (" + loaded.errors.front() +
                   "); install libpmix (Debian: apt install libpmix2), or run without the PMIx variables");
   resolve(lib, "PMIx_Init", api.init);
   resolve(lib, "PMIx_Get", api.get);

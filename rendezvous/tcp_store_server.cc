@@ -28,6 +28,7 @@
 #include "wire/coding.h"
 #include "wire/frame.h"
 #include "wire/handshake.h"
+#include "wire/helper_pool.h"
 #include "wire/socket.h"
 
 namespace dl::rdzv {
@@ -67,70 +68,6 @@ constexpr size_t kNoncesPerDraw = 64;
 // each release's send also runs the receiver's TCP input: past this many in
 // one wake the sends are shared with helper threads.
 constexpr size_t kParallelSendsFrom = 256;
-
-// Helper threads that run fn(i) for i in [0, n) together with the caller,
-// each index once; idle between runs. Only the server's thread calls run().
-class SendHelpers {
- public:
-  explicit SendHelpers(unsigned helpers) {
-    for (unsigned h = 0; h < helpers; ++h) threads_.emplace_back([this] { serve(); });
-  }
-  ~SendHelpers() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  size_t helpers() const { return threads_.size(); }
-
-  void run(size_t n, const std::function<void(size_t)>& fn) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      fn_ = &fn, n_ = n, next_ = 0, busy_ = threads_.size(), ++round_;
-    }
-    cv_.notify_all();
-    work();
-    std::unique_lock<std::mutex> l(mu_);
-    done_.wait(l, [this] { return busy_ == 0; });
-    fn_ = nullptr;
-  }
-
- private:
-  void serve() {
-    uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [&] { return quit_ || round_ != seen; });
-        if (quit_) return;
-        seen = round_;
-      }
-      work();
-      std::lock_guard<std::mutex> l(mu_);
-      if (--busy_ == 0) done_.notify_one();
-    }
-  }
-  // Takes indices in blocks until none is left.
-  void work() {
-    constexpr size_t kBlock = 32;
-    for (;;) {
-      const size_t from = next_.fetch_add(kBlock);
-      if (from >= n_) return;
-      for (size_t i = from; i < std::min(n_, from + kBlock); ++i) (*fn_)(i);
-    }
-  }
-  std::vector<std::thread> threads_;
-  std::mutex mu_;
-  std::condition_variable cv_, done_;
-  const std::function<void(size_t)>* fn_ = nullptr;
-  size_t n_ = 0;
-  std::atomic<size_t> next_{0};
-  size_t busy_ = 0;
-  uint64_t round_ = 0;
-  bool quit_ = false;
-};
 }  // namespace
 
 struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
@@ -181,7 +118,7 @@ struct TcpStoreServer::Impl : std::enable_shared_from_this<Impl> {
   // here, and are flushed together once it is done (flush_released).
   bool collecting = false;
   std::vector<std::shared_ptr<Session>> released;
-  std::unique_ptr<SendHelpers> helpers;
+  std::unique_ptr<wire::HelperPool> helpers;
   void flush_released();
   void flush_soon(const std::shared_ptr<Session>& s);
   void shutdown();
@@ -693,19 +630,19 @@ void Impl::flush_released() {
   auto batch = std::move(released);
   released.clear();
   if (batch.size() >= kParallelSendsFrom) {
-    if (!helpers) helpers = std::make_unique<SendHelpers>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u) - 1);
+    if (!helpers) helpers = std::make_unique<wire::HelperPool>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u) - 1);
     std::vector<ssize_t> sent(batch.size(), 0);
     for (size_t i = 0; i < batch.size(); ++i) {
       const Session& s = *batch[i];
       if (s.closed || s.write_waiting || s.shared_out || s.out.empty()) sent[i] = -1;
     }
-    if (helpers->helpers() > 0) {
+    if (helpers->max_helpers() > 0) {
       const std::function<void(size_t)> send_one = [&](size_t i) {
         if (sent[i] < 0) return;
         const Session& s = *batch[i];
         sent[i] = ::send(s.fd, s.out.data(), s.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       };
-      helpers->run(batch.size(), send_one);
+      helpers->for_each_index(batch.size(), send_one);
       for (size_t i = 0; i < batch.size(); ++i)
         if (sent[i] > 0) batch[i]->out.erase(0, static_cast<size_t>(sent[i]));
     }

@@ -7,6 +7,7 @@
 #include "control/env_names.h"
 #include "errors/error.h"
 #include "hostfiles/binding.h"
+#include "wire/shared_library.h"
 
 #ifndef DLAUNCH_HAVE_NCCL
 #define DLAUNCH_HAVE_NCCL 0
@@ -79,14 +80,12 @@ void* open_library(const char* env_var, const std::vector<std::string>& names, s
   const char* chosen = std::getenv(env_var);
   const std::vector<std::string> tried =
       chosen && *chosen ? std::vector<std::string>{chosen} : names;
-  for (const std::string& n : tried) {
-    if (void* h = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      loaded = n;
-      return h;
-    }
-    const char* e = ::dlerror();
-    why += (why.empty() ? "" : "; ") + std::string(e ? e : n + ": cannot be loaded");
+  const auto lib = wire::open_shared_library(tried, RTLD_NOW | RTLD_LOCAL);
+  if (lib.handle) {
+    loaded = lib.name;
+    return lib.handle;
   }
+  why += (why.empty() || lib.errors.empty() ? "" : "; ") + lib.why();
   if (chosen && *chosen) why = std::string(env_var) + "=" + chosen + " does not load (" + why + ")";
   return nullptr;
 }

@@ -14,6 +14,7 @@
 #include "collectives/tcp/greeting.h"
 #include "errors/error.h"
 #include "wire/frame.h"
+#include "wire/host.h"
 
 namespace dl::coll::tcp {
 namespace {
@@ -28,10 +29,13 @@ struct Pending {
   std::string from;  // "10.0.0.5:41234"
 };
 
-std::string address_of(const sockaddr_in& a) {
-  char buf[INET_ADDRSTRLEN] = "?";
-  ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
-  return std::string(buf) + ":" + std::to_string(ntohs(a.sin_port));
+std::string address_of(const sockaddr_storage& a, socklen_t len) {
+  const auto* sa = reinterpret_cast<const sockaddr*>(&a);
+  const std::string host = wire::numeric_address(sa, len);
+  const uint16_t port = a.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(a).sin6_port
+                                                : reinterpret_cast<const sockaddr_in&>(a).sin_port;
+  return (host.empty() ? "?" : host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(ntohs(port));
 }
 
 // Sends all of `bytes` now or reports that it could not (a fresh socket's
@@ -72,7 +76,7 @@ class Acceptor {
 
   void accept_new() {
     for (;;) {
-      sockaddr_in a{};
+      sockaddr_storage a{};
       socklen_t len = sizeof a;
       int fd = ::accept4(lsn_.fd(), reinterpret_cast<sockaddr*>(&a), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd >= 0) {
@@ -83,7 +87,7 @@ class Acceptor {
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (pending_.size() >= kMaxPendingGreetings) drop(0, "dropped for a newer connection");
         pending_.push_back({wire::Socket(fd), Greeting(c_.token, c_.rank, c_.size),
-                            Clock::now() + c_.greeting_timeout, address_of(a)});
+                            Clock::now() + c_.greeting_timeout, address_of(a, len)});
         continue;
       }
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;

@@ -13,6 +13,7 @@
 
 #include "control/env_names.h"
 #include "errors/error.h"
+#include "wire/host.h"
 #include "wire/socket.h"
 
 namespace dl::coll::tcp {
@@ -59,27 +60,6 @@ std::string interface_address(const std::string& spec) {
   return "";
 }
 
-std::string route_address(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || !res) return "";
-  std::string out;
-  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {  // UDP: no packet sent
-    sockaddr_in local{};
-    socklen_t len = sizeof local;
-    char buf[INET_ADDRSTRLEN];
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
-        ::inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf))
-      out = buf;
-  }
-  if (fd >= 0) ::close(fd);
-  ::freeaddrinfo(res);
-  return out;
-}
-
 std::string choose_address(const std::string& explicit_addr, const std::string& ifname) {
   if (!explicit_addr.empty()) return explicit_addr;
   std::string spec = ifname, source = "the interface option";
@@ -102,7 +82,7 @@ std::string choose_address(const std::string& explicit_addr, const std::string& 
   if (store_host.empty())
     if (const char* v = env(dl::env::kMasterAddr)) store_host = v;
   if (!store_host.empty()) {
-    std::string a = route_address(store_host);
+    std::string a = wire::address_toward(store_host);
     if (!a.empty()) return a;
   }
   for (const auto& i : list_ipv4())

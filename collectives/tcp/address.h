@@ -8,7 +8,8 @@ namespace dl::coll::tcp {
 // named by `ifname`, else by $DLAUNCH_SOCKET_IFNAME, $NCCL_SOCKET_IFNAME or
 // $GLOO_SOCKET_IFNAME (NCCL syntax: comma-separated name prefixes, "^" to
 // exclude, "=" for exact names); else the local address that routes to the
-// store host ($DLAUNCH_STORE_ADDR, else $MASTER_ADDR); else the first
+// store host ($DLAUNCH_STORE_ADDR, else $MASTER_ADDR; IPv4 or IPv6,
+// wire::address_toward); else the first
 // non-loopback interface that is up; else 127.0.0.1.
 // Throws UsageError when a named interface does not exist or has no IPv4
 // address, listing the interfaces there are.
@@ -17,8 +18,5 @@ std::string choose_address(const std::string& explicit_addr, const std::string& 
 // The IPv4 address of the first interface matching an NCCL-style spec, or ""
 // when none matches.
 std::string interface_address(const std::string& spec);
-
-// The local address the kernel would use to reach `host`, or "" if unknown.
-std::string route_address(const std::string& host);
 
 }  // namespace dl::coll::tcp

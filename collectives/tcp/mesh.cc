@@ -23,19 +23,28 @@ Millis left(Clock::time_point deadline) {
   return l.count() > 0 ? l : Millis(1);
 }
 
+// Every address of this host, IPv4 and IPv6 (one dual-stack socket; IPv4
+// alone where the kernel has no IPv6): a rank publishes the address that
+// faces the store, which may be either.
 wire::Socket listen_any(uint16_t& port) {
-  wire::Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  wire::Socket s(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  const bool v6 = s.valid();
+  if (!v6) s = wire::Socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!s.valid()) throw_errno("collectives: creating the listening socket");
-  int one = 1;
+  int one = 1, zero = 0;
   ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof a;
-  if (::bind(s.fd(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) throw_errno("collectives: bind port 0");
+  sockaddr_storage a{};
+  socklen_t len = v6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (v6) {
+    ::setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    reinterpret_cast<sockaddr_in6&>(a) = sockaddr_in6{.sin6_family = AF_INET6, .sin6_addr = in6addr_any};
+  } else {
+    reinterpret_cast<sockaddr_in&>(a) = sockaddr_in{.sin_family = AF_INET, .sin_addr = {htonl(INADDR_ANY)}};
+  }
+  if (::bind(s.fd(), reinterpret_cast<sockaddr*>(&a), len) != 0) throw_errno("collectives: bind port 0");
   if (::listen(s.fd(), SOMAXCONN) != 0) throw_errno("collectives: listen");
   ::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&a), &len);
-  port = ntohs(a.sin_port);
+  port = ntohs(v6 ? reinterpret_cast<sockaddr_in6&>(a).sin6_port : reinterpret_cast<sockaddr_in&>(a).sin_port);
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "errors/error.h"
+#include "wire/shared_library.h"
 
 namespace dl::mpi::pmix {
 
@@ -36,15 +37,12 @@ void load_all() {
       // By SONAME (ld.so's cache and paths), then where the build found it:
       // dlaunch-agent has no RUNPATH, whose directories ld.so searched for
       // libc at every agent start (docs/benchmarks.md).
-      lib->handle = ::dlopen(lib->soname, RTLD_LAZY | RTLD_GLOBAL);
-      if (lib->handle != nullptr) continue;
-      const char* first = ::dlerror();  // the SONAME's failure is the one to tell
-      const std::string why = first ? first : "unknown error";
-      if (*lib->libdir)
-        lib->handle = ::dlopen((std::string(lib->libdir) + "/" + lib->soname).c_str(), RTLD_LAZY | RTLD_GLOBAL);
-      if (lib->handle == nullptr)
-        lib->error = std::string("cannot load ") + lib->soname + ", which the PMIx server needs: " + why + "; install " +
-                     lib->package + " or run with --mpi pmi/none";
+      const auto l = wire::open_shared_library(
+          {lib->soname, *lib->libdir ? std::string(lib->libdir) + "/" + lib->soname : ""}, RTLD_LAZY | RTLD_GLOBAL);
+      lib->handle = l.handle;
+      if (lib->handle == nullptr)  // the SONAME's failure is the one to tell
+        lib->error = std::string("cannot load ") + lib->soname + ", which the PMIx server needs: " + l.errors.front() +
+                     "; install " + lib->package + " or run with --mpi pmi/none";
     }
   });
 }
@@ -61,12 +59,7 @@ void preload() {
   handle(g_pmix);
 }
 
-bool libpmix_loaded() {
-  // RTLD_NOLOAD: only asks whether it is mapped, loads nothing.
-  void* h = ::dlopen(DLAUNCH_PMIX_SONAME, RTLD_NOW | RTLD_NOLOAD);
-  if (h != nullptr) ::dlclose(h);
-  return h != nullptr;
-}
+bool libpmix_loaded() { return wire::shared_library_loaded(DLAUNCH_PMIX_SONAME); }
 
 // The address of `name` in `lib`; throws IoError when the library or the
 // function is missing. Cached by the caller.

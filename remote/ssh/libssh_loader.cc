@@ -11,6 +11,7 @@
 #include <string>
 
 #include "errors/error.h"
+#include "wire/shared_library.h"
 
 namespace dl::ssh {
 
@@ -23,24 +24,18 @@ void* handle() {
   std::call_once(g_once, [] {
     // RTLD_LOCAL: libssh's symbols do not become visible to anything else
     // loaded later; every call goes through the forwarders below.
-    g_handle = ::dlopen(DLAUNCH_LIBSSH_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (g_handle == nullptr) {
-      const char* why = ::dlerror();
+    const auto lib = wire::open_shared_library({DLAUNCH_LIBSSH_SONAME}, RTLD_NOW | RTLD_LOCAL);
+    g_handle = lib.handle;
+    if (g_handle == nullptr)
       g_error = std::string("cannot load libssh (") + DLAUNCH_LIBSSH_SONAME + "), which reaching remote hosts needs: " +
-                (why ? why : "unknown error") + "; install libssh (Debian: apt install libssh-4)";
-    }
+                lib.why() + "; install libssh (Debian: apt install libssh-4)";
   });
   if (g_handle == nullptr) throw IoError(g_error);
   return g_handle;
 }
 }  // namespace
 
-bool libssh_loaded() {
-  // RTLD_NOLOAD: only asks whether it is mapped, loads nothing.
-  void* h = ::dlopen(DLAUNCH_LIBSSH_SONAME, RTLD_NOW | RTLD_NOLOAD);
-  if (h != nullptr) ::dlclose(h);
-  return h != nullptr;
-}
+bool libssh_loaded() { return wire::shared_library_loaded(DLAUNCH_LIBSSH_SONAME); }
 
 // The address of libssh's `name`; throws IoError when libssh or the function
 // is missing. Cached by the caller.

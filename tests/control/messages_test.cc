@@ -148,6 +148,30 @@ TEST_CASE("control messages: a missing field is refused with the message and the
         "'launch' message: field 'ranks[1].argv' is missing");
 }
 
+// Peers are one version (the handshake's tag carries DLAUNCH_VERSION): a
+// field that an older agent once left out is required, and its absence is an
+// error naming it, never a guess (docs/wire-protocol.md, "Compatibility").
+TEST_CASE("control messages: fields once left out by older peers are required, and their absence is refused by name",
+          "[control]") {
+  const std::string launch = R"({"t":"launch","env":{},"wdir":"","hb_ms":1,"hb_timeout_ms":1,"ranks":[])";
+  CHECK(refusal_from_launcher(launch + "}") == "'launch' message: field 'stdout_pty' is missing");
+  CHECK_NOTHROW(control::decode_from_launcher(launch + R"(,"stdout_pty":false})"));
+  const std::string mpi = R"(,"stdout_pty":true,"mpi":{"nspace":"n","world_size":1,"node_rank":0,"universe_size":1,)"
+                          R"("node_hosts":[],"node_ranks":[])";
+  CHECK(refusal_from_launcher(launch + mpi + "}}") == "'launch' message: field 'mpi.serve' is missing");
+  const auto m = std::get<msg::Launch>(control::decode_from_launcher(launch + mpi + R"(,"serve":"pmi"}})"));
+  CHECK(m.mpi->served() == control::MpiServe::kPmi);
+  CHECK(m.stdout_pty);
+  const std::string hello = R"({"t":"hello","version":"v","node":0,"host":"a","pid":1,"free_port":2,"gpus":[],)"
+                            R"("pmix":false,"gpu_vendor":"")";
+  CHECK(refusal_from_agent(hello + "}") == "'hello' message: field 'machine' is missing");
+  CHECK(refusal_from_agent(hello + R"(,"machine":"","cpu":{"cores":[],"numa":[],"numa_ids":[]}})") ==
+        "'hello' message: field 'cpu.packages' is missing");
+  msg::MpiSection bad;
+  bad.serve = "pmix2";
+  CHECK_THROWS_WITH(bad.served(), Catch::Contains("'mpi.serve' is 'pmix2'"));
+}
+
 TEST_CASE("control messages: a mistyped field is refused with the message and the field named", "[control]") {
   CHECK(refusal_from_agent(R"({"t":"started","rank":"0","pid":1})") ==
         "'started' message: field 'rank' is a string, expected an integer");
@@ -297,7 +321,7 @@ TEST_CASE("control messages: random launches of many ranks round-trip field by f
       l.ranks.push_back(std::move(r));
     }
     if (num(0, 1)) l.mpi = msg::MpiSection{bytes(), num(0, 100), num(0, 100), num(0, 100), {bytes(), bytes()}, {{1, 2}, {}},
-                                           std::nullopt, std::nullopt};
+                                           std::nullopt, "pmix"};
     const std::string text = control::encode(l);
     INFO("round " << round << ": " << text.size() << " bytes");
     auto d = as<msg::Launch>(control::decode_from_launcher(text));
@@ -346,6 +370,18 @@ TEST_CASE("control messages: MPI's messages arrive inside MpiUp and MpiDown with
   CHECK(refusal_from_launcher(lookup) == "unknown control message 'mpi_lookup' from the launcher");
   CHECK(refusal_from_agent(control::encode(msg::MpiDmodexServe{9, 3})) ==
         "unknown control message 'mpi_dmodex_serve' from the agent");
+}
+
+TEST_CASE("control messages: mpi_connect's op is one of three words, typed, and any other is refused", "[control]") {
+  for (auto op : {control::ConnectOp::kConnect, control::ConnectOp::kDisconnect, control::ConnectOp::kFence}) {
+    const msg::MpiConnect c{1, control::connect_op_word(op), {"dl-1:*"}, std::nullopt};
+    const auto back = std::get<msg::MpiConnect>(std::get<control::MpiUp>(control::decode_from_agent(control::encode(c))));
+    CHECK(back.connect_op() == op);
+  }
+  CHECK(std::string(control::connect_op_word(control::ConnectOp::kDisconnect)) == "disconnect");
+  const msg::MpiConnect merge{1, "merge", {"dl-1:*"}, std::nullopt};
+  CHECK_THROWS_AS(merge.connect_op(), control::ProtocolError);
+  CHECK_THROWS_WITH(merge.connect_op(), Catch::Contains("field 'op' is 'merge'"));
 }
 
 TEST_CASE("complete_launch: with identity.node the agent writes the host's variables, over launch_env's, under the launch's",

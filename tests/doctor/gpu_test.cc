@@ -172,8 +172,8 @@ TEST_CASE("gpus: nvidia-smi's facts join the detected GPUs by PCI device else by
   using dl::machine::VendorGpus;
   const std::vector<SmiGpu> smi{{"0000:2a:00.0", "B", 2ULL << 20, 1ULL << 20, "550"},
                                 {"0000:18:00.0", "A", 4ULL << 20, 0, "550"}};
-  const std::vector<VendorGpus> found{{"nvidia", {Gpu{"0", "0000:18:00.0", 1}, Gpu{"1", "0000:2a:00.0", 0}}},
-                                      {"amd", {Gpu{"0", "0000:c1:00.0", 1, 64ULL << 30}}}};
+  const std::vector<VendorGpus> found{{dl::machine::GpuVendor::kNvidia, {Gpu{"0", "0000:18:00.0", 1}, Gpu{"1", "0000:2a:00.0", 0}}},
+                                      {dl::machine::GpuVendor::kAmd, {Gpu{"0", "0000:c1:00.0", 1, 64ULL << 30}}}};
   const auto j = gpu_facts(found, smi);
   REQUIRE(j.size() == 3);
   CHECK(j[0].name == "A");
@@ -185,7 +185,7 @@ TEST_CASE("gpus: nvidia-smi's facts join the detected GPUs by PCI device else by
   CHECK(j[2].memory_bytes == 64ULL << 30);
   CHECK_FALSE(j[2].name.has_value());
   // nvidia-smi -L's GPUs have no PCI device: the query's lines in order.
-  const auto by_position = gpu_facts({dl::machine::vendor_gpus("nvidia", {"0", "1"})}, smi);
+  const auto by_position = gpu_facts({dl::machine::vendor_gpus(dl::machine::GpuVendor::kNvidia, {"0", "1"})}, smi);
   CHECK(by_position[0].name == "B");
   CHECK(by_position[1].name == "A");
 }
@@ -206,7 +206,7 @@ TEST_CASE("gpus: the doctor and a launch see the same GPUs from the same host fo
   const auto doctor = host_gpu_facts(h.sources(), &tool, &error);
   std::vector<std::string> seen_by_launch, seen_by_doctor;
   for (const auto& v : launch)
-    for (const auto& g : v.gpus) seen_by_launch.push_back(v.vendor + " " + g.id);
+    for (const auto& g : v.gpus) seen_by_launch.push_back(std::string(word(v.vendor)) + " " + g.id);
   for (const auto& g : doctor) seen_by_doctor.push_back(g.vendor + " " + g.id);
   CHECK(seen_by_launch == std::vector<std::string>{"nvidia 0", "nvidia 1", "amd 0", "amd 1", "amd 2", "intel 0", "intel 1"});
   CHECK(seen_by_doctor == seen_by_launch);
@@ -216,7 +216,7 @@ TEST_CASE("gpus: the doctor and a launch see the same GPUs from the same host fo
   CHECK(doctor[1].numa == 0);
   GpuView v;
   view_gpu_list(doctor, v);
-  CHECK(v.vendor == launch[0].vendor);
+  CHECK(v.vendor == word(launch[0].vendor));
   CHECK(v.listed == static_cast<int>(launch[0].gpus.size()));
   SECTION("a visibility variable narrows what a launch binds; the doctor lists the driver's GPUs and reports the variable apart") {
     h.env["CUDA_VISIBLE_DEVICES"] = "1";

@@ -255,10 +255,6 @@ TEST_CASE("gpu: --oversubscribe-gpus lets ranks share GPUs round-robin by local 
   CHECK(plan_gpus(GpuBind::kIsolate, four, 1, 8, true, "h")[0].visible == "0,1,2,3");
 }
 
-TEST_CASE("gpu: each vendor's visibility variable", "[hostfiles][gpu]") {
-  CHECK(std::string(gpu_visibility_variable("nvidia")) == "CUDA_VISIBLE_DEVICES");
-  CHECK(std::string(gpu_visibility_variable("amd")) == "ROCR_VISIBLE_DEVICES");
-  CHECK(std::string(gpu_visibility_variable("intel")) == "ZE_AFFINITY_MASK");
-  CHECK(gpu_visibility_variable("matrox") == nullptr);
+TEST_CASE("gpu: each rank's own devices go in DLAUNCH_GPUS", "[hostfiles][gpu]") {
   CHECK(std::string(kDlaunchGpus) == "DLAUNCH_GPUS");
 }

@@ -441,7 +441,7 @@ TEST_CASE("job transitions: a launch tree starts its roots, sends each its subtr
           "what it was to start",
           "[launcher][job][transitions]") {
   RunOptions o = test_options();
-  o.launcher = "sim";
+  o.launcher = dl::remote::StartMethod::kSim;
   o.fanout = 2;
   Harness h(o, nullptr, {}, hosts(7));
   REQUIRE(h.links->routes == std::vector<int>{-1, 0, 0, 0, -1, 4, 4});

@@ -21,6 +21,7 @@ msg::Hello hello(int node, std::vector<std::string> gpus = {}, bool pmix = true)
   h.pid = 1000 + node;
   h.free_port = 29500 + 10 * node;
   h.gpus = std::move(gpus);
+  h.gpu_vendor = "nvidia";  // whose GPUs a test sets later, unless it says otherwise
   h.pmix = pmix;
   return h;
 }
@@ -359,7 +360,7 @@ TEST_CASE("launch plan: each vendor's GPUs go in its own variable, and --gpu-ven
     auto plan = plan_launch(in);
     CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "0,1");
     CHECK(env_of(plan, 3, "ROCR_VISIBLE_DEVICES") == "<unset>");
-    o.gpu_vendor = "amd";
+    o.gpu_vendor = dl::machine::GpuVendor::kAmd;
     in.nodes[0].hello->gpus.clear();  // a host without GPUs is fine whatever --gpu-vendor says
     in.nodes[2].hello->gpus.clear();
     plan = plan_launch(in);
@@ -368,7 +369,7 @@ TEST_CASE("launch plan: each vendor's GPUs go in its own variable, and --gpu-ven
     CHECK(env_of(plan, 3, "CUDA_VISIBLE_DEVICES") == "<unset>");
   }
   SECTION("--gpu-vendor naming a vendor a host lacks, where it has others: refused, naming the host") {
-    o.gpu_vendor = "amd";
+    o.gpu_vendor = dl::machine::GpuVendor::kAmd;
     const auto plan = plan_launch(in);
     CHECK(plan.refusal == LaunchPlan::Refusal::kBadRequest);
     CHECK_THAT(plan.why, Catch::Contains("--gpu-vendor amd: host n0 has no amd GPUs, only 2 nvidia"));
@@ -648,10 +649,10 @@ TEST_CASE("launch plan: --bind-to numa puts each rank on the NUMA node of its GP
     CHECK(spec_of(plan, 0).cpus == node0);
     CHECK(spec_of(plan, 1).cpus == node1);
   }
-  SECTION("unknown nodes (an older agent), or no GPU binding: blocks by local rank, as before") {
+  SECTION("unknown nodes (GPUs given by a variable, no node ids), or no GPU binding: blocks by local rank") {
     for (int pass = 0; pass < 3; ++pass) {
       if (pass == 0) in.nodes[0].hello->gpu_numa.reset();
-      if (pass == 1) in.nodes[0].hello->cpu->numa_ids.reset();
+      if (pass == 1) in.nodes[0].hello->cpu->numa_ids.clear();
       if (pass == 2) o.gpu_bind_mode = dl::hostfiles::GpuBind::kNone;
       const auto plan = plan_launch(in);
       INFO("pass " << pass);
@@ -844,9 +845,9 @@ TEST_CASE("two entries whose agents report one machine are refused naming both",
     in.nodes[1].hello->machine = "m2/b2/net:40";
     CHECK(plan_launch(in).refusal == LaunchPlan::Refusal::kNone);
   }
-  SECTION("unknown identities (an older agent, no /proc) are compared with nothing") {
+  SECTION("unknown identities (no /proc) are compared with nothing") {
     in.nodes[0].hello->machine = "";
-    in.nodes[1].hello->machine.reset();
+    in.nodes[1].hello->machine.clear();
     CHECK(plan_launch(in).refusal == LaunchPlan::Refusal::kNone);
   }
   SECTION("-H entries: both named, and the -H that lists the machine once") {

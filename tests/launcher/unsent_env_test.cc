@@ -48,7 +48,7 @@ TEST_CASE("unsent_env: the families meant for every rank, less what -x sends", "
 TEST_CASE("unsent_env: one line for a job with remote hosts started over ssh, naming names and hosts",
           "[launcher]") {
   RunOptions o;
-  o.launcher = "libssh";
+  o.launcher = dl::remote::StartMethod::kLibssh;
   o.exports = {"NCCL_*"};
   const std::string w = unsent_env_warning(input(o, kShell, {"h0", "h1", "h2", "h3", "h4"}));
   CHECK(w == "dlaunch: warning: DLAUNCH_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, OMP_NUM_THREADS, TORCH_DISTRIBUTED_DEBUG "
@@ -71,7 +71,7 @@ TEST_CASE("unsent_env: one line for a job with remote hosts started over ssh, na
 
 TEST_CASE("unsent_env: no warning where every rank gets the shell's variables or none is left out", "[launcher]") {
   RunOptions o;
-  o.launcher = "libssh";
+  o.launcher = dl::remote::StartMethod::kLibssh;
   // Only this host: its agent is dlaunch's child.
   CHECK(unsent_env_warning(input(o, kShell, {"localhost"})).empty());
   // Per-node mode: the other nodes are other dlaunchs' (each its own shell's).
@@ -80,16 +80,11 @@ TEST_CASE("unsent_env: no warning where every rank gets the shell's variables or
   CHECK(unsent_env_warning(per_node).empty());
   // srun passes the environment (its default --export=ALL), unless told otherwise.
   RunOptions slurm = o;
-  slurm.launcher = "slurm";
+  slurm.launcher = dl::remote::StartMethod::kSlurm;
   CHECK(unsent_env_warning(input(slurm, kShell, {"h0", "h1"})).empty());
   EnvMap none = kShell;
   none["SLURM_EXPORT_ENV"] = "NONE";
   CHECK_THAT(unsent_env_warning(input(slurm, none, {"h0", "h1"})), Catch::Contains("SLURM_EXPORT_ENV keeps srun"));
-  RunOptions in_job = o;
-  in_job.launcher = "auto";
-  EnvMap job = kShell;
-  job["SLURM_JOB_ID"] = "7";
-  CHECK(unsent_env_warning(input(in_job, job, {"h0", "h1"})).empty());
   // Said for the first attempt only.
   PlanInput restart = input(o, kShell, {"h0", "h1"});
   restart.restart_count = 1;
@@ -104,7 +99,7 @@ TEST_CASE("unsent_env: the launch plan says it with its warnings", "[launcher]")
   std::vector<hf::HostEntry> entries = {hf::HostEntry{.host = "n0", .slots = 1}, hf::HostEntry{.host = "n1", .slots = 1}};
   const hf::Placement p = hf::place(entries, hf::PlacementOptions{});
   RunOptions o;
-  o.launcher = "ssh";
+  o.launcher = dl::remote::StartMethod::kSsh;
   o.command = {"./a"};
   PlanInput in = input(o, {{"NCCL_SOCKET_IFNAME", "eth0"}}, {"n0", "n1"});
   in.placement = &p;

@@ -27,7 +27,7 @@ struct Seen {
 };
 std::vector<Seen> seen(const std::vector<VendorGpus>& found) {
   std::vector<Seen> out;
-  for (const auto& f : found) out.push_back({f.vendor, f.ids(), f.numa()});
+  for (const auto& f : found) out.push_back({word(f.vendor), f.ids(), f.numa()});
   return out;
 }
 
@@ -167,12 +167,12 @@ TEST_CASE("gpu numa: --bind-to numa puts each rank on its GPU's node, from fake 
   REQUIRE(got.gpu_numa == std::vector<int>{1, 1, 0, 0});
   REQUIRE(got.cpu->numa_ids == std::vector<int>{0, 1});
   // What the launch plan does with it: GPUs by local rank, then each rank's first GPU's node.
-  const auto gpus = pick_gpus(reported_gpus(got), "", "h");
+  const auto gpus = pick_gpus(reported_gpus(got), std::nullopt, "h");
   REQUIRE(gpus);
   const auto assigned = dl::hostfiles::plan_gpus(dl::hostfiles::GpuBind::kVisible, gpus->ids(), 4, 1, false, "h");
   std::vector<int> gpu_numa;
   for (const auto& a : assigned) gpu_numa.push_back(gpus->gpus.at(static_cast<size_t>(a.positions.at(0))).numa);
-  CpuTopology reported{got.cpu->cores, got.cpu->numa, *got.cpu->numa_ids};
+  CpuTopology reported{got.cpu->cores, got.cpu->numa, got.cpu->numa_ids};
   const auto cpus = dl::hostfiles::plan_cpus(dl::hostfiles::CpuBind::kNuma, reported, 4, 1, "h", gpu_numa);
   using V = std::vector<int>;
   CHECK(cpus == std::vector<V>{{4, 5, 6, 7}, {4, 5, 6, 7}, {0, 1, 2, 3}, {0, 1, 2, 3}});
@@ -250,13 +250,13 @@ TEST_CASE("gpu detection: the roots come from DLAUNCH_SYSFS_ROOT", "[machine][gp
   CHECK(seen(found).back() == Seen{"amd", count(4)});
 }
 
-TEST_CASE("gpu hello: vendor and every vendor's list survive the wire, and an old hello means nvidia", "[machine][gpu]") {
+TEST_CASE("gpu hello: vendor and every vendor's list survive the wire, and a hello without its vendor is refused", "[machine][gpu]") {
   auto round_trip = [](const msg::Hello& h) {
     return std::get<msg::Hello>(dl::control::decode_from_agent(dl::control::encode(h)));
   };
   SECTION("one vendor: gpus and gpu_vendor, no per-vendor map") {
     msg::Hello h;
-    report_gpus({vendor_gpus("amd", count(4))}, h);
+    report_gpus({vendor_gpus(GpuVendor::kAmd, count(4))}, h);
     CHECK(h.gpus == count(4));
     CHECK(h.gpu_vendor == "amd");
     CHECK_FALSE(h.gpus_by_vendor);
@@ -264,7 +264,7 @@ TEST_CASE("gpu hello: vendor and every vendor's list survive the wire, and an ol
   }
   SECTION("a mixed host: the first vendor in gpus, all of them in gpus_by_vendor, in detection order") {
     msg::Hello h;
-    const std::vector<VendorGpus> found{vendor_gpus("nvidia", {"3", "1"}), vendor_gpus("intel", count(2))};
+    const std::vector<VendorGpus> found{vendor_gpus(GpuVendor::kNvidia, {"3", "1"}), vendor_gpus(GpuVendor::kIntel, count(2))};
     report_gpus(found, h);
     CHECK(h.gpus == Gpus{"3", "1"});
     CHECK(h.gpu_vendor == "nvidia");
@@ -272,16 +272,16 @@ TEST_CASE("gpu hello: vendor and every vendor's list survive the wire, and an ol
     CHECK(h.gpus_by_vendor->at("intel") == "0,1");
     CHECK(reported_gpus(round_trip(h)) == found);
   }
-  SECTION("each GPU's NUMA node rides along with the first vendor's list; an older hello has none") {
+  SECTION("each GPU's NUMA node rides along with the first vendor's list, when known") {
     msg::Hello h;
-    report_gpus({vendor_gpus("nvidia", count(2), {1, 0}), vendor_gpus("amd", count(2), {0, 0})}, h);
+    report_gpus({vendor_gpus(GpuVendor::kNvidia, count(2), {1, 0}), vendor_gpus(GpuVendor::kAmd, count(2), {0, 0})}, h);
     CHECK(h.gpu_numa == std::vector<int>{1, 0});
     const auto back = reported_gpus(round_trip(h));
     REQUIRE(back.size() == 2);
     CHECK(back[0].numa() == std::vector<int>{1, 0});
     CHECK(back[1].numa().empty());  // not reported for the other vendors
     msg::Hello old;
-    report_gpus({vendor_gpus("nvidia", count(2))}, old);
+    report_gpus({vendor_gpus(GpuVendor::kNvidia, count(2))}, old);
     CHECK_FALSE(old.gpu_numa);
     CHECK(seen(reported_gpus(round_trip(old))) == std::vector<Seen>{{"nvidia", count(2)}});
     h.gpu_numa = std::vector<int>{1};  // not one per GPU: ignored rather than misread
@@ -293,13 +293,14 @@ TEST_CASE("gpu hello: vendor and every vendor's list survive the wire, and an ol
     h.gpus = {"stale"};
     report_gpus({}, h);
     CHECK(h.gpus.empty());
-    CHECK_FALSE(h.gpu_vendor);
+    CHECK(h.gpu_vendor.empty());
     CHECK(reported_gpus(round_trip(h)).empty());
   }
-  SECTION("an older agent's hello has gpus without a vendor: nvidia") {
-    const auto h = std::get<msg::Hello>(dl::control::decode_from_agent(
-        R"({"t":"hello","version":"0.9","node":0,"host":"a","pid":1,"free_port":2,"gpus":["0","1"],"pmix":false,"unhealthy":""})"));
-    CHECK(seen(reported_gpus(h)) == std::vector<Seen>{{"nvidia", {"0", "1"}}});
+  SECTION("a hello without gpu_vendor is refused, naming the field: peers are one version, no vendor is guessed") {
+    CHECK_THROWS_WITH(dl::control::decode_from_agent(
+                          R"({"t":"hello","version":"0.9","node":0,"host":"a","pid":1,"free_port":2,"gpus":["0","1"],)"
+                          R"("pmix":false,"machine":"","unhealthy":""})"),
+                      "'hello' message: field 'gpu_vendor' is missing");
   }
   SECTION("a vendor this launcher cannot bind counts as no GPUs") {
     msg::Hello h;
@@ -309,15 +310,33 @@ TEST_CASE("gpu hello: vendor and every vendor's list survive the wire, and an ol
   }
 }
 
+TEST_CASE("gpu vendors: one table of words and visibility variables, in detection order", "[machine][gpu]") {
+  std::vector<std::string> words, variables;
+  for (const auto& v : gpu_vendors()) {
+    words.push_back(v.word), variables.push_back(v.visibility_variable);
+    CHECK(gpu_vendor_named(v.word) == v.vendor);
+    CHECK(std::string(word(v.vendor)) == v.word);
+  }
+  CHECK(words == Gpus{"nvidia", "amd", "intel"});
+  CHECK(variables == Gpus{"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"});
+  CHECK(info(GpuVendor::kNvidia).nvidia_tools);
+  CHECK_FALSE(info(GpuVendor::kAmd).nvidia_tools);
+  CHECK_FALSE(gpu_vendor_named("matrox"));
+  CHECK_FALSE(gpu_vendor_named("NVIDIA"));
+  CHECK(parse_gpu_vendor("amd", "--gpu-vendor") == GpuVendor::kAmd);
+  CHECK_THROWS_WITH(parse_gpu_vendor("matrox", "--gpu-vendor"),
+                    "--gpu-vendor takes nvidia, amd or intel, got 'matrox'");
+}
+
 TEST_CASE("gpu vendor choice: the first found by default, --gpu-vendor picks, a missing vendor names the host",
           "[machine][gpu]") {
-  const std::vector<VendorGpus> mixed{vendor_gpus("nvidia", count(4)), vendor_gpus("amd", count(8))};
-  CHECK(pick_gpus(mixed, "", "h")->vendor == "nvidia");
-  CHECK(pick_gpus(mixed, "amd", "h") == mixed[1]);
-  CHECK_FALSE(pick_gpus({}, "", "h"));
-  CHECK_FALSE(pick_gpus({}, "intel", "h"));  // no GPUs at all: nothing to bind, no error
+  const std::vector<VendorGpus> mixed{vendor_gpus(GpuVendor::kNvidia, count(4)), vendor_gpus(GpuVendor::kAmd, count(8))};
+  CHECK(pick_gpus(mixed, std::nullopt, "h")->vendor == GpuVendor::kNvidia);
+  CHECK(pick_gpus(mixed, GpuVendor::kAmd, "h") == mixed[1]);
+  CHECK_FALSE(pick_gpus({}, std::nullopt, "h"));
+  CHECK_FALSE(pick_gpus({}, GpuVendor::kIntel, "h"));  // no GPUs at all: nothing to bind, no error
   try {
-    pick_gpus(mixed, "intel", "node3");
+    pick_gpus(mixed, GpuVendor::kIntel, "node3");
     FAIL("expected an error");
   } catch (const std::runtime_error& e) {
     CHECK(std::string(e.what()) ==

@@ -12,12 +12,13 @@
 #include "remote/start_method.h"
 
 namespace remote = dl::remote;
+using SM = dl::remote::StartMethod;
 
 TEST_CASE("start method: auto is slurm inside a Slurm job, else libssh", "[remote][slurm]") {
-  CHECK(remote::resolve_start_method("auto", "") == "libssh");
-  CHECK(remote::resolve_start_method("auto", "4242") == "slurm");
-  CHECK(remote::resolve_start_method("libssh", "4242") == "libssh");
-  CHECK(remote::resolve_start_method("slurm", "4242", {"/opt/slurm/bin/srun"}) == "slurm");
+  CHECK(remote::resolve_start_method("auto", "") == SM::kLibssh);
+  CHECK(remote::resolve_start_method("auto", "4242") == SM::kSlurm);
+  CHECK(remote::resolve_start_method("libssh", "4242") == SM::kLibssh);
+  CHECK(remote::resolve_start_method("slurm", "4242", {"/opt/slurm/bin/srun"}) == SM::kSlurm);
 }
 
 TEST_CASE("start method: bad choices say what to do", "[remote][slurm]") {
@@ -61,11 +62,6 @@ TEST_CASE("slurm starter: srun's complaints are given to the node they name", "[
   CHECK(by.size() == 6);  // "Job step aborted" names no host
 }
 
-TEST_CASE("slurm starter: the address that reaches a host", "[remote][slurm]") {
-  CHECK(remote::source_address_towards("127.0.0.1") == "127.0.0.1");
-  CHECK(remote::source_address_towards("no-such-host.invalid").empty());
-}
-
 TEST_CASE("slurm starter: srun's lines that say it waits for resources are recognized, others are not",
           "[remote][slurm]") {
   // As srun writes them (src/srun: info() at the first and later retries; verbose() for a prolog).
@@ -93,10 +89,22 @@ TEST_CASE("slurm starter: the waiting message quotes srun, names the job's steps
 }
 
 TEST_CASE("start method: libssh and ssh fork the local node's agent, slurm's srun starts it", "[remote][slurm]") {
-  CHECK(remote::forks_local_agent("libssh"));
-  CHECK(remote::forks_local_agent("ssh"));
-  CHECK_FALSE(remote::forks_local_agent("slurm"));
-  CHECK_FALSE(remote::forks_local_agent("auto"));  // resolved names only
+  CHECK(remote::forks_local_agent(SM::kLibssh));
+  CHECK(remote::forks_local_agent(SM::kSsh));
+  CHECK_FALSE(remote::forks_local_agent(SM::kSlurm));
+}
+
+TEST_CASE("start method: one table of words, and auto is none of them", "[remote]") {
+  for (SM m : {SM::kLibssh, SM::kSsh, SM::kSlurm, SM::kSim}) CHECK(remote::start_method_named(remote::word(m)) == m);
+  CHECK(std::string(remote::word(SM::kSlurm)) == "slurm");
+  CHECK_FALSE(remote::start_method_named("auto"));  // a --launcher word, resolved before any starter
+  CHECK_FALSE(remote::start_method_named("srun"));
+  CHECK(remote::starts_tree(SM::kSsh));
+  CHECK_FALSE(remote::starts_tree(SM::kSlurm));
+  CHECK(remote::passes_environment(SM::kSlurm));
+  CHECK_FALSE(remote::passes_environment(SM::kLibssh));
+  CHECK(remote::simulates_hosts(SM::kSim));
+  CHECK_FALSE(remote::simulates_hosts(SM::kSsh));
 }
 
 TEST_CASE("start method: sim runs only with DLAUNCH_SIM=1 and is in no list users see", "[remote][sim]") {
@@ -108,8 +116,8 @@ TEST_CASE("start method: sim runs only with DLAUNCH_SIM=1 and is in no list user
   ::setenv(remote::kSimEnv, "yes", 1);
   CHECK_THROWS_AS(remote::resolve_start_method("sim", ""), dl::UsageError);
   ::setenv(remote::kSimEnv, "1", 1);
-  CHECK(remote::resolve_start_method("sim", "") == "sim");
-  CHECK(remote::forks_local_agent("sim"));
+  CHECK(remote::resolve_start_method("sim", "") == SM::kSim);
+  CHECK(remote::forks_local_agent(SM::kSim));
   if (before) ::setenv(remote::kSimEnv, saved.c_str(), 1);
   else ::unsetenv(remote::kSimEnv);
   const auto names = remote::start_method_names();
