@@ -281,7 +281,7 @@ void Agent::launch(msg::Launch incoming) {
     return std::make_pair(spec.rank, std::move(*s));
   });
   // Once the ranks are on their way: its thread's start is not on the path
-  // of a job's start (about 0.2 ms on a small VM, measured).
+  // of a job's start (docs/benchmarks.md, "Measurements behind the design").
   if (!loop_watch_)
     if (const auto stall = LoopWatch::threshold_from_env(); stall.count() > 0)
       loop_watch_ = std::make_unique<LoopWatch>(io_, "dlaunch-agent on " + wire::host_name(), stall);

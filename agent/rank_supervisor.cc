@@ -144,7 +144,7 @@ void RankSupervisor::spawn_all(size_t n, const std::function<Prepared(size_t)>& 
   // element is written before `ready` passes it); spawn_rank's child stack
   // and pty modes are per thread. (Handing each rank back to the io_context
   // as it started, so that this thread handled the first ranks' ends while
-  // the last ones started, measured no faster on 2 cores: that work then
+  // the last ones started, measured no faster (docs/benchmarks.md): that work then
   // took CPU from the starts. Not done.)
   std::exception_ptr failed;  // prepare threw: the rest are not started, and it is rethrown below
   std::mutex mu;

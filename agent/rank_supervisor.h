@@ -56,8 +56,8 @@ class RankSupervisor {
   // Before a launch of about `n` ranks arrives (a forked local agent waiting
   // for its command line, remote/early_agent.h): the descriptor table, spawn
   // slots and helper threads spawn_all would set up then, set up now. A
-  // helper started by spawn_all waited 0.6-0.8 ms for a CPU on a 2-core VM
-  // while this thread prepared ranks.
+  // helper started by spawn_all waited for a CPU while this thread prepared
+  // ranks (docs/benchmarks.md, "Measurements behind the design").
   static void get_ready_for(size_t n);
   // `rank` could not be started: reported as spawn_failed with `code`.
   void refuse(int rank, int code, const std::string& message);

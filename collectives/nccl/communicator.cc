@@ -1,4 +1,4 @@
-// The one adapter file for NCCL and the CUDA runtime (STYLE.md point 3).
+// The one adapter file for NCCL and the CUDA runtime (scripts/check_architecture.py fences its headers).
 #include "collectives/nccl/communicator.h"
 
 #include <cstdlib>

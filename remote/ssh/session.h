@@ -1,7 +1,7 @@
 #pragma once
 // One ssh connection to one host: connect with a timeout, check the host key
 // against known_hosts, authenticate as OpenSSH users expect, exec commands.
-// This folder is the only place that includes libssh (STYLE.md point 3).
+// This folder is the only place that includes libssh (scripts/check_architecture.py fences its headers).
 //
 // Two ways to use it. Blocking: the constructor connects and authenticates,
 // exec() runs a command (fan_out.h, the doctor). Non-blocking, driven by an
