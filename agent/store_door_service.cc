@@ -9,7 +9,7 @@
 #include "control/env_names.h"
 #include "errors/error.h"
 #include "errors/temp_dirs.h"
-#include "rendezvous/host_store.h"
+#include "rendezvous/host/host_store.h"
 #include "wire/socket.h"
 
 namespace dl::agent {

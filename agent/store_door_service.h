@@ -1,7 +1,7 @@
 #pragma once
 // The agent's store door for its ranks (docs/rendezvous.md, "Per-host
 // aggregation"): the ranks of this host reach the job's store through an
-// AF_UNIX socket of the agent's (rendezvous/host_store.h), and the store
+// AF_UNIX socket of the agent's (rendezvous/host/host_store.h), and the store
 // server sees one connection from this host, whatever its number of ranks.
 //
 // A launch whose variables name the job's store (DLAUNCH_STORE_ADDR, with
@@ -16,7 +16,7 @@
 // stderr once and its ranks connect to the store directly.
 //
 // Making the door is local and cheap; its link to the store is made only
-// when a rank's request must go up (rendezvous/store_upstream.h), without
+// when a rank's request must go up (rendezvous/host/store_upstream.h), without
 // holding up the agent's loop, so a host whose ranks never use the store
 // (MPI programs, /bin/true) costs the store no connection. When the link
 // cannot be made within kUpstreamConnectTimeout the ranks' store requests

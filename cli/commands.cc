@@ -5,7 +5,7 @@
 #include "cli/completion.h"
 #include "errors/error.h"
 #include "errors/exit_codes.h"
-#include "launcher/options.h"
+#include "launcher/options/options.h"
 #include "launcher/run.h"
 #include "rendezvous/store_command.h"
 #include "wire/handshake.h"

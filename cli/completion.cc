@@ -7,7 +7,7 @@
 #include "cli/commands.h"
 #include "errors/error.h"
 #include "hostfiles/hostfile.h"
-#include "launcher/options.h"
+#include "launcher/options/options.h"
 #include "remote/start_method.h"
 #include "rendezvous/bootstrap.h"
 #if DLAUNCH_HAVE_DOCTOR

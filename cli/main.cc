@@ -10,7 +10,7 @@
 #include "errors/error.h"
 #include "errors/exit_codes.h"
 #include "cli/commands.h"
-#include "launcher/output_sink.h"
+#include "launcher/output/output_sink.h"
 #include "launcher/run.h"
 #include "wire/socket.h"
 #if DLAUNCH_IN_PROCESS_AGENT
@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   dl::wire::raise_descriptor_limit();
   // Under `ulimit -f`, a write past the limit would kill dlaunch (SIGXFSZ's
   // default) mid-job; ignored, it fails with EFBIG, and an output file that
-  // cannot grow is said and its output shown instead (launcher/output_sink.h).
+  // cannot grow is said and its output shown instead (launcher/output/output_sink.h).
   // Ranks start with every signal at its default (agent/rank_process.cc).
   ::signal(SIGXFSZ, SIG_IGN);
 #if DLAUNCH_IN_PROCESS_AGENT

@@ -98,7 +98,7 @@ inline constexpr const char* kDlJobId = "DLAUNCH_JOB_ID";
 inline constexpr const char* kDlHostId = "DLAUNCH_HOST_ID";
 inline constexpr const char* kDlToken = "DLAUNCH_TOKEN";           // never on a command line
 inline constexpr const char* kDlStoreAddr = "DLAUNCH_STORE_ADDR";  // host:port of the job's store
-// The AF_UNIX path of the rank's host's store door (rendezvous/store_door.h):
+// The AF_UNIX path of the rank's host's store door (rendezvous/host/store_door.h):
 // env:// connects there rather than to DLAUNCH_STORE_ADDR when it is set.
 inline constexpr const char* kDlStoreDoor = "DLAUNCH_STORE_DOOR";
 // host:port of torch's c10d store when dlaunch serves it (MASTER_ADDR:MASTER_PORT

@@ -228,7 +228,7 @@ struct PublishedName {
   }
 };
 
-// PMIx_Publish: keep `names` in the job's name service (launcher/name_service.h);
+// PMIx_Publish: keep `names` in the job's name service (launcher/mpi/name_service.h);
 // with first_read, each is removed when a lookup first returns it.
 struct MpiPublish {
   static constexpr const char* kType = "mpi_publish";

@@ -83,7 +83,7 @@ namespace {
 std::string doctor_method(const std::string& asked) {
   if (asked == "auto") return "libssh";
   const char* job = std::getenv("SLURM_JOB_ID");
-  const std::string m = remote::resolve_start_method(asked, job ? job : "");
+  const std::string m = remote::word(remote::resolve_start_method(asked, job ? job : ""));
   if (m == "slurm")
     throw UsageError("dlaunch doctor starts its peers with --launcher libssh, ssh or auto, not slurm; inside an allocation "
                      "it reaches the allocation's hosts over ssh");

@@ -8,7 +8,7 @@
 #include "doctor/doctor.h"
 #include "doctor/options.h"
 #include "errors/error.h"
-#include "launcher/options.h"
+#include "launcher/options/options.h"
 #include "launcher/run.h"
 
 namespace dl::doctor {
@@ -18,10 +18,11 @@ DoctorOptions preflight_options(const launcher::RunOptions& o) {
   d.hostfile = o.hostfile, d.hosts = o.hosts;
   d.ssh_config = o.ssh_config, d.ssh_timeout_s = o.ssh_timeout_s, d.ssh_accept_new = o.ssh_accept_new;
   d.ssh_parallel = o.ssh_parallel, d.prefix = o.prefix, d.fanout = o.fanout;
-  d.launcher = o.launcher == "slurm" ? throw UsageError("--preflight checks the job's hosts over ssh (or the test bed); "
+  // As written: the doctor resolves "auto" its own way (doctor.cc).
+  d.launcher = o.as_written.launcher == "slurm" ? throw UsageError("--preflight checks the job's hosts over ssh (or the test bed); "
                                                         "inside Slurm run `srun -N N dlaunch doctor --quick -H localhost` "
                                                         "or pass --launcher libssh")
-                                     : o.launcher;
+                                     : o.as_written.launcher;
   for (const auto& x : o.exports)
     if (x.find('=') == std::string::npos && x.find('*') == std::string::npos) d.exports.push_back(x);
   if (o.interpreter.empty() && !o.command.empty() && o.command[0].rfind('/', 0) == 0) d.program = o.command[0];

@@ -4,7 +4,7 @@
 
 #include "hostfiles/placement.h"
 #include "launcher/launch_plan.h"
-#include "launcher/options.h"
+#include "launcher/options/options.h"
 
 namespace dl::launcher {
 

@@ -7,7 +7,7 @@
 
 #include "agent/python_dir.h"
 #include "agent/rank_process.h"
-#include "launcher/app_context.h"
+#include "launcher/options/app_context.h"
 #include "remote/agent_starter.h"
 #include "wire/host.h"
 

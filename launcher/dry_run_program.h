@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "hostfiles/placement.h"
-#include "launcher/options.h"
+#include "launcher/options/options.h"
 
 namespace dl::launcher {
 

@@ -30,7 +30,7 @@ struct RankExit {
   // The exception torch's @record wrote for this rank (msg::Exited::error),
   // "" = none: the verdict carries it, so the cause is on the one line.
   std::string error;
-  // How verdicts name it; "" = "rank N" (spawned ranks: launcher/spawn_answer.h).
+  // How verdicts name it; "" = "rank N" (spawned ranks: launcher/mpi/spawn_answer.h).
   std::string name;
 };
 
@@ -48,7 +48,7 @@ class Fate {
   // `text` is the program's own message (PMI2_Abort's msg): the verdict
   // quotes its first line unless it only restates the call, as MPICH's
   // "application called MPI_Abort(...)" does. `name`: how to call the rank
-  // ("" = "rank N"; spawned ranks: launcher/spawn_answer.h).
+  // ("" = "rank N"; spawned ranks: launcher/mpi/spawn_answer.h).
   bool on_mpi_abort(int rank, const std::string& host, int status, const std::string& text = {},
                     const std::string& name = {});
   // An MPI fence across hosts did not complete; `missing` names the hosts
@@ -65,7 +65,7 @@ class Fate {
   bool on_mpi_refused(int rank, const std::string& host, const std::string& wire);
   // A request no host can satisfy (--bind-to core on too few cores): usage, 2.
   bool on_bad_request(std::string why);
-  // A rank's MPI_Comm_spawn was refused (launcher/spawn_answer.h): the job
+  // A rank's MPI_Comm_spawn was refused (launcher/mpi/spawn_answer.h): the job
   // fails with code 1 and `verdict`, since the rank cannot go on as it meant to.
   bool on_spawn_refused(std::string verdict);
   // MPI_Comm_spawn started `count` more ranks (ids after the last one):

@@ -13,7 +13,7 @@ GroupTorchStore::GroupTorchStore(uint16_t port, hostfiles::Placement world, std:
                                  std::function<void(const std::string&)> log)
     : world_(std::move(world)), addrs_(std::move(addrs)), work_(io_.get_executor()) {
   TorchStore::Hooks h;
-  // A local peer is checked by its socket's owner (rendezvous/c10d_store.h);
+  // A local peer is checked by its socket's owner (rendezvous/c10d/c10d_store.h);
   // a remote one must be at a node's announced address.
   h.node_of = [this](const std::string& address) {
     for (size_t n = 0; n < addrs_.size(); ++n)

@@ -6,7 +6,7 @@
 #include "launcher/dry_run.h"
 #include "launcher/job.h"
 #include "launcher/shared_env.h"
-#include "launcher/stdin_forwarder.h"
+#include "launcher/output/stdin_forwarder.h"
 #include "launcher/torch_store.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/tcp_store_server.h"

@@ -1,11 +1,11 @@
-// The Job's port for its MPI router (launcher/mpi_router.h): what the
+// The Job's port for its MPI router (launcher/mpi/mpi_router.h): what the
 // router may ask of the job and do to it, and nothing else.
 #include "launcher/job.h"
 
 #include <algorithm>
 
 #include "hostfiles/placement.h"
-#include "launcher/output_sink.h"
+#include "launcher/output/output_sink.h"
 
 namespace dl::launcher {
 

@@ -8,9 +8,9 @@
 
 #include "errors/error.h"
 
-#include "launcher/output_sink.h"
+#include "launcher/output/output_sink.h"
 #include "launcher/seats.h"
-#include "launcher/stack_report.h"
+#include "launcher/stacks/stack_report.h"
 #include "launcher/torch_store.h"
 #include "rendezvous/tcp_store_server.h"
 

@@ -6,7 +6,7 @@
 #include "control/env_names.h"
 #include "hostfiles/binding.h"
 #include "hostfiles/rankfile.h"
-#include "launcher/unsent_env.h"
+#include "launcher/options/unsent_env.h"
 #include "machine/gpu_report.h"
 
 namespace dl::launcher {

@@ -11,7 +11,7 @@
 
 #include "control/messages.h"
 #include "hostfiles/placement.h"
-#include "launcher/options.h"
+#include "launcher/options/options.h"
 #include "launcher/rank_env.h"
 
 namespace dl::launcher {

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "hostfiles/placement.h"
-#include "launcher/options.h"
+#include "launcher/options/options.h"
 #include "launcher/peers.h"
 #include "rendezvous/bootstrap.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "launcher/stack_report.h"
+#include "launcher/stacks/stack_report.h"
 
 namespace dl::launcher {
 

@@ -1,5 +1,5 @@
 #pragma once
-// The job's torch c10d store (rendezvous/c10d_store.h) as the launcher runs
+// The job's torch c10d store (rendezvous/c10d/c10d_store.h) as the launcher runs
 // it: where it listens, which hosts may reach it, what fails the job, and
 // what it tells when torch's rendezvous does not complete (--timeout).
 // `--torch-store rank0` runs none: rank 0's torch hosts its own, as under
@@ -14,7 +14,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "hostfiles/placement.h"
-#include "rendezvous/c10d_store.h"
+#include "rendezvous/c10d/c10d_store.h"
 
 namespace dl::launcher {
 

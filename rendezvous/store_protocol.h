@@ -37,7 +37,7 @@
 // request id the client picks. Replies come in any order, each with its
 // request's id, and a request that parks holds up none behind it, so one
 // connection carries many waiting callers (a host's forwarder,
-// rendezvous/store_forwarder.h). Bounded per connection: kMaxParked parked
+// rendezvous/host/store_forwarder.h). Bounded per connection: kMaxParked parked
 // requests, and an id is in use until its reply is sent; over either the
 // request gets a kError reply. kRequest and kRequest2 frames may be mixed.
 //

@@ -39,7 +39,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 
 #include "bench/store-scale/storm.h"
-#include "rendezvous/host_store.h"
+#include "rendezvous/host/host_store.h"
 #include "rendezvous/tcp_store_server.h"
 #include "wire/handshake.h"
 #include "wire/socket.h"

@@ -42,7 +42,7 @@ struct StormOptions {
   Millis connect_timeout{60000};  // per client, all tries together
   Millis op_timeout{60000};       // per barrier or all-gather
   size_t value_size = 64;
-  // dlaunch mode through hosts' store doors (rendezvous/host_store.h): when
+  // dlaunch mode through hosts' store doors (rendezvous/host/host_store.h): when
   // set, rank r connects to the AF_UNIX socket door_path(door_dir, r / ranks_per_door)
   // instead of host:port.
   std::string door_dir;

@@ -1,6 +1,6 @@
 // PMIx_Publish, PMIx_Unpublish and PMIx_Lookup (MPI_Publish_name,
 // MPI_Lookup_name, OpenMPI's connect/accept): the names live in the job's
-// name service, the launcher's (launcher/name_service.h); a lookup waits for
+// name service, the launcher's (launcher/mpi/name_service.h); a lookup waits for
 // mpi_lookup_reply. String and byte-object values; others fail "not
 // supported".
 #include <cstring>

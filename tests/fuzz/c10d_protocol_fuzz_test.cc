@@ -1,12 +1,12 @@
-// torch's c10d protocol (rendezvous/c10d_protocol.h) on mutated streams of
+// torch's c10d protocol (rendezvous/c10d/c10d_protocol.h) on mutated streams of
 // queries: anyone who reaches the served store's port is parsed before
 // anything else is known of them. Every query parse() accepts must encode
 // back to exactly the bytes it took, and the keyspace must take it without
 // a crash; a refusal is a reason, never an exception.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/c10d_keyspace.h"
-#include "rendezvous/c10d_protocol.h"
+#include "rendezvous/c10d/c10d_keyspace.h"
+#include "rendezvous/c10d/c10d_protocol.h"
 #include "tests/fuzz/fuzz_harness.h"
 
 using namespace dl::fuzz;

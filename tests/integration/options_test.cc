@@ -57,7 +57,7 @@ TEST_CASE("stdin: two lines piped into dlaunch -n 2 cat reach rank 0", "[integra
 }
 
 // A regular file (and /dev/null) on stdin is read on the launcher's loop, a
-// chunk per turn, not on a reader thread (launcher/stdin_forwarder.h): every
+// chunk per turn, not on a reader thread (launcher/output/stdin_forwarder.h): every
 // byte of a file of several chunks arrives, in order, and EOF after it.
 TEST_CASE("stdin from a regular file of several 64 KiB chunks reaches rank 0 whole, then EOF", "[integration]") {
   TempDir tmp;

@@ -1,5 +1,5 @@
 // torchrun's output options on the real dlaunch (issue 14): --local-ranks-filter,
-// --log-dir with -r/--redirects and -t/--tee, as launcher/output_sink.h routes
+// --log-dir with -r/--redirects and -t/--tee, as launcher/output/output_sink.h routes
 // them. Every rank prints one line to stdout and one to stderr.
 #include <catch2/catch.hpp>
 

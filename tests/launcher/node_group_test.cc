@@ -5,7 +5,7 @@
 
 #include "errors/error.h"
 #include "launcher/node_group.h"
-#include "launcher/options.h"
+#include "launcher/options/options.h"
 #include "wire/record.h"
 
 using namespace dl::launcher;

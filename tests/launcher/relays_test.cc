@@ -1,6 +1,6 @@
 // The launcher's MPI relays on their own, without agents or sockets: fences
-// across hosts (launcher/fence_relay.h) and PMIx connect/disconnect sets
-// (launcher/connect_relay.h). Timers run on a real io_context.
+// across hosts (launcher/mpi/fence_relay.h) and PMIx connect/disconnect sets
+// (launcher/mpi/connect_relay.h). Timers run on a real io_context.
 #include <catch2/catch.hpp>
 
 #include <boost/asio.hpp>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "errors/error.h"
-#include "launcher/connect_relay.h"
-#include "launcher/fence_relay.h"
+#include "launcher/mpi/connect_relay.h"
+#include "launcher/mpi/fence_relay.h"
 
 using namespace std::chrono_literals;
 using dl::launcher::ConnectRelay;

@@ -1,5 +1,5 @@
 #pragma once
-// One host of the job's store in-process (rendezvous/host_store.h): a real
+// One host of the job's store in-process (rendezvous/host/host_store.h): a real
 // TcpStoreServer, and a door with its forwarder and link served on a thread
 // of their own, for the door's tests (store_forwarder_test.cc,
 // store_upstream_test.cc).
@@ -11,7 +11,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 
-#include "rendezvous/host_store.h"
+#include "rendezvous/host/host_store.h"
 #include "tests/rendezvous/store_envs.h"
 
 namespace dl::rdzv::testing {
