@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -73,9 +74,13 @@ void Agent::health_check(const msg::HealthCheck& c) {
     const auto timeout = milliseconds(c.timeout_ms);
     msg::Health h;
     try {
-      const auto r = machine::run_child({"/bin/sh", "-c", c.command}, timeout, "the health check",
-                                        {"DLAUNCH_HOST=" + c.host});
-      h.text = health_verdict(r, timeout);
+      const char* own_path = std::getenv("PATH");
+      h.text = check_programs(c.programs, own_path ? own_path : "/usr/bin:/bin");
+      if (h.text.empty() && !c.command.empty()) {
+        const auto r = machine::run_child({"/bin/sh", "-c", c.command}, timeout, "the health check",
+                                          {"DLAUNCH_HOST=" + c.host});
+        h.text = health_verdict(r, timeout);
+      }
     } catch (const std::exception& e) {
       h.text = e.what();
     }

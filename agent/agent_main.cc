@@ -19,6 +19,7 @@
 #include "agent/rank_supervisor.h"
 #include "control/agent_args.h"
 #include "errors/error.h"
+#include "remote/sim_starter.h"
 #include "wire/host.h"
 #include "wire/socket.h"
 
@@ -79,6 +80,12 @@ int agent_main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return usage(e.what());
   }
+  // The test bed's plants for this simulated host (remote/sim_starter.h).
+  if (const char* plants = std::getenv(dl::remote::kSimHostEnv); plants && !o.args.sim_host.empty())
+    for (const auto& e : dl::remote::sim_environment({}, plants, o.args.sim_host)) {
+      const size_t eq = e.find('=');
+      ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+    }
   try {
     if (!o.args.node_names.empty()) o.args.node = dl::control::find_own_node(o.args.node_names, own_names());
   } catch (const std::exception& e) {

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "agent/rank_process.h"
+
 namespace dl::agent {
 
 namespace {
@@ -36,6 +38,15 @@ std::string check_temp_dir(const std::string& dir, unsigned long long min_free) 
   if (avail < min_free)
     return name + " has " + std::to_string(avail >> 20) + " MiB free, below the " + std::to_string(min_free >> 20) +
            " MiB the ranks' and dlaunch's files need; free some, or point TMPDIR elsewhere";
+  return "";
+}
+
+std::string check_programs(const std::vector<control::msg::ProgramProbe>& probes, const std::string& own_path) {
+  for (const auto& p : probes) {
+    const Resolved r = resolve_program(p.argv0, p.path.empty() ? own_path : p.path, p.wdir);
+    if (r.code != 0)
+      return "the ranks' program " + r.message;
+  }
   return "";
 }
 

@@ -6,6 +6,9 @@
 #include <chrono>
 #include <string>
 
+#include <vector>
+
+#include "control/messages.h"
 #include "machine/run_child.h"
 
 namespace dl::agent {
@@ -17,6 +20,12 @@ inline constexpr unsigned long long kMinTempFreeBytes = 64ull << 20;
 // "" when `dir` is a writable directory with at least `min_free` bytes
 // free; else what is wrong, for the user ("TMPDIR /scratch: 12 MiB free ...").
 std::string check_temp_dir(const std::string& dir, unsigned long long min_free = kMinTempFreeBytes);
+
+// "" when every program of `probes` is found here as the launch will look
+// it up (a probe's empty path: `own_path`, the agent's PATH); else the first
+// that is not, in the launch's own words ("the ranks' program
+// /scratch/./train: No such file or directory").
+std::string check_programs(const std::vector<control::msg::ProgramProbe>& probes, const std::string& own_path);
 
 // The answer to a finished --health-check: "" passed (exit 0), else the
 // check's own words: the last lines it printed (stderr first), or how it

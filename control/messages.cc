@@ -189,6 +189,7 @@ std::string protocol_reference() {
   out += nested_line<msg::PublishedName>("names[]");
   out += nested_line<msg::RankStack>("stacks.ranks[]");
   out += nested_line<msg::TreeAgent>("agents[]");
+  out += nested_line<msg::ProgramProbe>("programs[]");
   return out;
 }
 

@@ -621,15 +621,27 @@ struct DumpStacks {
 // --max-restarts: the attempt failed and every rank of it ended; the job
 // goes on. Forget this attempt's ranks once each is reported, then answer
 // `ready` for `attempt` (the restart count of the launch that follows).
-// --health-check CMD: run `/bin/sh -c command` on this host, with
-// DLAUNCH_HOST=host (as the hostfile names it), within timeout_ms, before
-// the host takes ranks; answered by `health`.
+// A program a host's ranks will run, to be found before they start: argv0
+// as written, looked up as the launch will (agent/rank_process.h,
+// resolve_program) on `path` (the job's -x PATH; "" for the agent's own)
+// from `wdir`.
+struct ProgramProbe {
+  std::string argv0, path, wdir;
+  template <class S, class V> static void fields(S& s, V& v) { v("argv0", s.argv0), v("path", s.path), v("wdir", s.wdir); }
+};
+
+// The health gate's checks that need the host (docs/failures.md, "The
+// health gate"), before the host takes ranks; answered by `health`. Each of
+// `programs` must be found, then, when `command` is not empty
+// (--health-check CMD), `/bin/sh -c command` runs on this host with
+// DLAUNCH_HOST=host (as the hostfile names it) within timeout_ms.
 struct HealthCheck {
   static constexpr const char* kType = "health_check";
   std::string command, host;
   int timeout_ms = 60000;
+  std::vector<ProgramProbe> programs;
   template <class S, class V> static void fields(S& s, V& v) {
-    v("command", s.command), v("host", s.host), v("timeout_ms", s.timeout_ms);
+    v("command", s.command), v("host", s.host), v("timeout_ms", s.timeout_ms), v("programs", s.programs);
   }
 };
 

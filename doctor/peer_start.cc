@@ -83,20 +83,6 @@ std::vector<StartedPeer> start_processes(const std::vector<TreeNode>& nodes, con
 }
 }  // namespace
 
-std::vector<std::string> sim_environment(const std::vector<std::string>& env, const std::string& spec,
-                                         const std::string& name) {
-  std::vector<std::string> out = env;
-  std::istringstream in(spec);
-  for (std::string item; std::getline(in, item, ';');) {
-    const size_t colon = item.find(':'), eq = item.find('=', colon == std::string::npos ? 0 : colon);
-    if (colon == std::string::npos || eq == std::string::npos || item.substr(0, colon) != name) continue;
-    const std::string var = item.substr(colon + 1, eq - colon - 1);
-    std::erase_if(out, [&](const std::string& e) { return e.compare(0, var.size() + 1, var + "=") == 0; });
-    out.push_back(item.substr(colon + 1));
-  }
-  return out;
-}
-
 std::vector<StartedPeer> start_peers(const std::vector<TreeNode>& nodes, const StartHow& how, const std::string& token) {
   if (nodes.empty()) return {};
   if (how.method == "libssh") return start_libssh(nodes, how, token);

@@ -14,14 +14,14 @@
 
 #include "doctor/peer_link.h"
 #include "doctor/tree_records.h"
+#include "remote/sim_starter.h"
 
 namespace dl::doctor {
 
-// The test bed's planted faults: DLAUNCH_SIM_HOST_ENV="NAME:VAR=VALUE;..."
-// makes VAR VALUE in the environment simulated host NAME reports (as an
-// sshd SetEnv would on one real host): its peer's facts say so, and the
-// peers it starts are not touched by it.
-inline constexpr const char* kSimHostEnv = "DLAUNCH_SIM_HOST_ENV";
+// The test bed's planted faults (DLAUNCH_SIM_HOST_ENV) are
+// remote/sim_starter.h's: a simulated host's peer reports them in its facts.
+using remote::kSimHostEnv;
+using remote::sim_environment;
 
 struct StartedPeer {
   std::unique_ptr<PeerLink> link;  // set when started
@@ -34,10 +34,5 @@ struct StartedPeer {
 // first request (dlaunch not found there): the caller's first call says so.
 // Throws UsageError for a method it does not know.
 std::vector<StartedPeer> start_peers(const std::vector<TreeNode>& nodes, const StartHow& how, const std::string& token);
-
-// The environment a simulated host's peer gets: `env` with the plants of
-// `spec` (kSimHostEnv's format) for `name` set. Pure.
-std::vector<std::string> sim_environment(const std::vector<std::string>& env, const std::string& spec,
-                                         const std::string& name);
 
 }  // namespace dl::doctor

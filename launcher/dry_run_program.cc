@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 
@@ -14,14 +15,20 @@
 namespace dl::launcher {
 
 namespace {
-// The PATH the ranks get: the last -x PATH=... of the job (or of the rank's
-// context), else dlaunch's own.
-std::string ranks_path(const RunOptions& o, const std::vector<std::string>& app_exports) {
+// The -x PATH=... the ranks of a context get, or "" (the agent's own PATH).
+std::string set_path(const RunOptions& o, const std::vector<std::string>& app_exports) {
   std::string path;
-  if (const char* own = std::getenv("PATH")) path = own;
   for (const auto* list : {&o.exports, &app_exports})
     for (const auto& e : *list)
       if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
+  return path;
+}
+
+// The PATH the ranks get: the last -x PATH=... of the job (or of the rank's
+// context), else dlaunch's own.
+std::string ranks_path(const RunOptions& o, const std::vector<std::string>& app_exports) {
+  std::string path = set_path(o, app_exports);
+  if (const char* own = std::getenv("PATH"); path.empty() && own) path = own;
   return path.empty() ? "/usr/bin:/bin" : path;
 }
 
@@ -38,6 +45,28 @@ std::string rank_range(int first, int last) {
   return first == last ? "rank " + std::to_string(first) : "ranks " + std::to_string(first) + "-" + std::to_string(last);
 }
 }  // namespace
+
+std::vector<control::msg::ProgramProbe> program_probes(const RunOptions& o, const std::vector<int>& ranks) {
+  static const AppContext none;
+  std::vector<size_t> apps;
+  if (o.apps.empty()) apps.push_back(0);
+  else if (ranks.empty())
+    for (size_t a = 0; a < o.apps.size(); ++a) apps.push_back(a);
+  else
+    for (int r : ranks) apps.push_back(static_cast<size_t>(app_of_rank(o.apps, r)));
+  std::vector<control::msg::ProgramProbe> out;
+  for (size_t a : apps) {
+    const AppContext& c = o.apps.empty() ? none : o.apps.at(a);
+    const auto& command = o.apps.empty() ? o.command : c.command;
+    if (command.empty()) continue;
+    control::msg::ProgramProbe p{command[0], set_path(o, c.exports), ranks_wdir(o, c.wdir)};
+    if (std::none_of(out.begin(), out.end(), [&](const auto& q) {
+          return q.argv0 == p.argv0 && q.path == p.path && q.wdir == p.wdir;
+        }))
+      out.push_back(std::move(p));
+  }
+  return out;
+}
 
 ProgramCheck check_programs(const hostfiles::Placement& p, const RunOptions& o) {
   ProgramCheck out;

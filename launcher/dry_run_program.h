@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "control/messages.h"
 #include "hostfiles/placement.h"
 #include "launcher/options/options.h"
 
@@ -22,6 +23,12 @@ struct ProgramCheck {
 // Resolves the program of each rank placed on a host that is this machine.
 // `resolved` is empty when no rank runs here.
 ProgramCheck check_programs(const hostfiles::Placement& p, const RunOptions& o);
+
+// What the health gate asks a host to find before it takes `ranks` (every
+// app context's program when `ranks` is empty: a spare may take any seat):
+// each distinct program with the PATH the job sets for it (-x PATH, "" for
+// the agent's own) and the directory it will run from.
+std::vector<control::msg::ProgramProbe> program_probes(const RunOptions& o, const std::vector<int>& ranks);
 
 // -v for a .py program (or --module) that runs under `python`: the
 // interpreter as resolved here on the ranks' PATH, "dlaunch: train.py runs

@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "control/protocol.h"
 #include "errors/error.h"
 #include "errors/exit_codes.h"
@@ -10,6 +12,8 @@
 #include "launcher/dry_run_program.h"
 #include "launcher/launch_plan.h"
 #include "launcher/seats.h"
+#include "machine/gpu_report.h"
+#include "machine/gpus.h"
 #include "launcher/torch_store.h"
 #include "remote/start_method.h"
 #include "rendezvous/tcp_store_server.h"
@@ -306,9 +310,47 @@ bool Job::ready_to_launch() const {
   return true;
 }
 
+namespace {
+// How many GPUs a hello shows of the vendor the job binds (0 for none, or
+// for a host whose GPUs are all of another vendor: launch_plan says that).
+size_t gpus_seen(const msg::Hello& m, const RunOptions& o, const std::string& host) {
+  try {
+    const auto g = machine::pick_gpus(machine::reported_gpus(m), o.gpu_vendor, host);
+    return g ? g->gpus.size() : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+}  // namespace
+
+bool Job::short_of_gpus() {
+  if (plan_.spares.empty() || opts_.gpu_bind_mode == hostfiles::GpuBind::kNone || opts_.gpus_per_node >= 0) return false;
+  size_t most = 0;
+  std::string most_host;
+  for (const auto& n : nodes_)
+    if (n.ours() && !n.lost && n.hello)
+      if (const size_t c = gpus_seen(*n.hello, opts_, n.host); c > most) most = c, most_host = n.host;
+  if (most == 0) return false;  // a CPU job on hosts without GPUs
+  for (auto& n : nodes_) {
+    if (!n.ours() || n.lost || n.seat < 0 || !n.hello) continue;
+    const size_t need = std::min(most, n.ranks.size() * static_cast<size_t>(std::max(1, opts_.gpus_per_rank)));
+    const size_t seen = gpus_seen(*n.hello, opts_, n.host);
+    if (seen >= need) continue;
+    health_failed(n, "it sees " + std::to_string(seen) + " GPU" + (seen == 1 ? "" : "s") + " where its " +
+                         std::to_string(n.ranks.size()) + " rank" + (n.ranks.size() == 1 ? "" : "s") + " need " +
+                         std::to_string(need) + " (" + most_host + " has " + std::to_string(most) +
+                         "); check the host's GPUs (nvidia-smi), or run with --gpu-bind none for a job that uses none");
+    return true;
+  }
+  return false;
+}
+
 void Job::check_health(Node& n, const msg::Hello& m) {
   if (!m.unhealthy.empty()) return health_failed(n, m.unhealthy);
-  if (opts_.health_check.empty()) {
+  // The checks that ask the host once more: with spares, its programs (a
+  // host that lacks them is replaced before the start, not failed after it);
+  // --health-check's command when given.
+  if (opts_.health_check.empty() && plan_.spares.empty()) {
     n.health = Node::Health::kPassed;
     return;
   }
@@ -316,6 +358,7 @@ void Job::check_health(Node& n, const msg::Hello& m) {
   msg::HealthCheck c;
   c.command = opts_.health_check, c.host = n.host;
   c.timeout_ms = static_cast<int>(opts_.health_timeout_s * 1000);
+  if (!plan_.spares.empty()) c.programs = program_probes(opts_, n.ranks);
   server_->send(n.index, c);
 }
 

@@ -186,6 +186,10 @@ class Job : public AgentLinks::Handler {
   void spare_lost(Node& n, const std::string& why);
   // Every agent connected or gave up, and every seated one is up and passed the health gate.
   bool ready_to_launch() const;
+  // The health gate's GPU check, once every host said hello (with spares):
+  // a seated host that sees fewer GPUs than its ranks need, where another
+  // host of the job has them, fails the gate. True when one did.
+  bool short_of_gpus();
   // The health gate (docs/failures.md): the hello's own checks, then
   // --health-check's answer. A host that fails takes no ranks: a spare takes
   // its seat before the launch, or the job cannot start.

@@ -43,6 +43,7 @@ PlanInput Job::plan_input() const {
 
 void Job::launch_all() {
   if (!phase_.is(Phase::kStarting)) return;
+  if (short_of_gpus()) return;  // its seat moved to a spare (launching again from there), or the job ended
   // With --launcher ssh a host's address (and ours as it reached us) comes
   // from the SSH_CONNECTION line its ssh prints before the agent starts; the
   // agent's own TCP connection can say hello first, and MASTER_ADDR and the

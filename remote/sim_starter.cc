@@ -2,6 +2,8 @@
 
 #include <boost/asio.hpp>
 
+#include <sstream>
+
 #include "errors/error.h"
 #include "remote/local_starter.h"
 
@@ -54,6 +56,20 @@ std::string sim_address(int node) {
                      std::to_string(node) + " is beyond them");
   const uint32_t a = kFirst + static_cast<uint32_t>(node);
   return "127." + std::to_string(a >> 16 & 255) + "." + std::to_string(a >> 8 & 255) + "." + std::to_string(a & 255);
+}
+
+std::vector<std::string> sim_environment(const std::vector<std::string>& env, const std::string& spec,
+                                         const std::string& name) {
+  std::vector<std::string> out = env;
+  std::istringstream in(spec);
+  for (std::string item; std::getline(in, item, ';');) {
+    const size_t colon = item.find(':'), eq = item.find('=', colon == std::string::npos ? 0 : colon);
+    if (colon == std::string::npos || eq == std::string::npos || item.substr(0, colon) != name) continue;
+    const std::string var = item.substr(colon + 1, eq - colon - 1);
+    std::erase_if(out, [&](const std::string& e) { return e.compare(0, var.size() + 1, var + "=") == 0; });
+    out.push_back(item.substr(colon + 1));
+  }
+  return out;
 }
 
 std::unique_ptr<AgentStarter> make_sim_starter(asio::io_context& io, StarterOptions o, AgentStarter::Events ev) {

@@ -47,3 +47,20 @@ TEST_CASE("health: a real check's verdict is its own last words, or how it ended
   CHECK(loud.status == 0);
   CHECK(loud.out.size() == dl::machine::kMaxCaptured);
 }
+
+TEST_CASE("health: the ranks' programs are found as the launch finds them - a missing one is named in the launch's words",
+          "[agent][health]") {
+  using dl::control::msg::ProgramProbe;
+  CHECK(dl::agent::check_programs({}, "/usr/bin:/bin") == "");
+  CHECK(dl::agent::check_programs({ProgramProbe{"sh", "", "/"}}, "/usr/bin:/bin") == "");
+  CHECK(dl::agent::check_programs({ProgramProbe{"/bin/sh", "", ""}}, "") == "");
+  // The job's -x PATH wins over the agent's own.
+  CHECK(dl::agent::check_programs({ProgramProbe{"sh", "/nonexistent-dl", "/"}}, "/usr/bin:/bin") ==
+        "the ranks' program sh: command not found in PATH");
+  CHECK(dl::agent::check_programs({ProgramProbe{"sh", "", "/"}, ProgramProbe{"dl-no-such-prog", "", "/"}},
+                                  "/usr/bin:/bin") == "the ranks' program dl-no-such-prog: command not found in PATH");
+  // A relative program, from the ranks' directory.
+  CHECK(dl::agent::check_programs({ProgramProbe{"./sh", "", "/bin"}}, "") == "");
+  CHECK(dl::agent::check_programs({ProgramProbe{"./train", "", "/tmp"}}, "").find(
+            "the ranks' program /tmp/./train: No such file or directory") == 0);
+}

@@ -162,7 +162,7 @@ TEST_CASE("namespace cluster, 16 hosts through a tree of fan-out 4 (libssh): a p
   CHECK(leftovers(c) == "");
 }
 
-TEST_CASE("--preflight: a host whose PATH differs stops the job before any rank starts; healthy hosts run it", "[doctor][sim]") {
+TEST_CASE("dlaunch --preflight: a host whose PATH differs stops the job before any rank starts - healthy hosts run it", "[doctor][sim]") {
   const std::string job = bin("dlaunch") + " --preflight --launcher sim -H " + sim_hosts(8) + " -n 8 /bin/echo ran-" +
                           std::to_string(::getpid());
   auto ok = dl::cluster::run_argv({"sh", "-c", "DLAUNCH_SIM=1 " + job + " </dev/null"}, std::chrono::seconds(120));

@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
 
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -104,4 +106,33 @@ TEST_CASE("sim: dlaunch killed by SIGKILL leaves no simulated host's agent or ra
   CHECK(r.signal == SIGKILL);
   CHECK(wait_marked_gone(m, 10).empty());
   CHECK(r.out.find("survived") == std::string::npos);
+}
+
+// The health gate of a job with a spare finds the ranks' program on each
+// host before the start: the simulated host whose PATH (planted, as an sshd
+// SetEnv would) lacks the program's directory gives its seat to the spare.
+TEST_CASE("sim: --spares 1 - a host that lacks the ranks' program is replaced by the spare before any rank starts",
+          "[integration][sim][spares]") {
+  const std::string m = new_marker();
+  TempDir dir;
+  const std::string prog = "dl-gate-" + m;
+  {
+    std::ofstream f(dir.path + "/" + prog);
+    f << "#!/bin/sh\necho \"ran rank $RANK of $WORLD_SIZE on node $NODE_RANK\"\n";
+  }
+  ::chmod((dir.path + "/" + prog).c_str(), 0755);
+  const std::string a = "sim-a-" + m, b = "sim-b-" + m, c = "sim-c-" + m;
+  RunSpec s = sim_run(a + ":1," + b + ":1," + c + ":1", {prog, m});
+  s.argv.insert(s.argv.begin() + 1, {"--spares", "1", "-n", "2"});
+  const char* path = std::getenv("PATH");
+  s.set_env["PATH"] = dir.path + ":" + (path ? path : "/usr/bin:/bin");
+  s.set_env["DLAUNCH_SIM_HOST_ENV"] = b + ":PATH=/usr/bin:/bin";
+  RunResult r = run(s, 60);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("ran rank 0 of 2 on node 0") != std::string::npos);
+  CHECK(r.out.find("ran rank 1 of 2 on node 1") != std::string::npos);
+  CHECK(r.err.find(b + " lost (failed the health check: the ranks' program " + prog +
+                   ": command not found in PATH); its rank 1 moved to spare " + c) != std::string::npos);
+  CHECK(wait_marked_gone(m, 10).empty());
 }

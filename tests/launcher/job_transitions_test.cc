@@ -73,17 +73,26 @@ class RecordingLinks final : public AgentLinks {
   // The agent of `node` says hello. As the real server does, the link is
   // bound before the handler hears of it (its answer may be to send), and
   // unbound again when the handler refuses it.
-  std::string hello(int node, int free_port = 29500, const std::string& unhealthy = "") {
+  // `gpus`: the NVIDIA GPUs its hello reports. A health_check that asks
+  // only for the programs (a job with spares) is answered "passed" at once,
+  // as an agent that finds them would, unless `programs_found` is false.
+  std::string hello(int node, int free_port = 29500, const std::string& unhealthy = "",
+                    std::vector<std::string> gpus = {}) {
     msg::Hello m;
     m.version = "test", m.node = node, m.host = "fake-" + std::to_string(node), m.pid = 4000 + node;
     m.free_port = free_port;
     m.unhealthy = unhealthy;
+    if (!gpus.empty()) m.gpus = std::move(gpus), m.gpu_vendor = "nvidia";
     REQUIRE(!open_.at(static_cast<size_t>(node)));  // the server itself refuses a second one
     open_.at(static_cast<size_t>(node)) = true;
     const std::string refused = h_.on_hello(m);
     if (!refused.empty()) open_.at(static_cast<size_t>(node)) = false;
+    const auto asked = sent(node).all<msg::HealthCheck>();
+    if (refused.empty() && programs_found && !asked.empty() && asked.back().command.empty())
+      h_.on_message(node, msg::Health{true, ""});
     return refused;
   }
+  bool programs_found = true;
   void say(int node, const control::FromAgent& m) { h_.on_message(node, m); }
   void exited(int node, int rank, std::optional<int> code, std::optional<int> sig = std::nullopt) {
     msg::Exited x;
@@ -798,4 +807,89 @@ TEST_CASE("job transitions: --min-hosts: a second host lost while the restart wa
   h.links->exited(0, 0, 0);
   h.settle();
   CHECK(h.finish() == 0);
+}
+
+TEST_CASE("job transitions: the health gate with a spare asks each host for the ranks' programs - a host that lacks "
+          "them gives its seat to the spare",
+          "[launcher][job][transitions][health][spares]") {
+  auto o = restart_options(1);
+  Harness h(o, nullptr, {}, two_hosts_and_a_spare());
+  h.links->programs_found = false;
+  for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n) == "");
+  h.settle();
+  CHECK(h.job->phase() == Phase::kStarting);
+  for (int n = 0; n < 3; ++n) {
+    const auto asked = h.links->sent(n).all<msg::HealthCheck>();
+    REQUIRE(asked.size() == 1);
+    CHECK(asked[0].command.empty());  // no --health-check: the programs only
+    REQUIRE(asked[0].programs.size() == 1);
+    CHECK(asked[0].programs[0].argv0 == "/bin/true");
+    CHECK(asked[0].programs[0].path.empty());  // no -x PATH: the agent's own
+    CHECK_FALSE(asked[0].programs[0].wdir.empty());
+  }
+  h.links->say(0, msg::Health{true, ""});
+  h.links->say(1, msg::Health{false, "the ranks' program /bin/true: No such file or directory"});
+  h.links->say(2, msg::Health{true, ""});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(h.links->sent(1).count<msg::Launch>() == 0);
+  CHECK(h.links->sent(1).count<msg::Bye>() == 1);
+  const auto spare = h.links->sent(2).all<msg::Launch>();
+  REQUIRE(spare.size() == 1);
+  CHECK(ranks_of(spare[0]) == std::vector<int>{2, 3});
+  h.links->close(1, "closed by the agent");
+  for (int r : {0, 1}) h.links->exited(0, r, 0);
+  for (int r : {2, 3}) h.links->exited(2, r, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("fake-1 lost (failed the health check: the ranks' program /bin/true: No such file or "
+                                    "directory); its ranks 2-3 moved to spare fake-2"));
+}
+
+TEST_CASE("job transitions: the health gate with a spare: a host that sees fewer GPUs than its ranks need, where "
+          "another host has them, gives its seat to the spare - without spares the GPUs are not judged",
+          "[launcher][job][transitions][health][spares]") {
+  SECTION("with a spare") {
+    Harness h(restart_options(1), nullptr, {}, two_hosts_and_a_spare());
+    REQUIRE(h.links->hello(0, 29500, "", {"0", "1"}) == "");
+    REQUIRE(h.links->hello(1, 29501, "", {"0"}) == "");
+    REQUIRE(h.links->hello(2, 29502, "", {"0", "1"}) == "");
+    h.settle();
+    REQUIRE(h.job->phase() == Phase::kLaunched);
+    CHECK(h.links->sent(1).count<msg::Launch>() == 0);
+    CHECK(h.links->sent(1).count<msg::Bye>() == 1);
+    const auto spare = h.links->sent(2).all<msg::Launch>();
+    REQUIRE(spare.size() == 1);
+    CHECK(ranks_of(spare[0]) == std::vector<int>{2, 3});
+    h.links->close(1, "closed by the agent");
+    for (int r : {0, 1}) h.links->exited(0, r, 0);
+    for (int r : {2, 3}) h.links->exited(2, r, 0);
+    h.settle();
+    CHECK(h.finish() == 0);
+    INFO(h.err);
+    CHECK_THAT(h.err, Catch::Contains("fake-1 lost (failed the health check: it sees 1 GPU where its 2 ranks need 2 "
+                                      "(fake-0 has 2); check the host's GPUs"));
+  }
+  SECTION("the spare short of GPUs too: the job cannot start, naming the host") {
+    Harness h(restart_options(1), nullptr, {}, two_hosts_and_a_spare());
+    REQUIRE(h.links->hello(0, 29500, "", {"0", "1"}) == "");
+    REQUIRE(h.links->hello(1, 29501, "", {"0"}) == "");
+    REQUIRE(h.links->hello(2, 29502, "", {}) == "");
+    h.settle();
+    CHECK(h.links->sent(0).count<msg::Launch>() == 0);
+    CHECK(h.finish() == 1);
+    INFO(h.err);
+    CHECK_THAT(h.err, Catch::Contains("it sees 0 GPUs where its 2 ranks need 2 (fake-0 has 2)"));
+    CHECK_THAT(h.err, Catch::Contains("no spare is left to take its ranks"));
+  }
+  SECTION("no spares: launched as the hosts are") {
+    Harness h(test_options());
+    REQUIRE(h.links->hello(0, 29500, "", {"0", "1"}) == "");
+    REQUIRE(h.links->hello(1, 29501, "", {"0"}) == "");
+    h.settle();
+    CHECK(h.job->phase() == Phase::kLaunched);
+    CHECK(h.links->sent(1).count<msg::Launch>() == 1);
+    CHECK(h.links->sent(0).count<msg::HealthCheck>() == 0);
+  }
 }
