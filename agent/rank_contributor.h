@@ -27,7 +27,7 @@ struct RankEnvSoFar {
   const EnvVars& base;
   const EnvVars& over;
   // The value of `name`, or null.
-  const std::string* value(const std::string& name) const {
+  const std::string* find(const std::string& name) const {
     if (auto it = over.find(name); it != over.end()) return &it->second;
     if (auto it = base.find(name); it != base.end()) return &it->second;
     return nullptr;

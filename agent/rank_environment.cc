@@ -58,7 +58,7 @@ std::vector<std::string> rank_env_strings(const RankEnvBase& base, const EnvVars
 }
 
 const std::string* rank_env_value(const RankEnvBase& base, const EnvVars& over, const std::string& name) {
-  return RankEnvSoFar{base.vars, over}.value(name);
+  return RankEnvSoFar{base.vars, over}.find(name);
 }
 
 namespace {

@@ -135,7 +135,7 @@ StackDumper::~StackDumper() { remove(); }
 TaskEnv StackDumper::task_env(int, const RankEnvSoFar& so_far) {
   TaskEnv t;
   if (dir_.empty()) return t;
-  const std::string* path = so_far.value("PYTHONPATH");
+  const std::string* path = so_far.find("PYTHONPATH");
   t.vars.emplace_back("PYTHONPATH", !path || path->empty() ? hook_dir_ : hook_dir_ + ":" + *path);
   t.vars.emplace_back(PythonDir::kEnvVar, dir_);
   return t;
