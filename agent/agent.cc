@@ -34,6 +34,21 @@ namespace dl::agent {
 namespace msg = control::msg;
 using std::chrono::milliseconds;
 
+namespace {
+// The MPI side as a contributor: each rank's PMIx variables and PMI socket
+// (MpiSide::task_env), and what became of the socket.
+class MpiContribution final : public RankContributor {
+ public:
+  explicit MpiContribution(MpiSide& mpi) : mpi_(mpi) {}
+  TaskEnv task_env(int rank, const RankEnvSoFar&) override { return mpi_.task_env(rank); }
+  void task_started(int rank) override { mpi_.task_spawned(rank); }
+  void task_refused(int rank) override { mpi_.task_refused(rank); }
+
+ private:
+  MpiSide& mpi_;
+};
+}  // namespace
+
 EnvVars own_environment() {
   EnvVars env;
   for (char** e = environ; *e; ++e) {
@@ -61,6 +76,7 @@ Agent::Agent(asio::io_context& io, AgentOptions opts)
     start_children(m, envs, error);
   };
   mpi_ = std::make_unique<MpiSide>(io_, std::move(mpi));
+  mpi_task_ = std::make_unique<MpiContribution>(*mpi_);
 }
 
 Agent::~Agent() {
@@ -268,6 +284,7 @@ void Agent::launch(msg::Launch incoming) {
   // a table that is small anyway.
   if (ranks.size() >= 8) reserve_spawn_slots(1 + 4);
   const RankEnvBase base = rank_env_base(std::move(inherited), m.env);
+  const Contributors given = contributors(*mpi_task_);
   // The ranks' MPI sockets are watched once they are all started (also when
   // preparing one threw): the sockets of ranks that ended meanwhile are
   // closed without entering the loop's epoll set (mpi/pmi/pmi_service.h).
@@ -279,10 +296,8 @@ void Agent::launch(msg::Launch incoming) {
   // while the next ones are prepared here.
   ranks_.spawn_all(ranks.size(), [&](size_t i) -> RankSupervisor::Prepared {
     const auto& spec = ranks[i];
-    auto s = prepare_rank(spec, m, base, nullptr);
+    auto s = prepare_rank(spec, m, base, given);
     if (!s) return std::nullopt;
-    // The rank's MPI socket is the spec's now: spawn_rank closes the agent's copy.
-    mpi_->task_spawned(spec.rank);
     return std::make_pair(spec.rank, std::move(*s));
   });
   // Once the ranks are on their way: its thread's start is not on the path
@@ -352,58 +367,46 @@ bool Agent::start_mpi(const msg::Launch& m) {
   }
 }
 
-void Agent::start_rank(const msg::RankSpec& spec, const msg::Launch& m, const EnvVars& inherited,
-                       const std::vector<std::pair<std::string, std::string>>* spawned) {
-  auto s = prepare_rank(spec, m, rank_env_base(inherited, m.env), spawned);
+void Agent::start_child(const msg::RankSpec& spec, const msg::Launch& m, const EnvVars& inherited,
+                        const EnvList& pmix) {
+  FixedContribution spawned(pmix);
+  auto s = prepare_rank(spec, m, rank_env_base(inherited, m.env), contributors(spawned));
   if (!s) return;
   try {
     ranks_.spawn(spec.rank, *s);
   } catch (const Error& e) {
     ranks_.refuse(spec.rank, 1, e.what());
   }
-  if (!spawned) {
-    mpi_->task_spawned(spec.rank);  // spawn_rank closed its socket
-    mpi_->tasks_started();
-  }
+}
+
+Agent::Contributors Agent::contributors(RankContributor& mpi) const {
+  Contributors list{&mpi};
+  if (error_files_) list.push_back(error_files_.get());
+  if (stacks_) list.push_back(stacks_.get());
+  return list;
 }
 
 std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const msg::Launch& m,
-                                             const RankEnvBase& base,
-                                             const std::vector<std::pair<std::string, std::string>>* spawned) {
-  // The MPI side's variables (PMIX_RANK, PMIX_SERVER_URI*, PMI_FD, ...)
-  // come last, after the filter removed any inherited ones; its socket is
-  // closed here when the rank is refused, else once the rank has it (the
-  // caller).
-  TaskEnv task;
-  if (spawned) {
-    task.vars = *spawned;
-  } else {
-    try {
-      task = mpi_->task_env(spec.rank);
-    } catch (const Error& e) {
-      ranks_.refuse(spec.rank, 1, e.what());
-      return std::nullopt;
-    }
-  }
+                                             const RankEnvBase& base, const Contributors& contributors) {
+  // The rank's own layers over its launch's base: its variables and
+  // identity, then each contributor's (launcher/rank_env.h, stages 3, 4).
+  EnvVars over = spec.env;
+  int inherit_fd = -1;
+  size_t asked = 0;  // the contributors that gave something, told the rank's fate
   auto refuse = [&](int code, const std::string& why) {
-    if (!spawned) mpi_->task_refused(spec.rank);
+    for (size_t c = 0; c < asked; ++c) contributors[c]->task_refused(spec.rank);
     ranks_.refuse(spec.rank, code, why);
     return std::nullopt;
   };
-  // The rank's own layers over the launch's shared base (rank_env_base):
-  // its variables, then the server's.
-  EnvVars over = spec.env;
-  // torchrun's per-worker error file: torch's @record writes the rank's
-  // uncaught exception there, and add_torch_error() reports it.
-  if (error_files_ && !error_files_->path(spec.rank).empty())
-    over[env::kTorchelasticErrorFile] = error_files_->path(spec.rank);
-  for (const auto& [k, v] : task.vars) over[k] = v;
-  if (stacks_) {
-    // The stack hook goes in front of whatever PYTHONPATH the rank has.
-    EnvVars py;
-    if (const std::string* p = rank_env_value(base, over, "PYTHONPATH")) py["PYTHONPATH"] = *p;
-    stacks_->add_rank_env(py);
-    for (auto& [k, v] : py) over[k] = std::move(v);
+  for (; asked < contributors.size(); ++asked) {
+    TaskEnv t;
+    try {
+      t = contributors[asked]->task_env(spec.rank, RankEnvSoFar{base.vars, over});
+    } catch (const Error& e) {
+      return refuse(1, e.what());
+    }
+    for (auto& [k, v] : t.vars) over[k] = std::move(v);
+    if (t.inherit_fd >= 0) inherit_fd = t.inherit_fd;
   }
   SpawnSpec s;
   s.argv = spec.argv;
@@ -413,23 +416,9 @@ std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const ms
   s.want_stdin = spec.stdin_open;
   s.stdout_pty = m.stdout_pty;
   s.cpus = spec.cpus.value_or(std::vector<int>{});
-  s.inherit_fd = task.inherit_fd;
+  s.inherit_fd = inherit_fd;
   s.reset_signals = &reset_signals_;
-  if (!s.wdir.empty()) {
-    // Checked once per directory here, so that the refusal names it and says
-    // what to do; the child's chdir failing could only exit 126.
-    auto [dir, fresh] = wdirs_.try_emplace(s.wdir);
-    if (fresh) {
-      struct stat st {};
-      if (::stat(s.wdir.c_str(), &st) != 0) dir->second = std::strerror(errno);
-      else if (!S_ISDIR(st.st_mode)) dir->second = "not a directory";
-      else if (::access(s.wdir.c_str(), X_OK) != 0) dir->second = std::strerror(errno);
-    }
-    if (!dir->second.empty())
-      return refuse(126, "cannot change to the working directory " + s.wdir + ": " + dir->second +
-                             " (the ranks run in dlaunch's working directory on every host: start dlaunch in a "
-                             "directory that exists on each, or pass --wdir DIR)");
-  }
+  if (const std::string why = wdir_problem(s.wdir); !why.empty()) return refuse(126, why);
   const std::string* path = rank_env_value(base, over, "PATH");
   auto key = std::make_tuple(s.argv.at(0), path ? *path : "/usr/bin:/bin", s.wdir);
   auto found = resolved_.find(key);
@@ -439,7 +428,27 @@ std::optional<SpawnSpec> Agent::prepare_rank(const msg::RankSpec& spec, const ms
   if (res.code != 0) return refuse(res.code, res.message);
   s.exe = res.path;
   if (py_dir_ && PythonDir::is_python(s.exe)) py_dir_->ensure();  // before it starts: python -S runs no hook
+  // Its MPI socket is the spec's now: spawn_rank closes the agent's copy.
+  for (auto* c : contributors) c->task_started(spec.rank);
   return s;
+}
+
+// Why the ranks cannot run in `wdir`, or "": checked once per directory,
+// so that the refusal names it and says what to do (the child's chdir
+// failing could only exit 126).
+std::string Agent::wdir_problem(const std::string& wdir) {
+  if (wdir.empty()) return "";
+  auto [dir, fresh] = wdirs_.try_emplace(wdir);
+  if (fresh) {
+    struct stat st {};
+    if (::stat(wdir.c_str(), &st) != 0) dir->second = std::strerror(errno);
+    else if (!S_ISDIR(st.st_mode)) dir->second = "not a directory";
+    else if (::access(wdir.c_str(), X_OK) != 0) dir->second = std::strerror(errno);
+  }
+  if (dir->second.empty()) return "";
+  return "cannot change to the working directory " + wdir + ": " + dir->second +
+         " (the ranks run in dlaunch's working directory on every host: start dlaunch in a directory that exists on "
+         "each, or pass --wdir DIR)";
 }
 
 void Agent::watch_stdin() {

@@ -6,9 +6,11 @@
 // rank's process group is killed and the agent exits.
 //
 // Its parts: the control link (control::Connection, shared with the
-// launcher), the ranks (RankSupervisor), their environment
-// (compose_rank_env, pure) and the MPI side (mpi/mpi_side.h), to which it
-// hands every MPI message and from which each rank gets its MPI variables.
+// launcher), the ranks (RankSupervisor), their environment (the pipeline of
+// launcher/rank_env.h: rank_env_base once per launch, then each rank's own
+// and its contributors', agent/rank_contributor.h) and the MPI side
+// (mpi/mpi_side.h), to which it hands every MPI message and which is each
+// rank's first contributor.
 //
 // Threading: everything runs on one io_context thread.
 #include <boost/asio.hpp>
@@ -22,6 +24,7 @@
 
 #include "agent/loop_watch.h"
 #include "mpi/mpi_side.h"
+#include "agent/rank_contributor.h"
 #include "agent/rank_environment.h"
 #include "agent/rank_supervisor.h"
 #include "agent/relay.h"
@@ -35,7 +38,6 @@ namespace dl::agent {
 
 using mpi::EnvList;
 using mpi::MpiSide;
-using mpi::TaskEnv;
 
 namespace asio = boost::asio;
 
@@ -62,17 +64,24 @@ class Agent {
   void on_message(control::FromLauncher m);
   void launch(control::msg::Launch m);
   bool start_mpi(const control::msg::Launch& m);
-  // `spawned`: the PMIx variables of a child of MPI_Comm_spawn (no PMI, no
-  // job-rank PMIx variables); null for the job's ranks.
-  void start_rank(const control::msg::RankSpec& spec, const control::msg::Launch& m, const EnvVars& inherited,
-                  const std::vector<std::pair<std::string, std::string>>* spawned = nullptr);
-  // What start_rank starts: the rank's complete SpawnSpec, or nothing when it
-  // was refused (reported). The rank's MPI socket, if any, is its
-  // SpawnSpec::inherit_fd, which spawn_rank closes in the agent; the caller
-  // then tells mpi_ (task_spawned).
+  // A child of MPI_Comm_spawn, with the PMIx variables its spawn gave it in
+  // place of the MPI side's (agent/agent_spawn.cc).
+  void start_child(const control::msg::RankSpec& spec, const control::msg::Launch& m, const EnvVars& inherited,
+                   const EnvList& pmix);
+  // This launch's contributors to a rank's environment, in order
+  // (agent/rank_contributor.h): `mpi` (the MPI side's, or a spawned child's
+  // PMIx variables), then torch's error files and the stack hook, where the
+  // launch has them.
+  using Contributors = std::vector<RankContributor*>;
+  Contributors contributors(RankContributor& mpi) const;
+  // The rank's complete SpawnSpec: its launch's base (stages 0 to 2 of
+  // launcher/rank_env.h), its own variables and identity (3), then each
+  // contributor's (4); or nothing when it was refused (reported, and every
+  // contributor asked told so). Its MPI socket, if any, is its
+  // SpawnSpec::inherit_fd, which spawn_rank closes in the agent.
   std::optional<SpawnSpec> prepare_rank(const control::msg::RankSpec& spec, const control::msg::Launch& m,
-                                        const RankEnvBase& base,
-                                        const std::vector<std::pair<std::string, std::string>>* spawned);
+                                        const RankEnvBase& base, const Contributors& contributors);
+  std::string wdir_problem(const std::string& wdir);
   // MPI_Comm_spawn's children on this host (agent/agent_spawn.cc).
   void start_children(const control::msg::SpawnLaunch& m, const std::vector<EnvList>& envs, const std::string& error);
   void watch_stdin();
@@ -92,6 +101,7 @@ class Agent {
   std::shared_ptr<control::Connection> link_;
   RankSupervisor ranks_;
   std::unique_ptr<MpiSide> mpi_;  // the PMIx and PMI servers of an MPI job, or its tripwires
+  std::unique_ptr<RankContributor> mpi_task_;  // mpi_ as the job's ranks' first contributor
   std::unique_ptr<PythonDir> py_dir_;  // the Python ranks' files, named at the first launch (agent/python_dir.h)
   std::unique_ptr<TorchErrorFiles> error_files_;  // the ranks' TORCHELASTIC_ERROR_FILEs, from the launch on
   std::unique_ptr<LoopWatch> loop_watch_;  // says when this loop is held up, and where (loop_watch.h)

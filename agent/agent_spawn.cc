@@ -20,7 +20,7 @@ void Agent::start_children(const msg::SpawnLaunch& m, const std::vector<EnvList>
   }
   EnvVars inherited = own_environment();
   MpiSide::scrub_rank_env(inherited);
-  for (size_t k = 0; k < m.children.size(); ++k) start_rank(m.children[k], *launch_, inherited, &envs[k]);
+  for (size_t k = 0; k < m.children.size(); ++k) start_child(m.children[k], *launch_, inherited, envs[k]);
 }
 
 }  // namespace dl::agent

@@ -58,9 +58,7 @@ std::vector<std::string> rank_env_strings(const RankEnvBase& base, const EnvVars
 }
 
 const std::string* rank_env_value(const RankEnvBase& base, const EnvVars& over, const std::string& name) {
-  if (auto it = over.find(name); it != over.end()) return &it->second;
-  if (auto it = base.vars.find(name); it != base.vars.end()) return &it->second;
-  return nullptr;
+  return RankEnvSoFar{base.vars, over}.find(name);
 }
 
 namespace {
@@ -114,6 +112,12 @@ TorchErrorFiles::TorchErrorFiles(const PythonDir& dir) : dir_(dir.path()) {}
 
 std::string TorchErrorFiles::path(int rank) const {
   return dir_.empty() ? "" : dir_ + "/rank." + std::to_string(rank) + ".error.json";
+}
+
+TaskEnv TorchErrorFiles::task_env(int rank, const RankEnvSoFar&) {
+  TaskEnv t;
+  if (std::string p = path(rank); !p.empty()) t.vars.emplace_back(env::kTorchelasticErrorFile, std::move(p));
+  return t;
 }
 
 std::optional<std::string> TorchErrorFiles::read(int rank) const {

@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "agent/python_dir.h"
+#include "agent/rank_contributor.h"
 
 namespace dl::agent {
 
-using EnvVars = std::map<std::string, std::string>;
-
-// A rank's complete environment: what the agent inherited less any outer
-// launcher's identity (env::is_foreign_identity_var, control/env_names.h) and
+// A rank's complete environment (launcher/rank_env.h has the whole
+// pipeline): what the agent inherited less any outer launcher's identity
+// (env::is_foreign_identity_var, control/env_names.h) and
 // Slurm's task-only variables (env::is_slurm_task_only_var: SLURM_TASK_PID,
 // SLURM_GTIDS), then the launch's variables for every rank, then this rank's
 // own, then the PMIx server's (PMIX_RANK, PMIX_SERVER_URI*, ...), each layer
@@ -61,15 +61,18 @@ std::optional<std::string> summarize_torch_error(std::string_view json_text);
 // One job's error files on this host: one file per rank in the job's
 // PythonDir (agent/python_dir.h: made by the agent for a Python program or by
 // the rank's hook; where it cannot be made the rank's torch only logs the
-// exception), removed when the agent leaves or the job restarts.
-class TorchErrorFiles {
+// exception), removed when the agent leaves or the job restarts. A
+// contributor: each rank is told its file (TORCHELASTIC_ERROR_FILE).
+class TorchErrorFiles final : public RankContributor {
  public:
   explicit TorchErrorFiles(const PythonDir& dir);
   TorchErrorFiles(const TorchErrorFiles&) = delete;
   TorchErrorFiles& operator=(const TorchErrorFiles&) = delete;
-  ~TorchErrorFiles() { remove(); }
+  ~TorchErrorFiles() override { remove(); }
   // The rank's TORCHELASTIC_ERROR_FILE, "" when there is no directory.
   std::string path(int rank) const;
+  // TORCHELASTIC_ERROR_FILE=path(rank), nothing when there is no directory.
+  TaskEnv task_env(int rank, const RankEnvSoFar& so_far) override;
   // The summary of what `rank` left there, if anything. Read as
   // errors/user_file.h reads (a regular file of at most 1 MiB, opened without
   // waiting), and never through a link: anything else is not read, and

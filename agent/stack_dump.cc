@@ -132,11 +132,13 @@ StackDumper::StackDumper(asio::io_context& io, PythonDir& dir) : io_(io), hook_d
 
 StackDumper::~StackDumper() { remove(); }
 
-void StackDumper::add_rank_env(std::map<std::string, std::string>& env) const {
-  if (dir_.empty()) return;
-  auto it = env.find("PYTHONPATH");
-  env["PYTHONPATH"] = it == env.end() || it->second.empty() ? hook_dir_ : hook_dir_ + ":" + it->second;
-  env[PythonDir::kEnvVar] = dir_;
+TaskEnv StackDumper::task_env(int, const RankEnvSoFar& so_far) {
+  TaskEnv t;
+  if (dir_.empty()) return t;
+  const std::string* path = so_far.find("PYTHONPATH");
+  t.vars.emplace_back("PYTHONPATH", !path || path->empty() ? hook_dir_ : hook_dir_ + ":" + *path);
+  t.vars.emplace_back(PythonDir::kEnvVar, dir_);
+  return t;
 }
 
 std::string StackDumper::dump_file(pid_t pid) const { return dir_ + "/py." + std::to_string(pid) + ".stack"; }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "agent/python_dir.h"
+#include "agent/rank_contributor.h"
 #include "agent/stack_tools.h"
 #include "control/messages.h"
 
@@ -39,7 +40,7 @@ struct StackTarget {
   bool running = false;  // false: it has ended; reported without a stack
 };
 
-class StackDumper {
+class StackDumper final : public RankContributor {
  public:
   // Dumps go to `dir` (made by the hook of the first Python rank). Without an
   // installed hook, makes `dir` and writes the hook there; without a
@@ -47,11 +48,12 @@ class StackDumper {
   StackDumper(boost::asio::io_context& io, PythonDir& dir);
   StackDumper(const StackDumper&) = delete;
   StackDumper& operator=(const StackDumper&) = delete;
-  ~StackDumper();
+  ~StackDumper() override;
 
-  // Puts the hook's directory first in the rank's PYTHONPATH and names the
-  // job's directory (PythonDir::kEnvVar).
-  void add_rank_env(std::map<std::string, std::string>& env) const;
+  // A contributor (agent/rank_contributor.h): puts the hook's directory
+  // first in the rank's PYTHONPATH (the one it has so far) and names the
+  // job's directory (PythonDir::kEnvVar); nothing without a directory.
+  TaskEnv task_env(int rank, const RankEnvSoFar& so_far) override;
   // Collects a stack of each target within `timeout` and calls `done` once
   // with one entry per target, in order. One collection at a time: a second
   // request while one runs waits for it.

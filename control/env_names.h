@@ -114,27 +114,59 @@ inline constexpr const char* kDlLocalAgent = "DLAUNCH_LOCAL_AGENT";        // "e
 // GPU visibility (set by the launch plan's GPU binding).
 inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
 
-// True for inherited variables that belong to an outer launcher's identity
-// (PMIx, PMI wire-up, OpenMPI's runtime, Hydra): the agent removes them from
-// every rank's environment before adding dlaunch's own, so a rank started by
-// a dlaunch that itself runs under srun or mpirun never talks to the outer
-// launcher; the launcher warns about the ones it inherited. PMIx's own MCA
-// parameters (PMIX_MCA_*) are a site's or a container image's configuration,
-// not a job's identity (NVIDIA's PyTorch images set PMIX_MCA_gds=hash for
-// every process): they stay, as OMPI_MCA_* tuning does. PMI_ is no launcher's
-// own prefix: of its names only PMI's identity and wire-up count (the rank,
-// the size, the socket as PMI_FD or as PMI_PORT with PMI_ID), the ones
-// dlaunch sets itself; any other PMI_ variable is the user's and stays.
+// Which inherited variables are an outer launcher's identity (PMIx, PMI
+// wire-up, OpenMPI's runtime, Hydra): the agent removes them from every
+// rank's environment before adding dlaunch's own, so a rank started by a
+// dlaunch that itself runs under srun or mpirun never talks to the outer
+// launcher; the launcher warns about the ones it inherited, and -x 'PREFIX*'
+// passes none of them. One table decides, row by row, the first row that
+// matches a name winning:
+//   kName    that name alone;
+//   kFamily  every name in a namespace that one launcher owns whole: PMIx's
+//            PMIX_ (its server's URIs, namespace, rank, temporary
+//            directories, ...: a newer PMIx adds names, and one left behind
+//            points a rank at the outer server), ORTE's MCA parameters for
+//            its own daemons, Hydra's HYDRA_.
+// A name's first few letters alone never make it an identity: PMI_ is no
+// launcher's own prefix (a script's PMI_ENV_PORT is its own), so PMI's
+// names are listed one by one (the rank, the size, the socket as PMI_FD or
+// as PMI_PORT with PMI_ID), as are OpenMPI's and Hydra's per-rank names.
+// PMIx's own MCA parameters (PMIX_MCA_*) are a site's or a container
+// image's configuration, not a job's identity (NVIDIA's PyTorch images set
+// PMIX_MCA_gds=hash for every process): they stay, as OMPI_MCA_* tuning does.
+struct IdentityRow {
+  enum Match { kName, kFamily };
+  std::string_view text;
+  Match match;
+  bool identity;  // false: a row that keeps what a later row would remove
+};
+inline constexpr IdentityRow kIdentityTable[] = {
+    {"PMIX_MCA_", IdentityRow::kFamily, false},
+    {"PMIX_", IdentityRow::kFamily, true},
+    {kPmiRank, IdentityRow::kName, true},
+    {kPmiSize, IdentityRow::kName, true},
+    {kPmiFd, IdentityRow::kName, true},
+    {"PMI_PORT", IdentityRow::kName, true},
+    {"PMI_ID", IdentityRow::kName, true},
+    {kOmpiRank, IdentityRow::kName, true},
+    {kOmpiSize, IdentityRow::kName, true},
+    {kOmpiLocalRank, IdentityRow::kName, true},
+    {kOmpiLocalSize, IdentityRow::kName, true},
+    {kOmpiNodeRank, IdentityRow::kName, true},
+    {"OMPI_UNIVERSE_SIZE", IdentityRow::kName, true},
+    {"OMPI_FIRST_RANKS", IdentityRow::kName, true},
+    {"OMPI_MCA_ess", IdentityRow::kFamily, true},    // OMPI_MCA_ess, OMPI_MCA_ess_base_jobid, ...
+    {"OMPI_MCA_orte_", IdentityRow::kFamily, true},  // ORTE's daemon URIs, job and node counts
+    {"OMPI_MCA_pmix", IdentityRow::kFamily, true},   // which PMIx client, and its server's address
+    {"HYDRA_", IdentityRow::kFamily, true},
+    {kMpiLocalRankId, IdentityRow::kName, true},
+    {kMpiLocalNRanks, IdentityRow::kName, true},
+};
+
 inline bool is_foreign_identity_var(std::string_view name) {
-  if (name.substr(0, 9) == "PMIX_MCA_") return false;
-  constexpr std::string_view pmi[] = {kPmiRank, kPmiSize, kPmiFd, "PMI_PORT", "PMI_ID"};
-  for (auto n : pmi)
-    if (name == n) return true;
-  constexpr std::string_view prefixes[] = {"PMIX_", "OMPI_COMM_WORLD_", "OMPI_MCA_ess", "OMPI_MCA_orte_",
-                                           "OMPI_MCA_pmix", "OMPI_UNIVERSE_SIZE", "OMPI_FIRST_RANKS", "HYDRA_",
-                                           "MPI_LOCAL"};
-  for (auto p : prefixes)
-    if (name.substr(0, p.size()) == p) return true;
+  for (const auto& row : kIdentityTable)
+    if (row.match == IdentityRow::kName ? name == row.text : name.substr(0, row.text.size()) == row.text)
+      return row.identity;
   return false;
 }
 

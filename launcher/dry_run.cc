@@ -165,21 +165,28 @@ std::string binding_report(const LaunchPlan& plan, const std::vector<std::string
   for (size_t n = 0; n < plan.launches.size(); ++n) {
     if (!plan.launches[n]) continue;
     const std::string host = n < hosts.size() ? hosts[n] : "node " + std::to_string(n);
-    for (const auto& spec : plan.launches[n]->ranks) {
+    const control::msg::Launch& launch = *plan.launches[n];
+    for (const auto& spec : launch.ranks) {
+      // The rank's own value, else its host's (launcher/rank_env.h, stages 2 and 3).
+      auto value = [&](const std::string& name) -> const std::string* {
+        if (auto it = spec.env.find(name); it != spec.env.end()) return &it->second;
+        if (auto it = launch.env.find(name); it != launch.env.end()) return &it->second;
+        return nullptr;
+      };
       std::string gpus = bind ? "no GPUs" : "GPUs not bound (--gpu-bind none)";
-      const auto devices = spec.env.find(hostfiles::kDlaunchGpus);
+      const std::string* devices = value(hostfiles::kDlaunchGpus);
       for (const auto& v : machine::gpu_vendors()) {
-        const auto var = spec.env.find(v.visibility_variable);
-        if (var == spec.env.end() || devices == spec.env.end()) continue;
+        const std::string* var = value(v.visibility_variable);
+        if (!var || !devices) continue;
         // The physical ids are what the rank's indices name in what it sees.
-        const auto seen = hostfiles::split_id_list(var->second);
+        const auto seen = hostfiles::split_id_list(*var);
         std::vector<std::string> physical;
-        for (const auto& i : hostfiles::split_id_list(devices->second)) {
+        for (const auto& i : hostfiles::split_id_list(*devices)) {
           const size_t idx = std::stoul(i);
           physical.push_back(idx < seen.size() ? seen[idx] : "?");
         }
-        gpus = "GPUs " + devices->second + " (physical " + hostfiles::join_id_list(physical) + ") of " + var->first + "=" +
-               var->second;
+        gpus = "GPUs " + *devices + " (physical " + hostfiles::join_id_list(physical) + ") of " + v.visibility_variable +
+               "=" + *var;
       }
       std::string text = "dlaunch: rank " + std::to_string(spec.rank) + " on " + host + ": " + gpus;
       if (spec.cpus) text += "; CPUs " + hostfiles::format_cpu_list(*spec.cpus);

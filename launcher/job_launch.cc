@@ -5,7 +5,6 @@
 
 #include "launcher/dry_run.h"
 #include "launcher/job.h"
-#include "launcher/shared_env.h"
 #include "launcher/output/stdin_forwarder.h"
 #include "launcher/torch_store.h"
 #include "rendezvous/bootstrap.h"
@@ -92,7 +91,6 @@ void Job::launch_all() {
     if (!m) continue;
     if (!warned)
       write_fully(2, inherited_identity_warning(*m, in.launcher_env, chosen_env(in), plan.shared.env)), warned = true;
-    hoist_shared_env(*m);  // sent once per host, not per rank (launcher/shared_env.h)
     server_->send(seats_[seat], *m);
   }
   for (const auto& n : nodes_)

@@ -197,18 +197,61 @@ JobEnv job_env(const PlanInput& in) {
   }
   return je;
 }
-// A rank's app context (MPMD): its program and arguments, MPI_APPNUM and
-// PMIX_APPNUM, the context's own -x (over the global ones) and --wdir.
-// One app: every rank runs o.command as app 0, said once in the launch.
-void app_spec(const PlanInput& in, int rank, msg::RankSpec& spec) {
-  const RunOptions& o = *in.opts;
-  if (o.apps.empty()) return;
-  const int app = app_of_rank(o.apps, rank);
-  spec.env[env::kMpiAppnum] = spec.env[env::kPmixAppnum] = std::to_string(app);
-  const AppContext& c = o.apps.at(static_cast<size_t>(app));
-  spec.argv = c.command;
-  for (const auto& [k, v] : resolve_exports(c.exports, in.launcher_env)) spec.env[k] = v;
-  if (!c.wdir.empty()) spec.wdir = c.wdir;
+// A rank's app context (MPMD) is its program and arguments, MPI_APPNUM and
+// PMIX_APPNUM, the context's own -x (over the global ones) and --wdir. One
+// app: every rank runs o.command as app 0, said once for the job.
+
+// The app context every rank of `n` runs, or -1 (one app, a host of one
+// rank, or several contexts on the host): that context is then said once in
+// the host's launch rather than with each rank.
+int host_app(const RunOptions& o, const PlanNode& n) {
+  if (o.apps.empty() || n.ranks.size() < 2) return -1;
+  const int app = app_of_rank(o.apps, n.ranks.front());
+  for (int r : n.ranks)
+    if (app_of_rank(o.apps, r) != app) return -1;
+  return app;
+}
+
+// App context `app`'s variables: MPI_APPNUM, PMIX_APPNUM and its -x.
+EnvMap app_env(const PlanInput& in, int app) {
+  EnvMap e;
+  e[env::kMpiAppnum] = e[env::kPmixAppnum] = std::to_string(app);
+  for (auto& [k, v] : resolve_exports(in.opts->apps.at(static_cast<size_t>(app)).exports, in.launcher_env))
+    e[k] = std::move(v);
+  return e;
+}
+
+// App context `app` said in `m` (the host's launch) or in `spec` (one
+// rank's); `gpu_names`: the GPU variables the host's launch sets, which the
+// binding decides over any -x of the app.
+template <class Target>
+void say_app(const PlanInput& in, int app, Target& t, const EnvMap& host_gpus = {}) {
+  const AppContext& c = in.opts->apps.at(static_cast<size_t>(app));
+  t.argv = c.command;
+  for (auto& [k, v] : app_env(in, app))
+    if (!host_gpus.count(k)) t.env[k] = std::move(v);
+  if (!c.wdir.empty()) t.wdir = c.wdir;
+}
+
+// The GPU variables every rank of `n` gets alike (under --gpu-bind visible,
+// the host's whole list), taken out of each rank's: the host's launch says
+// them once. None for a host of one rank.
+EnvMap host_gpu_env(const PlanNode& n, std::map<int, EnvMap>& gpu_env) {
+  EnvMap alike;
+  const auto first = n.ranks.empty() ? gpu_env.end() : gpu_env.find(n.ranks.front());
+  if (n.ranks.size() < 2 || first == gpu_env.end()) return alike;
+  for (const auto& [k, v] : first->second) {
+    const bool everywhere = std::all_of(n.ranks.begin(), n.ranks.end(), [&, &k = k, &v = v](int r) {
+      const auto g = gpu_env.find(r);
+      if (g == gpu_env.end()) return false;
+      const auto it = g->second.find(k);
+      return it != g->second.end() && it->second == v;
+    });
+    if (everywhere) alike[k] = v;
+  }
+  for (int r : n.ranks)
+    for (const auto& [k, v] : alike) gpu_env[r].erase(k);
+  return alike;
 }
 }  // namespace
 
@@ -250,10 +293,16 @@ LaunchPlan plan_launch(const PlanInput& in) {
       plan.notice = "dlaunch: setting OMP_NUM_THREADS=1 for each rank, as torchrun does, since several ranks share a "
                     "host; set OMP_NUM_THREADS (or -x OMP_NUM_THREADS=N) to choose another value\n";
     }
+    // What every rank of the host has alike goes once, in the launch
+    // (launcher/rank_env.h, stage 2); the rest with each rank (stage 3).
+    const int app = host_app(o, n);
     if (o.apps.empty()) m.argv = o.command;
-    // Each rank's identity and its host's (host_env) are the agent's to
-    // write (control/rank_identity.h): the launch says only what the agent
-    // cannot know, its node index and Horovod's cross ranks.
+    else if (app >= 0) say_app(in, app, m);
+    const EnvMap host_gpus = host_gpu_env(n, gpu_env);
+    for (const auto& [k, v] : host_gpus) m.env[k] = v;
+    // Each rank's identity and its host's are the agent's to write
+    // (control/rank_identity.h): the launch says only what the agent cannot
+    // know, its node index and Horovod's cross ranks.
     msg::RankIdentity identity;
     identity.slurm = je.slurm;
     identity.node = static_cast<int>(i);
@@ -266,7 +315,7 @@ LaunchPlan plan_launch(const PlanInput& in) {
       // A rank whose local rank is not its place in the launch (never, for
       // the placements dlaunch makes) says its own.
       if (place.local_rank != static_cast<int>(m.ranks.size())) control::add_rank_identity(spec.env, place);
-      app_spec(in, r, spec);
+      if (!o.apps.empty() && app < 0) say_app(in, app_of_rank(o.apps, r), spec, host_gpus);
       if (auto g = gpu_env.find(r); g != gpu_env.end())
         for (const auto& [k, v] : g->second) spec.env[k] = v;
       spec.stdin_open = r == o.stdin_rank;

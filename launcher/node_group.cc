@@ -139,140 +139,195 @@ hostfiles::Placement world_placement(const std::vector<NodeRecord>& nodes) {
   return p;
 }
 
+namespace {
+// The store's host:port as the user gave it, for messages.
+std::string where(const RdzvTarget& t) { return t.host + ":" + std::to_string(t.port); }
+}  // namespace
+
 std::unique_ptr<NodeGroup> NodeGroup::join(const RunOptions& o, const RdzvTarget& t, const std::string& token) {
   std::unique_ptr<NodeGroup> g(new NodeGroup());
   g->target_ = t;
   g->token_ = token;
-  g->prefix_ = "dlaunch/rdzv/" + t.id + "/";
+  g->keys_ = RdzvKeys(t.id);
   g->hb_timeout_s_ = o.heartbeat_timeout_s;
   g->kill_grace_s_ = o.kill_grace_s;
   const auto deadline = Clock::now() + secs(o.rdzv_timeout_s);
-  const std::string where = t.host + ":" + std::to_string(t.port);
-  if (t.node_rank == 0 && wire::is_local_host(t.host)) {
-    // The port may be taken by a `dlaunch store` serving it (then join it as
-    // a client), or by something else: a connection's end that took it as
-    // its ephemeral port (gone in a moment), or a program that keeps it. The
-    // last one is refused within seconds, naming the port, rather than node 0
-    // waiting --rdzv-timeout (300 s) for a store nobody serves.
-    const auto bind_deadline = std::min(deadline, Clock::now() + secs(5));
-    for (;;) {
+  if (t.node_rank == 0 && wire::is_local_host(t.host)) g->serve_store(deadline);
+  auto store = g->connect_store(o.rdzv_timeout_s);
+  g->check_joinable(*store);
+  g->claim_node_rank(*store, g->own_record(o));
+  g->agree_job_id(*store);
+  g->wait_for_nodes(*store, deadline, o.rdzv_timeout_s);
+  g->read_nodes(*store);
+  g->settle(o);
+  return g;
+}
+
+// Node rank 0 on the store's host serves it. The port may be taken by a
+// `dlaunch store` serving it (then this node joins it as a client), or by
+// something else: a connection's end that took it as its ephemeral port
+// (gone in a moment), or a program that keeps it. The last one is refused
+// within seconds, naming the port, rather than node 0 waiting
+// --rdzv-timeout (300 s) for a store nobody serves.
+void NodeGroup::serve_store(Deadline deadline) {
+  const RdzvTarget& t = target_;
+  const auto bind_deadline = std::min(deadline, Clock::now() + secs(5));
+  for (;;) {
+    try {
+      server_ = std::make_unique<rdzv::BackgroundStoreServer>(t.host.find(':') != std::string::npos ? "::" : "0.0.0.0",
+                                                              t.port, token_);
+      return;
+    } catch (const IoError& e) {
+      // Another user's program there is no store of ours: say whose it is.
+      if (auto holder = wire::foreign_holder(t.host, t.port, "store"); !holder.empty())
+        throw UsageError("rendezvous: " + holder + ": choose another --rdzv port");
       try {
-        g->server_ = std::make_unique<rdzv::BackgroundStoreServer>(
-            t.host.find(':') != std::string::npos ? "::" : "0.0.0.0", t.port, token);
-        break;
-      } catch (const IoError& e) {
-        // Another user's program there is no store of ours: say whose it is.
-        if (auto holder = wire::foreign_holder(t.host, t.port, "store"); !holder.empty())
-          throw UsageError("rendezvous: " + holder + ": choose another --rdzv port");
-        try {
-          (void)wire::connect_tcp(t.host, t.port, std::chrono::milliseconds(300));
-          break;  // something listens there: the store, or the client's handshake says what it is
-        } catch (const Error&) {
-        }
-        if (Clock::now() >= bind_deadline)
-          throw IoError("rendezvous: node rank 0 cannot listen on port " + std::to_string(t.port) + " (" + e.what() +
-                        ") and nothing answers at " + where + ": another program holds the port (`ss -tanp "
-                        "'sport = :" + std::to_string(t.port) + "'` names it); pick another with --rdzv-port, or "
-                        "the port of --rdzv tcp://HOST:PORT (--master_port)");
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        (void)wire::connect_tcp(t.host, t.port, std::chrono::milliseconds(300));
+        return;  // something listens there: the store, or the client's handshake says what it is
+      } catch (const Error&) {
       }
+      if (Clock::now() >= bind_deadline)
+        throw IoError("rendezvous: node rank 0 cannot listen on port " + std::to_string(t.port) + " (" + e.what() +
+                      ") and nothing answers at " + where(t) + ": another program holds the port (`ss -tanp "
+                      "'sport = :" + std::to_string(t.port) + "'` names it); pick another with --rdzv-port, or "
+                      "the port of --rdzv tcp://HOST:PORT (--master_port)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
-  progress("rendezvous: connecting to the store at " + where);
+}
+
+// The connection join works through, waiting for each answer up to --rdzv-timeout.
+std::unique_ptr<rdzv::TcpStore> NodeGroup::connect_store(double timeout_s) {
+  const RdzvTarget& t = target_;
+  progress("rendezvous: connecting to the store at " + where(t));
   std::unique_ptr<rdzv::TcpStore> store;
   try {
-    store = std::make_unique<rdzv::TcpStore>(t.host, t.port, token, secs(o.rdzv_timeout_s));
+    store = std::make_unique<rdzv::TcpStore>(t.host, t.port, token_, secs(timeout_s));
   } catch (const Error& e) {
     progress("");
     if (wire::is_local_host(t.host))
       if (auto holder = wire::foreign_holder(t.host, t.port, "store"); !holder.empty())
         throw UsageError("rendezvous: " + holder + ": choose another --rdzv port");
-    throw IoError("rendezvous: cannot reach the store at " + where + " within " +
-                  std::to_string(static_cast<int>(o.rdzv_timeout_s)) + " s (" + e.what() +
-                  "); node rank 0 serves it when started with that address, or run `dlaunch store --listen " + where +
-                  "` there (see --rdzv-timeout)");
+    throw IoError("rendezvous: cannot reach the store at " + where(t) + " within " +
+                  std::to_string(static_cast<int>(timeout_s)) + " s (" + e.what() +
+                  "); node rank 0 serves it when started with that address, or run `dlaunch store --listen " +
+                  where(t) + "` there (see --rdzv-timeout)");
   }
-  store->set_timeout(secs(o.rdzv_timeout_s));
-  auto k = [&](const std::string& s) { return g->key(s); };
-  if (store->check({k("failed")})) {
+  store->set_timeout(secs(timeout_s));
+  return store;
+}
+
+// A rendezvous that already failed, or whose first node counted the nodes
+// otherwise, is not joined.
+void NodeGroup::check_joinable(rdzv::TcpStore& store) {
+  const RdzvTarget& t = target_;
+  if (store.check({keys_.failed(0)})) {
     progress("");
-    const FailedRecord f = failed_record_from_json(store->get(k("failed")));
-    throw RemoteError("rendezvous " + t.id + " at " + where + " already failed: " + f.verdict +
+    const FailedRecord f = failed_record_from_json(store.get(keys_.failed(0)));
+    throw RemoteError("rendezvous " + t.id + " at " + where(t) + " already failed: " + f.verdict +
                       " (pick a new --rdzv-id to start again)");
   }
   const std::string nn = std::to_string(t.nnodes);
-  if (auto first = store->compare_set(k("nnodes"), "", nn); first != nn)
-    throw UsageError("this node says --nnodes " + nn + " but the nodes already at " + where + " (rendezvous " + t.id +
-                     ") said " + first);
+  if (auto first = store.compare_set(keys_.nnodes(), "", nn); first != nn)
+    throw UsageError("this node says --nnodes " + nn + " but the nodes already at " + where(t) + " (rendezvous " +
+                     t.id + ") said " + first);
+}
+
+NodeRecord NodeGroup::own_record(const RunOptions& o) const {
+  const RdzvTarget& t = target_;
   NodeRecord me;
   me.node_rank = t.node_rank;
   me.host = wire::host_name();
-  me.addr = g->server_ ? t.host : wire::address_toward(t.host);
+  me.addr = server_ ? t.host : wire::address_toward(t.host);
   if (me.addr.empty()) me.addr = me.host;
   me.nproc = o.per_node;
   me.master_port = t.node_rank == 0 ? wire::free_tcp_port() : 0;
   if (t.node_rank == 0) me.torch_store = o.torch_store == TorchStoreMode::kServed;
   me.pid = static_cast<int>(::getpid());
   me.machine = machine::machine_identity();
+  return me;
+}
+
+// Writes this node's record at node/K, unless another node holds rank K.
+void NodeGroup::claim_node_rank(rdzv::TcpStore& store, const NodeRecord& me) {
+  const RdzvTarget& t = target_;
   const std::string mine = to_json(me);
-  if (auto prev = store->compare_set(k("node/" + std::to_string(t.node_rank)), "", mine); prev != mine) {
+  if (auto prev = store.compare_set(keys_.node(t.node_rank), "", mine); prev != mine) {
     NodeRecord other = node_record_from_json(prev);
     throw UsageError("node rank " + std::to_string(t.node_rank) + " already joined rendezvous " + t.id + " from " +
                      other.host + " (pid " + std::to_string(other.pid) + "); give each node its own --node-rank");
   }
-  store->add(k("arrived"), 1);
-  g->job_id_ = store->compare_set(k("job_id"), "", "dl-" + wire::to_hex(wire::random_bytes(4)));
-  if (g->job_id_.empty()) g->job_id_ = store->get(k("job_id"));
+  store.add(keys_.arrived(), 1);
+}
 
-  std::vector<std::string> keys;
-  for (int n = 0; n < t.nnodes; ++n) keys.push_back(k("node/" + std::to_string(n)));
-  auto missing = [&] {
-    std::vector<int> out;
-    for (int n = 0; n < t.nnodes; ++n)
-      if (!store->check({keys[static_cast<size_t>(n)]})) out.push_back(n);
-    return out;
-  };
+// The first node's proposal is every node's job id.
+void NodeGroup::agree_job_id(rdzv::TcpStore& store) {
+  job_id_ = store.compare_set(keys_.job_id(), "", "dl-" + wire::to_hex(wire::random_bytes(4)));
+  if (job_id_.empty()) job_id_ = store.get(keys_.job_id());
+}
+
+// The node ranks without a record yet.
+std::vector<int> NodeGroup::absent_nodes(rdzv::TcpStore& store) const {
+  std::vector<int> out;
+  for (int n = 0; n < target_.nnodes; ++n)
+    if (!store.check({keys_.node(n)})) out.push_back(n);
+  return out;
+}
+
+// Until every node's record is there: a progress line each second, and a
+// failure (another node's, or this one's at the deadline) ends the wait.
+void NodeGroup::wait_for_nodes(rdzv::TcpStore& store, Deadline deadline, double timeout_s) {
+  const RdzvTarget& t = target_;
+  const std::vector<std::string> records = keys_.nodes(t.nnodes);
   for (;;) {
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     try {
-      store->wait(keys, std::max(milliseconds(1), std::min(left, kWaitSlice)));
+      store.wait(records, std::max(milliseconds(1), std::min(left, kWaitSlice)));
       break;
     } catch (const TimeoutError&) {
     }
-    if (store->check({k("failed")})) {
+    if (store.check({keys_.failed(0)})) {
       progress("");
-      throw RemoteError(failed_record_from_json(store->get(k("failed"))).verdict);
+      throw RemoteError(failed_record_from_json(store.get(keys_.failed(0))).verdict);
     }
     if (Clock::now() >= deadline) {
       progress("");
-      const auto absent = missing();
-      std::string verdict = "rendezvous " + t.id + " at " + where + ": node rank" + (absent.size() > 1 ? "s " : " ") +
-                            list_ranks(absent) + " did not arrive within " +
-                            std::to_string(static_cast<int>(o.rdzv_timeout_s)) + " s (--rdzv-timeout)";
-      store->compare_set(k("failed"), "", to_json(FailedRecord{exit_codes::kTimeout, verdict}));
+      const auto absent = absent_nodes(store);
+      std::string verdict = "rendezvous " + t.id + " at " + where(t) + ": node rank" + (absent.size() > 1 ? "s " : " ") +
+                            list_ranks(absent) + " did not arrive within " + std::to_string(static_cast<int>(timeout_s)) +
+                            " s (--rdzv-timeout)";
+      store.compare_set(keys_.failed(0), "", to_json(FailedRecord{exit_codes::kTimeout, verdict}));
       // The nodes that did come poll once a second: let them read it before
       // the store goes with this process.
-      if (g->server_ && store->add(k("arrived"), 0) > 1) std::this_thread::sleep_for(3 * kWaitSlice);
+      if (server_ && store.add(keys_.arrived(), 0) > 1) std::this_thread::sleep_for(3 * kWaitSlice);
       throw TimeoutError(verdict + "; was dlaunch started there with the same --rdzv and --rdzv-id?");
     }
-    const int64_t arrived = store->add(k("arrived"), 0);
-    std::string line = "rendezvous: " + std::to_string(arrived) + "/" + nn + " nodes";
-    if (t.nnodes - arrived <= 8) line += ", waiting for node rank" + std::string(t.nnodes - arrived > 1 ? "s " : " ") +
-                                         list_ranks(missing());
+    const int64_t arrived = store.add(keys_.arrived(), 0);
+    std::string line = "rendezvous: " + std::to_string(arrived) + "/" + std::to_string(t.nnodes) + " nodes";
+    if (t.nnodes - arrived <= 8)
+      line += ", waiting for node rank" + std::string(t.nnodes - arrived > 1 ? "s " : " ") + list_ranks(absent_nodes(store));
     progress(line);
   }
   progress("");
-  for (int n = 0; n < t.nnodes; ++n) g->nodes_.push_back(node_record_from_json(store->get(keys[static_cast<size_t>(n)])));
-  if (const std::string w = same_machine_warning(g->nodes_); !w.empty()) write_fully(2, w);
+}
+
+void NodeGroup::read_nodes(rdzv::TcpStore& store) {
+  for (int n = 0; n < target_.nnodes; ++n) nodes_.push_back(node_record_from_json(store.get(keys_.node(n))));
+  if (const std::string w = same_machine_warning(nodes_); !w.empty()) write_fully(2, w);
+}
+
+// What the group keeps: the watcher's connection, the identity the nodes
+// agreed on, and node 0's torch store.
+void NodeGroup::settle(const RunOptions& o) {
+  const RdzvTarget& t = target_;
   // From here a store that stops answering is a lost node 0: reconnect for
   // no longer than a heartbeat timeout.
-  g->store_ = std::make_unique<rdzv::TcpStore>(t.host, t.port, token, secs(o.heartbeat_timeout_s));
-  g->store_->set_timeout(secs(o.heartbeat_timeout_s));
-  g->restarts_ = o.max_restarts > 0;
-  const NodeRecord& n0 = g->nodes_.at(0);
-  g->identity_ = {t.node_rank, token, g->job_id_, g->store_addr(), n0.addr, n0.master_port, n0.torch_store.value_or(false)};
-  if (t.node_rank == 0 && g->identity_.torch_store) g->serve_torch_store(o.verbose);
-  return g;
+  store_ = std::make_unique<rdzv::TcpStore>(t.host, t.port, token_, secs(o.heartbeat_timeout_s));
+  store_->set_timeout(secs(o.heartbeat_timeout_s));
+  restarts_ = o.max_restarts > 0;
+  const NodeRecord& n0 = nodes_.at(0);
+  identity_ = {t.node_rank, token_, job_id_, store_addr(), n0.addr, n0.master_port, n0.torch_store.value_or(false)};
+  if (t.node_rank == 0 && identity_.torch_store) serve_torch_store(o.verbose);
 }
 
 // Node 0, --torch-store served: torch's c10d store for every node, at the
@@ -356,9 +411,9 @@ void NodeGroup::restart(int attempt, int port, double wait_s, std::function<void
 // the ranks of each had all ended. One counter read when none has.
 std::vector<int> NodeGroup::left_nodes(rdzv::TcpStore& store) const {
   std::vector<int> left;
-  if (store.add(key("done"), 0) == 0) return left;
+  if (store.add(keys_.done(), 0) == 0) return left;
   for (int n = 0; n < target_.nnodes; ++n) {
-    const std::string hb = key("hb/" + std::to_string(n));
+    const std::string hb = keys_.heartbeat(n);
     if (n != target_.node_rank && store.check({hb}) && store.get(hb) == "left") left.push_back(n);
   }
   return left;
@@ -367,37 +422,36 @@ std::vector<int> NodeGroup::left_nodes(rdzv::TcpStore& store) const {
 void NodeGroup::wait_for_restart(int attempt, int port, double wait_s, const std::function<void(int, std::string)>& done) {
   rdzv::TcpStore store(target_.host, target_.port, token_, secs(hb_timeout_s_));
   store.set_timeout(secs(hb_timeout_s_));
-  store.set(restart_key(attempt, "ready/" + std::to_string(target_.node_rank)), std::to_string(port));
+  store.set(keys_.ready(attempt, target_.node_rank), std::to_string(port));
   const auto deadline = Clock::now() + secs(wait_s);
-  std::vector<std::string> ready;
-  for (int n = 0; n < target_.nnodes; ++n) ready.push_back(restart_key(attempt, "ready/" + std::to_string(n)));
+  const std::vector<std::string> ready = keys_.ready_all(attempt, target_.nnodes);
   while (!restart_stop_) {
-    if (store.check({restart_key(attempt, "abandon")})) return done(0, store.get(restart_key(attempt, "abandon")));
+    if (store.check({keys_.abandon(attempt)})) return done(0, store.get(keys_.abandon(attempt)));
     // A node whose ranks had all finished has left the group: a restart of
     // the whole job cannot have it back, so no node waits for it.
     if (const auto left = left_nodes(store); !left.empty()) {
-      store.compare_set(restart_key(attempt, "abandon"), "",
+      store.compare_set(keys_.abandon(attempt), "",
                         "node rank" + std::string(left.size() > 1 ? "s " : " ") + list_ranks(left) +
                             " had already finished (all " + (left.size() > 1 ? "their" : "its") +
                             " ranks exited) when this attempt failed; a restart runs every node again");
-      return done(0, store.get(restart_key(attempt, "abandon")));
+      return done(0, store.get(keys_.abandon(attempt)));
     }
     if (target_.node_rank == 0 && store.check(ready)) {
       // Every node's ranks of the last attempt are gone: torch's store (its
       // port stays MASTER_PORT) is emptied before any new rank can reach it.
       if (torch_) torch_->clear(), port = torch_->port();
-      store.set(restart_key(attempt, "port"), std::to_string(port));
+      store.set(keys_.restart_port(attempt), std::to_string(port));
       return done(port, "");
     }
-    if (target_.node_rank != 0 && store.check({restart_key(attempt, "port")}))
-      return done(std::stoi(store.get(restart_key(attempt, "port"))), "");
+    if (target_.node_rank != 0 && store.check({keys_.restart_port(attempt)}))
+      return done(std::stoi(store.get(keys_.restart_port(attempt))), "");
     if (Clock::now() > deadline) {
       std::vector<int> absent;
       for (int n = 0; n < target_.nnodes; ++n)
         if (!store.check({ready[static_cast<size_t>(n)]})) absent.push_back(n);
       const std::string why = "node rank" + std::string(absent.size() > 1 ? "s " : " ") + list_ranks(absent) +
                               " did not get ready to restart within " + std::to_string(static_cast<int>(wait_s)) + " s";
-      store.compare_set(restart_key(attempt, "abandon"), "", why);
+      store.compare_set(keys_.abandon(attempt), "", why);
       return done(0, why);
     }
     std::this_thread::sleep_for(kTick);
@@ -425,8 +479,8 @@ void NodeGroup::publish_pending() {
     quit.swap(to_abandon_);
     pub_attempt = to_publish_attempt_;
   }
-  if (pub) store_->compare_set(failed_key(pub_attempt), "", to_json(FailedRecord{pub->first, pub->second}));
-  if (quit) store_->compare_set(restart_key(quit->first, "abandon"), "", quit->second);
+  if (pub) store_->compare_set(keys_.failed(pub_attempt), "", to_json(FailedRecord{pub->first, pub->second}));
+  if (quit) store_->compare_set(keys_.abandon(quit->first), "", quit->second);
 }
 
 // The store's host: every node whose heartbeat has not changed for the
@@ -437,7 +491,7 @@ void NodeGroup::check_heartbeats(int attempt) {
   const auto now = Clock::now();
   for (const auto& n : nodes_) {
     if (n.node_rank == target_.node_rank || dead_nodes_.count(n.node_rank)) continue;
-    const std::string hb = key("hb/" + std::to_string(n.node_rank));
+    const std::string hb = keys_.heartbeat(n.node_rank);
     const std::string v = store_->check({hb}) ? store_->get(hb) : "";
     auto& [last, since] = beats_.try_emplace(n.node_rank, v, now).first->second;
     if (v == "left") continue;
@@ -451,7 +505,7 @@ void NodeGroup::check_heartbeats(int attempt) {
                              " s: its dlaunch was killed or its host is down";
     // Its dlaunch is gone: no restart can have it back (docs/failures.md),
     // and every node's restart says so rather than wait for it.
-    store_->compare_set(restart_key(attempt, "abandon"), "", gone);
+    store_->compare_set(keys_.abandon(attempt), "", gone);
     if (failure_seen_) {
       // The attempt already failed, often of this (a survivor's rank lost
       // its connection to the dead node's): the cause, as soon as it is known.
@@ -459,21 +513,20 @@ void NodeGroup::check_heartbeats(int attempt) {
       continue;
     }
     const std::string verdict = gone + "; its ranks count as failed";
-    store_->compare_set(failed_key(attempt), "", to_json(FailedRecord{exit_codes::kFailure, verdict}));
+    store_->compare_set(keys_.failed(attempt), "", to_json(FailedRecord{exit_codes::kFailure, verdict}));
     failed(exit_codes::kFailure, verdict);
   }
 }
 
 void NodeGroup::watcher_loop() {
-  const std::string me = std::to_string(target_.node_rank);
   int64_t beat = 0;
   try {
     while (!stop_) {
       publish_pending();
-      if (!leaving_) store_->set(key("hb/" + me), std::to_string(++beat));
+      if (!leaving_) store_->set(keys_.heartbeat(target_.node_rank), std::to_string(++beat));
       const int attempt = attempt_;
-      if (!failure_seen_ && store_->check({failed_key(attempt)})) {
-        const FailedRecord f = failed_record_from_json(store_->get(failed_key(attempt)));
+      if (!failure_seen_ && store_->check({keys_.failed(attempt)})) {
+        const FailedRecord f = failed_record_from_json(store_->get(keys_.failed(attempt)));
         failed(f.code, f.verdict);
       }
       if (server_) check_heartbeats(attempt);
@@ -501,16 +554,16 @@ int NodeGroup::leave(int code) {
   try {
     if (store_lost_) throw IoError("the store stopped answering earlier");
     publish_pending();
-    store_->set(key("hb/" + std::to_string(target_.node_rank)), "left");
-    const int64_t done = store_->add(key("done"), 1);
+    store_->set(keys_.heartbeat(target_.node_rank), "left");
+    const int64_t done = store_->add(keys_.done(), 1);
     // The store's host serves until every node has finished or the job failed.
     if ((server_ || torch_) && done < target_.nnodes) {
       // Keep checking the others' heartbeats meanwhile.
       watcher_ = std::thread([this] { watcher_loop(); });
-      while (!failure_seen_ && store_->add(key("done"), 0) < target_.nnodes) std::this_thread::sleep_for(kTick);
+      while (!failure_seen_ && store_->add(keys_.done(), 0) < target_.nnodes) std::this_thread::sleep_for(kTick);
       // After a failure, give the others their teardown to read the verdict.
       const auto until = Clock::now() + secs(kill_grace_s_) + milliseconds(5000);
-      while (store_->add(key("done"), 0) + dead_ < target_.nnodes && Clock::now() < until)
+      while (store_->add(keys_.done(), 0) + dead_ < target_.nnodes && Clock::now() < until)
         std::this_thread::sleep_for(kTick);
     }
   } catch (const std::exception& e) {
@@ -526,8 +579,8 @@ int NodeGroup::leave(int code) {
   // One more read, with the watcher stopped, so that failure is not missed.
   if ((server_ || torch_) && !failure_seen_ && !store_lost_) {
     try {
-      if (store_->check({failed_key(attempt_)})) {
-        const FailedRecord f = failed_record_from_json(store_->get(failed_key(attempt_)));
+      if (store_->check({keys_.failed(attempt_)})) {
+        const FailedRecord f = failed_record_from_json(store_->get(keys_.failed(attempt_)));
         failed(f.code, f.verdict);
       }
     } catch (const std::exception&) {
@@ -536,7 +589,7 @@ int NodeGroup::leave(int code) {
   if (code == 0 && failure_seen_) {
     std::string why_not;  // a node that would have restarted says why it could not
     try {
-      const std::string k = restart_key(attempt_, "abandon");
+      const std::string k = keys_.abandon(attempt_);
       if (restarts_ && store_->check({k})) why_not = "; not restarted: " + store_->get(k);
     } catch (const std::exception&) {
     }

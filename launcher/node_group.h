@@ -4,18 +4,7 @@
 // ranks. The nodes meet at a store: node rank 0 hosts it when the rendezvous
 // endpoint is one of its own addresses, else a `dlaunch store` serves it.
 //
-// At the store (every key under "dlaunch/rdzv/<id>/"):
-//   nnodes     the first node's --nnodes; a node that disagrees is refused
-//   node/K     node K's record (host, address, ranks, pid): claims rank K
-//   arrived    a counter, for the progress line
-//   job_id     the first proposal wins (compare_set)
-//   failed     the first failure, {"code", "verdict"}: every node tears down
-//              (failed/K: attempt K's, with --max-restarts)
-//   restart/K/ready/R  node R's attempt K ended and it is ready for the next
-//   restart/K/port     node 0, once every node is ready: the next MASTER_PORT
-//   restart/K/abandon  a node that will not restart says why: the others stop
-//   hb/K       node K's heartbeat counter, "left" once it has finished
-//   done       how many nodes have finished; the store's host waits for all
+// What the nodes keep at the store, key by key, is launcher/rdzv_keys.h.
 // Every connection passes the job-token handshake; the token comes from
 // --token-file or DLAUNCH_TOKEN, never from the command line.
 #include <atomic>
@@ -33,6 +22,7 @@
 #include "hostfiles/placement.h"
 #include "launcher/options/options.h"
 #include "launcher/peers.h"
+#include "launcher/rdzv_keys.h"
 #include "rendezvous/bootstrap.h"
 
 namespace dl::rdzv {
@@ -145,24 +135,31 @@ class NodeGroup final : public Peers {
 
  private:
   NodeGroup() = default;
+  // join's steps, in order.
+  using Deadline = std::chrono::steady_clock::time_point;
+  void serve_store(Deadline deadline);
+  std::unique_ptr<rdzv::TcpStore> connect_store(double timeout_s);
+  void check_joinable(rdzv::TcpStore& store);
+  NodeRecord own_record(const RunOptions& o) const;
+  void claim_node_rank(rdzv::TcpStore& store, const NodeRecord& me);
+  void agree_job_id(rdzv::TcpStore& store);
+  void wait_for_nodes(rdzv::TcpStore& store, Deadline deadline, double timeout_s);
+  std::vector<int> absent_nodes(rdzv::TcpStore& store) const;
+  void read_nodes(rdzv::TcpStore& store);
+  void settle(const RunOptions& o);
+
   void watcher_loop();
   void check_heartbeats(int attempt);
   void publish_pending();
-  std::string key(const std::string& k) const { return prefix_ + k; }
   void failed(int code, const std::string& verdict);
-  std::string failed_key(int attempt) const {
-    return attempt == 0 ? key("failed") : key("failed/" + std::to_string(attempt));
-  }
-  std::string restart_key(int attempt, const std::string& k) const {
-    return key("restart/" + std::to_string(attempt) + "/" + k);
-  }
   void wait_for_restart(int attempt, int port, double wait_s, const std::function<void(int, std::string)>& done);
   void serve_torch_store(bool verbose);
   std::vector<int> left_nodes(rdzv::TcpStore& store) const;
 
   RdzvTarget target_;
   PeerIdentity identity_;
-  std::string token_, prefix_, job_id_;
+  std::string token_, job_id_;
+  RdzvKeys keys_;  // the store's schema, under this rendezvous' id
   double hb_timeout_s_ = 10, kill_grace_s_ = 3;
   bool restarts_ = false;  // --max-restarts
   std::vector<NodeRecord> nodes_;

@@ -51,37 +51,12 @@ EnvMap shared_env(const JobEnv& job) {
   return e;
 }
 
-EnvMap host_env(const JobEnv& job, int node) {
-  EnvMap e;
-  control::add_host_identity(e, {node, job.placement->local_size.at(static_cast<size_t>(node)), job.job_id, job.slurm});
-  return e;
-}
-
-EnvMap node_env(const JobEnv& job, int node) {
-  EnvMap e = shared_env(job);
-  e.merge(host_env(job, node));
-  return e;
-}
-
 control::RankPlace rank_place(const JobEnv& job, int rank) {
   const auto& p = *job.placement;
   const auto& place = p.ranks.at(static_cast<size_t>(rank));
   auto [cross_rank, cross_size] = job.cross ? job.cross->of(place.node, place.local_rank)
                                             : CrossRanks(p).of(place.node, place.local_rank);
   return {rank, place.local_rank, cross_rank, cross_size, job.slurm};
-}
-
-EnvMap rank_own_env(const JobEnv& job, int rank) {
-  EnvMap e;
-  control::add_rank_identity(e, rank_place(job, rank));
-  return e;
-}
-
-EnvMap rank_env(const JobEnv& job, int rank) {
-  const auto& place = job.placement->ranks.at(static_cast<size_t>(rank));
-  EnvMap e = node_env(job, place.node);
-  e.merge(rank_own_env(job, rank));
-  return e;
 }
 
 std::string slurm_tasks_per_node(const std::vector<int>& per_node) {

@@ -1,8 +1,40 @@
 #pragma once
-#include <memory>
-// Every rank's identity, in every dialect its program may read, from one
-// source of truth (the Placement). Pure: no I/O, unit-tested.
+// A rank's environment, one pipeline. Each stage adds to what the stages
+// before it gave, and where two name a variable the later one wins:
+//
+//   0. inherited  the agent's own environment, less any outer launcher's
+//                 identity (env::is_foreign_identity_var: one table, in
+//                 control/env_names.h), Slurm's task-only variables and
+//                 what the agent set for itself (MpiSide::scrub_rank_env).
+//   1. job        what every rank of the job shares: shared_env() below
+//                 (the sizes, the rendezvous, the job's id and token,
+//                 torchelastic's), over the -x exports, with TERM and the
+//                 one app's MPI_APPNUM. plan_launch sends it once to every
+//                 agent (LaunchPlan::shared, msg::LaunchEnv).
+//   2. host       what every rank of one host shares: its identity
+//                 (LOCAL_WORLD_SIZE, NODE_RANK, DLAUNCH_HOST_ID, ...), which
+//                 the agent writes from the launch's node index
+//                 (control::complete_launch, add_host_identity), under the
+//                 launch's own variables (OMP_NUM_THREADS, and what
+//                 plan_launch finds every rank of the host has alike: one
+//                 app's variables, one GPU list).
+//   3. rank       what differs from rank to rank: its identity (RANK,
+//                 LOCAL_RANK, OMPI_COMM_WORLD_RANK, Horovod's cross rank,
+//                 ...), which the agent writes from the launch's
+//                 msg::RankIdentity (control::add_rank_identity, from
+//                 rank_place() here), under the rank's own variables in the
+//                 launch (its GPUs, its app's).
+//   4. the agent's contributors, in order, each task_env(rank)
+//                 (agent/rank_contributor.h): the MPI side (PMIX_*, PMI_FD),
+//                 torch's error file (TORCHELASTIC_ERROR_FILE), the Python
+//                 stack hook (PYTHONPATH, DLAUNCH_PYTHON_DIR).
+//
+// Stages 0 to 2 are composed once per host (agent/rank_environment.h,
+// rank_env_base), so that each rank costs only stages 3 and 4. Every name
+// is in docs/dlaunch.md. This file holds the launcher's part: stage 1 and
+// what stage 3 is written from. Pure: no I/O, unit-tested.
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,7 +63,7 @@ class CrossRanks {
 
 struct JobEnv {
   const hostfiles::Placement* placement = nullptr;
-  // The placement's cross ranks; null: computed by rank_own_env when asked.
+  // The placement's cross ranks; null: computed by rank_place when asked.
   std::shared_ptr<const CrossRanks> cross;
   std::string job_id;
   std::string master_addr;   // rank 0's host as the other hosts reach it
@@ -45,28 +77,13 @@ struct JobEnv {
   bool agent_store = false;      // MASTER_ADDR:MASTER_PORT is dlaunch's c10d store (TORCHELASTIC_USE_AGENT_STORE)
 };
 
-// The variables dlaunch sets for `rank`: torchrun's (torchelastic's included,
-// but not TORCHELASTIC_ERROR_FILE, a path on the rank's host that its agent
-// sets), OpenMPI's, Intel MPI/Hydra's, Horovod's and DLAUNCH_*; inside Slurm
-// also Slurm's per-task ones, agreeing with RANK. (CUDA_VISIBLE_DEVICES is
-// added by the caller, which knows each host's GPUs.) Listed in docs/dlaunch.md.
-EnvMap rank_env(const JobEnv& job, int rank);
-
-// rank_env in two parts, so that a launch composes the part its ranks share
-// once per host instead of once per rank (launch_plan.cc): node_env is what
-// every rank on `node` gets alike (the job's and the host's sizes, the
-// rendezvous, the job's id and token), rank_own_env what differs from rank to
-// rank (its ranks, local ranks, Horovod's cross rank). No name is in both, and
-// rank_env(job, r) is their union.
-EnvMap node_env(const JobEnv& job, int node);
-EnvMap rank_own_env(const JobEnv& job, int rank);
-// node_env in two parts: what every host of the job shares (the sizes, the
-// rendezvous, the job's id and token: sent once, msg::LaunchEnv) and what is
-// `node`'s own (its local size, node rank, host id). No name is in both.
+// Stage 1: what every rank of the job shares, in every dialect (torchrun's,
+// torchelastic's but TORCHELASTIC_ERROR_FILE, OpenMPI's, Intel MPI/Hydra's,
+// Horovod's, DLAUNCH_*; inside Slurm also Slurm's job-wide task counts). No
+// name of a host's or a rank's identity is among them.
 EnvMap shared_env(const JobEnv& job);
-EnvMap host_env(const JobEnv& job, int node);
-// What rank_own_env is written from (control::add_rank_identity, which the
-// agent runs for a launch that leaves the identity to it).
+// What stage 3's identity is written from (control::add_rank_identity):
+// `rank`'s local rank and Horovod's cross rank and size.
 control::RankPlace rank_place(const JobEnv& job, int rank);
 
 // Slurm's spelling of the ranks per node, as in SLURM_STEP_TASKS_PER_NODE:

@@ -19,6 +19,16 @@ namespace dl::mpi {
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;
 
+// What a rank gets from one of the agent's contributors just before it
+// starts (agent/rank_contributor.h), the MPI side's among them (MpiSide::
+// task_env): variables to add to its environment over everything before
+// (PMIX_*, PMI_FD, ...), and the socket it inherits at
+// env::kRankInheritedFd (its PMI_FD), or -1.
+struct TaskEnv {
+  EnvList vars;
+  int inherit_fd = -1;
+};
+
 struct MpiHooks {
   // A message for the launcher: MPI_Abort, MPI_Comm_spawn, publish/lookup,
   // connects across hosts, direct modex, a refused rank's wire-up.

@@ -42,14 +42,6 @@ class MpiJob;
 class PmixTripwire;
 namespace pmi { class PmiService; }
 
-// What a rank of the job gets from the MPI side: variables to add to its
-// environment after dlaunch's own (PMIX_*, PMI_FD, PMI_RANK, ...), and the
-// socket it inherits at env::kRankInheritedFd (its PMI_FD), or -1.
-struct TaskEnv {
-  EnvList vars;
-  int inherit_fd = -1;
-};
-
 class MpiSide {
  public:
   // `hooks`: send, fence and start_children; post is set here (io's).

@@ -237,23 +237,20 @@ int stdin_rank(const std::string& typed) {
   return std::stoi(typed);
 }
 
-void type_modes(RunOptions& o) {
-  const auto& w = o.as_written;
-  o.map_by = choose("map-by", w.map_by, kMapBy, "ppr:N:node or ppr:N:socket");
-  o.mpi = choose("mpi", w.mpi, kMpi);
-  o.gpu_bind_mode = choose("gpu-bind", w.gpu_bind, kGpuBind);
-  o.bind_to = choose("bind-to", w.bind_to, kBindTo);
-  o.torch_store = choose("torch-store", w.torch_store, kTorchStore);
-  o.stdin_rank = stdin_rank(w.stdin);
-  if (!w.gpu_vendor.empty()) o.gpu_vendor = machine::parse_gpu_vendor(w.gpu_vendor, "--gpu-vendor");
-}
+// mpirun's --map-by (its words and modifiers, read_map_by; ppr:N:UNIT) and
+// --use-hwthread-cpus as what they mean for dlaunch's modes, beside the
+// --bind-to and --map-by the user wrote, which every message quotes.
+struct MapByHabit {
+  std::string placement;           // read_map_by's word: slot, node, ... (ppr:N:UNIT is kSlot)
+  bool per_resource = false;       // ppr:N:UNIT
+  std::optional<hostfiles::CpuBind> bind_to;  // where the mapping decides the binding (no --bind-to given)
+};
 
-// mpirun's --map-by ppr:N:node (N ranks per node, as --npernode N) and
-// ppr:N:socket (N per socket: N x the sockets of this machine per node, each
-// rank pinned to its socket unless --bind-to says otherwise; a host whose
-// agent reports another socket count is refused before any rank starts).
-void ranks_per_resource(RunOptions& o, const po::variables_map& vm) {
-  const std::string spec = o.as_written.map_by;
+// mpirun's ppr:N:node (N ranks per node, as --npernode N) and ppr:N:socket
+// (N per socket: N x the sockets of this machine per node, each rank pinned
+// to its socket unless --bind-to says otherwise; a host whose agent reports
+// another socket count is refused before any rank starts).
+void ranks_per_resource(RunOptions& o, const po::variables_map& vm, const std::string& spec, MapByHabit& h) {
   const size_t colon = spec.find(':', 4);
   const std::string n = spec.substr(4, colon == std::string::npos ? std::string::npos : colon - 4);
   const std::string unit = colon == std::string::npos ? "" : spec.substr(colon + 1);
@@ -263,31 +260,49 @@ void ranks_per_resource(RunOptions& o, const po::variables_map& vm) {
   if (vm.count("npernode") || vm.count("ppn") || vm.count("nproc-per-node"))
     throw UsageError("give --map-by " + spec + " or --npernode, not both");
   o.per_node = std::stoi(n);
-  o.as_written.map_by = "slot";
+  h.per_resource = true;
   if (unit == "node") return;
   o.per_socket = o.per_node;
-  if (!vm.count("bind-to")) o.as_written.bind_to = "socket";
+  if (!vm.count("bind-to")) h.bind_to = hostfiles::CpuBind::kSocket;
 }
 
-// mpirun's --map-by words and modifiers (read_map_by) as dlaunch's
-// placement, binding and --oversubscribe; and its --rank-by, checked.
-void map_by_meaning(RunOptions& o, const po::variables_map& vm) {
-  auto& w = o.as_written;
-  const std::string typed = w.map_by;
-  const MapByMeaning m = read_map_by(typed);
-  w.map_by = m.map_by;
+// --map-by as written: its placement, :PE=N as --bind-to core
+// --cpus-per-rank N, :OVERSUBSCRIBE; --rank-by checked beside it.
+MapByHabit map_by_meaning(RunOptions& o, const po::variables_map& vm) {
+  const auto& w = o.as_written;
+  const MapByMeaning m = read_map_by(w.map_by);
+  MapByHabit h{m.map_by, false, std::nullopt};
   check_rank_by(w.rank_by, m.map_by);
   if (m.oversubscribe) o.oversubscribe = true;
-  if (m.cpus_per_rank == 0) return;
-  if (vm.count("bind-to") && w.bind_to != "core" && w.bind_to != "hwthread")
-    throw UsageError("--map-by " + typed + " binds each rank to " + std::to_string(m.cpus_per_rank) +
-                     " cores (:PE=N is --bind-to core --cpus-per-rank N): drop --bind-to " + w.bind_to +
-                     ", or drop :PE=");
-  if (vm.count("cpus-per-rank") && o.cpus_per_rank != m.cpus_per_rank)
-    throw UsageError("--map-by " + typed + " gives each rank " + std::to_string(m.cpus_per_rank) +
-                     " cores and --cpus-per-rank " + std::to_string(o.cpus_per_rank) + ": give one of them");
-  if (!vm.count("bind-to")) w.bind_to = "core";
-  o.cpus_per_rank = m.cpus_per_rank;
+  if (m.cpus_per_rank != 0) {
+    if (vm.count("bind-to") && w.bind_to != "core" && w.bind_to != "hwthread")
+      throw UsageError("--map-by " + w.map_by + " binds each rank to " + std::to_string(m.cpus_per_rank) +
+                       " cores (:PE=N is --bind-to core --cpus-per-rank N): drop --bind-to " + w.bind_to +
+                       ", or drop :PE=");
+    if (vm.count("cpus-per-rank") && o.cpus_per_rank != m.cpus_per_rank)
+      throw UsageError("--map-by " + w.map_by + " gives each rank " + std::to_string(m.cpus_per_rank) +
+                       " cores and --cpus-per-rank " + std::to_string(o.cpus_per_rank) + ": give one of them");
+    if (!vm.count("bind-to")) h.bind_to = hostfiles::CpuBind::kCore;
+    o.cpus_per_rank = m.cpus_per_rank;
+  }
+  if (m.map_by.rfind("ppr:", 0) == 0) ranks_per_resource(o, vm, m.map_by, h);
+  return h;
+}
+
+// The modes, typed from what was written and what mpirun's habits mean
+// (`map_by`): nothing after the parse compares their words.
+void type_modes(RunOptions& o, const po::variables_map& vm, const MapByHabit& map_by) {
+  const auto& w = o.as_written;
+  o.map_by = map_by.per_resource ? hostfiles::MapBy::kSlot
+                                 : choose("map-by", map_by.placement, kMapBy, "ppr:N:node or ppr:N:socket");
+  o.mpi = choose("mpi", w.mpi, kMpi);
+  o.gpu_bind_mode = vm.count("no-gpu-bind") ? hostfiles::GpuBind::kNone : choose("gpu-bind", w.gpu_bind, kGpuBind);
+  o.bind_to = map_by.bind_to ? *map_by.bind_to : choose("bind-to", w.bind_to, kBindTo);
+  // --use-hwthread-cpus: a hardware thread is what a core was.
+  if (o.use_hwthread_cpus && o.bind_to == hostfiles::CpuBind::kCore) o.bind_to = hostfiles::CpuBind::kHwthread;
+  o.torch_store = choose("torch-store", w.torch_store, kTorchStore);
+  o.stdin_rank = stdin_rank(w.stdin);
+  if (!w.gpu_vendor.empty()) o.gpu_vendor = machine::parse_gpu_vendor(w.gpu_vendor, "--gpu-vendor");
 }
 
 // --rankfile places and pins every rank: what else would place or pin them is refused.
@@ -302,13 +317,10 @@ void rankfile_rules(RunOptions& o, const po::variables_map& vm) {
 }
 
 // mpirun's and srun's values of dlaunch options: those with a dlaunch
-// meaning become it, the rest are refused naming the nearest option.
-void mpirun_values(RunOptions& o, const po::variables_map& vm) {
-  auto& w = o.as_written;
-  map_by_meaning(o, vm);
-  if (w.map_by.rfind("ppr:", 0) == 0) ranks_per_resource(o, vm);
-  // --use-hwthread-cpus: a hardware thread is what a core was.
-  if (o.use_hwthread_cpus && w.bind_to == "core") w.bind_to = "hwthread";
+// meaning become it (typed with the modes: type_modes), the rest are
+// refused naming the nearest option.
+MapByHabit mpirun_values(RunOptions& o, const po::variables_map& vm) {
+  const MapByHabit map_by = map_by_meaning(o, vm);
   if (!o.rankfile.empty()) rankfile_rules(o, vm);
   if (vm.count("start-method")) {
     const auto m = vm["start-method"].as<std::string>();
@@ -320,6 +332,7 @@ void mpirun_values(RunOptions& o, const po::variables_map& vm) {
     o.timeout_s = parse_seconds("MPIEXEC_TIMEOUT", env_timeout, kMaxJobSeconds, "no timeout");
     o.timeout_from = "MPIEXEC_TIMEOUT";
   }
+  return map_by;
 }
 
 // Whether the user spelt `option` (its dash form) with underscores, as torchrun's.
@@ -614,18 +627,25 @@ void refuse_near_long(const std::string& a, const po::options_description& desc)
   if (!hint.empty()) throw UsageError("unknown option '" + typed + "'; did you mean '" + hint + "'?");
 }
 
-// Parses into `o`, which `desc` (describe(o)) writes to.
-RunOptions parse_over(RunOptions& o, const po::options_description& desc, const std::vector<std::string>& raw,
-                      bool* help, const OptionDefaults& defaults, std::vector<const OptionSetting*>& stored) {
-  // Options end at "--" or at the first word that is neither an option nor
-  // an option's value: that word is the program, the rest are its arguments.
-  std::vector<std::string> mine;
+// The command line cut in three: dlaunch's own words (`options`, each
+// habit translated into dlaunch's spelling), the program and its arguments
+// (`command`), and the MPMD app contexts after the first ':' (`more`).
+struct CommandLine {
+  std::vector<std::string> options, command;
+  std::vector<AppContext> more;
+};
+
+// Options end at "--" or at the first word that is neither an option nor
+// an option's value: that word is the program, the rest are its arguments.
+CommandLine split_command_line(const std::vector<std::string>& raw, const po::options_description& desc,
+                               const IsLongOption& is_long) {
+  CommandLine cl;
+  auto& mine = cl.options;
   size_t i = 0;
   bool verbatim = false;  // a "--" ended the options: the rest is the program's, ':' included
-  // A single-dash word that names a long option is that option (mpirun's
-  // -tag-output, -np=2), before any short option is read from it.
-  const IsLongOption is_long = [&](const std::string& name) { return desc.find_nothrow(name, false) != nullptr; };
   for (; i < raw.size(); ++i) {
+    // A single-dash word that names a long option is that option (mpirun's
+    // -tag-output, -np=2), before any short option is read from it.
     std::string a = dlaunch_spelling(raw[i], is_long);
     if (a == "--") { ++i, verbatim = true; break; }
     if (a.size() < 2 || a[0] != '-') break;
@@ -642,19 +662,26 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   // MPMD: an argument that is exactly ':' starts the next app context.
   size_t end = i;
   while (end < raw.size() && (verbatim || raw[end] != kAppSeparator)) ++end;
-  o.command.assign(raw.begin() + static_cast<long>(i), raw.begin() + static_cast<long>(end));
-  std::vector<AppContext> more;
+  cl.command.assign(raw.begin() + static_cast<long>(i), raw.begin() + static_cast<long>(end));
   if (end < raw.size()) {
-    if (o.command.empty())
+    if (cl.command.empty())
       throw UsageError("app context 1: expected a program before ':' (write: dlaunch -n 1 ./server : -n 4 ./worker)");
     if (end + 1 == raw.size())
       throw UsageError("expected an app context after the last ':' (write: ... : -n 2 ./worker ARGS), got the end of "
                        "the command line");
-    more = parse_app_contexts(raw, end + 1, 2, /*one_context=*/false, is_long);
+    cl.more = parse_app_contexts(raw, end + 1, 2, /*one_context=*/false, is_long);
   }
+  return cl;
+}
+
+// The options into `o` (through `desc`), with the defaults of config files
+// and variables below them (`stored`: those that took effect).
+po::variables_map store_options(RunOptions& o, const po::options_description& desc,
+                                const std::vector<std::string>& options, const std::vector<std::string>& raw,
+                                const OptionDefaults& defaults, std::vector<const OptionSetting*>& stored) {
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(mine).options(desc).style(po::command_line_style::unix_style).run(), vm);
+    po::store(po::command_line_parser(options).options(desc).style(po::command_line_style::unix_style).run(), vm);
     stored = store_defaults(desc, vm, defaults);
     for (const auto* s : stored) if (s->name == "hostfile") o.hostfile_origin = s->origin;
     po::notify(vm);
@@ -666,26 +693,29 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
   } catch (const po::error& e) {
     throw UsageError(e.what());
   }
-  *help = vm.count("help") > 0;
-  if (vm.count("no-gpu-bind")) {
-    if (vm.count("gpu-bind") && o.as_written.gpu_bind != "none")
-      throw UsageError("--no-gpu-bind contradicts --gpu-bind " + o.as_written.gpu_bind + "; give one of them");
-    o.as_written.gpu_bind = "none";
-  }
-  o.version = vm.count("version") > 0;
-  if (o.version) return o;
+  return vm;
+}
+
+// Flags that switch a mode off: each refused beside its opposite.
+void negated_flags(RunOptions& o, const po::variables_map& vm) {
+  if (vm.count("no-gpu-bind") && vm.count("gpu-bind") && o.as_written.gpu_bind != "none")
+    throw UsageError("--no-gpu-bind contradicts --gpu-bind " + o.as_written.gpu_bind + "; give one of them");
+}
+
+void output_flags(RunOptions& o, const po::variables_map& vm) {
   if (vm.count("output-pty") && vm.count("no-output-pty"))
     throw UsageError("give --output-pty or --no-output-pty, not both");
   if (vm.count("no-output-pty")) o.output_pty = false;
-  if (*help) return o;
-  gather_app_contexts(o, std::move(more), vm.count("np") > 0, is_long);
+}
+
+// The program and the job's size.
+void check_program(const RunOptions& o, const po::variables_map& vm) {
   if (o.command.empty() && !o.dry_run) throw UsageError("no program given; try: dlaunch -n 4 ./app");
   if (vm.count("np") && o.np < 1) throw UsageError("-n needs a positive number of ranks, got " + std::to_string(o.np));
-  mpirun_values(o, vm);
-  type_modes(o);
-  if (o.max_restarts < 0) throw UsageError("--max-restarts takes a number of restarts, 0 or more");
-  check_spares(o, vm.count("max-restarts") > 0);
-  check_given_values(o, vm);
+}
+
+// Counts of resources and helpers, and the start method's name.
+void check_counts(const RunOptions& o) {
   if (o.gpus_per_rank < 1) throw UsageError("--gpus-per-rank needs at least 1");
   if (o.cpus_per_rank < 1) throw UsageError("--cpus-per-rank needs at least 1");
   // The method itself (auto, slurm) is resolved where the environment is read (run.cc).
@@ -697,29 +727,46 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
                      ": give 0 (every agent started by dlaunch) or at least 2 (agents the launcher and each agent start)");
   if (o.cpus_per_rank != 1 && o.bind_to != hostfiles::CpuBind::kCore && o.bind_to != hostfiles::CpuBind::kHwthread)
     throw UsageError("--cpus-per-rank needs --bind-to core or hwthread");
+}
+
+// The ranks per node: --npernode/--ppn (mpirun's, Hydra's) or torchrun's
+// --nproc-per-node N|gpu|cpu|auto; which of them was given names the fix in
+// later messages.
+void ranks_per_node(RunOptions& o, const po::variables_map& vm) {
   if (vm.count("npernode") || vm.count("ppn")) o.per_node_flag = vm.count("ppn") ? "--ppn" : "--npernode";
-  if (vm.count("nproc-per-node")) {
-    o.per_node_flag = "--nproc-per-node";
-    const std::string v = vm["nproc-per-node"].as<std::string>();
-    if (auto kind = std::find_if(kNproc.begin(), kNproc.end(), [&](const auto& c) { return c.first == v; });
-        kind != kNproc.end())
-      o.nproc_per_node_kind = kind->second;
-    else if (!v.empty() && v.size() < 7 && v.find_first_not_of("0123456789") == std::string::npos && std::stoi(v) > 0)
-      o.per_node = std::stoi(v);
-    else throw UsageError("--nproc-per-node takes a number of ranks, or gpu, cpu or auto, got '" + v + "'");
-  }
+  if (!vm.count("nproc-per-node")) return;
+  o.per_node_flag = "--nproc-per-node";
+  const std::string v = vm["nproc-per-node"].as<std::string>();
+  if (auto kind = std::find_if(kNproc.begin(), kNproc.end(), [&](const auto& c) { return c.first == v; });
+      kind != kNproc.end())
+    o.nproc_per_node_kind = kind->second;
+  else if (!v.empty() && v.size() < 7 && v.find_first_not_of("0123456789") == std::string::npos && std::stoi(v) > 0)
+    o.per_node = std::stoi(v);
+  else throw UsageError("--nproc-per-node takes a number of ranks, or gpu, cpu or auto, got '" + v + "'");
+}
+
+// torchrun's program options and --standalone.
+void torchrun_program(RunOptions& o) {
   if (o.module && o.no_python) throw UsageError("give --module or --no-python, not both");
   validate_torchrun_output(o);
   if (o.standalone && (!o.as_written.rdzv.empty() || !o.hostfile.empty() || !o.hosts.empty() || o.nnodes > 1))
     throw UsageError("--standalone runs one node on this machine: drop --rdzv, --hostfile/-H and --nnodes");
+}
+
+// Every rank's exports in the order they apply: --env-file's lines, then
+// the command line's -x (which win over them); --export-all's '*' first,
+// below every named value, whatever ':' says.
+void gather_exports(RunOptions& o) {
   if (!o.env_file.empty()) {
-    // The file's lines first, so a -x on the command line wins over them.
     auto lines = read_env_file(o.env_file);
     lines.insert(lines.end(), o.exports.begin(), o.exports.end());
     o.exports = std::move(lines);
   }
-  // Every rank's, whatever ':' says (as --env-file); below every named value.
   if (o.export_all) o.exports.insert(o.exports.begin(), "*");
+}
+
+// Per-node mode: --rdzv, or torchrun's spelling of it; it serves no MPI.
+void per_node_mode(RunOptions& o, const po::variables_map& vm) {
   torchrun_rendezvous(o, vm.count("master-port") > 0);
   // --nnodes 1 (torchrun's default, often written out) needs no rendezvous.
   validate_per_node(o, (vm.count("nnodes") > 0 && o.nnodes != 1) || (vm.count("node-rank") > 0 && o.node_rank != 0));
@@ -727,6 +774,35 @@ RunOptions parse_over(RunOptions& o, const po::options_description& desc, const 
     throw UsageError(std::string("--mpi ") + to_string(o.mpi) + " with --rdzv: per-node mode serves no MPI (its nodes meet at a store, with "
                      "no MPI fences between them); start an MPI program from one dlaunch with --hostfile or -H (or "
                      "inside a Slurm allocation), or use --mpi none for programs that do not call MPI_Init");
+}
+
+// Parses into `o`, which `desc` (describe(o)) writes to: the command line
+// cut into dlaunch's words and the program's, stored over the defaults,
+// then each group of options checked and typed in turn. What the user
+// wrote stays in o.as_written for the messages.
+RunOptions parse_over(RunOptions& o, const po::options_description& desc, const std::vector<std::string>& raw,
+                      bool* help, const OptionDefaults& defaults, std::vector<const OptionSetting*>& stored) {
+  const IsLongOption is_long = [&](const std::string& name) { return desc.find_nothrow(name, false) != nullptr; };
+  CommandLine cl = split_command_line(raw, desc, is_long);
+  o.command = std::move(cl.command);
+  const po::variables_map vm = store_options(o, desc, cl.options, raw, defaults, stored);
+  *help = vm.count("help") > 0;
+  negated_flags(o, vm);
+  o.version = vm.count("version") > 0;
+  if (o.version) return o;
+  output_flags(o, vm);
+  if (*help) return o;
+  gather_app_contexts(o, std::move(cl.more), vm.count("np") > 0, is_long);
+  check_program(o, vm);
+  type_modes(o, vm, mpirun_values(o, vm));
+  if (o.max_restarts < 0) throw UsageError("--max-restarts takes a number of restarts, 0 or more");
+  check_spares(o, vm.count("max-restarts") > 0);
+  check_given_values(o, vm);
+  check_counts(o);
+  ranks_per_node(o, vm);
+  torchrun_program(o);
+  gather_exports(o);
+  per_node_mode(o, vm);
   return o;
 }
 }  // namespace

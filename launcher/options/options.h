@@ -157,8 +157,12 @@ struct RunOptions {
   std::vector<AppContext> apps;
   std::string app_file;             // --app FILE: one app context per line
   // The modes above as the command line, a config file or a variable wrote
-  // them: read by parse_run_options only, which types them (every later
-  // reader uses the enums).
+  // them (in dlaunch's spelling: launcher/options/habits.h): read by
+  // parse_run_options, which types them (every later reader uses the
+  // enums) and quotes them in its messages. What an mpirun habit means
+  // (--map-by ppr:2:socket, :PE=2, --use-hwthread-cpus, --no-gpu-bind) goes
+  // into the typed modes, never back in here; only torchrun's rendezvous
+  // options write `rdzv`, as the --rdzv they mean.
   struct AsWritten {
     std::string map_by = "slot", bind_to = "none", gpu_bind = "visible", mpi = "auto", gpu_vendor;
     std::string launcher = "auto";  // libssh|ssh|slurm|auto

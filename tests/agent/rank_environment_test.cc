@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "agent/rank_environment.h"
+#include "agent/stack_dump.h"
 #include "control/env_names.h"
 
 using dl::agent::compose_rank_env;
@@ -60,6 +61,30 @@ TEST_CASE("rank environment: of the PMI_ names only PMI's identity and socket ar
   auto env = compose_rank_env({{"PMI_ENV_PORT", "7001"}, {"PMI_PORT", "h:1"}}, {}, {{"PMI_RANK", "0"}}, {});
   CHECK(env.at("PMI_ENV_PORT") == "7001");
   CHECK(env.count("PMI_PORT") == 0);
+}
+
+TEST_CASE("rank environment: the identity table decides by name, a launcher's own namespace by its family",
+          "[agent]") {
+  // Names: OpenMPI's and Hydra's per-rank ones, not what merely begins so.
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_NODE_RANK", "OMPI_UNIVERSE_SIZE",
+                           "MPI_LOCALRANKID", "MPI_LOCALNRANKS"}) {
+    INFO(name);
+    CHECK(dl::env::is_foreign_identity_var(name));
+  }
+  for (const char* name : {"OMPI_COMM_WORLD_NOTE", "MPI_LOCAL_SCRATCH", "OMPI_UNIVERSE_SIZE_HINT", "OMPI_MCA_btl"}) {
+    INFO(name);
+    CHECK_FALSE(dl::env::is_foreign_identity_var(name));
+  }
+  // Families: a namespace one launcher owns whole, its exceptions first.
+  for (const char* name : {"PMIX_SERVER_URI51", "PMIX_DSTORE_21_BASE_PATH", "OMPI_MCA_orte_hnp_uri",
+                           "OMPI_MCA_ess_base_jobid", "HYDRA_CONTROL_FD"}) {
+    INFO(name);
+    CHECK(dl::env::is_foreign_identity_var(name));
+  }
+  auto env = compose_rank_env({{"MPI_LOCAL_SCRATCH", "/scratch"}, {"PMIX_MCA_gds", "hash"}, {"PMIX_ID", "x"}}, {}, {}, {});
+  CHECK(env.at("MPI_LOCAL_SCRATCH") == "/scratch");
+  CHECK(env.at("PMIX_MCA_gds") == "hash");
+  CHECK(env.count("PMIX_ID") == 0);
 }
 
 TEST_CASE("rank environment: Slurm's task-only variables go, job-level ones stay", "[agent][slurm]") {
@@ -182,4 +207,35 @@ TEST_CASE("rank environment: the shared base and a rank's layers give what compo
   CHECK(*rank_env_value(base, over, "A") == "common");
   CHECK(rank_env_value(base, over, "PMIX_RANK") == nullptr);
   CHECK(rank_env_value(base, over, "NOT_SET") == nullptr);
+}
+
+TEST_CASE("rank contributors: the error file and the stack hook, each over what the rank has so far",
+          "[agent][torchrun]") {
+  boost::asio::io_context io;
+  dl::agent::PythonDir py;
+  dl::agent::TorchErrorFiles files(py);
+  dl::agent::StackDumper stacks(io, py);
+  const EnvVars base{{"PATH", "/usr/bin"}, {"PYTHONPATH", "/site"}};
+  EnvVars over;
+  const auto error = files.task_env(3, {base, over});
+  REQUIRE(error.vars.size() == 1);
+  CHECK(error.vars[0] == std::make_pair(std::string("TORCHELASTIC_ERROR_FILE"), files.path(3)));
+  CHECK(error.inherit_fd == -1);
+  // The hook goes in front of the PYTHONPATH the rank has so far: the
+  // launch's, or the rank's own over it.
+  auto hook = stacks.task_env(3, {base, over});
+  REQUIRE(hook.vars.size() == 2);
+  CHECK(hook.vars[0].first == "PYTHONPATH");
+  const std::string hook_dir = hook.vars[0].second.substr(0, hook.vars[0].second.find(':'));
+  CHECK(hook.vars[0].second == hook_dir + ":/site");
+  CHECK(hook.vars[1] == std::make_pair(std::string("DLAUNCH_PYTHON_DIR"), py.path()));
+  over["PYTHONPATH"] = "/mine";
+  CHECK(stacks.task_env(3, {base, over}).vars[0].second == hook_dir + ":/mine");
+  over["PYTHONPATH"] = "";
+  CHECK(stacks.task_env(3, {base, over}).vars[0].second == hook_dir);
+  // A spawned child's fixed variables, whatever the rank.
+  const dl::mpi::EnvList pmix{{"PMIX_RANK", "0"}};
+  dl::agent::FixedContribution fixed(pmix);
+  CHECK(fixed.task_env(7, {base, over}).vars == pmix);
+  py.remove();
 }

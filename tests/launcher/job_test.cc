@@ -41,7 +41,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 // A rank's variable as the agent applies it: its own, else the host's
-// (shared ones are sent once per host, launcher/shared_env.h).
+// (shared ones are sent once per host, launcher/rank_env.h).
 std::string rank_var(const control::msg::Launch& l, const control::msg::RankSpec& r, const std::string& k) {
   auto it = r.env.find(k);
   return it != r.env.end() ? it->second : l.env.at(k);

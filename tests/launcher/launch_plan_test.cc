@@ -6,6 +6,7 @@
 #include "control/rank_identity.h"
 #include "launcher/dry_run.h"
 #include "launcher/launch_plan.h"
+#include "tests/launcher/rank_env_parts.h"
 
 using namespace dl::launcher;
 namespace msg = dl::control::msg;
@@ -33,6 +34,11 @@ hf::Placement placement(int hosts, int slots, hf::MapBy by = hf::MapBy::kSlot) {
   hf::PlacementOptions po;
   po.map_by = by;
   return hf::place(entries, po);
+}
+
+RunOptions parse(std::vector<std::string> args) {
+  bool help = false;
+  return parse_run_options(args, &help);
 }
 
 RunOptions options() {
@@ -866,5 +872,72 @@ TEST_CASE("two entries whose agents report one machine are refused naming both",
     CHECK(plan.refusal == LaunchPlan::Refusal::kBadRequest);
     CHECK(plan.why.find("hosts 'node1' (hosts:1) and '10.1.1.7' (hosts:3) are the same machine") != std::string::npos);
     CHECK(plan.why.find("'node1 slots=4'") != std::string::npos);
+  }
+}
+
+TEST_CASE("launch plan: what every rank of a host has alike is said once in its launch, the rest with each rank",
+          "[launcher][plan]") {
+  SECTION("--gpu-bind visible: the host's GPU list once, each rank's own devices with it") {
+    const auto p = placement(2, 2);
+    auto o = options();
+    auto in = input(p, o);
+    in.nodes[0].hello->gpus = {"4", "5"};
+    in.nodes[1].hello->gpus = {"0", "1"};
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(plan.launches[0]->env.at("CUDA_VISIBLE_DEVICES") == "4,5");
+    CHECK(plan.launches[1]->env.at("CUDA_VISIBLE_DEVICES") == "0,1");
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank " << r);
+      const auto& sent = launch_of(plan, r);
+      for (const auto& s : sent.ranks) CHECK(s.env.count("CUDA_VISIBLE_DEVICES") == 0);
+      CHECK(env_of(plan, r, "DLAUNCH_GPUS") == env_of(plan, r, "LOCAL_RANK"));
+    }
+  }
+  SECTION("isolate: each rank's own GPU stays its own") {
+    const auto p = placement(1, 2);
+    auto o = options();
+    o.gpu_bind_mode = dl::hostfiles::GpuBind::kIsolate;
+    auto in = input(p, o);
+    in.nodes[0].hello->gpus = {"4", "5"};
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    CHECK(plan.launches[0]->env.count("CUDA_VISIBLE_DEVICES") == 0);
+    CHECK(spec_of(plan, 0).env.at("CUDA_VISIBLE_DEVICES") == "4");
+    CHECK(spec_of(plan, 1).env.at("CUDA_VISIBLE_DEVICES") == "5");
+  }
+  SECTION("MPMD: a host that runs one app context says it once: program, MPI_APPNUM, its -x, its --wdir") {
+    RunOptions o = parse({"-x", "G=1", "-n", "2", "./server", ":", "-n", "2", "-x", "W=2", "-x", "OMP_NUM_THREADS=3",
+                          "--wdir", "/w", "./worker"});
+    o.heartbeat_timeout_s = 7;
+    const auto p = placement(2, 2);
+    auto in = input(p, o);
+    in.exports = resolve_exports(o.exports, {});
+    const auto plan = plan_launch(in);
+    REQUIRE(plan.refusal == LaunchPlan::Refusal::kNone);
+    const msg::Launch& server = *plan.launches[0];
+    const msg::Launch& worker = *plan.launches[1];
+    CHECK(server.argv == std::optional<std::vector<std::string>>(std::vector<std::string>{"./server"}));
+    CHECK(server.env.at("MPI_APPNUM") == "0");
+    CHECK(server.env.at("G") == "1");
+    CHECK(server.wdir == "/work/dir");
+    CHECK(worker.argv == std::optional<std::vector<std::string>>(std::vector<std::string>{"./worker"}));
+    CHECK(worker.env.at("MPI_APPNUM") == "1");
+    CHECK(worker.env.at("PMIX_APPNUM") == "1");
+    CHECK(worker.env.at("W") == "2");
+    CHECK(worker.env.count("G") == 0);
+    CHECK(worker.wdir == "/w");
+    for (const auto* l : {&server, &worker})
+      for (const auto& s : l->ranks) {
+        CHECK(s.env.empty());
+        CHECK(s.argv.empty());
+        CHECK_FALSE(s.wdir);
+      }
+    // As a rank's own variable would: the context's -x wins over the host's
+    // OMP_NUM_THREADS=1, and the agent's completion gives every rank its program.
+    CHECK(env_of(plan, 3, "OMP_NUM_THREADS") == "3");
+    CHECK(env_of(plan, 1, "OMP_NUM_THREADS") == "1");
+    CHECK(spec_of(plan, 2).argv == std::vector<std::string>{"./worker"});
+    CHECK(spec_of(plan, 0).argv == std::vector<std::string>{"./server"});
   }
 }

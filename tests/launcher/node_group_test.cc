@@ -123,3 +123,23 @@ TEST_CASE("per-node: node ranks on one machine are named with what it costs, mac
   nodes[2].machine = "m3";
   CHECK(same_machine_warning(nodes).empty());
 }
+
+TEST_CASE("per-node: the store's schema, key by key, under the rendezvous' id", "[launcher][per-node]") {
+  // Nodes of one job may run different builds' keys only if these stay as they are.
+  const RdzvKeys k("17.3");
+  CHECK(k.nnodes() == "dlaunch/rdzv/17.3/nnodes");
+  CHECK(k.node(2) == "dlaunch/rdzv/17.3/node/2");
+  CHECK(k.nodes(2) == std::vector<std::string>{"dlaunch/rdzv/17.3/node/0", "dlaunch/rdzv/17.3/node/1"});
+  CHECK(k.arrived() == "dlaunch/rdzv/17.3/arrived");
+  CHECK(k.job_id() == "dlaunch/rdzv/17.3/job_id");
+  CHECK(k.failed(0) == "dlaunch/rdzv/17.3/failed");
+  CHECK(k.failed(2) == "dlaunch/rdzv/17.3/failed/2");
+  CHECK(k.ready(1, 3) == "dlaunch/rdzv/17.3/restart/1/ready/3");
+  CHECK(k.ready_all(1, 2) ==
+        std::vector<std::string>{"dlaunch/rdzv/17.3/restart/1/ready/0", "dlaunch/rdzv/17.3/restart/1/ready/1"});
+  CHECK(k.restart_port(1) == "dlaunch/rdzv/17.3/restart/1/port");
+  CHECK(k.abandon(4) == "dlaunch/rdzv/17.3/restart/4/abandon");
+  CHECK(k.heartbeat(0) == "dlaunch/rdzv/17.3/hb/0");
+  CHECK(k.done() == "dlaunch/rdzv/17.3/done");
+  CHECK(RdzvKeys("a").node(0) != RdzvKeys("b").node(0));
+}

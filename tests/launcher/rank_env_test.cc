@@ -4,7 +4,7 @@
 
 #include "hostfiles/hostfile.h"
 #include "hostfiles/placement.h"
-#include "launcher/rank_env.h"
+#include "tests/launcher/rank_env_parts.h"
 
 using dl::launcher::EnvMap;
 using dl::launcher::JobEnv;
@@ -190,4 +190,24 @@ TEST_CASE("contradicted_vars: Slurm's task variables are rewritten on purpose, w
   auto ours = rank_env(j, 1);
   EnvMap inherited = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_TASK_PID", "77"}, {"RANK", "0"}};
   CHECK(dl::launcher::contradicted_vars(inherited, ours) == std::vector<std::string>{"RANK"});
+}
+
+TEST_CASE("contradicted_vars: a name that only starts like an identity is the user's, never warned about",
+          "[launcher]") {
+  auto p = dl::hostfiles::place_local(2, 1);
+  JobEnv j = job(&p);
+  auto ours = rank_env(j, 0);
+  // The identity table (control/env_names.h) lists PMI's names one by one:
+  // a script's own PMI_ENV_PORT, or MPI_LOCAL_SCRATCH, is neither PMI's nor
+  // Hydra's, whatever its first letters.
+  EnvMap inherited = {{"PMI_ENV_PORT", "7001"}, {"PMI_RANKS_FILE", "/x"}, {"MPI_LOCAL_SCRATCH", "/tmp"},
+                      {"OMPI_COMM_WORLD_NOTE", "x"}, {"PMI_PORT", "h:1"}, {"MPI_LOCALRANKID", "1"}};
+  auto got = dl::launcher::contradicted_vars(inherited, ours);
+  std::sort(got.begin(), got.end());
+  // PMI_PORT: removed (PMI's socket); MPI_LOCALRANKID: replaced (ours is 0).
+  CHECK(got == std::vector<std::string>{"MPI_LOCALRANKID", "PMI_PORT"});
+  for (const char* mine : {"PMI_ENV_PORT", "PMI_RANKS_FILE", "MPI_LOCAL_SCRATCH", "OMPI_COMM_WORLD_NOTE"}) {
+    INFO(mine);
+    CHECK_FALSE(dl::env::is_foreign_identity_var(mine));
+  }
 }
