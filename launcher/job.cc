@@ -208,7 +208,15 @@ void Job::on_message(int node, const control::FromAgent& m) {
   std::visit(control::Visitor{
                  [](const msg::Hello&) { throw RemoteError("a second hello"); },
                  [](const msg::Heartbeat&) {},
-                 [&](const msg::Started&) { on_started(); },
+                 [&](const msg::Started&) { on_started(1); },
+                 [&](const msg::StartedBelow& s) {
+                   // Only a relaying agent counts for others, and never more than its subtree holds.
+                   if (!tree_.has_children(node)) throw RemoteError("started_below from an agent that starts no others");
+                   if (s.count <= 0 || s.count > static_cast<int>(plan_.ranks.size()))
+                     throw RemoteError("started_below of " + std::to_string(s.count) + " ranks, not 1 to " +
+                                       std::to_string(plan_.ranks.size()));
+                   on_started(s.count);
+                 },
                  [&](const msg::Stacks& s) { stacks_->on_stacks(node, s); },
                  [&](const msg::Ready& r) { on_ready(node, r); },
                  [&](const msg::AgentFailed& f) {
