@@ -368,7 +368,10 @@ void Job::health_failed(Node& n, const std::string& text) {
   const std::string line = moved_line(n.host, why, spare->ranks, spare->host) + spares_left(left);
   lost_hosts_.push_back(n.host + " (" + why + ")");
   write_fully(2, "dlaunch: " + line + "\n");
-  server_->send(n.index, msg::Bye{});
+  // An agent that starts others stays, holding no ranks: its bye would end
+  // the agents beneath it, whose hosts passed.
+  if (tree_.has_children(n.index)) log(n.host + " takes no ranks; its agent stays to relay for the hosts beneath it");
+  else server_->send(n.index, msg::Bye{});
   if (ready_to_launch() && !fate_.failed()) launch_all();
 }
 

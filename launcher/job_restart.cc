@@ -159,8 +159,13 @@ std::string Job::move_to_spares(std::vector<int>& anew, bool again) {
         lines += (lines.empty() ? "" : "; ") + moved_line(n.host, n.why_gone, n.ranks, "");
       }
   }
-  const std::string rehomed = new_agents_beneath(gone, beneath);
-  if (!rehomed.empty() && !lines.empty()) lines += "; " + rehomed;
+  // A host out of the job whose agent stayed to relay (it failed the health
+  // gate) and is gone now: the hosts beneath it take its place as a lost one's.
+  std::vector<int> above = gone;
+  for (const auto& n : nodes_)
+    if (n.ours() && n.lost && n.state != NodeState::kUp && tree_.has_children(n.index)) above.push_back(n.index);
+  const std::string rehomed = new_agents_beneath(above, beneath);
+  if (!rehomed.empty() && (!lines.empty() || !plan_.spares.empty())) lines += (lines.empty() ? "" : "; ") + rehomed;
   anew.insert(anew.end(), beneath.begin(), beneath.end());
   if (torch_store_ && !lines.empty()) torch_store_->rename_nodes(seat_hosts());
   return lines;

@@ -233,6 +233,17 @@ std::set<int> done_ranks(const std::string& out) {
   return done;
 }
 
+// spare_tree_run's 9 agents, once they and the 8 ranks run, shaped as it says.
+std::map<std::string, pid_t> spare_tree_up(const std::string& m, const Child& c) {
+  auto a = wait_agents(m, 9, 60, c.pid);
+  REQUIRE(a.size() == 9);
+  REQUIRE(parent_of(a.at(host(6, m))) == a.at(host(5, m)));
+  REQUIRE(parent_of(a.at(host(5, m))) == a.at(host(4, m)));
+  REQUIRE(parent_of(a.at(host(8, m))) == c.pid);  // the spare: dlaunch's own
+  REQUIRE(wait_marked(m, 9 + 8, 60, c.pid).size() >= 17);
+  return a;
+}
+
 // The line of a membership change counts every rank of the next attempt
 // started, also those whose `started` an interior agent counted and sent up
 // as one started_below (two levels of them here).
@@ -242,12 +253,7 @@ TEST_CASE("tree: --spares - a lost leaf's rank moves to the spare and the change
   const std::string m = new_marker();
   Child c = start(spare_tree_run(m, sleep_then_done(m)));
   ChildGuard guard{c, m};
-  auto a = wait_agents(m, 9, 60, c.pid);
-  REQUIRE(a.size() == 9);
-  REQUIRE(parent_of(a.at(host(6, m))) == a.at(host(5, m)));
-  REQUIRE(parent_of(a.at(host(5, m))) == a.at(host(4, m)));
-  CHECK(parent_of(a.at(host(8, m))) == c.pid);  // the spare: dlaunch's own
-  REQUIRE(wait_marked(m, 9 + 8, 60, c.pid).size() >= 17);
+  auto a = spare_tree_up(m, c);
   ::kill(a.at(host(6, m)), SIGKILL);
   RunResult r = wait(c, 60);
   INFO(r.out << r.err);
@@ -269,10 +275,7 @@ TEST_CASE("tree: --spares - an interior agent killed: its seat goes to the spare
   const std::string m = new_marker();
   Child c = start(spare_tree_run(m, sleep_then_done(m)));
   ChildGuard guard{c, m};
-  auto a = wait_agents(m, 9, 60, c.pid);
-  REQUIRE(a.size() == 9);
-  REQUIRE(parent_of(a.at(host(6, m))) == a.at(host(5, m)));
-  REQUIRE(wait_marked(m, 9 + 8, 60, c.pid).size() >= 17);
+  auto a = spare_tree_up(m, c);
   ::kill(a.at(host(5, m)), SIGKILL);
   RunResult r = wait(c, 60);
   INFO(r.out << r.err);
@@ -293,11 +296,8 @@ TEST_CASE("tree: --spares - the spare's agent killed mid-job is said and the job
   const std::string go = "/tmp/dl-tree-go-" + m;
   Child c = start(spare_tree_run(m, {"sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.1; done; echo done $RANK $NODE_RANK", go}));
   ChildGuard guard{c, m};
-  auto a = wait_agents(m, 9, 60, c.pid);
-  REQUIRE(a.size() == 9);
-  REQUIRE(parent_of(a.at(host(8, m))) == c.pid);
+  auto a = spare_tree_up(m, c);  // (the ranks' sh carries the go file's name, the marker in it)
   for (int i = 0; i < 8; ++i) CHECK(parent_of(a.at(host(i, m))) != a.at(host(8, m)));
-  REQUIRE(wait_marked(m, 9 + 8, 60, c.pid).size() >= 17);  // the ranks' sh carries the go file's name, the marker in it
   ::kill(a.at(host(8, m)), SIGKILL);
   ::usleep(1000000);
   {

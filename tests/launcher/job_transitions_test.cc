@@ -767,6 +767,19 @@ TEST_CASE("job transitions: the agent's own checks (its temp dir) fail a host in
 
 // A second host lost between two attempts (the launcher restarting: every
 // rank of the failed attempt reported, the agents asked to get ready), with
+namespace {
+// Node `node`'s connection resets while the restart waits for the agents:
+// the restart must go on (the job's lines say why where it does not).
+void lost_while_restarting(Harness& h, int node) {
+  h.links->close(node, "connection reset");
+  h.settle();
+  const bool restarting = h.job->phase() == Phase::kRestarting;
+  if (!restarting) h.finish();
+  INFO(h.err);
+  REQUIRE(restarting);
+}
+}  // namespace
+
 // --min-hosts still allowing the job: the chaos case "a second host lost
 // during the swap". The next attempt runs on the one host left.
 TEST_CASE("job transitions: --min-hosts: a second host lost while the restart waits for the agents - the job goes on "
@@ -783,12 +796,7 @@ TEST_CASE("job transitions: --min-hosts: a second host lost while the restart wa
   h.links->exited(0, 0, std::nullopt, SIGTERM), h.links->exited(2, 2, std::nullopt, SIGTERM);
   h.settle();
   REQUIRE(h.job->phase() == Phase::kRestarting);
-  h.links->close(2, "connection reset");  // before its ready: lost during the swap
-  h.settle();
-  const bool restarting = h.job->phase() == Phase::kRestarting;
-  if (!restarting) h.finish();
-  INFO(h.err);
-  REQUIRE(restarting);
+  lost_while_restarting(h, 2);  // before its ready: lost during the swap
   h.links->say(0, msg::Ready{1, 31000});
   h.settle();
   REQUIRE(h.job->phase() == Phase::kLaunched);
@@ -871,12 +879,7 @@ TEST_CASE("job transitions: --spares: node rank 0's host lost after it said read
   h.links->say(3, msg::Ready{1, 32003});
   h.links->say(0, msg::Ready{1, 31000});
   h.settle();
-  h.links->close(0, "connection reset");  // node rank 0's host, after its ready
-  h.settle();
-  const bool restarting = h.job->phase() == Phase::kRestarting;
-  if (!restarting) h.finish();
-  INFO(h.err);
-  REQUIRE(restarting);
+  lost_while_restarting(h, 0);  // node rank 0's host, after its ready
   h.links->say(1, msg::Ready{1, 31001});
   h.settle();
   REQUIRE(h.job->phase() == Phase::kLaunched);
@@ -951,4 +954,52 @@ TEST_CASE("job transitions: --spares in a launch tree: the spare is dlaunch's ow
   CHECK_THAT(h.err, Catch::Contains("attempt 2 of 2: fake-4 lost (connection reset); its rank 4 moved to spare fake-7; "
                                     "no spare left; the 2 hosts beneath fake-4 in the launch tree (fake-5, fake-6) get "
                                     "new agents, started by dlaunch and fake-5; 7 ranks running again"));
+}
+
+// An interior agent of the tree whose host fails the health gate: its seat
+// goes to the spare, and its agent stays, holding no ranks, to relay for the
+// hosts beneath it (its bye would end theirs). When it is lost later, the
+// hosts beneath it get new agents, the first in its place.
+TEST_CASE("job transitions: the health gate in a launch tree: an interior host that fails keeps its agent as a relay, "
+          "holding no ranks",
+          "[launcher][job][transitions][health][spares][tree]") {
+  RunOptions o = restart_options(1);
+  o.launcher = dl::remote::StartMethod::kSim;
+  o.fanout = 2;
+  o.health_check = "check";
+  Harness h(o, nullptr, {}, hosts_and_spares(7, 1));
+  for (int n = 0; n < 8; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+  h.settle();
+  for (int n = 0; n < 8; ++n) h.links->say(n, msg::Health{n != 4, n == 4 ? "GPU 0 is gone" : ""});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(h.links->sent(4).count<msg::Bye>() == 0);
+  const auto relay = h.links->sent(4).all<msg::Launch>();
+  REQUIRE(relay.size() == 1);
+  CHECK(relay[0].ranks.empty());  // heartbeats only
+  CHECK(ranks_of(h.links->sent(7).all<msg::Launch>().at(0)) == std::vector<int>{4});
+  // The relay is lost: fake-5 and fake-6 with it; they keep their seats.
+  h.links->close(4, "connection reset");
+  h.links->close(5, "lost with the agent on fake-4, which relayed for it (connection reset)");
+  h.links->close(6, "lost with the agent on fake-4, which relayed for it (connection reset)");
+  h.settle();
+  for (int r : {0, 1, 2, 3}) h.links->exited(r, r, std::nullopt, SIGTERM);
+  h.links->exited(7, 4, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  CHECK(h.starter->specs.back().node == 5);  // in fake-4's place, from dlaunch
+  for (int n : {0, 1, 2, 3, 7}) h.links->say(n, msg::Ready{1, 31000 + n});
+  REQUIRE(h.links->hello(5, 31005) == "");
+  REQUIRE(h.links->hello(6, 31006) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(ranks_of(h.links->sent(6).all<msg::Launch>().at(1)) == std::vector<int>{6});
+  for (auto [node, rank] : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {2, 2}, {3, 3}, {7, 4}, {5, 5}, {6, 6}})
+    h.links->exited(node, rank, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("fake-4 lost (failed the health check: GPU 0 is gone); its rank 4 moved to spare fake-7"));
+  CHECK_THAT(h.err, Catch::Contains("attempt 2 of 2: the 2 hosts beneath fake-4 in the launch tree (fake-5, fake-6) get "
+                                    "new agents, started by dlaunch and fake-5"));
 }
