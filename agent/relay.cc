@@ -19,16 +19,16 @@ const std::string& heartbeat_text() {
   return t;
 }
 
-// Whether a child's JSON frame is one nobody above acts on: a heartbeat (this
-// agent watches the child's silence itself) or a rank's `started` (the
-// launcher keeps no state on it; the rank's `exited` is what counts). At
-// 1,024 hosts x 8 the `started` frames were half of what reached the launcher.
-bool stays_here(const std::string& json) {
-  static const std::string started = "{\"t\":\"started\"";
-  return json == heartbeat_text() || json.compare(0, started.size(), started) == 0;
-}
-
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+// A rank's `started` of a child: counted here, not passed up (at 1,024 hosts
+// x 8 a frame per rank was half of what reached the launcher).
+bool is_started(std::string_view json) { return starts_with(json, "{\"t\":\"started\""); }
+bool is_started_below(std::string_view json) { return starts_with(json, "{\"t\":\"started_below\""); }
+
+// The most ranks one started_below may count: more than a subtree can hold
+// is a peer's error, not a number to add up.
+constexpr int kMostStarted = 1 << 24;
 
 // The longest a hello, clean exit or stack dump of a host beneath waits here
 // for the others: the launcher needs every hello before it launches, every
@@ -49,7 +49,7 @@ Relay::Relay(boost::asio::io_context& io, std::string token, std::string own_hos
                           accepted(std::move(s), std::move(slot));
                         },
                         [this](const std::string& line) { hooks_.say("relay port: " + line); }}),
-      gather_timer_(io) {}
+      gather_timer_(io), started_timer_(io) {}
 
 Relay::~Relay() { stop(); }
 
@@ -171,8 +171,16 @@ void Relay::on_frame(const std::shared_ptr<Connection>& c, int& node, wire::Fram
     if (r.node == control::kEveryNode || static_cast<int>(r.node) == node || v == via_.end() || v->second != node)
       throw RemoteError("relayed a frame of node " + std::to_string(r.node) + ", which is not beneath it");
     up(wire::encode_frame(control::kRouted, f.payload), may_wait(r.inner.type, r.inner.payload), static_cast<int>(r.node));
-  } else if (f.type == wire::kJson && stays_here(f.payload)) {
-    return;
+  } else if (f.type == wire::kJson && f.payload == heartbeat_text()) {
+    return;  // this agent watches the child's silence itself
+  } else if (f.type == wire::kJson && is_started(f.payload)) {
+    return count_started(1);
+  } else if (f.type == wire::kJson && is_started_below(f.payload)) {
+    auto m = control::decode_from_agent(f.payload);
+    const int count = std::get<msg::StartedBelow>(m).count;
+    if (count <= 0 || count > kMostStarted)
+      throw RemoteError("started_below of " + std::to_string(count) + " ranks, not 1 to " + std::to_string(kMostStarted));
+    return count_started(count);
   } else {
     up(control::routed_frame(static_cast<uint32_t>(node), f.type, f.payload), may_wait(f.type, f.payload), node);
   }
@@ -266,7 +274,24 @@ Relay::Wait Relay::may_wait(uint8_t type, std::string_view payload) {
   return Wait::kNo;
 }
 
+void Relay::count_started(int count) {
+  if (started_ > kMostStarted - count) flush_started();
+  started_ += count;
+  if (started_ != count) return;  // the hold is running
+  started_timer_.expires_after(kStartedHold);
+  started_timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) flush_started();
+  });
+}
+
+void Relay::flush_started() {
+  if (started_ == 0) return;
+  started_timer_.cancel();
+  hooks_.up(control::frame(msg::StartedBelow{std::exchange(started_, 0)}));
+}
+
 void Relay::up(std::string frame, Wait wait, int node) {
+  flush_started();  // a rank's start goes up before anything said after it
   if (wait == Wait::kNo) {
     release();
     return hooks_.up(std::move(frame));

@@ -7,7 +7,11 @@
 //   up:   each child's frames wrapped as kRouted frames of its node; frames
 //         already wrapped (from beneath the child) passed on unchanged, once
 //         checked to come from that child's subtree; heartbeats dropped
-//         (this agent watches its children's silence itself); the hellos
+//         (this agent watches its children's silence itself); the ranks'
+//         `started` counted, and the count sent up as one started_below
+//         at most kStartedHold after the first (and before any other frame
+//         sent up), so the launcher can count an attempt's ranks started
+//         without a frame per rank; the hellos
 //         and clean exits of the hosts beneath gathered and sent in one
 //         write once every host beneath has said its hello (or its last
 //         clean exit), or kGatherHold after the first, and always before
@@ -97,6 +101,9 @@ class Relay {
   static Wait may_wait(uint8_t type, std::string_view payload);
   void up(std::string frame, Wait wait, int node);
   void release();
+  // The children's started ranks: counted, and sent up as one started_below.
+  void count_started(int count);
+  void flush_started();
 
   boost::asio::io_context& io_;
   std::string token_, own_host_;
@@ -115,6 +122,14 @@ class Relay {
   // The nodes beneath whose hello / last clean exit / stacks came.
   std::set<int> hello_from_, last_from_, stacks_from_;
   boost::asio::steady_timer gather_timer_;
+  int started_ = 0;  // ranks beneath whose start is not yet sent up
+  boost::asio::steady_timer started_timer_;
+
+ public:
+  // The longest a started rank's count waits here for others: short beside
+  // a start (a restart's line says how long its ranks took to run again),
+  // long beside a burst of a subtree's `started` frames.
+  static constexpr std::chrono::milliseconds kStartedHold{10};
 };
 
 }  // namespace dl::agent

@@ -93,6 +93,7 @@ template <class M> std::string frame(const M& m) { return wire::encode_frame(wir
   template std::string frame<msg::M>(const msg::M&);
 DL_CONTROL_MESSAGE(Hello)
 DL_CONTROL_MESSAGE(Started)
+DL_CONTROL_MESSAGE(StartedBelow)
 DL_CONTROL_MESSAGE(ExitedClean)
 DL_CONTROL_MESSAGE(Exited)
 DL_CONTROL_MESSAGE(SpawnFailed)

@@ -128,6 +128,19 @@ struct Started {
   template <class S, class V> static void fields(S& s, V& v) { v("rank", s.rank), v("pid", s.pid); }
 };
 
+// The launch tree: `count` ranks beneath this agent were started since its
+// last such message. A relaying agent passes none of its children's
+// `started` up: it counts them (and its children's own started_below) and
+// sends the sum, at most kStartedHold after the first and before any other
+// frame it sends up, so the launcher can count the ranks of an attempt
+// started (the line of a membership change, docs/failures.md) without a
+// frame per rank.
+struct StartedBelow {
+  static constexpr const char* kType = "started_below";
+  int count = 0;
+  template <class S, class V> static void fields(S& s, V& v) { v("count", s.count); }
+};
+
 // A rank ended, sent after the last of its output. Exactly one of code and
 // signal is set.
 struct Exited {
@@ -673,7 +686,7 @@ using MpiDown = std::variant<msg::FenceFailed, msg::SpawnReply, msg::SpawnLaunch
 
 // What each side may receive. Decoding picks the alternative by "t", looking
 // into MpiUp and MpiDown for theirs.
-using FromAgent = std::variant<msg::Hello, msg::Started, msg::Exited, msg::ExitedClean, msg::SpawnFailed, msg::Heartbeat, msg::Stacks,
+using FromAgent = std::variant<msg::Hello, msg::Started, msg::StartedBelow, msg::Exited, msg::ExitedClean, msg::SpawnFailed, msg::Heartbeat, msg::Stacks,
                                msg::Ready, msg::AgentFailed, msg::AgentLost, msg::Health, MpiUp>;
 using FromLauncher = std::variant<msg::Launch, msg::LaunchEnv, msg::Signal, msg::Kill, msg::StdinEof, msg::Heartbeat, msg::Bye,
                                   msg::DumpStacks, msg::Restart, msg::StartAgents, msg::HealthCheck, MpiDown>;

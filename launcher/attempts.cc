@@ -7,15 +7,20 @@ namespace dl::launcher {
 void Attempts::begin_restart(std::vector<int> nodes, std::vector<int> anew, int port_node) {
   waiting_ = {nodes.begin(), nodes.end()};
   anew_ = {anew.begin(), anew.end()};
-  first_node_ = port_node >= 0 ? port_node : waiting_.empty() ? -1 : *waiting_.begin();
-  port_ = 0;
+  port_node_ = port_node >= 0 ? port_node : waiting_.empty() ? -1 : *waiting_.begin();
+  ports_.clear();
   restarting_ = true;
 }
 
 bool Attempts::ready(int node, int attempt, int free_port) {
   if (attempt != next() || waiting_.erase(node) == 0) return false;
-  if (node == first_node_) port_ = free_port;
+  ports_[node] = free_port;
   return waiting_.empty();
+}
+
+int Attempts::master_port() const {
+  auto it = ports_.find(port_node_);
+  return it == ports_.end() ? 0 : it->second;
 }
 
 std::string Attempts::attempt_name(int n) const {

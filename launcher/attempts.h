@@ -10,6 +10,7 @@
 //
 // Pure state and wording, unit-tested (tests/launcher/attempts_test.cc); the
 // Job (launcher/job_restart.cc) does the sending.
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -42,6 +43,10 @@ class Attempts {
   // `port_node` (node rank 0's, which hosts rank 0) offers the next
   // MASTER_PORT; -1: the lowest of `nodes`.
   void begin_restart(std::vector<int> nodes, std::vector<int> anew = {}, int port_node = -1);
+  // Node rank 0's seat moved during the restart (its host lost after the
+  // restart began): `node` holds it now and offers MASTER_PORT, with the
+  // port it said is free (now, or in its answer to come).
+  void port_from(int node) { port_node_ = node; }
   // `node` will not answer (a spare lost during the restart): returns true
   // when that leaves no node to wait for.
   bool forget(int node) { return waiting_.erase(node) > 0 && waiting_.empty(); }
@@ -63,9 +68,9 @@ class Attempts {
   // Returns true when that was the last node the restart waited for. An
   // answer for another attempt, or from a node not waited for, is ignored.
   bool ready(int node, int attempt, int free_port);
-  // The next attempt's MASTER_PORT: the port the lowest waited-for node
-  // offered (node 0 hosts rank 0). REQUIRES ready() returned true.
-  int master_port() const { return port_; }
+  // The next attempt's MASTER_PORT: the port node rank 0's host offered
+  // (it hosts rank 0); 0 if it has not answered. REQUIRES ready() returned true.
+  int master_port() const;
   // The nodes that have not answered yet (for a timeout's message).
   std::vector<int> waiting() const { return {waiting_.begin(), waiting_.end()}; }
 
@@ -88,7 +93,8 @@ class Attempts {
  private:
   int max_ = 0, restart_ = 0;
   std::set<int> waiting_, anew_;
-  int first_node_ = -1, port_ = 0;
+  int port_node_ = -1;
+  std::map<int, int> ports_;  // by node: the free port in its answer
   std::string attempt_name(int n) const;
   std::string verdict_line(const Fate& fate) const;
   std::string refused_, last_failed_host_;

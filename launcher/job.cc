@@ -212,7 +212,15 @@ void Job::on_message(int node, const control::FromAgent& m) {
   std::visit(control::Visitor{
                  [](const msg::Hello&) { throw RemoteError("a second hello"); },
                  [](const msg::Heartbeat&) {},
-                 [&](const msg::Started&) { on_started(); },
+                 [&](const msg::Started&) { on_started(1); },
+                 [&](const msg::StartedBelow& s) {
+                   // Only a relaying agent counts for others, and never more than its subtree holds.
+                   if (!tree_.has_children(node)) throw RemoteError("started_below from an agent that starts no others");
+                   if (s.count <= 0 || s.count > static_cast<int>(plan_.ranks.size()))
+                     throw RemoteError("started_below of " + std::to_string(s.count) + " ranks, not 1 to " +
+                                       std::to_string(plan_.ranks.size()));
+                   on_started(s.count);
+                 },
                  [&](const msg::Stacks& s) { stacks_->on_stacks(node, s); },
                  [&](const msg::Ready& r) { on_ready(node, r); },
                  [&](const msg::AgentFailed& f) {
@@ -403,7 +411,10 @@ void Job::health_failed(Node& n, const std::string& text) {
   const std::string line = moved_line(n.host, why, spare->ranks, spare->host) + spares_left(left);
   lost_hosts_.push_back(n.host + " (" + why + ")");
   write_fully(2, "dlaunch: " + line + "\n");
-  server_->send(n.index, msg::Bye{});
+  // An agent that starts others stays, holding no ranks: its bye would end
+  // the agents beneath it, whose hosts passed.
+  if (tree_.has_children(n.index)) log(n.host + " takes no ranks; its agent stays to relay for the hosts beneath it");
+  else server_->send(n.index, msg::Bye{});
   if (ready_to_launch() && !fate_.failed()) launch_all();
 }
 

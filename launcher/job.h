@@ -170,6 +170,12 @@ class Job : public AgentLinks::Handler {
   // returns the lines that say so, "" if none moved. Nodes left without an
   // agent and without a spare are started anew (returned in `anew`).
   std::string move_to_spares(std::vector<int>& anew, bool again = false);
+  // The launch tree: whether `n`'s agent is gone with an agent above it
+  // (it ends when its parent's link does), not lost itself.
+  bool lost_with_relay(const Node& n) const;
+  std::string new_agents_beneath(const std::vector<int>& gone, const std::vector<int>& beneath);
+  // The control server's routes from tree_ (its roots, by node).
+  void set_routes();
   // A seated host lost while the restart waits for the agents: a spare
   // takes its seat, or the world shrinks (--min-hosts), or the restart fails.
   void lost_while_restarting(Node& n, const std::string& why);
@@ -178,7 +184,9 @@ class Job : public AgentLinks::Handler {
   control::msg::Launch standby_launch() const;
   // The agent that runs node rank `seat`.
   Node& seated(int seat) { return nodes_.at(static_cast<size_t>(seats_.at(static_cast<size_t>(seat)))); }
-  void on_started();
+  // `count` ranks of the attempt started (one agent's `started`, or a
+  // relaying agent's started_below for its subtree).
+  void on_started(int count);
   // The hosts by node rank (the one that holds each seat now).
   std::vector<std::string> seat_hosts() const;
   // A spare whose agent could not start, did not connect or was lost: the

@@ -39,24 +39,32 @@ void Job::make_starter() {
     so.ssh_parallel = opts_.ssh_parallel;
     so.launcher_exec = remote::split_launcher_exec(opts_.launcher_exec);
     so.early_agent = std::move(early_agent_);
+    so.hosts_may_go = !plan_.spares.empty() || opts_.min_hosts > 0;
     starter_ = remote::make_agent_starter(opts_.launcher, io_, std::move(so), std::move(ev));
   }
 }
 
 // The tree's shape, from the nodes this launcher would start itself over
 // ssh or the test bed (the local one is forked; srun starts all at once).
+// Spares are never in it: this launcher starts them itself, beside the
+// roots, so a lost host never takes a spare with it and a lost spare takes
+// no host (docs/failures.md, "Spares").
 void Job::plan_tree() {
   if (!remote::starts_tree(opts_.launcher)) return;
   std::vector<int> starts;
   for (auto& n : nodes_)
-    if (n.ours() && !n.local) starts.push_back(n.index);
+    if (n.ours() && !n.local && n.seat >= 0) starts.push_back(n.index);
   tree_ = LaunchTree(starts, nodes_.size(), opts_.fanout);
   if (tree_.flat()) return;
+  set_routes();
+  log("launch tree: " + std::to_string(starts.size()) + " hosts, fanout " + std::to_string(opts_.fanout) + ", depth " +
+      std::to_string(tree_.depth()) + (plan_.spares.empty() ? "" : ", the spares started by dlaunch"));
+}
+
+void Job::set_routes() {
   std::vector<std::string> hosts;
   for (auto& n : nodes_) hosts.push_back(n.host);
   server_->set_routes(tree_.roots_by_node(), std::move(hosts));
-  log("launch tree: " + std::to_string(starts.size()) + " hosts, fanout " + std::to_string(opts_.fanout) + ", depth " +
-      std::to_string(tree_.depth()));
 }
 
 namespace {

@@ -93,8 +93,10 @@ void Job::launch_all() {
       write_fully(2, inherited_identity_warning(*m, in.launcher_env, chosen_env(in), plan.shared.env)), warned = true;
     server_->send(seats_[seat], *m);
   }
+  // Spares, and a host that failed the health gate but relays for the hosts beneath it.
   for (const auto& n : nodes_)
-    if (n.seat < 0 && !n.lost && n.state == NodeState::kUp) server_->send(n.index, standby_launch());
+    if (n.seat < 0 && (!n.lost || tree_.has_children(n.index)) && n.state == NodeState::kUp)
+      server_->send(n.index, standby_launch());
   start_stdin_reader();
 }
 

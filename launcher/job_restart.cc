@@ -86,22 +86,28 @@ void Job::lost_while_restarting(Node& n, const std::string& why) {
   attempts_.changed(moved);
   if (change_) change_->line += "; " + moved;
   else change_ = Change{moved, std::chrono::steady_clock::now(), 0};
+  // Node rank 0's seat may have moved (or the world been numbered again):
+  // MASTER_PORT is the port its host now offers.
+  attempts_.port_from(seats_.at(0));
   if (attempts_.forget(n.index)) all_ready();
 }
 
 // `again`: a second change in the same restart (lost_while_restarting): the
 // failed attempt's host was counted already.
 std::string Job::move_to_spares(std::vector<int>& anew, bool again) {
-  std::vector<int> gone, spares;
+  std::vector<int> gone, spares, beneath;  // beneath: gone with the agent above them in the launch tree
   for (const auto& n : nodes_) {
     if (!n.ours() || n.lost) continue;
-    if (n.seat >= 0 && n.state != NodeState::kUp) gone.push_back(n.index);
+    if (n.seat >= 0 && n.state != NodeState::kUp) (lost_with_relay(n) ? beneath : gone).push_back(n.index);
     if (n.seat < 0 && n.state == NodeState::kUp) spares.push_back(n.index);
   }
+  // An agent that starts others is not swapped for its ranks' failures: its
+  // bye would end its subtree's agents too.
   int flaky = -1;
   if (!again && attempts_.failed_again(fate_.failed_host()) && spares.size() > gone.size())
     for (const auto& n : nodes_)
-      if (n.seat >= 0 && n.state == NodeState::kUp && n.host == fate_.failed_host()) flaky = n.index;
+      if (n.seat >= 0 && n.state == NodeState::kUp && n.host == fate_.failed_host() && !tree_.has_children(n.index))
+        flaky = n.index;
   if (flaky >= 0) gone.push_back(flaky);
   const auto moves = fill_from_spares(seats_, gone, spares);
   std::string lines;
@@ -116,7 +122,6 @@ std::string Job::move_to_spares(std::vector<int>& anew, bool again) {
     lines += (lines.empty() ? "" : "; ") + moved_line(from.host, why, to.ranks, to.host);
     log("node rank " + std::to_string(mv.seat) + " moves from " + from.host + " to spare " + to.host);
   }
-  if (!moves.empty()) lines += spares_left(spares.size());
   for (const auto& mv : moves) {
     const Node& n = nodes_.at(static_cast<size_t>(mv.from));
     lost_hosts_.push_back(n.host + (n.why_gone.empty() || mv.from == flaky ? "" : " (" + n.why_gone + ")"));
@@ -125,6 +130,7 @@ std::string Job::move_to_spares(std::vector<int>& anew, bool again) {
   for (int g : gone)
     if (nodes_.at(static_cast<size_t>(g)).seat >= 0 && g != flaky) unfilled.push_back(g);
   if (opts_.min_hosts > 0 && !unfilled.empty()) {
+    if (!moves.empty()) lines += spares_left(spares.size());
     for (int g : unfilled) {
       const Node& n = nodes_.at(static_cast<size_t>(g));
       lost_hosts_.push_back(n.host + (n.why_gone.empty() ? "" : " (" + n.why_gone + ")"));
@@ -144,8 +150,61 @@ std::string Job::move_to_spares(std::vector<int>& anew, bool again) {
     }
   } else {
     anew = unfilled;  // the same host again, as without --spares
+    // Said beside the spares' moves (a host lost with none left for it);
+    // without spares a restart's new agents are said as they always were.
+    if (!moves.empty() && anew.empty()) lines += spares_left(spares.size());
+    if (!plan_.spares.empty())
+      for (int g : anew) {
+        const Node& n = nodes_.at(static_cast<size_t>(g));
+        lines += (lines.empty() ? "" : "; ") + moved_line(n.host, n.why_gone, n.ranks, "");
+      }
   }
+  // A host out of the job whose agent stayed to relay (it failed the health
+  // gate) and is gone now: the hosts beneath it take its place as a lost one's.
+  std::vector<int> above = gone;
+  for (const auto& n : nodes_)
+    if (n.ours() && n.lost && n.state != NodeState::kUp && tree_.has_children(n.index)) above.push_back(n.index);
+  const std::string rehomed = new_agents_beneath(above, beneath);
+  if (!rehomed.empty() && (!lines.empty() || !plan_.spares.empty())) lines += (lines.empty() ? "" : "; ") + rehomed;
+  anew.insert(anew.end(), beneath.begin(), beneath.end());
   if (torch_store_ && !lines.empty()) torch_store_->rename_nodes(seat_hosts());
+  return lines;
+}
+
+bool Job::lost_with_relay(const Node& n) const {
+  for (int p = tree_.parent(n.index); p >= 0; p = tree_.parent(p))
+    if (nodes_.at(static_cast<size_t>(p)).state != NodeState::kUp) return true;
+  return false;
+}
+
+// The hosts `beneath` lost only with an agent above them in the launch tree
+// (`gone`) keep their seats and get new agents. Where the lost agent's host
+// left the job (its seat went to a spare, or the world shrank without it),
+// the first host beneath it takes its place in the tree and starts the
+// rest; where it gets a new agent itself, that one starts them again.
+// Returns the line that names them ("" for none).
+std::string Job::new_agents_beneath(const std::vector<int>& gone, const std::vector<int>& beneath) {
+  std::string lines;
+  bool moved = false;
+  for (int g : gone) {
+    std::string names;
+    int count = 0;
+    for (int b : tree_.beneath(g))
+      if (std::find(beneath.begin(), beneath.end(), b) != beneath.end())
+        names += (names.empty() ? "" : ", ") + nodes_.at(static_cast<size_t>(b)).host, ++count;
+    if (count == 0) continue;
+    const Node& lost = nodes_.at(static_cast<size_t>(g));
+    lines += std::string(lines.empty() ? "" : "; ") + (count == 1 ? "the host" : "the " + std::to_string(count) + " hosts") +
+             " beneath " + lost.host + " in the launch tree (" + names + ") " + (count == 1 ? "gets a new agent" : "get new agents");
+    if (!lost.lost) continue;  // it gets a new agent, which starts them again
+    const int head = tree_.rehome(g);
+    moved = true;
+    const int up = tree_.parent(head);
+    lines += std::string(", started by ") + (up < 0 ? "dlaunch" : nodes_.at(static_cast<size_t>(up)).host) +
+             (count == 1 ? "" : " and " + nodes_.at(static_cast<size_t>(head)).host);
+    log("launch tree: " + nodes_.at(static_cast<size_t>(head)).host + " takes the place of " + lost.host);
+  }
+  if (moved) set_routes();
   return lines;
 }
 
@@ -194,8 +253,8 @@ std::string Job::shrink(const std::vector<int>& dropped) {
 
 // Every rank of the attempt that follows a membership change has started:
 // the change, said once, with the time it took.
-void Job::on_started() {
-  if (!change_ || ++change_->started < static_cast<int>(plan_.ranks.size())) return;
+void Job::on_started(int count) {
+  if (!change_ || (change_->started += count) < static_cast<int>(plan_.ranks.size())) return;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - change_->known).count();
   char took[32];
   std::snprintf(took, sizeof took, "%.1f", s);

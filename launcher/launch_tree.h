@@ -36,17 +36,28 @@ class LaunchTree {
   // The nodes beneath `n` (not `n`).
   std::vector<int> beneath(int n) const;
   bool has_children(int n) const;
+  // Node `n` leaves the tree (its host was lost and its seat went to a
+  // spare, or the world shrank without it): the first node beneath it takes
+  // its place, started by `n`'s parent (or the launcher), and the rest of
+  // `n`'s subtree is dealt beneath that one as the tree deals a group.
+  // Returns the new head, or -1 when nothing was beneath `n` (nothing
+  // changes then but `n` leaving).
+  int rehome(int n);
   // 1 for a flat launch; 2 when the roots start the rest; ...
   int depth() const { return depth_; }
   bool flat() const { return depth_ <= 1; }
 
  private:
-  void place(const std::vector<int>& group, size_t from, size_t to, int parent, int level, int fanout);
+  // Deals group[from, to) beneath `parent` into `out` (each head followed by its subtree).
+  void place(const std::vector<int>& group, size_t from, size_t to, int parent, int level,
+             std::vector<control::msg::TreeAgent>& out);
+  int level(int n) const;
 
   std::vector<int> parent_;                   // by node
   std::vector<control::msg::TreeAgent> order_;  // every placed node, each followed by its subtree
   std::vector<int> pos_;                      // by node: its index in order_, -1 if not placed
   int depth_ = 1;
+  int fanout_ = 0;
 };
 
 }  // namespace dl::launcher

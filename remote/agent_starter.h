@@ -153,6 +153,10 @@ struct StarterOptions {
   // The local agent forked before the event loop (remote/early_agent.h), for
   // the local node's first start; null: dlaunch-agent is exec'd.
   std::shared_ptr<EarlyAgent> early_agent;
+  // The job goes on without a host it loses (--spares, --min-hosts): a
+  // start method that starts agents together must not end the others when
+  // one ends (srun without --kill-on-bad-exit, and --no-kill).
+  bool hosts_may_go = false;
 };
 
 // Local agents by fork/exec, remote ones over libssh, every ssh session

@@ -27,7 +27,7 @@ namespace asio = boost::asio;
 using std::chrono::milliseconds;
 
 std::vector<std::string> srun_argv(const std::vector<std::string>& exec, const std::vector<std::string>& hosts,
-                                   const std::vector<std::string>& agent_argv) {
+                                   const std::vector<std::string>& agent_argv, bool hosts_may_go) {
   std::vector<std::string> v = exec.empty() ? std::vector<std::string>{"srun"} : exec;
   std::string list;
   for (const auto& h : hosts) list += (list.empty() ? "" : ",") + h;
@@ -35,9 +35,15 @@ std::vector<std::string> srun_argv(const std::vector<std::string>& exec, const s
   // --overlap: the step shares the CPUs the ranks' own steps (or none) use;
   // --cpu-bind=none: the agent and its ranks are not pinned to the step's one
   // CPU (--bind-to does the pinning); --mpi=none: no PMI of srun's in the
-  // ranks' environment beside the agent's PMIx server.
+  // ranks' environment beside the agent's PMIx server. An agent that ends
+  // ends the step (its others end their ranks): the job is over then,
+  // unless it goes on without a lost host (--spares, --min-hosts), when the
+  // others and their node's failures must not end it (--no-kill; the
+  // allocation needs it too: salloc --no-kill).
   v.insert(v.end(), {"--nodes=" + k, "--ntasks=" + k, "--ntasks-per-node=1", "--nodelist=" + list, "--overlap",
-                     "--kill-on-bad-exit=1", "--cpu-bind=none", "--mpi=none", "--input=all"});
+                     hosts_may_go ? "--kill-on-bad-exit=0" : "--kill-on-bad-exit=1"});
+  if (hosts_may_go) v.push_back("--no-kill");
+  v.insert(v.end(), {"--cpu-bind=none", "--mpi=none", "--input=all"});
   v.insert(v.end(), agent_argv.begin(), agent_argv.end());
   return v;
 }
@@ -135,6 +141,15 @@ class SlurmStarter : public AgentStarter {
     if (names_.size() <= static_cast<size_t>(spec.node)) names_.resize(static_cast<size_t>(spec.node) + 1, "-");
     names_[static_cast<size_t>(spec.node)] = spec.host;
     if (spec.local) return local_->start(spec);
+    // A restart's new agent (a lost host, no spare for it): the step that
+    // started the agents cannot take another task. Said at once, not at
+    // the restart's timeout.
+    if (!argv_.empty())
+      return asio::post(io_, [ev = ev_, spec] {
+        ev.failed(spec.node, spec.host + ": its agent cannot be started again under --launcher slurm (one srun step "
+                                         "started every agent, once); --spares K holds hosts back to take a lost "
+                                         "host's place");
+      });
     // Every start() of the job comes before its io_context runs: one srun
     // for them all, once they are known.
     if (remote_.empty()) asio::post(io_, [this] { launch(); });
@@ -213,7 +228,7 @@ class SlurmStarter : public AgentStarter {
     a.node_names = names_;
     std::vector<std::string> agent{agent_path(o_.prefix, true)};
     for (auto& x : control::to_argv(a)) agent.push_back(std::move(x));
-    argv_ = srun_argv(o_.launcher_exec, hosts, agent);
+    argv_ = srun_argv(o_.launcher_exec, hosts, agent, o_.hosts_may_go);
     int pipe_fds[2];
     if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return fail_all(std::string("cannot make a pipe for srun: ") + std::strerror(errno));
     try {

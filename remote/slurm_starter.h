@@ -27,9 +27,10 @@ namespace dl::remote {
 
 // The srun command line that starts `agent_argv` (the agent's path and
 // arguments, --node-names included) once on each of `hosts`. `exec` is
-// --launcher-exec's words ({} = "srun").
+// --launcher-exec's words ({} = "srun"). `hosts_may_go` (StarterOptions):
+// the step goes on when one agent ends or its node fails.
 std::vector<std::string> srun_argv(const std::vector<std::string>& exec, const std::vector<std::string>& hosts,
-                                   const std::vector<std::string>& agent_argv);
+                                   const std::vector<std::string>& agent_argv, bool hosts_may_go = false);
 
 // srun's complaints about nodes ("srun: error: n3: task 2: Exited with exit
 // code 127", "srun: error: n[2-4]: tasks 1-3: ...", "srun: error: Task launch

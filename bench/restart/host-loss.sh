@@ -13,6 +13,8 @@
 #   RUNS=3                                  rounds, each case once per round, medians (default 1)
 #   DLAUNCH_BIN=build/bin                   the dlaunch to measure
 #   KEEP=1                                  keep every case's files (stamps, logs), and say where
+#   FANOUT=0                                --sim: dlaunch's --fanout (default: dlaunch's own, 32;
+#                                           0: flat, every agent started by dlaunch)
 #
 # The cases: mode spare (5 hosts: dlaunch -n 8 --spares 1; torchrun
 # --nnodes 4:4 on h0..h3, a fifth torchrun waiting on h4) and mode shrink
@@ -103,7 +105,9 @@ sim_job() {  # $1 = plain|spare, $2 = K, $3 = ranks per host, $4 = spares; print
   local mark="hl$$r$RANDOM" hosts
   hosts=$(for ((i = 0; i < K + S; i++)); do printf '%sh%d:%d\n' "$mark" "$i" "$R"; done | paste -sd,)
   local np=$((K * R))
-  (cd "$d" && DLAUNCH_SIM=1 exec "$work/measure" "$bin/dlaunch" --launcher sim -H "$hosts" -n "$np" --spares "$S" \
+  local fan=()
+  [ -n "${FANOUT:-}" ] && fan=(--fanout "$FANOUT")
+  (cd "$d" && DLAUNCH_SIM=1 exec "$work/measure" "$bin/dlaunch" --launcher sim -H "$hosts" -n "$np" --spares "$S" "${fan[@]}" \
      --max-restarts 2 --gpus-per-node 0 --mpi none --agent-timeout 600 "$work/hold" "$d/stamps" >"$d/measure.out") &
   local job=$!
   count() { local n=0; [ -f "$d/stamps" ] && n=$(grep -c "^$1 " "$d/stamps"); echo "${n:-0}"; }
@@ -168,7 +172,7 @@ run_sim() {
   local K=${1:-64} R=${SIM_RANKS:-8} S=${SIM_SPARES:-8}
   [[ $K =~ ^[0-9]+$ && $K -ge 2 ]] || { echo "host-loss: --sim K needs K >= 2 hosts, got '$K'" >&2; exit 2; }
   ulimit -n 65536 2>/dev/null || true
-  echo "# host-loss --sim $K: $K hosts x $R ranks + $S spares (--launcher sim), $RUNS round(s); $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+  echo "# host-loss --sim $K: $K hosts x $R ranks + $S spares (--launcher sim, --fanout ${FANOUT:-default}), $RUNS round(s); $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
   local i line plain=() spare=() floors=()
   for ((i = 1; i <= RUNS; i++)); do
     floors+=("$(for _ in 1 2 3; do sim_floor $((K * R)); done | median)")
@@ -186,7 +190,7 @@ run_sim() {
   awk -v pr="$pr" -v sr="$sr" -v fl="$fl" -v pc="$pc" -v sc="$sc" 'BEGIN {
     printf "# plain restart: running again %s s, launcher CPU from the fault on %s s\n", pr, pc
     printf "# spare: running again %s s = %.2fx the fork/exec floor %s s (target 1.3x); launcher CPU from the fault on %s s = %.2fx the plain restart'"'"'s (target 2x)\n", sr, (fl > 0 ? sr / fl : 0), fl, sc, (pc > 0 ? sc / pc : 0) }'
-  echo "recovery launcher=dlaunch hosts=$K ranks=$((K * R)) mode=spare fault=kill detect_s=$sd running_again_s=$sr launcher_cpu_s=$(col 4 "${spare[@]}") floor_s=$fl"
+  echo "recovery launcher=dlaunch hosts=$K ranks=$((K * R)) fanout=${FANOUT:-default} mode=spare fault=kill detect_s=$sd running_again_s=$sr launcher_cpu_s=$(col 4 "${spare[@]}") floor_s=$fl"
 }
 
 if [ "${1:-}" = --sim ]; then

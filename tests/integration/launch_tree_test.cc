@@ -208,3 +208,111 @@ TEST_CASE("tree: --max-restarts starts a lost leaf's agent again from its parent
   CHECK(done.size() == 16);
   CHECK(wait_marked_gone(m, 10, c.pid).empty());
 }
+
+// --spares with the tree: 9 hosts, fanout 2, the last a spare, which is not
+// in the tree (dlaunch starts it): roots 0 and 4; 4 starts 5 and 7, 5
+// starts 6.
+RunSpec spare_tree_run(const std::string& m, std::vector<std::string> rank) {
+  RunSpec s = tree_run(tree_hosts(m, 9, 1), 2, std::move(rank));
+  s.argv.insert(s.argv.begin() + 1, {"-v", "--spares", "1", "--max-restarts", "1", "--kill-grace", "1"});
+  return s;
+}
+
+// Attempt 0 sleeps until the test's fault; attempt 1 says its rank and node rank, and ends.
+std::vector<std::string> sleep_then_done(const std::string& m) {
+  return {"sh", "-c", "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exec sleep \"$0\"; fi; echo done $RANK $NODE_RANK", m};
+}
+
+std::set<int> done_ranks(const std::string& out) {
+  std::set<int> done;
+  std::regex line(R"(done (\d+) (\d+))");
+  for (std::sregex_iterator i(out.begin(), out.end(), line), end; i != end; ++i) {
+    CHECK((*i)[1] == (*i)[2]);  // one rank per host: NODE_RANK is RANK, on the spare too
+    done.insert(std::stoi((*i)[1]));
+  }
+  return done;
+}
+
+// spare_tree_run's 9 agents, once they and the 8 ranks run, shaped as it says.
+std::map<std::string, pid_t> spare_tree_up(const std::string& m, const Child& c) {
+  auto a = wait_agents(m, 9, 60, c.pid);
+  REQUIRE(a.size() == 9);
+  REQUIRE(parent_of(a.at(host(6, m))) == a.at(host(5, m)));
+  REQUIRE(parent_of(a.at(host(5, m))) == a.at(host(4, m)));
+  REQUIRE(parent_of(a.at(host(8, m))) == c.pid);  // the spare: dlaunch's own
+  REQUIRE(wait_marked(m, 9 + 8, 60, c.pid).size() >= 17);
+  return a;
+}
+
+// The line of a membership change counts every rank of the next attempt
+// started, also those whose `started` an interior agent counted and sent up
+// as one started_below (two levels of them here).
+TEST_CASE("tree: --spares - a lost leaf's rank moves to the spare and the change's line counts every rank running "
+          "again through the tree",
+          "[integration][tree][spares]") {
+  const std::string m = new_marker();
+  Child c = start(spare_tree_run(m, sleep_then_done(m)));
+  ChildGuard guard{c, m};
+  auto a = spare_tree_up(m, c);
+  ::kill(a.at(host(6, m)), SIGKILL);
+  RunResult r = wait(c, 60);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("the spares started by dlaunch") != std::string::npos);
+  CHECK(r.err.find("attempt 2 of 2: " + host(6, m) + " lost (") != std::string::npos);
+  CHECK(r.err.find("its rank 6 moved to spare " + host(8, m) + "; no spare left; 8 ranks running again ") !=
+        std::string::npos);
+  CHECK(done_ranks(r.out).size() == 8);
+  CHECK(wait_marked_gone(m, 10, c.pid).empty());
+}
+
+// An interior agent lost takes the agents beneath it down: its seat goes to
+// the spare, the host beneath it keeps its seat and gets a new agent,
+// started by the lost agent's parent in its place.
+TEST_CASE("tree: --spares - an interior agent killed: its seat goes to the spare, the host beneath it gets a new "
+          "agent from the lost one's parent",
+          "[integration][tree][spares]") {
+  const std::string m = new_marker();
+  Child c = start(spare_tree_run(m, sleep_then_done(m)));
+  ChildGuard guard{c, m};
+  auto a = spare_tree_up(m, c);
+  ::kill(a.at(host(5, m)), SIGKILL);
+  RunResult r = wait(c, 60);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("attempt 2 of 2: " + host(5, m) + " lost (") != std::string::npos);
+  CHECK(r.err.find("its rank 5 moved to spare " + host(8, m) + "; no spare left; the host beneath " + host(5, m) +
+                   " in the launch tree (" + host(6, m) + ") gets a new agent, started by " + host(4, m) +
+                   "; 8 ranks running again ") != std::string::npos);
+  CHECK(r.err.find("new agent on " + host(6, m) + " connected") != std::string::npos);
+  CHECK(done_ranks(r.out).size() == 8);
+  CHECK(wait_marked_gone(m, 10, c.pid).empty());
+}
+
+// A spare lost while the ranks run: said once, no restart, no host lost with it.
+TEST_CASE("tree: --spares - the spare's agent killed mid-job is said and the job goes on, nothing else lost",
+          "[integration][tree][spares]") {
+  const std::string m = new_marker();
+  const std::string go = "/tmp/dl-tree-go-" + m;
+  Child c = start(spare_tree_run(m, {"sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.1; done; echo done $RANK $NODE_RANK", go}));
+  ChildGuard guard{c, m};
+  auto a = spare_tree_up(m, c);  // (the ranks' sh carries the go file's name, the marker in it)
+  for (int i = 0; i < 8; ++i) CHECK(parent_of(a.at(host(i, m))) != a.at(host(8, m)));
+  ::kill(a.at(host(8, m)), SIGKILL);
+  ::usleep(1000000);
+  {
+    std::FILE* f = std::fopen(go.c_str(), "w");
+    REQUIRE(f);
+    std::fclose(f);
+  }
+  RunResult r = wait(c, 60);
+  ::unlink(go.c_str());
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("spare " + host(8, m) + " lost (") != std::string::npos);
+  CHECK(r.err.find("no spare left") != std::string::npos);
+  CHECK(r.err.find("lost the agent on") == std::string::npos);
+  CHECK(r.err.find("attempt") == std::string::npos);  // no restart
+  CHECK(done_ranks(r.out).size() == 8);
+  CHECK(wait_marked_gone(m, 10, c.pid).empty());
+}

@@ -776,6 +776,19 @@ TEST_CASE("job transitions: the agent's own checks (its temp dir) fail a host in
 
 // A second host lost between two attempts (the launcher restarting: every
 // rank of the failed attempt reported, the agents asked to get ready), with
+namespace {
+// Node `node`'s connection resets while the restart waits for the agents:
+// the restart must go on (the job's lines say why where it does not).
+void lost_while_restarting(Harness& h, int node) {
+  h.links->close(node, "connection reset");
+  h.settle();
+  const bool restarting = h.job->phase() == Phase::kRestarting;
+  if (!restarting) h.finish();
+  INFO(h.err);
+  REQUIRE(restarting);
+}
+}  // namespace
+
 // --min-hosts still allowing the job: the chaos case "a second host lost
 // during the swap". The next attempt runs on the one host left.
 TEST_CASE("job transitions: --min-hosts: a second host lost while the restart waits for the agents - the job goes on "
@@ -792,12 +805,7 @@ TEST_CASE("job transitions: --min-hosts: a second host lost while the restart wa
   h.links->exited(0, 0, std::nullopt, SIGTERM), h.links->exited(2, 2, std::nullopt, SIGTERM);
   h.settle();
   REQUIRE(h.job->phase() == Phase::kRestarting);
-  h.links->close(2, "connection reset");  // before its ready: lost during the swap
-  h.settle();
-  const bool restarting = h.job->phase() == Phase::kRestarting;
-  if (!restarting) h.finish();
-  INFO(h.err);
-  REQUIRE(restarting);
+  lost_while_restarting(h, 2);  // before its ready: lost during the swap
   h.links->say(0, msg::Ready{1, 31000});
   h.settle();
   REQUIRE(h.job->phase() == Phase::kLaunched);
@@ -892,4 +900,200 @@ TEST_CASE("job transitions: the health gate with a spare: a host that sees fewer
     CHECK(h.links->sent(1).count<msg::Launch>() == 1);
     CHECK(h.links->sent(0).count<msg::HealthCheck>() == 0);
   }
+}
+
+namespace {
+// `count` hosts of one slot each (fake-0...) and `spares` spares after them.
+hf::Placement hosts_and_spares(int count, int spares) {
+  hf::Placement p = hosts(count);
+  for (int i = 0; i < spares; ++i) {
+    hf::HostEntry e;
+    e.host = "fake-" + std::to_string(count + i), e.slots = 1;
+    p.spares.push_back(e);
+  }
+  return p;
+}
+}  // namespace
+
+TEST_CASE("job transitions: --spares: two hosts lost in one teardown with one spare - the second's new agent is said "
+          "in the change's line too",
+          "[launcher][job][transitions][spares]") {
+  Harness h(restart_options(2), nullptr, {}, hosts_and_spares(3, 1));
+  for (int n = 0; n < 4; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  h.links->close(1, "connection reset");
+  h.links->close(2, "no heartbeat for 5 s");
+  h.settle();
+  h.links->exited(0, 0, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  REQUIRE(h.starter->specs.size() == 5);  // fake-2 again; fake-1's seat went to the spare
+  CHECK(h.starter->specs.back().node == 2);
+  h.links->say(0, msg::Ready{1, 31000});
+  h.links->say(3, msg::Ready{1, 31003});
+  REQUIRE(h.links->hello(2, 31002) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(ranks_of(h.links->sent(3).all<msg::Launch>().at(1)) == std::vector<int>{1});
+  all_started(*h.links, 0, {0}), all_started(*h.links, 3, {1}), all_started(*h.links, 2, {2});
+  h.settle();
+  for (auto [node, rank] : std::vector<std::pair<int, int>>{{0, 0}, {3, 1}, {2, 2}}) h.links->exited(node, rank, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("dlaunch: attempt 2 of 3: fake-1 lost (connection reset); its rank 1 moved to spare "
+                                    "fake-3; fake-2 lost (no heartbeat for 5 s); no spare left: a new agent is started "
+                                    "there; 3 ranks running again"));
+  CHECK_THAT(h.err, Catch::Contains("the job's hosts changed 1 time: before attempt 2 of 3: fake-1 lost (connection "
+                                    "reset); its rank 1 moved to spare fake-3; fake-2 lost"));
+}
+
+// MASTER_PORT is node rank 0's: when its host is lost while the restart
+// waits (after it offered its port), the port is the one the spare that
+// holds node rank 0 now offered, not the lost host's.
+TEST_CASE("job transitions: --spares: node rank 0's host lost after it said ready - MASTER_PORT comes from the spare "
+          "that takes its seat",
+          "[launcher][job][transitions][spares]") {
+  hf::Placement p = two_hosts_and_a_spare();
+  hf::HostEntry second;
+  second.host = "fake-3", second.slots = 2;
+  p.spares.push_back(second);
+  Harness h(restart_options(1), nullptr, {}, p);
+  for (int n = 0; n < 4; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  h.links->exited(1, 2, 3);  // a rank's own failure: the restart keeps every host
+  h.settle();
+  h.links->exited(1, 3, std::nullopt, SIGTERM);
+  h.links->exited(0, 0, std::nullopt, SIGTERM), h.links->exited(0, 1, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  h.links->say(2, msg::Ready{1, 32002});
+  h.links->say(3, msg::Ready{1, 32003});
+  h.links->say(0, msg::Ready{1, 31000});
+  h.settle();
+  lost_while_restarting(h, 0);  // node rank 0's host, after its ready
+  h.links->say(1, msg::Ready{1, 31001});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  const auto seat0 = h.links->sent(2).all<msg::Launch>();
+  REQUIRE(seat0.size() == 2);
+  CHECK(ranks_of(seat0[1]) == std::vector<int>{0, 1});
+  CHECK(shared_var(h.links->sent(2), 1, "MASTER_PORT") == "32002");
+  CHECK(shared_var(h.links->sent(1), 1, "MASTER_PORT") == "32002");
+  all_started(*h.links, 2, {0, 1}), all_started(*h.links, 1, {2, 3});
+  h.settle();
+  for (int r = 0; r < 4; ++r) h.links->exited(r < 2 ? 2 : 1, r, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  CHECK_THAT(h.err, Catch::Contains("fake-0 lost (connection reset); its ranks 0-1 moved to spare fake-2; 1 spare left"));
+}
+
+// The launch tree with a spare: the spare is started by dlaunch, beside the
+// roots. A root lost with the two hosts beneath it: its seat goes to the
+// spare; the two keep theirs and get new agents, the first of them started
+// by dlaunch in the lost root's place and starting the other.
+TEST_CASE("job transitions: --spares in a launch tree: the spare is dlaunch's own, and a lost root's seat goes to it "
+          "while the hosts beneath it get new agents",
+          "[launcher][job][transitions][spares][tree]") {
+  RunOptions o = restart_options(1);
+  o.launcher = dl::remote::StartMethod::kSim;
+  o.fanout = 2;
+  Harness h(o, nullptr, {}, hosts_and_spares(7, 1));
+  REQUIRE(h.links->routes == std::vector<int>{-1, 0, 0, 0, -1, 4, 4, -1});
+  std::vector<int> started;
+  for (const auto& sp : h.starter->specs) started.push_back(sp.node);
+  CHECK(started == std::vector<int>{0, 4, 7});  // the roots and the spare
+  for (int n = 0; n < 8; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(h.links->sent(7).count<msg::StartAgents>() == 0);
+  // fake-4's connection closes: the server reports it and the two beneath it.
+  h.links->close(4, "connection reset");
+  h.links->close(5, "lost with the agent on fake-4, which relayed for it (connection reset)");
+  h.links->close(6, "lost with the agent on fake-4, which relayed for it (connection reset)");
+  h.settle();
+  for (int r : {0, 1, 2, 3}) h.links->exited(r, r, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  REQUIRE(h.starter->specs.size() == 4);  // fake-5 from dlaunch: a root now
+  CHECK(h.starter->specs.back().node == 5);
+  CHECK(h.links->routes == std::vector<int>{-1, 0, 0, 0, -1, -1, 5, -1});
+  for (int n : {0, 1, 2, 3, 7}) h.links->say(n, msg::Ready{1, 31000 + n});
+  REQUIRE(h.links->hello(5, 31005) == "");
+  h.settle();
+  const auto sub = h.links->sent(5).all<msg::StartAgents>();
+  REQUIRE(sub.size() == 1);  // its subtree: fake-6
+  REQUIRE(sub[0].agents.size() == 1);
+  CHECK(sub[0].agents[0].node == 6);
+  CHECK(h.job->phase() == Phase::kRestarting);  // fake-6 is not there yet
+  REQUIRE(h.links->hello(6, 31006) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(ranks_of(h.links->sent(7).all<msg::Launch>().at(1)) == std::vector<int>{4});
+  CHECK(ranks_of(h.links->sent(5).all<msg::Launch>().at(1)) == std::vector<int>{5});
+  CHECK(ranks_of(h.links->sent(6).all<msg::Launch>().at(1)) == std::vector<int>{6});
+  for (int n : {0, 1, 2, 3}) all_started(*h.links, n, {n});
+  all_started(*h.links, 7, {4});
+  h.links->say(5, msg::StartedBelow{1});  // fake-6's rank, counted by fake-5
+  CHECK_THROWS_AS(h.links->say(6, msg::StartedBelow{1}), dl::RemoteError);  // a leaf counts for no one
+  all_started(*h.links, 5, {5});
+  h.settle();
+  for (auto [node, rank] : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {2, 2}, {3, 3}, {7, 4}, {5, 5}, {6, 6}})
+    h.links->exited(node, rank, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("attempt 2 of 2: fake-4 lost (connection reset); its rank 4 moved to spare fake-7; "
+                                    "no spare left; the 2 hosts beneath fake-4 in the launch tree (fake-5, fake-6) get "
+                                    "new agents, started by dlaunch and fake-5; 7 ranks running again"));
+}
+
+// An interior agent of the tree whose host fails the health gate: its seat
+// goes to the spare, and its agent stays, holding no ranks, to relay for the
+// hosts beneath it (its bye would end theirs). When it is lost later, the
+// hosts beneath it get new agents, the first in its place.
+TEST_CASE("job transitions: the health gate in a launch tree: an interior host that fails keeps its agent as a relay, "
+          "holding no ranks",
+          "[launcher][job][transitions][health][spares][tree]") {
+  RunOptions o = restart_options(1);
+  o.launcher = dl::remote::StartMethod::kSim;
+  o.fanout = 2;
+  o.health_check = "check";
+  Harness h(o, nullptr, {}, hosts_and_spares(7, 1));
+  for (int n = 0; n < 8; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+  h.settle();
+  for (int n = 0; n < 8; ++n) h.links->say(n, msg::Health{n != 4, n == 4 ? "GPU 0 is gone" : ""});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(h.links->sent(4).count<msg::Bye>() == 0);
+  const auto relay = h.links->sent(4).all<msg::Launch>();
+  REQUIRE(relay.size() == 1);
+  CHECK(relay[0].ranks.empty());  // heartbeats only
+  CHECK(ranks_of(h.links->sent(7).all<msg::Launch>().at(0)) == std::vector<int>{4});
+  // The relay is lost: fake-5 and fake-6 with it; they keep their seats.
+  h.links->close(4, "connection reset");
+  h.links->close(5, "lost with the agent on fake-4, which relayed for it (connection reset)");
+  h.links->close(6, "lost with the agent on fake-4, which relayed for it (connection reset)");
+  h.settle();
+  for (int r : {0, 1, 2, 3}) h.links->exited(r, r, std::nullopt, SIGTERM);
+  h.links->exited(7, 4, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  CHECK(h.starter->specs.back().node == 5);  // in fake-4's place, from dlaunch
+  for (int n : {0, 1, 2, 3, 7}) h.links->say(n, msg::Ready{1, 31000 + n});
+  REQUIRE(h.links->hello(5, 31005) == "");
+  REQUIRE(h.links->hello(6, 31006) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(ranks_of(h.links->sent(6).all<msg::Launch>().at(1)) == std::vector<int>{6});
+  for (auto [node, rank] : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {2, 2}, {3, 3}, {7, 4}, {5, 5}, {6, 6}})
+    h.links->exited(node, rank, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("fake-4 lost (failed the health check: GPU 0 is gone); its rank 4 moved to spare fake-7"));
+  CHECK_THAT(h.err, Catch::Contains("attempt 2 of 2: the 2 hosts beneath fake-4 in the launch tree (fake-5, fake-6) get "
+                                    "new agents, started by dlaunch and fake-5"));
 }

@@ -86,3 +86,54 @@ TEST_CASE("launch tree: only the listed nodes are placed and the others stay the
   CHECK(t.depth() == 2);
   CHECK(children(t, 10)[-1] == 1 + 3);  // node 0 and the three roots
 }
+
+TEST_CASE("launch tree: a node that leaves gives its place to the first node beneath it, which starts the rest",
+          "[launcher][tree]") {
+  SECTION("a root: the first host beneath it is a root now") {
+    LaunchTree t(all(7), 7, 2);  // roots 0 and 4; 0 starts 1 (which starts 2) and 3; 4 starts 5 and 6
+    REQUIRE(t.parent(2) == 1);
+    CHECK(t.rehome(0) == 1);
+    CHECK(t.parent(1) == -1);
+    CHECK(t.parent(2) == 1);
+    CHECK(t.parent(3) == 1);
+    CHECK(t.parent(0) == -1);
+    CHECK(!t.has_children(0));
+    CHECK(t.subtree(0).empty());
+    const auto sub = t.subtree(1);
+    REQUIRE(sub.size() == 3);
+    CHECK(sub[0].below == 2);
+    CHECK(t.roots_by_node() == std::vector<int>{-1, -1, 1, 1, -1, 4, 4});
+    CHECK(t.subtree(4).size() == 3);  // the other root's part is as it was
+    CHECK(t.depth() == 2);
+  }
+  SECTION("an interior node beneath a root: its parent starts the new head") {
+    LaunchTree t(all(8), 8, 2);  // 4 starts 5 (which starts 6) and 7
+    REQUIRE(t.parent(6) == 5);
+    REQUIRE(t.depth() == 3);
+    CHECK(t.rehome(5) == 6);
+    CHECK(t.parent(6) == 4);
+    CHECK(!t.has_children(6));
+    const auto sub = t.subtree(4);
+    REQUIRE(sub.size() == 3);
+    CHECK(sub[0].below == 2);
+    CHECK(sub[1].node == 6);
+    CHECK(sub[2].node == 7);
+    CHECK(t.roots_by_node()[6] == 4);
+    CHECK(t.subtree(0).size() == 4);  // the other root's part is as it was
+  }
+  SECTION("a leaf: nothing takes its place, its parent holds one fewer") {
+    LaunchTree t(all(8), 8, 2);
+    CHECK(t.rehome(7) == -1);
+    CHECK(t.subtree(4).size() == 3);
+    CHECK(t.beneath(4) == std::vector<int>{5, 6});
+  }
+  SECTION("a subtree of 7 beneath the node that leaves is dealt again by the fanout") {
+    LaunchTree t(all(16), 16, 2);  // roots 0 and 8, each over 7
+    REQUIRE(t.beneath(8).size() == 7);
+    const int head = t.rehome(8);
+    CHECK(head == 9);
+    CHECK(t.beneath(9).size() == 6);
+    auto c = children(t, 16);
+    for (int n = 0; n < 16; ++n) CHECK(c[n] <= 2);
+  }
+}

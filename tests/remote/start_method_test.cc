@@ -41,6 +41,11 @@ TEST_CASE("slurm starter: one srun step, one task per node, the agent's argv aft
                                       "--overlap", "--kill-on-bad-exit=1", "--cpu-bind=none", "--mpi=none",
                                       "--input=all", "/p/dlaunch-agent", "--connect", "10.0.0.1:5", "--node-names",
                                       "n2,n1"});
+  // --spares, --min-hosts: one agent's end or its node's failure ends no other.
+  const auto k = remote::srun_argv({}, {"n1"}, {"x"}, true);
+  CHECK(std::find(k.begin(), k.end(), "--kill-on-bad-exit=0") != k.end());
+  CHECK(std::find(k.begin(), k.end(), "--no-kill") != k.end());
+  CHECK(std::find(k.begin(), k.end(), "--kill-on-bad-exit=1") == k.end());
   const auto w = remote::srun_argv({"/opt/slurm/bin/srun", "--reservation=r"}, {"a"}, {"x"});
   CHECK(w[0] == "/opt/slurm/bin/srun");
   CHECK(w[1] == "--reservation=r");

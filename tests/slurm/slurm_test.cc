@@ -299,3 +299,53 @@ TEST_CASE("slurm: the same MPI program under srun --mpi=pmix -n 8 (the anchor)",
   CHECK(count(theirs.output, " ok") == 8);
   check_clean(s, mark);
 }
+
+// --spares under Slurm: an allocation of 5 nodes, 4 run the ranks and h5
+// waits. h3's agent is killed mid-job: the agents' srun step goes on without
+// it (--kill-on-bad-exit=0 --no-kill for a job that may lose a host), h5
+// takes h3's seat and the second attempt runs the same world of 8.
+TEST_CASE("slurm: --spares 1 in an allocation of 5 nodes - h3's agent killed, the spare h5 takes its seat and the "
+          "job ends with the same world",
+          "[slurm][cluster][spares]") {
+  SlurmCluster s(5);
+  const std::string mark = unique_marker();
+  auto job = std::async(std::launch::async, [&] {
+    return s.run_login("salloc -N5 --no-kill -K " + dlaunch() +
+                           " -n 8 --spares 1 --kill-grace 1 --tag-output sh -c 'if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; "
+                           "then exec sleep " + mark + "; fi; echo id $RANK $(hostname) $NODE_RANK $WORLD_SIZE'",
+                       90s);
+  });
+  bool running = false;
+  for (int i = 0; i < 300 && !running; ++i) {
+    running = true;
+    for (const char* h : {"h1", "h2", "h3", "h4"}) running = running && pids_matching(s.cluster(), h, "sleep " + mark).size() == 2;
+    if (!running) std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE(running);
+  CHECK(pids_matching(s.cluster(), "h5", "sleep " + mark).empty());  // the spare holds no ranks
+  const auto agents = pids_matching(s.cluster(), "h3", "dlaunch-agent");
+  REQUIRE(!agents.empty());
+  for (int pid : agents) ::kill(pid, SIGKILL);
+  auto r = job.get();
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("dlaunch: attempt 2 of 2: h3 lost (") != std::string::npos);
+  CHECK(r.output.find("its ranks 4-5 moved to spare h5; no spare left; 8 ranks running again") != std::string::npos);
+  std::map<int, std::string> where;
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) {
+    const auto at = line.find("id ");
+    if (at == std::string::npos) continue;
+    std::istringstream w(line.substr(at));
+    std::string tag, host;
+    int rank = -1, node = -1, world = -1;
+    if (!(w >> tag >> rank >> host >> node >> world) || tag != "id") continue;
+    INFO("rank " << rank);
+    CHECK(world == 8);
+    CHECK(node == rank / 2);  // NODE_RANK as before: h5 runs node rank 2
+    where[rank] = host;
+  }
+  CHECK(where == std::map<int, std::string>{{0, "h1"}, {1, "h1"}, {2, "h2"}, {3, "h2"},
+                                            {4, "h5"}, {5, "h5"}, {6, "h4"}, {7, "h4"}});
+  check_clean(s, mark);
+}
