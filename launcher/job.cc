@@ -308,6 +308,8 @@ bool Job::ready_to_launch() const {
 
 void Job::check_health(Node& n, const msg::Hello& m) {
   if (!m.unhealthy.empty()) return health_failed(n, m.unhealthy);
+  if (const auto f = opts_.preflight_failed.find(n.host); f != opts_.preflight_failed.end())
+    return health_failed(n, "--preflight: " + f->second);
   if (opts_.health_check.empty()) {
     n.health = Node::Health::kPassed;
     return;

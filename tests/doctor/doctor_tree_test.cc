@@ -181,3 +181,37 @@ TEST_CASE("--preflight: a host whose PATH differs stops the job before any rank 
   CHECK(contains(bad.output, "the job was not started"));
   CHECK_FALSE(contains(bad.output, "ran-"));
 }
+
+TEST_CASE("--preflight with --spares: a host whose PATH differs gives its seat to the spare, the job runs without it",
+          "[doctor][sim]") {
+  // 8 hosts, the last a spare (--spares 1): 7 seats of one rank each.
+  const std::string mark = "ran-" + std::to_string(::getpid());
+  const std::string job = bin("dlaunch") + " --preflight --launcher sim -H " + sim_hosts(8) +
+                          " --spares 1 -n 7 --tag-output /bin/echo " + mark;
+  auto r = dl::cluster::run_argv(
+      {"sh", "-c", "DLAUNCH_SIM=1 DLAUNCH_SIM_HOST_ENV=\"node0003:PATH=/opt/dl-plant/bin:$PATH\" " + job + " </dev/null"},
+      std::chrono::seconds(120));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(contains(r.output, kFail + " env: node0003: PATH has /opt/dl-plant/bin that most hosts lack"));
+  CHECK(contains(r.output, "dlaunch: --preflight: 1 host failed the checks above (node0003) in "));
+  CHECK(contains(r.output, "node0003 lost (failed the health check: --preflight: env: node0003: PATH has /opt/dl-plant/bin"));
+  CHECK(contains(r.output, "moved to spare node0008"));
+  size_t ran = 0;
+  for (size_t at = r.output.find("] " + mark); at != std::string::npos; at = r.output.find("] " + mark, at + 1)) ++ran;
+  CHECK(ran == 7);
+  CHECK_FALSE(contains(r.output, "@node0003] " + mark));  // the bad host holds no rank
+  CHECK(contains(r.output, "@node0008] " + mark));
+
+  SECTION("two hosts fail and one spare: the job does not start, naming the host left without a spare") {
+    auto two = dl::cluster::run_argv({"sh", "-c",
+                                      "DLAUNCH_SIM=1 DLAUNCH_SIM_HOST_ENV=\"node0003:PATH=/opt/dl-plant/bin:$PATH;"
+                                      "node0005:PATH=/opt/dl-plant/bin:$PATH\" " + job + " </dev/null"},
+                                     std::chrono::seconds(120));
+    INFO(two.output);
+    CHECK(two.status != 0);
+    CHECK(contains(two.output, "(node0003, node0005)"));
+    CHECK(contains(two.output, "no spare is left to take its ranks"));
+    CHECK_FALSE(contains(two.output, "] " + mark));
+  }
+}
