@@ -76,7 +76,7 @@ int run_with_preflight(const std::vector<std::string>& args) {
     for (const auto& [host, why] : failed) names += (names.empty() ? "" : ", ") + host;
     std::cerr << r.render(true) << "dlaunch: --preflight: " << failed.size() << (failed.size() == 1 ? " host" : " hosts")
               << " failed the checks above (" << names << ") in " << took
-              << "; each gives its seat to a spare before the job starts\n";
+              << "; the job starts without them, a spare in the seat of each that held one\n";
     return launcher::run_command(args, std::move(failed));
   }
   std::cerr << "dlaunch: --preflight: " << r.hosts().size() << (r.hosts().size() == 1 ? " host" : " hosts")

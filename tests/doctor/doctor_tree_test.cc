@@ -177,7 +177,7 @@ TEST_CASE("namespace cluster, 16 hosts through a tree of fan-out 4 (libssh): a p
   CHECK(leftovers(c) == "");
 }
 
-TEST_CASE("--preflight: a host whose PATH differs stops the job before any rank starts; healthy hosts run it", "[doctor][sim]") {
+TEST_CASE("preflight: a host whose PATH differs stops the job before any rank starts, healthy hosts run it", "[doctor][sim]") {
   const std::string job = bin("dlaunch") + " --preflight --launcher sim -H " + sim_hosts(8) + " -n 8 /bin/echo ran-" +
                           std::to_string(::getpid());
   auto ok = run_job(job);
@@ -193,7 +193,7 @@ TEST_CASE("--preflight: a host whose PATH differs stops the job before any rank 
   CHECK_FALSE(contains(bad.output, "ran-"));
 }
 
-TEST_CASE("--preflight with --spares: a host whose PATH differs gives its seat to the spare, the job runs without it",
+TEST_CASE("preflight with --spares: a host whose PATH differs gives its seat to the spare, the job runs without it",
           "[doctor][sim]") {
   // 8 hosts, the last a spare (--spares 1): 7 seats of one rank each.
   const std::string mark = "ran-" + std::to_string(::getpid());
