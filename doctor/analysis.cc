@@ -126,6 +126,12 @@ std::vector<std::vector<std::pair<int, int>>> link_rounds(int n, LinkPlan plan, 
   return plan == LinkPlan::kFull ? tournament_rounds(n) : sparse_rounds(n, matchings, seed);
 }
 
+double sparse_miss_probability(int n, int matchings) {
+  if (n <= 3) return 0;
+  const double ring = 2.0 / (n - 1), matching = n % 2 ? 1.0 / n : 1.0 / (n - 1);
+  return (1 - ring) * std::pow(1 - matching, matchings);
+}
+
 LinkPlan auto_plan(int n) { return n <= kFullPlanHosts ? LinkPlan::kFull : LinkPlan::kSparse; }
 
 std::vector<bool> hosts_to_drop(int n, const std::vector<std::pair<int, int>>& bad) {
@@ -208,6 +214,28 @@ LinkJudgement judge_links(const std::vector<PairSample>& s, double factor, const
   for (size_t i = 0; i < s.size(); ++i)
     if (slow[i] && !hosts.count(s[i].a) && !hosts.count(s[i].b)) j.suspect_pairs.push_back(i);
   return j;
+}
+
+std::vector<bool> suspects_of(const LinkJudgement& j, const std::vector<PairSample>& s) {
+  std::vector<bool> suspect(s.size(), false);
+  for (size_t k : j.suspect_pairs) suspect.at(k) = true;
+  for (int h : j.suspect_hosts)
+    for (size_t k : pairs_of(h, s)) suspect[k] = true;
+  return suspect;
+}
+
+std::vector<size_t> pairs_of(int host, const std::vector<PairSample>& s) {
+  std::vector<size_t> in;
+  for (size_t k = 0; k < s.size(); ++k)
+    if (s[k].a == host || s[k].b == host) in.push_back(k);
+  return in;
+}
+
+std::string links_summary(size_t pairs, size_t rounds, int matchings, int retests, const LinkSample& typical) {
+  return std::to_string(pairs) + " pairs in " + std::to_string(rounds) + " rounds (" +
+         (matchings >= 0 ? "a ring and " + std::to_string(matchings) + " random matchings" : std::string("every pair")) + "), " +
+         std::to_string(retests) + " retests; a typical host's best pair does " + human_rate(typical.Bps) + ", round trip " +
+         human_us(typical.latency_us);
 }
 
 std::vector<int> retest_partners(int host, const std::vector<PairSample>& s, const std::vector<bool>& suspect,

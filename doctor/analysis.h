@@ -54,6 +54,14 @@ enum class LinkPlan { kFull, kSparse };
 inline constexpr int kDefaultMatchings = 2;
 std::vector<std::vector<std::pair<int, int>>> sparse_rounds(int n, int matchings, uint64_t seed);
 std::vector<std::vector<std::pair<int, int>>> link_rounds(int n, LinkPlan plan, int matchings, uint64_t seed);
+// The probability that the sparse plan of n hosts (a ring and `matchings`
+// random matchings) leaves out one pair drawn at random of the n(n-1)/2:
+// the ring holds n of them (2/(n-1)), each matching holds a given pair
+// with probability 1/(n-1) (n even; 1/n for odd n, where one host sits
+// out), the matchings drawn apart from the ring and each other:
+// (1 - 2/(n-1)) (1 - 1/(n-1))^matchings. docs/doctor.md, "What the sparse
+// plan finds and misses". 0 for n <= 3 (the ring is every pair).
+double sparse_miss_probability(int n, int matchings);
 // --links auto: every pair up to this many hosts (28 pairs in 7 rounds), the sparse plan above.
 inline constexpr int kFullPlanHosts = 8;
 LinkPlan auto_plan(int n);
@@ -123,6 +131,18 @@ struct LinkJudgement {
   std::vector<size_t> suspect_pairs;  // indices into the samples, none of a suspect host
 };
 LinkJudgement judge_links(const std::vector<PairSample>& s, double factor, const LinkSlack& slack = {});
+
+// The suspects of `j` as a flag per sample of `s`: its suspect pairs and
+// every pair of a suspect host.
+std::vector<bool> suspects_of(const LinkJudgement& j, const std::vector<PairSample>& s);
+
+// The indices of the samples `host` is in.
+std::vector<size_t> pairs_of(int host, const std::vector<PairSample>& s);
+
+// The links summary line: "2048 pairs in 4 rounds (a ring and 2 random
+// matchings), 3 retests; a typical host's best pair does 1.2 GB/s, round
+// trip 35 us"; `matchings` < 0: every pair ("(every pair)").
+std::string links_summary(size_t pairs, size_t rounds, int matchings, int retests, const LinkSample& typical);
 
 // Up to `count` hosts to test the suspect `host` with again: first hosts in
 // no suspect pair (`suspect[i]` for sample i) that it was not measured with,

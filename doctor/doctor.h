@@ -74,9 +74,33 @@ class Doctor {
   // The pairs stages 4 and 5 test among `hosts` (indices into it).
   std::vector<std::vector<std::pair<int, int>>> plan_pairs(size_t hosts) const;
   int link_tests_ = 0;
-  // Each host's links cell, and the hosts to drop for the `bad` pairs.
-  void mark_links(const std::vector<int>& hosts, const std::vector<PairSample>& samples, const std::vector<size_t>& measured,
-                  const std::vector<PairTest>& tests, const std::vector<std::pair<int, int>>& bad);
+  // Stage 5's steps (stage_links) share one LinkRun: the plan, its tests,
+  // what they measured and the pairs found bad.
+  struct LinkRun {
+    std::vector<int> hosts;                                 // the hosts tested (alive())
+    std::vector<std::vector<std::pair<int, int>>> rounds;   // plan_pairs, by index into hosts
+    std::vector<PairTest> tests;                            // every planned pair, round by round
+    std::vector<PairSample> samples;                        // the pairs measured without error
+    std::vector<size_t> measured;                           // samples[k] is tests[measured[k]]
+    std::vector<LinkNote> matrix;                           // the JSON's links, one per test
+    std::vector<std::pair<int, int>> bad;                   // failed, slow, or of a slow host
+  };
+  // The plan's pairs among `hosts`, not yet measured.
+  LinkRun plan_links(std::vector<int> hosts) const;
+  // The first pass: every round's latency, then every round's bandwidth.
+  void measure_plan(LinkRun& run);
+  // The samples and the matrix of the first pass; a pair that failed is bad
+  // and a problem line.
+  void collect_samples(LinkRun& run);
+  // The suspect pairs (`suspect`, by sample; none of `slow_hosts`) retested
+  // beside reference pairs; returns those slow every time (indices into
+  // the samples), bad now, with their retests in the matrix.
+  std::vector<size_t> confirm_slow_pairs(LinkRun& run, const std::vector<bool>& suspect, const std::vector<int>& slow_hosts,
+                                         const LinkSample& typical);
+  // The stage's notes: plan, rounds, tests, the summary line, the matrix.
+  void note_links(LinkRun& run, int retests, const LinkSample& typical);
+  // Each host's links cell, and the hosts to drop for the bad pairs.
+  void mark_links(const LinkRun& run);
   // Tests the suspect (a, b) again, alone, then `reference` (nullptr, or a
   // reference that fails: `typical` stands in), up to kLinkRetests times,
   // stopping at the first retest that clears it; folds the suspect's best
@@ -86,8 +110,9 @@ class Doctor {
   // One problem line per host slow to every host (slow_hosts of the pairs
   // found `slow`); returns those hosts.
   void report_slow_host(int h, const std::vector<PairSample>& s, const std::vector<Retest>& tries, const LinkSample& typical);
-  void report_slow_pairs(const std::vector<size_t>& slow, const std::vector<PairSample>& s, const std::vector<PairTest>& tests,
-                         const std::vector<size_t>& measured, const LinkSample& typical);
+  // The slow pairs' lines (`slow`: indices into run.samples): one each up
+  // to 3, else one naming their hosts.
+  void report_slow_pairs(const LinkRun& run, const std::vector<size_t>& slow, const LinkSample& typical);
   static constexpr int kLinkRetests = 2;
   // More suspects than this are tested again together, in rounds of
   // disjoint pairs with a reference pair in each, not one at a time.

@@ -49,7 +49,7 @@ po::options_description describe(DoctorOptions& o) {
     ("link-seconds", number(&o.link_seconds, seconds("--link-seconds")),
      "seconds of bandwidth test per direction and pair")
     ("links", po::value(&o.links), "which pairs stage 5 tests: full (every pair), sparse (a ring and random matchings), auto")
-    ("link-parallel", po::value(&o.link_parallel), "pairs measured at once (0: a whole round)")
+    ("link-parallel", po::value(&o.link_parallel), "pairs measured at once, and hosts probing at once in the network stage (0: a whole round, every host)")
     ("quick", po::bool_switch(&o.quick), "stop after the remote environment (stages 1-3)")
     ("verbose,v", po::bool_switch(&o.verbose), "a table row for every host, however many")
     ("json", po::bool_switch(&o.json), "write the report as JSON on stdout")

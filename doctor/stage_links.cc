@@ -188,28 +188,27 @@ std::vector<int> Doctor::confirm_slow_hosts(const LinkJudgement& j, const std::v
     }
     if (cleared || tries.empty()) continue;  // its pairs stay suspects of their own
     slow.push_back(h);
-    for (size_t i = 0; i < s.size(); ++i)
-      if (s[i].a == h || s[i].b == h) suspect[i] = false;  // said once, for its host
+    for (size_t k : pairs_of(h, s)) suspect[k] = false;  // said once, for its host
     report_slow_host(h, s, tries, j.typical);
   }
   return slow;
 }
 
-void Doctor::report_slow_pairs(const std::vector<size_t>& slow, const std::vector<PairSample>& s,
-                               const std::vector<PairTest>& tests, const std::vector<size_t>& measured,
-                               const LinkSample& typical) {
+void Doctor::report_slow_pairs(const LinkRun& run, const std::vector<size_t>& slow, const LinkSample& typical) {
+  auto pair_of = [&](size_t k) -> const PairTest& { return run.tests[run.measured[k]]; };
   auto line = [&](size_t k) {
-    const auto& p = tests[measured[k]];
-    if (!slower_than({0, s[k].s.Bps}, {0, typical.Bps}, o_.link_factor))
-      return name(p.a) + " <-> " + name(p.b) + ": round trip " + human_us(s[k].s.latency_us);
-    return name(p.a) + " <-> " + name(p.b) + ": " + human_rate(s[k].s.Bps) + " (" + name(p.a) + "->" + name(p.b) + " " +
+    const auto& p = pair_of(k);
+    const LinkSample& s = run.samples[k].s;
+    if (!slower_than({0, s.Bps}, {0, typical.Bps}, o_.link_factor))
+      return name(p.a) + " <-> " + name(p.b) + ": round trip " + human_us(s.latency_us);
+    return name(p.a) + " <-> " + name(p.b) + ": " + human_rate(s.Bps) + " (" + name(p.a) + "->" + name(p.b) + " " +
            human_rate(p.r.out_Bps) + ", " + name(p.b) + "->" + name(p.a) + " " + human_rate(p.r.in_Bps) + ")";
   };
   const std::string typical_text = ", a typical host's best pair does " + human_rate(typical.Bps) + " and takes " +
                                    human_us(typical.latency_us);
   if (slow.size() <= 3) {
     for (size_t k : slow)
-      report_->add({Mark::kFail, Check::kLinks, {name(tests[measured[k]].a), name(tests[measured[k]].b)},
+      report_->add({Mark::kFail, Check::kLinks, {name(pair_of(k).a), name(pair_of(k).b)},
                     line(k) + typical_text + factor_text(o_.link_factor), kPairFix});
     return;
   }
@@ -217,7 +216,7 @@ void Doctor::report_slow_pairs(const std::vector<size_t>& slow, const std::vecto
   std::vector<std::string> hosts;
   std::string some;
   for (size_t i = 0; i < slow.size(); ++i) {
-    hosts.push_back(name(tests[measured[slow[i]]].a)), hosts.push_back(name(tests[measured[slow[i]]].b));
+    hosts.push_back(name(pair_of(slow[i]).a)), hosts.push_back(name(pair_of(slow[i]).b));
     if (i < 3) some += (some.empty() ? "" : "; ") + line(slow[i]);
   }
   report_->add({Mark::kFail, Check::kLinks, hosts,
@@ -226,96 +225,106 @@ void Doctor::report_slow_pairs(const std::vector<size_t>& slow, const std::vecto
                 "check the switches and uplinks between them, then each link: ethtool, ip -s link, tc qdisc show"});
 }
 
-void Doctor::stage_links() {
-  const std::vector<int> hosts = alive();
-  const auto rounds = plan_pairs(hosts.size());
-  std::vector<PairTest> tests;
-  for (const auto& round : rounds)
-    for (auto [a, b] : round) tests.push_back({hosts[static_cast<size_t>(a)], hosts[static_cast<size_t>(b)], {}, "", 0});
-  const int before = link_tests_;
+Doctor::LinkRun Doctor::plan_links(std::vector<int> hosts) const {
+  LinkRun run;
+  run.hosts = std::move(hosts);
+  run.rounds = plan_pairs(run.hosts.size());
+  for (const auto& round : run.rounds)
+    for (auto [a, b] : round) run.tests.push_back({run.hosts[static_cast<size_t>(a)], run.hosts[static_cast<size_t>(b)], {}, "", 0});
+  return run;
+}
+
+void Doctor::measure_plan(LinkRun& run) {
   // Two passes over the rounds: latency alone first (no other pair streams
   // meanwhile, so a busy CPU does not pass for a slow link), then bandwidth.
   for (int pass = 0; pass < 2; ++pass) {
     size_t first = 0;
-    for (size_t r = 0; r < rounds.size(); first += rounds[r].size(), ++r) {
+    for (size_t r = 0; r < run.rounds.size(); first += run.rounds[r].size(), ++r) {
       progress(std::string(pass ? "links: bandwidth" : "links: latency") + ", round " + std::to_string(r + 1) + " of " +
-               std::to_string(rounds.size()));
+               std::to_string(run.rounds.size()));
       std::vector<PairTest*> round;
-      for (size_t k = 0; k < rounds[r].size(); ++k) round.push_back(&tests[first + k]);
+      for (size_t k = 0; k < run.rounds[r].size(); ++k) round.push_back(&run.tests[first + k]);
       measure_pairs(round, pass == 1);
     }
   }
-  const int first_pass = link_tests_ - before;
-  std::vector<PairSample> samples;
-  std::vector<size_t> measured;
-  std::vector<LinkNote> matrix;
-  std::vector<std::pair<int, int>> bad;
-  for (size_t i = 0; i < tests.size(); ++i) {
-    const auto& p = tests[i];
-    matrix.push_back({name(p.a), name(p.b), p.r.latency_us, p.r.out_Bps, p.r.in_Bps, p.seconds, p.error, std::nullopt});
+}
+
+void Doctor::collect_samples(LinkRun& run) {
+  for (size_t i = 0; i < run.tests.size(); ++i) {
+    const auto& p = run.tests[i];
+    run.matrix.push_back({name(p.a), name(p.b), p.r.latency_us, p.r.out_Bps, p.r.in_Bps, p.seconds, p.error, std::nullopt});
     if (p.error.empty()) {
-      samples.push_back({p.a, p.b, sample_of(p.r)}), measured.push_back(i);
+      run.samples.push_back({p.a, p.b, sample_of(p.r)}), run.measured.push_back(i);
       continue;
     }
-    bad.emplace_back(p.a, p.b);
+    run.bad.emplace_back(p.a, p.b);
     report_->add({Mark::kFail, Check::kLinks, {name(p.a), name(p.b)}, name(p.a) + " <-> " + name(p.b) + ": " + p.error, ""});
   }
-  // Suspects of the first pass are tested again, alone, each time followed
-  // by a typical pair (the one nearest a typical host's best bandwidth), also
-  // alone: only what is slower than that reference every time is a finding.
-  // A busy CPU slows one test, or both of a retest; a slow link every one.
-  const LinkJudgement j = judge_links(samples, o_.link_factor);
-  std::vector<bool> suspect(samples.size(), false);
-  for (size_t k : j.suspect_pairs) suspect[k] = true;
-  for (int h : j.suspect_hosts)
-    for (size_t k = 0; k < samples.size(); ++k) suspect[k] = suspect[k] || samples[k].a == h || samples[k].b == h;
-  const std::vector<int> slow_host = confirm_slow_hosts(j, samples, suspect);
-  for (int h : slow_host)
-    for (size_t k = 0; k < samples.size(); ++k)
-      if (samples[k].a == h || samples[k].b == h) bad.emplace_back(samples[k].a, samples[k].b);
-  const auto refs = reference_pairs(samples, suspect, slow_host, j.typical, 8);
-  std::vector<size_t> slow, again;
-  for (size_t k = 0; k < samples.size(); ++k)
-    if (suspect[k]) again.push_back(measured[k]);
-  const auto all_tries = retest_all(again, tests, refs, j.typical);
-  for (size_t i = 0, k = 0; k < samples.size(); ++k) {
+}
+
+std::vector<size_t> Doctor::confirm_slow_pairs(LinkRun& run, const std::vector<bool>& suspect,
+                                               const std::vector<int>& slow_hosts, const LinkSample& typical) {
+  // Each suspect is tested again, alone, each time followed by a typical
+  // pair (the one nearest a typical host's best bandwidth), also alone: only
+  // what is slower than that reference every time is a finding. A busy CPU
+  // slows one test, or both of a retest; a slow link every one.
+  const auto refs = reference_pairs(run.samples, suspect, slow_hosts, typical, 8);
+  std::vector<size_t> again, slow;
+  for (size_t k = 0; k < run.samples.size(); ++k)
+    if (suspect[k]) again.push_back(run.measured[k]);
+  const auto all_tries = retest_all(again, run.tests, refs, typical);
+  for (size_t i = 0, k = 0; k < run.samples.size(); ++k) {
     if (!suspect[k]) continue;
-    const PairTest& p = tests[measured[k]];
+    const PairTest& p = run.tests[run.measured[k]];
     const auto& tries = all_tries[i++];
-    samples[k].s = sample_of(p.r);
-    LinkNote& note = matrix[measured[k]];
+    run.samples[k].s = sample_of(p.r);
+    LinkNote& note = run.matrix[run.measured[k]];
     note.latency_us = p.r.latency_us, note.a_to_b_Bps = p.r.out_Bps, note.b_to_a_Bps = p.r.in_Bps;
     note.retested.emplace();
     for (const auto& t : tries) note.retested->push_back({t.pair.latency_us, t.pair.Bps, t.reference.latency_us, t.reference.Bps});
-    if (confirmed_slow(tries, o_.link_factor)) slow.push_back(k), bad.emplace_back(p.a, p.b);
+    if (confirmed_slow(tries, o_.link_factor)) slow.push_back(k), run.bad.emplace_back(p.a, p.b);
   }
-  report_slow_pairs(slow, samples, tests, measured, j.typical);
-  report_->notes().links = std::move(matrix);
-  report_->notes().link_rounds = static_cast<int>(rounds.size());
-  const bool sparse = tests.size() < hosts.size() * (hosts.size() - 1) / 2;
-  report_->notes().link_plan = sparse ? "sparse" : "full";
-  report_->notes().link_tests = link_tests_;
-  report_->notes().links_summary =
-      std::to_string(tests.size()) + " pairs in " + std::to_string(rounds.size()) + " rounds (" +
-      (sparse ? "a ring and " + std::to_string(kDefaultMatchings) + " random matchings" : std::string("every pair")) + "), " +
-      std::to_string(link_tests_ - before - first_pass) + " retests; a typical host's best pair does " +
-      human_rate(j.typical.Bps) + ", round trip " + human_us(j.typical.latency_us);
-  mark_links(hosts, samples, measured, tests, bad);
+  return slow;
 }
 
-void Doctor::mark_links(const std::vector<int>& hosts, const std::vector<PairSample>& samples,
-                        const std::vector<size_t>& measured, const std::vector<PairTest>& tests,
-                        const std::vector<std::pair<int, int>>& bad) {
-  const auto drop = hosts_to_drop(static_cast<int>(entries_.size()), bad);
+void Doctor::note_links(LinkRun& run, int retests, const LinkSample& typical) {
+  Notes& n = report_->notes();
+  const bool sparse = run.tests.size() < run.hosts.size() * (run.hosts.size() - 1) / 2;
+  n.link_rounds = static_cast<int>(run.rounds.size());
+  n.link_plan = sparse ? "sparse" : "full";
+  n.link_tests = link_tests_;
+  n.links_summary = links_summary(run.tests.size(), run.rounds.size(), sparse ? kDefaultMatchings : -1, retests, typical);
+  n.links = std::move(run.matrix);
+}
+
+void Doctor::stage_links() {
+  LinkRun run = plan_links(alive());
+  const int before = link_tests_;
+  measure_plan(run);
+  const int first_pass = link_tests_ - before;
+  collect_samples(run);
+  const LinkJudgement j = judge_links(run.samples, o_.link_factor);
+  std::vector<bool> suspect = suspects_of(j, run.samples);
+  const std::vector<int> slow_hosts = confirm_slow_hosts(j, run.samples, suspect);
+  for (int h : slow_hosts)
+    for (size_t k : pairs_of(h, run.samples)) run.bad.emplace_back(run.samples[k].a, run.samples[k].b);
+  const std::vector<size_t> slow = confirm_slow_pairs(run, suspect, slow_hosts, j.typical);
+  report_slow_pairs(run, slow, j.typical);
+  note_links(run, link_tests_ - before - first_pass, j.typical);
+  mark_links(run);
+}
+
+void Doctor::mark_links(const LinkRun& run) {
+  const auto drop = hosts_to_drop(static_cast<int>(entries_.size()), run.bad);
   std::vector<double> worst(entries_.size(), -1);
-  for (size_t k = 0; k < samples.size(); ++k)
-    for (int h : {tests[measured[k]].a, tests[measured[k]].b}) {
+  for (const auto& p : run.samples)
+    for (int h : {p.a, p.b}) {
       double& w = worst[static_cast<size_t>(h)];
-      w = w < 0 ? samples[k].s.Bps : std::min(w, samples[k].s.Bps);
+      w = w < 0 ? p.s.Bps : std::min(w, p.s.Bps);
     }
   std::vector<int> in_bad(entries_.size(), 0);
-  for (auto [a, b] : bad) ++in_bad[static_cast<size_t>(a)], ++in_bad[static_cast<size_t>(b)];
-  for (int h : hosts) {
+  for (auto [a, b] : run.bad) ++in_bad[static_cast<size_t>(a)], ++in_bad[static_cast<size_t>(b)];
+  for (int h : run.hosts) {
     const size_t i = static_cast<size_t>(h);
     const std::string text = worst[i] >= 0 ? human_rate(worst[i]) : "";
     if (drop[i]) report_->set(h, Check::kLinks, Mark::kFail, text), dropped_[i] = true;

@@ -355,6 +355,8 @@ bool Job::short_of_gpus() {
 
 void Job::check_health(Node& n, const msg::Hello& m) {
   if (!m.unhealthy.empty()) return health_failed(n, m.unhealthy);
+  if (const auto f = opts_.preflight_failed.find(n.host); f != opts_.preflight_failed.end())
+    return health_failed(n, "--preflight: " + f->second);
   // The checks that ask the host once more: with spares, its programs (a
   // host that lacks them is replaced before the start, not failed after it);
   // --health-check's command when given.

@@ -217,7 +217,7 @@ bool asks_for(const std::vector<std::string>& args, std::initializer_list<std::s
 }
 }  // namespace
 
-int run_command(const std::vector<std::string>& args) {
+int run_command(const std::vector<std::string>& args, std::map<std::string, std::string> preflight_failed) {
   bool help = false;
   RunOptions o;
   try {
@@ -242,6 +242,7 @@ int run_command(const std::vector<std::string>& args) {
     return 0;
   }
   resolve_torchrun_words(o);
+  o.preflight_failed = std::move(preflight_failed);
   const char* slurm_job = std::getenv("SLURM_JOB_ID");
   const std::string& asked = o.as_written.launcher;
   o.launcher = remote::resolve_start_method(asked, slurm_job ? slurm_job : "",

@@ -17,6 +17,8 @@
 #   bench/doctor/scale.sh 1024 --plant bad-path     # one host's PATH differs
 #   bench/doctor/scale.sh 1024 --plant slow-link    # one host's link at 20 Mbit/s
 #
+# MODES="quick full" by default (MODES=quick: the per-host checks only).
+#
 # The run is in a network namespace of its own (unshare -n: its own lo), so
 # the planted slow link (htb on that lo, matching the host's address) slows
 # nothing else on the machine. Needs root.
@@ -95,12 +97,12 @@ inside() {
     tc filter add dev lo protocol ip parent 1: prio 1 u32 match ip src "$a"/32 flowid 1:20
     tc filter add dev lo protocol ip parent 1: prio 1 u32 match ip dst "$a"/32 flowid 1:20
   fi
-  run_mode quick
-  run_mode full
+  for m in $MODES; do run_mode "$m"; done
 }
 
 export -f inside run_mode found_of name sim_addr
-export K F plant bad hosts work bin
+MODES=${MODES:-quick full}
+export K F plant bad hosts work bin MODES
 unshare -n bash -c inside
 
 # The floor: what every simulated host's peer costs this machine before the

@@ -1,6 +1,7 @@
 #pragma once
 // The `dlaunch [run]` command line, parsed once into RunOptions. Nothing else
 // reads argv. Every default is written here.
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -112,6 +113,10 @@ struct RunOptions {
   int fanout = 32;
   bool ssh_accept_new = false;      // --ssh-accept-new
   bool preflight = false;           // --preflight: the doctor's per-host checks first (doctor/preflight.h, run by the cli)
+  // The hosts that failed --preflight (host -> what failed), given by the
+  // cli (run_command): each fails the health gate as its agent says hello,
+  // so with --spares a spare takes its seat before the launch (Job::check_health).
+  std::map<std::string, std::string> preflight_failed;
   std::string ssh_config;           // --ssh-config FILE (like ssh -F)
   double ssh_timeout_s = 10;        // --ssh-timeout: connect timeout per host
   // --launcher (remote/start_method.h) resolved: run.cc sets it from

@@ -76,6 +76,21 @@ std::string slow_host_on_lo(const std::string& addr) {
          "tc filter add dev lo protocol ip parent 1: prio 1 u32 match ip src " + addr + "/32 flowid 1:20 && "
          "tc filter add dev lo protocol ip parent 1: prio 1 u32 match ip dst " + addr + "/32 flowid 1:20";
 }
+// `job` (a dlaunch command line) on the test bed, each host of `plants`
+// with /opt/dl-plant/bin put first on its PATH.
+dl::cluster::RunResult run_job(const std::string& job, const std::vector<std::string>& plants = {}) {
+  std::string env;
+  for (const auto& h : plants) env += (env.empty() ? "" : ";") + h + ":PATH=/opt/dl-plant/bin:$PATH";
+  return dl::cluster::run_argv({"sh", "-c", "DLAUNCH_SIM=1 DLAUNCH_SIM_HOST_ENV=\"" + env + "\" " + job + " </dev/null"},
+                               std::chrono::seconds(120));
+}
+
+// How many times `what` is in `text`.
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
 }  // namespace
 
 TEST_CASE("test bed, 40 hosts through a tree of fan-out 4: a planted PATH on 3 hosts is one line, the table only theirs",
@@ -162,22 +177,45 @@ TEST_CASE("namespace cluster, 16 hosts through a tree of fan-out 4 (libssh): a p
   CHECK(leftovers(c) == "");
 }
 
-TEST_CASE("dlaunch --preflight: a host whose PATH differs stops the job before any rank starts - healthy hosts run it", "[doctor][sim]") {
+TEST_CASE("preflight: a host whose PATH differs stops the job before any rank starts, healthy hosts run it", "[doctor][sim]") {
   const std::string job = bin("dlaunch") + " --preflight --launcher sim -H " + sim_hosts(8) + " -n 8 /bin/echo ran-" +
                           std::to_string(::getpid());
-  auto ok = dl::cluster::run_argv({"sh", "-c", "DLAUNCH_SIM=1 " + job + " </dev/null"}, std::chrono::seconds(120));
+  auto ok = run_job(job);
   INFO(ok.output);
   CHECK(ok.status == 0);
   CHECK(contains(ok.output, "dlaunch: --preflight: 8 hosts passed ("));
-  size_t ran = 0;
-  for (size_t at = ok.output.find("ran-"); at != std::string::npos; at = ok.output.find("ran-", at + 1)) ++ran;
-  CHECK(ran == 8);
-  auto bad = dl::cluster::run_argv(
-      {"sh", "-c", "DLAUNCH_SIM=1 DLAUNCH_SIM_HOST_ENV=\"node0003:PATH=/opt/dl-plant/bin:$PATH\" " + job + " </dev/null"},
-      std::chrono::seconds(120));
+  CHECK(count_of(ok.output, "ran-") == 8);
+  auto bad = run_job(job, {"node0003"});
   INFO(bad.output);
   CHECK(bad.status == 1);
   CHECK(contains(bad.output, kFail + " env: node0003: PATH has /opt/dl-plant/bin that most hosts lack"));
   CHECK(contains(bad.output, "the job was not started"));
   CHECK_FALSE(contains(bad.output, "ran-"));
+}
+
+TEST_CASE("preflight with --spares: a host whose PATH differs gives its seat to the spare, the job runs without it",
+          "[doctor][sim]") {
+  // 8 hosts, the last a spare (--spares 1): 7 seats of one rank each.
+  const std::string mark = "ran-" + std::to_string(::getpid());
+  const std::string job = bin("dlaunch") + " --preflight --launcher sim -H " + sim_hosts(8) +
+                          " --spares 1 -n 7 --tag-output /bin/echo " + mark;
+  auto r = run_job(job, {"node0003"});
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(contains(r.output, kFail + " env: node0003: PATH has /opt/dl-plant/bin that most hosts lack"));
+  CHECK(contains(r.output, "dlaunch: --preflight: 1 host failed the checks above (node0003) in "));
+  CHECK(contains(r.output, "node0003 lost (failed the health check: --preflight: env: node0003: PATH has /opt/dl-plant/bin"));
+  CHECK(contains(r.output, "moved to spare node0008"));
+  CHECK(count_of(r.output, "] " + mark) == 7);
+  CHECK_FALSE(contains(r.output, "@node0003] " + mark));  // the bad host holds no rank
+  CHECK(contains(r.output, "@node0008] " + mark));
+
+  SECTION("two hosts fail and one spare: the job does not start, naming the host left without a spare") {
+    auto two = run_job(job, {"node0003", "node0005"});
+    INFO(two.output);
+    CHECK(two.status != 0);
+    CHECK(contains(two.output, "(node0003, node0005)"));
+    CHECK(contains(two.output, "no spare is left to take its ranks"));
+    CHECK_FALSE(contains(two.output, "] " + mark));
+  }
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <random>
 #include <set>
@@ -142,6 +143,40 @@ TEST_CASE("a single slow pair among 1,024 hosts: how often the sparse plan tests
   INFO(p);
   CHECK(p > expected / 3);
   CHECK(p < expected * 3);
+}
+
+TEST_CASE("a single slow pair at 16, 64 and 1,024 hosts: found as often as sparse_miss_probability says", "[doctor]") {
+  // A random slow pair each run, the plan drawn anew (a seed per run), the
+  // first pass judged: the share of runs whose slow pair is a suspect pair
+  // is 1 - sparse_miss_probability, within 4 standard deviations.
+  CHECK(sparse_miss_probability(3, 2) == 0);
+  CHECK(sparse_miss_probability(16, 2) == Approx(0.7550).epsilon(1e-3));
+  CHECK(sparse_miss_probability(64, 2) == Approx(0.9378).epsilon(1e-3));
+  CHECK(sparse_miss_probability(1024, 2) == Approx(0.99609).epsilon(1e-4));
+  std::mt19937 rng(42);
+  for (auto [n, runs] : {std::pair{16, 20000}, std::pair{17, 20000}, std::pair{64, 20000}, std::pair{1024, 6000}}) {
+    INFO(n);
+    std::uniform_int_distribution<int> host(0, n - 1);
+    int found = 0, other = 0;
+    for (int r = 0; r < runs; ++r) {
+      int a = host(rng), b = host(rng);
+      while (b == a) b = host(rng);
+      const std::pair<int, int> slow{std::min(a, b), std::max(a, b)};
+      const auto rounds = sparse_rounds(n, kDefaultMatchings, 1000003ull * static_cast<uint64_t>(n) + static_cast<uint64_t>(r));
+      bool planned = false;
+      for (const auto& round : rounds) planned = planned || std::count(round.begin(), round.end(), slow) > 0;
+      if (!planned) continue;  // judging it cannot find what was not tested
+      const auto s = measure(rounds, [&](int x, int y) { return std::pair{x, y} == slow; }, rng);
+      const LinkJudgement j = judge_links(s, 3);
+      CHECK(j.suspect_hosts.empty());
+      for (size_t k : j.suspect_pairs) (std::pair{s[k].a, s[k].b} == slow ? found : other) += 1;
+    }
+    CHECK(other == 0);
+    const double p = 1 - sparse_miss_probability(n, kDefaultMatchings);
+    const double sd = std::sqrt(runs * p * (1 - p));
+    INFO("found " << found << " of " << runs << ", expected " << runs * p << " +- " << sd);
+    CHECK(std::abs(found - runs * p) <= 4 * sd + 1);
+  }
 }
 
 TEST_CASE("the test bed's planted environment reaches one simulated host only", "[doctor]") {
