@@ -48,39 +48,6 @@ ClockNote read_clock(PeerLink& p, int node) {
 }
 }  // namespace
 
-WorkerPool::~WorkerPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  for (auto& t : threads_) t.join();
-}
-
-void WorkerPool::run(size_t n, const std::function<void(size_t)>& fn) {
-  if (n == 0) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  while (threads_.size() < n) threads_.emplace_back([this] { work(); });
-  fn_ = &fn, next_ = 0, n_ = n, left_ = n;
-  wake_.notify_all();
-  done_.wait(lock, [this] { return left_ == 0; });
-  fn_ = nullptr;
-}
-
-void WorkerPool::work() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    wake_.wait(lock, [this] { return stop_ || (fn_ && next_ < n_); });
-    if (stop_) return;
-    const size_t i = next_++;
-    const auto* fn = fn_;
-    lock.unlock();
-    (*fn)(i);
-    lock.lock();
-    if (--left_ == 0) done_.notify_all();
-  }
-}
-
 PeerFan::~PeerFan() {
   in_parallel(children_.size(), [this](size_t i) { children_[i].link.reset(); });
 }

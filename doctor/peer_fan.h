@@ -7,43 +7,20 @@
 // Threading: one call at a time (each runs its children in parallel, a
 // thread per child); destruction closes every child's link in parallel, and
 // each child closes its own: nothing is left on any host.
-#include <condition_variable>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "doctor/peer_link.h"
 #include "doctor/tree_records.h"
+#include "wire/helper_pool.h"
 
 namespace dl::doctor {
 
-// Threads kept for the calls of a PeerFan: a thousand hosts' routes cost
-// the doctor a thread per child per call, and creating threads was most of
-// its CPU. Thread-safe for one run() at a time.
-class WorkerPool {
- public:
-  WorkerPool() = default;
-  ~WorkerPool();
-  WorkerPool(const WorkerPool&) = delete;
-  WorkerPool& operator=(const WorkerPool&) = delete;
-  // Runs fn(i) for every i in [0, n) at once, on n threads of the pool (it
-  // grows to n), and returns when every one returned. fn must not throw.
-  void run(size_t n, const std::function<void(size_t)>& fn);
-
- private:
-  void work();
-  std::mutex mu_;
-  std::condition_variable wake_, done_;
-  std::vector<std::thread> threads_;
-  const std::function<void(size_t)>* fn_ = nullptr;
-  size_t next_ = 0, n_ = 0, left_ = 0;
-  bool stop_ = false;
-};
 
 class PeerFan {
  public:
@@ -90,7 +67,10 @@ class PeerFan {
   static constexpr long kHopMs = 2000;
   std::string token_, from_;
   std::vector<Child> children_;
-  WorkerPool pool_;
+  // Threads kept for the calls (wire/helper_pool.h): a thousand hosts'
+  // routes cost the doctor a thread per child per call, and creating
+  // threads was most of its CPU. Every child's share runs at once.
+  wire::HelperPool pool_{std::numeric_limits<size_t>::max()};
   std::map<int, size_t> via_;  // node -> the child it is (or is beneath)
   std::map<int, std::string> names_;  // node -> its name, for errors
 };

@@ -3,7 +3,8 @@
 // the caller and the others by helpers, the caller returning when every
 // share has. The agent starts ranks from several threads with one
 // (agent/rank_supervisor.cc), the TCP store server sends many answers at
-// once with another (rendezvous/tcp_store_server.cc).
+// once with another (rendezvous/tcp_store_server.cc), and the doctor calls
+// every child of its launch tree at once with a third (doctor/peer_fan.h).
 //
 // Helpers are started when first needed, up to the pool's maximum, each with
 // every signal blocked (quiet_thread.h), and wait on a condition between
