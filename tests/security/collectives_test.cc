@@ -42,17 +42,22 @@ for s in held:
         print("closed by victim (%s)" % e, flush=True)
 )py";
 
-// Socket inode -> port of every TCP socket listening on 0.0.0.0.
+// Socket inode -> port of every TCP socket listening on every address.
 std::map<std::string, int> listeners_on_any() {
   std::map<std::string, int> out;
-  std::ifstream f("/proc/net/tcp");
-  std::string line;
-  std::getline(f, line);
-  while (std::getline(f, line)) {
-    std::istringstream in(line);
-    std::string sl, local, remote, st, queues, timer, retr, uid, timeout, inode;
-    in >> sl >> local >> remote >> st >> queues >> timer >> retr >> uid >> timeout >> inode;
-    if (st == "0A" && local.rfind("00000000:", 0) == 0) out[inode] = std::stoi(local.substr(9), nullptr, 16);
+  // A rank's port is one dual-stack socket (collectives/tcp/mesh.cc), listed
+  // in tcp6; where the kernel has no IPv6, an IPv4 one in tcp.
+  for (const auto& [table, any] : {std::pair<const char*, std::string>{"/proc/net/tcp", "00000000:"},
+                                   {"/proc/net/tcp6", "00000000000000000000000000000000:"}}) {
+    std::ifstream f(table);
+    std::string line;
+    std::getline(f, line);
+    while (std::getline(f, line)) {
+      std::istringstream in(line);
+      std::string sl, local, remote, st, queues, timer, retr, uid, timeout, inode;
+      in >> sl >> local >> remote >> st >> queues >> timer >> retr >> uid >> timeout >> inode;
+      if (st == "0A" && local.rfind(any, 0) == 0) out[inode] = std::stoi(local.substr(any.size()), nullptr, 16);
+    }
   }
   return out;
 }
