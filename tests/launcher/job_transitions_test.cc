@@ -817,6 +817,24 @@ TEST_CASE("job transitions: --min-hosts: a second host lost while the restart wa
   CHECK(h.finish() == 0);
 }
 
+namespace {
+// two_hosts_and_a_spare() after fake-1 failed the health gate: the spare
+// fake-2 runs its ranks 2-3, fake-1 is sent away, and the job ends 0.
+void spare_ran_fake1s_ranks(Harness& h) {
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(h.links->sent(1).count<msg::Launch>() == 0);
+  CHECK(h.links->sent(1).count<msg::Bye>() == 1);
+  const auto spare = h.links->sent(2).all<msg::Launch>();
+  REQUIRE(spare.size() == 1);
+  CHECK(ranks_of(spare[0]) == std::vector<int>{2, 3});
+  h.links->close(1, "closed by the agent");
+  for (int r : {0, 1}) h.links->exited(0, r, 0);
+  for (int r : {2, 3}) h.links->exited(2, r, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+}
+}  // namespace
+
 TEST_CASE("job transitions: the health gate with a spare asks each host for the ranks' programs - a host that lacks "
           "them gives its seat to the spare",
           "[launcher][job][transitions][health][spares]") {
@@ -839,17 +857,7 @@ TEST_CASE("job transitions: the health gate with a spare asks each host for the 
   h.links->say(1, msg::Health{false, "the ranks' program /bin/true: No such file or directory"});
   h.links->say(2, msg::Health{true, ""});
   h.settle();
-  REQUIRE(h.job->phase() == Phase::kLaunched);
-  CHECK(h.links->sent(1).count<msg::Launch>() == 0);
-  CHECK(h.links->sent(1).count<msg::Bye>() == 1);
-  const auto spare = h.links->sent(2).all<msg::Launch>();
-  REQUIRE(spare.size() == 1);
-  CHECK(ranks_of(spare[0]) == std::vector<int>{2, 3});
-  h.links->close(1, "closed by the agent");
-  for (int r : {0, 1}) h.links->exited(0, r, 0);
-  for (int r : {2, 3}) h.links->exited(2, r, 0);
-  h.settle();
-  CHECK(h.finish() == 0);
+  spare_ran_fake1s_ranks(h);
   INFO(h.err);
   CHECK_THAT(h.err, Catch::Contains("fake-1 lost (failed the health check: the ranks' program /bin/true: No such file or "
                                     "directory); its ranks 2-3 moved to spare fake-2"));
@@ -864,17 +872,7 @@ TEST_CASE("job transitions: the health gate with a spare: a host that sees fewer
     REQUIRE(h.links->hello(1, 29501, "", {"0"}) == "");
     REQUIRE(h.links->hello(2, 29502, "", {"0", "1"}) == "");
     h.settle();
-    REQUIRE(h.job->phase() == Phase::kLaunched);
-    CHECK(h.links->sent(1).count<msg::Launch>() == 0);
-    CHECK(h.links->sent(1).count<msg::Bye>() == 1);
-    const auto spare = h.links->sent(2).all<msg::Launch>();
-    REQUIRE(spare.size() == 1);
-    CHECK(ranks_of(spare[0]) == std::vector<int>{2, 3});
-    h.links->close(1, "closed by the agent");
-    for (int r : {0, 1}) h.links->exited(0, r, 0);
-    for (int r : {2, 3}) h.links->exited(2, r, 0);
-    h.settle();
-    CHECK(h.finish() == 0);
+    spare_ran_fake1s_ranks(h);
     INFO(h.err);
     CHECK_THAT(h.err, Catch::Contains("fake-1 lost (failed the health check: it sees 1 GPU where its 2 ranks need 2 "
                                       "(fake-0 has 2); check the host's GPUs"));
