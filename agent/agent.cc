@@ -18,6 +18,7 @@
 #include "control/rank_identity.h"
 #include "errors/error.h"
 #include "errors/temp_dirs.h"
+#include "machine/clock.h"
 #include "machine/cpus.h"
 #include "machine/gpu_report.h"
 #include "machine/identity.h"
@@ -86,9 +87,14 @@ Agent::~Agent() {
 
 void Agent::health_check(const msg::HealthCheck& c) {
   if (health_.joinable()) return;  // asked once per host
-  health_ = std::thread([this, c] {
+  // The clock the launcher judges, read as the check came; the answer says
+  // how long it was held, so the launcher's round trip is the wire's alone.
+  const long long came_ns = machine::wall_ns();
+  const auto came = std::chrono::steady_clock::now();
+  health_ = std::thread([this, c, came_ns, came] {
     const auto timeout = milliseconds(c.timeout_ms);
     msg::Health h;
+    h.clock_ns = came_ns;
     try {
       const char* own_path = std::getenv("PATH");
       h.text = check_programs(c.programs, own_path ? own_path : "/usr/bin:/bin");
@@ -101,7 +107,8 @@ void Agent::health_check(const msg::HealthCheck& c) {
       h.text = e.what();
     }
     h.passed = h.text.empty();
-    asio::post(io_, [this, h] {
+    asio::post(io_, [this, h, came]() mutable {
+      h.held_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - came).count();
       if (link_ && !done_) link_->send_message(h);
     });
   });

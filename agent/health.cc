@@ -1,5 +1,6 @@
 #include "agent/health.h"
 
+#include <fcntl.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -41,11 +42,47 @@ std::string check_temp_dir(const std::string& dir, unsigned long long min_free) 
   return "";
 }
 
+std::string check_interpreter(const std::string& file, const std::string& path_var, const std::string& wdir) {
+  const std::string at = wdir.empty() || file.front() == '/' ? file : wdir + (wdir.back() == '/' ? "" : "/") + file;
+  const int fd = ::open(at.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return "";  // the exec says why (an unreadable binary still runs)
+  char head[256];
+  const ssize_t got = ::read(fd, head, sizeof head);
+  ::close(fd);
+  if (got < 2 || head[0] != '#' || head[1] != '!') return "";
+  std::string line(head + 2, static_cast<size_t>(got) - 2);
+  if (const size_t nl = line.find('\n'); nl != std::string::npos) line.resize(nl);
+  auto trim = [](std::string t) {
+    const size_t b = t.find_first_not_of(" \t\r"), e = t.find_last_not_of(" \t\r");
+    return b == std::string::npos ? std::string() : t.substr(b, e - b + 1);
+  };
+  line = trim(line);
+  const size_t sp = line.find_first_of(" \t");
+  const std::string interp = line.substr(0, sp);
+  std::string arg = sp == std::string::npos ? "" : trim(line.substr(sp));  // the kernel passes the rest as one
+  if (interp.empty()) return "";
+  const std::string shown = "its interpreter (#!" + line + ")";
+  const Resolved i = resolve_program(interp.find('/') == std::string::npos ? "./" + interp : interp, "", wdir);
+  if (i.code != 0) return file + ": " + shown + ": " + i.message;
+  if (interp.substr(interp.rfind('/') + 1) != "env" || arg.empty()) return "";
+  // env finds the program on the ranks' PATH; with -S it splits the rest.
+  if (arg.rfind("-S", 0) == 0) {
+    arg = trim(arg.substr(2));
+    while (!arg.empty() && (arg.front() == '-' || arg.substr(0, arg.find_first_of(" \t")).find('=') != std::string::npos))
+      arg = arg.find_first_of(" \t") == std::string::npos ? "" : trim(arg.substr(arg.find_first_of(" \t")));
+    arg = arg.substr(0, arg.find_first_of(" \t"));
+  }
+  if (arg.empty() || arg.front() == '-') return "";
+  const Resolved r = resolve_program(arg, path_var, wdir);
+  return r.code == 0 ? "" : file + ": " + shown + ": " + r.message;
+}
+
 std::string check_programs(const std::vector<control::msg::ProgramProbe>& probes, const std::string& own_path) {
   for (const auto& p : probes) {
-    const Resolved r = resolve_program(p.argv0, p.path.empty() ? own_path : p.path, p.wdir);
-    if (r.code != 0)
-      return "the ranks' program " + r.message;
+    const std::string& path = p.path.empty() ? own_path : p.path;
+    const Resolved r = resolve_program(p.argv0, path, p.wdir);
+    if (r.code != 0) return "the ranks' program " + r.message;
+    if (std::string bad = check_interpreter(r.path, path, p.wdir); !bad.empty()) return "the ranks' program " + bad;
   }
   return "";
 }

@@ -25,6 +25,14 @@ std::string check_temp_dir(const std::string& dir, unsigned long long min_free =
 // it up (a probe's empty path: `own_path`, the agent's PATH); else the first
 // that is not, in the launch's own words ("the ranks' program
 // /scratch/./train: No such file or directory").
+// "" unless `file` (as resolved, from `wdir`) is a script whose #! line
+// names an interpreter that is not there, or `/usr/bin/env PROG` with no
+// PROG on `path_var`; then "FILE: its interpreter (#!/usr/bin/env
+// python3): python3: command not found in PATH". An exec of such a script
+// fails with a bare "No such file or directory" that names the script.
+std::string check_interpreter(const std::string& file, const std::string& path_var, const std::string& wdir);
+
+// Each program is looked up, then its interpreter (check_interpreter).
 std::string check_programs(const std::vector<control::msg::ProgramProbe>& probes, const std::string& own_path);
 
 // The answer to a finished --health-check: "" passed (exit 0), else the

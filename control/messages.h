@@ -118,7 +118,14 @@ struct Health {
   static constexpr const char* kType = "health";
   bool passed = false;
   std::string text;
-  template <class S, class V> static void fields(S& s, V& v) { v("passed", s.passed), v("text", s.text); }
+  // The agent's wall clock when the health_check came (ns since the epoch),
+  // and how long it held the check before this answer: the launcher, which
+  // noted its own clock when it sent the check and when this came, judges
+  // the host's clock to within half the round trip (--clock-threshold).
+  int64_t clock_ns = 0, held_ns = 0;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("passed", s.passed), v("text", s.text), v("clock_ns", s.clock_ns), v("held_ns", s.held_ns);
+  }
 };
 
 // A rank was forked and exec'd.

@@ -73,8 +73,6 @@ std::string describe_difference(const std::optional<std::string>& got, const std
 
 bool env_difference_fails(const std::string& var, bool launchers_host) { return !(launchers_host && var == "PATH"); }
 
-long long clock_offset_ns(long long t0, long long t1, long long remote) { return remote - (t0 + (t1 - t0) / 2); }
-
 std::vector<std::vector<std::pair<int, int>>> tournament_rounds(int n) {
   std::vector<std::vector<std::pair<int, int>>> rounds;
   if (n < 2) return rounds;

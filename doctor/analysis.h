@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "machine/clock.h"
+
 namespace dl::doctor {
 
 // Hosts that are the same machine under two names: `key(i)` gives each host's
@@ -33,9 +35,8 @@ std::string describe_difference(const std::optional<std::string>& got, const std
 // non-interactive ssh gives the others), a warning; any other difference fails.
 bool env_difference_fails(const std::string& var, bool launchers_host);
 
-// Clock offset of a peer (ns) from one exchange: the launcher read `t0` and
-// `t1` around the peer's reading `remote`; the peer read its clock halfway.
-long long clock_offset_ns(long long t0, long long t1, long long remote);
+// Clock offset of a peer (ns) from one exchange (machine/clock.h).
+using machine::clock_offset_ns;
 
 // Rounds of a round-robin tournament (circle method): every pair of 0..n-1
 // exactly once, each round a set of disjoint pairs; n-1 rounds for even n,

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "doctor/analysis.h"
+#include "machine/clock.h"
 #include "doctor/doctor.h"
 #include "doctor/gpu.h"
 #include "remote/agent_starter.h"
@@ -15,12 +16,6 @@ namespace dl::doctor {
 namespace {
 constexpr Millis kFactsTimeout{30000};
 
-std::string signed_ms(double ms) {
-  char b[32];
-  if (std::fabs(ms) >= 1000) std::snprintf(b, sizeof b, "%+.1fs", ms / 1000);
-  else std::snprintf(b, sizeof b, "%+.1fms", ms);
-  return b;
-}
 }  // namespace
 
 void Doctor::stage_environment() {
@@ -103,16 +98,10 @@ void Doctor::judge_dlaunch(int h, const HostFacts& f) {
 }
 
 void Doctor::judge_clock(int h, long long offset_ns) {
-  const double off_ms = offset_ns / 1e6;
-  char threshold[32];
-  std::snprintf(threshold, sizeof threshold, "%g", o_.clock_threshold_s);
-  if (std::fabs(off_ms) > o_.clock_threshold_s * 1000)
-    fail(h, Check::kClock, signed_ms(off_ms),
-         name(h) + ": its clock is " + signed_ms(off_ms) + " off the launcher's (more than --clock-threshold " +
-             threshold + " s)",
-         "synchronise the clocks (chrony or ntpd; `timedatectl set-ntp true`)");
+  if (const std::string off = machine::clock_off(offset_ns, 0, o_.clock_threshold_s); !off.empty())
+    fail(h, Check::kClock, machine::signed_offset(offset_ns), name(h) + ": " + off, machine::kClockFix);
   else
-    report_->set(h, Check::kClock, Mark::kOk, signed_ms(off_ms));
+    report_->set(h, Check::kClock, Mark::kOk, machine::signed_offset(offset_ns));
 }
 
 // GPUs: what the driver lists and what CUDA makes of them.

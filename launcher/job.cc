@@ -13,6 +13,7 @@
 #include "launcher/launch_plan.h"
 #include "launcher/seats.h"
 #include "launcher/torch_store.h"
+#include "machine/clock.h"
 #include "machine/gpu_report.h"
 #include "machine/gpus.h"
 #include "remote/start_method.h"
@@ -369,14 +370,22 @@ void Job::check_health(Node& n, const msg::Hello& m) {
   c.command = opts_.health_check, c.host = n.host;
   c.timeout_ms = static_cast<int>(opts_.health_timeout_s * 1000);
   if (!plan_.spares.empty()) c.programs = program_probes(opts_, n.ranks);
+  n.health_sent_ns = machine::wall_ns();
   server_->send(n.index, c);
 }
 
 void Job::on_health(Node& n, const msg::Health& h) {
   if (n.health != Node::Health::kPending) return;
   if (!h.passed) return health_failed(n, h.text.empty() ? "it failed" : h.text);
+  // The host's clock, from the check's round trip less the time the agent
+  // held it: known to within half of what is left (machine/clock.h).
+  const long long rtt = std::max(0LL, machine::wall_ns() - n.health_sent_ns - h.held_ns);
+  const long long offset = machine::clock_offset_ns(n.health_sent_ns, n.health_sent_ns + rtt, h.clock_ns);
+  if (const std::string off = machine::clock_off(offset, rtt / 2, opts_.clock_threshold_s); !off.empty())
+    return health_failed(n, off + "; " + machine::kClockFix);
   n.health = Node::Health::kPassed;
-  log(n.host + " passed the health check");
+  log(n.host + " passed the health check (its clock " + machine::signed_offset(offset) + " off the launcher's, within " +
+      machine::signed_offset(rtt / 2).substr(1) + ")");
   if (phase_.is(Phase::kStarting) && ready_to_launch() && !fate_.failed()) launch_all();
 }
 

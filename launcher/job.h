@@ -104,6 +104,7 @@ class Job : public AgentLinks::Handler {
     bool lost = false;  // its ranks moved to a spare (or a spare that was lost): not used again
     std::string why_gone;  // why its agent's connection closed
     enum class Health { kUnknown, kPending, kPassed, kFailed } health = Health::kUnknown;  // the health gate
+    long long health_sent_ns = 0;  // the launcher's wall clock when the gate's check went (the clock check)
     std::vector<int> ranks;
     std::optional<control::msg::Hello> hello;  // its agent's (the last, after a restart)
     std::string reach_addr;  // this host's address as the other hosts reach it

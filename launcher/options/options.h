@@ -102,6 +102,9 @@ struct RunOptions {
   // before it takes ranks; a host where it fails takes none (docs/failures.md).
   std::string health_check;
   double health_timeout_s = 60;  // --health-timeout: its bound on each host
+  // --clock-threshold S: in the health gate, a host whose wall clock is
+  // surely more than S off the launcher's fails (0: clocks not judged).
+  double clock_threshold_s = 1;
   bool restarts_given = false;  // --max-restarts was given (not implied by --spares/--min-hosts)
   // Remote hosts.
   std::string prefix;               // --prefix DIR holding bin/dlaunch-agent

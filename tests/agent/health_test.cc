@@ -64,3 +64,48 @@ TEST_CASE("health: the ranks' programs are found as the launch finds them - a mi
   CHECK(dl::agent::check_programs({ProgramProbe{"./train", "", "/tmp"}}, "").find(
             "the ranks' program /tmp/./train: No such file or directory") == 0);
 }
+
+TEST_CASE("health: a script's interpreter is found as the kernel and env find it - a missing one names the #! line",
+          "[agent][health]") {
+  using dl::control::msg::ProgramProbe;
+  char tmpl[] = "/tmp/dl-interp-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  auto script = [&](const std::string& name, const std::string& first_line) {
+    const std::string path = dir + "/" + name;
+    FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fprintf(f, "%s\necho hi\n", first_line.c_str());
+    std::fclose(f);
+    REQUIRE(::chmod(path.c_str(), 0755) == 0);
+  };
+  script("plain", "#!/bin/sh");
+  script("spaced", "#!  /bin/sh -e");
+  script("env-sh", "#!/usr/bin/env sh");
+  script("gone", "#!/opt/dl-no-such/bin/python3 -u");
+  script("env-gone", "#!/usr/bin/env dl-no-such-python");
+  script("env-split", "#!/usr/bin/env -S A=1 dl-no-such-python -u");
+  script("env-split-ok", "#!/usr/bin/env -S -i A=1 sh -e");
+  script("binary-like", "\x7f" "ELF");
+  const std::string path = "/usr/bin:/bin";
+  for (const char* ok : {"plain", "spaced", "env-sh", "env-split-ok", "binary-like"}) {
+    INFO(ok);
+    CHECK(check_programs({ProgramProbe{std::string("./") + ok, "", dir}}, path) == "");
+  }
+  CHECK(check_programs({ProgramProbe{"./gone", "", dir}}, path) ==
+        "the ranks' program ./gone: its interpreter (#!/opt/dl-no-such/bin/python3 -u): "
+        "/opt/dl-no-such/bin/python3: No such file or directory");
+  CHECK(check_programs({ProgramProbe{"./env-gone", "", dir}}, path) ==
+        "the ranks' program ./env-gone: its interpreter (#!/usr/bin/env dl-no-such-python): "
+        "dl-no-such-python: command not found in PATH");
+  CHECK(check_programs({ProgramProbe{"./env-split", "", dir}}, path) ==
+        "the ranks' program ./env-split: its interpreter (#!/usr/bin/env -S A=1 dl-no-such-python -u): "
+        "dl-no-such-python: command not found in PATH");
+  // env looks on the ranks' PATH (the job's -x PATH), not the agent's: found there, it passes.
+  CHECK(check_programs({ProgramProbe{"./env-sh", "/nonexistent-dl", dir}}, path) ==
+        "the ranks' program ./env-sh: its interpreter (#!/usr/bin/env sh): sh: command not found in PATH");
+  // A script found on PATH is read where it was found.
+  CHECK(check_programs({ProgramProbe{"gone", dir, "/"}}, path).find("its interpreter (#!/opt/dl-no-such/bin/python3") !=
+        std::string::npos);
+  std::filesystem::remove_all(dir);
+}

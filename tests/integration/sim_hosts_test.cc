@@ -136,3 +136,27 @@ TEST_CASE("sim: --spares 1 - a host that lacks the ranks' program is replaced by
                    ": command not found in PATH); its rank 1 moved to spare " + c) != std::string::npos);
   CHECK(wait_marked_gone(m, 10).empty());
 }
+
+// The health gate reads each host's clock: the simulated host whose clock
+// is 30 s behind (clock_shift.c preloaded in every process of the test bed,
+// its shift planted on that host alone) gives its seat to the spare.
+TEST_CASE("sim: --spares 1 - a host whose clock is 30 s behind is replaced by the spare before any rank starts",
+          "[integration][sim][spares][clock]") {
+  const std::string m = new_marker();
+  const std::string a = "sim-a-" + m, b = "sim-b-" + m, c = "sim-c-" + m;
+  RunSpec s = sim_run(a + ":1," + b + ":1," + c + ":1",
+                      {"sh", "-c", "echo \"ran rank $RANK of $WORLD_SIZE on node $NODE_RANK\"", m});
+  s.argv.insert(s.argv.begin() + 1, {"--spares", "1", "-n", "2"});
+  s.set_env["LD_PRELOAD"] = DL_CLOCK_SHIFT_LIB;
+  s.set_env["DLAUNCH_SIM_HOST_ENV"] = b + ":DL_CLOCK_SHIFT_S=-30";
+  RunResult r = run(s, 60);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("ran rank 0 of 2 on node 0") != std::string::npos);
+  CHECK(r.out.find("ran rank 1 of 2 on node 1") != std::string::npos);
+  CHECK(r.err.find(b + " lost (failed the health check: its clock is -30.0s off the launcher's (more than "
+                   "--clock-threshold 1 s)") != std::string::npos);
+  CHECK(r.err.find("its rank 1 moved to spare " + c) != std::string::npos);
+  CHECK(r.err.find(a + " lost") == std::string::npos);
+  CHECK(wait_marked_gone(m, 10).empty());
+}

@@ -17,6 +17,7 @@
 #include "control/protocol.h"
 #include "errors/error.h"
 #include "launcher/job.h"
+#include "machine/clock.h"
 #include "tests/launcher/stderr_capture.h"
 #include "wire/frame.h"
 
@@ -27,6 +28,12 @@ namespace hf = dl::hostfiles;
 using std::chrono::milliseconds;
 
 namespace {
+
+// An agent's answer to the health gate, its clock read now (this machine's,
+// so the same as the launcher's) plus `clock_off_s`.
+msg::Health health(bool passed, const std::string& text = "", double clock_off_s = 0) {
+  return msg::Health{passed, text, dl::machine::wall_ns() + static_cast<long long>(clock_off_s * 1e9), 0};
+}
 
 // What the Job sent to one node, its JSON messages decoded.
 struct Sent {
@@ -75,7 +82,8 @@ class RecordingLinks final : public AgentLinks {
   // unbound again when the handler refuses it.
   // `gpus`: the NVIDIA GPUs its hello reports. A health_check that asks
   // only for the programs (a job with spares) is answered "passed" at once,
-  // as an agent that finds them would, unless `programs_found` is false.
+  // as an agent that finds them would, unless `answers_health` is false
+  // (the test answers itself: programs missing, a clock off).
   std::string hello(int node, int free_port = 29500, const std::string& unhealthy = "",
                     std::vector<std::string> gpus = {}) {
     msg::Hello m;
@@ -88,11 +96,11 @@ class RecordingLinks final : public AgentLinks {
     const std::string refused = h_.on_hello(m);
     if (!refused.empty()) open_.at(static_cast<size_t>(node)) = false;
     const auto asked = sent(node).all<msg::HealthCheck>();
-    if (refused.empty() && programs_found && !asked.empty() && asked.back().command.empty())
-      h_.on_message(node, msg::Health{true, ""});
+    if (refused.empty() && answers_health && !asked.empty() && asked.back().command.empty())
+      h_.on_message(node, health(true, ""));
     return refused;
   }
-  bool programs_found = true;
+  bool answers_health = true;
   void say(int node, const control::FromAgent& m) { h_.on_message(node, m); }
   void exited(int node, int rank, std::optional<int> code, std::optional<int> sig = std::nullopt) {
     msg::Exited x;
@@ -717,10 +725,10 @@ TEST_CASE("job transitions: --health-check: the launch waits for every host's an
   CHECK(asked[0].command == "/usr/local/sbin/node-check");
   CHECK(asked[0].host == "fake-1");
   CHECK(asked[0].timeout_ms == 60000);
-  h.links->say(0, msg::Health{true, ""});
+  h.links->say(0, health(true, ""));
   h.settle();
   CHECK(h.job->phase() == Phase::kStarting);  // fake-1 has not answered
-  h.links->say(1, msg::Health{false, "GPU 3: 2 uncorrectable ECC errors (exited with code 1)"});
+  h.links->say(1, health(false, "GPU 3: 2 uncorrectable ECC errors (exited with code 1)"));
   h.settle();
   CHECK(h.links->sent(0).count<msg::Launch>() == 0);
   CHECK(h.finish() == 1);
@@ -736,12 +744,12 @@ TEST_CASE("job transitions: the health gate with a spare: a host that fails give
   Harness h(o, nullptr, {}, two_hosts_and_a_spare());
   for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n) == "");
   h.settle();
-  h.links->say(1, msg::Health{false, "no /scratch mounted (exited with code 1)"});
-  h.links->say(0, msg::Health{true, ""});
+  h.links->say(1, health(false, "no /scratch mounted (exited with code 1)"));
+  h.links->say(0, health(true, ""));
   h.settle();
   CHECK(h.job->phase() == Phase::kStarting);  // the spare's own answer is not in
   CHECK(h.links->sent(1).count<msg::Bye>() == 1);
-  h.links->say(2, msg::Health{true, ""});
+  h.links->say(2, health(true, ""));
   h.settle();
   REQUIRE(h.job->phase() == Phase::kLaunched);
   CHECK(h.links->sent(1).count<msg::Launch>() == 0);
@@ -760,6 +768,57 @@ TEST_CASE("job transitions: the health gate with a spare: a host that fails give
   INFO(h.err);
   CHECK_THAT(h.err, Catch::Contains("fake-1 lost (failed the health check: no /scratch mounted (exited with code 1)); "
                                     "its ranks 2-3 moved to spare fake-2; no spare left"));
+}
+
+TEST_CASE("job transitions: the health gate judges each host's clock against --clock-threshold: 30 s off gives the "
+          "seat to the spare, 0.5 s off passes, and --clock-threshold 0 judges none",
+          "[launcher][job][transitions][health][spares][clock]") {
+  auto o = restart_options(1);
+  SECTION("30 s behind fails, 0.5 s ahead passes") {
+    Harness h(o, nullptr, {}, two_hosts_and_a_spare());
+    h.links->answers_health = false;
+    for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n) == "");
+    h.settle();
+    REQUIRE(h.links->sent(1).count<msg::HealthCheck>() == 1);  // spares: the gate asks every host
+    h.links->say(0, health(true, "", 0.5));
+    h.links->say(1, health(true, "", -30));
+    h.links->say(2, health(true, ""));
+    h.settle();
+    REQUIRE(h.job->phase() == Phase::kLaunched);
+    CHECK(h.links->sent(1).count<msg::Launch>() == 0);
+    CHECK(h.links->sent(1).count<msg::Bye>() == 1);
+    const auto spare = h.links->sent(2).all<msg::Launch>();
+    REQUIRE(spare.size() == 1);
+    CHECK(ranks_of(spare[0]) == std::vector<int>{2, 3});
+    CHECK(h.links->sent(0).count<msg::Launch>() == 1);
+    for (int r : {0, 1}) h.links->exited(0, r, 0);
+    for (int r : {2, 3}) h.links->exited(2, r, 0);
+    h.settle();
+    CHECK(h.finish() == 0);
+    INFO(h.err);
+    CHECK_THAT(h.err, Catch::Contains("fake-1 lost (failed the health check: its clock is -30.0s off the launcher's "
+                                      "(more than --clock-threshold 1 s); synchronise the clocks (chrony or ntpd"));
+    CHECK_THAT(h.err, Catch::Contains("its ranks 2-3 moved to spare fake-2"));
+    CHECK(h.err.find("fake-0 lost") == std::string::npos);
+  }
+  SECTION("--clock-threshold 0: no host fails for its clock") {
+    o.clock_threshold_s = 0;
+    Harness h(o, nullptr, {}, two_hosts_and_a_spare());
+    h.links->answers_health = false;
+    for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n) == "");
+    h.settle();
+    for (int n = 0; n < 3; ++n) h.links->say(n, health(true, "", n == 1 ? -30 : 0));
+    h.settle();
+    REQUIRE(h.job->phase() == Phase::kLaunched);
+    CHECK(h.links->sent(1).count<msg::Launch>() == 1);
+    CHECK(h.links->sent(2).all<msg::Launch>().at(0).ranks.empty());
+    for (int r : {0, 1}) h.links->exited(0, r, 0);
+    for (int r : {2, 3}) h.links->exited(1, r, 0);
+    h.settle();
+    CHECK(h.finish() == 0);
+    INFO(h.err);
+    CHECK(h.err.find("clock") == std::string::npos);
+  }
 }
 
 TEST_CASE("job transitions: the agent's own checks (its temp dir) fail a host in its hello, as --health-check would",
@@ -840,7 +899,7 @@ TEST_CASE("job transitions: the health gate with a spare asks each host for the 
           "[launcher][job][transitions][health][spares]") {
   auto o = restart_options(1);
   Harness h(o, nullptr, {}, two_hosts_and_a_spare());
-  h.links->programs_found = false;
+  h.links->answers_health = false;
   for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n) == "");
   h.settle();
   CHECK(h.job->phase() == Phase::kStarting);
@@ -853,9 +912,9 @@ TEST_CASE("job transitions: the health gate with a spare asks each host for the 
     CHECK(asked[0].programs[0].path.empty());  // no -x PATH: the agent's own
     CHECK_FALSE(asked[0].programs[0].wdir.empty());
   }
-  h.links->say(0, msg::Health{true, ""});
-  h.links->say(1, msg::Health{false, "the ranks' program /bin/true: No such file or directory"});
-  h.links->say(2, msg::Health{true, ""});
+  h.links->say(0, health(true, ""));
+  h.links->say(1, health(false, "the ranks' program /bin/true: No such file or directory"));
+  h.links->say(2, health(true, ""));
   h.settle();
   spare_ran_fake1s_ranks(h);
   INFO(h.err);
@@ -1062,7 +1121,7 @@ TEST_CASE("job transitions: the health gate in a launch tree: an interior host t
   Harness h(o, nullptr, {}, hosts_and_spares(7, 1));
   for (int n = 0; n < 8; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
   h.settle();
-  for (int n = 0; n < 8; ++n) h.links->say(n, msg::Health{n != 4, n == 4 ? "GPU 0 is gone" : ""});
+  for (int n = 0; n < 8; ++n) h.links->say(n, health(n != 4, n == 4 ? "GPU 0 is gone" : ""));
   h.settle();
   REQUIRE(h.job->phase() == Phase::kLaunched);
   CHECK(h.links->sent(4).count<msg::Bye>() == 0);
