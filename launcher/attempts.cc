@@ -41,8 +41,9 @@ std::string Attempts::restarting_line(const std::string& verdict) const {
 
 std::string Attempts::final_line(const Fate& fate) const {
   std::string line = verdict_line(fate);
-  if (changes_.empty() || line.empty()) return line;
-  line += "\ndlaunch: the job's hosts changed " + std::to_string(changes_.size()) +
+  if (changes_.empty()) return line;
+  // Also after a first attempt that succeeded: a host failed the gate, or a spare was lost.
+  line += std::string(line.empty() ? "" : "\n") + "dlaunch: the job's hosts changed " + std::to_string(changes_.size()) +
           (changes_.size() == 1 ? " time: " : " times: ");
   for (size_t i = 0; i < changes_.size(); ++i) line += (i ? "; " : "") + changes_[i];
   return line;

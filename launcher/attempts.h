@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "launcher/fate.h"
+#include "launcher/membership.h"
 
 namespace dl::launcher {
 
@@ -50,6 +51,10 @@ class Attempts {
   // `node` will not answer (a spare lost during the restart): returns true
   // when that leaves no node to wait for.
   bool forget(int node) { return waiting_.erase(node) > 0 && waiting_.empty(); }
+  // `node` gets a new agent after the restart began (its agent was lost
+  // with one above it in the launch tree): its hello is its answer, also
+  // when its old agent had answered.
+  void wait_anew(int node) { waiting_.insert(node), anew_.insert(node), ports_.erase(node); }
   // --spares: the failed attempt's host (Fate::failed_host). True when the
   // attempt before it failed on the same host too ("" never counts): a
   // host that fails again and again is swapped out while a spare is free.
@@ -78,6 +83,16 @@ class Attempts {
   // lost (...); its ranks 6-7 moved to spare node5"); the final line lists
   // every one.
   void changed(std::string line) { changes_.push_back("before " + attempt_name(restart_ + 2) + ": " + std::move(line)); }
+  // One made before the first attempt (the health gate), or while the
+  // current one runs (a spare lost).
+  void changed_before_start(std::string line) { changes_.push_back("before " + attempt_name(1) + ": " + std::move(line)); }
+  void changed_during(std::string line) { changes_.push_back("during " + attempt_name(restart_ + 1) + ": " + std::move(line)); }
+  // The number of the attempt a change made now is for: the one being
+  // prepared while restarting, else the current one.
+  int changing_attempt(bool restarting) const { return restart_ + (restarting ? 2 : 1); }
+  // Each change, structured (for --report-json), in the order made.
+  void record(MembershipChange c) { membership_.push_back(std::move(c)); }
+  const std::vector<MembershipChange>& membership() const { return membership_; }
   // "attempt 2 of 4" (or "" without --max-restarts: the lines stay as they were).
   std::string name() const;
   // The line for a failed attempt that is being retried.
@@ -87,7 +102,8 @@ class Attempts {
   // job succeeded on its first attempt, or, without restarts, when the
   // verdict is already on stderr (Fate::said). A restart that began (its
   // restarting_line was printed, with the verdict) and failed gives the
-  // reason alone: the verdict is said once.
+  // reason alone: the verdict is said once. Then, if the job's hosts
+  // changed, one line that lists every change.
   std::string final_line(const Fate& fate) const;
 
  private:
@@ -99,6 +115,7 @@ class Attempts {
   std::string verdict_line(const Fate& fate) const;
   std::string refused_, last_failed_host_;
   std::vector<std::string> changes_;
+  std::vector<MembershipChange> membership_;
   bool restarting_ = false;  // begin_restart() was called for next()
 };
 

@@ -122,6 +122,8 @@ int Job::conclude() {
   sink_->finish_all();  // lines of ranks whose exit never came (a lost host)
   starter_->stop(2000);
   if (const std::string last = attempts_.final_line(fate_); !last.empty()) write_fully(2, last + "\n");
+  if (const std::string failed = stacks_ ? stacks_->write_final() : ""; !failed.empty())
+    write_fully(2, "dlaunch: " + failed + "\n");
   ConsoleWriter::drain_and_disable();  // every line is out before dlaunch exits
   return fate_.exit_code();
 }
@@ -284,12 +286,19 @@ void Job::on_peer_failed(int code, const std::string& verdict) {
 
 void Job::on_closed(int node, const std::string& why) {
   Node& n = nodes_.at(static_cast<size_t>(node));
+  // An old agent beneath one lost during the restart, reported after it:
+  // its host's new agent is being started already (lost_while_restarting).
+  if (phase_.is(Phase::kRestarting) && n.state == NodeState::kStarting && attempts_.anew(node))
+    return log("the old agent on " + n.host + " ended (" + why + "); its new one is on its way");
   n.state = NodeState::kGone;
   stacks_->on_closed(node);
   loss_known_ = std::chrono::steady_clock::now();
   n.why_gone = why;
   if (n.seat < 0 && !n.lost && !phase_.ending()) spare_lost(n, why);
   if (n.lost) {  // swapped out, or a lost spare: its agent's end changes nothing
+    // but for a relay that holds no seat (it failed the health gate): the
+    // hosts beneath it get new agents for the restart.
+    if (phase_.is(Phase::kRestarting) && tree_.has_children(node)) lost_while_restarting(n, why);
     if (phase_.ending() && !server_->any_open()) stop();
     return;
   }
@@ -305,9 +314,23 @@ void Job::spare_lost(Node& n, const std::string& why) {
   n.lost = true;
   size_t left = 0;
   for (const auto& x : nodes_) left += x.seat < 0 && !x.lost ? 1 : 0;
-  write_fully(2, "dlaunch: spare " + n.host + " lost (" + why + ")" + spares_left(left) + "\n");
+  const std::string line = "spare " + n.host + " lost (" + why + ")" + spares_left(left);
+  write_fully(2, "dlaunch: " + line + "\n");
+  note_change("lost_spare", n.host, why, {}, "");
+  if (phase_.is(Phase::kRestarting)) attempts_.changed(line);
+  else if (phase_.is(Phase::kStarting)) attempts_.changed_before_start(line);
+  else attempts_.changed_during(line);
   if (phase_.is(Phase::kRestarting) && attempts_.forget(n.index)) all_ready();
   if (phase_.is(Phase::kStarting) && ready_to_launch() && !fate_.failed()) launch_all();
+}
+
+void Job::note_change(const std::string& kind, const std::string& host, const std::string& why,
+                      const std::vector<int>& ranks, const std::string& to_host) {
+  MembershipChange c;
+  c.attempt = attempts_.changing_attempt(phase_.is(Phase::kRestarting));
+  c.at_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - born_).count();
+  c.kind = kind, c.host = host, c.why = why, c.ranks = ranks, c.to_host = to_host;
+  attempts_.record(std::move(c));
 }
 
 bool Job::ready_to_launch() const {
@@ -422,6 +445,8 @@ void Job::health_failed(Node& n, const std::string& text) {
   const std::string line = moved_line(n.host, why, spare->ranks, spare->host) + spares_left(left);
   lost_hosts_.push_back(n.host + " (" + why + ")");
   write_fully(2, "dlaunch: " + line + "\n");
+  note_change("moved", n.host, why, spare->ranks, spare->host);
+  attempts_.changed_before_start(line);
   // An agent that starts others stays, holding no ranks: its bye would end
   // the agents beneath it, whose hosts passed.
   if (tree_.has_children(n.index)) log(n.host + " takes no ranks; its agent stays to relay for the hosts beneath it");
@@ -480,6 +505,7 @@ void Job::start_stack_collector() {
     return out;
   };
   hooks.send = [this](int node, const msg::DumpStacks& m) { server_->send(node, m); };
+  hooks.membership = [this] { return attempts_.membership(); };
   stacks_ = std::make_unique<StackCollector>(io_, std::move(so), std::move(hooks));
 }
 

@@ -166,6 +166,12 @@ class Job : public AgentLinks::Handler {
   void relaunch(int master_port);
   void all_ready();
   void restart_failed(const std::string& why);
+  // The restart's bound on the agents' answers; longer with `new_agents` to wait for.
+  void arm_restart_timer(bool new_agents);
+  // One membership change, for --report-json and the final line's list
+  // (launcher/attempts.h's MembershipChange: `kind` and the rest).
+  void note_change(const std::string& kind, const std::string& host, const std::string& why, const std::vector<int>& ranks,
+                   const std::string& to_host);
   std::string hello_again(Node& n, const control::msg::Hello& m);
   // --spares: the seats of lost hosts go to free spares (launcher/seats.h);
   // returns the lines that say so, "" if none moved. Nodes left without an
@@ -249,6 +255,7 @@ class Job : public AgentLinks::Handler {
   std::vector<std::string> lost_hosts_;  // every host the job stopped using, with why
   std::string below_min_;                // --min-hosts: why the world cannot shrink further
   std::chrono::steady_clock::time_point loss_known_{};  // when a host's loss was last seen (on_closed)
+  std::chrono::steady_clock::time_point born_ = std::chrono::steady_clock::now();  // a membership change's at_s is from here
   std::unique_ptr<AgentLinks> server_;
   std::unique_ptr<rdzv::TcpStoreServer> store_;
   std::unique_ptr<TorchStore> torch_store_;  // --torch-store served (launcher/torch_store.h)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "control/tree_words.h"
 #include "errors/error.h"
 
 #include "launcher/output/output_sink.h"
@@ -53,11 +54,16 @@ void Job::restart() {
     log("starting a new agent on " + nodes_.at(static_cast<size_t>(k)).host + " for the restart");
     start_again(k);
   }
-  // Agents answer as soon as their last rank was reported (it already was:
-  // we saw every exit); the bound is for an agent that hangs without
-  // closing, or one started anew that does not connect.
+  arm_restart_timer(!anew.empty());
+}
+
+// Agents answer as soon as their last rank was reported (it already was:
+// we saw every exit); the bound is for an agent that hangs without
+// closing, or one started anew that does not connect (a level of the launch
+// tree after the other).
+void Job::arm_restart_timer(bool new_agents) {
   double wait_s = opts_.heartbeat_timeout_s;
-  if (!anew.empty()) wait_s = std::max(wait_s, opts_.agent_timeout_s + opts_.ssh_timeout_s * tree_.depth());
+  if (new_agents) wait_s = std::max(wait_s, opts_.agent_timeout_s + opts_.ssh_timeout_s * tree_.depth());
   restart_timer_.expires_after(std::chrono::milliseconds(static_cast<long>(wait_s * 1000)));
   restart_timer_.async_wait([this, wait_s](boost::system::error_code ec) {
     if (ec || !phase_.is(Phase::kRestarting)) return;
@@ -68,36 +74,66 @@ void Job::restart() {
   });
 }
 
+// A host lost while the restart waits for the agents is handled as one lost
+// while the ranks ran: its seat goes to a free spare, or the world shrinks
+// (--min-hosts); the hosts beneath it in the launch tree, whose agents end
+// with its, keep their seats and get new agents (the first in its place),
+// and the restart waits for them too. A host whose seat nothing can take
+// ends the job. (A relay that holds no seat, lost: only the hosts beneath it.)
+void Job::lost_while_restarting(Node& n, const std::string& why) {
+  // Their old agents' ends are reported after this one's (on_closed: stale
+  // then); an agent still being started beneath it has no one to start it.
+  std::vector<int> below;
+  for (int b : tree_.beneath(n.index)) {
+    Node& d = nodes_.at(static_cast<size_t>(b));
+    if (d.lost || (d.state != NodeState::kUp && d.state != NodeState::kStarting)) continue;
+    d.state = NodeState::kGone, d.why_gone = control::lost_with_relay(n.host, why);
+    below.push_back(b);
+  }
+  bool spare = false;
+  for (const auto& x : nodes_) spare = spare || (x.ours() && x.seat < 0 && !x.lost && x.state == NodeState::kUp);
+  const std::string fail = "lost the agent on " + n.host + " (" + why + ") while the restart waited for the agents";
+  if (n.seat >= 0 && !spare && opts_.min_hosts == 0)
+    return restart_failed(fail + (plan_.spares.empty() ? "; nothing can take its seat (see --spares and --min-hosts)"
+                                                       : "; no spare is left to take its seat (--min-hosts lets the "
+                                                         "job go on with fewer hosts)"));
+  std::vector<int> anew;
+  const std::string moved = move_to_spares(anew, true);
+  if (!below_min_.empty()) return restart_failed(below_min_);
+  for (int k : anew)  // more seats lost at once than spares for them
+    if (std::find(below.begin(), below.end(), k) == below.end()) return restart_failed(fail);
+  if (moved.empty() && anew.empty()) return restart_failed(fail);
+  if (!moved.empty()) {
+    attempts_.changed(moved);
+    if (change_) change_->line += "; " + moved;
+    else change_ = Change{moved, std::chrono::steady_clock::now(), 0};
+  }
+  // Node rank 0's seat may have moved (or the world been numbered again):
+  // MASTER_PORT is the port its host now offers.
+  attempts_.port_from(seats_.at(0));
+  const bool none_left = attempts_.forget(n.index);
+  for (int k : anew) nodes_.at(static_cast<size_t>(k)).state = NodeState::kStarting, attempts_.wait_anew(k);
+  for (int k : anew) {
+    log("starting a new agent on " + nodes_.at(static_cast<size_t>(k)).host + " for the restart");
+    start_again(k);
+  }
+  if (!anew.empty()) return arm_restart_timer(true);
+  if (none_left) all_ready();
+}
+
 // --spares: each seat whose host is gone (its agent lost) goes to a free
 // spare, which is up and holds no ranks: the same node rank, ranks, local
 // ranks and GPU binding there (launcher/seats.h). So does the seat of a
 // host whose ranks failed this attempt and the one before (a bad GPU):
 // that host's agent is sent away. A gone host without a spare for it gets
 // a new agent (`anew`), as without --spares.
-void Job::lost_while_restarting(Node& n, const std::string& why) {
-  bool spare = false;
-  for (const auto& x : nodes_) spare = spare || (x.ours() && x.seat < 0 && !x.lost && x.state == NodeState::kUp);
-  if (n.seat < 0 || (!spare && opts_.min_hosts == 0))
-    return restart_failed("lost the agent on " + n.host + " (" + why + ")");
-  std::vector<int> anew;
-  const std::string moved = move_to_spares(anew, true);
-  if (!below_min_.empty()) return restart_failed(below_min_);
-  if (!anew.empty() || moved.empty()) return restart_failed("lost the agent on " + n.host + " (" + why + ")");
-  attempts_.changed(moved);
-  if (change_) change_->line += "; " + moved;
-  else change_ = Change{moved, std::chrono::steady_clock::now(), 0};
-  // Node rank 0's seat may have moved (or the world been numbered again):
-  // MASTER_PORT is the port its host now offers.
-  attempts_.port_from(seats_.at(0));
-  if (attempts_.forget(n.index)) all_ready();
-}
-
 // `again`: a second change in the same restart (lost_while_restarting): the
 // failed attempt's host was counted already.
 std::string Job::move_to_spares(std::vector<int>& anew, bool again) {
   std::vector<int> gone, spares, beneath;  // beneath: gone with the agent above them in the launch tree
   for (const auto& n : nodes_) {
     if (!n.ours() || n.lost) continue;
+    if (again && n.state == NodeState::kStarting && attempts_.anew(n.index)) continue;  // on its way already
     if (n.seat >= 0 && n.state != NodeState::kUp) (lost_with_relay(n) ? beneath : gone).push_back(n.index);
     if (n.seat < 0 && n.state == NodeState::kUp) spares.push_back(n.index);
   }
@@ -120,6 +156,7 @@ std::string Job::move_to_spares(std::vector<int>& anew, bool again) {
     const std::string why = mv.from == flaky ? "its ranks failed in two attempts in a row; swapped out" : from.why_gone;
     if (mv.from == flaky) server_->send(from.index, msg::Bye{});
     lines += (lines.empty() ? "" : "; ") + moved_line(from.host, why, to.ranks, to.host);
+    note_change("moved", from.host, why, to.ranks, to.host);
     log("node rank " + std::to_string(mv.seat) + " moves from " + from.host + " to spare " + to.host);
   }
   for (const auto& mv : moves) {
@@ -150,6 +187,10 @@ std::string Job::move_to_spares(std::vector<int>& anew, bool again) {
     }
   } else {
     anew = unfilled;  // the same host again, as without --spares
+    for (int g : anew) {
+      const Node& n = nodes_.at(static_cast<size_t>(g));
+      note_change("new_agent", n.host, n.why_gone, n.ranks, "");
+    }
     // Said beside the spares' moves (a host lost with none left for it);
     // without spares a restart's new agents are said as they always were.
     if (!moves.empty() && anew.empty()) lines += spares_left(spares.size());
@@ -204,6 +245,12 @@ std::string Job::new_agents_beneath(const std::vector<int>& gone, const std::vec
              (count == 1 ? "" : " and " + nodes_.at(static_cast<size_t>(head)).host);
     log("launch tree: " + nodes_.at(static_cast<size_t>(head)).host + " takes the place of " + lost.host);
   }
+  // Each host's new agent, and which agent starts it ("dlaunch" for a root).
+  for (int b : beneath) {
+    const Node& n = nodes_.at(static_cast<size_t>(b));
+    const int up = tree_.parent(b);
+    note_change("new_agent", n.host, n.why_gone, n.ranks, up < 0 ? "dlaunch" : nodes_.at(static_cast<size_t>(up)).host);
+  }
   if (moved) set_routes();
   return lines;
 }
@@ -233,6 +280,7 @@ std::string Job::shrink(const std::vector<int>& dropped) {
   for (int d : dropped) {
     Node& n = nodes_.at(static_cast<size_t>(d));
     names += (names.empty() ? "" : ", ") + n.host + " lost" + (n.why_gone.empty() ? "" : " (" + n.why_gone + ")");
+    note_change("shrunk", n.host, n.why_gone, n.ranks, "");
     n.seat = -1, n.lost = true;
   }
   for (auto& n : nodes_) n.ranks.clear();

@@ -117,7 +117,7 @@ po::options_description describe(RunOptions& o, bool help = false) {
     ("stack-timeout", seconds(&o.stack_timeout_s, help, "--stack-timeout", kMaxWaitSeconds, "collect none"),
      "seconds to collect every rank's stack on --timeout and SIGQUIT (0: collect none)")
     ("report-dir", val(&o.report_dir, help), "where the stack report goes (default: a new temp dir, named and kept)")
-    ("report-json", val(&o.report_json, help), "also write the stack report as JSON to this file (for tools)")
+    ("report-json", val(&o.report_json, help), "also write the stack report as JSON to this file (for tools), and the job's membership changes at its end")
     ("heartbeat-timeout", seconds(&o.heartbeat_timeout_s, help, "--heartbeat-timeout", kMaxWaitSeconds),
      "seconds of silence before an agent counts as lost")
     ("agent-timeout", seconds(&o.agent_timeout_s, help, "--agent-timeout", kMaxWaitSeconds),

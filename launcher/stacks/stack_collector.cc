@@ -154,7 +154,8 @@ wire::PrivateDir StackCollector::report_dir() {
 // or why not.
 void StackCollector::write_report(const std::string& reason, const std::vector<StackGroup>& groups,
                                   const std::vector<RankStackEntry>& stacks, std::string& where) {
-  const std::string json = json_report(reason, groups, stacks);
+  const std::string json = json_report(reason, groups, stacks, membership());
+  if (!opts_.report_json.empty()) last_ = Written{reason, groups, stacks};
   try {
     const wire::PrivateDir dir = report_dir();
     const std::string name = "stacks-" + std::to_string(++reports_);
@@ -172,6 +173,23 @@ void StackCollector::write_report(const std::string& reason, const std::vector<S
   } catch (const Error& e) {
     where += std::string("; could not write --report-json: ") + e.what();
   }
+}
+
+std::vector<MembershipChange> StackCollector::membership() const {
+  return hooks_.membership ? hooks_.membership() : std::vector<MembershipChange>{};
+}
+
+std::string StackCollector::write_final() {
+  if (opts_.report_json.empty()) return "";
+  const auto changes = membership();
+  if (!last_ && changes.empty()) return "";
+  try {
+    wire::write_private_file(opts_.report_json, last_ ? json_report(last_->reason, last_->groups, last_->stacks, changes)
+                                                      : json_membership(changes));
+  } catch (const Error& e) {
+    return std::string("could not write --report-json: ") + e.what();
+  }
+  return "";
 }
 
 }  // namespace dl::launcher

@@ -9,6 +9,7 @@
 #include <boost/asio.hpp>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ class StackCollector {
     // The agents to ask now (connected, ranks launched); empty before the launch.
     std::function<std::vector<StackSource>()> sources;
     std::function<void(int node, const control::msg::DumpStacks&)> send;
+    // The job's membership changes so far (each report lists them); null: none.
+    std::function<std::vector<MembershipChange>()> membership;
   };
   // Starts listening for SIGQUIT.
   StackCollector(boost::asio::io_context& io, StackOptions opts, Hooks hooks);
@@ -55,10 +58,16 @@ class StackCollector {
   void on_stacks(int node, const control::msg::Stacks& m);
   // The agent on `node` is gone: its ranks are reported as unanswered now.
   void on_closed(int node);
+  // The job's end: --report-json gets the latest stack report again with
+  // every membership change, or the changes alone; nothing when there was
+  // neither. Returns why it could not be written ("" when it was, or was not
+  // to be).
+  std::string write_final();
 
  private:
   void on_quit();
   void finish();
+  std::vector<MembershipChange> membership() const;
   wire::PrivateDir report_dir();
   void write_report(const std::string& reason, const std::vector<StackGroup>& groups,
                     const std::vector<RankStackEntry>& stacks, std::string& where);
@@ -75,6 +84,12 @@ class StackCollector {
   std::map<int, StackSource> waiting_;         // by node: asked, not answered
   std::vector<RankStackEntry> got_;
   std::vector<std::function<void()>> then_;
+  struct Written {  // the latest report, for write_final()
+    std::string reason;
+    std::vector<StackGroup> groups;
+    std::vector<RankStackEntry> stacks;
+  };
+  std::optional<Written> last_;
   bool temp_dir_ = false;                      // report_dir was made by us
 };
 

@@ -226,11 +226,15 @@ struct RankRecord {
     v("frames", s.frames), v("error", s.error);
   }
 };
+// A stack report's fields are there when it is one (json_membership's are not).
 struct StackReportRecord {
-  std::string reason;
-  std::vector<GroupRecord> groups;
-  std::vector<RankRecord> ranks;
-  template <class S, class V> static void fields(S& s, V& v) { v("reason", s.reason), v("groups", s.groups), v("ranks", s.ranks); }
+  std::optional<std::string> reason;
+  std::optional<std::vector<GroupRecord>> groups;
+  std::optional<std::vector<RankRecord>> ranks;
+  std::vector<MembershipChange> membership;
+  template <class S, class V> static void fields(S& s, V& v) {
+    v("reason", s.reason), v("groups", s.groups), v("ranks", s.ranks), v("membership", s.membership);
+  }
 };
 
 std::optional<std::string> unless_empty(const std::string& s) {
@@ -239,14 +243,19 @@ std::optional<std::string> unless_empty(const std::string& s) {
 }  // namespace
 
 std::string json_report(const std::string& reason, const std::vector<StackGroup>& groups,
-                        const std::vector<RankStackEntry>& stacks) {
-  StackReportRecord r{reason, {}, {}};
-  for (const auto& g : groups) r.groups.push_back({g.ranks, g.hosts, g.frames, unless_empty(g.error)});
+                        const std::vector<RankStackEntry>& stacks, const std::vector<MembershipChange>& membership) {
+  StackReportRecord r{reason, std::vector<GroupRecord>{}, std::vector<RankRecord>{}, membership};
+  for (const auto& g : groups) r.groups->push_back({g.ranks, g.hosts, g.frames, unless_empty(g.error)});
   for (const auto& s : stacks) {
     std::vector<std::string> frames = s.error.empty() ? main_thread_frames(s.how, s.text, s.pid) : std::vector<std::string>{};
-    r.ranks.push_back({s.rank, s.host, s.pid, s.how, s.text, std::move(frames), unless_empty(s.error)});
+    r.ranks->push_back({s.rank, s.host, s.pid, s.how, s.text, std::move(frames), unless_empty(s.error)});
   }
   // A tool's raw bytes may be invalid UTF-8, which JSON readers refuse.
+  return wire::indent_json(wire::valid_utf8(wire::encode_record(r))) + "\n";
+}
+
+std::string json_membership(const std::vector<MembershipChange>& membership) {
+  StackReportRecord r{std::nullopt, std::nullopt, std::nullopt, membership};
   return wire::indent_json(wire::valid_utf8(wire::encode_record(r))) + "\n";
 }
 

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/membership.h"
+
 namespace dl::launcher {
 
 // One rank's stack as its agent sent it (control::msg::RankStack), with its host.
@@ -59,8 +61,12 @@ inline constexpr size_t kSummaryFrames = 8;
 std::string full_report(const std::string& title, const std::vector<StackGroup>& groups,
                         const std::vector<RankStackEntry>& stacks);
 // The same as one JSON document: {"reason", "groups": [{ranks, hosts,
-// frames, error?}], "ranks": [{rank, host, pid, how, frames, error?, text}]}.
+// frames, error?}], "ranks": [{rank, host, pid, how, frames, error?, text}],
+// "membership": [{attempt, at_s, kind, host, why, ranks, to_host}]}, the
+// job's membership changes so far.
 std::string json_report(const std::string& reason, const std::vector<StackGroup>& groups,
-                        const std::vector<RankStackEntry>& stacks);
+                        const std::vector<RankStackEntry>& stacks, const std::vector<MembershipChange>& membership = {});
+// The job's report without a stack report: {"membership": [...]}.
+std::string json_membership(const std::vector<MembershipChange>& membership);
 
 }  // namespace dl::launcher

@@ -312,7 +312,74 @@ TEST_CASE("tree: --spares - the spare's agent killed mid-job is said and the job
   CHECK(r.err.find("spare " + host(8, m) + " lost (") != std::string::npos);
   CHECK(r.err.find("no spare left") != std::string::npos);
   CHECK(r.err.find("lost the agent on") == std::string::npos);
-  CHECK(r.err.find("attempt") == std::string::npos);  // no restart
+  CHECK(r.err.find("restarting") == std::string::npos);  // no restart
+  // The job's last line lists the change.
+  CHECK(r.err.find("the job's hosts changed 1 time: during attempt 1 of 2: spare " + host(8, m) + " lost (") !=
+        std::string::npos);
   CHECK(done_ranks(r.out).size() == 8);
+  CHECK(wait_marked_gone(m, 10, c.pid).empty());
+}
+
+// An interior agent lost while the restart waits for the agents: 12 hosts,
+// fanout 3, the last a spare: roots 0 (over 1-3), 4 (over 5-7) and 8 (over
+// 9, 10). Rank 10's failure ends the first attempt; its agent is held
+// (SIGSTOP) once the teardown began, so the restart waits for it while the
+// test kills root 4. Root 4's seat goes to the spare, hosts 5-7 keep theirs
+// and get new agents; the second attempt runs the same world.
+TEST_CASE("tree: --spares - an interior agent killed during the restart: its seat goes to the spare, the hosts "
+          "beneath it get new agents, the job completes",
+          "[integration][tree][spares]") {
+  const std::string m = new_marker();
+  TempDir dir;
+  RunSpec s = tree_run(tree_hosts(m, 12, 1), 3,
+                       {"sh", "-c",
+                        "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then"
+                        "  if [ $RANK = 10 ]; then while [ ! -e \"$1/go\" ]; do sleep 0.05; done; exit 3; fi;"
+                        "  trap 'touch \"$1/term-$RANK\"; kill $! 2>/dev/null; sleep 1; exit 0' TERM;"
+                        "  sleep \"$0\" & wait; fi;"
+                        "echo done $RANK $NODE_RANK $WORLD_SIZE",
+                        m, dir.path});
+  s.argv.insert(s.argv.begin() + 1, {"-v", "--spares", "1", "--max-restarts", "2", "--kill-grace", "5"});
+  Child c = start(s);
+  ChildGuard guard{c, m};
+  auto a = wait_agents(m, 12, 60, c.pid);
+  REQUIRE(a.size() == 12);
+  REQUIRE(parent_of(a.at(host(5, m))) == a.at(host(4, m)));
+  REQUIRE(parent_of(a.at(host(10, m))) == a.at(host(8, m)));
+  REQUIRE(parent_of(a.at(host(11, m))) == c.pid);  // the spare
+  REQUIRE(wait_marked(m, 12 + 10 + 10, 60, c.pid).size() >= 32);  // agents, the ranks' sh and sleeps
+  write_file(dir.path + "/go", "");
+  // A rank was sent SIGTERM: the launcher has rank 10's exit. Its agent is held.
+  bool term = false;
+  for (int i = 0; i < 400 && !term; ++i, ::usleep(25000))
+    for (int r = 0; r < 10 && !term; ++r) term = ::access((dir.path + "/term-" + std::to_string(r)).c_str(), F_OK) == 0;
+  REQUIRE(term);
+  ::kill(a.at(host(10, m)), SIGSTOP);
+  std::string err;
+  const bool restarting = read_fd_until(c.err_fd, err, "restarting (", 30);
+  if (restarting) ::kill(a.at(host(4, m)), SIGKILL);
+  const bool moved = restarting && read_fd_until(c.err_fd, err, "starting a new agent on " + host(5, m), 30);
+  ::kill(a.at(host(10, m)), SIGCONT);
+  RunResult r = wait(c, 90);
+  r.err = err + r.err;
+  INFO(r.out << r.err);
+  REQUIRE(restarting);
+  CHECK(moved);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("attempt 1 of 3 failed: rank 10 on " + host(10, m)) != std::string::npos);
+  CHECK(r.err.find("attempt 2 of 3: " + host(4, m) + " lost (") != std::string::npos);
+  CHECK(r.err.find("its rank 4 moved to spare " + host(11, m) + "; no spare left; the 3 hosts beneath " + host(4, m) +
+                   " in the launch tree (" + host(5, m) + ", " + host(6, m) + ", " + host(7, m) +
+                   ") get new agents, started by dlaunch and " + host(5, m) + "; 11 ranks running again ") !=
+        std::string::npos);
+  CHECK(r.err.find("the job's hosts changed 1 time: before attempt 2 of 3: " + host(4, m) + " lost") != std::string::npos);
+  std::set<int> done;
+  std::regex line(R"(done (\d+) (\d+) (\d+))");
+  for (std::sregex_iterator i(r.out.begin(), r.out.end(), line), end; i != end; ++i) {
+    CHECK((*i)[1] == (*i)[2]);  // one rank per host: NODE_RANK is RANK, on the spare too
+    CHECK((*i)[3] == "11");
+    done.insert(std::stoi((*i)[1]));
+  }
+  CHECK(done.size() == 11);
   CHECK(wait_marked_gone(m, 10, c.pid).empty());
 }

@@ -10,8 +10,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "control/messages.h"
 #include "control/protocol.h"
@@ -1153,4 +1157,186 @@ TEST_CASE("job transitions: the health gate in a launch tree: an interior host t
   CHECK_THAT(h.err, Catch::Contains("fake-4 lost (failed the health check: GPU 0 is gone); its rank 4 moved to spare fake-7"));
   CHECK_THAT(h.err, Catch::Contains("attempt 2 of 2: the 2 hosts beneath fake-4 in the launch tree (fake-5, fake-6) get "
                                     "new agents, started by dlaunch and fake-5"));
+}
+
+namespace {
+// A directory of this test's own for --report-json, removed with what it holds.
+struct TempDirForReport {
+  TempDirForReport() {
+    char tmpl[] = "/tmp/dl-transitions-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDirForReport() { std::filesystem::remove_all(path); }
+  std::string path;
+};
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// 7 hosts with fanout 2 and a spare (fake-7, dlaunch's own): roots 0 (over 1,
+// 2, 3: 1 starts 2) and 4 (over 5, 6). Every agent up, the ranks launched,
+// rank 0's failure ended the first attempt: the restart waits for the agents.
+RunOptions tree_restart_options(int restarts) {
+  RunOptions o = restart_options(restarts);
+  o.launcher = dl::remote::StartMethod::kSim;
+  o.fanout = 2;
+  return o;
+}
+void tree_restarting(Harness& h, int nodes) {
+  for (int n = 0; n < nodes; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  h.links->exited(0, 0, 3);
+  h.settle();
+  for (int r = 1; r < 7; ++r) h.links->exited(r, r, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+}
+// The connection of root fake-4 closes while the restart waits: the server
+// reports it and the two beneath it.
+void root4_lost(Harness& h) {
+  h.links->close(4, "connection reset");
+  h.links->close(5, "lost with the agent on fake-4, which relayed for it (connection reset)");
+  h.links->close(6, "lost with the agent on fake-4, which relayed for it (connection reset)");
+  h.settle();
+}
+}  // namespace
+
+// An interior agent lost while the restart waits is lost as one while the
+// ranks ran: its seat goes to the spare, the hosts beneath it keep theirs and
+// get new agents (the first in its place, started by dlaunch), and the
+// restart waits for them, also for one whose old agent had answered.
+TEST_CASE("job transitions: --spares in a launch tree: an interior agent lost during the restart - its seat goes to "
+          "the spare, the hosts beneath it get new agents and the restart waits for them",
+          "[launcher][job][transitions][spares][tree]") {
+  TempDirForReport dir;
+  RunOptions o = tree_restart_options(1);
+  o.report_json = dir.path + "/report.json";
+  Harness h(o, nullptr, {}, hosts_and_spares(7, 1));
+  tree_restarting(h, 8);
+  for (int n : {0, 1, 2, 3, 5, 7}) h.links->say(n, msg::Ready{1, 31000 + n});  // all but fake-4 and fake-6
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  root4_lost(h);
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  REQUIRE(h.starter->specs.size() == 4);  // fake-5, from dlaunch, in fake-4's place
+  CHECK(h.starter->specs.back().node == 5);
+  CHECK(h.links->routes == std::vector<int>{-1, 0, 0, 0, -1, -1, 5, -1});
+  REQUIRE(h.links->hello(5, 31105) == "");
+  h.settle();
+  const auto sub = h.links->sent(5).all<msg::StartAgents>();
+  REQUIRE(sub.size() == 1);
+  REQUIRE(sub[0].agents.size() == 1);
+  CHECK(sub[0].agents[0].node == 6);
+  CHECK(h.job->phase() == Phase::kRestarting);  // fake-6's new agent is not there yet
+  REQUIRE(h.links->hello(6, 31106) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(ranks_of(h.links->sent(7).all<msg::Launch>().at(1)) == std::vector<int>{4});
+  CHECK(ranks_of(h.links->sent(5).all<msg::Launch>().at(1)) == std::vector<int>{5});
+  CHECK(ranks_of(h.links->sent(6).all<msg::Launch>().at(1)) == std::vector<int>{6});
+  CHECK(h.links->sent(7).all<msg::Launch>().at(1).identity->node == 4);
+  for (int n : {0, 1, 2, 3}) all_started(*h.links, n, {n});
+  all_started(*h.links, 7, {4});
+  h.links->say(5, msg::StartedBelow{1});
+  all_started(*h.links, 5, {5});
+  h.settle();
+  for (auto [node, rank] : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {2, 2}, {3, 3}, {7, 4}, {5, 5}, {6, 6}})
+    h.links->exited(node, rank, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("attempt 2 of 2: fake-4 lost (connection reset); its rank 4 moved to spare fake-7; "
+                                    "no spare left; the 2 hosts beneath fake-4 in the launch tree (fake-5, fake-6) get "
+                                    "new agents, started by dlaunch and fake-5; 7 ranks running again"));
+  CHECK_THAT(h.err, Catch::Contains("the job's hosts changed 1 time: before attempt 2 of 2: fake-4 lost"));
+  const auto j = nlohmann::json::parse(read_text(o.report_json));
+  REQUIRE(j["membership"].size() == 3);
+  CHECK(j["membership"][0]["kind"] == "moved");
+  CHECK(j["membership"][0]["host"] == "fake-4");
+  CHECK(j["membership"][0]["to_host"] == "fake-7");
+  CHECK(j["membership"][0]["ranks"] == nlohmann::json::array({4}));
+  CHECK(j["membership"][0]["attempt"] == 2);
+  CHECK(j["membership"][1]["kind"] == "new_agent");
+  CHECK(j["membership"][1]["host"] == "fake-5");
+  CHECK(j["membership"][1]["to_host"] == "dlaunch");
+  CHECK(j["membership"][2]["host"] == "fake-6");
+  CHECK(j["membership"][2]["to_host"] == "fake-5");
+  CHECK_THAT(j["membership"][2]["why"].get<std::string>(), Catch::Contains("fake-4"));
+}
+
+TEST_CASE("job transitions: a launch tree without spares: an interior agent lost during the restart ends the job "
+          "naming its host and what would have let it go on",
+          "[launcher][job][transitions][tree]") {
+  Harness h(tree_restart_options(1), nullptr, {}, hosts(7));
+  tree_restarting(h, 7);
+  for (int n : {0, 1, 2, 3}) h.links->say(n, msg::Ready{1, 31000 + n});
+  h.settle();
+  root4_lost(h);
+  CHECK(h.job->phase() == Phase::kClosing);
+  CHECK(h.starter->specs.size() == 2);  // no agent started anew
+  CHECK(h.finish() == 3);  // the failed attempt's verdict: rank 0's exit code
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("attempt 1 of 2 failed (above); cannot restart: lost the agent on fake-4 "
+                                    "(connection reset) while the restart waited for the agents; nothing can take its "
+                                    "seat (see --spares and --min-hosts)"));
+}
+
+// A spare that took a seat at this restart, lost before the next attempt:
+// the seat goes on to the next spare. A free spare lost then: said, and the
+// job goes on with one fewer.
+TEST_CASE("job transitions: --spares: a spare lost during the restart - its seat goes to the next spare, a free one "
+          "is said and the restart goes on",
+          "[launcher][job][transitions][spares]") {
+  SECTION("the spare that took the lost host's seat") {
+    Harness h(restart_options(1), nullptr, {}, hosts_and_spares(2, 2));
+    for (int n = 0; n < 4; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+    h.settle();
+    h.links->close(1, "connection reset");
+    h.settle();
+    h.links->exited(0, 0, std::nullopt, SIGTERM);
+    h.settle();
+    REQUIRE(h.job->phase() == Phase::kRestarting);
+    lost_while_restarting(h, 2);  // fake-2 holds node rank 1 now
+    h.links->say(0, msg::Ready{1, 31000}), h.links->say(3, msg::Ready{1, 31003});
+    h.settle();
+    REQUIRE(h.job->phase() == Phase::kLaunched);
+    CHECK(ranks_of(h.links->sent(3).all<msg::Launch>().at(1)) == std::vector<int>{1});
+    CHECK(h.links->sent(3).all<msg::Launch>().at(1).identity->node == 1);
+    all_started(*h.links, 0, {0}), all_started(*h.links, 3, {1});
+    h.settle();
+    h.links->exited(0, 0, 0), h.links->exited(3, 1, 0);
+    h.settle();
+    CHECK(h.finish() == 0);
+    INFO(h.err);
+    CHECK_THAT(h.err, Catch::Contains("attempt 2 of 2: fake-1 lost (connection reset); its rank 1 moved to spare "
+                                      "fake-2; 1 spare left; fake-2 lost (connection reset); its rank 1 moved to spare "
+                                      "fake-3; no spare left; 2 ranks running again"));
+  }
+  SECTION("a free spare") {
+    Harness h(restart_options(1), nullptr, {}, hosts_and_spares(2, 2));
+    for (int n = 0; n < 4; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+    h.settle();
+    h.links->exited(0, 0, 3);
+    h.settle();
+    h.links->exited(1, 1, std::nullopt, SIGTERM);
+    h.settle();
+    REQUIRE(h.job->phase() == Phase::kRestarting);
+    h.links->say(0, msg::Ready{1, 31000}), h.links->say(1, msg::Ready{1, 31001}), h.links->say(2, msg::Ready{1, 31002});
+    h.settle();
+    CHECK(h.job->phase() == Phase::kRestarting);  // fake-3 has not answered
+    h.links->close(3, "connection reset");
+    h.settle();
+    REQUIRE(h.job->phase() == Phase::kLaunched);  // no one left to wait for
+    h.links->exited(0, 0, 0), h.links->exited(1, 1, 0);
+    h.settle();
+    CHECK(h.finish() == 0);
+    INFO(h.err);
+    CHECK_THAT(h.err, Catch::Contains("dlaunch: spare fake-3 lost (connection reset); 1 spare left"));
+    CHECK_THAT(h.err, Catch::Contains("the job's hosts changed 1 time: before attempt 2 of 2: spare fake-3 lost"));
+  }
 }

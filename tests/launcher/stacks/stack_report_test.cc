@@ -165,3 +165,35 @@ TEST_CASE("stack report: the JSON report carries groups and every rank's frames"
   CHECK(txt.find("=== rank 1 on node1 (pid 1001, python) ===") != std::string::npos);
   CHECK(txt.find("line 12 in b") != std::string::npos);
 }
+
+TEST_CASE("stack report: the JSON report lists the job's membership changes - alone when there was no stack report",
+          "[launcher]") {
+  MembershipChange moved, beneath, spare;
+  moved.attempt = 2, moved.at_s = 12.5, moved.kind = "moved", moved.host = "node4", moved.why = "connection reset";
+  moved.ranks = {8, 9}, moved.to_host = "node9";
+  beneath.attempt = 2, beneath.at_s = 12.5, beneath.kind = "new_agent", beneath.host = "node5";
+  beneath.why = "lost with the agent on node4", beneath.ranks = {10}, beneath.to_host = "dlaunch";
+  spare.attempt = 3, spare.at_s = 40, spare.kind = "lost_spare", spare.host = "node8", spare.why = "no heartbeat for 10 s";
+  auto j = nlohmann::json::parse(json_membership({moved, beneath, spare}));
+  CHECK_FALSE(j.contains("reason"));
+  CHECK_FALSE(j.contains("groups"));
+  REQUIRE(j["membership"].size() == 3);
+  CHECK(j["membership"][0]["attempt"] == 2);
+  CHECK(j["membership"][0]["at_s"] == 12.5);
+  CHECK(j["membership"][0]["kind"] == "moved");
+  CHECK(j["membership"][0]["host"] == "node4");
+  CHECK(j["membership"][0]["why"] == "connection reset");
+  CHECK(j["membership"][0]["ranks"] == nlohmann::json::array({8, 9}));
+  CHECK(j["membership"][0]["to_host"] == "node9");
+  CHECK(j["membership"][1]["to_host"] == "dlaunch");
+  CHECK(j["membership"][2]["kind"] == "lost_spare");
+  CHECK(j["membership"][2]["ranks"].empty());
+  // Beside a stack report: its fields, and the changes.
+  std::vector<RankStackEntry> s = {python_rank(0, "a")};
+  auto r = nlohmann::json::parse(json_report("--timeout 5 s", group_stacks(s), s, {moved}));
+  CHECK(r["reason"] == "--timeout 5 s");
+  CHECK(r["ranks"].size() == 1);
+  REQUIRE(r["membership"].size() == 1);
+  CHECK(r["membership"][0]["host"] == "node4");
+  CHECK(nlohmann::json::parse(json_report("SIGQUIT", group_stacks(s), s))["membership"].empty());
+}
