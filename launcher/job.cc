@@ -35,7 +35,8 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, JobParts parts)
       peers_(parts.peers ? parts.peers : own_peers_.get()), make_starter_(std::move(parts.make_starter)),
       make_links_(std::move(parts.make_links)), signals_(io_, SIGINT, SIGTERM, SIGHUP), agent_timer_(io_),
       job_timer_(io_), kill_timer_(io_), close_timer_(io_), restart_timer_(io_), suspend_timer_(io_),
-      attempts_(opts_.max_restarts), progress_(io_), fate_(static_cast<int>(plan_.ranks.size())) {
+      attempts_(opts_.max_restarts), progress_(io_), fate_(static_cast<int>(plan_.ranks.size())),
+      cooldown_(opts_.return_cooldown_s) {
   // The scheduler's warnings (Slurm's --signal=USR1@90): forwarded, never fatal.
   signals_.add(SIGUSR1);
   signals_.add(SIGUSR2);
@@ -186,6 +187,7 @@ void Job::show_progress() {
 std::string Job::on_hello(const msg::Hello& m) {
   Node& n = nodes_.at(static_cast<size_t>(m.node));
   if (!n.ours()) return "agent claims node " + std::to_string(m.node) + ", which is not expected";
+  if (n.back == Node::Back::kStarting) return hello_returned(n, m);
   if (n.hello) return hello_again(n, m);
   if (n.lost) return "agent claims node " + std::to_string(m.node) + ", which the job no longer uses";
   greeted(n, m);
@@ -299,6 +301,7 @@ void Job::on_closed(int node, const std::string& why) {
     // but for a relay that holds no seat (it failed the health gate): the
     // hosts beneath it get new agents for the restart.
     if (phase_.is(Phase::kRestarting) && tree_.has_children(node)) lost_while_restarting(n, why);
+    if (n.back == Node::Back::kChecking) return_failed(n, "its agent's connection closed: " + why);
     if (phase_.ending() && !server_->any_open()) stop();
     return;
   }
@@ -320,6 +323,7 @@ void Job::spare_lost(Node& n, const std::string& why) {
   if (phase_.is(Phase::kRestarting)) attempts_.changed(line);
   else if (phase_.is(Phase::kStarting)) attempts_.changed_before_start(line);
   else attempts_.changed_during(line);
+  schedule_return(n);
   if (phase_.is(Phase::kRestarting) && attempts_.forget(n.index)) all_ready();
   if (phase_.is(Phase::kStarting) && ready_to_launch() && !fate_.failed()) launch_all();
 }
@@ -355,24 +359,35 @@ size_t gpus_seen(const msg::Hello& m, const RunOptions& o, const std::string& ho
 }
 }  // namespace
 
-bool Job::short_of_gpus() {
-  if (plan_.spares.empty() || opts_.gpu_bind_mode == hostfiles::GpuBind::kNone || opts_.gpus_per_node >= 0) return false;
-  size_t most = 0;
-  std::string most_host;
+std::pair<size_t, std::string> Job::most_gpus() const {
+  std::pair<size_t, std::string> most{0, ""};
+  if (opts_.gpu_bind_mode == hostfiles::GpuBind::kNone || opts_.gpus_per_node >= 0) return most;
   for (const auto& n : nodes_)
     if (n.ours() && !n.lost && n.hello)
-      if (const size_t c = gpus_seen(*n.hello, opts_, n.host); c > most) most = c, most_host = n.host;
-  if (most == 0) return false;  // a CPU job on hosts without GPUs
+      if (const size_t c = gpus_seen(*n.hello, opts_, n.host); c > most.first) most = {c, n.host};
+  return most;
+}
+
+std::string Job::gpus_short(const Node& n, size_t ranks, const std::pair<size_t, std::string>& most) const {
+  if (most.first == 0 || !n.hello) return "";  // a CPU job on hosts without GPUs, or GPUs not judged
+  const size_t need = std::min(most.first, ranks * static_cast<size_t>(std::max(1, opts_.gpus_per_rank)));
+  const size_t seen = gpus_seen(*n.hello, opts_, n.host);
+  if (seen >= need) return "";
+  return "it sees " + std::to_string(seen) + " GPU" + (seen == 1 ? "" : "s") + " where " +
+         (n.seat < 0 && n.back != Node::Back::kNo ? "a seat's " : "its ") + std::to_string(ranks) + " rank" +
+         (ranks == 1 ? "" : "s") + " need " + std::to_string(need) + " (" + most.second + " has " +
+         std::to_string(most.first) + "); check the host's GPUs (nvidia-smi), or run with --gpu-bind none for a job that uses none";
+}
+
+bool Job::short_of_gpus() {
+  if (plan_.spares.empty()) return false;
+  const auto most = most_gpus();
   for (auto& n : nodes_) {
-    if (!n.ours() || n.lost || n.seat < 0 || !n.hello) continue;
-    const size_t need = std::min(most, n.ranks.size() * static_cast<size_t>(std::max(1, opts_.gpus_per_rank)));
-    const size_t seen = gpus_seen(*n.hello, opts_, n.host);
-    if (seen >= need) continue;
-    health_failed(n, "it sees " + std::to_string(seen) + " GPU" + (seen == 1 ? "" : "s") + " where its " +
-                         std::to_string(n.ranks.size()) + " rank" + (n.ranks.size() == 1 ? "" : "s") + " need " +
-                         std::to_string(need) + " (" + most_host + " has " + std::to_string(most) +
-                         "); check the host's GPUs (nvidia-smi), or run with --gpu-bind none for a job that uses none");
-    return true;
+    if (!n.ours() || n.lost || n.seat < 0) continue;
+    if (const std::string why = gpus_short(n, n.ranks.size(), most); !why.empty()) {
+      health_failed(n, why);
+      return true;
+    }
   }
   return false;
 }
@@ -384,7 +399,8 @@ void Job::check_health(Node& n, const msg::Hello& m) {
   // The checks that ask the host once more: with spares, its programs (a
   // host that lacks them is replaced before the start, not failed after it);
   // --health-check's command when given.
-  if (opts_.health_check.empty() && plan_.spares.empty()) {
+  const bool returning = n.back != Node::Back::kNo;  // asked as a spare is, with or without --spares
+  if (opts_.health_check.empty() && plan_.spares.empty() && !returning) {
     n.health = Node::Health::kPassed;
     return;
   }
@@ -392,7 +408,7 @@ void Job::check_health(Node& n, const msg::Hello& m) {
   msg::HealthCheck c;
   c.command = opts_.health_check, c.host = n.host;
   c.timeout_ms = static_cast<int>(opts_.health_timeout_s * 1000);
-  if (!plan_.spares.empty()) c.programs = program_probes(opts_, n.ranks);
+  if (!plan_.spares.empty() || returning) c.programs = program_probes(opts_, n.ranks);
   n.health_sent_ns = machine::wall_ns();
   server_->send(n.index, c);
 }
@@ -409,6 +425,7 @@ void Job::on_health(Node& n, const msg::Health& h) {
   n.health = Node::Health::kPassed;
   log(n.host + " passed the health check (its clock " + machine::signed_offset(offset) + " off the launcher's, within " +
       machine::signed_offset(rtt / 2).substr(1) + ")");
+  if (n.back == Node::Back::kChecking) return back_as_spare(n);
   if (phase_.is(Phase::kStarting) && ready_to_launch() && !fate_.failed()) launch_all();
 }
 
@@ -418,6 +435,7 @@ void Job::on_health(Node& n, const msg::Health& h) {
 void Job::health_failed(Node& n, const std::string& text) {
   n.health = Node::Health::kFailed;
   const std::string why = "failed the health check: " + text;
+  if (n.back == Node::Back::kChecking) return return_failed(n, why);
   if (n.lost) return;
   if (n.seat < 0) {
     server_->send(n.index, msg::Bye{});
@@ -451,6 +469,7 @@ void Job::health_failed(Node& n, const std::string& text) {
   // the agents beneath it, whose hosts passed.
   if (tree_.has_children(n.index)) log(n.host + " takes no ranks; its agent stays to relay for the hosts beneath it");
   else server_->send(n.index, msg::Bye{});
+  schedule_return(n);
   if (ready_to_launch() && !fate_.failed()) launch_all();
 }
 

@@ -25,6 +25,7 @@
 #include "remote/agent_starter.h"
 #include "remote/early_agent.h"
 #include "launcher/attempts.h"
+#include "launcher/cooldown.h"
 #include "launcher/agent_links.h"
 #include "launcher/fate.h"
 #include "launcher/mpi/fence_relay.h"
@@ -108,6 +109,12 @@ class Job : public AgentLinks::Handler {
     std::vector<int> ranks;
     std::optional<control::msg::Hello> hello;  // its agent's (the last, after a restart)
     std::string reach_addr;  // this host's address as the other hosts reach it
+    // --return-cooldown (launcher/job_return.cc): a lost host on its way
+    // back, waiting out its cooldown, its new agent starting, or that agent
+    // at the health gate; `lost` stays true until it passed.
+    enum class Back { kNo, kCooling, kStarting, kChecking } back = Back::kNo;
+    double cooldown_s = 0;                             // the cooldown it waits (or waited) last
+    std::shared_ptr<asio::steady_timer> back_timer;  // the cooldown, or the bound of a try
     bool ours() const { return state != NodeState::kExternal; }
   };
 
@@ -211,6 +218,23 @@ class Job : public AgentLinks::Handler {
   void check_health(Node& n, const control::msg::Hello& m);
   void on_health(Node& n, const control::msg::Health& h);
   void health_failed(Node& n, const std::string& text);
+  // The health gate's GPU check of `n` for `ranks` ranks against the host
+  // of the job that sees the most GPUs (most_gpus(): their count and host):
+  // why it falls short, "" if it does not (or GPUs are not judged).
+  std::pair<size_t, std::string> most_gpus() const;
+  std::string gpus_short(const Node& n, size_t ranks, const std::pair<size_t, std::string>& most) const;
+  // --return-cooldown (launcher/job_return.cc): `n` left the job (its seat
+  // went to a spare, the world shrank without it, or it was a spare that
+  // was lost): after its cooldown a new agent is started there, by dlaunch
+  // itself as a spare's is; one that passes the health gate is a spare
+  // again. A try that fails is another loss. The running attempt is not
+  // touched.
+  void schedule_return(Node& n);
+  void try_return(int node);
+  std::string hello_returned(Node& n, const control::msg::Hello& m);
+  void back_as_spare(Node& n);
+  void return_failed(Node& n, const std::string& why);
+  void arm_return(Node& n, double s, std::function<void(Node&)> then);
   // The MPI router and its port to this Job (launcher/job_mpi.cc).
   friend class JobMpiPort;
   std::unique_ptr<MpiRouter> make_mpi_router();
@@ -275,6 +299,8 @@ class Job : public AgentLinks::Handler {
   std::unique_ptr<MpiRouter> mpi_router_;  // MPI_Abort, spawns, publish/lookup, connects; from run() on
   int own_nodes_ = 0;  // the nodes whose agents this Job starts (not kExternal), fixed at construction
   int hellos_ = 0, signals_seen_ = 0;
+  ReturnCooldown cooldown_;         // --return-cooldown: each lost host's next try
+  bool no_return_said_ = false;     // under srun: that lost hosts cannot come back, said once
 };
 
 }  // namespace dl::launcher

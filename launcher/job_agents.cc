@@ -159,6 +159,10 @@ AgentStartSpec Job::agent_spec(const Node& n) const {
 
 void Job::node_failed_to_start(int node, const std::string& why) {
   Node& n = nodes_.at(static_cast<size_t>(node));
+  if (n.back != Node::Back::kNo) {  // a lost host's way back (job_return.cc); an older try's end says nothing
+    if (n.back == Node::Back::kStarting) return_failed(n, why);
+    return;
+  }
   // Once the agents were told to leave (aborting, closing), an agent's exit
   // is expected, not a start failure: every host had connected or failed by then.
   // An agent that connected ran: its connection reports (on_closed).

@@ -163,6 +163,7 @@ std::string Job::move_to_spares(std::vector<int>& anew, bool again) {
     const Node& n = nodes_.at(static_cast<size_t>(mv.from));
     lost_hosts_.push_back(n.host + (n.why_gone.empty() || mv.from == flaky ? "" : " (" + n.why_gone + ")"));
   }
+  for (const auto& mv : moves) schedule_return(nodes_.at(static_cast<size_t>(mv.from)));
   std::vector<int> unfilled;
   for (int g : gone)
     if (nodes_.at(static_cast<size_t>(g)).seat >= 0 && g != flaky) unfilled.push_back(g);
@@ -282,6 +283,7 @@ std::string Job::shrink(const std::vector<int>& dropped) {
     names += (names.empty() ? "" : ", ") + n.host + " lost" + (n.why_gone.empty() ? "" : " (" + n.why_gone + ")");
     note_change("shrunk", n.host, n.why_gone, n.ranks, "");
     n.seat = -1, n.lost = true;
+    schedule_return(n);
   }
   for (auto& n : nodes_) n.ranks.clear();
   seats_ = keep;

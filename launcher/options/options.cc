@@ -130,6 +130,8 @@ po::options_description describe(RunOptions& o, bool help = false) {
      "seconds --health-check may take on a host")
     ("clock-threshold", seconds(&o.clock_threshold_s, help, "--clock-threshold", kMaxWaitSeconds, "clocks not judged"),
      "in the health gate, a host whose clock is further off the launcher's fails")
+    ("return-cooldown", seconds(&o.return_cooldown_s, help, "--return-cooldown", kMaxWaitSeconds, "never"),
+     "seconds before a lost host is tried again as a spare, doubling with each loss (0: never)")
     ("max-hosts", val(&o.max_hosts, help), "at most N hosts take ranks; the hosts after them are spares (torchrun's --nnodes MIN:MAX)")
     ("prefix", val(&o.prefix, help), "install prefix of dlaunch on remote hosts (DIR/bin/dlaunch-agent)")
     ("control-addr", val(&o.control_addr, help), "address agents connect back to")

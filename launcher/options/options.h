@@ -98,6 +98,12 @@ struct RunOptions {
   // --max-hosts N (torchrun's --nnodes MIN:MAX): at most N hosts take
   // ranks; those after them wait as spares. 0: every host but --spares'.
   int max_hosts = 0;
+  // --return-cooldown S: a host the job stopped using (lost, swapped out,
+  // failed the health gate) is tried again after S seconds, doubling with
+  // each of its losses up to 32 x S, and comes back as a spare once it
+  // passes the health gate (docs/failures.md, "A lost host comes back").
+  // 0: it never comes back, as Horovod's blacklist without a cooldown.
+  double return_cooldown_s = 0;
   // --health-check CMD: every host runs it (/bin/sh -c, DLAUNCH_HOST set)
   // before it takes ranks; a host where it fails takes none (docs/failures.md).
   std::string health_check;

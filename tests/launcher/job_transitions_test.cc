@@ -672,6 +672,163 @@ TEST_CASE("job transitions: --spares: a spare lost while the job runs, and one t
   }
 }
 
+namespace {
+// --return-cooldown `cooldown_s` over two_hosts_and_a_spare(), with `restarts` restarts.
+RunOptions returning_options(int restarts, double cooldown_s) {
+  auto o = restart_options(restarts);
+  o.return_cooldown_s = cooldown_s;
+  return o;
+}
+
+// Every host said hello (and, with --health-check, passed); fake-1 is lost
+// while the ranks run and the restart gives its seat to the spare fake-2.
+void fake1_seat_to_spare(Harness& h, bool answer_checks = false) {
+  for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+  if (answer_checks)
+    for (int n = 0; n < 3; ++n) h.links->say(n, msg::Health{true, ""});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  h.links->close(1, "no heartbeat for 5 s");
+  h.settle();
+  for (int r : {0, 1}) h.links->exited(0, r, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  h.links->say(0, msg::Ready{1, 31000}), h.links->say(2, msg::Ready{1, 32000});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  all_started(*h.links, 0, {0, 1}), all_started(*h.links, 2, {2, 3});
+  h.settle();
+}
+
+// Runs the Job's loop until `done` or `limit` passed.
+template <class Done> bool run_until(Harness& h, Done done, milliseconds limit = milliseconds(3000)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < until) h.job->io().run_one_for(milliseconds(20));
+  return done();
+}
+}  // namespace
+
+TEST_CASE("job transitions: --return-cooldown: a lost host gets a new agent after its cooldown, passes the health "
+          "gate and is a spare - the next loss takes it, the running attempt untouched",
+          "[launcher][job][transitions][spares][return]") {
+  Harness h(returning_options(2, 0.2), nullptr, {}, two_hosts_and_a_spare());
+  fake1_seat_to_spare(h);
+  const int kills = h.links->sent(0).count<msg::Kill>(), spare_kills = h.links->sent(2).count<msg::Kill>();  // the first attempt's teardown
+  CHECK(h.starter->specs.size() == 3);  // not before its cooldown
+  REQUIRE(run_until(h, [&] { return h.starter->specs.size() == 4; }));
+  CHECK(h.starter->specs.back().node == 1);
+  CHECK(h.starter->specs.back().host == "fake-1");
+  REQUIRE(h.links->hello(1, 29601) == "");  // its programs are found: it passes
+  h.settle();
+  CHECK(h.links->sent(1).count<msg::HealthCheck>() == 2);  // the gate again
+  const auto standby = h.links->sent(1).all<msg::Launch>();
+  REQUIRE(standby.size() == 2);
+  CHECK(standby[1].ranks.empty());  // a spare: heartbeats only
+  CHECK(h.links->heartbeats_);
+  CHECK(h.links->sent(0).count<msg::Kill>() == kills);  // the running attempt is not touched
+  CHECK(h.links->sent(2).count<msg::Kill>() == spare_kills);
+  CHECK(h.job->phase() == Phase::kLaunched);
+  // fake-0 is lost next: its seat, node rank 0, goes to fake-1.
+  h.links->close(0, "connection reset");
+  h.settle();
+  for (int r : {2, 3}) h.links->exited(2, r, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  CHECK(h.links->sent(1).count<msg::Restart>() == 1);
+  h.links->say(1, msg::Ready{2, 31001}), h.links->say(2, msg::Ready{2, 32000});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  const auto seated = h.links->sent(1).all<msg::Launch>();
+  REQUIRE(seated.size() == 3);
+  CHECK(ranks_of(seated[2]) == std::vector<int>{0, 1});
+  REQUIRE(seated[2].identity);
+  CHECK(seated[2].identity->node == 0);
+  CHECK(shared_var(h.links->sent(1), 1, "MASTER_PORT") == "31001");  // node rank 0's host now
+  all_started(*h.links, 1, {0, 1}), all_started(*h.links, 2, {2, 3});
+  h.settle();
+  h.links->exited(1, 0, 0), h.links->exited(1, 1, 0), h.links->exited(2, 2, 0), h.links->exited(2, 3, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("dlaunch: fake-1 is back (passed the health gate after a 0.2 s cooldown); it is "
+                                    "a spare now (1 spare)\n"));
+  CHECK_THAT(h.err, Catch::Contains("attempt 3 of 3: fake-0 lost (connection reset); its ranks 0-1 moved to spare "
+                                    "fake-1; no spare left; 4 ranks running again"));
+  CHECK_THAT(h.err, Catch::Contains("attempt 3 of 3 succeeded"));
+}
+
+TEST_CASE("job transitions: --return-cooldown: a host that fails the health gate on its return is sent away in the "
+          "check's own words, and each failed try doubles its cooldown",
+          "[launcher][job][transitions][health][spares][return]") {
+  auto o = returning_options(1, 0.1);
+  o.health_check = "node-check";
+  Harness h(o, nullptr, {}, two_hosts_and_a_spare());
+  fake1_seat_to_spare(h, true);
+  const int kills = h.links->sent(0).count<msg::Kill>();
+  REQUIRE(run_until(h, [&] { return h.starter->specs.size() == 4; }));
+  REQUIRE(h.links->hello(1, 29601) == "");
+  h.settle();
+  const auto asked = h.links->sent(1).all<msg::HealthCheck>();
+  REQUIRE(asked.size() == 2);
+  CHECK(asked[1].command == "node-check");
+  h.links->say(1, msg::Health{false, "GPU 3: 2 uncorrectable ECC errors (exited with code 1)"});
+  h.settle();
+  CHECK(h.links->sent(1).count<msg::Bye>() == 1);
+  CHECK(h.links->sent(1).count<msg::Launch>() == 1);  // not a spare: nothing but its first life's launch
+  h.links->close(1, "closed by the agent");  // sent away: its end says nothing more
+  h.settle();
+  CHECK(h.job->phase() == Phase::kLaunched);
+  CHECK(h.links->sent(0).count<msg::Kill>() == kills);
+  // The second try, after twice the cooldown, cannot start its agent: the third waits 4 x.
+  h.starter->fail.insert(1);
+  REQUIRE(run_until(h, [&] { return h.starter->specs.size() == 5; }));
+  h.run_while(Phase::kLaunched, milliseconds(100));
+  CHECK(h.starter->specs.size() == 5);
+  for (int r = 0; r < 4; ++r) h.links->exited(r < 2 ? 0 : 2, r, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("dlaunch: fake-1 did not come back (failed the health check: GPU 3: 2 "
+                                    "uncorrectable ECC errors (exited with code 1)); it is tried again in 0.2 s\n"));
+  CHECK_THAT(h.err, Catch::Contains("dlaunch: fake-1 did not come back (fake-1: cannot start (test)); it is tried "
+                                    "again in 0.4 s\n"));
+  CHECK_THAT(h.err, !Catch::Contains("is back"));
+}
+
+TEST_CASE("job transitions: --return-cooldown: a host swapped out for failing twice comes back only after its old "
+          "agent left and its cooldown passed - without the option, never",
+          "[launcher][job][transitions][spares][return]") {
+  SECTION("swapped out") {
+    Harness h(returning_options(2, 0.1), nullptr, {}, two_hosts_and_a_spare());
+    for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+    h.settle();
+    for (int attempt = 1; attempt <= 2; ++attempt) {
+      h.links->exited(1, 2, 3);
+      h.settle();
+      h.links->exited(1, 3, std::nullopt, SIGTERM);
+      h.links->exited(0, 0, std::nullopt, SIGTERM), h.links->exited(0, 1, std::nullopt, SIGTERM);
+      h.settle();
+      REQUIRE(h.job->phase() == Phase::kRestarting);
+      for (int n = 0; n < 3; ++n)
+        if (h.links->connected(n) && h.links->sent(n).count<msg::Restart>() == attempt) h.links->say(n, msg::Ready{attempt, 31000});
+      h.settle();
+      REQUIRE(h.job->phase() == Phase::kLaunched);
+    }
+    REQUIRE(h.links->sent(1).count<msg::Bye>() == 1);  // swapped out
+    h.run_while(Phase::kLaunched, milliseconds(300));
+    CHECK(h.starter->specs.size() == 3);  // its agent has not left yet
+    h.links->close(1, "closed by the agent");
+    REQUIRE(run_until(h, [&] { return h.starter->specs.size() == 4; }));
+    CHECK(h.starter->specs.back().node == 1);
+  }
+  SECTION("--return-cooldown 0, the default") {
+    Harness h(returning_options(1, 0), nullptr, {}, two_hosts_and_a_spare());
+    fake1_seat_to_spare(h);
+    h.run_while(Phase::kLaunched, milliseconds(300));
+    CHECK(h.starter->specs.size() == 3);
+  }
+}
+
 TEST_CASE("job transitions: --min-hosts: a lost host without a spare leaves, the world shrinks and is numbered again - "
           "below the minimum the job ends naming every lost host",
           "[launcher][job][transitions][spares]") {
