@@ -153,10 +153,14 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[k] : (v[k - 1] + v[k]) / 2;
 }
 
+Slower slower_in(const LinkSample& s, const LinkSample& ref, double factor, const LinkSlack& slack) {
+  return {s.Bps * factor < ref.Bps && s.Bps + slack.Bps < ref.Bps,
+          s.latency_us > ref.latency_us * factor && s.latency_us > ref.latency_us + slack.latency_us};
+}
+
 bool slower_than(const LinkSample& s, const LinkSample& ref, double factor, const LinkSlack& slack) {
-  const bool slow_bw = s.Bps * factor < ref.Bps && s.Bps + slack.Bps < ref.Bps;
-  const bool slow_lat = s.latency_us > ref.latency_us * factor && s.latency_us > ref.latency_us + slack.latency_us;
-  return slow_bw || slow_lat;
+  const Slower w = slower_in(s, ref, factor, slack);
+  return w.bandwidth || w.latency;
 }
 
 LinkSample typical_best(const std::vector<PairSample>& s) {
@@ -196,9 +200,12 @@ std::vector<int> slow_hosts(const std::vector<PairSample>& s, const std::vector<
 
 bool confirmed_slow(const std::vector<Retest>& retests, double factor, const LinkSlack& slack) {
   if (retests.empty()) return false;
-  for (const auto& r : retests)
-    if (!slower_than(r.pair, r.reference, factor, slack)) return false;
-  return true;
+  bool bandwidth = true, latency = true;
+  for (const auto& r : retests) {
+    const Slower w = slower_in(r.pair, r.reference, factor, slack);
+    bandwidth = bandwidth && w.bandwidth, latency = latency && w.latency;
+  }
+  return bandwidth || latency;
 }
 
 LinkJudgement judge_links(const std::vector<PairSample>& s, double factor, const LinkSlack& slack) {
@@ -284,12 +291,14 @@ std::vector<std::pair<int, int>> reference_pairs(const std::vector<PairSample>& 
   return out;
 }
 
-std::vector<std::vector<size_t>> disjoint_rounds(const std::vector<std::pair<int, int>>& pairs) {
+std::vector<std::vector<size_t>> disjoint_rounds(const std::vector<std::pair<int, int>>& pairs, size_t most) {
   std::vector<std::vector<size_t>> rounds;
   std::vector<std::set<int>> busy;
   for (size_t i = 0; i < pairs.size(); ++i) {
     size_t r = 0;
-    while (r < rounds.size() && (busy[r].count(pairs[i].first) || busy[r].count(pairs[i].second))) ++r;
+    while (r < rounds.size() && ((most && rounds[r].size() >= most) || busy[r].count(pairs[i].first) ||
+                                 busy[r].count(pairs[i].second)))
+      ++r;
     if (r == rounds.size()) rounds.emplace_back(), busy.emplace_back();
     rounds[r].push_back(i);
     busy[r].insert(pairs[i].first), busy[r].insert(pairs[i].second);

@@ -88,6 +88,11 @@ struct LinkSlack {
   double Bps = 10e6;
 };
 bool slower_than(const LinkSample& s, const LinkSample& reference, double factor, const LinkSlack& slack = {});
+// In which ways `s` is slower than `reference`, as slower_than judges each.
+struct Slower {
+  bool bandwidth = false, latency = false;
+};
+Slower slower_in(const LinkSample& s, const LinkSample& reference, double factor, const LinkSlack& slack = {});
 
 // One measured pair: hosts `a` and `b` (indices into the host list).
 struct PairSample {
@@ -118,7 +123,11 @@ struct Retest {
   LinkSample pair, reference;
 };
 // A suspect is a finding only when every retest finds it slower than its
-// reference (one retest that does not clears it); no retest: not a finding.
+// reference in the same way: its bandwidth every time, or its latency
+// every time (one retest that does not clears it). A slow link is slow the
+// same way each time it is tested; a pair that lost the CPU once during its
+// pings and once during its stream (a loaded machine) is no finding. No
+// retest: not a finding.
 bool confirmed_slow(const std::vector<Retest>& retests, double factor, const LinkSlack& slack = {});
 
 // The first pass of the links judged at once: the reference (typical_best),
@@ -164,8 +173,9 @@ std::vector<std::pair<int, int>> reference_pairs(const std::vector<PairSample>& 
                                                  const std::vector<int>& avoid, const LinkSample& typical, size_t count);
 
 // `pairs` dealt into rounds of disjoint pairs (no host in two pairs of a
-// round), greedily in their order; each round's pairs by index into `pairs`.
-std::vector<std::vector<size_t>> disjoint_rounds(const std::vector<std::pair<int, int>>& pairs);
+// round), greedily in their order, at most `most` pairs a round (0: any
+// number); each round's pairs by index into `pairs`.
+std::vector<std::vector<size_t>> disjoint_rounds(const std::vector<std::pair<int, int>>& pairs, size_t most = 0);
 
 // The *_SOCKET_IFNAME value that works: the working interface names of every
 // host, distinct, comma-separated in host order ("eth0", "ens1,eth0").

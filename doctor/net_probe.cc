@@ -39,13 +39,16 @@ void bound_send_buffer(int fd) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
 }
 
-// Streams kChunk frames for `seconds`, then an "end" frame.
+// Streams kChunk frames for `seconds`, and at least kMinStreamFrames of
+// them, then an "end" frame. The receiver times the frames after its first
+// (sink, Listener::serve): a stream cut by the clock after one frame (a
+// sender that lost the CPU for `seconds` right after its first write, as a
+// loaded machine's peers often do) measured nothing, and read as 0 B/s.
 void stream(const wire::Socket& s, double seconds, const std::string& peer) {
   static const std::string chunk(kChunk, 'd');
   bound_send_buffer(s.fd());
   const auto start = Clock::now();
-  do wire::write_frame(s, wire::kData, chunk, peer);
-  while (since(start) < seconds);
+  for (size_t sent = 0; sent < kMinStreamFrames || since(start) < seconds; ++sent) wire::write_frame(s, wire::kData, chunk, peer);
   wire::write_frame(s, wire::kJson, R"({"op":"end"})", peer);
 }
 

@@ -22,6 +22,9 @@ inline constexpr const char* kDoctorTag = "doctor/1";
 inline constexpr uint8_t kPing = 16, kPong = 17;  // wire frame types of this protocol
 inline constexpr size_t kChunk = 256 << 10;       // bandwidth frames
 inline constexpr size_t kMaxFrame = kChunk + 64;
+// A stream is at least this many frames however short its time: the rate is
+// timed over all but the first (1 MiB: 0.4 s at 20 Mbit/s).
+inline constexpr size_t kMinStreamFrames = 4;
 
 struct Endpoint {
   std::string ifname;  // "eth0"
@@ -94,8 +97,9 @@ struct LinkResult {
 };
 
 // Measures the link to `e`: `pings` round trips (none: latency 0), then
-// `seconds` of streaming each way (0: no bandwidth test); from `from` as
-// probe() connects. Throws dl::Error naming addr:port on failure.
+// `seconds` of streaming each way, kMinStreamFrames frames at least (0
+// seconds: no bandwidth test); from `from` as probe() connects. Throws
+// dl::Error naming addr:port on failure.
 LinkResult link_test(const Endpoint& e, const std::string& token, double seconds, int pings,
                      std::chrono::milliseconds timeout, const std::string& from = "");
 

@@ -91,7 +91,7 @@ std::vector<Retest> Doctor::retest(int a, int b, const std::pair<int, int>* refe
       // A link that fails while tested alone stays suspect: the first result stands.
     }
     tries.push_back(x);
-    if (!slower_than(x.pair, x.reference, o_.link_factor)) break;  // cleared: a busy moment, not the link
+    if (!confirmed_slow(tries, o_.link_factor)) break;  // cleared: a busy moment, not the link
   }
   return tries;
 }
@@ -111,20 +111,28 @@ std::vector<std::vector<Retest>> Doctor::retest_all(const std::vector<size_t>& s
   // together, round by round, beside up to kBatchReferences typical pairs
   // whose median is the reference; slower than it in every one of
   // kBatchRetests rounds is a finding.
+  // A round is measured at once, its references with it: no bigger than
+  // --link-parallel less the references, or measure_pairs would split it
+  // and the references would share a later, lighter batch than most of
+  // the suspects (on a loaded machine a batch of 32 streams is slower than
+  // one of 13, and its pairs were all found slow).
+  const size_t parallel = static_cast<size_t>(std::max(0, link_parallel_));
+  const size_t most = parallel == 0 ? 0 : parallel > kBatchReferences ? parallel - kBatchReferences : 1;
   std::vector<size_t> pending(suspects.size());
   for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
   for (int t = 0; t < kBatchRetests && !pending.empty(); ++t) {
     std::vector<std::pair<int, int>> pairs;
     for (size_t i : pending) pairs.emplace_back(tests[suspects[i]].a, tests[suspects[i]].b);
     std::vector<size_t> still;
-    for (const auto& round : disjoint_rounds(pairs)) {
+    for (const auto& round : disjoint_rounds(pairs, most)) {
       progress("links: testing " + std::to_string(round.size()) + " suspect pairs again (" + std::to_string(t + 1) + " of " +
                std::to_string(kBatchRetests) + ")");
       std::vector<PairTest> now;
       std::set<int> busy;
       for (size_t k : round) now.push_back({pairs[k].first, pairs[k].second, {}, "", 0}), busy.insert(pairs[k].first), busy.insert(pairs[k].second);
+      const size_t refs = parallel ? std::min(kBatchReferences, parallel - round.size()) : kBatchReferences;
       for (const auto& r : references)
-        if (now.size() < round.size() + kBatchReferences && !busy.count(r.first) && !busy.count(r.second))
+        if (now.size() < round.size() + refs && !busy.count(r.first) && !busy.count(r.second))
           now.push_back({r.first, r.second, {}, "", 0}), busy.insert(r.first), busy.insert(r.second);
       std::vector<PairTest*> all;
       for (auto& x : now) all.push_back(&x);
@@ -142,7 +150,7 @@ std::vector<std::vector<Retest>> Doctor::retest_all(const std::vector<size_t>& s
           p.r.latency_us = std::min(p.r.latency_us, now[j].r.latency_us), p.r.out_Bps = std::max(p.r.out_Bps, now[j].r.out_Bps),
           p.r.in_Bps = std::max(p.r.in_Bps, now[j].r.in_Bps);
         tries[i].push_back(x);
-        if (slower_than(x.pair, x.reference, o_.link_factor)) still.push_back(i);
+        if (confirmed_slow(tries[i], o_.link_factor)) still.push_back(i);  // slow the same way every time so far
       }
     }
     pending = std::move(still);

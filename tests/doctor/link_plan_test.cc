@@ -193,6 +193,9 @@ TEST_CASE("suspects are dealt into rounds of disjoint pairs", "[doctor]") {
   const auto rounds = disjoint_rounds(pairs);
   CHECK(rounds == std::vector<std::vector<size_t>>{{0, 1, 4}, {2, 3}, {5}});
   CHECK(disjoint_rounds({}).empty());
+  // At most 2 a round (the pairs --link-parallel measures at once, less the references).
+  CHECK(disjoint_rounds(pairs, 2) == std::vector<std::vector<size_t>>{{0, 1}, {2, 3}, {4}, {5}});
+  CHECK(disjoint_rounds({{0, 1}, {2, 3}, {4, 5}}, 1) == std::vector<std::vector<size_t>>{{0}, {1}, {2}});
 }
 
 TEST_CASE("reference pairs: the typical ones, nearest first, never a suspect's or an avoided host's", "[doctor]") {
