@@ -4,7 +4,7 @@
 
 using namespace dl::launcher;
 
-TEST_CASE("cooldown: each loss of a host doubles its cooldown, up to 32 times the base; hosts count apart",
+TEST_CASE("cooldown: each loss of a host doubles its cooldown, up to 32 times the base, and hosts count apart",
           "[launcher][cooldown][spares]") {
   ReturnCooldown c(20);
   CHECK(c.enabled());

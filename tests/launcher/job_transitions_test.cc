@@ -685,7 +685,7 @@ RunOptions returning_options(int restarts, double cooldown_s) {
 void fake1_seat_to_spare(Harness& h, bool answer_checks = false) {
   for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
   if (answer_checks)
-    for (int n = 0; n < 3; ++n) h.links->say(n, msg::Health{true, ""});
+    for (int n = 0; n < 3; ++n) h.links->say(n, health(true, ""));
   h.settle();
   REQUIRE(h.job->phase() == Phase::kLaunched);
   h.links->close(1, "no heartbeat for 5 s");
@@ -771,7 +771,7 @@ TEST_CASE("job transitions: --return-cooldown: a host that fails the health gate
   const auto asked = h.links->sent(1).all<msg::HealthCheck>();
   REQUIRE(asked.size() == 2);
   CHECK(asked[1].command == "node-check");
-  h.links->say(1, msg::Health{false, "GPU 3: 2 uncorrectable ECC errors (exited with code 1)"});
+  h.links->say(1, health(false, "GPU 3: 2 uncorrectable ECC errors (exited with code 1)"));
   h.settle();
   CHECK(h.links->sent(1).count<msg::Bye>() == 1);
   CHECK(h.links->sent(1).count<msg::Launch>() == 1);  // not a spare: nothing but its first life's launch

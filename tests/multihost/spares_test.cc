@@ -154,7 +154,7 @@ std::string file_text(const std::string& path) {
 }
 }  // namespace
 
-TEST_CASE("spares: --return-cooldown - h2's cable is cut and its ranks move to the spare h3; plugged back, h2 is a "
+TEST_CASE("spares: --return-cooldown - h2's cable is cut and its ranks move to the spare h3, and plugged back, h2 is a "
           "spare again after its cooldown and takes h1's ranks when everything on h1 is killed",
           "[multihost][cluster][slow][spares][return]") {
   Cluster c(4);
