@@ -56,6 +56,7 @@ Job::Job(RunOptions opts, hostfiles::Placement plan, JobParts parts)
     if (id && n.index != id->node) n.state = NodeState::kExternal;
     n.local = id ? n.ours() : wire::is_local_host(n.host);
   }
+  first_seats_ = seats_.size();
   for (const auto& r : plan_.ranks) nodes_.at(static_cast<size_t>(r.node)).ranks.push_back(r.rank);
   std::vector<int> ours;
   for (auto& n : nodes_) {

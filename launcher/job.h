@@ -194,6 +194,9 @@ class Job : public AgentLinks::Handler {
   // takes its seat, or the world shrinks (--min-hosts), or the restart fails.
   void lost_while_restarting(Node& n, const std::string& why);
   std::string shrink(const std::vector<int>& dropped);
+  // --min-hosts: free spares (a lost host come back, --return-cooldown)
+  // take seats again while the world is smaller than it started; "" for none.
+  std::string grow();
   // A spare's agent holds no ranks: a launch of none starts its heartbeats.
   control::msg::Launch standby_launch() const;
   // The agent that runs node rank `seat`.
@@ -278,6 +281,8 @@ class Job : public AgentLinks::Handler {
   std::optional<Change> change_;
   std::vector<std::string> lost_hosts_;  // every host the job stopped using, with why
   std::string below_min_;                // --min-hosts: why the world cannot shrink further
+  size_t first_seats_ = 0;               // the seats the job started with: a world grows back to no more
+  std::vector<int> shrunk_ranks_;        // the ranks each seat that left a shrunk world held, the latest last
   std::chrono::steady_clock::time_point loss_known_{};  // when a host's loss was last seen (on_closed)
   std::chrono::steady_clock::time_point born_ = std::chrono::steady_clock::now();  // a membership change's at_s is from here
   std::unique_ptr<AgentLinks> server_;

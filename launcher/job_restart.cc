@@ -200,6 +200,8 @@ std::string Job::move_to_spares(std::vector<int>& anew, bool again) {
         const Node& n = nodes_.at(static_cast<size_t>(g));
         lines += (lines.empty() ? "" : "; ") + moved_line(n.host, n.why_gone, n.ranks, "");
       }
+    if (opts_.min_hosts > 0 && !again && anew.empty())
+      if (const std::string grew = grow(); !grew.empty()) lines += (lines.empty() ? "" : "; ") + grew;
   }
   // A host out of the job whose agent stayed to relay (it failed the health
   // gate) and is gone now: the hosts beneath it take its place as a lost one's.
@@ -282,6 +284,7 @@ std::string Job::shrink(const std::vector<int>& dropped) {
     Node& n = nodes_.at(static_cast<size_t>(d));
     names += (names.empty() ? "" : ", ") + n.host + " lost" + (n.why_gone.empty() ? "" : " (" + n.why_gone + ")");
     note_change("shrunk", n.host, n.why_gone, n.ranks, "");
+    shrunk_ranks_.push_back(static_cast<int>(n.ranks.size()));
     n.seat = -1, n.lost = true;
     schedule_return(n);
   }
@@ -299,6 +302,64 @@ std::string Job::shrink(const std::vector<int>& dropped) {
   return names + "; no spare for " + (dropped.size() > 1 ? "their ranks " : gone_ranks.size() == 1 ? "its rank " : "its ranks ") +
          rank_ranges(gone_ranks) + ": the job goes on with " + std::to_string(keep.size()) + " hosts and " +
          std::to_string(np) + " ranks (--min-hosts " + std::to_string(opts_.min_hosts) + ")";
+}
+
+// A world that shrank takes free spares back into seats, up to the seats it
+// started with: each new seat, the last, holds as many ranks as the last seat
+// that left (-n grows by them), and the world is placed again as -n,
+// --map-by and --npernode placed it first, so RANK and NODE_RANK stay
+// contiguous and the seats already there keep their node ranks.
+std::string Job::grow() {
+  std::vector<int> joining;
+  for (const auto& n : nodes_)
+    if (seats_.size() + joining.size() < first_seats_ && joining.size() < shrunk_ranks_.size() && n.ours() &&
+        n.seat < 0 && !n.lost && n.state == NodeState::kUp && n.health == Node::Health::kPassed)
+      joining.push_back(n.index);
+  if (joining.empty()) return "";
+  std::vector<hostfiles::HostEntry> entries;
+  int np = 0;
+  for (int seat : seats_) {
+    const Node& n = nodes_.at(static_cast<size_t>(seat));
+    entries.push_back(n.entry);
+    np += static_cast<int>(n.ranks.size());
+  }
+  for (size_t j = 0; j < joining.size(); ++j) {
+    entries.push_back(nodes_.at(static_cast<size_t>(joining[j])).entry);
+    np += shrunk_ranks_.at(shrunk_ranks_.size() - 1 - j);
+  }
+  hostfiles::PlacementOptions po;
+  po.np = np, po.map_by = opts_.map_by, po.per_node = opts_.per_node, po.oversubscribe = opts_.oversubscribe;
+  hostfiles::Placement p;
+  try {
+    p = hostfiles::place(entries, po);
+  } catch (const Error& e) {  // the spares cannot take those ranks: the world stays as it is
+    log(std::string("the world does not grow: ") + e.what());
+    return "";
+  }
+  shrunk_ranks_.resize(shrunk_ranks_.size() - joining.size());
+  seats_.insert(seats_.end(), joining.begin(), joining.end());
+  for (auto& n : nodes_) n.ranks.clear();
+  for (size_t s = 0; s < seats_.size(); ++s) nodes_.at(static_cast<size_t>(seats_[s])).seat = static_cast<int>(s);
+  for (const auto& r : p.ranks) {
+    Node& n = nodes_.at(static_cast<size_t>(seats_.at(static_cast<size_t>(r.node))));
+    n.ranks.push_back(r.rank);
+    sink_->move_rank(r.rank, n.host);
+  }
+  std::string names;
+  std::vector<int> theirs;
+  for (int j : joining) {
+    const Node& n = nodes_.at(static_cast<size_t>(j));
+    names += (names.empty() ? "spare " : ", spare ") + n.host;
+    theirs.insert(theirs.end(), n.ranks.begin(), n.ranks.end());
+    note_change("grew", n.host, "", n.ranks, "");
+  }
+  std::sort(theirs.begin(), theirs.end());
+  p.spares = std::move(plan_.spares);
+  plan_ = std::move(p);  // (in place: the torch store reads it)
+  log("the world is placed again on " + std::to_string(seats_.size()) + " hosts, " + std::to_string(np) + " ranks");
+  return names + (joining.size() > 1 ? " join" : " joins") + " with " + (theirs.size() == 1 ? "rank " : "ranks ") +
+         rank_ranges(theirs) + ": the job grows to " + std::to_string(seats_.size()) + " hosts and " +
+         std::to_string(np) + " ranks";
 }
 
 // Every rank of the attempt that follows a membership change has started:

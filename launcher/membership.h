@@ -20,7 +20,8 @@ struct MembershipChange {
   // agent above it in the launch tree, for a host lost with the agent that
   // relayed for it; "" for a host started again itself); lost_spare: a spare
   // that holds no ranks was lost; returned: a lost host passed the health
-  // gate again after its cooldown (--return-cooldown) and is a free spare.
+  // gate again after its cooldown (--return-cooldown) and is a free spare;
+  // grew: the spare `host` took a new seat in a shrunk world, with `ranks`.
   std::string kind;
   std::string host, why;
   std::vector<int> ranks;  // the global ranks it held (before a shrink numbers the world again)

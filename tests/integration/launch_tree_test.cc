@@ -383,3 +383,47 @@ TEST_CASE("tree: --spares - an interior agent killed during the restart: its sea
   CHECK(done.size() == 11);
   CHECK(wait_marked_gone(m, 10, c.pid).empty());
 }
+
+// --min-hosts with --return-cooldown on simulated hosts, flat: a host lost
+// leaves a world of 2; it comes back as a spare (a new agent, the health
+// gate) while the smaller world runs; the next attempt takes it in at node
+// rank 2 and the world is 3 again. Attempt 1's rank 0 fails once dlaunch has
+// said the host is back (its stderr goes to a file the ranks can read).
+TEST_CASE("tree: --min-hosts and --return-cooldown - a lost host comes back and the world grows back to 3 hosts at "
+          "the next attempt",
+          "[integration][tree][spares][return]") {
+  const std::string m = new_marker();
+  TempDir dir;
+  const std::string log = dir.path + "/dlaunch.err";
+  RunSpec s = tree_run(tree_hosts(m, 3, 1), 0,
+                       {"sh", "-c",
+                        "case $TORCHELASTIC_RESTART_COUNT in "
+                        "0) exec sleep \"$0\";; "
+                        "1) if [ $RANK = 0 ]; then until grep -q ' is back (' \"$1\"; do sleep 0.1; done; exit 3; fi; "
+                        "exec sleep \"$0\";; "
+                        "*) echo \"done $RANK $NODE_RANK $WORLD_SIZE\";; esac",
+                        m, log});
+  s.argv.insert(s.argv.begin() + 1, {"-n", "3", "--min-hosts", "2", "--max-restarts", "3", "--return-cooldown", "1",
+                                     "--kill-grace", "1"});
+  std::vector<std::string> wrapped = {"/bin/sh", "-c", "\"$@\" 2>" + log + "; s=$?; cat " + log + " >&2; exit $s", "sh"};
+  wrapped.insert(wrapped.end(), s.argv.begin(), s.argv.end());
+  s.argv = wrapped;
+  Child c = start(s);
+  ChildGuard guard{c, m};
+  auto a = wait_agents(m, 3, 60, c.pid);
+  REQUIRE(a.size() == 3);
+  REQUIRE(wait_marked(m, 3 + 3, 60, c.pid).size() >= 6);  // each rank's shell and sleep
+  ::kill(a.at(host(1, m)), SIGKILL);
+  RunResult r = wait(c, 90);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("attempt 2 of 4: " + host(1, m) + " lost (") != std::string::npos);
+  CHECK(r.err.find("the job goes on with 2 hosts and 2 ranks (--min-hosts 2)") != std::string::npos);
+  CHECK(r.err.find("dlaunch: " + host(1, m) + " is back (passed the health gate after a 1 s cooldown)") !=
+        std::string::npos);
+  CHECK(r.err.find("attempt 3 of 4: spare " + host(1, m) + " joins with rank 2: the job grows to 3 hosts and 3 ranks") !=
+        std::string::npos);
+  // The two hosts that stayed keep their node ranks; the one back is node rank 2.
+  for (const char* line : {"done 0 0 3", "done 1 1 3", "done 2 2 3"}) CHECK(r.out.find(line) != std::string::npos);
+  CHECK(wait_marked_gone(m, 10, c.pid).empty());
+}

@@ -871,6 +871,92 @@ TEST_CASE("job transitions: --min-hosts: a lost host without a spare leaves, the
                                     "fake-1 (connection reset), fake-2 (no heartbeat for 5 s)"));
 }
 
+TEST_CASE("job transitions: --min-hosts with --return-cooldown: a host that left a shrunk world comes back as a "
+          "spare and joins at the next attempt in a seat of its own, the world growing back to its first size",
+          "[launcher][job][transitions][spares][return]") {
+  auto o = returning_options(3, 0.1);
+  o.min_hosts = 2;
+  Harness h(o, nullptr, {}, hosts(3));  // fake-0..2, one rank each
+  for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  h.links->close(1, "connection reset");
+  h.settle();
+  h.links->exited(0, 0, std::nullopt, SIGTERM), h.links->exited(2, 2, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  h.links->say(0, msg::Ready{1, 31000}), h.links->say(2, msg::Ready{1, 31002});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(shared_var(h.links->sent(0), 1, "WORLD_SIZE") == "2");
+  all_started(*h.links, 0, {0}), all_started(*h.links, 2, {1});
+  h.settle();
+  // Its cooldown over, fake-1 gets a new agent, passes the gate: a spare.
+  REQUIRE(run_until(h, [&] { return h.starter->specs.size() == 4; }));
+  REQUIRE(h.links->hello(1, 29601) == "");
+  h.settle();
+  REQUIRE(h.links->sent(1).all<msg::Launch>().size() == 2);
+  CHECK(h.links->sent(1).all<msg::Launch>()[1].ranks.empty());
+  CHECK(h.links->sent(1).count<msg::Restart>() == 0);  // the running attempt goes on: nothing waits for it
+  // The next attempt (rank 0 fails) takes it in: node rank 2, rank 2, a world of 3.
+  h.links->exited(0, 0, 1);
+  h.settle();
+  h.links->exited(2, 1, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  for (int n = 0; n < 3; ++n) h.links->say(n, msg::Ready{2, 31000 + n});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  const auto joined = h.links->sent(1).all<msg::Launch>();
+  REQUIRE(joined.size() == 3);
+  CHECK(ranks_of(joined[2]) == std::vector<int>{2});
+  REQUIRE(joined[2].identity);
+  CHECK(joined[2].identity->node == 2);
+  CHECK(ranks_of(h.links->sent(0).all<msg::Launch>().at(2)) == std::vector<int>{0});
+  CHECK(ranks_of(h.links->sent(2).all<msg::Launch>().at(2)) == std::vector<int>{1});  // its node rank kept
+  CHECK(h.links->sent(2).all<msg::Launch>().at(2).identity->node == 1);
+  CHECK(shared_var(h.links->sent(0), 2, "WORLD_SIZE") == "3");
+  all_started(*h.links, 0, {0}), all_started(*h.links, 2, {1}), all_started(*h.links, 1, {2});
+  h.settle();
+  for (int r = 0; r < 3; ++r) h.links->exited(r == 0 ? 0 : r == 1 ? 2 : 1, r, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("dlaunch: fake-1 is back (passed the health gate after a 0.1 s cooldown); it is a "
+                                    "spare now (1 spare)\n"));
+  CHECK_THAT(h.err, Catch::Contains("attempt 3 of 4: spare fake-1 joins with rank 2: the job grows to 3 hosts and 3 "
+                                    "ranks; 3 ranks running again"));
+  CHECK_THAT(h.err, Catch::Contains("attempt 3 of 4 succeeded"));
+}
+
+TEST_CASE("job transitions: --min-hosts: a free spare does not grow a world that never shrank",
+          "[launcher][job][transitions][spares]") {
+  auto o = restart_options(1);
+  o.min_hosts = 1;
+  Harness h(o, nullptr, {}, two_hosts_and_a_spare());
+  for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  h.links->exited(0, 0, 1);
+  h.settle();
+  h.links->exited(0, 1, std::nullopt, SIGTERM), h.links->exited(1, 2, std::nullopt, SIGTERM),
+      h.links->exited(1, 3, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  for (int n = 0; n < 3; ++n) h.links->say(n, msg::Ready{1, 31000 + n});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+  CHECK(h.links->sent(2).all<msg::Launch>().back().ranks.empty());  // still a spare
+  CHECK(shared_var(h.links->sent(0), 1, "WORLD_SIZE") == "4");
+  all_started(*h.links, 0, {0, 1}), all_started(*h.links, 1, {2, 3});
+  h.settle();
+  for (int r = 0; r < 4; ++r) h.links->exited(r / 2, r, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK(h.err.find("grows") == std::string::npos);
+}
+
 TEST_CASE("job transitions: --health-check: the launch waits for every host's answer - a host that fails with no spare "
           "ends the job before any rank starts, in the check's own words",
           "[launcher][job][transitions][health]") {
