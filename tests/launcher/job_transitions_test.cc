@@ -1294,6 +1294,32 @@ TEST_CASE("job transitions: --spares: node rank 0's host lost after it said read
   CHECK_THAT(h.err, Catch::Contains("fake-0 lost (connection reset); its ranks 0-1 moved to spare fake-2; 1 spare left"));
 }
 
+
+namespace {
+// The tree of 8 (fake-4 lost, its seat on the spare fake-7, fake-5 and
+// fake-6 beneath it given new agents): the second attempt's launches, its
+// ranks started (fake-6's counted by fake-5) and ended, and its line.
+void tree_second_attempt_ends(Harness& h) {
+  CHECK(ranks_of(h.links->sent(7).all<msg::Launch>().at(1)) == std::vector<int>{4});
+  CHECK(ranks_of(h.links->sent(5).all<msg::Launch>().at(1)) == std::vector<int>{5});
+  CHECK(ranks_of(h.links->sent(6).all<msg::Launch>().at(1)) == std::vector<int>{6});
+  CHECK(h.links->sent(7).all<msg::Launch>().at(1).identity->node == 4);
+  for (int n : {0, 1, 2, 3}) all_started(*h.links, n, {n});
+  all_started(*h.links, 7, {4});
+  h.links->say(5, msg::StartedBelow{1});  // fake-6's rank, counted by fake-5
+  all_started(*h.links, 5, {5});
+  h.settle();
+  for (auto [node, rank] : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {2, 2}, {3, 3}, {7, 4}, {5, 5}, {6, 6}})
+    h.links->exited(node, rank, 0);
+  h.settle();
+  CHECK(h.finish() == 0);
+  INFO(h.err);
+  CHECK_THAT(h.err, Catch::Contains("attempt 2 of 2: fake-4 lost (connection reset); its rank 4 moved to spare fake-7; "
+                                    "no spare left; the 2 hosts beneath fake-4 in the launch tree (fake-5, fake-6) get "
+                                    "new agents, started by dlaunch and fake-5; 7 ranks running again"));
+}
+}  // namespace
+
 // The launch tree with a spare: the spare is started by dlaunch, beside the
 // roots. A root lost with the two hosts beneath it: its seat goes to the
 // spare; the two keep theirs and get new agents, the first of them started
@@ -1335,23 +1361,8 @@ TEST_CASE("job transitions: --spares in a launch tree: the spare is dlaunch's ow
   REQUIRE(h.links->hello(6, 31006) == "");
   h.settle();
   REQUIRE(h.job->phase() == Phase::kLaunched);
-  CHECK(ranks_of(h.links->sent(7).all<msg::Launch>().at(1)) == std::vector<int>{4});
-  CHECK(ranks_of(h.links->sent(5).all<msg::Launch>().at(1)) == std::vector<int>{5});
-  CHECK(ranks_of(h.links->sent(6).all<msg::Launch>().at(1)) == std::vector<int>{6});
-  for (int n : {0, 1, 2, 3}) all_started(*h.links, n, {n});
-  all_started(*h.links, 7, {4});
-  h.links->say(5, msg::StartedBelow{1});  // fake-6's rank, counted by fake-5
   CHECK_THROWS_AS(h.links->say(6, msg::StartedBelow{1}), dl::RemoteError);  // a leaf counts for no one
-  all_started(*h.links, 5, {5});
-  h.settle();
-  for (auto [node, rank] : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {2, 2}, {3, 3}, {7, 4}, {5, 5}, {6, 6}})
-    h.links->exited(node, rank, 0);
-  h.settle();
-  CHECK(h.finish() == 0);
-  INFO(h.err);
-  CHECK_THAT(h.err, Catch::Contains("attempt 2 of 2: fake-4 lost (connection reset); its rank 4 moved to spare fake-7; "
-                                    "no spare left; the 2 hosts beneath fake-4 in the launch tree (fake-5, fake-6) get "
-                                    "new agents, started by dlaunch and fake-5; 7 ranks running again"));
+  tree_second_attempt_ends(h);
 }
 
 // An interior agent of the tree whose host fails the health gate: its seat
@@ -1479,23 +1490,7 @@ TEST_CASE("job transitions: --spares in a launch tree: an interior agent lost du
   REQUIRE(h.links->hello(6, 31106) == "");
   h.settle();
   REQUIRE(h.job->phase() == Phase::kLaunched);
-  CHECK(ranks_of(h.links->sent(7).all<msg::Launch>().at(1)) == std::vector<int>{4});
-  CHECK(ranks_of(h.links->sent(5).all<msg::Launch>().at(1)) == std::vector<int>{5});
-  CHECK(ranks_of(h.links->sent(6).all<msg::Launch>().at(1)) == std::vector<int>{6});
-  CHECK(h.links->sent(7).all<msg::Launch>().at(1).identity->node == 4);
-  for (int n : {0, 1, 2, 3}) all_started(*h.links, n, {n});
-  all_started(*h.links, 7, {4});
-  h.links->say(5, msg::StartedBelow{1});
-  all_started(*h.links, 5, {5});
-  h.settle();
-  for (auto [node, rank] : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {2, 2}, {3, 3}, {7, 4}, {5, 5}, {6, 6}})
-    h.links->exited(node, rank, 0);
-  h.settle();
-  CHECK(h.finish() == 0);
-  INFO(h.err);
-  CHECK_THAT(h.err, Catch::Contains("attempt 2 of 2: fake-4 lost (connection reset); its rank 4 moved to spare fake-7; "
-                                    "no spare left; the 2 hosts beneath fake-4 in the launch tree (fake-5, fake-6) get "
-                                    "new agents, started by dlaunch and fake-5; 7 ranks running again"));
+  tree_second_attempt_ends(h);
   CHECK_THAT(h.err, Catch::Contains("the job's hosts changed 1 time: before attempt 2 of 2: fake-4 lost"));
   const auto j = nlohmann::json::parse(read_text(o.report_json));
   REQUIRE(j["membership"].size() == 3);
