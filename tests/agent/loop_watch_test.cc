@@ -75,7 +75,7 @@ TEST_CASE("loop watch: a handler holding the loop up is reported with the stacks
     t.expires_after(200ms);
     t.async_wait([](auto) { dlaunch_test_hold_the_loop(2500ms); });
     boost::asio::steady_timer end(io);
-    end.expires_after(3200ms);
+    end.expires_after(4500ms);  // the watch's word of the end has 2 s to come, on a loaded machine
     end.async_wait([&](auto) { io.stop(); });
     io.run();
   }
@@ -83,8 +83,10 @@ TEST_CASE("loop watch: a handler holding the loop up is reported with the stacks
   const std::string out = drain(fds[0]);
   ::close(fds[0]);
   INFO(out);
-  CHECK(out.find("dlaunch-agent on testhost: warning: its event loop has not turned for 0.") != std::string::npos);
-  CHECK(out.find("dlaunch-agent on testhost: its event loop is turning again after 2.") != std::string::npos);
+  CHECK(out.find("dlaunch-agent on testhost: warning: its event loop has not turned for ") != std::string::npos);
+  // 2.5 s held: said as 2.x s, or 3.x s when the watch's thread was late.
+  CHECK((out.find("dlaunch-agent on testhost: its event loop is turning again after 2.") != std::string::npos ||
+         out.find("dlaunch-agent on testhost: its event loop is turning again after 3.") != std::string::npos));
   const char* path = std::getenv("PATH");
   if (dl::agent::find_stack_tool(path ? path : "").name.empty()) {
     WARN("no eu-stack or gdb: the stacks part is not checked");
