@@ -197,6 +197,8 @@ class Job : public AgentLinks::Handler {
   // --min-hosts: free spares (a lost host come back, --return-cooldown)
   // take seats again while the world is smaller than it started; "" for none.
   std::string grow();
+  // The world placed again on `seats` with `np` ranks (shrink, grow).
+  void place_world(const std::vector<int>& seats, int np);
   // A spare's agent holds no ranks: a launch of none starts its heartbeats.
   control::msg::Launch standby_launch() const;
   // The agent that runs node rank `seat`.

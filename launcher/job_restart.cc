@@ -264,51 +264,62 @@ std::string Job::new_agents_beneath(const std::vector<int>& gone, const std::vec
 // ranks, RANK and NODE_RANK are contiguous again.
 std::string Job::shrink(const std::vector<int>& dropped) {
   std::vector<int> keep;
-  std::vector<hostfiles::HostEntry> entries;
   std::vector<int> gone_ranks;
   int np = 0;
   for (int seat : seats_) {
-    Node& n = nodes_.at(static_cast<size_t>(seat));
+    const Node& n = nodes_.at(static_cast<size_t>(seat));
     if (std::find(dropped.begin(), dropped.end(), seat) != dropped.end()) {
       gone_ranks.insert(gone_ranks.end(), n.ranks.begin(), n.ranks.end());
       continue;
     }
-    keep.push_back(seat), entries.push_back(n.entry);
+    keep.push_back(seat);
     np += static_cast<int>(n.ranks.size());
   }
-  hostfiles::PlacementOptions po;
-  po.np = np, po.map_by = opts_.map_by, po.per_node = opts_.per_node, po.oversubscribe = opts_.oversubscribe;
-  hostfiles::Placement p = hostfiles::place(entries, po);
+  std::vector<std::vector<int>> held;  // each dropped host's ranks, before the world is numbered again
+  for (int d : dropped) held.push_back(nodes_.at(static_cast<size_t>(d)).ranks);
+  place_world(keep, np);  // (throws before it changes anything)
   std::string names;
-  for (int d : dropped) {
-    Node& n = nodes_.at(static_cast<size_t>(d));
+  for (size_t k = 0; k < dropped.size(); ++k) {
+    Node& n = nodes_.at(static_cast<size_t>(dropped[k]));
     names += (names.empty() ? "" : ", ") + n.host + " lost" + (n.why_gone.empty() ? "" : " (" + n.why_gone + ")");
-    note_change("shrunk", n.host, n.why_gone, n.ranks, "");
-    shrunk_ranks_.push_back(static_cast<int>(n.ranks.size()));
+    note_change("shrunk", n.host, n.why_gone, held[k], "");
+    shrunk_ranks_.push_back(static_cast<int>(held[k].size()));
     n.seat = -1, n.lost = true;
     schedule_return(n);
   }
-  for (auto& n : nodes_) n.ranks.clear();
-  seats_ = keep;
-  for (size_t s = 0; s < keep.size(); ++s) nodes_.at(static_cast<size_t>(keep[s])).seat = static_cast<int>(s);
-  for (const auto& r : p.ranks) {
-    Node& n = nodes_.at(static_cast<size_t>(keep.at(static_cast<size_t>(r.node))));
-    n.ranks.push_back(r.rank);
-    sink_->move_rank(r.rank, n.host);
-  }
-  p.spares = std::move(plan_.spares);
-  plan_ = std::move(p);  // (in place: the torch store reads it)
-  log("the world is placed again on " + std::to_string(keep.size()) + " hosts, " + std::to_string(np) + " ranks");
   return names + "; no spare for " + (dropped.size() > 1 ? "their ranks " : gone_ranks.size() == 1 ? "its rank " : "its ranks ") +
          rank_ranges(gone_ranks) + ": the job goes on with " + std::to_string(keep.size()) + " hosts and " +
          std::to_string(np) + " ranks (--min-hosts " + std::to_string(opts_.min_hosts) + ")";
 }
 
+// The world placed again on `seats` (node rank by node rank) as -n, --map-by
+// and --npernode placed it first, `np` ranks: each node's ranks, the output's
+// hosts and the plan. Throws dl::Error, changing nothing, when the hosts
+// cannot take them.
+void Job::place_world(const std::vector<int>& seats, int np) {
+  std::vector<hostfiles::HostEntry> entries;
+  for (int seat : seats) entries.push_back(nodes_.at(static_cast<size_t>(seat)).entry);
+  hostfiles::PlacementOptions po;
+  po.np = np, po.map_by = opts_.map_by, po.per_node = opts_.per_node, po.oversubscribe = opts_.oversubscribe;
+  hostfiles::Placement p = hostfiles::place(entries, po);
+  for (auto& n : nodes_) n.ranks.clear();
+  seats_ = seats;
+  for (size_t s = 0; s < seats_.size(); ++s) nodes_.at(static_cast<size_t>(seats_[s])).seat = static_cast<int>(s);
+  for (const auto& r : p.ranks) {
+    Node& n = nodes_.at(static_cast<size_t>(seats_.at(static_cast<size_t>(r.node))));
+    n.ranks.push_back(r.rank);
+    sink_->move_rank(r.rank, n.host);
+  }
+  p.spares = std::move(plan_.spares);
+  plan_ = std::move(p);  // (in place: the torch store reads it)
+  log("the world is placed again on " + std::to_string(seats_.size()) + " hosts, " + std::to_string(np) + " ranks");
+}
+
 // A world that shrank takes free spares back into seats, up to the seats it
 // started with: each new seat, the last, holds as many ranks as the last seat
-// that left (-n grows by them), and the world is placed again as -n,
-// --map-by and --npernode placed it first, so RANK and NODE_RANK stay
-// contiguous and the seats already there keep their node ranks.
+// that left (-n grows by them), and the world is placed again (place_world),
+// so RANK and NODE_RANK stay contiguous and the seats already there keep
+// their node ranks.
 std::string Job::grow() {
   std::vector<int> joining;
   for (const auto& n : nodes_)
@@ -316,35 +327,17 @@ std::string Job::grow() {
         n.seat < 0 && !n.lost && n.state == NodeState::kUp && n.health == Node::Health::kPassed)
       joining.push_back(n.index);
   if (joining.empty()) return "";
-  std::vector<hostfiles::HostEntry> entries;
+  std::vector<int> seats = seats_;
   int np = 0;
-  for (int seat : seats_) {
-    const Node& n = nodes_.at(static_cast<size_t>(seat));
-    entries.push_back(n.entry);
-    np += static_cast<int>(n.ranks.size());
-  }
-  for (size_t j = 0; j < joining.size(); ++j) {
-    entries.push_back(nodes_.at(static_cast<size_t>(joining[j])).entry);
-    np += shrunk_ranks_.at(shrunk_ranks_.size() - 1 - j);
-  }
-  hostfiles::PlacementOptions po;
-  po.np = np, po.map_by = opts_.map_by, po.per_node = opts_.per_node, po.oversubscribe = opts_.oversubscribe;
-  hostfiles::Placement p;
+  for (int seat : seats_) np += static_cast<int>(nodes_.at(static_cast<size_t>(seat)).ranks.size());
+  for (size_t j = 0; j < joining.size(); ++j) seats.push_back(joining[j]), np += shrunk_ranks_.at(shrunk_ranks_.size() - 1 - j);
   try {
-    p = hostfiles::place(entries, po);
+    place_world(seats, np);
   } catch (const Error& e) {  // the spares cannot take those ranks: the world stays as it is
     log(std::string("the world does not grow: ") + e.what());
     return "";
   }
   shrunk_ranks_.resize(shrunk_ranks_.size() - joining.size());
-  seats_.insert(seats_.end(), joining.begin(), joining.end());
-  for (auto& n : nodes_) n.ranks.clear();
-  for (size_t s = 0; s < seats_.size(); ++s) nodes_.at(static_cast<size_t>(seats_[s])).seat = static_cast<int>(s);
-  for (const auto& r : p.ranks) {
-    Node& n = nodes_.at(static_cast<size_t>(seats_.at(static_cast<size_t>(r.node))));
-    n.ranks.push_back(r.rank);
-    sink_->move_rank(r.rank, n.host);
-  }
   std::string names;
   std::vector<int> theirs;
   for (int j : joining) {
@@ -354,9 +347,6 @@ std::string Job::grow() {
     note_change("grew", n.host, "", n.ranks, "");
   }
   std::sort(theirs.begin(), theirs.end());
-  p.spares = std::move(plan_.spares);
-  plan_ = std::move(p);  // (in place: the torch store reads it)
-  log("the world is placed again on " + std::to_string(seats_.size()) + " hosts, " + std::to_string(np) + " ranks");
   return names + (joining.size() > 1 ? " join" : " joins") + " with " + (theirs.size() == 1 ? "rank " : "ranks ") +
          rank_ranges(theirs) + ": the job grows to " + std::to_string(seats_.size()) + " hosts and " +
          std::to_string(np) + " ranks";

@@ -588,29 +588,35 @@ TEST_CASE("job transitions: --spares: a lost host's node rank, ranks and local r
   CHECK_THAT(h.err, Catch::Contains("the job's hosts changed 1 time: before attempt 2 of 2: fake-1 lost"));
 }
 
+
+namespace {
+// Over two_hosts_and_a_spare(): rank 2 on fake-1 exits 3, the others are
+// stopped, and every agent still connected is ready for attempt `attempt`.
+void fake1_fails(Harness& h, int attempt) {
+  h.links->exited(1, 2, 3);
+  h.settle();
+  h.links->exited(1, 3, std::nullopt, SIGTERM);
+  h.links->exited(0, 0, std::nullopt, SIGTERM), h.links->exited(0, 1, std::nullopt, SIGTERM);
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kRestarting);
+  for (int n = 0; n < 3; ++n)
+    if (h.links->connected(n) && h.links->sent(n).count<msg::Restart>() == attempt) h.links->say(n, msg::Ready{attempt, 31000});
+  h.settle();
+  REQUIRE(h.job->phase() == Phase::kLaunched);
+}
+}  // namespace
+
 TEST_CASE("job transitions: --spares: a host whose ranks fail in two attempts in a row is swapped out for the spare",
           "[launcher][job][transitions][spares]") {
   Harness h(restart_options(2), nullptr, {}, two_hosts_and_a_spare());
   for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
   h.settle();
-  auto fail_on_node1 = [&](int attempt) {
-    h.links->exited(1, 2, 3);  // rank 2 on fake-1 exits 3
-    h.settle();
-    h.links->exited(1, 3, std::nullopt, SIGTERM);
-    h.links->exited(0, 0, std::nullopt, SIGTERM), h.links->exited(0, 1, std::nullopt, SIGTERM);
-    h.settle();
-    REQUIRE(h.job->phase() == Phase::kRestarting);
-    for (int n = 0; n < 3; ++n)
-      if (h.links->connected(n) && h.links->sent(n).count<msg::Restart>() == attempt) h.links->say(n, msg::Ready{attempt, 31000});
-    h.settle();
-    REQUIRE(h.job->phase() == Phase::kLaunched);
-  };
-  fail_on_node1(1);
+  fake1_fails(h, 1);
   // The first failure: the same hosts again.
   CHECK(h.links->sent(1).count<msg::Launch>() == 2);
   CHECK(h.links->sent(2).count<msg::Launch>() == 1);
   CHECK(h.links->sent(1).count<msg::Bye>() == 0);
-  fail_on_node1(2);
+  fake1_fails(h, 2);
   // The second in a row on fake-1: its seat goes to the spare, its agent is sent away.
   CHECK(h.links->sent(1).count<msg::Launch>() == 2);
   CHECK(h.links->sent(1).count<msg::Bye>() == 1);
@@ -802,18 +808,7 @@ TEST_CASE("job transitions: --return-cooldown: a host swapped out for failing tw
     Harness h(returning_options(2, 0.1), nullptr, {}, two_hosts_and_a_spare());
     for (int n = 0; n < 3; ++n) REQUIRE(h.links->hello(n, 29500 + n) == "");
     h.settle();
-    for (int attempt = 1; attempt <= 2; ++attempt) {
-      h.links->exited(1, 2, 3);
-      h.settle();
-      h.links->exited(1, 3, std::nullopt, SIGTERM);
-      h.links->exited(0, 0, std::nullopt, SIGTERM), h.links->exited(0, 1, std::nullopt, SIGTERM);
-      h.settle();
-      REQUIRE(h.job->phase() == Phase::kRestarting);
-      for (int n = 0; n < 3; ++n)
-        if (h.links->connected(n) && h.links->sent(n).count<msg::Restart>() == attempt) h.links->say(n, msg::Ready{attempt, 31000});
-      h.settle();
-      REQUIRE(h.job->phase() == Phase::kLaunched);
-    }
+    for (int attempt = 1; attempt <= 2; ++attempt) fake1_fails(h, attempt);
     REQUIRE(h.links->sent(1).count<msg::Bye>() == 1);  // swapped out
     h.run_while(Phase::kLaunched, milliseconds(300));
     CHECK(h.starter->specs.size() == 3);  // its agent has not left yet
