@@ -136,7 +136,10 @@ TEST_CASE("restart: never after SIGINT, SIGTERM or --timeout, nor for a program 
   s.argv = {bin("dlaunch"), "-n", "2", "--max-restarts", "3", "--kill-grace", "1"};
   const std::vector<std::string> sleeper = {"/bin/sh", "-c", std::string(kRecord) + "exec sleep \"$0\"", m};
   s.set_env = {{"DIR", d.path}};
+  // The runs each rank may have recorded: `want` at most, and exactly `want`
+  // where the test waited for the records.
   int want = 0;
+  bool exact = true;
   SECTION("SIGINT or SIGTERM to dlaunch") {
     const auto [sig, code] = GENERATE(table<int, int>({{SIGINT, 130}, {SIGTERM, 143}}));
     INFO("signal " << sig);
@@ -144,6 +147,8 @@ TEST_CASE("restart: never after SIGINT, SIGTERM or --timeout, nor for a program 
     Child c = start(s);
     ChildGuard guard{c, m};
     REQUIRE(wait_marked(m, 2, 10, c.pid).size() >= 2);
+    // A rank's shell carries the marker before it has written its run.
+    REQUIRE(wait_file(d.path + "/runs.0", 5));
     REQUIRE(wait_file(d.path + "/runs.1", 5));
     ::kill(c.pid, sig);
     RunResult r = wait(c, 20);
@@ -161,7 +166,10 @@ TEST_CASE("restart: never after SIGINT, SIGTERM or --timeout, nor for a program 
     INFO(r.err);
     CHECK(r.code == 124);
     CHECK_THAT(r.err, Catch::Contains("--timeout 1.5"));
+    CHECK_THAT(r.err, !Catch::Contains("restarting"));
+    // On a loaded machine a rank may not have written its run within 1.5 s.
     want = 1;
+    exact = false;
   }
   SECTION("a program that does not exist") {
     s.argv.insert(s.argv.end(), {d.path + "/no-such-program", m});
@@ -171,8 +179,13 @@ TEST_CASE("restart: never after SIGINT, SIGTERM or --timeout, nor for a program 
     CHECK_THAT(r.err, Catch::Contains("cannot start rank"));
     want = 0;
   }
-  CHECK(runs(d, 0).size() == static_cast<size_t>(want));
-  CHECK(runs(d, 1).size() == static_cast<size_t>(want));
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    if (exact)
+      CHECK(runs(d, r).size() == static_cast<size_t>(want));
+    else
+      CHECK(runs(d, r).size() <= static_cast<size_t>(want));
+  }
   CHECK(wait_marked_gone(m, 2).empty());
 }
 
