@@ -16,6 +16,15 @@
 #   RUNS=5 bench/launch-tree/run.sh 256 8
 #   FANOUT=16 bench/launch-tree/run.sh 1024 8
 #   DLAUNCH_BIN=other/bin bench/launch-tree/run.sh 64
+#   GATE=1 bench/launch-tree/run.sh 1024 8  # the health gate's cost (below)
+#
+# With GATE=1 each round runs the tree three ways instead, interleaved: no
+# gate (gate=none), the gate of a job with spares (gate=spares: the same
+# job and 8 more hosts as --spares 8, so every host checks the ranks'
+# program, its interpreter and its clock before it takes ranks), and that
+# with an admin's check (gate=check: --health-check true, one fork/exec of
+# sh per host). Its lines add gate=G and running_ratio (running_s over the
+# gate=none median).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "${DLAUNCH_BIN:-$here/../../build/bin}" && pwd)
@@ -39,13 +48,20 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 hosts=$(for ((i = 0; i < K; i++)); do printf 'sim%d:%d\n' "$i" "$R"; done | paste -sd,)
 ulimit -n 65536 2>/dev/null || true
 
-# One launch at fanout $1: "running_s done_s cpu_s conns depth", or nothing
-# when it failed.
+spares=8
+hosts_spared="$hosts,$(for ((i = K; i < K + spares; i++)); do printf 'sim%d:%d\n' "$i" "$R"; done | paste -sd,)"
+
+# One launch at fanout $1 ($2: the gate, GATE=1 only): "running_s done_s
+# cpu_s conns depth", or nothing when it failed.
 launch_once() {
   rm -f stamps
-  local m
-  if ! m=$(DLAUNCH_SIM=1 ./measure "$bin/dlaunch" -v --launcher sim --fanout "$1" -H "$hosts" --gpus-per-node 0 \
-           --mpi none --agent-timeout 300 "$work/stamp" "$work/stamps"); then
+  local m h=$hosts gate=()
+  case "${2:-none}" in
+    spares) h=$hosts_spared; gate=(--spares "$spares") ;;
+    check) h=$hosts_spared; gate=(--spares "$spares" --health-check true) ;;
+  esac
+  if ! m=$(DLAUNCH_SIM=1 ./measure "$bin/dlaunch" -v --launcher sim --fanout "$1" -H "$h" --gpus-per-node 0 \
+           --mpi none --agent-timeout 300 ${gate[@]+"${gate[@]}"} -n $((K * R)) "$work/stamp" "$work/stamps"); then
     echo "bench: the launch of $K hosts x $R at fanout $1 failed: $(grep -v '^dlaunch: agent on' measure.err | tail -3)" >&2
     return
   fi
@@ -70,6 +86,29 @@ floor_once() {
 }
 
 launch_once "$F" >/dev/null  # warm-up (page cache), not counted
+col() { awk -v c="$2" '{print $c}' "$1" | median; }
+if [ "${GATE:-0}" = 1 ]; then
+  printf '%-6s %-8s %-10s %-8s %-16s %-14s %s\n' round gate running_s done_s launcher_cpu_s launcher_conns floor_s
+  gates="none spares check"
+  for g in $gates; do : >"rounds.$g"; done
+  for ((i = 1; i <= runs; i++)); do
+    f=$(floor_once)
+    for g in $gates; do
+      r=$(launch_once "$F" "$g")
+      [ -n "$r" ] || exit 1
+      echo "$r $f" >>"rounds.$g"
+      read -r run done cpu conns depth <<<"$r"
+      printf '%-6s %-8s %-10s %-8s %-16s %-14s %s\n' "$i" "$g" "$run" "$done" "$cpu" "$conns" "$f"
+    done
+  done
+  base=$(col rounds.none 1)
+  for g in $gates; do
+    echo "launch-tree hosts=$K ranks=$((K * R)) fanout=$F gate=$g running_s=$(col "rounds.$g" 1)" \
+         "done_s=$(col "rounds.$g" 2) launcher_cpu_s=$(col "rounds.$g" 3) launcher_conns=$(col "rounds.$g" 4)" \
+         "floor_s=$(col "rounds.$g" 6) running_ratio=$(awk -v a="$(col "rounds.$g" 1)" -v b="$base" 'BEGIN {printf "%.3f", a / b}')"
+  done
+  exit 0
+fi
 printf '%-6s %-8s %-10s %-8s %-16s %-14s %-6s %s\n' round fanout running_s done_s launcher_cpu_s launcher_conns depth floor_s
 : >rounds.tree; : >rounds.flat
 for ((i = 1; i <= runs; i++)); do
@@ -83,7 +122,6 @@ for ((i = 1; i <= runs; i++)); do
     printf '%-6s %-8s %-10s %-8s %-16s %-14s %-6s %s\n' "$i" "$fan" "$run" "$done" "$cpu" "$conns" "$depth" "$f"
   done
 done
-col() { awk -v c="$2" '{print $c}' "$1" | median; }
 for fan in "$F" 0; do
   in=rounds.tree; [ "$fan" = 0 ] && in=rounds.flat
   echo "launch-tree hosts=$K ranks=$((K * R)) fanout=$fan running_s=$(col $in 1) done_s=$(col $in 2)" \
