@@ -335,9 +335,13 @@ void RankSupervisor::reap() {
       // Stragglers the rank left in its group go with it.
       ::kill(-pid, SIGKILL);
       // Its output's end usually came first: then no drain timer to arm and
-      // cancel (two timerfd updates per rank at the end of a big job).
-      maybe_report(*r);
-      if (!r->reported) arm_drain(*r);
+      // cancel (two timerfd updates per rank at the end of a big job). The
+      // report may end the attempt and forget every rank (the agent's
+      // `reported` hook, when a restart waits): ranks_ is empty then, and
+      // the Rank itself lives on in retired_, reported.
+      Rank& ended = *r;
+      maybe_report(ended);
+      if (!ended.reported) arm_drain(ended);
       break;
     }
     if (!rank_pid && hooks_.other_child) hooks_.other_child(pid);

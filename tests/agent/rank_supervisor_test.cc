@@ -269,3 +269,38 @@ TEST_CASE("non_default_signals: the handled and ignored signals, as sigaction se
   ::sigaction(SIGUSR1, &old_usr1, nullptr);
   ::sigaction(SIGUSR2, &old_usr2, nullptr);
 }
+
+// The agent forgets an attempt's ranks from inside the report of its last
+// one (Agent::ready_if_done, when a restart waits): a rank whose output
+// ended before it exited is reported from the reaper, which must not touch
+// the rank's entry after the report (it is gone from the table then). Each
+// rank here closes its stdout and stderr, then fails.
+TEST_CASE("exits: the last rank's report may forget every rank, also when the reaper sends it", "[agent]") {
+  boost::asio::io_context io;
+  Recorder rec;
+  auto hooks = rec.hooks();
+  agent::RankSupervisor* sup_ptr = nullptr;
+  int forgotten = 0;
+  hooks.reported = [&] {
+    ++rec.reports;
+    if (sup_ptr->all_reported()) {
+      sup_ptr->forget_reported();
+      ++forgotten;
+    }
+  };
+  agent::RankSupervisor sup(io, hooks);
+  sup_ptr = &sup;
+  auto closes_then_fails = exits_with(0);
+  closes_then_fails.argv = {"sh", "-c", "exec >&- 2>&-; sleep 0.3; exit 3"};
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    INFO("attempt " << attempt);
+    rec.exit_code.clear();
+    sup.spawn_all(6, [&](size_t i) -> agent::RankSupervisor::Prepared {
+      return std::make_pair(static_cast<int>(i), closes_then_fails);
+    });
+    run_until(io, [&] { return forgotten == attempt + 1; });
+    CHECK(forgotten == attempt + 1);
+    CHECK(rec.exit_code.size() == 6);
+    for (const auto& [rank, code] : rec.exit_code) CHECK(code == 3);
+  }
+}
