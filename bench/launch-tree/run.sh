@@ -17,6 +17,7 @@
 #   FANOUT=16 bench/launch-tree/run.sh 1024 8
 #   DLAUNCH_BIN=other/bin bench/launch-tree/run.sh 64
 #   GATE=1 bench/launch-tree/run.sh 1024 8  # the health gate's cost (below)
+#   DLAUNCH_ARGS="--heartbeat-timeout 60" bench/launch-tree/run.sh 1024 8   # more options
 #
 # With GATE=1 each round runs the tree three ways instead, interleaved: no
 # gate (gate=none), the gate of a job with spares (gate=spares: the same
@@ -60,8 +61,11 @@ launch_once() {
     spares) h=$hosts_spared; gate=(--spares "$spares") ;;
     check) h=$hosts_spared; gate=(--spares "$spares" --health-check true) ;;
   esac
+  local extra=()
+  # shellcheck disable=SC2206
+  [ -n "${DLAUNCH_ARGS:-}" ] && extra=($DLAUNCH_ARGS)
   if ! m=$(DLAUNCH_SIM=1 ./measure "$bin/dlaunch" -v --launcher sim --fanout "$1" -H "$h" --gpus-per-node 0 \
-           --mpi none --agent-timeout 300 ${gate[@]+"${gate[@]}"} -n $((K * R)) "$work/stamp" "$work/stamps"); then
+           --mpi none --agent-timeout 300 ${extra[@]+"${extra[@]}"} ${gate[@]+"${gate[@]}"} -n $((K * R)) "$work/stamp" "$work/stamps"); then
     echo "bench: the launch of $K hosts x $R at fanout $1 failed: $(grep -v '^dlaunch: agent on' measure.err | tail -3)" >&2
     return
   fi

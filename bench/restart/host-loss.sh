@@ -15,6 +15,11 @@
 #   KEEP=1                                  keep every case's files (stamps, logs), and say where
 #   FANOUT=0                                --sim: dlaunch's --fanout (default: dlaunch's own, 32;
 #                                           0: flat, every agent started by dlaunch)
+#   SIM_ARGS="--heartbeat-timeout 60"       --sim: more dlaunch options for both jobs (a test bed
+#                                           whose fork/exec is slow starves its agents past the
+#                                           default 10 s; its ranks' stdout is a pipe
+#                                           (--no-output-pty): 8,192 ranks would take more
+#                                           pseudo-terminals than one kernel has, 4,096)
 #
 # The cases: mode spare (5 hosts: dlaunch -n 8 --spares 1; torchrun
 # --nnodes 4:4 on h0..h3, a fifth torchrun waiting on h4) and mode shrink
@@ -107,8 +112,11 @@ sim_job() {  # $1 = plain|spare, $2 = K, $3 = ranks per host, $4 = spares; print
   local np=$((K * R))
   local fan=()
   [ -n "${FANOUT:-}" ] && fan=(--fanout "$FANOUT")
+  local extra=()
+  # shellcheck disable=SC2206
+  [ -n "${SIM_ARGS:-}" ] && extra=($SIM_ARGS)
   (cd "$d" && DLAUNCH_SIM=1 exec "$work/measure" "$bin/dlaunch" --launcher sim -H "$hosts" -n "$np" --spares "$S" "${fan[@]}" \
-     --max-restarts 2 --gpus-per-node 0 --mpi none --agent-timeout 600 "$work/hold" "$d/stamps" >"$d/measure.out") &
+     --no-output-pty ${extra[@]+"${extra[@]}"} --max-restarts 2 --gpus-per-node 0 --mpi none --agent-timeout 600 "$work/hold" "$d/stamps" >"$d/measure.out") &
   local job=$!
   count() { local n=0; [ -f "$d/stamps" ] && n=$(grep -c "^$1 " "$d/stamps"); echo "${n:-0}"; }
   all_started() { [ "$(count start)" -ge "$np" ] || ! kill -0 "$job" 2>/dev/null; }
