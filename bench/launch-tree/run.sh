@@ -24,8 +24,8 @@
 # job and 8 more hosts as --spares 8, so every host checks the ranks'
 # program, its interpreter and its clock before it takes ranks), and that
 # with an admin's check (gate=check: --health-check true, one fork/exec of
-# sh per host). Its lines add gate=G and running_ratio (running_s over the
-# gate=none median).
+# sh per host). Its lines add gate=G and running_ratio: the median over the
+# rounds of running_s over the same round's gate=none.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "${DLAUNCH_BIN:-$here/../../build/bin}" && pwd)
@@ -105,11 +105,13 @@ if [ "${GATE:-0}" = 1 ]; then
       printf '%-6s %-8s %-10s %-8s %-16s %-14s %s\n' "$i" "$g" "$run" "$done" "$cpu" "$conns" "$f"
     done
   done
-  base=$(col rounds.none 1)
   for g in $gates; do
+    # Each round's gated launch over that round's launch without: the rounds
+    # are interleaved, so a round's pair saw the same machine.
+    ratio=$(paste -d' ' "rounds.$g" rounds.none | awk '{printf "%.3f\n", $1 / $7}' | median)
     echo "launch-tree hosts=$K ranks=$((K * R)) fanout=$F gate=$g running_s=$(col "rounds.$g" 1)" \
          "done_s=$(col "rounds.$g" 2) launcher_cpu_s=$(col "rounds.$g" 3) launcher_conns=$(col "rounds.$g" 4)" \
-         "floor_s=$(col "rounds.$g" 6) running_ratio=$(awk -v a="$(col "rounds.$g" 1)" -v b="$base" 'BEGIN {printf "%.3f", a / b}')"
+         "floor_s=$(col "rounds.$g" 6) running_ratio=$ratio"
   done
   exit 0
 fi
