@@ -39,7 +39,7 @@ constexpr int kFanout = 2;           // --fanout of a tree job
 constexpr double kSlowAgentTimeout = 3, kSlowSshTimeout = 4;
 // A returning host's job: --return-cooldown, and how long its new agent may
 // take to start over ssh and pass the health gate on a loaded machine.
-constexpr double kReturnCooldown = 1, kReturnStart = 10;
+constexpr double kReturnCooldown = 1, kReturnStart = 15;
 
 // A torch job's --timeout starts before its 12 s of imports.
 double stop_rank_timeout(const Case& k) { return kStopRankTimeout + (k.job == JobKind::torch ? kTorchStart : 0); }
@@ -127,17 +127,21 @@ double slow_wait(const Cluster& c, const Case& k) {
 double slow_delay(const Cluster& c, const Case& k) { return slow_wait(c, k) + 3; }
 
 // Lines per rank: a per-node job runs past the detection of a silent node,
-// so that no other node has finished (and exited 0, as torchrun's agents do)
-// by then; the attempt that a returning host's job runs after the loss runs
-// past the host's return (its cooldown, a new agent, the health gate), so
-// that the second fault finds it running.
+// so that no other node has finished (and exited 0, as torchrun's agents do) by then.
 int lines_of(const Case& k, const Options& o) {
-  if (k.job == JobKind::rdzv) return std::max(o.lines, static_cast<int>((o.heartbeat_s + 5) * 20));
-  if (k.fault == Fault::host_return) return std::max(o.lines, static_cast<int>((2 * kReturnCooldown + kReturnStart) * 20));
-  return o.lines;
+  return k.job == JobKind::rdzv ? std::max(o.lines, static_cast<int>((o.heartbeat_s + 5) * 20)) : o.lines;
 }
 
-// Each rank prints "chaos RANK I a=ATTEMPT MARK" for I = 0..lines-1, one every 50 ms.
+// A returning host's job: lines per rank of its attempt 2, the one that runs
+// after the loss, which must outlast the host's return (its cooldown, a new
+// agent, the health gate) for the second fault to find it running. The
+// second fault cuts it short: only a late return costs its length.
+int return_lines(const Options& o) {
+  return std::max(o.lines, static_cast<int>((2 * kReturnCooldown + kReturnStart) * 20));
+}
+
+// Each rank prints "chaos RANK I a=ATTEMPT MARK" for I = 0..lines-1, one
+// every 50 ms (a returning host's job: return_lines() in attempt 2).
 std::string job_command(const Cluster& c, const Case& k, const Options& o, const std::string& mark,
                         const std::string& report_dir, const std::string& slow_prefix) {
   std::ostringstream cmd;
@@ -164,8 +168,11 @@ std::string job_command(const Cluster& c, const Case& k, const Options& o, const
         << (k.job == JobKind::elastic ? " --max-restarts " + std::to_string(attempts_of(c, k) - 1) : "");
   // A host-loss job's lines say the world they ran in: a shrunk world's must be its own.
   const std::string world = host_loss_kind(k.job) ? " w=$WORLD_SIZE" : "";
-  cmd << " sh -c 'i=0; while [ $i -lt $0 ]; do echo \"chaos $RANK $i a=${DLAUNCH_RESTART_COUNT:-0}" << world
-      << " $1\"; i=$((i+1)); sleep 0.05; done' " << lines_of(k, o) << " " << mark;
+  const bool returns = k.fault == Fault::host_return;
+  cmd << " sh -c '" << (returns ? "n=$0; if [ \"${DLAUNCH_RESTART_COUNT:-0}\" = 1 ]; then n=$2; fi; " : "")
+      << "i=0; while [ $i -lt " << (returns ? "$n" : "$0") << " ]; do echo \"chaos $RANK $i a=${DLAUNCH_RESTART_COUNT:-0}"
+      << world << " $1\"; i=$((i+1)); sleep 0.05; done' " << lines_of(k, o) << " " << mark;
+  if (returns) cmd << " " << return_lines(o);
   return cmd.str();
 }
 
