@@ -261,6 +261,7 @@ struct Expected {
   std::vector<std::string> named_lost;
   std::vector<std::string> absent;  // lines that must not be there
   std::vector<std::string> patterns;  // regexes each of which must match a whole line of dlaunch's
+  std::map<int, int> worlds;  // an attempt (a=) whose lines must all say this w= (and be there)
 };
 
 bool retried(const Case& k) {
@@ -421,6 +422,7 @@ Expected expected_host_loss(const Cluster& c, const Case& k, const Options& o) {
                               "before attempt 3" + of + ": " + b + " lost ("})
           e.lines.push_back(l);
         e.world = kSlots * seated, e.named_lost = {a, b};
+        e.worlds = {{0, e.world}, {1, e.world}};
       } else {  // a rank of b's fails: the next attempt takes a in again, with the last ranks
         const std::string grown = "spare " + a + " joins with ranks " + std::to_string(kSlots * (seated - 1)) + "-" +
                                   std::to_string(kSlots * seated - 1) + ": the job grows to " + std::to_string(seated) +
@@ -430,6 +432,7 @@ Expected expected_host_loss(const Cluster& c, const Case& k, const Options& o) {
                               "attempt 2" + of + " failed: rank ", "attempt 3" + of + ": " + grown, "before attempt 3" + of + ": " + grown})
           e.lines.push_back(l);
         e.world = kSlots * seated, e.named_lost = {a};
+        e.worlds = {{0, e.world}, {1, kSlots * (seated - 1)}};
         e.absent = {"the world does not grow"};
       }
       e.last_attempts = {2};
@@ -657,6 +660,10 @@ std::string check_lines(const std::string& out, const std::string& mark, int ran
       return "the last attempt with lines is a=" + std::to_string(last) + ", not one the faults allow";
     if (worlds[last] != std::set<int>{e.world})
       return "attempt " + std::to_string(last) + "'s lines do not all say w=" + std::to_string(e.world);
+    for (auto [attempt, world] : e.worlds)
+      if (worlds[attempt] != std::set<int>{world})
+        return "attempt " + std::to_string(attempt) + "'s lines do not all say w=" + std::to_string(world) +
+               (worlds[attempt].empty() ? " (it has none)" : "");
     for (auto& [key, nums] : seen)
       if (key.first == last && key.second >= e.world)
         return "attempt " + std::to_string(last) + " ran rank " + std::to_string(key.second) + " in a world of " +
