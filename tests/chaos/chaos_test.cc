@@ -16,7 +16,7 @@ constexpr int kFaults = 17;  // per seed: two seeds run side by side under ctest
 constexpr uint64_t kSeeds[] = {11, 12};
 // The spare and elastic jobs (--host-loss) of seed kHostLossSeed: the first
 // of each host-loss fault, and of host-return (which ends one way in a spare
-// job and another in an elastic one) the first of each kind, about 110 s.
+// job and another in an elastic one) the first of each kind, about 70 s.
 constexpr uint64_t kHostLossSeed = 14;
 constexpr int kHostLossCases = kHostLossFaults + 1;
 
