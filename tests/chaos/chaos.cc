@@ -37,6 +37,9 @@ constexpr int kFanout = 2;           // --fanout of a tree job
 // launcher gives up on the late agent after kSlowAgentTimeout +
 // kSlowSshTimeout x the tree's depth (launcher/job.cc, arm_timers).
 constexpr double kSlowAgentTimeout = 3, kSlowSshTimeout = 4;
+// A returning host's job: --return-cooldown, and how long its new agent may
+// take to start over ssh and pass the health gate on a loaded machine.
+constexpr double kReturnCooldown = 1, kReturnStart = 15;
 
 // A torch job's --timeout starts before its 12 s of imports.
 double stop_rank_timeout(const Case& k) { return kStopRankTimeout + (k.job == JobKind::torch ? kTorchStart : 0); }
@@ -86,8 +89,14 @@ int ranks_of(const Cluster& c, const Case& k) { return kSlots * seated_hosts(c, 
 int spare_host(const Cluster& c) { return c.size() - 1; }
 
 // The attempts a host-loss job may run: --max-restarts 2 (spare), or the
-// budget --nnodes MIN:K gives without it, one per host it may lose (elastic).
-int attempts_of(const Cluster& c, const Case& k) { return 1 + (k.job == JobKind::spare ? 2 : c.size() - k.min_hosts); }
+// budget --nnodes MIN:K gives without it, one per host it may lose
+// (elastic); a returning host's elastic job spends one restart on the loss
+// and one on the rank killed after the return: --max-restarts 2 at least.
+int attempts_of(const Cluster& c, const Case& k) {
+  if (k.job == JobKind::spare) return 3;
+  const int budget = 1 + c.size() - k.min_hosts;
+  return k.fault == Fault::host_return ? std::max(budget, 3) : budget;
+}
 
 // The launch tree of a tree job on `hosts` hosts: node i is host hi; h0
 // runs the launcher and its local agent, outside the tree.
@@ -117,7 +126,22 @@ double slow_wait(const Cluster& c, const Case& k) {
 }
 double slow_delay(const Cluster& c, const Case& k) { return slow_wait(c, k) + 3; }
 
-// Each rank prints "chaos RANK I a=ATTEMPT MARK" for I = 0..lines-1, one every 50 ms.
+// Lines per rank: a per-node job runs past the detection of a silent node,
+// so that no other node has finished (and exited 0, as torchrun's agents do) by then.
+int lines_of(const Case& k, const Options& o) {
+  return k.job == JobKind::rdzv ? std::max(o.lines, static_cast<int>((o.heartbeat_s + 5) * 20)) : o.lines;
+}
+
+// A returning host's job: lines per rank of its attempt 2, the one that runs
+// after the loss, which must outlast the host's return (its cooldown, a new
+// agent, the health gate) for the second fault to find it running. The
+// second fault cuts it short: only a late return costs its length.
+int return_lines(const Options& o) {
+  return std::max(o.lines, static_cast<int>((2 * kReturnCooldown + kReturnStart) * 20));
+}
+
+// Each rank prints "chaos RANK I a=ATTEMPT MARK" for I = 0..lines-1, one
+// every 50 ms (a returning host's job: return_lines() in attempt 2).
 std::string job_command(const Cluster& c, const Case& k, const Options& o, const std::string& mark,
                         const std::string& report_dir, const std::string& slow_prefix) {
   std::ostringstream cmd;
@@ -139,17 +163,17 @@ std::string job_command(const Cluster& c, const Case& k, const Options& o, const
   if (k.job == JobKind::restart) cmd << " --max-restarts 1";
   if (k.job == JobKind::spare) cmd << " --spares 1 --max-restarts " << attempts_of(c, k) - 1;
   if (k.job == JobKind::elastic) cmd << " --nnodes " << k.min_hosts << ":" << c.size();
+  if (k.fault == Fault::host_return)
+    cmd << " --return-cooldown " << kReturnCooldown
+        << (k.job == JobKind::elastic ? " --max-restarts " + std::to_string(attempts_of(c, k) - 1) : "");
   // A host-loss job's lines say the world they ran in: a shrunk world's must be its own.
   const std::string world = host_loss_kind(k.job) ? " w=$WORLD_SIZE" : "";
-  cmd << " sh -c 'i=0; while [ $i -lt $0 ]; do echo \"chaos $RANK $i a=${DLAUNCH_RESTART_COUNT:-0}" << world
-      << " $1\"; i=$((i+1)); sleep 0.05; done' " << o.lines << " " << mark;
+  const bool returns = k.fault == Fault::host_return;
+  cmd << " sh -c '" << (returns ? "n=$0; if [ \"${DLAUNCH_RESTART_COUNT:-0}\" = 1 ]; then n=$2; fi; " : "")
+      << "i=0; while [ $i -lt " << (returns ? "$n" : "$0") << " ]; do echo \"chaos $RANK $i a=${DLAUNCH_RESTART_COUNT:-0}"
+      << world << " $1\"; i=$((i+1)); sleep 0.05; done' " << lines_of(k, o) << " " << mark;
+  if (returns) cmd << " " << return_lines(o);
   return cmd.str();
-}
-
-// Lines per rank: a per-node job runs past the detection of a silent node,
-// so that no other node has finished (and exited 0, as torchrun's agents do) by then.
-int lines_of(const Case& k, const Options& o) {
-  return k.job == JobKind::rdzv ? std::max(o.lines, static_cast<int>((o.heartbeat_s + 5) * 20)) : o.lines;
 }
 
 // Per-node mode: node `node`'s dlaunch, run inside its host; node 0 hosts the store.
@@ -236,6 +260,8 @@ struct Expected {
   int world = 0;
   std::vector<std::string> named_lost;
   std::vector<std::string> absent;  // lines that must not be there
+  std::vector<std::string> patterns;  // regexes each of which must match a whole line of dlaunch's
+  std::map<int, int> worlds;  // an attempt (a=) whose lines must all say this w= (and be there)
 };
 
 bool retried(const Case& k) {
@@ -380,6 +406,39 @@ Expected expected_host_loss(const Cluster& c, const Case& k, const Options& o) {
         e.status = 1;
       }
       break;
+    case Fault::host_return: {
+      // a back as a spare after its cooldown (1 s, or doubled by a try that
+      // found the cable still out), then b's fault makes the job use it.
+      const std::string re_a = std::regex_replace(a, std::regex("\\."), "\\.");
+      e.patterns = {"dlaunch: " + re_a + " is back \\(passed the health gate after a \\d+ s cooldown\\); it is a spare now "
+                    "\\(1 spare\\)"};
+      e.lines = {"attempt 1" + of + " failed: lost the agent on " + a + " (no heartbeat", "attempt 2" + of + ": " + a + " lost (",
+                 "attempt 3" + of + " succeeded", "before attempt 2" + of + ": " + a + " lost (",
+                 "during attempt 2" + of + ": " + a + " is back ("};
+      if (spare) {  // b's seat moves to a
+        for (std::string l : {"moved to spare " + sp + "; no spare left", "attempt 2" + of + " failed: lost the agent on " + b,
+                              "attempt 3" + of + ": " + b + " lost (",
+                              "moved to spare " + a + "; no spare left; " + std::to_string(kSlots * seated) + " ranks running again",
+                              "before attempt 3" + of + ": " + b + " lost ("})
+          e.lines.push_back(l);
+        e.world = kSlots * seated, e.named_lost = {a, b};
+        e.worlds = {{0, e.world}, {1, e.world}};
+      } else {  // a rank of b's fails: the next attempt takes a in again, with the last ranks
+        const std::string grown = "spare " + a + " joins with ranks " + std::to_string(kSlots * (seated - 1)) + "-" +
+                                  std::to_string(kSlots * seated - 1) + ": the job grows to " + std::to_string(seated) +
+                                  " hosts and " + std::to_string(kSlots * seated) + " ranks";
+        for (std::string l : {"the job goes on with " + std::to_string(seated - 1) + " hosts and " +
+                                  std::to_string(kSlots * (seated - 1)) + " ranks (--min-hosts " + std::to_string(k.min_hosts) + ")",
+                              "attempt 2" + of + " failed: rank ", "attempt 3" + of + ": " + grown, "before attempt 3" + of + ": " + grown})
+          e.lines.push_back(l);
+        e.world = kSlots * seated, e.named_lost = {a};
+        e.worlds = {{0, e.world}, {1, kSlots * (seated - 1)}};
+        e.absent = {"the world does not grow"};
+      }
+      e.last_attempts = {2};
+      e.bound_s = o.heartbeat_s + 2 + teardown + 2 * kReturnCooldown + kReturnStart + 1 + teardown + attempt + slack;
+      break;
+    }
     default:
       e.lines = {"no expectation for this fault in a host-loss job"};
   }
@@ -438,6 +497,7 @@ Expected expected(const Cluster& c, const Case& k, const Options& o) {
     case Fault::spare_lost:
     case Fault::second_loss:
     case Fault::host_back:
+    case Fault::host_return:
       break;  // host-loss kinds only: expected_host_loss
   }
   if (k.job == JobKind::rdzv) return expected_per_node(c, k, o, e);
@@ -600,6 +660,10 @@ std::string check_lines(const std::string& out, const std::string& mark, int ran
       return "the last attempt with lines is a=" + std::to_string(last) + ", not one the faults allow";
     if (worlds[last] != std::set<int>{e.world})
       return "attempt " + std::to_string(last) + "'s lines do not all say w=" + std::to_string(e.world);
+    for (auto [attempt, world] : e.worlds)
+      if (worlds[attempt] != std::set<int>{world})
+        return "attempt " + std::to_string(attempt) + "'s lines do not all say w=" + std::to_string(world) +
+               (worlds[attempt].empty() ? " (it has none)" : "");
     for (auto& [key, nums] : seen)
       if (key.first == last && key.second >= e.world)
         return "attempt " + std::to_string(last) + " ran rank " + std::to_string(key.second) + " in a world of " +
@@ -681,6 +745,13 @@ std::string check_host_loss(const Cluster& c, const Case& k, const std::string& 
     if (!named_lost(out, a)) return "no line of dlaunch's names " + a + " lost";
   for (auto& l : e.absent)
     if (contains(out, l)) return "'" + l + "' in the output";
+  for (auto& p : e.patterns) {
+    const std::regex re(p);
+    std::istringstream in(out);
+    bool found = false;
+    for (std::string l; !found && std::getline(in, l);) found = std::regex_match(l, re);
+    if (!found) return "no line of dlaunch's matches '" + p + "'";
+  }
   std::vector<std::string> may{c.address(k.host)};
   if (k.host2 >= 0) may.push_back(c.address(k.host2));
   if (k.fault == Fault::spare_lost) may.push_back(c.address(spare_host(c)));
@@ -729,8 +800,10 @@ struct Injected {
   int stopped = 0;       // a pid to SIGCONT later
   int killed_agent = 0;  // the agent SIGKILLed
   int killed_rank = 0;   // the rank SIGKILLed
-  int killed_agent2 = 0;  // second_loss: the second host's agent
-  bool back = false;      // host_back: the cable is plugged back
+  int killed_agent2 = 0;  // second_loss, host_return (spare): the second host's agent
+  bool back = false;      // host_back, host_return: the cable is plugged back
+  bool second = false;    // host_return: the second fault came (the host was back)
+  std::string said;       // host_return (elastic): the line that must name the rank killed
 };
 
 // SIGKILL to `host`'s agent and every rank on it, as a host that dies
@@ -755,6 +828,7 @@ Injected inject(const Cluster& c, const Case& k, const std::string& mark) {
     }
     case Fault::host_cable:
     case Fault::host_back:
+    case Fault::host_return:
       return {c.script({"link", c.id(), h, "down"}).status == 0, "cluster.sh link down failed"};
     case Fault::spare_lost: {
       const int agent = agent_pid(c, k.host);
@@ -827,17 +901,42 @@ void heal(const Cluster& c, const Case& k, const Injected& in) {
   if (k.fault == Fault::slow_net) c.script({"unslow", c.id(), h});
   if (k.fault == Fault::refuse_ssh) c.script({"start-sshd", c.id(), h});
   if (k.fault == Fault::stop_agent && in.stopped) ::kill(in.stopped, SIGCONT);
-  if (k.fault == Fault::host_cable || (k.fault == Fault::host_back && !in.back)) c.script({"link", c.id(), h, "up"});
+  if (k.fault == Fault::host_cable || ((k.fault == Fault::host_back || k.fault == Fault::host_return) && !in.back))
+    c.script({"link", c.id(), h, "up"});
   if (k.fault == Fault::spare_lost && k.host2 >= 0) c.script({"link", c.id(), c.host(k.host2), "up"});
   if (k.fault == Fault::host_sshd) c.script({"start-sshd", c.id(), h});
 }
 
-// host_back: once dlaunch has said the host is lost (its restart begins),
-// its cable is plugged back, while the seat moves or the world shrinks.
+// host_back, host_return: once dlaunch has said the host is lost (its
+// restart begins), its cable is plugged back, while the seat moves or the
+// world shrinks.
 void plug_back_when_lost(const Cluster& c, const Case& k, Injected& in, const std::string& log) {
-  if (k.fault != Fault::host_back || in.back || !in.ok) return;
+  if ((k.fault != Fault::host_back && k.fault != Fault::host_return) || in.back || !in.ok) return;
   if (!contains(file_text(log), "failed: lost the agent on " + c.address(k.host) + " ")) return;
   in.back = c.script({"link", c.id(), c.host(k.host), "up"}).status == 0;
+}
+
+// host_return: once dlaunch has said the host is back as a spare, the
+// second fault, which the job must meet with that spare: all of host2
+// (spare: its seat moves to the host that came back), or one rank of the
+// running attempt on host2 (elastic: the next attempt grows the world back).
+void second_fault_when_back(const Cluster& c, const Case& k, Injected& in, const std::string& log, const std::string& mark) {
+  if (k.fault != Fault::host_return || !in.back || in.second || !in.ok) return;
+  if (!contains(file_text(log), "dlaunch: " + c.address(k.host) + " is back (")) return;
+  in.second = true;
+  const std::string h2 = c.host(k.host2);
+  if (k.job == JobKind::spare) {
+    in.killed_agent2 = kill_host(c, k.host2, mark);
+    if (in.killed_agent2 == 0) in.ok = false, in.why = "no agent on " + h2 + " once " + c.host(k.host) + " was back";
+    return;
+  }
+  for (int pid : rank_pids(c, h2, mark)) {
+    const std::string rank = env_of(pid, "RANK");
+    if (env_of(pid, "DLAUNCH_RESTART_COUNT") != "1" || !send(pid, SIGKILL)) continue;
+    in.said = "rank " + rank + " on " + c.address(k.host2) + " (pid " + std::to_string(pid) + ") was killed by signal 9";
+    return;
+  }
+  in.ok = false, in.why = "no rank of attempt 2 on " + h2 + " once " + c.host(k.host) + " was back";
 }
 
 // How long after the fault the cluster heals while the job still runs: a
@@ -856,10 +955,12 @@ double heal_after(const Cluster& c, const Case& k, const Options& o) {
 // Waits for the job, healing the cluster at `heal_at` while it runs when
 // `early`, else once it has ended unless `later` (the caller heals).
 dl::cluster::RunResult wait_job(std::future<dl::cluster::RunResult>& f, const Cluster& c, const Case& k,
-                               Injected& in, Clock::time_point heal_at, bool early, bool later, const std::string& log) {
+                               Injected& in, Clock::time_point heal_at, bool early, bool later, const std::string& log,
+                               const std::string& mark) {
   bool healed = later;
   while (f.wait_for(20ms) != std::future_status::ready) {
     plug_back_when_lost(c, k, in, log);
+    second_fault_when_back(c, k, in, log, mark);
     if (early && !healed && Clock::now() >= heal_at) {
       heal(c, k, in);
       healed = true;
@@ -985,6 +1086,7 @@ const char* name(Fault f) {
     case Fault::spare_lost: return "spare-lost";
     case Fault::second_loss: return "second-loss";
     case Fault::host_back: return "host-back";
+    case Fault::host_return: return "host-return";
   }
   return "?";
 }
@@ -1037,6 +1139,13 @@ void into_host_loss(Case& k, int hosts, Pick& pick) {
     k.at2_s = pick(400) / 1000.0;
   }
   if (k.job == JobKind::elastic) k.min_hosts = hosts - 1 - pick(2);
+  // Last, so that every other host-loss case stays as it was: half the
+  // host-back cases give the job --return-cooldown, and a second fault on
+  // any other host makes it use the host that came back.
+  if (k.fault == Fault::host_back && pick(2) == 0) {
+    k.fault = Fault::host_return;
+    k.host2 = (k.host + 1 + pick(hosts - 1)) % hosts;
+  }
 }
 
 Case make_case(uint64_t seed, int index, int hosts, bool torch, bool host_loss) {
@@ -1157,9 +1266,14 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
   }
   const double heal_s = heal_after(c, k, o);
   auto r = wait_job(f, c, k, in, fault_at + std::chrono::milliseconds(static_cast<int>(heal_s * 1000)), heal_s >= 0,
-                    heal_s == -2, live_log(report_dir));
+                    heal_s == -2, live_log(report_dir), mark);
   res.took_s = seconds_since(fault_at);
   res.output = r.output;
+  if (k.fault == Fault::host_return && in.ok && !in.second)
+    fail(Verdict::wrong_verdict, c.host(k.host) + " was not back before the job ended (no 'dlaunch: " + c.address(k.host) +
+                                     " is back (' line): the second fault never came");
+  else if (!in.ok && in.second)
+    fail(Verdict::wrong_verdict, "could not inject the second fault: " + in.why);
   // A stopped rank stays stopped after its job: SIGKILL has ended it (or it is left).
   if (in.ok) {
     if (r.status == 124 && e.status != 124)
@@ -1172,6 +1286,7 @@ Result run_case(const Cluster& c, const Case& k, const Options& o, std::vector<s
                           : check_verdict(r, e.status, e.lines, in.killed_rank, c.address(k.host), k.rank,
                                           lost_with(c, k));
     if (why.empty() && k.job != JobKind::rdzv) why = check_one_of(r.output, e.one_of);
+    if (why.empty() && !in.said.empty() && !contains(r.output, in.said)) why = "no '" + in.said + "' in the output";
     if (why.empty() && host_loss_kind(k.job)) why = check_host_loss(c, k, r.output, e);
     if (!why.empty()) fail(Verdict::wrong_verdict, why);
   }

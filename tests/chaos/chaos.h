@@ -45,9 +45,14 @@ enum class Fault {
   spare_lost,     // SIGKILL the spare's agent while the ranks run; with host2, then host2's cable cut until the end
   second_loss,    // SIGKILL all of one host, then at2_s later all of host2 (around the swap)
   host_back,      // unplug one host's cable; plug it back the moment dlaunch says the host is lost (during the swap)
+  // host_back with --return-cooldown: the host comes back as a spare, and
+  // once dlaunch says so a second fault makes the job use it: spare, all of
+  // host2 SIGKILLed (its seat moves to the host that came back); elastic, a
+  // rank of host2 SIGKILLed (the next attempt grows the world back).
+  host_return,
 };
-constexpr int kFaultKinds = 18;
-constexpr int kHostLossFaults = 6;  // the last six: drawn only for the spare and elastic kinds
+constexpr int kFaultKinds = 19;
+constexpr int kHostLossFaults = 7;  // the last seven: drawn only for the spare and elastic kinds
 
 struct Case {
   uint64_t seed = 0;
@@ -58,7 +63,7 @@ struct Case {
   int host = 0;          // the host the fault hits (partition_half: the first cut off, hK/2)
   int rank = 0;          // the rank it hits (kill_rank, stop_rank)
   double at_s = 0;       // seconds after every rank runs
-  int host2 = -1;        // second_loss, spare_lost: the second host hit (-1: none)
+  int host2 = -1;        // second_loss, spare_lost, host_return: the second host hit (-1: none)
   double at2_s = 0;      // second_loss: seconds from the first host's kill to the second's
   int min_hosts = 0;     // elastic: --nnodes MIN:K
 };

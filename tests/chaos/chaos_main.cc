@@ -33,7 +33,7 @@ struct Args {
 const char* kUsage =
     "usage: dlaunch-chaos [--faults N] [--seed S] [--hosts K] [--replay S:I] [--heartbeat-timeout S] [--lines N] [--kind K] [--fault F] [--torch] [--host-loss] [--list] [-v]\n"
     "  --kind K: only the seed's cases of job kind K (shell restart openmpi mpich rdzv torch tree spare elastic), N of them\n"
-    "  --fault F: only the seed's cases of fault F (kill-rank ... partition-half, host-kill ... host-back, as the cases print it), N of them\n"
+    "  --fault F: only the seed's cases of fault F (kill-rank ... partition-half, host-kill ... host-return, as the cases print it), N of them\n"
     "  --host-loss: a third of the cases become spare and elastic jobs with host-loss faults (implied by --kind spare|elastic\n"
     "    and by --fault of a host-loss fault); the other cases stay as they were without it\n";
 

@@ -14,16 +14,21 @@ namespace {
 constexpr int kHosts = 4;
 constexpr int kFaults = 17;  // per seed: two seeds run side by side under ctest -j2, about 75 s each
 constexpr uint64_t kSeeds[] = {11, 12};
-// The spare and elastic jobs (--host-loss): the first kHostLossCases of
-// them that seed kHostLossSeed draws, about 100 s.
+// The spare and elastic jobs (--host-loss) of seed kHostLossSeed: the first
+// of each host-loss fault, and of host-return (which ends one way in a spare
+// job and another in an elastic one) the first of each kind, about 70 s.
 constexpr uint64_t kHostLossSeed = 14;
-constexpr int kHostLossCases = 8;
+constexpr int kHostLossCases = kHostLossFaults + 1;
 
-// The indices of the first `n` spare and elastic cases of `seed` (with --host-loss).
-std::vector<int> host_loss_cases(uint64_t seed, int n) {
+// The indices of the cases above, in order (with --host-loss).
+std::vector<int> host_loss_cases(uint64_t seed) {
   std::vector<int> out;
-  for (int i = 0; static_cast<int>(out.size()) < n; ++i)
-    if (host_loss_kind(make_case(seed, i, kHosts, false, true).job)) out.push_back(i);
+  std::set<std::pair<Fault, JobKind>> taken;
+  for (int i = 0; static_cast<int>(out.size()) < kHostLossCases && i < 10000; ++i) {
+    const Case k = make_case(seed, i, kHosts, false, true);
+    if (!host_loss_kind(k.job)) continue;
+    if (taken.insert({k.fault, k.fault == Fault::host_return ? k.job : JobKind::shell}).second) out.push_back(i);
+  }
   return out;
 }
 
@@ -79,7 +84,9 @@ TEST_CASE("chaos: the short form's seeds hit every kind of fault and job", "[cha
   CHECK(faults.size() == kFaultKinds - kHostLossFaults);  // the host-loss faults only with --host-loss
   CHECK(jobs.size() == 6);
   std::set<std::pair<JobKind, Fault>> host_loss;
-  for (int i : host_loss_cases(kHostLossSeed, kHostLossCases)) {
+  const auto cases = host_loss_cases(kHostLossSeed);
+  CHECK(cases.size() == kHostLossCases);
+  for (int i : cases) {
     const Case k = make_case(kHostLossSeed, i, kHosts, false, true);
     host_loss.insert({k.job, k.fault});
     faults.insert(k.fault);
@@ -87,7 +94,9 @@ TEST_CASE("chaos: the short form's seeds hit every kind of fault and job", "[cha
   }
   CHECK(faults.size() == kFaultKinds);
   CHECK(jobs.size() == 8);
-  CHECK(host_loss.size() >= 6);
+  CHECK(host_loss.size() == kHostLossCases);
+  CHECK(host_loss.count({JobKind::spare, Fault::host_return}) == 1);
+  CHECK(host_loss.count({JobKind::elastic, Fault::host_return}) == 1);
 }
 
 // --host-loss turns a third of the cases (drawn last) into spare and
@@ -95,7 +104,7 @@ TEST_CASE("chaos: the short form's seeds hit every kind of fault and job", "[cha
 // replays hold. Their faults hit hosts that hold ranks (a spare job's last
 // host is its spare, hit only by spare-lost), h0 only by a kill.
 TEST_CASE("chaos: host-loss cases - drawn last, on hosts that hold ranks", "[chaos]") {
-  int turned = 0;
+  int turned = 0, backs = 0, returns = 0;
   std::set<int> mins;
   for (int i = 0; i < 600; ++i) {
     const Case k = make_case(7, i, kHosts, false, true);
@@ -111,7 +120,15 @@ TEST_CASE("chaos: host-loss cases - drawn last, on hosts that hold ranks", "[cha
     } else {
       CHECK(k.host < seated);
     }
-    if (k.fault == Fault::host_cable || k.fault == Fault::host_sshd || k.fault == Fault::host_back) CHECK(k.host != 0);
+    if (k.fault == Fault::host_cable || k.fault == Fault::host_sshd || k.fault == Fault::host_back ||
+        k.fault == Fault::host_return)
+      CHECK(k.host != 0);
+    if (k.fault == Fault::host_return) {  // any other host, the spare job's spare too: it holds a seat by then
+      CHECK(k.host2 != k.host);
+      CHECK((k.host2 >= 0 && k.host2 < kHosts));
+      ++returns;
+    }
+    if (k.fault == Fault::host_back) ++backs;
     if (k.fault == Fault::second_loss) {
       CHECK(k.host2 != k.host);
       CHECK(k.host2 < seated);
@@ -122,6 +139,8 @@ TEST_CASE("chaos: host-loss cases - drawn last, on hosts that hold ranks", "[cha
   CHECK(turned > 150);
   CHECK(turned < 250);
   CHECK(mins == std::set<int>{kHosts - 2, kHosts - 1});
+  CHECK(returns > 5);  // half the host-back cases drawn
+  CHECK(backs > 5);
   for (int i = 0; i < 50; ++i) CHECK(!host_loss_kind(make_case(7, i, 2, false, true).job));  // a spare job needs 3 hosts
 }
 
@@ -161,7 +180,39 @@ TEST_CASE("chaos: seed 12 - every fault ends as expected and leaves nothing", "[
 
 TEST_CASE("chaos: seed 14 - spare and elastic jobs lose hosts and complete, or end naming the host",
           "[chaos][cluster][slow]") {
-  run_cases(kHostLossSeed, host_loss_cases(kHostLossSeed, kHostLossCases), true);
+  run_cases(kHostLossSeed, host_loss_cases(kHostLossSeed), true);
+}
+
+// Host-return is drawn last of all, from half the host-backs: every other
+// host-loss case is what it was before there was one (these are seed 14's
+// from then), and a host-back it turned keeps all but its fault and host2.
+TEST_CASE("chaos: host-return comes from half the host-backs - every other case replays as it did", "[chaos]") {
+  const char* before[] = {
+      "seed=14 job=1 kind=spare(--launcher ssh) fault=host-back host=h1 at=1.062s",
+      "seed=14 job=4 kind=elastic(--launcher ssh) fault=host-cable host=h2 min-hosts=2 at=1.006s",
+      "seed=14 job=5 kind=elastic(--launcher ssh) fault=second-loss host=h2 min-hosts=2 host2=h0 at=1.464s at2=0.19s",
+      "seed=14 job=9 kind=spare fault=host-back host=h2 at=0.348s",
+      "seed=14 job=13 kind=elastic fault=host-kill host=h0 min-hosts=3 at=0.482s",
+      "seed=14 job=18 kind=spare fault=host-sshd host=h1 at=0.481s",
+      "seed=14 job=19 kind=spare fault=spare-lost host=h3 host2=h2 at=1.347s",
+      "seed=14 job=31 kind=spare fault=spare-lost host=h3 at=0.287s",
+      "seed=14 job=38 kind=elastic fault=host-back host=h2 min-hosts=2 at=0.001s",
+      "seed=14 job=41 kind=spare fault=host-back host=h1 at=1.245s",
+  };
+  int turned = 0;
+  for (const std::string old : before) {
+    const int index = std::stoi(old.substr(old.find("job=") + 4));
+    const Case k = make_case(14, index, kHosts, false, true);
+    if (k.fault != Fault::host_return) {
+      CHECK(describe(k) == old);
+      continue;
+    }
+    ++turned;
+    Case was = k;
+    was.fault = Fault::host_back, was.host2 = -1;
+    CHECK(describe(was) == old);
+  }
+  CHECK(turned == 3);
 }
 
 // A half partition is drawn last, from half the partitions (a tree job's
