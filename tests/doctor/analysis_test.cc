@@ -171,3 +171,29 @@ TEST_CASE("equal links: nothing is flagged - every pair slow: no host is to blam
   // Two hosts, one pair: which end is slow cannot be told.
   CHECK(slow_hosts(pairs({{0, 1}}, {{60, 2e6}}), {true}).empty());
 }
+
+TEST_CASE("stage 6's job bounds: dlaunch's own up to a 15 s start of the peers, beyond it twice the start for each of agents and ranks", "[doctor]") {
+  // Hosts of their own: the peers start in seconds, and the job gets
+  // dlaunch's 30 s for its agents and 120 s in all.
+  for (double s : {0.0, 0.4, 3.0, 15.0}) {
+    const JobBounds b = job_bounds(s);
+    INFO(s);
+    CHECK(b.agent_timeout_s == 30);
+    CHECK(b.timeout_s == 120);
+    CHECK(b.kill_after_s == 150);
+    CHECK(job_bound_text(b) == "120 s");
+  }
+  // The test bed at a thousand hosts: every simulated host's peer started
+  // on this machine's cores, 40 s; the agents get twice that, and the job
+  // 120 s plus what that adds, once for the agents and once for the ranks.
+  const JobBounds b = job_bounds(40);
+  CHECK(b.agent_timeout_s == 80);
+  CHECK(b.timeout_s == 220);
+  CHECK(b.kill_after_s == 250);
+  CHECK(job_bound_text(b) == "220 s (120 s, and 50 s more each for starting the agents and the ranks: "
+                             "this run's peers took 40 s to start, each start is given twice that)");
+  // Rounded up to whole seconds, never below a start's twice.
+  CHECK(job_bounds(15.2).agent_timeout_s == 31);
+  CHECK(job_bounds(15.2).timeout_s == 122);
+  CHECK(job_bounds(-1).timeout_s == 120);
+}
