@@ -371,6 +371,15 @@ std::string job_bound_text(const JobBounds& b) {
          " s to start, each start is given twice that)";
 }
 
+bool machine_limit(bool sim, const JobBounds& b) { return sim && b.agent_timeout_s > 30; }
+
+std::string machine_limit_text(int hosts, unsigned cores, const JobBounds& b) {
+  char took[32];
+  std::snprintf(took, sizeof took, "%.0f", b.peers_start_s);
+  return ", on the test bed: its " + std::to_string(hosts) + " simulated hosts share this machine's " + std::to_string(cores) +
+         (cores == 1 ? " core" : " cores") + " (their peers took " + took + " s to start): this machine's limit, not a host's";
+}
+
 std::string size_text(size_t bytes) {
   if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MB";
   if (bytes >= 1024) return std::to_string(bytes / 1024) + " kB";

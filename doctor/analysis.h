@@ -211,6 +211,16 @@ JobBounds job_bounds(double peers_start_s);
 // the ranks: this run's peers took 40 s to start, each start is given twice
 // that)": the bound a job ran past, and why it is what it is.
 std::string job_bound_text(const JobBounds& b);
+// Whether a stage-6 job that failed (not by a wrong element) is this
+// machine's limit rather than a host's: on the test bed (`sim`), whose
+// simulated hosts all run on this machine, when starting the peers took
+// past dlaunch's own bounds (over 15 s: `b` stretched them). There, 1,024
+// simulated hosts on 2 cores stall each agent's event loop for seconds and
+// a job loses agents to its 10 s heartbeat bound. Said as a warning:
+// ", on the test bed: its 1024 simulated hosts share this machine's 2
+// cores (their peers took 40 s to start): this machine's limit, not a host's".
+bool machine_limit(bool sim, const JobBounds& b);
+std::string machine_limit_text(int hosts, unsigned cores, const JobBounds& b);
 
 // "1.5 GB/s", "850 MB/s", "12.0 ms", "35 us": short forms for the table.
 std::string human_rate(double Bps);

@@ -197,3 +197,15 @@ TEST_CASE("stage 6's job bounds: dlaunch's own up to a 15 s start of the peers, 
   CHECK(job_bounds(15.2).timeout_s == 122);
   CHECK(job_bounds(-1).timeout_s == 120);
 }
+
+TEST_CASE("a stage-6 job that failed is this machine's limit only on a test bed whose peers' start stretched the bounds", "[doctor]") {
+  CHECK_FALSE(machine_limit(false, job_bounds(40)));  // hosts of their own: a host's problem, however slow their start
+  CHECK_FALSE(machine_limit(true, job_bounds(3)));    // a test bed this machine runs easily: its failure is a finding
+  CHECK_FALSE(machine_limit(true, job_bounds(15)));
+  CHECK(machine_limit(true, job_bounds(15.2)));
+  CHECK(machine_limit(true, job_bounds(40)));
+  CHECK(machine_limit_text(1023, 2, job_bounds(40)) ==
+        ", on the test bed: its 1023 simulated hosts share this machine's 2 cores (their peers took 40 s to start): "
+        "this machine's limit, not a host's");
+  CHECK(machine_limit_text(300, 1, job_bounds(20)).find("this machine's 1 core (") != std::string::npos);
+}
