@@ -371,13 +371,14 @@ std::string job_bound_text(const JobBounds& b) {
          " s to start, each start is given twice that)";
 }
 
-bool machine_limit(bool sim, const JobBounds& b) { return sim && b.agent_timeout_s > 30; }
+bool machine_limit(bool sim, int hosts, unsigned cores) {
+  return sim && hosts > kMachineHostsPerCore * static_cast<long>(std::max(1u, cores));
+}
 
-std::string machine_limit_text(int hosts, unsigned cores, const JobBounds& b) {
-  char took[32];
-  std::snprintf(took, sizeof took, "%.0f", b.peers_start_s);
+std::string machine_limit_text(int hosts, unsigned cores) {
   return ", on the test bed: its " + std::to_string(hosts) + " simulated hosts share this machine's " + std::to_string(cores) +
-         (cores == 1 ? " core" : " cores") + " (their peers took " + took + " s to start): this machine's limit, not a host's";
+         (cores == 1 ? " core" : " cores") + ", more than " + std::to_string(kMachineHostsPerCore) +
+         " a core: this machine's limit, not a host's";
 }
 
 std::string size_text(size_t bytes) {

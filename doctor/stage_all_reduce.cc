@@ -68,8 +68,9 @@ void Doctor::stage_all_reduce() {
   // A wrong element is wrong anywhere; a job that stalled on a test bed
   // that runs every simulated host's programs on this machine's few cores
   // says so, as a warning: the hosts were not judged.
-  const bool machine = !wrong && machine_limit(sim_, job_bounds());
-  if (machine) what += machine_limit_text(n, std::max(1u, std::thread::hardware_concurrency()), job_bounds());
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const bool machine = !wrong && machine_limit(sim_, n, cores);
+  if (machine) what += machine_limit_text(n, cores);
   const Mark mark = machine ? Mark::kWarn : Mark::kFail;
   for (int h : hosts) report_->set(h, Check::kAllReduce, mark);
   report_->add({mark, Check::kAllReduce, {}, what,

@@ -198,14 +198,16 @@ TEST_CASE("stage 6's job bounds: dlaunch's own up to a 15 s start of the peers, 
   CHECK(job_bounds(-1).timeout_s == 120);
 }
 
-TEST_CASE("a stage-6 job that failed is this machine's limit only on a test bed whose peers' start stretched the bounds", "[doctor]") {
-  CHECK_FALSE(machine_limit(false, job_bounds(40)));  // hosts of their own: a host's problem, however slow their start
-  CHECK_FALSE(machine_limit(true, job_bounds(3)));    // a test bed this machine runs easily: its failure is a finding
-  CHECK_FALSE(machine_limit(true, job_bounds(15)));
-  CHECK(machine_limit(true, job_bounds(15.2)));
-  CHECK(machine_limit(true, job_bounds(40)));
-  CHECK(machine_limit_text(1023, 2, job_bounds(40)) ==
-        ", on the test bed: its 1023 simulated hosts share this machine's 2 cores (their peers took 40 s to start): "
+TEST_CASE("a stage-6 job that failed is this machine's limit only on a test bed of more than 128 simulated hosts a core", "[doctor]") {
+  CHECK_FALSE(machine_limit(false, 1024, 2));  // hosts of their own: a host's problem, however many
+  CHECK_FALSE(machine_limit(true, 40, 2));     // a test bed this machine runs easily: its failure is a finding
+  CHECK_FALSE(machine_limit(true, 256, 2));
+  CHECK(machine_limit(true, 257, 2));
+  CHECK(machine_limit(true, 1023, 2));
+  CHECK_FALSE(machine_limit(true, 1023, 8));
+  CHECK(machine_limit(true, 200, 0));  // no core count known: one
+  CHECK(machine_limit_text(1023, 2) ==
+        ", on the test bed: its 1023 simulated hosts share this machine's 2 cores, more than 128 a core: "
         "this machine's limit, not a host's");
-  CHECK(machine_limit_text(300, 1, job_bounds(20)).find("this machine's 1 core (") != std::string::npos);
+  CHECK(machine_limit_text(300, 1).find("this machine's 1 core,") != std::string::npos);
 }
