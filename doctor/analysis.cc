@@ -158,6 +158,36 @@ Slower slower_in(const LinkSample& s, const LinkSample& ref, double factor, cons
           s.latency_us > ref.latency_us * factor && s.latency_us > ref.latency_us + slack.latency_us};
 }
 
+namespace {
+// A flag per host index, for every host of some samples and a list: the
+// link stage's judgements ask "is h one of these?" for each of thousands of
+// samples, for each of hundreds of suspects, and a std::set<int> built and
+// searched each time was about a sixth of the doctor's CPU at 1,024 hosts.
+class HostFlags {
+ public:
+  // Every host of `s` and `hosts` has a flag; those of `hosts` are set.
+  HostFlags(const std::vector<PairSample>& s, const std::vector<int>& hosts) {
+    int most = -1;
+    for (const auto& p : s) most = std::max({most, p.a, p.b});
+    for (int h : hosts) most = std::max(most, h);
+    flags_.assign(static_cast<size_t>(most + 1), 0);
+    for (int h : hosts) set(h);
+  }
+  // The same hosts, none set.
+  HostFlags none() const {
+    HostFlags f = *this;
+    std::fill(f.flags_.begin(), f.flags_.end(), 0);
+    return f;
+  }
+  int size() const { return static_cast<int>(flags_.size()); }
+  void set(int h) { flags_[static_cast<size_t>(h)] = 1; }
+  bool operator[](int h) const { return h >= 0 && h < size() && flags_[static_cast<size_t>(h)]; }
+
+ private:
+  std::vector<char> flags_;
+};
+}  // namespace
+
 bool slower_than(const LinkSample& s, const LinkSample& ref, double factor, const LinkSlack& slack) {
   const Slower w = slower_in(s, ref, factor, slack);
   return w.bandwidth || w.latency;
@@ -188,13 +218,13 @@ std::vector<int> slow_hosts(const std::vector<PairSample>& s, const std::vector<
   std::map<int, std::pair<int, int>> count;  // per host: its pairs, its slow pairs
   for (size_t i = 0; i < s.size(); ++i)
     for (int h : {s[i].a, s[i].b}) ++count[h].first, count[h].second += slow[i] ? 1 : 0;
+  // A host all of whose pairs are slow is in no fast pair, so a fast pair
+  // without it is any fast pair: counted once, not looked for per host (a
+  // thousand hosts' samples scanned for each of hundreds of suspects).
+  const bool any_fast = std::find(slow.begin(), slow.end(), false) != slow.end();
   std::vector<int> out;
-  for (const auto& [h, n] : count) {
-    if (n.first < 2 || n.second < n.first) continue;
-    bool other_fast = false;
-    for (size_t i = 0; i < s.size(); ++i) other_fast = other_fast || (s[i].a != h && s[i].b != h && !slow[i]);
-    if (other_fast) out.push_back(h);
-  }
+  for (const auto& [h, n] : count)
+    if (n.first >= 2 && n.second >= n.first && any_fast) out.push_back(h);
   return out;
 }
 
@@ -215,9 +245,9 @@ LinkJudgement judge_links(const std::vector<PairSample>& s, double factor, const
   std::vector<bool> slow(s.size(), false);
   for (size_t i : link_outliers(s, factor, slack)) slow[i] = true;
   j.suspect_hosts = slow_hosts(s, slow);
-  const std::set<int> hosts(j.suspect_hosts.begin(), j.suspect_hosts.end());
+  const HostFlags hosts(s, j.suspect_hosts);
   for (size_t i = 0; i < s.size(); ++i)
-    if (slow[i] && !hosts.count(s[i].a) && !hosts.count(s[i].b)) j.suspect_pairs.push_back(i);
+    if (slow[i] && !hosts[s[i].a] && !hosts[s[i].b]) j.suspect_pairs.push_back(i);
   return j;
 }
 
@@ -245,23 +275,23 @@ std::string links_summary(size_t pairs, size_t rounds, int matchings, int retest
 
 std::vector<int> retest_partners(int host, const std::vector<PairSample>& s, const std::vector<bool>& suspect,
                                  const std::vector<int>& avoid, int count) {
-  std::set<int> all, tainted, measured;
+  const HostFlags avoided(s, avoid);
+  HostFlags all = avoided.none(), tainted = avoided.none(), measured = avoided.none();
   for (size_t i = 0; i < s.size(); ++i) {
-    all.insert(s[i].a), all.insert(s[i].b);
-    if (suspect[i]) tainted.insert(s[i].a), tainted.insert(s[i].b);
-    if (s[i].a == host) measured.insert(s[i].b);
-    if (s[i].b == host) measured.insert(s[i].a);
+    all.set(s[i].a), all.set(s[i].b);
+    if (suspect[i]) tainted.set(s[i].a), tainted.set(s[i].b);
+    if (s[i].a == host) measured.set(s[i].b);
+    if (s[i].b == host) measured.set(s[i].a);
   }
-  const std::set<int> avoided(avoid.begin(), avoid.end());
   std::vector<int> out;
   auto take = [&](auto fits) {
-    for (int h : all)
-      if (static_cast<int>(out.size()) < count && h != host && !avoided.count(h) && fits(h) &&
+    for (int h = 0; h < all.size(); ++h)
+      if (all[h] && static_cast<int>(out.size()) < count && h != host && !avoided[h] && fits(h) &&
           std::find(out.begin(), out.end(), h) == out.end())
         out.push_back(h);
   };
-  take([&](int h) { return !tainted.count(h) && !measured.count(h); });
-  take([&](int h) { return !tainted.count(h); });
+  take([&](int h) { return !tainted[h] && !measured[h]; });
+  take([&](int h) { return !tainted[h]; });
   take([](int) { return true; });
   return out;
 }
@@ -270,9 +300,9 @@ std::optional<std::pair<int, int>> reference_pair(const std::vector<PairSample>&
                                                   const std::vector<int>& avoid, const LinkSample& typical) {
   std::optional<std::pair<int, int>> best;
   double nearest = 0;
-  const std::set<int> avoided(avoid.begin(), avoid.end());
+  const HostFlags avoided(s, avoid);
   for (size_t i = 0; i < s.size(); ++i) {
-    if (suspect[i] || avoided.count(s[i].a) || avoided.count(s[i].b)) continue;
+    if (suspect[i] || avoided[s[i].a] || avoided[s[i].b]) continue;
     const double d = std::abs(s[i].s.Bps - typical.Bps);
     if (!best || d < nearest) best = std::make_pair(s[i].a, s[i].b), nearest = d;
   }
@@ -281,10 +311,10 @@ std::optional<std::pair<int, int>> reference_pair(const std::vector<PairSample>&
 
 std::vector<std::pair<int, int>> reference_pairs(const std::vector<PairSample>& s, const std::vector<bool>& suspect,
                                                  const std::vector<int>& avoid, const LinkSample& typical, size_t count) {
-  const std::set<int> avoided(avoid.begin(), avoid.end());
+  const HostFlags avoided(s, avoid);
   std::vector<std::pair<double, size_t>> near;
   for (size_t i = 0; i < s.size(); ++i)
-    if (!suspect[i] && !avoided.count(s[i].a) && !avoided.count(s[i].b)) near.emplace_back(std::abs(s[i].s.Bps - typical.Bps), i);
+    if (!suspect[i] && !avoided[s[i].a] && !avoided[s[i].b]) near.emplace_back(std::abs(s[i].s.Bps - typical.Bps), i);
   std::sort(near.begin(), near.end());
   std::vector<std::pair<int, int>> out;
   for (size_t k = 0; k < near.size() && out.size() < count; ++k) out.emplace_back(s[near[k].second].a, s[near[k].second].b);
@@ -320,6 +350,35 @@ size_t all_reduce_bytes(int hosts) {
   if (hosts <= 8) return static_cast<size_t>(kFull);
   const double b = kFull * 64.0 / (static_cast<double>(hosts) * hosts);
   return std::max<size_t>(1024, static_cast<size_t>(b) / 4 * 4);
+}
+
+JobBounds job_bounds(double peers_start_s) {
+  JobBounds b;
+  b.peers_start_s = peers_start_s;
+  b.agent_timeout_s = std::max(b.agent_timeout_s, static_cast<long>(std::ceil(2 * std::max(0.0, peers_start_s))));
+  b.timeout_s += 2 * (b.agent_timeout_s - 30);
+  b.kill_after_s = b.timeout_s + 30;
+  return b;
+}
+
+std::string job_bound_text(const JobBounds& b) {
+  const long more = b.agent_timeout_s - 30;
+  if (more <= 0) return std::to_string(b.timeout_s) + " s";
+  char took[32];
+  std::snprintf(took, sizeof took, "%.0f", b.peers_start_s);
+  return std::to_string(b.timeout_s) + " s (120 s, and " + std::to_string(more) +
+         " s more each for starting the agents and the ranks: this run's peers took " + took +
+         " s to start, each start is given twice that)";
+}
+
+bool machine_limit(bool sim, int hosts, unsigned cores) {
+  return sim && hosts > kMachineHostsPerCore * static_cast<long>(std::max(1u, cores));
+}
+
+std::string machine_limit_text(int hosts, unsigned cores) {
+  return ", on the test bed: its " + std::to_string(hosts) + " simulated hosts share this machine's " + std::to_string(cores) +
+         (cores == 1 ? " core" : " cores") + ", more than " + std::to_string(kMachineHostsPerCore) +
+         " a core: this machine's limit, not a host's";
 }
 
 std::string size_text(size_t bytes) {

@@ -177,6 +177,7 @@ TreeNode Doctor::tree_node(int h, int below) const {
 }
 
 void Doctor::stage_ssh() {
+  const auto t0 = std::chrono::steady_clock::now();
   fan_ = std::make_unique<PeerFan>(token_);
   std::vector<int> remote;
   std::vector<TreeNode> local;
@@ -208,6 +209,8 @@ void Doctor::stage_ssh() {
     fail(f.node, f.reached ? Check::kDlaunch : Check::kSsh, "", f.error);
   }
   report_->notes().tree = TreeNote{method_, o_.fanout, tree.depth(), static_cast<int>(fan_->children())};
+  // What a process per host takes to start here: stage 6's jobs start two (job_bounds).
+  peers_start_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 const Report& Doctor::run() {

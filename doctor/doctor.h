@@ -126,10 +126,12 @@ class Doctor {
   void stage_all_reduce();
   void stage_nccl();
   // Runs a dlaunch job: `slots` (host, ranks there), launcher `options`,
-  // then the `program` argv; within kJobTimeout. `what` names it in errors.
+  // then the `program` argv; within job_bounds(). `what` names it in errors.
   ChildResult run_job(const std::vector<std::pair<int, int>>& slots, const std::vector<std::string>& options,
                       const std::vector<std::string>& program, const std::string& what);
-  static constexpr Millis kJobTimeout{150000};
+  // Stage 6's jobs' bounds, from what starting the peers took (stage 2).
+  JobBounds job_bounds() const { return doctor::job_bounds(peers_start_s_); }
+  double peers_start_s_ = 0;  // stage 2's start of every peer, in seconds
   // dlaunch-nccl-check beside the dlaunch that hosts run.
   std::string nccl_helper() const;
 

@@ -1,6 +1,9 @@
 #include "doctor/peer_fan.h"
 
+#include <poll.h>
+
 #include <chrono>
+#include <climits>
 #include <functional>
 #include <set>
 #include <thread>
@@ -131,28 +134,95 @@ std::vector<RouteAnswer> PeerFan::route(const RouteRequest& r) {
     if (auto* s = place(n)) s->nodes.push_back(n);
   std::vector<std::vector<RouteAnswer>> got(children_.size());
   std::vector<size_t> work;
+  bool pollable = true;
   for (size_t i = 0; i < children_.size(); ++i)
-    if (busy[i]) work.push_back(i);
-  pool_.run(work.size(), [&](size_t w) {
-    const size_t i = work[w];
-    Child& c = children_[i];
-    RouteRequest& s = share[i];
-    s.every = r.every, s.timeout_ms = std::max(1000L, r.timeout_ms - kHopMs);
-    std::vector<int> asked = s.nodes;
-    for (const auto& call : s.calls) asked.push_back(call.node);
-    try {
-      if (!c.lost.empty()) throw RemoteError(c.lost);
-      got[i] = c.link->call<RouteReply>(s, Millis(r.timeout_ms)).answers;
-    } catch (const std::exception& e) {
-      if (c.lost.empty()) c.lost = e.what();
-      // Said as the host's own line ("HOST: ..."), so that the hosts beneath one lost peer are one problem.
-      for (int n : asked)
-        got[i].push_back({{n}, "", n == c.node.node ? c.lost : names_[n] + ": not reached: the doctor's peer on " + c.node.name +
-                                                               ", which relays for it, was lost (" + c.lost + ")"});
+    if (busy[i]) {
+      work.push_back(i);
+      Child& c = children_[i];
+      share[i].every = r.every, share[i].timeout_ms = std::max(1000L, r.timeout_ms - kHopMs);
+      pollable = pollable && (!c.lost.empty() || c.link->pollable());
     }
-  });
+  // A child whose link failed is lost, and so is every node beneath it,
+  // each said as its own line ("HOST: ..."), so that the hosts beneath one
+  // lost peer are one problem.
+  auto lose = [&](size_t i, const std::string& why) {
+    Child& c = children_[i];
+    if (c.lost.empty()) c.lost = why;
+    std::vector<int> asked = share[i].nodes;
+    for (const auto& call : share[i].calls) asked.push_back(call.node);
+    got[i].clear();
+    for (int n : asked)
+      got[i].push_back({{n}, "", n == c.node.node ? c.lost : names_[n] + ": not reached: the doctor's peer on " + c.node.name +
+                                                             ", which relays for it, was lost (" + c.lost + ")"});
+  };
+  if (pollable) {
+    route_polled(r, work, share, got, lose);
+  } else {
+    pool_.run(work.size(), [&](size_t w) {
+      const size_t i = work[w];
+      Child& c = children_[i];
+      try {
+        if (!c.lost.empty()) throw RemoteError(c.lost);
+        got[i] = c.link->call<RouteReply>(share[i], Millis(r.timeout_ms)).answers;
+      } catch (const std::exception& e) {
+        lose(i, e.what());
+      }
+    });
+  }
   for (auto& g : got) answers.insert(answers.end(), g.begin(), g.end());
   return merge_answers(std::move(answers));
+}
+
+void PeerFan::route_polled(const RouteRequest& r, const std::vector<size_t>& work, const std::vector<RouteRequest>& share,
+                           std::vector<std::vector<RouteAnswer>>& got,
+                           const std::function<void(size_t, const std::string&)>& lose) {
+  // Every child's share sent at once, then their replies waited for from
+  // this thread, one poll over all of them: a thousand hosts' link tests
+  // are thousands of routes, and a helper thread woken, polling and handing
+  // back per child per route was most of what the doctor's CPU did then.
+  const Millis timeout(r.timeout_ms);
+  const auto end = Clock::now() + timeout;
+  std::vector<size_t> waiting;
+  for (size_t i : work) {
+    Child& c = children_[i];
+    try {
+      if (!c.lost.empty()) throw RemoteError(c.lost);
+      c.link->send_request(PeerLink::request_line(share[i]));
+      waiting.push_back(i);
+    } catch (const std::exception& e) {
+      lose(i, e.what());
+    }
+  }
+  std::vector<pollfd> fds;
+  while (!waiting.empty()) {
+    const auto left = std::chrono::duration_cast<Millis>(end - Clock::now());
+    if (left.count() <= 0) {
+      for (size_t i : waiting) lose(i, children_[i].link->no_answer(timeout, "'" + std::string(RouteRequest::kOp) + "'"));
+      return;
+    }
+    fds.resize(waiting.size() * PeerLink::kPollFds);
+    for (size_t k = 0; k < waiting.size(); ++k) children_[waiting[k]].link->poll_fds(&fds[k * PeerLink::kPollFds]);
+    if (::poll(fds.data(), fds.size(), static_cast<int>(std::min<long>(left.count(), INT_MAX))) <= 0) continue;
+    std::vector<size_t> still;
+    for (size_t k = 0; k < waiting.size(); ++k) {
+      const size_t i = waiting[k];
+      const pollfd* ready = &fds[k * PeerLink::kPollFds];
+      bool any = false;
+      for (size_t f = 0; f < PeerLink::kPollFds; ++f) any = any || ready[f].revents;
+      if (!any) {
+        still.push_back(i);
+        continue;
+      }
+      try {
+        PeerLink& link = *children_[i].link;
+        if (auto line = link.take_line(ready)) got[i] = link.reply_of<RouteReply>(RouteRequest::kOp, *line).answers;
+        else still.push_back(i);
+      } catch (const std::exception& e) {
+        lose(i, e.what());
+      }
+    }
+    waiting = std::move(still);
+  }
 }
 
 std::vector<ClockNote> PeerFan::clocks() {

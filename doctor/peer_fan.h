@@ -4,9 +4,11 @@
 // "Through the launch tree"). The same code on both sides: the doctor is the
 // tree's top peer without a host of its own.
 //
-// Threading: one call at a time (each runs its children in parallel, a
-// thread per child); destruction closes every child's link in parallel, and
-// each child closes its own: nothing is left on any host.
+// Threading: one call at a time, each calling its children in parallel:
+// route() from the calling thread when every link is a child process of
+// ours (one poll over them all), else a thread per child, as start() and
+// clocks() do; destruction closes every child's link in parallel, and each
+// child closes its own: nothing is left on any host.
 #include <functional>
 #include <limits>
 #include <map>
@@ -65,11 +67,17 @@ class PeerFan {
     std::string lost;        // why its link failed, once it did
   };
   static constexpr long kHopMs = 2000;
+  // route() when every busy child's link is pollable: each child's `share`
+  // sent, then every reply read from this thread, into `got`; a child that
+  // fails or does not answer within r.timeout_ms is `lose`d.
+  void route_polled(const RouteRequest& r, const std::vector<size_t>& work, const std::vector<RouteRequest>& share,
+                    std::vector<std::vector<RouteAnswer>>& got, const std::function<void(size_t, const std::string&)>& lose);
   std::string token_, from_;
   std::vector<Child> children_;
   // Threads kept for the calls (wire/helper_pool.h): a thousand hosts'
-  // routes cost the doctor a thread per child per call, and creating
-  // threads was most of its CPU. Every child's share runs at once.
+  // clocks, and routes over libssh channels, cost the doctor a thread per
+  // child per call, and creating threads was most of its CPU. Every
+  // child's share runs at once.
   wire::HelperPool pool_{std::numeric_limits<size_t>::max()};
   std::map<int, size_t> via_;  // node -> the child it is (or is beneath)
   std::map<int, std::string> names_;  // node -> its name, for errors

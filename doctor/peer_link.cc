@@ -73,8 +73,7 @@ class RemotePeer : public PeerLink {
         return line;
       }
       auto left = std::chrono::duration_cast<Millis>(end - Clock::now());
-      if (left.count() <= 0)
-        throw TimeoutError(host() + ": no answer within " + std::to_string(timeout.count()) + " ms to " + waiting_for);
+      if (left.count() <= 0) throw TimeoutError(no_answer(timeout, waiting_for));
       if (!s_.process->poll_output(std::min(left, Millis(100))))
         throw RemoteError(ended_why(host(), s_.process->exit_status().value_or(-1), s_.process->err(), command_));
     }
@@ -172,30 +171,50 @@ class ProcessPeer : public PeerLink {
   std::string read_line(Millis timeout, const std::string& waiting_for) override {
     const auto end = Clock::now() + timeout;
     for (;;) {
-      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
-        std::string line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return line;
-      }
+      if (auto line = buffered_line()) return *line;
       if (pid_ < 0) throw RemoteError(host() + ": the doctor's peer has ended");
       auto left = std::chrono::duration_cast<Millis>(end - Clock::now());
-      if (left.count() <= 0)
-        throw TimeoutError(host() + ": no answer within " + std::to_string(timeout.count()) + " ms to " + waiting_for);
+      if (left.count() <= 0) throw TimeoutError(no_answer(timeout, waiting_for));
       // Woken by a reply, by stderr, or at the deadline, and by nothing
       // else: the doctor waits on each of its children for as long as the
       // tree beneath takes to start (a minute at a thousand hosts here), and
       // a timer tick each 100 ms was most of its CPU. Stderr closed (the
       // peer and whatever it started are gone) is watched no more.
-      pollfd p[2] = {{fd_, POLLIN, 0}, {err_open_ ? err_ : -1, POLLIN, 0}};
-      if (::poll(p, 2, static_cast<int>(std::min<long>(left.count(), INT_MAX))) <= 0) continue;
-      if (p[1].revents) err_open_ = drain_stderr();
-      if (!p[0].revents) continue;
-      char b[65536];
-      ssize_t n = ::read(fd_, b, sizeof b);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw RemoteError(ended());
-      buf_.append(b, static_cast<size_t>(n));
+      pollfd p[kPollFds];
+      poll_fds(p);
+      if (::poll(p, kPollFds, static_cast<int>(std::min<long>(left.count(), INT_MAX))) <= 0) continue;
+      read_ready(p);
     }
+  }
+  bool pollable() const override { return pid_ >= 0; }
+  void poll_fds(pollfd* into) const override {
+    into[0] = {fd_, POLLIN, 0};
+    into[1] = {err_open_ ? err_ : -1, POLLIN, 0};
+  }
+  std::optional<std::string> take_line(const pollfd* ready) override {
+    if (auto line = buffered_line()) return line;
+    if (pid_ < 0) throw RemoteError(host() + ": the doctor's peer has ended");
+    read_ready(ready);
+    return buffered_line();
+  }
+  // The next whole line read, taken from the buffer.
+  std::optional<std::string> buffered_line() {
+    const auto nl = buf_.find('\n');
+    if (nl == std::string::npos) return std::nullopt;
+    std::string line = buf_.substr(0, nl);
+    buf_.erase(0, nl + 1);
+    return line;
+  }
+  // What a poll of poll_fds found: stderr drained, the socket read (the
+  // peer's end: RemoteError saying why).
+  void read_ready(const pollfd* p) {
+    if (p[1].revents) err_open_ = drain_stderr();
+    if (!p[0].revents) return;
+    char b[65536];
+    ssize_t n = ::read(fd_, b, sizeof b);
+    if (n < 0 && errno == EINTR) return;
+    if (n <= 0) throw RemoteError(ended());
+    buf_.append(b, static_cast<size_t>(n));
   }
   std::string what_, buf_, said_;
   bool ssh_ = false;
@@ -217,10 +236,25 @@ wire::RecordName PeerLink::reply_name(const std::string& op) const {
 std::string PeerLink::call_line(const std::string& op, const std::string& line, Millis timeout) {
   send_line(line + "\n");
   std::string reply = read_line(timeout, "'" + std::string(op) + "'");
+  checked(op, reply);
+  return reply;
+}
+
+const std::string& PeerLink::checked(const std::string& op, const std::string& reply) const {
   // A failed request is answered with an ErrorReply: its top-level "error".
   if (auto error = wire::check_object(reply, reply_name(op), "error")) throw RemoteError(host_ + ": " + *error);
   return reply;
 }
+
+std::string PeerLink::no_answer(Millis timeout, const std::string& waiting_for) const {
+  return host_ + ": no answer within " + std::to_string(timeout.count()) + " ms to " + waiting_for;
+}
+
+void PeerLink::poll_fds(pollfd* into) const {
+  for (size_t i = 0; i < kPollFds; ++i) into[i] = {-1, 0, 0};
+}
+
+std::optional<std::string> PeerLink::take_line(const pollfd*) { return std::nullopt; }
 
 std::unique_ptr<PeerLink> start_process_peer(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                                              const std::string& token, const std::string& host, bool ssh) {

@@ -7,8 +7,11 @@
 //
 // Threading: one thread at a time may use a PeerLink (an ssh session is not
 // thread-safe); different PeerLinks may be used from different threads.
+#include <poll.h>
+
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,26 @@ class PeerLink {
   const std::string& host() const { return host_; }
   wire::RecordName reply_name(const std::string& op) const;
 
+  // Many links waited on by one thread (PeerFan::route): a link that is a
+  // child process of ours (its socket and its stderr) can be sent a request
+  // line with send_request(), then polled: its kPollFds pollfds (poll_fds)
+  // and, each time the poll returns, take_line() with them, which reads
+  // what is there and returns the reply line once it is whole, nullopt
+  // until then, or throws as call() does when the peer ended. reply_of()
+  // then checks and decodes it as call() does. A link that cannot (an ssh
+  // channel of libssh) is not pollable(), and only call() serves.
+  static constexpr size_t kPollFds = 2;
+  virtual bool pollable() const { return false; }
+  void send_request(const std::string& line) { send_line(line + "\n"); }
+  virtual void poll_fds(pollfd* into) const;
+  virtual std::optional<std::string> take_line(const pollfd* ready);
+  template <class Reply> Reply reply_of(const std::string& op, const std::string& line) const {
+    return wire::decode_record<Reply>(checked(op, line), reply_name(op));
+  }
+  // What call() throws when no reply came within `timeout` to `waiting_for`
+  // ("'route'"), as its text.
+  std::string no_answer(Millis timeout, const std::string& waiting_for) const;
+
   // A request record as the line a peer reads: {"op":kOp,...}, no newline.
   template <class Request> static std::string request_line(const Request& request) {
     std::string line = "{\"op\":";
@@ -53,6 +76,8 @@ class PeerLink {
   virtual std::string read_line(Millis timeout, const std::string& waiting_for) = 0;
 
  private:
+  // `reply` to `op`, or the RemoteError of the ErrorReply it is.
+  const std::string& checked(const std::string& op, const std::string& reply) const;
   std::string host_;
 };
 

@@ -44,7 +44,10 @@ void HelperPool::run(size_t shares, const std::function<void(size_t)>& work) {
   work_ = &work;
   next_ = 1, last_ = helped, busy_ = helped, ++batch_;
   lock.unlock();
-  if (helped > 0) cv_.notify_all();
+  // As many helpers woken as there are shares for, not all of them: a pool
+  // of 31 helpers asked for 1 share would wake 31 threads to find 30 with
+  // nothing to do (the doctor's retests call one or two children at a time).
+  for (size_t i = 0; i < helped; ++i) cv_.notify_one();
   work(0);
   for (size_t s = helped + 1; s < shares; ++s) work(s);
   lock.lock();

@@ -171,3 +171,43 @@ TEST_CASE("equal links: nothing is flagged - every pair slow: no host is to blam
   // Two hosts, one pair: which end is slow cannot be told.
   CHECK(slow_hosts(pairs({{0, 1}}, {{60, 2e6}}), {true}).empty());
 }
+
+TEST_CASE("stage 6's job bounds: dlaunch's own up to a 15 s start of the peers, beyond it twice the start for each of agents and ranks", "[doctor]") {
+  // Hosts of their own: the peers start in seconds, and the job gets
+  // dlaunch's 30 s for its agents and 120 s in all.
+  for (double s : {0.0, 0.4, 3.0, 15.0}) {
+    const JobBounds b = job_bounds(s);
+    INFO(s);
+    CHECK(b.agent_timeout_s == 30);
+    CHECK(b.timeout_s == 120);
+    CHECK(b.kill_after_s == 150);
+    CHECK(job_bound_text(b) == "120 s");
+  }
+  // The test bed at a thousand hosts: every simulated host's peer started
+  // on this machine's cores, 40 s; the agents get twice that, and the job
+  // 120 s plus what that adds, once for the agents and once for the ranks.
+  const JobBounds b = job_bounds(40);
+  CHECK(b.agent_timeout_s == 80);
+  CHECK(b.timeout_s == 220);
+  CHECK(b.kill_after_s == 250);
+  CHECK(job_bound_text(b) == "220 s (120 s, and 50 s more each for starting the agents and the ranks: "
+                             "this run's peers took 40 s to start, each start is given twice that)");
+  // Rounded up to whole seconds, never below a start's twice.
+  CHECK(job_bounds(15.2).agent_timeout_s == 31);
+  CHECK(job_bounds(15.2).timeout_s == 122);
+  CHECK(job_bounds(-1).timeout_s == 120);
+}
+
+TEST_CASE("a stage-6 job that failed is this machine's limit only on a test bed of more than 128 simulated hosts a core", "[doctor]") {
+  CHECK_FALSE(machine_limit(false, 1024, 2));  // hosts of their own: a host's problem, however many
+  CHECK_FALSE(machine_limit(true, 40, 2));     // a test bed this machine runs easily: its failure is a finding
+  CHECK_FALSE(machine_limit(true, 256, 2));
+  CHECK(machine_limit(true, 257, 2));
+  CHECK(machine_limit(true, 1023, 2));
+  CHECK_FALSE(machine_limit(true, 1023, 8));
+  CHECK(machine_limit(true, 200, 0));  // no core count known: one
+  CHECK(machine_limit_text(1023, 2) ==
+        ", on the test bed: its 1023 simulated hosts share this machine's 2 cores, more than 128 a core: "
+        "this machine's limit, not a host's");
+  CHECK(machine_limit_text(300, 1).find("this machine's 1 core,") != std::string::npos);
+}

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -204,4 +205,89 @@ TEST_CASE("reference pairs: the typical ones, nearest first, never a suspect's o
   CHECK(reference_pairs(s, suspect, {}, {50, 1.0e9}, 3) == std::vector<std::pair<int, int>>{{0, 1}, {4, 5}, {6, 7}});
   CHECK(reference_pairs(s, suspect, {4}, {50, 1.0e9}, 8) == std::vector<std::pair<int, int>>{{0, 1}, {6, 7}, {2, 3}});
   CHECK(reference_pair(s, suspect, {0}, {50, 1.0e9}) == std::make_pair(4, 5));
+}
+
+namespace {
+// The link judgements' definitions written out plainly, over std::set: what
+// retest_partners, reference_pair and slow_hosts must give (their own code
+// answers each "is h one of these?" from a flag per host).
+std::vector<int> partners_by_definition(int host, const std::vector<PairSample>& s, const std::vector<bool>& suspect,
+                                        const std::vector<int>& avoid, int count) {
+  std::set<int> all, tainted, measured, avoided(avoid.begin(), avoid.end());
+  for (size_t i = 0; i < s.size(); ++i) {
+    all.insert(s[i].a), all.insert(s[i].b);
+    if (suspect[i]) tainted.insert(s[i].a), tainted.insert(s[i].b);
+    if (s[i].a == host) measured.insert(s[i].b);
+    if (s[i].b == host) measured.insert(s[i].a);
+  }
+  std::vector<int> out;
+  auto take = [&](auto fits) {
+    for (int h : all)
+      if (static_cast<int>(out.size()) < count && h != host && !avoided.count(h) && fits(h) &&
+          std::find(out.begin(), out.end(), h) == out.end())
+        out.push_back(h);
+  };
+  take([&](int h) { return !tainted.count(h) && !measured.count(h); });
+  take([&](int h) { return !tainted.count(h); });
+  take([](int) { return true; });
+  return out;
+}
+
+std::vector<int> slow_hosts_by_definition(const std::vector<PairSample>& s, const std::vector<bool>& slow) {
+  std::set<int> hosts;
+  for (const auto& p : s) hosts.insert(p.a), hosts.insert(p.b);
+  std::vector<int> out;
+  for (int h : hosts) {
+    int pairs = 0, slow_pairs = 0;
+    bool other_fast = false;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const bool in = s[i].a == h || s[i].b == h;
+      pairs += in, slow_pairs += in && slow[i];
+      other_fast = other_fast || (!in && !slow[i]);
+    }
+    if (pairs >= 2 && slow_pairs == pairs && other_fast) out.push_back(h);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("the link judgements give what their definitions give, on a loaded machine's many suspects", "[doctor]") {
+  std::mt19937 rng(11);
+  for (int n : {5, 64, 300}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      INFO(n << " hosts, trial " << trial);
+      const auto rounds = link_rounds(n, auto_plan(n), kDefaultMatchings, static_cast<uint64_t>(trial));
+      // A busy machine: a third of the pairs slow at random, a few hosts slow to all.
+      std::set<int> slow_to_all{static_cast<int>(rng() % n), static_cast<int>(rng() % n)};
+      const auto s = measure(rounds, [&](int a, int b) { return slow_to_all.count(a) || slow_to_all.count(b) || rng() % 3 == 0; }, rng);
+      std::vector<bool> suspect(s.size());
+      for (size_t i = 0; i < s.size(); ++i) suspect[i] = rng() % 4 == 0;
+      const LinkJudgement j = judge_links(s, 3);
+      CHECK(slow_hosts(s, suspect) == slow_hosts_by_definition(s, suspect));
+      std::vector<int> avoid;
+      for (int h = 0; h < n; ++h)
+        if (rng() % 5 == 0) avoid.push_back(h);
+      for (int host : {0, n / 2, n - 1}) {
+        CHECK(retest_partners(host, s, suspect, avoid, 2) == partners_by_definition(host, s, suspect, avoid, 2));
+        CHECK(retest_partners(host, s, suspect, j.suspect_hosts, 3) ==
+              partners_by_definition(host, s, suspect, j.suspect_hosts, 3));
+      }
+      // The reference: of the pairs not suspect and with no avoided host, the one nearest typical's bandwidth.
+      const std::set<int> avoided(avoid.begin(), avoid.end());
+      std::optional<std::pair<int, int>> want;
+      double nearest = 0;
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (suspect[i] || avoided.count(s[i].a) || avoided.count(s[i].b)) continue;
+        const double d = std::abs(s[i].s.Bps - j.typical.Bps);
+        if (!want || d < nearest) want = std::make_pair(s[i].a, s[i].b), nearest = d;
+      }
+      CHECK(reference_pair(s, suspect, avoid, j.typical) == want);
+      const auto refs = reference_pairs(s, suspect, avoid, j.typical, 8);
+      if (want) {
+        REQUIRE(!refs.empty());
+        CHECK(refs[0] == *want);
+      }
+      for (const auto& [a, b] : refs) CHECK((!avoided.count(a) && !avoided.count(b)));
+    }
+  }
 }
