@@ -353,20 +353,22 @@ size_t all_reduce_bytes(int hosts) {
 }
 
 JobBounds job_bounds(double peers_start_s) {
+  const JobBounds base;
   JobBounds b;
   b.peers_start_s = peers_start_s;
-  b.agent_timeout_s = std::max(b.agent_timeout_s, static_cast<long>(std::ceil(2 * std::max(0.0, peers_start_s))));
-  b.timeout_s += 2 * (b.agent_timeout_s - 30);
-  b.kill_after_s = b.timeout_s + 30;
+  b.agent_timeout_s = std::max(base.agent_timeout_s, static_cast<long>(std::ceil(2 * std::max(0.0, peers_start_s))));
+  b.timeout_s += 2 * (b.agent_timeout_s - base.agent_timeout_s);
+  b.kill_after_s = b.timeout_s + (base.kill_after_s - base.timeout_s);
   return b;
 }
 
 std::string job_bound_text(const JobBounds& b) {
-  const long more = b.agent_timeout_s - 30;
+  const JobBounds base;
+  const long more = b.agent_timeout_s - base.agent_timeout_s;
   if (more <= 0) return std::to_string(b.timeout_s) + " s";
   char took[32];
   std::snprintf(took, sizeof took, "%.0f", b.peers_start_s);
-  return std::to_string(b.timeout_s) + " s (120 s, and " + std::to_string(more) +
+  return std::to_string(b.timeout_s) + " s (" + std::to_string(base.timeout_s) + " s, and " + std::to_string(more) +
          " s more each for starting the agents and the ranks: this run's peers took " + took +
          " s to start, each start is given twice that)";
 }

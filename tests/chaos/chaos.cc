@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <regex>
 #include <set>
@@ -140,21 +141,22 @@ int return_lines(const Options& o) {
   return std::max(o.lines, static_cast<int>((2 * kReturnCooldown + kReturnStart) * 20));
 }
 
-// A host-sshd job's attempt 1, cut short by the fault: long enough (10 s)
-// to outlast `cluster.sh stop-sshd`, which takes seconds on a loaded
-// machine, and the fault's time after it, so that the kill finds the host's
-// agent still running.
-int sshd_lines(const Options& o) { return std::max(o.lines, 200); }
-
-// The attempt that runs longer than o.lines (its DLAUNCH_RESTART_COUNT),
-// or -1: host-return's after the loss, host-sshd's first.
-int long_attempt(const Case& k) {
-  return k.fault == Fault::host_return ? 1 : k.fault == Fault::host_sshd ? 0 : -1;
+// The attempt that runs longer than o.lines, cut short by its fault: its
+// DLAUNCH_RESTART_COUNT and its lines, or none. Host-return's after the
+// loss (return_lines); host-sshd's first, 10 s, to outlast `cluster.sh
+// stop-sshd` (seconds on a loaded machine) and the fault's time after it,
+// so that the kill finds the host's agent still running.
+struct LongAttempt {
+  int restart_count, lines;
+};
+std::optional<LongAttempt> long_attempt(const Case& k, const Options& o) {
+  if (k.fault == Fault::host_return) return LongAttempt{1, return_lines(o)};
+  if (k.fault == Fault::host_sshd) return LongAttempt{0, std::max(o.lines, 200)};
+  return std::nullopt;
 }
 
 // Each rank prints "chaos RANK I a=ATTEMPT MARK" for I = 0..lines-1, one
-// every 50 ms (a returning host's job: return_lines() in attempt 2; a
-// host-sshd job: sshd_lines() in attempt 1).
+// every 50 ms (long_attempt's lines in that attempt).
 std::string job_command(const Cluster& c, const Case& k, const Options& o, const std::string& mark,
                         const std::string& report_dir, const std::string& slow_prefix) {
   std::ostringstream cmd;
@@ -181,12 +183,13 @@ std::string job_command(const Cluster& c, const Case& k, const Options& o, const
         << (k.job == JobKind::elastic ? " --max-restarts " + std::to_string(attempts_of(c, k) - 1) : "");
   // A host-loss job's lines say the world they ran in: a shrunk world's must be its own.
   const std::string world = host_loss_kind(k.job) ? " w=$WORLD_SIZE" : "";
-  const int longer = long_attempt(k);
+  const auto longer = long_attempt(k, o);
   cmd << " sh -c '"
-      << (longer >= 0 ? "n=$0; if [ \"${DLAUNCH_RESTART_COUNT:-0}\" = " + std::to_string(longer) + " ]; then n=$2; fi; " : "")
-      << "i=0; while [ $i -lt " << (longer >= 0 ? "$n" : "$0") << " ]; do echo \"chaos $RANK $i a=${DLAUNCH_RESTART_COUNT:-0}"
+      << (longer ? "n=$0; if [ \"${DLAUNCH_RESTART_COUNT:-0}\" = " + std::to_string(longer->restart_count) + " ]; then n=$2; fi; "
+                 : "")
+      << "i=0; while [ $i -lt " << (longer ? "$n" : "$0") << " ]; do echo \"chaos $RANK $i a=${DLAUNCH_RESTART_COUNT:-0}"
       << world << " $1\"; i=$((i+1)); sleep 0.05; done' " << lines_of(k, o) << " " << mark;
-  if (longer >= 0) cmd << " " << (k.fault == Fault::host_return ? return_lines(o) : sshd_lines(o));
+  if (longer) cmd << " " << longer->lines;
   return cmd.str();
 }
 
