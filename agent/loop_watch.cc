@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent/stack_tools.h"
+#include "machine/cpus.h"
 #include "control/env_names.h"
 #include "wire/quiet_thread.h"
 #include "wire/socket.h"
@@ -58,25 +59,17 @@ LoopWatch::~LoopWatch() {
 
 void LoopWatch::say(const std::string& text) const { wire::write_all_fd(fd_, text); }
 
-int64_t thread_run_wait_ns() {
-  const int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  char buf[128];
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  unsigned long long run = 0, wait = 0;  // on a CPU; runnable, waiting for one
-  if (std::sscanf(buf, "%llu %llu", &run, &wait) != 2) return -1;
-  return static_cast<int64_t>(wait);
-}
+int64_t thread_run_wait_ns() { return machine::runnable_wait_ns("/proc/thread-self/schedstat"); }
 
 void LoopWatch::check_starved() {
   if (threshold_.count() <= 0) return;
-  const int64_t wait = thread_run_wait_ns();
+  const auto times = machine::sched_times("/proc/thread-self/schedstat");
+  const int64_t wait = times.waiting_ns;
   if (wait < 0) return;
-  if (loop_wait_ns_ >= 0 && wait - loop_wait_ns_ >= std::chrono::nanoseconds(threshold_).count())
-    say(who_ + ": warning: it was runnable but got no CPU for " + seconds(wait - loop_wait_ns_) +
+  loop_cpu_ns_ = times.on_cpu_ns;
+  const int64_t before = loop_wait_ns_;
+  if (before >= 0 && wait - before >= std::chrono::nanoseconds(threshold_).count())
+    say(who_ + ": warning: it was runnable but got no CPU for " + seconds(wait - before) +
         " (this host's CPUs were taken: more busy processes than CPUs, or another scheduling group preferred; its "
         "heartbeats and the ranks' output waited meanwhile; give the host fewer busy ranks than CPUs, or raise "
         "--heartbeat-timeout)\n");
@@ -84,6 +77,7 @@ void LoopWatch::check_starved() {
 }
 
 void LoopWatch::tick() {
+  if (!loop_tid_) loop_tid_ = static_cast<int>(::gettid());
   check_starved();
   const int64_t now = ns_of(Clock::now());
   if (const int64_t since = reported_ns_.exchange(0)) {
@@ -94,6 +88,21 @@ void LoopWatch::tick() {
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) tick();
   });
+}
+
+int64_t LoopWatch::starved_ns(int64_t stalled) const {
+  const int tid = loop_tid_;
+  const int64_t wait0 = loop_wait_ns_, cpu0 = loop_cpu_ns_;
+  if (!tid || wait0 < 0 || cpu0 < 0) return -1;
+  const std::string task = "/proc/self/task/" + std::to_string(tid);
+  const auto now = machine::sched_times(task + "/schedstat");
+  if (now.waiting_ns < 0) return -1;
+  // The kernel adds a wait once it ends: a wait that goes on now is the
+  // stall less its time on a CPU, while the thread is runnable.
+  const int64_t counted = now.waiting_ns - wait0, on_cpu = now.on_cpu_ns - cpu0;
+  if (2 * counted >= stalled) return counted;
+  if (machine::task_state(task + "/stat") == 'R' && 2 * on_cpu < stalled) return stalled - on_cpu;
+  return -1;
 }
 
 void LoopWatch::watch() {
@@ -109,9 +118,17 @@ void LoopWatch::watch() {
     if (ns_of(now) - turn < std::chrono::nanoseconds(threshold_).count() || reported_ns_ == turn) continue;
     reported_ns_ = turn;
     lock.unlock();
+    const int64_t stalled = ns_of(now) - turn;
+    if (const int64_t starved = starved_ns(stalled); starved >= 0) {
+      say(who_ + ": warning: its event loop has not turned for " + seconds(stalled) + ", " + seconds(starved) +
+          " of it runnable and waiting for a CPU (this host's CPUs are taken: its heartbeats and the ranks' output to the "
+          "launcher wait meanwhile; its stacks are not read, which would take more of them)\n");
+      lock.lock();
+      continue;
+    }
     // The line first, the stacks once read (a second or so): should the loop
     // turn meanwhile, its "turning again" still comes after this line.
-    say(who_ + ": warning: its event loop has not turned for " + seconds(ns_of(now) - turn) +
+    say(who_ + ": warning: its event loop has not turned for " + seconds(stalled) +
         " (its heartbeats and the ranks' output to the launcher wait meanwhile)\n");
     std::string stacks = read_own_stacks(::getpid(), std::chrono::milliseconds(10000));
     if (!stacks.empty() && stacks.back() != '\n') stacks += '\n';

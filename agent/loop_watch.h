@@ -14,7 +14,10 @@
 // Starved is told apart by the kernel's count of the time the loop's thread
 // was runnable but not run (/proc/thread-self/schedstat): when the loop
 // turns after it waited `threshold` or more for a CPU, it says so, and for
-// how long, since a lost heartbeat is then the host's CPUs' doing.
+// how long, since a lost heartbeat is then the host's CPUs' doing. A stall
+// seen while the loop's thread spent most of it waiting for a CPU is said as
+// such, without the stacks: they would show a thread ready to run, and
+// reading them (a debugger per agent) takes more of the CPUs it lacks.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -49,6 +52,9 @@ class LoopWatch {
   void tick();
   void watch();
   void say(const std::string& text) const;
+  // Of a stall of `stalled` ns so far, how long the loop's thread has been
+  // waiting for a CPU, when that is most of it; -1 when it is not (or unknown).
+  int64_t starved_ns(int64_t stalled) const;
 
   boost::asio::steady_timer timer_;
   std::string who_;
@@ -56,7 +62,9 @@ class LoopWatch {
   int fd_;
   std::atomic<int64_t> last_turn_ns_;  // Clock's ns at the loop's last turn
   std::atomic<int64_t> reported_ns_{0};  // the turn a stall was reported after (0: none)
-  int64_t loop_wait_ns_ = -1;  // the loop thread's run-queue wait at its last turn (-1: unknown)
+  std::atomic<int64_t> loop_wait_ns_{-1};  // the loop thread's run-queue wait at its last turn (-1: unknown)
+  std::atomic<int64_t> loop_cpu_ns_{-1};   // its time on a CPU then
+  std::atomic<int> loop_tid_{0};  // the loop's thread, once it turned
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

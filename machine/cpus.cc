@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <stdexcept>
@@ -80,6 +81,26 @@ CpuTopology read_cpu_topology(const std::vector<int>& allowed, const std::string
   // No NUMA information: one node, of no id a GPU could name.
   if (t.numa.empty() && !allowed.empty()) t.numa.push_back(allowed), t.numa_ids.push_back(-1);
   return t;
+}
+
+}  // namespace dl::machine
+
+namespace dl::machine {
+
+SchedTimes sched_times(const std::string& schedstat) {
+  unsigned long long run = 0, wait = 0;  // on a CPU; runnable, waiting for one
+  if (std::sscanf(read_text(schedstat).c_str(), "%llu %llu", &run, &wait) != 2) return {};
+  return {static_cast<int64_t>(run), static_cast<int64_t>(wait)};
+}
+
+int64_t runnable_wait_ns(const std::string& schedstat) { return sched_times(schedstat).waiting_ns; }
+
+char task_state(const std::string& stat) {
+  // "TID (COMM) S ...": COMM may hold spaces and parentheses; the state
+  // follows the last ')'.
+  const std::string text = read_text(stat);
+  const size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 1] == ' ' ? text[close + 2] : 0;
 }
 
 }  // namespace dl::machine

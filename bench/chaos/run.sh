@@ -19,6 +19,10 @@
 #   bench/chaos/run.sh --faults 6 --seed 7 --hosts 8 --fault partition-half   # only the seed's half partitions
 #   bench/chaos/run.sh --faults 100 --seed 7 --hosts 8 --list       # print the cases, run none
 #   BUILD=build-rel bench/chaos/run.sh ...               # another build dir (default: build)
+#   bench/chaos/run.sh --faults 500 --seed 2027 --host-loss --from 500   # cases 500-999: a long run in parts
+#   bench/chaos/run.sh ... --pause-while /tmp/quiet      # between cases, wait while /tmp/quiet exists
+#   DLAUNCH_TEST_BIN_DIR=/tmp/snap/bin bench/chaos/run.sh ...   # the jobs run a copy of build/bin (and
+#                                                        # its ../share) taken before, not the build's
 # The last line: chaos faults=N jobs=J correct=C wrong_verdict=W hung=H leftovers=L lost_output=O seed=S
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

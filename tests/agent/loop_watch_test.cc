@@ -162,6 +162,80 @@ TEST_CASE("loop watch: a loop starved of CPU says for how long it got none", "[a
                  at) != std::string::npos);
 }
 
+TEST_CASE("loop watch: a stall of a loop starved of CPU, seen by a watch that is not, is said as such, without the stacks",
+          "[agent]") {
+  if (dl::agent::thread_run_wait_ns() < 0) {
+    WARN("this kernel keeps no scheduler statistics (/proc/thread-self/schedstat): nothing to check");
+    return;
+  }
+  cpu_set_t mine;
+  REQUIRE(::sched_getaffinity(0, sizeof mine, &mine) == 0);
+  if (CPU_COUNT(&mine) < 2 || !CPU_ISSET(0, &mine)) {
+    WARN("fewer than 2 CPUs here, or not CPU 0: a watch that is not starved beside a loop that is cannot be set up");
+    return;
+  }
+  // The watch may itself be held (the other CPU busy with other tests):
+  // then it rightly says nothing. Up to 3 tries for one stall seen.
+  std::string out;
+  bool seen = false;
+  for (int attempt = 0; attempt < 3 && !seen; ++attempt) {
+    int fds[2];
+    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+    const pid_t loop = ::fork();
+    if (loop == 0) {
+      ::close(fds[0]);
+      boost::asio::io_context io;
+      // The watch's thread starts unpinned; then the loop's (this) thread
+      // alone goes to CPU 0, where the spinner takes it.
+      dl::agent::LoopWatch w(io, "dlaunch-agent on testhost", 300ms, fds[1]);
+      if (!pin_to_cpu0()) ::_exit(3);
+      boost::asio::steady_timer end(io);
+      end.expires_after(2500ms);
+      end.async_wait([&](auto) { io.stop(); });
+      io.run();
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::this_thread::sleep_for(500ms);
+    const pid_t hog = ::fork();
+    if (hog == 0) {
+      sched_param p{};
+      p.sched_priority = 10;
+      if (!pin_to_cpu0() || ::sched_setscheduler(0, SCHED_FIFO, &p) != 0) ::_exit(3);
+      const auto until = std::chrono::steady_clock::now() + 900ms;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      ::_exit(0);
+    }
+    int hog_st = 0, loop_st = 0;
+    REQUIRE(::waitpid(hog, &hog_st, 0) == hog);
+    REQUIRE(::waitpid(loop, &loop_st, 0) == loop);
+    out = drain(fds[0]);
+    ::close(fds[0]);
+    REQUIRE((WIFEXITED(loop_st) && WEXITSTATUS(loop_st) == 0));
+    if (WIFEXITED(hog_st) && WEXITSTATUS(hog_st) == 3) {
+      WARN("no real-time scheduling here (root or CAP_SYS_NICE): the starvation is not checked");
+      return;
+    }
+    INFO("try " << attempt << ":\n" << out);
+    // Never the stacks, nor the line that comes before them.
+    CHECK(out.find("its threads were at") == std::string::npos);
+    CHECK(out.find("no eu-stack or gdb here") == std::string::npos);
+    CHECK(out.find("(its heartbeats and the ranks' output to the launcher wait meanwhile)") == std::string::npos);
+    seen = out.find("dlaunch-agent on testhost: warning: its event loop has not turned for ") != std::string::npos;
+  }
+  INFO(out);
+  REQUIRE(seen);
+  const std::string line = "dlaunch-agent on testhost: warning: its event loop has not turned for ";
+  const auto at = out.find(line);
+  CHECK(out.find(" of it runnable and waiting for a CPU (this host's CPUs are taken: its heartbeats and the ranks' output to "
+                 "the launcher wait meanwhile; its stacks are not read, which would take more of them)\n",
+                 at) != std::string::npos);
+  // And when it turns again: how long it got no CPU, and that it turns.
+  CHECK(out.find("dlaunch-agent on testhost: warning: it was runnable but got no CPU for ", at) != std::string::npos);
+  CHECK(out.find("dlaunch-agent on testhost: its event loop is turning again after ", at) != std::string::npos);
+}
+
 // A stack tool that overruns is killed; one killed while attached can leave
 // its tracee stopped as a whole, and a stopped process cannot continue
 // itself. Here the "tool" (an eu-stack of its own on PATH) stops the

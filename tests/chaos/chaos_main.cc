@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -22,6 +23,8 @@ struct Args {
   uint64_t seed = 1;
   int hosts = 4;
   int replay = -1;  // a job index to rerun alone
+  int from = 0;     // the first case index considered (a long run in parts: --from where the last part ended)
+  std::string pause_while;  // between cases, wait while this file exists (a quiet machine for a benchmark)
   bool torch = false;
   bool host_loss = false;  // spare and elastic jobs with host-loss faults among the others
   bool list = false;  // print the cases, run none
@@ -31,9 +34,11 @@ struct Args {
 };
 
 const char* kUsage =
-    "usage: dlaunch-chaos [--faults N] [--seed S] [--hosts K] [--replay S:I] [--heartbeat-timeout S] [--lines N] [--kind K] [--fault F] [--torch] [--host-loss] [--list] [-v]\n"
+    "usage: dlaunch-chaos [--faults N] [--seed S] [--hosts K] [--replay S:I] [--from I] [--pause-while FILE] [--heartbeat-timeout S] [--lines N] [--kind K] [--fault F] [--torch] [--host-loss] [--list] [-v]\n"
     "  --kind K: only the seed's cases of job kind K (shell restart openmpi mpich rdzv torch tree spare elastic), N of them\n"
     "  --fault F: only the seed's cases of fault F (kill-rank ... partition-half, host-kill ... host-return, as the cases print it), N of them\n"
+    "  --from I: the seed's cases from index I on (a long run in parts; each case line names its index)\n"
+    "  --pause-while FILE: before each case, wait while FILE exists (another benchmark wants the machine quiet)\n"
     "  --host-loss: a third of the cases become spare and elastic jobs with host-loss faults (implied by --kind spare|elastic\n"
     "    and by --fault of a host-loss fault); the other cases stay as they were without it\n";
 
@@ -62,6 +67,8 @@ bool parse(int argc, char** argv, Args& a) {
     bool ok = false;
     if (opt == "--faults") ok = number(v, a.faults) && a.faults > 0;
     else if (opt == "--seed") ok = number(v, a.seed);
+    else if (opt == "--from") ok = number(v, a.from) && a.from >= 0;
+    else if (opt == "--pause-while") ok = !v.empty(), a.pause_while = v;
     else if (opt == "--kind") {
       a.kind = v;
       for (auto j : {JobKind::shell, JobKind::restart, JobKind::openmpi, JobKind::mpich, JobKind::rdzv, JobKind::torch,
@@ -119,16 +126,24 @@ void take_down_on_signal(const dl::cluster::Cluster& cluster) {
 }
 
 // The indices of the cases to run: the replayed one, or the first `faults`
-// (of job kind `kind` and fault `fault` only, when given).
+// from index `from` on (of job kind `kind` and fault `fault` only, when given).
 std::vector<int> cases_to_run(const Args& a) {
   if (a.replay >= 0) return {a.replay};
   std::vector<int> out;
-  for (int i = 0; static_cast<int>(out.size()) < a.faults && i < a.faults * 1000; ++i) {
+  for (int i = a.from; static_cast<int>(out.size()) < a.faults && i < a.from + a.faults * 1000; ++i) {
     const auto k = dl::chaos::make_case(a.seed, i, a.hosts, a.torch, a.host_loss);
     if ((a.kind.empty() || a.kind == dl::chaos::name(k.job)) && (a.fault.empty() || a.fault == dl::chaos::name(k.fault)))
       out.push_back(i);
   }
   return out;
+}
+// Between cases (never during one: a case's timing is its verdict), while
+// `file` exists: a long run shares the machine with benchmarks that need it quiet.
+void wait_while(const std::string& file) {
+  if (file.empty() || ::access(file.c_str(), F_OK) != 0) return;
+  std::printf("# paused while %s exists\n", file.c_str());
+  std::fflush(stdout);
+  while (::access(file.c_str(), F_OK) == 0) std::this_thread::sleep_for(std::chrono::seconds(2));
 }
 }  // namespace
 
@@ -150,6 +165,7 @@ int main(int argc, char** argv) {
     dl::chaos::Tally tally;
     std::vector<std::string> killed_dirs;
     for (int i : cases_to_run(a)) {
+      wait_while(a.pause_while);
       const auto k = dl::chaos::make_case(a.seed, i, a.hosts, a.torch, a.host_loss);
       const auto r = dl::chaos::run_case(cluster, k, a.options, killed_dirs);
       tally.add(r.verdict);

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -25,7 +26,10 @@ std::string cmdline_of(int pid) {
 }
 }  // namespace
 
-std::string bin(const std::string& name) { return std::string(DLAUNCH_BIN_DIR) + "/" + name; }
+std::string bin(const std::string& name) {
+  const char* copy = std::getenv("DLAUNCH_TEST_BIN_DIR");
+  return std::string(copy && *copy ? copy : DLAUNCH_BIN_DIR) + "/" + name;
+}
 
 std::string unique_marker() {
   static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));

@@ -10,7 +10,9 @@
 
 namespace dl::multihost {
 
-// Absolute path of a built binary (DLAUNCH_BIN_DIR/name).
+// Absolute path of a built binary (DLAUNCH_BIN_DIR/name), or of a copy of
+// the build's bin/ named by $DLAUNCH_TEST_BIN_DIR (a long chaos run on a
+// snapshot while the build goes on changing).
 std::string bin(const std::string& name);
 
 // A token unique to this test process and call, to put in rank argv.
