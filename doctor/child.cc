@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <vector>
 
 #include "errors/error.h"
 #include "errors/temp_dirs.h"
@@ -26,6 +27,22 @@ std::string last_lines(const std::string& s, int n) {
   while (!t.empty() && t.front() == '\n') t.erase(0, 1);
   for (auto& c : t)
     if (c == '\n') c = ' ';
+  return t;
+}
+
+std::string verdict_lines(const std::string& s, int n) {
+  std::vector<std::string> said;
+  size_t from = 0;
+  while (from < s.size()) {
+    size_t end = s.find('\n', from);
+    if (end == std::string::npos) end = s.size();
+    if (s.compare(from, 9, "dlaunch: ") == 0) said.push_back(s.substr(from, end - from));
+    from = end + 1;
+  }
+  if (said.empty()) return last_lines(s, n);
+  std::string t;
+  for (size_t i = said.size() > static_cast<size_t>(n) ? said.size() - static_cast<size_t>(n) : 0; i < said.size(); ++i)
+    t += (t.empty() ? "" : " ") + said[i];
   return t;
 }
 

@@ -18,6 +18,12 @@ using machine::run_child;
 
 // The last `n` lines of `s`, joined by spaces: a failed job's last words.
 std::string last_lines(const std::string& s, int n);
+// Why a dlaunch job failed, from its output `s`: its last `n` lines of
+// dlaunch's own ("dlaunch: ..."), its verdict, joined with spaces; where it
+// has none, its last `n` lines (last_lines). Its agents' lines and the
+// ranks' output (a stack an agent printed, a rank's traceback) come before
+// the verdict and say less.
+std::string verdict_lines(const std::string& s, int n);
 
 // The record a job printed last: `out` from its first '{' to its end, or
 // nullopt when there is none or it is not a T (a job that failed early).

@@ -64,7 +64,7 @@ void Doctor::stage_all_reduce() {
   const bool wrong = parsed && j->wrong > 0;
   if (r.status == 124) what += "did not finish within " + job_bound_text(job_bounds());
   else if (wrong) what += "got " + std::to_string(j->wrong) + " wrong elements in all_reduce";
-  else what += "failed with status " + std::to_string(r.status) + ": " + last_lines(r.err.empty() ? r.out : r.err, 2);
+  else what += "failed with status " + std::to_string(r.status) + ": " + verdict_lines(r.err.empty() ? r.out : r.err, 2);
   // A wrong element is wrong anywhere; a job that stalled on a test bed
   // that runs every simulated host's programs on this machine's few cores
   // says so, as a warning: the hosts were not judged.

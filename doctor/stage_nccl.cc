@@ -65,7 +65,7 @@ void Doctor::stage_nccl() {
   std::string what = "an NCCL all_reduce over " + shape + " (" + all + ") ";
   if (r.status == 124) what += "did not finish within " + job_bound_text(job_bounds());
   else if (parsed && j->wrong > 0) what += "got " + std::to_string(j->wrong) + " wrong elements";
-  else what += "failed with status " + std::to_string(r.status) + ": " + last_lines(r.err.empty() ? r.out : r.err, 2);
+  else what += "failed with status " + std::to_string(r.status) + ": " + verdict_lines(r.err.empty() ? r.out : r.err, 2);
   for (auto [h, k] : plan.ranks) report_->set(h, Check::kNccl, Mark::kFail);
   notes.nccl = "failed (below)";
   report_->add({Mark::kFail, Check::kNccl, {}, what,

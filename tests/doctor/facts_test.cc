@@ -11,6 +11,7 @@
 #include <chrono>
 #include <vector>
 
+#include "doctor/child.h"
 #include "doctor/facts.h"
 #include "machine/cpus.h"
 
@@ -123,4 +124,19 @@ TEST_CASE("facts: a program starved of CPU past its bound is not killed for the 
     CHECK(waited >= 0.89);
     CHECK(waited < 10);
   }
+}
+
+TEST_CASE("facts: a failed job's why is dlaunch's own verdict, not the stack or traceback before it", "[doctor]") {
+  const std::string out =
+      "[3] Traceback (most recent call last):\n"
+      "dlaunch-agent on node0007: its threads were at:\n"
+      "#2  0x0000558b10974e2a dl::agent::LoopWatch::watch()\n"
+      "dlaunch: node0007 lost (no heartbeat for 10 s)\n"
+      "#3  0x0000558b10974e2b start_thread\n"
+      "dlaunch: job failed: 1 host lost, no restart asked\n";
+  CHECK(verdict_lines(out, 2) == "dlaunch: node0007 lost (no heartbeat for 10 s) dlaunch: job failed: 1 host lost, no restart asked");
+  CHECK(verdict_lines(out, 1) == "dlaunch: job failed: 1 host lost, no restart asked");
+  // No verdict of dlaunch's (a job that died before it said one): its last lines.
+  CHECK(verdict_lines("one\ntwo\nthree\n", 2) == "two three");
+  CHECK(verdict_lines("", 2).empty());
 }
