@@ -56,13 +56,6 @@ class PeerFan {
 
   // Whether `node` has a live peer beneath.
   bool reaches(int node) const { return via_.count(node) > 0; }
-  // The child `node` is reached through (its index among children()), or
-  // children() when none: calls to nodes of one child are one request and
-  // one reply, however many.
-  size_t child_of(int node) const {
-    auto it = via_.find(node);
-    return it == via_.end() ? children_.size() : it->second;
-  }
   // How many peers this process started and holds (its direct links).
   size_t children() const { return children_.size(); }
 

@@ -38,20 +38,6 @@ std::vector<std::vector<std::pair<int, int>>> Doctor::plan_pairs(size_t hosts) c
 
 void Doctor::measure_pairs(std::vector<PairTest*>& pairs, bool bandwidth) {
   const size_t step = link_parallel_ > 0 ? static_cast<size_t>(link_parallel_) : std::max<size_t>(pairs.size(), 1);
-  if (sim_ && step < pairs.size()) {
-    // The test bed measures a round in batches (its hosts share this
-    // machine's CPUs). A call goes to the tree's child its caller is
-    // beneath, and a child's calls are one request and one reply however
-    // many, so batches of callers beneath one child cost the doctor what a
-    // real cluster's whole round costs (a reply per child), where batches
-    // spread over every child cost a reply, and a wake-up, per pair. A
-    // round's pairs are disjoint, so nothing else changes. Not on real
-    // hosts with --link-parallel: there the tree's children are often racks
-    // (the hostfile's order), and a batch of one rack's callers would share
-    // its uplink.
-    std::stable_sort(pairs.begin(), pairs.end(),
-                     [&](const PairTest* x, const PairTest* y) { return fan_->child_of(x->a) < fan_->child_of(y->a); });
-  }
   const long timeout_ms = static_cast<long>(o_.connect_timeout_s * 1000);
   for (size_t from = 0; from < pairs.size(); from += step) {
     std::vector<std::pair<int, LinkRequest>> calls;
