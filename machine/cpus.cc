@@ -83,10 +83,6 @@ CpuTopology read_cpu_topology(const std::vector<int>& allowed, const std::string
   return t;
 }
 
-}  // namespace dl::machine
-
-namespace dl::machine {
-
 SchedTimes sched_times(const std::string& schedstat) {
   unsigned long long run = 0, wait = 0;  // on a CPU; runnable, waiting for one
   if (std::sscanf(read_text(schedstat).c_str(), "%llu %llu", &run, &wait) != 2) return {};

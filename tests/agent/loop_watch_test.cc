@@ -39,6 +39,23 @@ bool pin_to_cpu0() {
   return ::sched_setaffinity(0, sizeof one, &one) == 0;
 }
 
+// A child spinning for `d` on CPU 0 at real-time priority: every ordinary
+// thread there is runnable but not run meanwhile. Exits 3 where real-time
+// scheduling is not allowed (root or CAP_SYS_NICE).
+pid_t fork_rt_spinner_on_cpu0(std::chrono::milliseconds d) {
+  const pid_t hog = ::fork();
+  if (hog == 0) {
+    sched_param p{};
+    p.sched_priority = 10;
+    if (!pin_to_cpu0() || ::sched_setscheduler(0, SCHED_FIFO, &p) != 0) ::_exit(3);
+    const auto until = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    ::_exit(0);
+  }
+  return hog;
+}
+
 // A child running an idle loop under a 300 ms watch for 2.5 s, writing to
 // fds[1] (closed here); on CPU 0 alone with `on_cpu0` (exit 3 if it cannot).
 pid_t fork_watched_loop(int fds[2], bool on_cpu0) {
@@ -129,16 +146,7 @@ TEST_CASE("loop watch: a loop starved of CPU says for how long it got none", "[a
   std::this_thread::sleep_for(500ms);
   // A real-time spinner on CPU 0 for 0.8 s: every ordinary thread there is
   // runnable but not run (the kernel's real-time throttling leaves them 5%).
-  const pid_t hog = ::fork();
-  if (hog == 0) {
-    sched_param p{};
-    p.sched_priority = 10;
-    if (!pin_to_cpu0() || ::sched_setscheduler(0, SCHED_FIFO, &p) != 0) ::_exit(3);
-    const auto until = std::chrono::steady_clock::now() + 800ms;
-    while (std::chrono::steady_clock::now() < until) {
-    }
-    ::_exit(0);
-  }
+  const pid_t hog = fork_rt_spinner_on_cpu0(800ms);
   int hog_st = 0, loop_st = 0;
   REQUIRE(::waitpid(hog, &hog_st, 0) == hog);
   REQUIRE(::waitpid(loop, &loop_st, 0) == loop);
@@ -197,16 +205,7 @@ TEST_CASE("loop watch: a stall of a loop starved of CPU, seen by a watch that is
     }
     ::close(fds[1]);
     std::this_thread::sleep_for(500ms);
-    const pid_t hog = ::fork();
-    if (hog == 0) {
-      sched_param p{};
-      p.sched_priority = 10;
-      if (!pin_to_cpu0() || ::sched_setscheduler(0, SCHED_FIFO, &p) != 0) ::_exit(3);
-      const auto until = std::chrono::steady_clock::now() + 900ms;
-      while (std::chrono::steady_clock::now() < until) {
-      }
-      ::_exit(0);
-    }
+    const pid_t hog = fork_rt_spinner_on_cpu0(900ms);
     int hog_st = 0, loop_st = 0;
     REQUIRE(::waitpid(hog, &hog_st, 0) == hog);
     REQUIRE(::waitpid(loop, &loop_st, 0) == loop);
