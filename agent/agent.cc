@@ -301,6 +301,9 @@ void Agent::launch(msg::Launch incoming) {
   } watch_tasks{*mpi_};
   // Each rank is started as soon as it is prepared (spawn_all's helpers),
   // while the next ones are prepared here.
+  // A rank's clone returns once it has exec'd: on a busy host, or from a
+  // slow file system, that holds the loop, and the watch says so.
+  const LoopWatch::Waiting starting("this host's ranks to start (each one's exec needs a CPU and its program's files)");
   ranks_.spawn_all(ranks.size(), [&](size_t i) -> RankSupervisor::Prepared {
     const auto& spec = ranks[i];
     auto s = prepare_rank(spec, m, base, given);

@@ -126,6 +126,13 @@ void LoopWatch::watch() {
       lock.lock();
       continue;
     }
+    if (const char* what = waiting_.load()) {
+      say(who_ + ": warning: its event loop has not turned for " + seconds(stalled) + " while it waits for " + what +
+          " (its heartbeats and the ranks' output to the launcher wait meanwhile; its stacks are not read: they "
+          "would show only that wait)\n");
+      lock.lock();
+      continue;
+    }
     // The line first, the stacks once read (a second or so): should the loop
     // turn meanwhile, its "turning again" still comes after this line.
     say(who_ + ": warning: its event loop has not turned for " + seconds(stalled) +

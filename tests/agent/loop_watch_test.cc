@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -116,6 +117,45 @@ TEST_CASE("loop watch: a handler holding the loop up is reported with the stacks
   size_t n = 0;
   for (size_t at = out.find("has not turned"); at != std::string::npos; at = out.find("has not turned", at + 1)) ++n;
   CHECK(n == 1);
+}
+
+TEST_CASE("loop watch: a stall while the loop waits on what it started is said as that wait, without the stacks",
+          "[agent]") {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0);
+  boost::asio::io_context io;
+  {
+    dl::agent::LoopWatch w(io, "dlaunch-agent on testhost", 300ms, fds[1]);
+    boost::asio::steady_timer t(io);
+    t.expires_after(200ms);
+    t.async_wait([](auto) {
+      const dl::agent::LoopWatch::Waiting outer("this host's ranks to start");
+      { const dl::agent::LoopWatch::Waiting inner("something else"); }  // ended: the outer one is back
+      dlaunch_test_hold_the_loop(1500ms);
+    });
+    // Held again, no longer waiting on anything: the stacks are read again.
+    boost::asio::steady_timer t2(io);
+    t2.expires_after(2500ms);
+    t2.async_wait([](auto) { dlaunch_test_hold_the_loop(1000ms); });
+    boost::asio::steady_timer end(io);
+    end.expires_after(5500ms);
+    end.async_wait([&](auto) { io.stop(); });
+    io.run();
+  }
+  ::close(fds[1]);
+  const std::string out = drain(fds[0]);
+  ::close(fds[0]);
+  INFO(out);
+  const size_t waited = out.find(" while it waits for this host's ranks to start (");
+  REQUIRE(waited != std::string::npos);
+  CHECK(out.find("its stacks are not read: they would show only that wait") != std::string::npos);
+  CHECK(out.find("something else") == std::string::npos);
+  // The first stall read no stacks; the second, with nothing waited on, did.
+  const size_t second = out.find("has not turned", waited);
+  REQUIRE(second != std::string::npos);
+  const size_t stacks = std::min(out.find("its threads were at:"), out.find("no eu-stack or gdb here"));
+  REQUIRE(stacks != std::string::npos);
+  CHECK(stacks > second);
 }
 
 TEST_CASE("loop watch: a loop that keeps turning, and a process stopped as a whole, say nothing", "[agent]") {
