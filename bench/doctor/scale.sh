@@ -18,6 +18,7 @@
 #   bench/doctor/scale.sh 1024 --plant slow-link    # one host's link at 20 Mbit/s
 #
 # MODES="quick full" by default (MODES=quick: the per-host checks only).
+# DOCTOR_ARGS="--link-parallel 0": more options for every doctor run.
 #
 # The run is in a network namespace of its own (unshare -n: its own lo), so
 # the planted slow link (htb on that lo, matching the host's address) slows
@@ -77,6 +78,8 @@ found_of() {
 run_mode() {
   local mode=$1 args=() m start done cpu conns tests
   [ "$mode" = quick ] && args+=(--quick)
+  # shellcheck disable=SC2206
+  [ -n "${DOCTOR_ARGS:-}" ] && args+=($DOCTOR_ARGS)
   local env=(DLAUNCH_SIM=1)
   [ "$plant" = bad-path ] && env+=("DLAUNCH_SIM_HOST_ENV=$(name $bad):PATH=/opt/dl-bench/bin:$PATH")
   m=$(env "${env[@]}" "$work/measure" sh -c 'exec "$0" "$@" >"'"$work"'/out" 2>"'"$work"'/err"' \
