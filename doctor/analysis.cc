@@ -383,6 +383,16 @@ std::string machine_limit_text(int hosts, unsigned cores) {
          " a core: this machine's limit, not a host's";
 }
 
+std::vector<int> all_reduce_hosts(const std::vector<int>& hosts, bool sim, unsigned cores) {
+  const int n = static_cast<int>(hosts.size());
+  if (!machine_limit(sim, n, cores)) return hosts;
+  const long most = kMachineHostsPerCore * static_cast<long>(std::max(1u, cores));
+  const size_t step = static_cast<size_t>((n + most - 1) / most);
+  std::vector<int> out;
+  for (size_t i = 0; i < hosts.size(); i += step) out.push_back(hosts[i]);
+  return out;
+}
+
 std::string size_text(size_t bytes) {
   if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MB";
   if (bytes >= 1024) return std::to_string(bytes / 1024) + " kB";

@@ -224,6 +224,13 @@ inline constexpr int kMachineHostsPerCore = 128;
 bool machine_limit(bool sim, int hosts, unsigned cores);
 std::string machine_limit_text(int hosts, unsigned cores);
 
+// The hosts stage 6's job runs on: all of `hosts`, but on a test bed past
+// machine_limit an even spread that it can run (every k-th, the first
+// included: hosts of every subtree of the launch tree), so the stage
+// still sends a job through the launcher, the tree, the store and the
+// collectives, where one over all of them could only time out.
+std::vector<int> all_reduce_hosts(const std::vector<int>& hosts, bool sim, unsigned cores);
+
 // "1.5 GB/s", "850 MB/s", "12.0 ms", "35 us": short forms for the table.
 std::string human_rate(double Bps);
 std::string human_us(double us);

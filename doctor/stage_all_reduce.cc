@@ -38,8 +38,17 @@ ChildResult Doctor::run_job(const std::vector<std::pair<int, int>>& slots, const
 }
 
 void Doctor::stage_all_reduce() {
-  const std::vector<int> hosts = alive();
-  if (hosts.size() < 2) return;
+  const std::vector<int> passed = alive();
+  if (passed.size() < 2) return;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::vector<int> hosts = all_reduce_hosts(passed, sim_, cores);
+  // "over 256 of the 1024 hosts (one in 4: ...)" where the test bed could not run them all.
+  const std::string of = hosts.size() == passed.size()
+                             ? std::to_string(hosts.size()) + " hosts"
+                             : std::to_string(hosts.size()) + " of the " + std::to_string(passed.size()) + " hosts (one in " +
+                                   std::to_string((passed.size() + hosts.size() - 1) / hosts.size()) +
+                                   ": the test bed runs a job over at most " + std::to_string(kMachineHostsPerCore) +
+                                   " simulated hosts a core, and this machine has " + std::to_string(cores) + ")";
   progress("all_reduce over " + std::to_string(hosts.size()) + " hosts");
   std::vector<std::pair<int, int>> slots;
   for (int h : hosts) slots.emplace_back(h, 1);
@@ -55,7 +64,7 @@ void Doctor::stage_all_reduce() {
   if (r.status == 0 && parsed && j->wrong == 0) {
     const double busbw = j->rows[0].out_of_place.busbw * 1e9;
     for (int h : hosts) report_->set(h, Check::kAllReduce, Mark::kOk, human_rate(busbw));
-    report_->notes().all_reduce = size + " float32 sum over " + std::to_string(hosts.size()) + " hosts, busbw " +
+    report_->notes().all_reduce = size + " float32 sum over " + of + ", busbw " +
                                   human_rate(busbw) + ", every element right";
     report_->notes().busbw_Bps = busbw;
     return;
@@ -68,7 +77,6 @@ void Doctor::stage_all_reduce() {
   // A wrong element is wrong anywhere; a job that stalled on a test bed
   // that runs every simulated host's programs on this machine's few cores
   // says so, as a warning: the hosts were not judged.
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const bool machine = !wrong && machine_limit(sim_, n, cores);
   if (machine) what += machine_limit_text(n, cores);
   const Mark mark = machine ? Mark::kWarn : Mark::kFail;
