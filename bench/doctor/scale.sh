@@ -18,7 +18,7 @@
 #   bench/doctor/scale.sh 1024 --plant slow-link    # one host's link at 20 Mbit/s
 #
 # MODES="quick full" by default (MODES=quick: the per-host checks only).
-# DOCTOR_ARGS="--link-parallel 0": more options for every doctor run.
+# DOCTOR_ARGS="--link-parallel 0": more options for every doctor run (the anchor's too).
 #
 # The run is in a network namespace of its own (unshare -n: its own lo), so
 # the planted slow link (htb on that lo, matching the host's address) slows
@@ -137,7 +137,7 @@ CHECK
   t0=$(date +%s.%N)
   inh0 "PDSH_SSH_ARGS_APPEND='-F $dir/ssh_config' pdsh -R ssh -f 32 -w ^$dir/names sh $dir/check.sh 2>&1 | dshbak -c >$dir/pdsh.out" || true
   t1=$(date +%s.%N); pdsh_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
-  local doctor="PATH='$path' $bin/dlaunch doctor --hostfile $dir/hostfile --ssh-config $dir/ssh_config --fanout 32 --link-factor 5"
+  local doctor="PATH='$path' $bin/dlaunch doctor --hostfile $dir/hostfile --ssh-config $dir/ssh_config --fanout 32 --link-factor 5 ${DOCTOR_ARGS:-}"
   t0=$(date +%s.%N); inh0 "$doctor --quick >$dir/quick.out 2>&1" || true; t1=$(date +%s.%N)
   quick_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
   local slow=$((n / 2))
