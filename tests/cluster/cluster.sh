@@ -206,6 +206,24 @@ EOF
   for ((i = 0; i < HOSTS; i++)); do echo "$(addr_of "h$i") slots=2"; done >"$DIR/hostfile"
 }
 
+# The kernel's ARP table is one for every network namespace: its limits
+# (net.ipv4.neigh.default.gc_thresh2 and 3: 512 and 1,024 by default) count
+# all namespaces' entries together, where real hosts each have a table of
+# their own. A cluster of n hosts that all reach each other needs up to n*n;
+# past the limit the kernel refuses new entries ("neighbor table overflow!"
+# in dmesg) and first connections time out: at 250 hosts the doctor's
+# network stage failed for nearly every host. Raised for big clusters, never
+# lowered (other clusters may be up).
+room_for_neighbours() {
+  local n=$1 k cur want
+  [ "$n" -ge 32 ] || return 0
+  for k in 3 2; do
+    want=$(( k == 3 ? n * n + 1024 : (n * n + 1024) / 2 ))
+    cur=$(sysctl -n "net.ipv4.neigh.default.gc_thresh$k" 2>/dev/null) || return 0
+    [ "$cur" -ge "$want" ] || sysctl -qw "net.ipv4.neigh.default.gc_thresh$k=$want" || true
+  done
+}
+
 # The owner is named, never guessed: cluster.sh's own parent may be a
 # subshell or a runner's one-command shell that exits at once, and its
 # cluster would then be reaped mid-test by anyone's next 'up'.
@@ -224,6 +242,7 @@ cmd_up() {
   require_root; probe_netns
   [ -d "/proc/$owner" ] || die 2 "--owner $owner is not a running process"
   cmd_reap >/dev/null 2>&1
+  room_for_neighbours "$hosts"
   ID=$(alloc_id) || exit 1
   DIR="$ROOT/$ID"; HOSTS=$hosts
   NET="10.$((200 + ID / 256)).$((ID % 256))"
