@@ -377,12 +377,6 @@ bool machine_limit(bool sim, int hosts, unsigned cores) {
   return sim && hosts > kMachineHostsPerCore * static_cast<long>(std::max(1u, cores));
 }
 
-std::string machine_limit_text(int hosts, unsigned cores) {
-  return ", on the test bed: its " + std::to_string(hosts) + " simulated hosts share this machine's " + std::to_string(cores) +
-         (cores == 1 ? " core" : " cores") + ", more than " + std::to_string(kMachineHostsPerCore) +
-         " a core: this machine's limit, not a host's";
-}
-
 std::vector<int> all_reduce_hosts(const std::vector<int>& hosts, bool sim, unsigned cores) {
   const int n = static_cast<int>(hosts.size());
   if (!machine_limit(sim, n, cores)) return hosts;

@@ -211,18 +211,14 @@ JobBounds job_bounds(double peers_start_s);
 // the ranks: this run's peers took 40 s to start, each start is given twice
 // that)": the bound a job ran past, and why it is what it is.
 std::string job_bound_text(const JobBounds& b);
-// Whether a stage-6 job that failed (not by a wrong element) is this
-// machine's limit rather than a host's: on the test bed (`sim`), whose
-// simulated hosts all run on this machine, with more than
-// kMachineHostsPerCore of them a core. 256 simulated hosts on 2 cores passed
-// stage 6 in every run here; 1,024 failed it in every run (each agent's
-// event loop stalls for seconds at a load of 200 and more, and the job
-// loses agents to its heartbeat bound or to --agent-timeout). Said as a
-// warning: ", on the test bed: its 1023 simulated hosts share this
-// machine's 2 cores, more than 128 a core: this machine's limit, not a host's".
+// Whether a stage-6 job over `hosts` is past what this machine can run: on
+// the test bed (`sim`), whose simulated hosts all run on this machine, more
+// than kMachineHostsPerCore of them a core. 256 simulated hosts on 2 cores
+// passed stage 6 in every run here; 1,024 failed it in every run (each
+// agent's event loop stalls for seconds at a load of 200 and more, and the
+// job loses agents to its heartbeat bound or to --agent-timeout).
 inline constexpr int kMachineHostsPerCore = 128;
 bool machine_limit(bool sim, int hosts, unsigned cores);
-std::string machine_limit_text(int hosts, unsigned cores);
 
 // The hosts stage 6's job runs on: all of `hosts`, but on a test bed past
 // machine_limit an even spread that it can run (every k-th, the first

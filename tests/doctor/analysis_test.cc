@@ -214,7 +214,7 @@ TEST_CASE("stage 6 runs on every host, or on a test bed past its limit on an eve
   CHECK(all_reduce_hosts(few, true, 2) == few);
 }
 
-TEST_CASE("a stage-6 job that failed is this machine's limit only on a test bed of more than 128 simulated hosts a core", "[doctor]") {
+TEST_CASE("a stage-6 job is past this machine only on a test bed of more than 128 simulated hosts a core", "[doctor]") {
   CHECK_FALSE(machine_limit(false, 1024, 2));  // hosts of their own: a host's problem, however many
   CHECK_FALSE(machine_limit(true, 40, 2));     // a test bed this machine runs easily: its failure is a finding
   CHECK_FALSE(machine_limit(true, 256, 2));
@@ -222,8 +222,4 @@ TEST_CASE("a stage-6 job that failed is this machine's limit only on a test bed 
   CHECK(machine_limit(true, 1023, 2));
   CHECK_FALSE(machine_limit(true, 1023, 8));
   CHECK(machine_limit(true, 200, 0));  // no core count known: one
-  CHECK(machine_limit_text(1023, 2) ==
-        ", on the test bed: its 1023 simulated hosts share this machine's 2 cores, more than 128 a core: "
-        "this machine's limit, not a host's");
-  CHECK(machine_limit_text(300, 1).find("this machine's 1 core,") != std::string::npos);
 }
