@@ -187,6 +187,12 @@ asio::generic::stream_protocol::socket Agent::control_socket() {
 
 void Agent::on_frame(wire::Frame& f) {
   if (done_) return;
+  // While this host's ranks are being started off this thread
+  // (RankSupervisor::spawn_all), what the launcher sends this agent waits,
+  // in order, until they are supervised (a kill, a signal or a restart
+  // must reach every one of them); what goes to the agents beneath passes
+  // at once.
+  if (ranks_.spawning() && f.type != control::kRouted) return deferred_.push_back(f);
   if (f.type == wire::kJson) {
     try {
       return on_message(control::decode_from_launcher(f.payload));
@@ -292,29 +298,40 @@ void Agent::launch(msg::Launch incoming) {
   if (ranks.size() >= 8) reserve_spawn_slots(1 + 4);
   const RankEnvBase base = rank_env_base(std::move(inherited), m.env);
   const Contributors given = contributors(*mpi_task_);
-  // The ranks' MPI sockets are watched once they are all started (also when
-  // preparing one threw): the sockets of ranks that ended meanwhile are
-  // closed without entering the loop's epoll set (mpi/pmi/pmi_service.h).
-  struct WatchTasks {
-    MpiSide& mpi;
-    ~WatchTasks() { mpi.tasks_started(); }
-  } watch_tasks{*mpi_};
-  // Each rank is started as soon as it is prepared (spawn_all's helpers),
-  // while the next ones are prepared here.
-  // A rank's clone returns once it has exec'd: on a busy host, or from a
-  // slow file system, that holds the loop, and the watch says so.
+  // Each rank is started as soon as it is prepared (spawn_all's threads),
+  // while the next ones are prepared here. A few ranks are started from this
+  // thread, and a rank's clone returns once it has exec'd: on a busy host,
+  // or from a slow file system, that holds the loop, and the watch says so.
   const LoopWatch::Waiting starting("this host's ranks to start (each one's exec needs a CPU and its program's files)");
-  ranks_.spawn_all(ranks.size(), [&](size_t i) -> RankSupervisor::Prepared {
-    const auto& spec = ranks[i];
-    auto s = prepare_rank(spec, m, base, given);
-    if (!s) return std::nullopt;
-    return std::make_pair(spec.rank, std::move(*s));
-  });
-  // Once the ranks are on their way: its thread's start is not on the path
-  // of a job's start (docs/benchmarks.md, "Measurements behind the design").
-  if (!loop_watch_)
-    if (const auto stall = LoopWatch::threshold_from_env(); stall.count() > 0)
-      loop_watch_ = std::make_unique<LoopWatch>(io_, "dlaunch-agent on " + wire::host_name(), stall);
+  ranks_.spawn_all(
+      ranks.size(),
+      [&](size_t i) -> RankSupervisor::Prepared {
+        const auto& spec = ranks[i];
+        auto s = prepare_rank(spec, m, base, given);
+        if (!s) return std::nullopt;
+        return std::make_pair(spec.rank, std::move(*s));
+      },
+      [this] {
+        // The ranks' MPI sockets are watched once they are all started (also
+        // when preparing one threw): the sockets of ranks that ended meanwhile
+        // are closed without entering the loop's epoll set (mpi/pmi/pmi_service.h).
+        mpi_->tasks_started();
+        // Once the ranks are on their way: its thread's start is not on the path
+        // of a job's start (docs/benchmarks.md, "Measurements behind the design").
+        if (!loop_watch_)
+          if (const auto stall = LoopWatch::threshold_from_env(); stall.count() > 0)
+            loop_watch_ = std::make_unique<LoopWatch>(io_, "dlaunch-agent on " + wire::host_name(), stall);
+        // What came meanwhile, posted: not inside the launch's own call.
+        if (!deferred_.empty()) asio::post(io_, [this] { replay_deferred(); });
+      });
+}
+
+void Agent::replay_deferred() {
+  while (!deferred_.empty() && !ranks_.spawning() && !done_) {
+    wire::Frame f = std::move(deferred_.front());
+    deferred_.pop_front();
+    on_frame(f);
+  }
 }
 
 // A failed rank's exit report gains what torch's @record wrote to its error

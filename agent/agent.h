@@ -12,9 +12,11 @@
 // (mpi/mpi_side.h), to which it hands every MPI message and which is each
 // rank's first contributor.
 //
-// Threading: everything runs on one io_context thread.
+// Threading: everything runs on one io_context thread (a launch's clones
+// aside: RankSupervisor::spawn_all).
 #include <boost/asio.hpp>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <thread>
 #include <map>
@@ -61,6 +63,8 @@ class Agent {
  private:
   asio::generic::stream_protocol::socket control_socket();
   void on_frame(wire::Frame& f);
+  // The frames that came while the ranks were being started, in order.
+  void replay_deferred();
   void on_message(control::FromLauncher m);
   void launch(control::msg::Launch m);
   bool start_mpi(const control::msg::Launch& m);
@@ -119,6 +123,7 @@ class Agent {
   std::map<std::tuple<std::string, std::string, std::string>, Resolved> resolved_;
   // The working directories checked for this launch: why each cannot be used, or "".
   std::map<std::string, std::string> wdirs_;
+  std::deque<wire::Frame> deferred_;  // from the launcher while spawning (on_frame)
   std::optional<int> restart_;  // --max-restarts: the attempt to answer `ready` for, once every rank is reported
   bool bye_ = false, done_ = false;
   int exit_code_ = 0;

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -90,6 +91,28 @@ void LoopWatch::tick() {
   });
 }
 
+namespace {
+// Whether thread `tid` of this process is blocked in epoll_wait: an event
+// loop waiting for its events (/proc/self/task/TID/syscall: the number of
+// the system call it is blocked in).
+bool in_epoll_wait(int tid) {
+  if (!tid) return false;
+  FILE* f = std::fopen(("/proc/self/task/" + std::to_string(tid) + "/syscall").c_str(), "re");
+  if (!f) return false;
+  long nr = -1;
+  const bool read = std::fscanf(f, "%ld", &nr) == 1;
+  std::fclose(f);
+  if (!read) return false;  // "running"
+#ifdef SYS_epoll_wait
+  if (nr == SYS_epoll_wait) return true;
+#endif
+#ifdef SYS_epoll_pwait2
+  if (nr == SYS_epoll_pwait2) return true;
+#endif
+  return nr == SYS_epoll_pwait;
+}
+}  // namespace
+
 int64_t LoopWatch::starved_ns(int64_t stalled) const {
   const int tid = loop_tid_;
   const int64_t wait0 = loop_wait_ns_, cpu0 = loop_cpu_ns_;
@@ -130,6 +153,18 @@ void LoopWatch::watch() {
       say(who_ + ": warning: its event loop has not turned for " + seconds(stalled) + " while it waits for " + what +
           " (its heartbeats and the ranks' output to the launcher wait meanwhile; its stacks are not read: they "
           "would show only that wait)\n");
+      lock.lock();
+      continue;
+    }
+    // A loop blocked in epoll_wait past its own timer is not held by a
+    // handler of ours: its wake came late (the host's CPUs or its hypervisor
+    // held it). Its stacks would show only that wait, and on a host starved
+    // that way a debugger per agent takes more of what it lacks.
+    if (in_epoll_wait(loop_tid_)) {
+      say(who_ + ": warning: its event loop has not turned for " + seconds(stalled) +
+          " though it is waiting for events (in epoll_wait), its timer due long ago: its wake came late, this host's "
+          "CPUs are taken (its heartbeats and the ranks' output to the launcher wait meanwhile; its stacks are not read: "
+          "they would show only that wait)\n");
       lock.lock();
       continue;
     }

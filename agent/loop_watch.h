@@ -21,8 +21,12 @@
 // So is a stall while the loop's thread waits, by design, on processes it
 // started (LoopWatch::Waiting: the clone of a rank returns once the rank has
 // exec'd, and a starved or slow exec holds the loop): its stacks would show
-// only that wait. On a test bed of 1,024 agents on 2 CPUs, a restart's
-// stalled agents each ran a debugger, a tenth of the CPU of the restart.
+// only that wait. So is a stall while the loop's thread is blocked in
+// epoll_wait, its timer due long ago: the loop waits for events, as it
+// should, and was woken late (a host, or a hypervisor, whose CPUs are
+// taken). On a test bed of 1,024 agents on 2 CPUs, a restart's stalled
+// agents each ran a debugger, a tenth of the CPU of the restart; on a slower
+// one, 165 debuggers of loops idle in epoll_wait ran during a launch.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>

@@ -66,6 +66,14 @@ wire::HelperPool& spawn_helpers() {
   static wire::HelperPool* helpers = new wire::HelperPool(kMaxSpawnThreads - 1);  // leaked: its threads outlive every destructor
   return *helpers;
 }
+
+// The thread that takes a batch off the agent's: share 0 of spawn_helpers()'
+// run, then the hand back. It clones ranks too, so it lives as long as the
+// agent, as the helpers do.
+wire::HelperPool& spawn_coordinator() {
+  static wire::HelperPool* coordinator = new wire::HelperPool(1);  // leaked, as spawn_helpers()
+  return *coordinator;
+}
 }  // namespace
 
 struct RankSupervisor::Rank {
@@ -96,6 +104,58 @@ struct RankSupervisor::Rank {
   asio::steady_timer drain;
 };
 
+// One spawn_all: the ranks' specs as they are prepared (items[0 .. ready)),
+// and what starting each gave. The preparing thread writes an item before
+// `ready` passes it; each starting thread writes only the elements of the
+// items it took (`next`); the agent's thread reads them all once the
+// starting threads are done (after a join, or a post from the last).
+struct RankSupervisor::Batch {
+  explicit Batch(size_t n) : items(n), spawned(n), errors(n) {}
+  std::vector<Prepared> items;
+  std::vector<Spawned> spawned;
+  std::vector<std::string> errors;
+  std::exception_ptr failed;  // prepare threw: the rest are not prepared
+  std::mutex mu;
+  std::condition_variable more;
+  size_t ready = 0;  // (under mu)
+  std::atomic<size_t> next{0};
+
+  void publish(size_t upto) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ready = upto;
+    }
+    more.notify_all();
+  }
+  void prepare_all(const std::function<Prepared(size_t)>& prepare) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      try {
+        items[i] = prepare(i);
+      } catch (...) {
+        failed = std::current_exception();
+        return publish(items.size());  // items[i..] stay empty: nothing waits for them
+      }
+      publish(i + 1);
+    }
+  }
+  // Starts the ranks in the order they were prepared, each by whichever
+  // thread takes it next, waiting for the preparing where it is behind.
+  void start_ready() {
+    for (size_t i; (i = next.fetch_add(1)) < items.size();) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        more.wait(lock, [&] { return ready > i; });
+      }
+      if (!items[i]) continue;
+      try {
+        spawned[i] = spawn_rank(items[i]->second);
+      } catch (const Error& e) {
+        errors[i] = e.what();
+      }
+    }
+  }
+};
+
 RankSupervisor::RankSupervisor(asio::io_context& io, Hooks hooks)
     : io_(io), hooks_(std::move(hooks)), sigchld_(io, SIGCHLD), kill_timer_(io), clean_timer_(io) {
   sigchld_.async_wait([this](auto ec, int) { if (!ec) reap(); });
@@ -121,69 +181,56 @@ void RankSupervisor::get_ready_for(size_t n) {
   if (n < kParallelFrom) return;
   // The spawn slots first, so that they are the lowest free descriptors.
   reserve_spawn_slots(static_cast<int>(kMaxSpawnThreads) + 1);
+  if (spawn_shares(n) > 1) spawn_coordinator().prestart(1);
   spawn_helpers().prestart(spawn_shares(n) - 1);
 }
 
-void RankSupervisor::spawn_all(size_t n, const std::function<Prepared(size_t)>& prepare) {
-  std::vector<Prepared> items(n);
-  std::vector<Spawned> spawned(n);
-  std::vector<std::string> errors(n);
-  auto start = [&](size_t i) {
-    if (!items[i]) return;
-    try {
-      spawned[i] = spawn_rank(items[i]->second);
-    } catch (const Error& e) {
-      errors[i] = e.what();
-    }
-  };
+void RankSupervisor::spawn_all(size_t n, const std::function<Prepared(size_t)>& prepare, std::function<void()> started) {
+  auto batch = std::make_shared<Batch>(n);
   const size_t shares = spawn_shares(n);
-  // Ranks are started in the order they were prepared, each by whichever
-  // thread takes it next; a helper that is ahead of this thread's preparing
-  // waits for it (with one share this thread prepares them all, then starts
-  // them). Threads share nothing but the vectors' distinct elements (an
-  // element is written before `ready` passes it); spawn_rank's child stack
-  // and pty modes are per thread. (Handing each rank back to the io_context
-  // as it started, so that this thread handled the first ranks' ends while
-  // the last ones started, measured no faster (docs/benchmarks.md): that work then
-  // took CPU from the starts. Not done.)
-  std::exception_ptr failed;  // prepare threw: the rest are not started, and it is rethrown below
-  std::mutex mu;
-  std::condition_variable more;
-  size_t ready = 0;             // items[0 .. ready) are prepared (under mu)
-  std::atomic<size_t> next{0};  // the next rank to start
-  auto work = [&](size_t share) {
-    if (share == 0) {
-      for (size_t i = 0; i < n; ++i) {
-        try {
-          items[i] = prepare(i);
-        } catch (...) {
-          failed = std::current_exception();
-          i = n - 1;  // items[i..] stay empty: nothing waits for them
-        }
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          ready = i + 1;
-        }
-        more.notify_all();
-      }
+  wire::HelperPool& coordinator = spawn_coordinator();
+  if (shares > 1) coordinator.prestart(1);
+  if (shares == 1 || coordinator.helpers() == 0) {
+    // Here, and joined: this thread prepares them all, then starts its share.
+    // (Handing each rank back to the io_context as it started, so that this
+    // thread handled the first ranks' ends while the last ones started,
+    // measured no faster (docs/benchmarks.md): that work then took CPU from
+    // the starts. Not done.)
+    if (shares == 1) {
+      batch->prepare_all(prepare);
+      batch->start_ready();
+    } else {
+      spawn_helpers().run(shares, [&](size_t share) {
+        if (share == 0) batch->prepare_all(prepare);
+        batch->start_ready();
+      });
     }
-    for (size_t i; (i = next.fetch_add(1)) < n;) {
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        more.wait(lock, [&] { return ready > i; });
-      }
-      start(i);
-    }
-  };
-  if (shares == 1) work(0);
-  else spawn_helpers().run(shares, work);
-  // What was started is supervised, even when the preparing failed.
-  for (size_t i = 0; i < n; ++i) {
-    if (!items[i]) continue;
-    if (!errors[i].empty()) refuse(items[i]->first, 1, errors[i]);
-    else adopt(items[i]->first, std::move(spawned[i]));
+    adopt_batch(*batch, started);
+    if (batch->failed) std::rethrow_exception(batch->failed);
+    return;
   }
-  if (failed) std::rethrow_exception(failed);
+  spawning_ = true;
+  coordinator.post([this, batch, shares, started = std::move(started)] {
+    spawn_helpers().run(shares, [&](size_t) { batch->start_ready(); });
+    asio::post(io_, [this, batch, started] { adopt_batch(*batch, started); });
+  });
+  batch->prepare_all(prepare);
+  if (batch->failed) std::rethrow_exception(batch->failed);  // (the ranks prepared are started and adopted all the same)
+}
+
+void RankSupervisor::adopt_batch(Batch& b, const std::function<void()>& started) {
+  spawning_ = false;
+  // What was started is supervised, even when the preparing failed.
+  for (size_t i = 0; i < b.items.size(); ++i) {
+    if (!b.items[i]) continue;
+    if (!b.errors[i].empty()) refuse(b.items[i]->first, 1, b.errors[i]);
+    else adopt(b.items[i]->first, std::move(b.spawned[i]));
+  }
+  if (reap_pending_) {
+    reap_pending_ = false;
+    reap_children();
+  }
+  if (started) started();
 }
 
 void RankSupervisor::adopt(int rank, Spawned sp) {
@@ -195,6 +242,7 @@ void RankSupervisor::adopt(int rank, Spawned sp) {
                  "(set PYTHONUNBUFFERED=1, or flush)\n";
   }
   r->pid = sp.pid;
+  if (kill_on_adopt_ && sp.pid > 0) ::kill(-sp.pid, SIGKILL);
   r->out_pty = sp.out_is_pty;
   r->unwatched[0] = sp.out_fd, r->unwatched[1] = sp.err_fd;
   // Read by drain_output's own read(2), which must not block.
@@ -324,6 +372,12 @@ void RankSupervisor::stdin_eof(int rank) {
 }
 
 void RankSupervisor::reap() {
+  if (spawning_) reap_pending_ = true;
+  else reap_children();
+  sigchld_.async_wait([this](auto ec, int) { if (!ec) reap(); });
+}
+
+void RankSupervisor::reap_children() {
   int st = 0;
   pid_t pid;
   while ((pid = ::waitpid(-1, &st, WNOHANG)) > 0) {
@@ -346,7 +400,6 @@ void RankSupervisor::reap() {
     }
     if (!rank_pid && hooks_.other_child) hooks_.other_child(pid);
   }
-  sigchld_.async_wait([this](auto ec, int) { if (!ec) reap(); });
 }
 
 // Gives up waiting for the end of a rank's output kDrainAfterExit after it
@@ -429,6 +482,7 @@ void RankSupervisor::teardown(milliseconds grace) {
 }
 
 void RankSupervisor::kill_all() {
+  kill_on_adopt_ = kill_on_adopt_ || spawning_;  // the batch's ranks, once they are ours
   for (auto& [rank, r] : ranks_)
     if (r->pid > 0) ::kill(-r->pid, SIGKILL);
 }
@@ -450,6 +504,7 @@ void RankSupervisor::forget_reported() {
 }
 
 bool RankSupervisor::all_reported() const {
+  if (spawning_) return false;
   for (auto& [rank, r] : ranks_)
     if (!r->reported) return false;
   return true;
@@ -463,6 +518,7 @@ std::vector<StackTarget> RankSupervisor::targets() const {
 }
 
 bool RankSupervisor::any_running() const {
+  if (spawning_) return true;
   for (auto& [rank, r] : ranks_)
     if (r->pid > 0 && !r->status) return true;
   return false;

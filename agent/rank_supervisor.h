@@ -4,7 +4,8 @@
 // output. It knows nothing of sockets: what it has to say goes out through
 // its hooks, and it pauses output reads while the link is congested.
 //
-// Threading: everything on the io_context's thread.
+// Threading: everything on the io_context's thread, but spawn_all's clones
+// (its own threads, handed back to the io_context's).
 #include <array>
 #include <boost/asio.hpp>
 #include <chrono>
@@ -45,14 +46,26 @@ class RankSupervisor {
   // on this thread for i = 0 .. n-1 in turn, gives the i-th rank and its
   // spec, or nullopt for a rank it refused itself. From 8 ranks on a machine
   // with 2 or more CPUs the clones are made from up to 4 threads (one per 4
-  // ranks, no more than the CPUs): each clone holds its thread until the
-  // child has exec'd (CLONE_VFORK), so from one thread the ranks started
-  // strictly in turn while the other cores sat idle. The helpers start each
-  // rank as soon as it is prepared, while this thread prepares the next
-  // ones and then joins them (docs/design.md, "Ranks are started from
-  // several threads"). A rank that cannot be started is refused (code 1, why).
+  // ranks, no more than the CPUs), none of them this one: each clone holds
+  // its thread until the child has exec'd (CLONE_VFORK), and a host whose
+  // CPUs are taken holds it for seconds, so the loop's heartbeats, and the
+  // frames it relays for the agents beneath, would wait as long. The
+  // threads start each rank as soon as it is prepared, while this thread
+  // prepares the next ones, then returns to its loop; once every rank is
+  // started they are adopted on this thread and `started` runs there
+  // (docs/design.md, "Ranks are started from several threads"). Fewer
+  // ranks, or no thread to be had, start here before this returns, and
+  // `started` runs before it does. Until `started` has run, spawning() is
+  // true and ended children are reaped no more (a rank not adopted yet
+  // would be taken for another child). A rank that cannot be started is
+  // refused (code 1, why). An exception of `prepare` stops the preparing and
+  // is rethrown once the batch is adopted (here) or handed off; what was
+  // prepared is started and supervised all the same.
   using Prepared = std::optional<std::pair<int, SpawnSpec>>;
-  void spawn_all(size_t n, const std::function<Prepared(size_t)>& prepare);
+  void spawn_all(size_t n, const std::function<Prepared(size_t)>& prepare, std::function<void()> started = {});
+  // A batch of spawn_all is being started off this thread: its ranks are not
+  // supervised yet.
+  bool spawning() const { return spawning_; }
   // Before a launch of about `n` ranks arrives (a forked local agent waiting
   // for its command line, remote/early_agent.h): the descriptor table, spawn
   // slots and helper threads spawn_all would set up then, set up now. A
@@ -67,20 +80,26 @@ class RankSupervisor {
   void signal_all(int sig);
   // SIGTERM now, SIGKILL after `grace`.
   void teardown(std::chrono::milliseconds grace);
-  // SIGKILL to every rank's group, reported or not (stragglers included).
+  // SIGKILL to every rank's group, reported or not (stragglers included),
+  // and to a batch's being started as they are adopted.
   void kill_all();
   // The link drained: resume the output reads it paused.
   void resume_output();
   // --max-restarts: every rank was reported; forget them so that the next
   // launch starts afresh (the same rank numbers). REQUIRES all_reported().
   void forget_reported();
-  bool all_reported() const;
+  bool all_reported() const;  // (false while spawning)
   // Every rank spawned, by rank: its pid and whether it still runs.
   std::vector<StackTarget> targets() const;
   bool any_running() const;
 
  private:
   struct Rank;
+  struct Batch;
+  // Every rank of a spawn_all batch started: each adopted (or refused), the
+  // children that ended meanwhile reaped, `started` run, `prepare`'s
+  // exception left to the caller.
+  void adopt_batch(Batch& b, const std::function<void()>& started);
   // Takes a started rank under supervision and reports it started.
   void adopt(int rank, Spawned sp);
   void read_output(Rank& r, int stream);
@@ -89,7 +108,8 @@ class RankSupervisor {
   void drain_output(Rank& r, int stream);
   void end_output(Rank& r, int stream);
   void write_stdin(Rank& r);
-  void reap();
+  void reap();  // on SIGCHLD: reap_children() (after the batch, while spawning), then wait again
+  void reap_children();
   void arm_drain(Rank& r);
   void maybe_report(Rank& r);
   // Clean exits wait for the host's other ranks (at most kCleanExitHold),
@@ -109,6 +129,9 @@ class RankSupervisor {
   boost::asio::steady_timer kill_timer_;
   std::vector<Rank*> clean_;               // ended cleanly, not reported yet
   boost::asio::steady_timer clean_timer_;  // sends clean_
+  bool spawning_ = false;      // a spawn_all batch is being started off this thread
+  bool reap_pending_ = false;  // a SIGCHLD came meanwhile
+  bool kill_on_adopt_ = false;  // kill_all() came meanwhile: the batch's ranks are killed as they are adopted
 };
 
 }  // namespace dl::agent

@@ -107,15 +107,14 @@ RouteAnswer own_answer(int node, const std::string& line, PeerState& st) {
     reply = wire::encode_record(ErrorReply{e.what()});
   }
   if (auto error = wire::check_object(reply, {"a reply"}, "error")) return {{node}, "", st.name + ": " + *error};
-  return {{node}, reply, ""};
+  return {{node}, std::move(reply), ""};
 }
 
-RouteReply route(const RouteRequest& req, int self, PeerState& st) {
+RouteReply route(RouteRequest below, int self, PeerState& st) {
   // This peer's own request runs here, beside the children's.
-  RouteRequest below = req;
   std::string own;
-  std::erase_if(below.calls, [&](const RouteCall& c) { return c.node == self && (own = c.line, true); });
-  if (std::erase(below.nodes, self)) own = req.every;
+  std::erase_if(below.calls, [&](RouteCall& c) { return c.node == self && (own = std::move(c.line), true); });
+  if (std::erase(below.nodes, self)) own = below.every;
   const bool relays = st.fan && (!below.calls.empty() || !below.nodes.empty());
   std::vector<RouteAnswer> answers;
   if (!relays) {  // a leaf, or nothing beneath this time: no thread to make
@@ -124,7 +123,7 @@ RouteReply route(const RouteRequest& req, int self, PeerState& st) {
   }
   std::future<RouteAnswer> mine;
   if (!own.empty()) mine = std::async(std::launch::async, [&] { return own_answer(self, own, st); });
-  answers = st.fan->route(below);
+  answers = st.fan->route(std::move(below));
   if (mine.valid()) answers.push_back(mine.get());
   return {merge_answers(std::move(answers))};
 }

@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 
 #include "doctor/analysis.h"
 #include "doctor/peer_start.h"
@@ -105,17 +106,37 @@ std::vector<NodeError> PeerFan::start(std::vector<TreeNode> below, const StartHo
 }
 
 std::vector<RouteAnswer> merge_answers(std::vector<RouteAnswer> answers) {
-  std::map<std::pair<std::string, std::string>, size_t> at;
+  // Grouped by views of the answers' own text, then moved: a thousand
+  // hosts' link replies are a thousand distinct lines, none copied.
+  struct Key {
+    std::string_view line, error;
+    bool operator==(const Key&) const = default;
+  };
+  struct Hash {
+    size_t operator()(const Key& k) const {
+      return std::hash<std::string_view>{}(k.line) * 31 + std::hash<std::string_view>{}(k.error);
+    }
+  };
+  std::unordered_map<Key, size_t, Hash> at;
+  at.reserve(answers.size());
+  std::vector<size_t> group(answers.size());
+  for (size_t i = 0; i < answers.size(); ++i)
+    group[i] = at.emplace(Key{answers[i].line, answers[i].error}, at.size()).first->second;
+  at.clear();  // (its views are of the strings moved below)
   std::vector<RouteAnswer> out;
-  for (auto& a : answers) {
-    auto [it, fresh] = at.emplace(std::make_pair(a.line, a.error), out.size());
-    if (fresh) out.push_back(std::move(a));
-    else out[it->second].nodes.insert(out[it->second].nodes.end(), a.nodes.begin(), a.nodes.end());
+  out.reserve(answers.size());
+  for (size_t i = 0; i < answers.size(); ++i) {
+    if (group[i] == out.size()) {
+      out.push_back(std::move(answers[i]));
+      continue;
+    }
+    auto& nodes = out[group[i]].nodes;
+    nodes.insert(nodes.end(), answers[i].nodes.begin(), answers[i].nodes.end());
   }
   return out;
 }
 
-std::vector<RouteAnswer> PeerFan::route(const RouteRequest& r) {
+std::vector<RouteAnswer> PeerFan::route(RouteRequest r) {
   std::vector<RouteRequest> share(children_.size());
   std::vector<bool> busy(children_.size(), false);
   std::vector<RouteAnswer> answers;
@@ -128,8 +149,8 @@ std::vector<RouteAnswer> PeerFan::route(const RouteRequest& r) {
     busy[it->second] = true;
     return &share[it->second];
   };
-  for (const auto& c : r.calls)
-    if (auto* s = place(c.node)) s->calls.push_back(c);
+  for (auto& c : r.calls)
+    if (auto* s = place(c.node)) s->calls.push_back(std::move(c));
   for (int n : r.nodes)
     if (auto* s = place(n)) s->nodes.push_back(n);
   std::vector<std::vector<RouteAnswer>> got(children_.size());
@@ -169,7 +190,7 @@ std::vector<RouteAnswer> PeerFan::route(const RouteRequest& r) {
       }
     });
   }
-  for (auto& g : got) answers.insert(answers.end(), g.begin(), g.end());
+  for (auto& g : got) answers.insert(answers.end(), std::make_move_iterator(g.begin()), std::make_move_iterator(g.end()));
   return merge_answers(std::move(answers));
 }
 
@@ -194,6 +215,7 @@ void PeerFan::route_polled(const RouteRequest& r, const std::vector<size_t>& wor
     }
   }
   std::vector<pollfd> fds;
+  std::vector<size_t> still;
   while (!waiting.empty()) {
     const auto left = std::chrono::duration_cast<Millis>(end - Clock::now());
     if (left.count() <= 0) {
@@ -203,7 +225,7 @@ void PeerFan::route_polled(const RouteRequest& r, const std::vector<size_t>& wor
     fds.resize(waiting.size() * PeerLink::kPollFds);
     for (size_t k = 0; k < waiting.size(); ++k) children_[waiting[k]].link->poll_fds(&fds[k * PeerLink::kPollFds]);
     if (::poll(fds.data(), fds.size(), static_cast<int>(std::min<long>(left.count(), INT_MAX))) <= 0) continue;
-    std::vector<size_t> still;
+    still.clear();
     for (size_t k = 0; k < waiting.size(); ++k) {
       const size_t i = waiting[k];
       const pollfd* ready = &fds[k * PeerLink::kPollFds];
@@ -221,7 +243,7 @@ void PeerFan::route_polled(const RouteRequest& r, const std::vector<size_t>& wor
         lose(i, e.what());
       }
     }
-    waiting = std::move(still);
+    waiting.swap(still);
   }
 }
 

@@ -49,7 +49,9 @@ class PeerFan {
   // a level below answers before the level above gives up on it. A child
   // that does not answer in time, or whose link fails, is lost, and so is
   // every node beneath it, from then on.
-  std::vector<RouteAnswer> route(const RouteRequest& r);
+  // (By value: its calls are moved into the children's shares, not copied:
+  // a thousand hosts' link tests are a call each per round.)
+  std::vector<RouteAnswer> route(RouteRequest r);
 
   // The clock of every node beneath, against this process's.
   std::vector<ClockNote> clocks();
@@ -118,7 +120,7 @@ std::map<int, Outcome<Reply>> ask_every(PeerFan& fan, const std::vector<int>& no
   r.every = PeerLink::request_line(request);
   r.nodes = nodes;
   r.timeout_ms = timeout.count();
-  return decode_answers<Reply>(fan.route(r), Request::kOp);
+  return decode_answers<Reply>(fan.route(std::move(r)), Request::kOp);
 }
 
 // Sends each node its own request through `fan`. By node.
@@ -127,7 +129,7 @@ std::map<int, Outcome<Reply>> ask_each(PeerFan& fan, const std::vector<std::pair
   RouteRequest r;
   for (const auto& [node, req] : calls) r.calls.push_back({node, PeerLink::request_line(req)});
   r.timeout_ms = timeout.count();
-  return decode_answers<Reply>(fan.route(r), Request::kOp);
+  return decode_answers<Reply>(fan.route(std::move(r)), Request::kOp);
 }
 
 }  // namespace dl::doctor

@@ -66,7 +66,8 @@ class PeerLink {
     std::string line = "{\"op\":";
     wire::append_json_string(line, Request::kOp);
     wire::append_fields(line, request, false);
-    return line + "}";
+    line += '}';
+    return line;
   }
 
  protected:

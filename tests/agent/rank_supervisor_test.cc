@@ -91,6 +91,7 @@ TEST_CASE("spawn_all: 24 ranks prepared one by one all start and each is reporte
   });
   CHECK(asked.size() == 24);
   for (size_t i = 0; i < asked.size(); ++i) CHECK(asked[i] == i);  // prepared in order, once each
+  run_until(io, [&] { return !sup.spawning(); });
   CHECK(rec.started.size() == 23);
   run_until(io, [&] { return sup.all_reported(); });
   REQUIRE(sup.all_reported());
@@ -113,6 +114,7 @@ TEST_CASE("spawn_all: a preparer that throws: the ranks already prepared run and
                                     return std::make_pair(static_cast<int>(i), exits_with(3));
                                   }),
                     "out of something");
+  run_until(io, [&] { return !sup.spawning(); });
   CHECK(rec.started.size() == 10);  // 0-9, none after the throw
   run_until(io, [&] { return sup.all_reported(); });
   CHECK(sup.all_reported());
@@ -125,6 +127,55 @@ TEST_CASE("spawn_all: a preparer that throws: the ranks already prepared run and
   run_until(io, [&] { return sup.all_reported(); });
   CHECK(sup.all_reported());
   CHECK(rec.exit_code.size() == 12);
+}
+
+// A batch is started off the calling thread (the agent's loop): spawn_all
+// returns while its ranks start, the loop goes on, and the ranks are
+// supervised once all started. Ranks that end before that are reported
+// with their own codes (their SIGCHLD came before they were ours).
+TEST_CASE("spawn_all: the clones are made off the loop: it returns at once, the batch is adopted on the loop", "[agent]") {
+  if (std::thread::hardware_concurrency() < 2) {
+    WARN("one CPU: a batch is started from the calling thread, and this case has nothing to check");
+    return;
+  }
+  boost::asio::io_context io;
+  Recorder rec;
+  agent::RankSupervisor sup(io, rec.hooks());
+  bool started = false;
+  sup.spawn_all(
+      16, [&](size_t i) -> agent::RankSupervisor::Prepared { return std::make_pair(static_cast<int>(i), exits_with(static_cast<int>(i))); },
+      [&] { started = true; });
+  CHECK(sup.spawning());
+  CHECK_FALSE(started);           // not before the loop runs the hand back
+  CHECK_FALSE(sup.all_reported());  // nothing is over while ranks are being started
+  CHECK(sup.any_running());
+  CHECK(rec.started.empty());
+  run_until(io, [&] { return sup.all_reported(); });
+  CHECK(started);
+  CHECK_FALSE(sup.spawning());
+  REQUIRE(rec.exit_code.size() == 16);
+  for (int i = 0; i < 16; ++i) CHECK(rec.exit_code.at(i) == i);
+}
+
+TEST_CASE("spawn_all: kill_all while a batch starts kills its ranks once they are adopted", "[agent]") {
+  boost::asio::io_context io;
+  Recorder rec;
+  agent::RankSupervisor sup(io, rec.hooks());
+  const auto t0 = std::chrono::steady_clock::now();
+  sup.spawn_all(
+      16,
+      [&](size_t i) -> agent::RankSupervisor::Prepared {
+        agent::SpawnSpec s = exits_with(0);
+        s.argv = {"sh", "-c", "exec sleep 60"};
+        return std::make_pair(static_cast<int>(i), s);
+      },
+      {});
+  sup.kill_all();
+  run_until(io, [&] { return sup.all_reported(); });
+  REQUIRE(sup.all_reported());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+  REQUIRE(rec.exit_code.size() == 16);
+  for (int i = 0; i < 16; ++i) CHECK(rec.exit_code.at(i) == -1);  // killed, no exit code
 }
 
 // A host whose ranks all succeed costs its link one exit report, not one per

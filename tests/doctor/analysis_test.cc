@@ -1,9 +1,10 @@
-// The doctor's pure judgements (doctor/analysis.h).
+// The doctor's pure judgements (doctor/analysis.h), and how a route's answers merge (doctor/peer_fan.h).
 #include <catch2/catch.hpp>
 
 #include <set>
 
 #include "doctor/analysis.h"
+#include "doctor/peer_fan.h"
 
 using namespace dl::doctor;
 
@@ -222,4 +223,31 @@ TEST_CASE("a stage-6 job is past this machine only on a test bed of more than 12
   CHECK(machine_limit(true, 1023, 2));
   CHECK_FALSE(machine_limit(true, 1023, 8));
   CHECK(machine_limit(true, 200, 0));  // no core count known: one
+}
+
+// A route's answers (doctor/peer_fan.h): the same reply text from many
+// nodes goes up the launch tree once, with all their nodes.
+TEST_CASE("merge_answers: answers of the same line and error are one, in the order first seen, their nodes in order",
+          "[doctor]") {
+  const std::string long_line(200, 'x');  // past the short-string buffer: moved, not copied
+  std::vector<RouteAnswer> in = {
+      {{1}, "a", ""}, {{2}, long_line, ""}, {{3}, "a", ""}, {{4}, "", "gone"},
+      {{5}, "a", "gone"}, {{6, 7}, long_line, ""}, {{8}, "", "gone"}, {{9}, "b", ""},
+  };
+  const auto out = merge_answers(in);
+  REQUIRE(out.size() == 5);
+  CHECK(out[0].line == "a");
+  CHECK(out[0].error.empty());
+  CHECK(out[0].nodes == std::vector<int>{1, 3});
+  CHECK(out[1].line == long_line);
+  CHECK(out[1].nodes == std::vector<int>{2, 6, 7});
+  CHECK(out[2].line.empty());
+  CHECK(out[2].error == "gone");
+  CHECK(out[2].nodes == std::vector<int>{4, 8});
+  CHECK(out[3].line == "a");
+  CHECK(out[3].error == "gone");
+  CHECK(out[3].nodes == std::vector<int>{5});
+  CHECK(out[4].line == "b");
+  CHECK(out[4].nodes == std::vector<int>{9});
+  CHECK(merge_answers({}).empty());
 }
