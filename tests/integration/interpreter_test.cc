@@ -152,10 +152,23 @@ TEST_CASE("interpreter: Ctrl-C pending as a Python rank's last error rises: its 
   // sitecustomize.py (2 of 3 ranks, 3 of 3 runs).
   TempDir tmp;
   const std::string script = tmp.path + "/waits.py";
-  std::ofstream(script) << "import queue, signal, threading\n"
-                           "threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
+  // 'ready' comes once the main thread is asleep in that call (50 ms in a
+  // row in state S): a SIGINT sent on a busy machine while it was still on
+  // its way there was run at a line of the script, as it should be, and
+  // tested nothing.
+  std::ofstream(script) << "import queue, signal, threading, time\n"
+                           "main = threading.main_thread().native_id\n"
+                           "def say_ready():\n"
+                           "    asleep = 0\n"
+                           "    while asleep < 5:\n"
+                           "        with open(f'/proc/self/task/{main}/stat') as f:\n"
+                           "            state = f.read().rsplit(')', 1)[1].split()[0]\n"
+                           "        asleep = asleep + 1 if state == 'S' else 0\n"
+                           "        time.sleep(0.01)\n"
+                           "    print('ready', flush=True)\n"
+                           "    threading.Event().wait()\n"
+                           "threading.Thread(target=say_ready, daemon=True).start()  # SIGINT open: it takes it\n"
                            "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
-                           "print('ready', flush=True)\n"
                            "queue.SimpleQueue().get(timeout=3)\n";
   const std::string marker = new_marker();
   RunSpec s;
