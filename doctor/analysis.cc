@@ -377,13 +377,13 @@ bool machine_limit(bool sim, int hosts, unsigned cores) {
   return sim && hosts > kMachineHostsPerCore * static_cast<long>(std::max(1u, cores));
 }
 
-std::vector<int> all_reduce_hosts(const std::vector<int>& hosts, bool sim, unsigned cores) {
+AllReduceSpread all_reduce_hosts(const std::vector<int>& hosts, bool sim, unsigned cores) {
   const int n = static_cast<int>(hosts.size());
-  if (!machine_limit(sim, n, cores)) return hosts;
+  if (!machine_limit(sim, n, cores)) return {hosts, 1};
   const long most = kMachineHostsPerCore * static_cast<long>(std::max(1u, cores));
-  const size_t step = static_cast<size_t>((n + most - 1) / most);
-  std::vector<int> out;
-  for (size_t i = 0; i < hosts.size(); i += step) out.push_back(hosts[i]);
+  AllReduceSpread out;
+  out.step = static_cast<size_t>((n + most - 1) / most);
+  for (size_t i = 0; i < hosts.size(); i += out.step) out.hosts.push_back(hosts[i]);
   return out;
 }
 

@@ -225,7 +225,12 @@ bool machine_limit(bool sim, int hosts, unsigned cores);
 // included: hosts of every subtree of the launch tree), so the stage
 // still sends a job through the launcher, the tree, the store and the
 // collectives, where one over all of them could only time out.
-std::vector<int> all_reduce_hosts(const std::vector<int>& hosts, bool sim, unsigned cores);
+// `step` is k (1: all of them), for the messages that say so.
+struct AllReduceSpread {
+  std::vector<int> hosts;
+  size_t step = 1;
+};
+AllReduceSpread all_reduce_hosts(const std::vector<int>& hosts, bool sim, unsigned cores);
 
 // "1.5 GB/s", "850 MB/s", "12.0 ms", "35 us": short forms for the table.
 std::string human_rate(double Bps);

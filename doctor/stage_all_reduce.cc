@@ -41,15 +41,16 @@ void Doctor::stage_all_reduce() {
   const std::vector<int> passed = alive();
   if (passed.size() < 2) return;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::vector<int> hosts = all_reduce_hosts(passed, sim_, cores);
-  // "over 256 of the 1024 hosts (one in 4: ...)" where the test bed could not run them all.
-  const std::string of = hosts.size() == passed.size()
-                             ? std::to_string(hosts.size()) + " hosts"
-                             : std::to_string(hosts.size()) + " of the " + std::to_string(passed.size()) + " hosts (one in " +
-                                   std::to_string((passed.size() + hosts.size() - 1) / hosts.size()) +
-                                   ": the test bed runs a job over at most " + std::to_string(kMachineHostsPerCore) +
-                                   " simulated hosts a core, and this machine has " + std::to_string(cores) + ")";
-  progress("all_reduce over " + std::to_string(hosts.size()) + " hosts");
+  const AllReduceSpread spread = all_reduce_hosts(passed, sim_, cores);
+  const std::vector<int>& hosts = spread.hosts;
+  const bool all_of_them = spread.step == 1;
+  // "256 of the 1024 hosts (one in 4" where the test bed could not run them all.
+  const std::string some = std::to_string(hosts.size()) + " of the " + std::to_string(passed.size()) + " hosts (one in " +
+                           std::to_string(spread.step);
+  const std::string of = all_of_them ? std::to_string(hosts.size()) + " hosts"
+                                     : some + ": the test bed runs a job over at most " + std::to_string(kMachineHostsPerCore) +
+                                           " simulated hosts a core, and this machine has " + std::to_string(cores) + ")";
+  progress("all_reduce over " + (all_of_them ? std::to_string(hosts.size()) + " hosts" : some + ")"));
   std::vector<std::pair<int, int>> slots;
   for (int h : hosts) slots.emplace_back(h, 1);
   const int n = static_cast<int>(hosts.size());
@@ -77,9 +78,12 @@ void Doctor::stage_all_reduce() {
   // The job ran on what this machine can run (all_reduce_hosts): its
   // failure is a finding, on hosts of their own and on the test bed.
   for (int h : hosts) report_->set(h, Check::kAllReduce, Mark::kFail);
+  // By hand over the same hosts: all of them, or (on the test bed) a hostfile
+  // of the spread's, which `-n` alone over the whole one would not pick.
   report_->add({Mark::kFail, Check::kAllReduce, {}, what,
-                "run it by hand to see every rank's output: dlaunch --hostfile H -n " + std::to_string(hosts.size()) +
-                    " dlaunch bench -b " + bytes + " -e " + bytes});
+                std::string("run it by hand to see every rank's output: dlaunch --hostfile H -n ") +
+                    std::to_string(hosts.size()) + " dlaunch bench -b " + bytes + " -e " + bytes +
+                    (all_of_them ? "" : " (H: a hostfile of the " + std::to_string(hosts.size()) + " hosts named above, one slot each)")});
 }
 
 }  // namespace dl::doctor

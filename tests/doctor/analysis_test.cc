@@ -202,17 +202,21 @@ TEST_CASE("stage 6's job bounds: dlaunch's own up to a 15 s start of the peers, 
 TEST_CASE("stage 6 runs on every host, or on a test bed past its limit on an even spread it can run", "[doctor]") {
   std::vector<int> hosts;
   for (int i = 0; i < 1024; ++i) hosts.push_back(i);
-  CHECK(all_reduce_hosts(hosts, false, 2) == hosts);  // hosts of their own: all of them
+  CHECK(all_reduce_hosts(hosts, false, 2).hosts == hosts);  // hosts of their own: all of them
+  CHECK(all_reduce_hosts(hosts, false, 2).step == 1);
   const auto sample = all_reduce_hosts(hosts, true, 2);
-  REQUIRE(sample.size() == 256);
-  for (size_t i = 0; i < sample.size(); ++i) CHECK(sample[i] == static_cast<int>(4 * i));  // one in 4, the first included
-  CHECK(all_reduce_hosts(hosts, true, 8) == hosts);  // 128 a core on 8 cores: all 1,024
+  REQUIRE(sample.hosts.size() == 256);
+  CHECK(sample.step == 4);
+  for (size_t i = 0; i < sample.hosts.size(); ++i) CHECK(sample.hosts[i] == static_cast<int>(4 * i));  // one in 4, the first included
+  CHECK(all_reduce_hosts(hosts, true, 8).hosts == hosts);  // 128 a core on 8 cores: all 1,024
   std::vector<int> some(hosts.begin(), hosts.begin() + 300);
   const auto half = all_reduce_hosts(some, true, 2);
-  CHECK(half.size() == 150);
-  CHECK_FALSE(machine_limit(true, static_cast<int>(half.size()), 2));  // what is run fits
+  CHECK(half.hosts.size() == 150);
+  CHECK(half.step == 2);
+  CHECK_FALSE(machine_limit(true, static_cast<int>(half.hosts.size()), 2));  // what is run fits
   std::vector<int> few(hosts.begin(), hosts.begin() + 256);
-  CHECK(all_reduce_hosts(few, true, 2) == few);
+  CHECK(all_reduce_hosts(few, true, 2).hosts == few);
+  CHECK(all_reduce_hosts(few, true, 2).step == 1);
 }
 
 TEST_CASE("a stage-6 job is past this machine only on a test bed of more than 128 simulated hosts a core", "[doctor]") {
