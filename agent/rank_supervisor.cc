@@ -226,6 +226,7 @@ void RankSupervisor::adopt_batch(Batch& b, const std::function<void()>& started)
     if (!b.errors[i].empty()) refuse(b.items[i]->first, 1, b.errors[i]);
     else adopt(b.items[i]->first, std::move(b.spawned[i]));
   }
+  signals_on_adopt_ = 0;  // this batch's: a later one starts unsignalled
   if (reap_pending_) {
     reap_pending_ = false;
     reap_children();
@@ -242,7 +243,9 @@ void RankSupervisor::adopt(int rank, Spawned sp) {
                  "(set PYTHONUNBUFFERED=1, or flush)\n";
   }
   r->pid = sp.pid;
-  if (kill_on_adopt_ && sp.pid > 0) ::kill(-sp.pid, SIGKILL);
+  // What signal_all sent while this rank was being started, in signal order.
+  for (int sig = 1; sig < 64 && sp.pid > 0; ++sig)
+    if (signals_on_adopt_ >> sig & 1) ::kill(-sp.pid, sig), r->sent |= uint64_t{1} << sig;
   r->out_pty = sp.out_is_pty;
   r->unwatched[0] = sp.out_fd, r->unwatched[1] = sp.err_fd;
   // Read by drain_output's own read(2), which must not block.
@@ -466,6 +469,8 @@ void RankSupervisor::send_clean_exits() {
 }
 
 void RankSupervisor::signal_all(int sig) {
+  // The batch being started gets it as each rank is adopted (adopt).
+  if (spawning_ && sig > 0 && sig < 64) signals_on_adopt_ |= uint64_t{1} << sig;
   for (auto& [rank, r] : ranks_)
     if (r->pid > 0 && !r->status) {
       ::kill(-r->pid, sig);
@@ -482,7 +487,7 @@ void RankSupervisor::teardown(milliseconds grace) {
 }
 
 void RankSupervisor::kill_all() {
-  kill_on_adopt_ = kill_on_adopt_ || spawning_;  // the batch's ranks, once they are ours
+  if (spawning_) signals_on_adopt_ |= uint64_t{1} << SIGKILL;  // as signal_all
   for (auto& [rank, r] : ranks_)
     if (r->pid > 0) ::kill(-r->pid, SIGKILL);
 }

@@ -76,12 +76,13 @@ class RankSupervisor {
   void refuse(int rank, int code, const std::string& message);
   void stdin_data(int rank, std::string_view bytes);
   void stdin_eof(int rank);
-  // Sends `sig` to every running rank's process group.
+  // Sends `sig` to every running rank's process group, and to each rank of a
+  // batch being started (spawning()) as it is adopted.
   void signal_all(int sig);
   // SIGTERM now, SIGKILL after `grace`.
   void teardown(std::chrono::milliseconds grace);
   // SIGKILL to every rank's group, reported or not (stragglers included),
-  // and to a batch's being started as they are adopted.
+  // and to a batch's being started as they are adopted (as signal_all).
   void kill_all();
   // The link drained: resume the output reads it paused.
   void resume_output();
@@ -131,7 +132,7 @@ class RankSupervisor {
   boost::asio::steady_timer clean_timer_;  // sends clean_
   bool spawning_ = false;      // a spawn_all batch is being started off this thread
   bool reap_pending_ = false;  // a SIGCHLD came meanwhile
-  bool kill_on_adopt_ = false;  // kill_all() came meanwhile: the batch's ranks are killed as they are adopted
+  uint64_t signals_on_adopt_ = 0;  // bit s: signal_all(s) or kill_all() came meanwhile; each rank gets them as it is adopted
 };
 
 }  // namespace dl::agent

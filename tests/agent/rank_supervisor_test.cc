@@ -8,6 +8,7 @@
 
 #include <boost/asio.hpp>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <map>
 #include <stdexcept>
@@ -157,25 +158,41 @@ TEST_CASE("spawn_all: the clones are made off the loop: it returns at once, the 
   for (int i = 0; i < 16; ++i) CHECK(rec.exit_code.at(i) == i);
 }
 
-TEST_CASE("spawn_all: kill_all while a batch starts kills its ranks once they are adopted", "[agent]") {
-  boost::asio::io_context io;
-  Recorder rec;
-  agent::RankSupervisor sup(io, rec.hooks());
-  const auto t0 = std::chrono::steady_clock::now();
-  sup.spawn_all(
-      16,
-      [&](size_t i) -> agent::RankSupervisor::Prepared {
-        agent::SpawnSpec s = exits_with(0);
-        s.argv = {"sh", "-c", "exec sleep 60"};
-        return std::make_pair(static_cast<int>(i), s);
-      },
-      {});
-  sup.kill_all();
-  run_until(io, [&] { return sup.all_reported(); });
-  REQUIRE(sup.all_reported());
-  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
-  REQUIRE(rec.exit_code.size() == 16);
-  for (int i = 0; i < 16; ++i) CHECK(rec.exit_code.at(i) == -1);  // killed, no exit code
+// A signal sent while the batch starts (the agent's own SIGKILL when it
+// loses the launcher, a teardown's SIGTERM) reaches each of its ranks as it
+// is adopted.
+TEST_CASE("spawn_all: kill_all or signal_all while a batch starts reaches its ranks once they are adopted", "[agent]") {
+  for (const bool kill : {true, false}) {
+    INFO((kill ? "kill_all" : "signal_all(SIGTERM)"));
+    boost::asio::io_context io;
+    Recorder rec;
+    agent::RankSupervisor sup(io, rec.hooks());
+    const auto t0 = std::chrono::steady_clock::now();
+    sup.spawn_all(
+        16,
+        [&](size_t i) -> agent::RankSupervisor::Prepared {
+          agent::SpawnSpec s = exits_with(0);
+          s.argv = {"sh", "-c", "exec sleep 60"};
+          return std::make_pair(static_cast<int>(i), s);
+        },
+        {});
+    if (kill) sup.kill_all();
+    else sup.signal_all(SIGTERM);
+    run_until(io, [&] { return sup.all_reported(); });
+    REQUIRE(sup.all_reported());
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+    REQUIRE(rec.exit_code.size() == 16);
+    for (int i = 0; i < 16; ++i) CHECK(rec.exit_code.at(i) == -1);  // ended by the signal, no exit code
+    // The next batch starts unsignalled.
+    sup.forget_reported();
+    rec.exit_code.clear();
+    sup.spawn_all(
+        8, [&](size_t i) -> agent::RankSupervisor::Prepared { return std::make_pair(static_cast<int>(i), exits_with(5)); },
+        {});
+    run_until(io, [&] { return sup.all_reported(); });
+    REQUIRE(rec.exit_code.size() == 8);
+    for (int i = 0; i < 8; ++i) CHECK(rec.exit_code.at(i) == 5);
+  }
 }
 
 // A host whose ranks all succeed costs its link one exit report, not one per
