@@ -12,7 +12,8 @@
  * "hold" (it creates /tmp/<marker>.held, which tells the test that every
  * rank is past MPI_Init, and sleeps until the test kills its host); every
  * other rank waits
- * for it in MPI_Barrier, until dlaunch stops it. A later attempt ends with
+ * for it in MPI_Barrier, until dlaunch stops it (after a first Barrier that
+ * every rank enters once its line is written). A later attempt ends with
  * a Barrier and MPI_Finalize. Exits non-zero on any mismatch (MPI's size
  * against N, its rank against RANK, the sum). */
 #include <mpi.h>
@@ -45,6 +46,9 @@ int main(int argc, char** argv) {
   printf("attempt %d rank %d of %d sum %ld %s\n", attempt, rank, size, sum, bad ? "BAD" : "ok");
   fflush(stdout);
   if (attempt == 0) {
+    /* Every rank's line written before the lost one fails: else a rank still
+     * on its way to printf when the job is torn down had none to lose. */
+    MPI_Barrier(MPI_COMM_WORLD);
     if (rank == lost) {
       if (strcmp(how, "kill") == 0) raise(SIGKILL);
       if (strcmp(how, "hold") == 0) {
