@@ -64,9 +64,10 @@ ListenReply listen(const ListenRequest& req, PeerState& st) {
 }
 
 LinkReply link(const LinkRequest& req, const PeerState& st) {
+  const auto t0 = std::chrono::steady_clock::now();
   const LinkResult r =
       link_test({"", req.addr, req.port}, st.token, req.seconds, req.pings, Millis(req.timeout_ms), st.sim_address);
-  return {r.latency_us, r.out_Bps, r.in_Bps};
+  return {r.latency_us, r.out_Bps, r.in_Bps, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 
 HostFacts facts(const FactsRequest& req, const PeerState& st) {
@@ -122,8 +123,16 @@ RouteReply route(RouteRequest below, int self, PeerState& st) {
     return {merge_answers(std::move(answers))};
   }
   std::future<RouteAnswer> mine;
-  if (!own.empty()) mine = std::async(std::launch::async, [&] { return own_answer(self, own, st); });
-  answers = st.fan->route(std::move(below));
+  if (!own.empty() && below.at_once == 1) {
+    // One at a time: its own first, then the children's in turn.
+    answers.push_back(own_answer(self, own, st));
+    own.clear();
+  } else if (!own.empty()) {
+    if (below.at_once > 1) --below.at_once;  // its own takes one of them
+    mine = std::async(std::launch::async, [&] { return own_answer(self, own, st); });
+  }
+  auto beneath = st.fan->route(std::move(below));
+  answers.insert(answers.end(), std::make_move_iterator(beneath.begin()), std::make_move_iterator(beneath.end()));
   if (mine.valid()) answers.push_back(mine.get());
   return {merge_answers(std::move(answers))};
 }

@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -163,6 +165,15 @@ std::vector<RouteAnswer> PeerFan::route(RouteRequest r) {
       share[i].every = r.every, share[i].timeout_ms = std::max(1000L, r.timeout_ms - kHopMs);
       pollable = pollable && (!c.lost.empty() || c.link->pollable());
     }
+  // r.at_once shared among the busy children; `pace` is by index into `work`.
+  std::vector<size_t> counts;
+  for (size_t i : work) counts.push_back(share[i].calls.size() + share[i].nodes.size());
+  Pacing pace = pace_shares(counts, r.at_once, r.timeout_ms);
+  for (size_t k = 0; k < work.size(); ++k) share[work[k]].at_once = pace.at_once[k];
+  for (size_t& o : pace.order) o = work[o];
+  std::vector<long> wait_ms(children_.size(), r.timeout_ms);
+  for (size_t k = 0; k < work.size(); ++k) wait_ms[work[k]] = pace.wait_ms[k];
+  pace.wait_ms = std::move(wait_ms);
   // A child whose link failed is lost, and so is every node beneath it,
   // each said as its own line ("HOST: ..."), so that the hosts beneath one
   // lost peer are one problem.
@@ -177,73 +188,145 @@ std::vector<RouteAnswer> PeerFan::route(RouteRequest r) {
                                                              ", which relays for it, was lost (" + c.lost + ")"});
   };
   if (pollable) {
-    route_polled(r, work, share, got, lose);
+    route_polled(pace, share, got, lose);
   } else {
-    pool_.run(work.size(), [&](size_t w) {
-      const size_t i = work[w];
+    // A helper per child, at most pace.slots of them calling at once.
+    std::mutex m;
+    std::condition_variable freed;
+    size_t calling = 0;
+    pool_.run(pace.order.size(), [&](size_t w) {
+      const size_t i = pace.order[w];
+      {
+        std::unique_lock lock(m);
+        freed.wait(lock, [&] { return calling < pace.slots; });
+        ++calling;
+      }
       Child& c = children_[i];
       try {
         if (!c.lost.empty()) throw RemoteError(c.lost);
-        got[i] = c.link->call<RouteReply>(share[i], Millis(r.timeout_ms)).answers;
+        got[i] = c.link->call<RouteReply>(share[i], Millis(pace.wait_ms[i])).answers;
       } catch (const std::exception& e) {
         lose(i, e.what());
       }
+      std::lock_guard lock(m);
+      --calling;
+      freed.notify_all();
     });
   }
   for (auto& g : got) answers.insert(answers.end(), std::make_move_iterator(g.begin()), std::make_move_iterator(g.end()));
   return merge_answers(std::move(answers));
 }
 
-void PeerFan::route_polled(const RouteRequest& r, const std::vector<size_t>& work, const std::vector<RouteRequest>& share,
+Pacing pace_shares(const std::vector<size_t>& counts, long at_once, long timeout_ms) {
+  // Each child's share of at_once, as the number of its requests says (at
+  // least one each, while there are no more children than that); past
+  // that, one each and at most at_once children at once, the next sent as
+  // soon as one answers, the biggest first. A child is waited for a
+  // timeout per turn of its requests.
+  const size_t n = counts.size();
+  Pacing p;
+  p.order.resize(n);
+  for (size_t i = 0; i < n; ++i) p.order[i] = i;
+  p.slots = n;
+  p.at_once.assign(n, 0);
+  p.wait_ms.assign(n, timeout_ms);
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  const size_t budget = at_once > 0 ? static_cast<size_t>(at_once) : total;
+  if (total <= budget) return p;  // every request at once: nothing to pace
+  std::vector<size_t> give(n, 1);
+  if (n <= budget) {
+    size_t given = 0;
+    for (size_t i = 0; i < n; ++i) given += give[i] = std::max<size_t>(1, budget * counts[i] / total);
+    // What rounding left, one at a time to the child with the most requests a turn.
+    while (given < budget) {
+      size_t most = 0;
+      for (size_t i = 1; i < n; ++i)
+        if (counts[i] * give[most] > counts[most] * give[i]) most = i;
+      if (give[most] >= counts[most]) break;
+      ++give[most], ++given;
+    }
+  } else {
+    p.slots = budget;
+    std::stable_sort(p.order.begin(), p.order.end(), [&](size_t a, size_t b) { return counts[a] > counts[b]; });
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const size_t turns = counts[i] == 0 ? 1 : (counts[i] + give[i] - 1) / give[i];
+    p.at_once[i] = give[i] >= counts[i] ? 0 : static_cast<long>(give[i]);
+    p.wait_ms[i] = timeout_ms * static_cast<long>(turns);
+  }
+  return p;
+}
+
+void PeerFan::route_polled(const Pacing& pace, const std::vector<RouteRequest>& share,
                            std::vector<std::vector<RouteAnswer>>& got,
                            const std::function<void(size_t, const std::string&)>& lose) {
-  // Every child's share sent at once, then their replies waited for from
-  // this thread, one poll over all of them: a thousand hosts' link tests
-  // are thousands of routes, and a helper thread woken, polling and handing
-  // back per child per route was most of what the doctor's CPU did then.
-  const Millis timeout(r.timeout_ms);
-  const auto end = Clock::now() + timeout;
-  std::vector<size_t> waiting;
-  for (size_t i : work) {
-    Child& c = children_[i];
-    try {
-      if (!c.lost.empty()) throw RemoteError(c.lost);
-      c.link->send_request(PeerLink::request_line(share[i]));
-      waiting.push_back(i);
-    } catch (const std::exception& e) {
-      lose(i, e.what());
+  // Every child's share sent at once (or pace.slots of them, the next as
+  // one answers), then their replies waited for from this thread, one poll
+  // over all of them: a thousand hosts' link tests are thousands of
+  // requests, and a helper thread woken, polling and handing back per
+  // child per route was most of what the doctor's CPU did then.
+  struct Waiting {
+    size_t child;
+    Clock::time_point end;
+  };
+  std::vector<Waiting> waiting, still;
+  size_t next = 0;
+  auto send_more = [&] {
+    while (next < pace.order.size() && waiting.size() < pace.slots) {
+      const size_t i = pace.order[next++];
+      Child& c = children_[i];
+      try {
+        if (!c.lost.empty()) throw RemoteError(c.lost);
+        c.link->send_request(PeerLink::request_line(share[i]));
+        waiting.push_back({i, Clock::now() + Millis(pace.wait_ms[i])});
+      } catch (const std::exception& e) {
+        lose(i, e.what());
+      }
     }
-  }
+  };
+  send_more();
   std::vector<pollfd> fds;
-  std::vector<size_t> still;
   while (!waiting.empty()) {
+    auto end = waiting[0].end;
+    for (const auto& w : waiting) end = std::min(end, w.end);
     const auto left = std::chrono::duration_cast<Millis>(end - Clock::now());
+    still.clear();
     if (left.count() <= 0) {
-      for (size_t i : waiting) lose(i, children_[i].link->no_answer(timeout, "'" + std::string(RouteRequest::kOp) + "'"));
-      return;
+      const auto now = Clock::now();
+      for (const auto& w : waiting) {
+        if (w.end > now) {
+          still.push_back(w);
+          continue;
+        }
+        lose(w.child, children_[w.child].link->no_answer(Millis(pace.wait_ms[w.child]), "'" + std::string(RouteRequest::kOp) + "'"));
+      }
+      waiting.swap(still);
+      send_more();
+      continue;
     }
     fds.resize(waiting.size() * PeerLink::kPollFds);
-    for (size_t k = 0; k < waiting.size(); ++k) children_[waiting[k]].link->poll_fds(&fds[k * PeerLink::kPollFds]);
+    for (size_t k = 0; k < waiting.size(); ++k) children_[waiting[k].child].link->poll_fds(&fds[k * PeerLink::kPollFds]);
     if (::poll(fds.data(), fds.size(), static_cast<int>(std::min<long>(left.count(), INT_MAX))) <= 0) continue;
-    still.clear();
     for (size_t k = 0; k < waiting.size(); ++k) {
-      const size_t i = waiting[k];
+      const size_t i = waiting[k].child;
       const pollfd* ready = &fds[k * PeerLink::kPollFds];
       bool any = false;
       for (size_t f = 0; f < PeerLink::kPollFds; ++f) any = any || ready[f].revents;
       if (!any) {
-        still.push_back(i);
+        still.push_back(waiting[k]);
         continue;
       }
       try {
         PeerLink& link = *children_[i].link;
         if (auto line = link.take_line(ready)) got[i] = link.reply_of<RouteReply>(RouteRequest::kOp, *line).answers;
-        else still.push_back(i);
+        else still.push_back(waiting[k]);
       } catch (const std::exception& e) {
         lose(i, e.what());
       }
     }
     waiting.swap(still);
+    send_more();
   }
 }
 

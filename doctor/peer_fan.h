@@ -24,6 +24,17 @@
 namespace dl::doctor {
 
 
+// How a route's children are called, from how many requests each has
+// (`counts`) and the route's at_once: in `order`, at most `slots` at once,
+// child i given at_once[i] (0: all of its requests at once) and waited for
+// wait_ms[i].
+struct Pacing {
+  std::vector<size_t> order;
+  size_t slots = 0;
+  std::vector<long> at_once, wait_ms;
+};
+Pacing pace_shares(const std::vector<size_t>& counts, long at_once, long timeout_ms);
+
 class PeerFan {
  public:
   // `from`: the host this process runs on, "" for the doctor (errors of the
@@ -51,6 +62,9 @@ class PeerFan {
   // every node beneath it, from then on.
   // (By value: its calls are moved into the children's shares, not copied:
   // a thousand hosts' link tests are a call each per round.)
+  // With r.at_once, at most that many of its requests run at once beneath
+  // (each child given its share of them, or the children called in turn),
+  // and a child is waited for a timeout per turn of its requests.
   std::vector<RouteAnswer> route(RouteRequest r);
 
   // The clock of every node beneath, against this process's.
@@ -70,10 +84,10 @@ class PeerFan {
   };
   static constexpr long kHopMs = 2000;
   // route() when every busy child's link is pollable: each child's `share`
-  // sent, then every reply read from this thread, into `got`; a child that
-  // fails or does not answer within r.timeout_ms is `lose`d.
-  void route_polled(const RouteRequest& r, const std::vector<size_t>& work, const std::vector<RouteRequest>& share,
-                    std::vector<std::vector<RouteAnswer>>& got, const std::function<void(size_t, const std::string&)>& lose);
+  // sent as `pace` says, then every reply read from this thread, into
+  // `got`; a child that fails or does not answer in time is `lose`d.
+  void route_polled(const Pacing& pace, const std::vector<RouteRequest>& share, std::vector<std::vector<RouteAnswer>>& got,
+                    const std::function<void(size_t, const std::string&)>& lose);
   std::string token_, from_;
   std::vector<Child> children_;
   // Threads kept for the calls (wire/helper_pool.h): a thousand hosts'
@@ -124,11 +138,14 @@ std::map<int, Outcome<Reply>> ask_every(PeerFan& fan, const std::vector<int>& no
 }
 
 // Sends each node its own request through `fan`. By node.
+// At most `at_once` of them run at once (0: all), paced in the tree.
 template <class Reply, class Request>
-std::map<int, Outcome<Reply>> ask_each(PeerFan& fan, const std::vector<std::pair<int, Request>>& calls, Millis timeout) {
+std::map<int, Outcome<Reply>> ask_each(PeerFan& fan, const std::vector<std::pair<int, Request>>& calls, Millis timeout,
+                                       long at_once = 0) {
   RouteRequest r;
   for (const auto& [node, req] : calls) r.calls.push_back({node, PeerLink::request_line(req)});
   r.timeout_ms = timeout.count();
+  r.at_once = at_once;
   return decode_answers<Reply>(fan.route(std::move(r)), Request::kOp);
 }
 

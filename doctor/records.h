@@ -105,8 +105,9 @@ struct ProbeReply {
 
 struct LinkReply {
   double latency_us = 0, out_Bps = 0, in_Bps = 0;
+  double seconds = 0;  // the test's own time, at the host that ran it
   template <class S, class V> static void fields(S& s, V& v) {
-    v("latency_us", s.latency_us), v("out_Bps", s.out_Bps), v("in_Bps", s.in_Bps);
+    v("latency_us", s.latency_us), v("out_Bps", s.out_Bps), v("in_Bps", s.in_Bps), v("seconds", s.seconds);
   }
 };
 

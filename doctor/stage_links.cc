@@ -37,31 +37,36 @@ std::vector<std::vector<std::pair<int, int>>> Doctor::plan_pairs(size_t hosts) c
 }
 
 void Doctor::measure_pairs(std::vector<PairTest*>& pairs, bool bandwidth) {
-  const size_t step = link_parallel_ > 0 ? static_cast<size_t>(link_parallel_) : std::max<size_t>(pairs.size(), 1);
+  // One route for them all: at most link_parallel_ run at once, paced in
+  // the tree (each subtree its share), so the doctor's work is the same
+  // few replies from its children however many hosts the round has.
   const long timeout_ms = static_cast<long>(o_.connect_timeout_s * 1000);
-  for (size_t from = 0; from < pairs.size(); from += step) {
-    std::vector<std::pair<int, LinkRequest>> calls;
-    std::vector<PairTest*> batch;
-    for (size_t k = from; k < std::min(pairs.size(), from + step); ++k) {
-      PairTest& p = *pairs[k];
-      if (!p.error.empty()) continue;
-      const Endpoint& e = *data_endpoint_[static_cast<size_t>(p.b)];
-      calls.emplace_back(p.a, LinkRequest{e.addr, e.port, bandwidth ? o_.link_seconds : 0.0, bandwidth ? 0 : 20, timeout_ms});
-      batch.push_back(&p);
-    }
-    // Disjoint pairs: each host is the a of at most one call, so replies are by a.
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto got = ask_each<LinkReply>(*fan_, calls, Millis(static_cast<long>(o_.link_seconds * 2000) + 120000));
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    for (PairTest* p : batch) {
-      const auto& o = got.at(p->a);
-      p->seconds += took;
-      if (!o.reply) p->error = o.error;
-      else if (bandwidth) p->r.out_Bps = o.reply->out_Bps, p->r.in_Bps = o.reply->in_Bps;
-      else p->r.latency_us = o.reply->latency_us;
-    }
-    link_tests_ += bandwidth ? static_cast<int>(batch.size()) : 0;
+  std::vector<std::pair<int, LinkRequest>> calls;
+  std::vector<PairTest*> batch;
+  for (PairTest* p : pairs) {
+    if (!p->error.empty()) continue;
+    const Endpoint& e = *data_endpoint_[static_cast<size_t>(p->b)];
+    calls.emplace_back(p->a, LinkRequest{e.addr, e.port, bandwidth ? o_.link_seconds : 0.0, bandwidth ? 0 : 20, timeout_ms});
+    batch.push_back(p);
   }
+  if (batch.empty()) return;
+  // Disjoint pairs: each host is the a of at most one call, so replies are by a.
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto got = ask_each<LinkReply>(*fan_, calls, Millis(static_cast<long>(o_.link_seconds * 2000) + 120000), link_parallel_);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (PairTest* p : batch) {
+    const auto it = got.find(p->a);
+    if (it == got.end()) {  // (a route answers every call; a peer of another version may not)
+      p->seconds += took, p->error = name(p->a) + ": its doctor's peer gave no answer to the link test (is dlaunch there the same version?)";
+      continue;
+    }
+    const auto& o = it->second;
+    p->seconds += o.reply ? o.reply->seconds : took;
+    if (!o.reply) p->error = o.error;
+    else if (bandwidth) p->r.out_Bps = o.reply->out_Bps, p->r.in_Bps = o.reply->in_Bps;
+    else p->r.latency_us = o.reply->latency_us;
+  }
+  link_tests_ += bandwidth ? static_cast<int>(batch.size()) : 0;
 }
 
 LinkResult Doctor::measure_alone(int a, int b) {

@@ -72,13 +72,8 @@ void Doctor::stage_network() {
   // At most link_parallel_ hosts probing at once (0: all of them): on the
   // test bed every host's probes share this machine's cores, and a
   // thousand hosts' at once would pass their connect timeouts.
-  const size_t step = link_parallel_ > 0 ? static_cast<size_t>(link_parallel_) : std::max<size_t>(calls.size(), 1);
-  std::map<int, Outcome<ProbeReply>> replies;
-  for (size_t from = 0; from < calls.size(); from += step) {
-    const std::vector<std::pair<int, ProbeRequest>> batch(calls.begin() + static_cast<long>(from),
-                                                          calls.begin() + static_cast<long>(std::min(from + step, calls.size())));
-    replies.merge(ask_each<ProbeReply>(*fan_, batch, Millis(timeout_ms * 3 + 10000)));
-  }
+  // Paced in the tree (peer_fan.h): one route, whatever the hosts.
+  const auto replies = ask_each<ProbeReply>(*fan_, calls, Millis(timeout_ms * 3 + 10000), link_parallel_);
   for (const auto& [a, req] : calls) {
     const auto& got = replies.at(a);
     if (got.reply && got.reply->results.size() != req.targets.size())

@@ -79,8 +79,12 @@ struct RouteRequest {
   std::string every;
   std::vector<int> nodes;
   long timeout_ms = 30000;  // for each request, at the node that runs it
+  // At most this many of the requests run at once in the subtree (0: all
+  // of them): the test bed's link tests, which share one machine's cores,
+  // paced where they run instead of by the doctor in a route per batch.
+  long at_once = 0;
   template <class S, class V> static void fields(S& s, V& v) {
-    v("calls", s.calls), v("every", s.every), v("nodes", s.nodes), v("timeout_ms", s.timeout_ms);
+    v("calls", s.calls), v("every", s.every), v("nodes", s.nodes), v("timeout_ms", s.timeout_ms), v("at_once", s.at_once);
   }
 };
 // The nodes that answered `line` (their reply), or failed with `error`.

@@ -255,3 +255,47 @@ TEST_CASE("merge_answers: answers of the same line and error are one, in the ord
   CHECK(out[4].nodes == std::vector<int>{9});
   CHECK(merge_answers({}).empty());
 }
+
+// A route's pacing (doctor/peer_fan.h): at most at_once of its requests
+// run at once beneath, each child given its share, or the children called
+// in turn when there are more of them than that.
+TEST_CASE("pace_shares: a route's at_once shared among its children, or the children taken in turn", "[doctor]") {
+  SECTION("nothing to pace: every request at once, each child waited for one timeout") {
+    for (long at_once : {0L, 6L, 100L}) {
+      const auto p = pace_shares({1, 3, 2}, at_once, 1000);
+      CHECK(p.slots == 3);
+      CHECK(p.order == std::vector<size_t>{0, 1, 2});
+      CHECK(p.at_once == std::vector<long>{0, 0, 0});
+      CHECK(p.wait_ms == std::vector<long>{1000, 1000, 1000});
+    }
+  }
+  SECTION("fewer children than at_once: shares as their requests say, summing to at_once") {
+    // 32 requests among 4 children, 8 at once: 16 -> 4, 8 -> 2, 4 -> 1, 4 -> 1.
+    const auto p = pace_shares({16, 8, 4, 4}, 8, 1000);
+    CHECK(p.slots == 4);
+    CHECK(p.at_once == std::vector<long>{4, 2, 1, 1});
+    CHECK(p.wait_ms == std::vector<long>{4000, 4000, 4000, 4000});  // 4 turns each
+    // Rounding's leftover goes to who has the most requests a turn: 7 at once for 3 + 3 + 1.
+    const auto q = pace_shares({3, 3, 1}, 5, 100);
+    long sum = 0;
+    for (long a : q.at_once) sum += a == 0 ? 1 : a;
+    CHECK(q.at_once[2] == 0);  // its one request: all of it at once
+    CHECK(q.at_once[0] + q.at_once[1] == 4);
+    CHECK(sum == 5);
+    CHECK(q.wait_ms[0] <= 300);
+    CHECK(q.wait_ms[2] == 100);
+  }
+  SECTION("more children than at_once: one request at a time each, at_once of them at once, the biggest first") {
+    const auto p = pace_shares({1, 4, 2, 1, 3}, 2, 500);
+    CHECK(p.slots == 2);
+    CHECK(p.order == std::vector<size_t>{1, 4, 2, 0, 3});
+    CHECK(p.at_once == std::vector<long>{0, 1, 1, 0, 1});
+    CHECK(p.wait_ms == std::vector<long>{500, 2000, 1000, 500, 1500});
+  }
+  SECTION("one at a time") {
+    const auto p = pace_shares({2, 2}, 1, 10);
+    CHECK(p.slots == 1);
+    CHECK(p.at_once == std::vector<long>{1, 1});
+    CHECK(p.wait_ms == std::vector<long>{20, 20});
+  }
+}

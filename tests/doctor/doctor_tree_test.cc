@@ -141,6 +141,27 @@ TEST_CASE("test bed, 24 hosts through a tree: a host slowed to 20 Mbit/s is name
   CHECK(s.left == "");
 }
 
+TEST_CASE("test bed, 16 hosts through a tree of fan-out 4: --link-parallel 1 runs one link test at a time, every pair measured",
+          "[doctor][sim][slow]") {
+  // The pacing is the tree's (doctor/peer_fan.h, at_once): the doctor
+  // sends each round once. One at a time, the bandwidth pass alone is at
+  // least every pair x 2 directions x 0.1 s; a round at once, 4 x 0.2 s.
+  auto s = run_sim(16, "--fanout 4 --link-parallel 1 --link-seconds 0.1 --json");
+  INFO(s.r.output);
+  REQUIRE(s.r.status == 0);
+  const auto doc = nlohmann::json::parse(s.r.output.substr(s.r.output.find('{')));
+  const auto& links = doc["notes"]["links"];
+  const double pairs = static_cast<double>(links.size());
+  CHECK(pairs >= 16);  // a ring and 2 random matchings of 16 hosts (a pair drawn twice is tested once)
+  for (const auto& l : links) {
+    CHECK(l["error"] == "");
+    CHECK(l["seconds"].get<double>() >= 0.2);  // the test's own time, at its host: both directions
+  }
+  CHECK(doc["notes"]["stage_seconds"]["links"].get<double>() >= pairs * 0.2);
+  CHECK(doc["notes"]["tree"]["direct"] == 4);
+  CHECK(s.left == "");
+}
+
 TEST_CASE("test bed: 3 hosts, one of them at 20 Mbit/s, is found (every pair tested)", "[doctor][sim][slow]") {
   auto s = run_sim(3, "--link-factor 5", "", slow_host_on_lo(sim_address(2)));
   INFO(s.r.output);
