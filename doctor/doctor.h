@@ -59,15 +59,16 @@ class Doctor {
   void stage_links();
   // One link test of (a, b), latency and bandwidth, with nothing else running.
   LinkResult measure_alone(int a, int b);
-  // Link tests of `pairs` (disjoint), at most link_parallel_ at once: the
-  // latency pass (pings) or the bandwidth pass. Errors in each pair's `error`.
+  // Link tests of `pairs` (disjoint), at most `at_once` at a time (0: all
+  // of them): the latency pass (pings) or the bandwidth pass. Errors in
+  // each pair's `error`.
   struct PairTest {
     int a = 0, b = 0;
     LinkResult r;
     std::string error;
     double seconds = 0;
   };
-  void measure_pairs(std::vector<PairTest*>& pairs, bool bandwidth);
+  void measure_pairs(std::vector<PairTest*>& pairs, bool bandwidth, long at_once);
   // The first pass's suspect hosts tested again with fresh partners;
   // returns those slow every time, with their problem lines said.
   std::vector<int> confirm_slow_hosts(const LinkJudgement& j, const std::vector<PairSample>& s, std::vector<bool>& suspect);
@@ -150,6 +151,7 @@ class Doctor {
   std::string method_;              // the start method, resolved
   bool sim_ = false;                // the test bed's simulated hosts
   int link_parallel_ = 0;           // 0: every pair of a round at once
+  int ping_parallel_ = 0;           // the same for the first pass's latency tests
   uint64_t seed_ = 0;               // the sparse plan's random matchings
   std::vector<bool> dropped_;
   std::vector<std::vector<Endpoint>> endpoints_;

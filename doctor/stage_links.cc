@@ -36,8 +36,8 @@ std::vector<std::vector<std::pair<int, int>>> Doctor::plan_pairs(size_t hosts) c
   return link_rounds(n, plan, kDefaultMatchings, seed_);
 }
 
-void Doctor::measure_pairs(std::vector<PairTest*>& pairs, bool bandwidth) {
-  // One route for them all: at most link_parallel_ run at once, paced in
+void Doctor::measure_pairs(std::vector<PairTest*>& pairs, bool bandwidth, long at_once) {
+  // One route for them all: at most at_once run at once (0: all), paced in
   // the tree (each subtree its share), so the doctor's work is the same
   // few replies from its children however many hosts the round has.
   const long timeout_ms = static_cast<long>(o_.connect_timeout_s * 1000);
@@ -52,7 +52,7 @@ void Doctor::measure_pairs(std::vector<PairTest*>& pairs, bool bandwidth) {
   if (batch.empty()) return;
   // Disjoint pairs: each host is the a of at most one call, so replies are by a.
   const auto t0 = std::chrono::steady_clock::now();
-  const auto got = ask_each<LinkReply>(*fan_, calls, Millis(static_cast<long>(o_.link_seconds * 2000) + 120000), link_parallel_);
+  const auto got = ask_each<LinkReply>(*fan_, calls, Millis(static_cast<long>(o_.link_seconds * 2000) + 120000), at_once);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (PairTest* p : batch) {
     const auto it = got.find(p->a);
@@ -72,8 +72,8 @@ void Doctor::measure_pairs(std::vector<PairTest*>& pairs, bool bandwidth) {
 LinkResult Doctor::measure_alone(int a, int b) {
   PairTest t{a, b, {}, "", 0};
   std::vector<PairTest*> one{&t};
-  measure_pairs(one, false);
-  measure_pairs(one, true);
+  measure_pairs(one, false, 0);
+  measure_pairs(one, true, 0);
   if (!t.error.empty()) throw RemoteError(t.error);
   return t.r;
 }
@@ -116,11 +116,10 @@ std::vector<std::vector<Retest>> Doctor::retest_all(const std::vector<size_t>& s
   // together, round by round, beside up to kBatchReferences typical pairs
   // whose median is the reference; slower than it in every one of
   // kBatchRetests rounds is a finding.
-  // A round is measured at once, its references with it: no bigger than
-  // --link-parallel less the references, or measure_pairs would split it
-  // and the references would share a later, lighter batch than most of
-  // the suspects (on a loaded machine a batch of 32 streams is slower than
-  // one of 13, and its pairs were all found slow).
+  // A round is measured at once, its references with it, so it is no
+  // bigger than --link-parallel less the references: the references must
+  // share the suspects' moment, not a lighter one (on a loaded machine 32
+  // streams at once are slower than 13, and all their pairs were found slow).
   const size_t parallel = static_cast<size_t>(std::max(0, link_parallel_));
   const size_t most = parallel == 0 ? 0 : parallel > kBatchReferences ? parallel - kBatchReferences : 1;
   std::vector<size_t> pending(suspects.size());
@@ -141,8 +140,8 @@ std::vector<std::vector<Retest>> Doctor::retest_all(const std::vector<size_t>& s
           now.push_back({r.first, r.second, {}, "", 0}), busy.insert(r.first), busy.insert(r.second);
       std::vector<PairTest*> all;
       for (auto& x : now) all.push_back(&x);
-      measure_pairs(all, false);
-      measure_pairs(all, true);
+      measure_pairs(all, false, 0);  // at once, its references with it
+      measure_pairs(all, true, 0);
       std::vector<double> lat, bw;
       for (size_t j = round.size(); j < now.size(); ++j)
         if (now[j].error.empty()) lat.push_back(now[j].r.latency_us), bw.push_back(sample_of(now[j].r).Bps);
@@ -257,7 +256,7 @@ void Doctor::measure_plan(LinkRun& run) {
                std::to_string(run.rounds.size()));
       std::vector<PairTest*> round;
       for (size_t k = 0; k < run.rounds[r].size(); ++k) round.push_back(&run.tests[first + k]);
-      measure_pairs(round, pass == 1);
+      measure_pairs(round, pass == 1, pass == 1 ? link_parallel_ : ping_parallel_);
     }
   }
 }
