@@ -238,6 +238,15 @@ Pacing pace_shares(const std::vector<size_t>& counts, long at_once, long timeout
   if (n <= budget) {
     size_t given = 0;
     for (size_t i = 0; i < n; ++i) given += give[i] = std::max<size_t>(1, budget * counts[i] / total);
+    // The ones a child with few requests was given past its share, taken
+    // back from the child with the fewest requests a turn ({100, 1, 1, 1}
+    // at 4: 3 + 1 + 1 + 1, then 1 + 1 + 1 + 1).
+    while (given > budget) {
+      size_t least = n;
+      for (size_t i = 0; i < n; ++i)
+        if (give[i] > 1 && (least == n || counts[i] * give[least] < counts[least] * give[i])) least = i;
+      --give[least], --given;  // (n <= budget: some child has 2 or more while given > budget)
+    }
     // What rounding left, one at a time to the child with the most requests a turn.
     while (given < budget) {
       size_t most = 0;

@@ -1,6 +1,7 @@
 // The doctor's pure judgements (doctor/analysis.h), and how a route's answers merge (doctor/peer_fan.h).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 
 #include "doctor/analysis.h"
@@ -284,6 +285,29 @@ TEST_CASE("pace_shares: a route's at_once shared among its children, or the chil
     CHECK(sum == 5);
     CHECK(q.wait_ms[0] <= 300);
     CHECK(q.wait_ms[2] == 100);
+  }
+  SECTION("never more at once than at_once, however uneven the children") {
+    for (const auto& counts : std::vector<std::vector<size_t>>{{100, 1, 1, 1}, {7, 1, 1, 1, 1}, {5, 5, 1}, {1, 1, 1, 30}}) {
+      size_t total = 0;
+      for (size_t c : counts) total += c;
+      for (long at_once = 1; at_once <= 6; ++at_once) {
+        const auto p = pace_shares(counts, at_once, 10);
+        INFO("at_once " << at_once << ", counts[0] " << counts[0]);
+        // Child i runs at most `each[i]` at a time (at_once 0: all of its
+        // requests), and `slots` children at once: the busiest ones at worst.
+        std::vector<size_t> each;
+        for (size_t i = 0; i < counts.size(); ++i) {
+          each.push_back(p.at_once[i] == 0 ? counts[i] : static_cast<size_t>(p.at_once[i]));
+          CHECK(each[i] >= 1);
+          CHECK(p.wait_ms[i] == 10 * static_cast<long>((counts[i] + each[i] - 1) / each[i]));  // a timeout a turn
+        }
+        std::vector<size_t> worst = each;
+        std::sort(worst.rbegin(), worst.rend());
+        size_t most = 0;
+        for (size_t k = 0; k < std::min(p.slots, worst.size()); ++k) most += worst[k];
+        CHECK(most <= std::min<size_t>(total, static_cast<size_t>(at_once)));
+      }
+    }
   }
   SECTION("more children than at_once: one request at a time each, at_once of them at once, the biggest first") {
     const auto p = pace_shares({1, 4, 2, 1, 3}, 2, 500);
