@@ -102,10 +102,10 @@ Doctor::Doctor(DoctorOptions o) : o_(std::move(o)), tty_(::isatty(2) == 1) {
   // divide them, and a slow host would not stand out.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   link_parallel_ = o_.link_parallel >= 0 ? o_.link_parallel : sim_ ? static_cast<int>(std::max(8u, 16 * cores)) : 0;
-  // Pings more so: a round trip waits for both of its ends to be given a
-  // core, and with more ping-pong pairs than cores it measures the
-  // scheduler (64 simulated hosts on 2 cores: 45-52 of 125 pairs suspect
-  // at 32 pairs at once, none at 4).
+  // The first pass's pings fewer still, 2 pairs a core: a round trip waits
+  // for both of its ends to be given a core, and with more ping-pong pairs
+  // than cores it measures the scheduler (64 simulated hosts on 2 cores:
+  // 45-52 of 125 pairs suspects with 32 pairs pinging at once, 6-8 with 4).
   ping_parallel_ = o_.link_parallel >= 0 ? o_.link_parallel : sim_ ? static_cast<int>(2 * cores) : 0;
   seed_ = std::hash<std::string>{}(token_);
 }
