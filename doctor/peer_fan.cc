@@ -4,9 +4,8 @@
 
 #include <chrono>
 #include <climits>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
+#include <semaphore>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -191,30 +190,41 @@ std::vector<RouteAnswer> PeerFan::route(RouteRequest r) {
     route_polled(pace, share, got, lose);
   } else {
     // A helper per child, at most pace.slots of them calling at once.
-    std::mutex m;
-    std::condition_variable freed;
-    size_t calling = 0;
+    std::counting_semaphore<> slots(static_cast<std::ptrdiff_t>(pace.slots));
     pool_.run(pace.order.size(), [&](size_t w) {
       const size_t i = pace.order[w];
-      {
-        std::unique_lock lock(m);
-        freed.wait(lock, [&] { return calling < pace.slots; });
-        ++calling;
-      }
       Child& c = children_[i];
+      slots.acquire();
       try {
         if (!c.lost.empty()) throw RemoteError(c.lost);
         got[i] = c.link->call<RouteReply>(share[i], Millis(pace.wait_ms[i])).answers;
       } catch (const std::exception& e) {
         lose(i, e.what());
       }
-      std::lock_guard lock(m);
-      --calling;
-      freed.notify_all();
+      slots.release();
     });
   }
+  for (size_t i : work)
+    answer_unanswered(share[i], got[i], [&](int n) {
+      return names_.at(n) + ": no answer came for it from the doctor's peer on " + children_[i].node.name +
+             ", which relays for it (is dlaunch there the same version?)";
+    });
   for (auto& g : got) answers.insert(answers.end(), std::make_move_iterator(g.begin()), std::make_move_iterator(g.end()));
   return merge_answers(std::move(answers));
+}
+
+void answer_unanswered(const RouteRequest& asked, std::vector<RouteAnswer>& got, const std::function<std::string(int)>& why) {
+  // Counted first: a whole reply, the usual case, costs no set.
+  size_t answered = 0;
+  for (const auto& a : got) answered += a.nodes.size();
+  if (answered >= asked.calls.size() + asked.nodes.size()) return;
+  std::set<int> have;
+  for (const auto& a : got) have.insert(a.nodes.begin(), a.nodes.end());
+  auto missing = [&](int n) {
+    if (have.insert(n).second) got.push_back({{n}, "", why(n)});
+  };
+  for (const auto& c : asked.calls) missing(c.node);
+  for (int n : asked.nodes) missing(n);
 }
 
 Pacing pace_shares(const std::vector<size_t>& counts, long at_once, long timeout_ms) {

@@ -99,6 +99,11 @@ class PeerFan {
   std::map<int, std::string> names_;  // node -> its name, for errors
 };
 
+// Adds to `got` (a child's reply) an error answer, why(node), for each node
+// `asked` names that `got` does not (a peer of another version, or a bug
+// there): every node asked of a route gets an answer.
+void answer_unanswered(const RouteRequest& asked, std::vector<RouteAnswer>& got, const std::function<std::string(int)>& why);
+
 // Merges answers of the same line and error into one.
 std::vector<RouteAnswer> merge_answers(std::vector<RouteAnswer> answers);
 

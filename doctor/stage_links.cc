@@ -55,12 +55,7 @@ void Doctor::measure_pairs(std::vector<PairTest*>& pairs, bool bandwidth, long a
   const auto got = ask_each<LinkReply>(*fan_, calls, Millis(static_cast<long>(o_.link_seconds * 2000) + 120000), at_once);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (PairTest* p : batch) {
-    const auto it = got.find(p->a);
-    if (it == got.end()) {  // (a route answers every call; a peer of another version may not)
-      p->seconds += took, p->error = name(p->a) + ": its doctor's peer gave no answer to the link test (is dlaunch there the same version?)";
-      continue;
-    }
-    const auto& o = it->second;
+    const auto& o = got.at(p->a);  // (a route answers every node it was asked for)
     p->seconds += o.reply ? o.reply->seconds : took;
     if (!o.reply) p->error = o.error;
     else if (bandwidth) p->r.out_Bps = o.reply->out_Bps, p->r.in_Bps = o.reply->in_Bps;

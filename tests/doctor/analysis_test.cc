@@ -323,3 +323,27 @@ TEST_CASE("pace_shares: a route's at_once shared among its children, or the chil
     CHECK(p.wait_ms == std::vector<long>{20, 20});
   }
 }
+
+TEST_CASE("answer_unanswered: a node a child's reply left out gets an error answer, the rest are kept as they came",
+          "[doctor]") {
+  RouteRequest asked;
+  asked.calls = {{1, "x"}, {2, "y"}};
+  asked.nodes = {3, 4};
+  auto why = [](int n) { return "node " + std::to_string(n) + " unanswered"; };
+  std::vector<RouteAnswer> whole = {{{1, 3}, "a", ""}, {{2}, "", "gone"}, {{4}, "b", ""}};
+  const auto before = whole.size();
+  answer_unanswered(asked, whole, why);
+  CHECK(whole.size() == before);
+  std::vector<RouteAnswer> part = {{{3}, "a", ""}, {{1}, "b", ""}};
+  answer_unanswered(asked, part, why);
+  REQUIRE(part.size() == 4);
+  CHECK(part[0].nodes == std::vector<int>{3});
+  CHECK(part[1].nodes == std::vector<int>{1});
+  CHECK(part[2].nodes == std::vector<int>{2});
+  CHECK(part[2].error == "node 2 unanswered");
+  CHECK(part[3].nodes == std::vector<int>{4});
+  CHECK(part[3].error == "node 4 unanswered");
+  std::vector<RouteAnswer> none;
+  answer_unanswered(asked, none, why);
+  CHECK(none.size() == 4);
+}
