@@ -224,10 +224,14 @@ TEST_CASE("gpu-bind: a host without GPUs sets nothing and is no error", "[integr
   s.unset_env = {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"};
   s.set_env["PATH"] = "/usr/bin:/bin";  // no nvidia-smi
   RunResult r = run(s, 30);
-  INFO(r.err);
+  INFO("dlaunch's stdout:\n" << r.out << "dlaunch's stderr:\n" << r.err);
   REQUIRE(r.code == 0);
   for (int rank = 0; rank < 3; ++rank) {
-    auto e = parse_env(read_file(tmp.path + "/rank." + std::to_string(rank) + "/stdout"));
+    const std::string dir = tmp.path + "/rank." + std::to_string(rank);
+    const std::string out = read_file(dir + "/stdout");
+    INFO("rank " << rank << "'s stdout file (" << out.size() << " bytes):\n"
+                 << out << "its stderr file:\n" << read_file(dir + "/stderr"));
+    auto e = parse_env(out);
     CHECK(e.count("RANK") == 1);
     CHECK(e.count("CUDA_VISIBLE_DEVICES") == 0);
     CHECK(e.count("DLAUNCH_GPUS") == 0);
