@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <ctime>
 #include <cstdlib>
@@ -41,7 +42,7 @@ std::chrono::milliseconds LoopWatch::threshold_from_env() {
 
 LoopWatch::LoopWatch(boost::asio::io_context& io, std::string who, std::chrono::milliseconds threshold, int fd)
     : timer_(io), who_(std::move(who)), threshold_(threshold),
-      period_(std::max<std::chrono::milliseconds>(threshold / 4, std::chrono::milliseconds(20))), fd_(fd),
+      period_(std::max<std::chrono::milliseconds>(threshold / 3, std::chrono::milliseconds(20))), fd_(fd),
       last_turn_ns_(ns_of(Clock::now())) {
   if (threshold_.count() <= 0) return;
   tick();
@@ -64,7 +65,7 @@ int64_t thread_run_wait_ns() { return machine::runnable_wait_ns("/proc/thread-se
 
 void LoopWatch::check_starved() {
   if (threshold_.count() <= 0) return;
-  const auto times = machine::sched_times("/proc/thread-self/schedstat");
+  const auto times = machine::sched_times(loop_schedstat_);
   const int64_t wait = times.waiting_ns;
   if (wait < 0) return;
   loop_cpu_ns_ = times.on_cpu_ns;
@@ -78,7 +79,13 @@ void LoopWatch::check_starved() {
 }
 
 void LoopWatch::tick() {
-  if (!loop_tid_) loop_tid_ = static_cast<int>(::gettid());
+  if (!loop_tid_) {
+    // Opened by the loop's thread: thread-self is that thread, for the watch's thread too.
+    loop_schedstat_ = machine::ProcFile("/proc/thread-self/schedstat");
+    loop_stat_ = machine::ProcFile("/proc/thread-self/stat");
+    loop_syscall_ = machine::ProcFile("/proc/thread-self/syscall");
+    loop_tid_ = static_cast<int>(::gettid());
+  }
   check_starved();
   const int64_t now = ns_of(Clock::now());
   if (const int64_t since = reported_ns_.exchange(0)) {
@@ -92,17 +99,14 @@ void LoopWatch::tick() {
 }
 
 namespace {
-// Whether thread `tid` of this process is blocked in epoll_wait: an event
-// loop waiting for its events (/proc/self/task/TID/syscall: the number of
-// the system call it is blocked in).
-bool in_epoll_wait(int tid) {
-  if (!tid) return false;
-  FILE* f = std::fopen(("/proc/self/task/" + std::to_string(tid) + "/syscall").c_str(), "re");
-  if (!f) return false;
+// Whether the thread whose `syscall` file this is, is blocked in
+// epoll_wait: an event loop waiting for its events (the file starts with
+// the number of the system call it is blocked in, or "running").
+bool in_epoll_wait(const machine::ProcFile& syscall) {
+  char buf[64];
+  const std::string_view text = syscall.read(buf, sizeof buf);
   long nr = -1;
-  const bool read = std::fscanf(f, "%ld", &nr) == 1;
-  std::fclose(f);
-  if (!read) return false;  // "running"
+  if (std::from_chars(text.data(), text.data() + text.size(), nr).ec != std::errc()) return false;
 #ifdef SYS_epoll_wait
   if (nr == SYS_epoll_wait) return true;
 #endif
@@ -114,30 +118,34 @@ bool in_epoll_wait(int tid) {
 }  // namespace
 
 int64_t LoopWatch::starved_ns(int64_t stalled) const {
-  const int tid = loop_tid_;
   const int64_t wait0 = loop_wait_ns_, cpu0 = loop_cpu_ns_;
-  if (!tid || wait0 < 0 || cpu0 < 0) return -1;
-  const std::string task = "/proc/self/task/" + std::to_string(tid);
-  const auto now = machine::sched_times(task + "/schedstat");
+  if (!loop_tid_ || wait0 < 0 || cpu0 < 0) return -1;
+  const auto now = machine::sched_times(loop_schedstat_);
   if (now.waiting_ns < 0) return -1;
   // The kernel adds a wait once it ends: a wait that goes on now is the
   // stall less its time on a CPU, while the thread is runnable.
   const int64_t counted = now.waiting_ns - wait0, on_cpu = now.on_cpu_ns - cpu0;
   if (2 * counted >= stalled) return counted;
-  if (machine::task_state(task + "/stat") == 'R' && 2 * on_cpu < stalled) return stalled - on_cpu;
+  if (machine::task_state(loop_stat_) == 'R' && 2 * on_cpu < stalled) return stalled - on_cpu;
   return -1;
 }
 
+// The watch's thread wakes when the loop's last turn would become a stall
+// (`threshold` after it), not at every period: a loop that keeps turning
+// costs it one wake per threshold or so.
+LoopWatch::Clock::time_point LoopWatch::next_look(Clock::time_point now) const {
+  const auto due = Clock::time_point(std::chrono::nanoseconds(last_turn_ns_.load())) + threshold_;
+  return due > now ? due : now + period_;  // a stall said already: a period on, until the loop turns
+}
+
 void LoopWatch::watch() {
-  auto last_wake = Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, period_, [this] { return stop_; })) {
+  for (auto planned = next_look(Clock::now()); !cv_.wait_until(lock, planned, [this] { return stop_; });
+       planned = next_look(Clock::now())) {
     const auto now = Clock::now();
-    const bool watcher_late = now - last_wake > period_ + threshold_ / 2;
-    last_wake = now;
     const int64_t turn = last_turn_ns_;
     // The whole process was held (stopped, starved): not the loop's doing.
-    if (watcher_late) continue;
+    if (now - planned > threshold_ / 2) continue;
     if (ns_of(now) - turn < std::chrono::nanoseconds(threshold_).count() || reported_ns_ == turn) continue;
     reported_ns_ = turn;
     lock.unlock();
@@ -160,7 +168,7 @@ void LoopWatch::watch() {
     // handler of ours: its wake came late (the host's CPUs or its hypervisor
     // held it). Its stacks would show only that wait, and on a host starved
     // that way a debugger per agent takes more of what it lacks.
-    if (in_epoll_wait(loop_tid_)) {
+    if (loop_tid_ && in_epoll_wait(loop_syscall_)) {
       say(who_ + ": warning: its event loop has not turned for " + seconds(stalled) +
           " though it is waiting for events (in epoll_wait), its timer due long ago: its wake came late, this host's "
           "CPUs are taken (its heartbeats and the ranks' output to the launcher wait meanwhile; its stacks are not read: "

@@ -37,6 +37,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "machine/proc_file.h"
+
 namespace dl::agent {
 
 class LoopWatch {
@@ -74,6 +76,7 @@ class LoopWatch {
   using Clock = std::chrono::steady_clock;
   void tick();
   void watch();
+  Clock::time_point next_look(Clock::time_point now) const;
   void say(const std::string& text) const;
   // Of a stall of `stalled` ns so far, how long the loop's thread has been
   // waiting for a CPU, when that is most of it; -1 when it is not (or unknown).
@@ -87,7 +90,10 @@ class LoopWatch {
   std::atomic<int64_t> reported_ns_{0};  // the turn a stall was reported after (0: none)
   std::atomic<int64_t> loop_wait_ns_{-1};  // the loop thread's run-queue wait at its last turn (-1: unknown)
   std::atomic<int64_t> loop_cpu_ns_{-1};   // its time on a CPU then
-  std::atomic<int> loop_tid_{0};  // the loop's thread, once it turned
+  std::atomic<int> loop_tid_{0};  // the loop's thread, once it turned (its files below are open then)
+  // The loop thread's schedstat, stat and syscall files, opened at its first
+  // turn and read again at each look (machine/proc_file.h).
+  machine::ProcFile loop_schedstat_, loop_stat_, loop_syscall_;
   static inline std::atomic<const char*> waiting_{nullptr};  // Waiting's `what`, while one lives
   std::mutex mu_;
   std::condition_variable cv_;

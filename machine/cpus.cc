@@ -1,5 +1,8 @@
 #include "machine/cpus.h"
 
+#include <charconv>
+#include <string_view>
+
 #include <sched.h>
 
 #include <algorithm>
@@ -83,20 +86,41 @@ CpuTopology read_cpu_topology(const std::vector<int>& allowed, const std::string
   return t;
 }
 
-SchedTimes sched_times(const std::string& schedstat) {
-  unsigned long long run = 0, wait = 0;  // on a CPU; runnable, waiting for one
-  if (std::sscanf(read_text(schedstat).c_str(), "%llu %llu", &run, &wait) != 2) return {};
-  return {static_cast<int64_t>(run), static_cast<int64_t>(wait)};
+namespace {
+// "RUN WAIT SLICES": on a CPU; runnable, waiting for one (ns).
+SchedTimes parse_sched_times(std::string_view text) {
+  int64_t run = 0, wait = 0;
+  const char* p = text.data();
+  const char* end = p + text.size();
+  auto r = std::from_chars(p, end, run);
+  if (r.ec != std::errc() || r.ptr == end || *r.ptr != ' ') return {};
+  auto w = std::from_chars(r.ptr + 1, end, wait);
+  if (w.ec != std::errc()) return {};
+  return {run, wait};
+}
+
+// "TID (COMM) S ...": COMM may hold spaces and parentheses; the state
+// follows the last ')'.
+char parse_task_state(std::string_view text) {
+  const size_t close = text.rfind(')');
+  return close != std::string_view::npos && close + 2 < text.size() && text[close + 1] == ' ' ? text[close + 2] : 0;
+}
+}  // namespace
+
+SchedTimes sched_times(const std::string& schedstat) { return parse_sched_times(read_text(schedstat)); }
+
+SchedTimes sched_times(const ProcFile& schedstat) {
+  char buf[256];
+  return parse_sched_times(schedstat.read(buf, sizeof buf));
 }
 
 int64_t runnable_wait_ns(const std::string& schedstat) { return sched_times(schedstat).waiting_ns; }
 
-char task_state(const std::string& stat) {
-  // "TID (COMM) S ...": COMM may hold spaces and parentheses; the state
-  // follows the last ')'.
-  const std::string text = read_text(stat);
-  const size_t close = text.rfind(')');
-  return close != std::string::npos && close + 2 < text.size() && text[close + 1] == ' ' ? text[close + 2] : 0;
+char task_state(const std::string& stat) { return parse_task_state(read_text(stat)); }
+
+char task_state(const ProcFile& stat) {
+  char buf[1024];  // the state is near the start; a line longer than this is cut, the state kept
+  return parse_task_state(stat.read(buf, sizeof buf));
 }
 
 }  // namespace dl::machine

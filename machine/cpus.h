@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hostfiles/binding.h"
+#include "machine/proc_file.h"
 
 namespace dl::machine {
 
@@ -33,10 +34,13 @@ struct SchedTimes {
   int64_t on_cpu_ns = -1, waiting_ns = -1;
 };
 SchedTimes sched_times(const std::string& schedstat);
+// The same, from a schedstat file kept open: one pread(2) each time.
+SchedTimes sched_times(const ProcFile& schedstat);
 // The wait alone (sched_times(schedstat).waiting_ns).
 int64_t runnable_wait_ns(const std::string& schedstat);
 // A thread's state letter from its `stat` file (/proc/self/task/TID/stat):
 // 'R' running or runnable, 'S' sleeping, 'D' in the kernel, ...; 0 when unread.
 char task_state(const std::string& stat);
+char task_state(const ProcFile& stat);
 
 }  // namespace dl::machine

@@ -13,6 +13,8 @@
 #   RUNS=3                                  rounds, each case once per round, medians (default 1)
 #   DLAUNCH_BIN=build/bin                   the dlaunch to measure
 #   KEEP=1                                  keep every case's files (stamps, logs), and say where
+#   PERF=/tmp/restart.perf                  --sim: perf record -a of each job's change (PERF.plain,
+#                                           PERF.spare), from just before the fault to the job's end
 #   FANOUT=0                                --sim: dlaunch's --fanout (default: dlaunch's own, 32;
 #                                           0: flat, every agent started by dlaunch)
 #   SIM_ARGS="--heartbeat-timeout 60"       --sim: more dlaunch options for both jobs (a test bed
@@ -120,7 +122,7 @@ sim_job() {  # $1 = plain|spare, $2 = K, $3 = ranks per host, $4 = spares; print
   local extra=()
   # shellcheck disable=SC2206
   [ -n "${SIM_ARGS:-}" ] && extra=($SIM_ARGS)
-  (cd "$d" && DLAUNCH_SIM=1 exec "$work/measure" "$bin/dlaunch" --launcher sim -H "$hosts" -n "$np" --spares "$S" "${fan[@]}" \
+  (cd "$d" && DLAUNCH_SIM=1 MEASURE_EVERY_MS=20 exec "$work/measure" "$bin/dlaunch" --launcher sim -H "$hosts" -n "$np" --spares "$S" "${fan[@]}" \
      --no-output-pty ${extra[@]+"${extra[@]}"} --max-restarts 2 --gpus-per-node 0 --mpi none --agent-timeout 600 "$work/hold" "$d/stamps" >"$d/measure.out") &
   local job=$!
   count() { local n=0; [ -f "$d/stamps" ] && n=$(grep -c "^$1 " "$d/stamps"); echo "${n:-0}"; }
@@ -139,7 +141,13 @@ sim_job() {  # $1 = plain|spare, $2 = K, $3 = ranks per host, $4 = spares; print
     echo "host-loss: sim $kind: no leaf agent with ranks for $victim (agent '$agent', children '$ranks')" >&2
     kill -INT "$job" 2>/dev/null; wait "$job"; return 1
   fi
-  local cpu0 fault
+  local cpu0 fault perf=""
+  if [ -n "${PERF:-}" ]; then
+    # The whole machine's CPU from just before the fault to the job's end,
+    # sampled by the clock (a VM may have no PMU): `perf report --sort comm,dso,sym`.
+    perf record -e cpu-clock -a -F 499 -o "$PERF.$kind" -- sleep 3600 >"$d/perf.log" 2>&1 & perf=$!
+    sleep 1
+  fi
   cpu0=$(cpu_ns "$launcher")
   fault=$EPOCHREALTIME
   if [ "$kind" = spare ]; then
@@ -149,6 +157,7 @@ sim_job() {  # $1 = plain|spare, $2 = K, $3 = ranks per host, $4 = spares; print
     kill -9 "${ranks%% *}"
   fi
   wait "$job"; local rc=$?
+  if [ -n "$perf" ]; then kill -INT "$perf" 2>/dev/null; wait "$perf"; fi
   $PY - "$d" "$fault" "$np" "$cpu0" "$rc" "$kind" <<'PY'
 import os, sys
 d, fault, np, cpu0, rc, kind = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]

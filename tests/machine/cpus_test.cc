@@ -2,8 +2,13 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "machine/cpus.h"
 
@@ -81,4 +86,78 @@ TEST_CASE("this machine's own topology covers exactly the CPUs we may use", "[ma
   for (const auto& n : t.numa) in_nodes.insert(in_nodes.end(), n.begin(), n.end());
   std::sort(in_nodes.begin(), in_nodes.end());
   CHECK(in_nodes == allowed);
+}
+
+namespace {
+// Spins on the calling thread's CPU clock for `ms`.
+void spin_ms(int ms) {
+  timespec t0{}, t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+  do ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+}
+}  // namespace
+
+TEST_CASE("ProcFile: a /proc file kept open reads anew each time", "[machine]") {
+  SECTION("its thread's time on a CPU grows between two reads of one open schedstat") {
+    const ProcFile f("/proc/thread-self/schedstat");
+    REQUIRE(f.is_open());
+    const SchedTimes before = sched_times(f);
+    REQUIRE(before.on_cpu_ns >= 0);
+    spin_ms(50);
+    const SchedTimes after = sched_times(f);
+    CHECK(after.on_cpu_ns - before.on_cpu_ns >= 40'000'000);
+    // The same numbers as a fresh open of the file gives.
+    CHECK(sched_times("/proc/thread-self/schedstat").on_cpu_ns >= after.on_cpu_ns);
+  }
+  SECTION("another thread's state, read through a file opened once, follows the thread") {
+    std::mutex mu;
+    std::condition_variable cv;
+    int phase = 0;  // 1: the thread has opened its file; 2: stop spinning; 3: end
+    ProcFile stat;
+    std::atomic<bool> spinning{false};
+    std::thread t([&] {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        stat = ProcFile("/proc/thread-self/stat");
+        phase = 1;
+      }
+      cv.notify_all();
+      spinning = true;
+      for (;;) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (phase >= 2) break;
+      }
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return phase == 3; });
+    });
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return phase >= 1; });
+    }
+    while (!spinning) std::this_thread::yield();
+    REQUIRE(stat.is_open());
+    CHECK(task_state(stat) == 'R');  // spinning (running, or runnable on a busy machine)
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      phase = 2;
+    }
+    char state = 0;
+    for (int i = 0; i < 200 && (state = task_state(stat)) != 'S'; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(state == 'S');  // asleep in its wait, as the same open file now says
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      phase = 3;
+    }
+    cv.notify_all();
+    t.join();
+  }
+  SECTION("a file that cannot be opened reads as nothing") {
+    const ProcFile f("/proc/self/no-such-file");
+    CHECK_FALSE(f.is_open());
+    char buf[16];
+    CHECK(f.read(buf, sizeof buf).empty());
+    CHECK(sched_times(f).on_cpu_ns == -1);
+    CHECK(task_state(f) == 0);
+  }
 }
