@@ -4,7 +4,9 @@
 // Everything an agent does for the launcher (heartbeats, forwarded output,
 // fences) runs on one asio loop; a loop held up for the launcher's heartbeat
 // timeout looks, from the launcher, like a lost host. A timer on the loop
-// marks each turn; a thread of its own checks the mark. When the loop has
+// marks a turn every third of `threshold`; a thread of its own checks the
+// mark when the last one would be `threshold` old (so a loop that keeps
+// turning wakes the thread about once a threshold). When the loop has
 // not turned for `threshold`, the thread writes to stderr, at once and with
 // plain write(2) (the loop's own stderr writes may be what blocks), a line
 // saying so and, where eu-stack or gdb is installed, every thread's stack of
@@ -26,7 +28,11 @@
 // should, and was woken late (a host, or a hypervisor, whose CPUs are
 // taken). On a test bed of 1,024 agents on 2 CPUs, a restart's stalled
 // agents each ran a debugger, a tenth of the CPU of the restart; on a slower
-// one, 165 debuggers of loops idle in epoll_wait ran during a launch.
+// one, 165 debuggers of loops idle in epoll_wait ran during a launch. The
+// loop thread's /proc files are opened once and read with one pread each
+// (machine/proc_file.h): on that test bed, a watch that opened and parsed
+// them through streams at every look, four times a threshold, was most of
+// what a restart cost over its floor (docs/failures.md, "What the watch costs").
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
