@@ -10,7 +10,6 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstdio>
 #include <ctime>
 #include <cstdlib>
 #include <vector>

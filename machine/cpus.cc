@@ -6,7 +6,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <stdexcept>

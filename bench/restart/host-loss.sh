@@ -77,12 +77,18 @@ for b in dlaunch dlaunch-agent; do
   [ -n "$bin" ] && [ -x "$bin/$b" ] || { echo "host-loss: no dlaunch build at ${DLAUNCH_BIN:-$src/build/bin}/$b: build dlaunch first (scripts/build.sh), or set DLAUNCH_BIN" >&2; exit 2; }
 done
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "host-loss: RUNS must be a positive integer, got '$RUNS'" >&2; exit 2; }
+if [ -n "${PERF:-}" ]; then
+  [ "${1:-}" = --sim ] || { echo "host-loss: PERF= records the test bed's restarts: give --sim K" >&2; exit 2; }
+  command -v perf >/dev/null || { echo "host-loss: PERF= needs perf (apt-get install linux-perf)" >&2; exit 2; }
+fi
 [ "$(id -u)" = 0 ] || [ "${1:-}" = --sim ] || { echo "host-loss: needs root (it builds a namespace cluster: tests/cluster/cluster.sh); --sim needs none" >&2; exit 3; }
 
 work=$(mktemp -d /tmp/dlaunch-host-loss.XXXXXX)
 clusters=()
+perf_pid=""  # a PERF= recording under way
 cleanup() {
   local id
+  [ -n "$perf_pid" ] && kill -INT "$perf_pid" 2>/dev/null
   for id in "${clusters[@]}"; do "$CLUSTER" down "$id" >/dev/null 2>&1; done
   # Anything of ours still running (a sim job cut short): its processes name $work.
   local p
@@ -141,12 +147,13 @@ sim_job() {  # $1 = plain|spare, $2 = K, $3 = ranks per host, $4 = spares; print
     echo "host-loss: sim $kind: no leaf agent with ranks for $victim (agent '$agent', children '$ranks')" >&2
     kill -INT "$job" 2>/dev/null; wait "$job"; return 1
   fi
-  local cpu0 fault perf=""
+  local cpu0 fault
   if [ -n "${PERF:-}" ]; then
     # The whole machine's CPU from just before the fault to the job's end,
     # sampled by the clock (a VM may have no PMU): `perf report --sort comm,dso,sym`.
-    perf record -e cpu-clock -a -F 499 -o "$PERF.$kind" -- sleep 3600 >"$d/perf.log" 2>&1 & perf=$!
+    perf record -e cpu-clock -a -F 499 -o "$PERF.$kind" -- sleep 3600 >"$d/perf.log" 2>&1 & perf_pid=$!
     sleep 1
+    kill -0 "$perf_pid" 2>/dev/null || echo "host-loss: perf record did not start ($(tail -1 "$d/perf.log")); as root, or with kernel.perf_event_paranoid at -1" >&2
   fi
   cpu0=$(cpu_ns "$launcher")
   fault=$EPOCHREALTIME
@@ -157,7 +164,10 @@ sim_job() {  # $1 = plain|spare, $2 = K, $3 = ranks per host, $4 = spares; print
     kill -9 "${ranks%% *}"
   fi
   wait "$job"; local rc=$?
-  if [ -n "$perf" ]; then kill -INT "$perf" 2>/dev/null; wait "$perf"; fi
+  if [ -n "$perf_pid" ]; then
+    kill -INT "$perf_pid" 2>/dev/null; wait "$perf_pid"; perf_pid=""
+    [ -s "$PERF.$kind" ] && echo "host-loss: sim $kind: the profile is $PERF.$kind (perf report -i $PERF.$kind --sort comm,dso,sym)" >&2
+  fi
   $PY - "$d" "$fault" "$np" "$cpu0" "$rc" "$kind" <<'PY'
 import os, sys
 d, fault, np, cpu0, rc, kind = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
