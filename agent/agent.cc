@@ -229,16 +229,16 @@ void Agent::on_message(control::FromLauncher m) {
                    if (s.signal == SIGCONT) link_->resume_silence();
                    ranks_.signal_all(s.signal);
                  },
-                 [this](const msg::Kill& k) { ranks_.teardown(milliseconds(k.grace_ms)); },
+                 [this](const msg::Kill& k) {
+                   ranks_.teardown(milliseconds(k.grace_ms));
+                   if (k.ready_for) get_ready(*k.ready_for);
+                 },
                  [this](const msg::StdinEof& e) { ranks_.stdin_eof(e.rank); },
                  [this](const control::MpiDown& d) { mpi_->receive(d); },
                  [this](const msg::DumpStacks& d) { dump_stacks(d); },
                  [this](const msg::StartAgents& s) { start_agents(s); },
                  [this](const msg::HealthCheck& c) { health_check(c); },
-                 [this](const msg::Restart& r) {
-                   restart_ = r.attempt;
-                   ready_if_done();
-                 },
+                 [this](const msg::Restart& r) { get_ready(r.attempt); },
                  [this](const msg::Bye&) {
                    bye_ = true;
                    if (relay_) relay_->closing();
@@ -513,6 +513,15 @@ void Agent::lost_launcher(const std::string& why) {
   io_.stop();
 }
 
+// --max-restarts: answer `ready` for `attempt` once every rank is
+// reported. Asked once by the teardown's Kill and maybe again by a Restart
+// (an agent the restart found waiting): one answer each attempt.
+void Agent::get_ready(int attempt) {
+  if (attempt <= answered_) return;
+  restart_ = attempt;
+  ready_if_done();
+}
+
 // --max-restarts: the last attempt's ranks are all reported; forget them
 // (their torch error files too, so that the next attempt's verdicts read
 // only its own) and tell the launcher we can launch again.
@@ -523,6 +532,7 @@ void Agent::ready_if_done() {
   if (error_files_) error_files_->remove();
   error_files_.reset();
   link_->send_message(msg::Ready{*restart_, wire::free_tcp_port()});
+  answered_ = *restart_;
   restart_.reset();
 }
 

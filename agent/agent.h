@@ -91,6 +91,7 @@ class Agent {
   void watch_stdin();
   void lost_launcher(const std::string& why);
   void finish_if_done();
+  void get_ready(int attempt);
   void ready_if_done();
   void add_torch_error(control::msg::Exited& x) const;
   void dump_stacks(const control::msg::DumpStacks& d);
@@ -125,6 +126,7 @@ class Agent {
   std::map<std::string, std::string> wdirs_;
   std::deque<wire::Frame> deferred_;  // from the launcher while spawning (on_frame)
   std::optional<int> restart_;  // --max-restarts: the attempt to answer `ready` for, once every rank is reported
+  int answered_ = 0;            // the last attempt answered `ready` for
   bool bye_ = false, done_ = false;
   int exit_code_ = 0;
 };

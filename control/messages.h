@@ -536,11 +536,18 @@ struct Signal {
   template <class S, class V> static void fields(S& s, V& v) { v("signal", s.signal); }
 };
 
-// SIGTERM every rank, SIGKILL what is left after grace_ms.
+// SIGTERM every rank, SIGKILL what is left after grace_ms. With
+// `ready_for` (a teardown that --max-restarts may follow): once every rank
+// is reported, answer `ready` for that attempt as a Restart would ask, in
+// the turn that reports the last exit. The launcher then holds every answer
+// when it has seen every exit, and a restart waits for no round trip
+// through the launch tree after the teardown; if the job ends instead, the
+// answers go unused.
 struct Kill {
   static constexpr const char* kType = "kill";
   int grace_ms = 0;
-  template <class S, class V> static void fields(S& s, V& v) { v("grace_ms", s.grace_ms); }
+  std::optional<int> ready_for;
+  template <class S, class V> static void fields(S& s, V& v) { v("grace_ms", s.grace_ms), v("ready_for", s.ready_for); }
 };
 
 // The answer to spawn_request `id`: the new namespace, or why there is none

@@ -10,10 +10,18 @@ void Attempts::begin_restart(std::vector<int> nodes, std::vector<int> anew, int 
   port_node_ = port_node >= 0 ? port_node : waiting_.empty() ? -1 : *waiting_.begin();
   ports_.clear();
   restarting_ = true;
+  for (const auto& [node, port] : early_)
+    if (!anew_.count(node) && waiting_.erase(node) > 0) ports_[node] = port;
+  early_.clear();
 }
 
 bool Attempts::ready(int node, int attempt, int free_port) {
-  if (attempt != next() || waiting_.erase(node) == 0) return false;
+  if (attempt != next()) return false;
+  if (!restarting_) {
+    early_[node] = free_port;
+    return false;
+  }
+  if (waiting_.erase(node) == 0) return false;
   ports_[node] = free_port;
   return waiting_.empty();
 }

@@ -68,14 +68,19 @@ class Attempts {
   // The restart count of the attempt begin_restart() prepares.
   int next() const { return restart_ + 1; }
   // The prepared attempt is being launched: it is the current one now.
-  void relaunched() { ++restart_, restarting_ = false; }
+  void relaunched() { ++restart_, restarting_ = false, early_.clear(); }
   // Node `node` said it is ready for attempt `attempt` (next()) with `free_port` free there.
   // Returns true when that was the last node the restart waited for. An
   // answer for another attempt, or from a node not waited for, is ignored.
+  // Before begin_restart (the teardown asked for the answers with its Kill,
+  // msg::Kill::ready_for), an answer for next() is kept, and begin_restart
+  // counts it unless the node gets a new agent: false then.
   bool ready(int node, int attempt, int free_port);
   // The next attempt's MASTER_PORT: the port node rank 0's host offered
   // (it hosts rank 0); 0 if it has not answered. REQUIRES ready() returned true.
   int master_port() const;
+  // Whether the restart waits for no node's answer (all came with the teardown).
+  bool none_waiting() const { return waiting_.empty(); }
   // The nodes that have not answered yet (for a timeout's message).
   std::vector<int> waiting() const { return {waiting_.begin(), waiting_.end()}; }
 
@@ -111,6 +116,7 @@ class Attempts {
   std::set<int> waiting_, anew_;
   int port_node_ = -1;
   std::map<int, int> ports_;  // by node: the free port in its answer
+  std::map<int, int> early_;  // by node: the free port in an answer that came before begin_restart
   std::string attempt_name(int n) const;
   std::string verdict_line(const Fate& fate) const;
   std::string refused_, last_failed_host_;

@@ -492,7 +492,12 @@ void Job::teardown(int grace_ms) {
   if (!phase_.launched() || phase_.is(Phase::kClosing)) return;
   const bool again = phase_.is(Phase::kTearingDown);
   if (!again) phase_.to(Phase::kTearingDown);
-  server_->broadcast(msg::Kill{grace_ms});
+  // A teardown that a restart may follow asks for the agents' answers now:
+  // each comes right after its host's last exit (msg::Kill::ready_for).
+  msg::Kill kill;
+  kill.grace_ms = grace_ms;
+  if (attempts_.retry(fate_)) kill.ready_for = attempts_.next();
+  server_->broadcast(kill);
   if (again && grace_ms > 0) return;
   // Agents confirm every exit; if some never do, give up after grace + 5 s.
   kill_timer_.expires_after(milliseconds(grace_ms) + milliseconds(5000));

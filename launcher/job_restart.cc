@@ -48,8 +48,24 @@ void Job::restart() {
   for (int k : anew) nodes_.at(static_cast<size_t>(k)).state = NodeState::kStarting;
   attempts_.begin_restart(own, anew, seats_.at(0));
   if (!below_min_.empty()) return restart_failed(below_min_);
-  log("restart " + std::to_string(attempts_.next()) + ": waiting for every agent to be ready");
-  server_->broadcast(msg::Restart{attempts_.next()});
+  const std::string restart = "restart " + std::to_string(attempts_.next()) + ": ";
+  // The teardown asked every agent for its answer (msg::Kill::ready_for):
+  // usually all came with the last exits, and the restart goes on at once.
+  const std::vector<int> waiting = attempts_.waiting();
+  if (waiting.empty()) {
+    log(restart + "every agent was ready as its ranks ended");
+    return all_ready();
+  }
+  // Those whose last exit came just now have their answers on the way:
+  // the Restart below is one they ignore (Agent::get_ready).
+  const std::string who = waiting.size() == own.size() ? "every agent"
+                          : waiting.size() == 1       ? "1 agent"
+                                                      : std::to_string(waiting.size()) + " agents";
+  log(restart + "waiting for " + who + " to be ready");
+  if (waiting.size() == own.size()) server_->broadcast(msg::Restart{attempts_.next()});
+  else
+    for (int k : waiting)
+      if (!attempts_.anew(k)) server_->send(k, msg::Restart{attempts_.next()});
   for (int k : anew) {
     log("starting a new agent on " + nodes_.at(static_cast<size_t>(k)).host + " for the restart");
     start_again(k);
@@ -379,6 +395,8 @@ std::string Job::hello_again(Node& n, const msg::Hello& m) {
 }
 
 void Job::on_ready(int node, const msg::Ready& r) {
+  // One that came with the teardown's exits is kept for the restart to come.
+  if (phase_.is(Phase::kTearingDown)) return (void)attempts_.ready(node, r.attempt, r.free_port);
   if (!phase_.is(Phase::kRestarting)) return;  // a stale answer: the job moved on
   if (attempts_.ready(node, r.attempt, r.free_port)) all_ready();
 }

@@ -133,6 +133,12 @@ TEST_CASE("control messages: the launcher's messages survive encode and decode",
   CHECK(ff.id == ~0ull);
   CHECK(as<msg::Signal>(control::decode_from_launcher(control::encode(msg::Signal{10}))).signal == 10);
   CHECK(as<msg::Kill>(control::decode_from_launcher(control::encode(msg::Kill{3000}))).grace_ms == 3000);
+  CHECK_FALSE(as<msg::Kill>(control::decode_from_launcher(control::encode(msg::Kill{3000}))).ready_for);
+  msg::Kill asks;
+  asks.grace_ms = 1000, asks.ready_for = 2;
+  auto asked = as<msg::Kill>(control::decode_from_launcher(control::encode(asks)));
+  CHECK(asked.grace_ms == 1000);
+  CHECK(asked.ready_for == std::optional<int>(2));
   CHECK(as<msg::StdinEof>(control::decode_from_launcher(control::encode(msg::StdinEof{2}))).rank == 2);
   as<msg::Bye>(control::decode_from_launcher(control::encode(msg::Bye{})));
   CHECK(as<msg::Restart>(control::decode_from_launcher(control::encode(msg::Restart{3}))).attempt == 3);

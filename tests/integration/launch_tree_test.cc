@@ -10,6 +10,7 @@
 
 #include <signal.h>
 
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
@@ -209,6 +210,51 @@ TEST_CASE("tree: --max-restarts starts a lost leaf's agent again from its parent
   CHECK(wait_marked_gone(m, 10, c.pid).empty());
 }
 
+// The teardown's kill asks the agents for their `ready` (msg::Kill::ready_for):
+// each answers as its last rank ends, so when rank 0's slow exit (it traps
+// SIGTERM and takes 2 s) is the last, the restart waits only for its host's
+// answer, already on its way, not for a `restart` round trip through the
+// tree to every agent.
+TEST_CASE("tree: --max-restarts - the agents say ready as their ranks end, and the restart waits only for the last "
+          "exit's agent",
+          "[integration][tree][restart]") {
+  const std::string m = new_marker();
+  TempDir d;
+  const std::string up = d.path + "/up.", go = d.path + "/go";
+  RunSpec s = tree_run(
+      tree_hosts(m, 6, 1), 2,
+      {"sh", "-c",
+       "if [ $TORCHELASTIC_RESTART_COUNT != 0 ]; then echo done $RANK; exit 0; fi; "
+       "if [ $RANK = 0 ]; then trap 'sleep 2; exit 1' TERM; fi; : > " + up + "$RANK; "
+       "if [ $RANK = 5 ]; then while [ ! -e " + go + " ]; do sleep 0.05; done; exit 3; fi; "
+       "while :; do sleep 0.1; done",
+       m});
+  s.argv.insert(s.argv.begin() + 1, {"-v", "--max-restarts", "1", "--kill-grace", "10"});
+  Child c = start(s);
+  ChildGuard guard{c, m};
+  for (int i = 0; i < 1200; ++i) {  // every rank up, rank 0's trap set
+    int n = 0;
+    for (int r = 0; r < 6; ++r) n += std::filesystem::exists(up + std::to_string(r)) ? 1 : 0;
+    if (n == 6) break;
+    ::usleep(50000);
+  }
+  write_file(go, "");
+  RunResult r = wait(c, 60);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("exited with code 3; restarting") != std::string::npos);
+  std::smatch w;
+  REQUIRE(std::regex_search(r.err, w, std::regex(R"(restart 1: (waiting for (every agent|(\d+) agents?)|every agent was ready))")));
+  INFO(w[0]);
+  CHECK(w[2] != "every agent");  // a restart that asked only after the teardown waits for all 6
+  if (w[3].matched) CHECK(std::stoi(w[3]) < 6);
+  std::set<int> done;
+  std::regex line(R"(done (\d+))");
+  for (std::sregex_iterator i(r.out.begin(), r.out.end(), line), end; i != end; ++i) done.insert(std::stoi((*i)[1]));
+  CHECK(done.size() == 6);
+  CHECK(wait_marked_gone(m, 10, c.pid).empty());
+}
+
 // --spares with the tree: 9 hosts, fanout 2, the last a spare, which is not
 // in the tree (dlaunch starts it): roots 0 and 4; 4 starts 5 and 7, 5
 // starts 6.
@@ -322,10 +368,13 @@ TEST_CASE("tree: --spares - the spare's agent killed mid-job is said and the job
 
 // An interior agent lost while the restart waits for the agents: 12 hosts,
 // fanout 3, the last a spare: roots 0 (over 1-3), 4 (over 5-7) and 8 (over
-// 9, 10). Rank 10's failure ends the first attempt; its agent is held
-// (SIGSTOP) once the teardown began, so the restart waits for it while the
-// test kills root 4. Root 4's seat goes to the spare, hosts 5-7 keep theirs
-// and get new agents; the second attempt runs the same world.
+// 9, 10). Rank 9's failure ends the first attempt. Every agent answers
+// `ready` as its ranks end, so to make the restart wait, host 10's agent is
+// held (SIGSTOP) while its rank is in its SIGTERM trap: the launcher gives
+// up on that exit after --kill-grace + 5 s and restarts, waiting for that
+// agent, and the test kills root 4 then. Root 4's seat goes to the spare,
+// hosts 5-7 keep theirs and get new agents; the second attempt runs the
+// same world.
 TEST_CASE("tree: --spares - an interior agent killed during the restart: its seat goes to the spare, the hosts "
           "beneath it get new agents, the job completes",
           "[integration][tree][spares]") {
@@ -334,12 +383,15 @@ TEST_CASE("tree: --spares - an interior agent killed during the restart: its sea
   RunSpec s = tree_run(tree_hosts(m, 12, 1), 3,
                        {"sh", "-c",
                         "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then"
-                        "  if [ $RANK = 10 ]; then while [ ! -e \"$1/go\" ]; do sleep 0.05; done; exit 3; fi;"
+                        "  if [ $RANK = 9 ]; then while [ ! -e \"$1/go\" ]; do sleep 0.05; done; exit 3; fi;"
                         "  trap 'touch \"$1/term-$RANK\"; kill $! 2>/dev/null; sleep 1; exit 0' TERM;"
                         "  sleep \"$0\" & wait; fi;"
                         "echo done $RANK $NODE_RANK $WORLD_SIZE",
                         m, dir.path});
-  s.argv.insert(s.argv.begin() + 1, {"-v", "--spares", "1", "--max-restarts", "2", "--kill-grace", "5"});
+  // The held agent must outlast the launcher's wait for its exit without
+  // being lost for silence: --heartbeat-timeout well above 1 + 5 s.
+  s.argv.insert(s.argv.begin() + 1,
+                {"-v", "--spares", "1", "--max-restarts", "2", "--kill-grace", "1", "--heartbeat-timeout", "60"});
   Child c = start(s);
   ChildGuard guard{c, m};
   auto a = wait_agents(m, 12, 60, c.pid);
@@ -349,10 +401,9 @@ TEST_CASE("tree: --spares - an interior agent killed during the restart: its sea
   REQUIRE(parent_of(a.at(host(11, m))) == c.pid);  // the spare
   REQUIRE(wait_marked(m, 12 + 10 + 10, 60, c.pid).size() >= 32);  // agents, the ranks' sh and sleeps
   write_file(dir.path + "/go", "");
-  // A rank was sent SIGTERM: the launcher has rank 10's exit. Its agent is held.
+  // Rank 10 was sent SIGTERM (its trap runs for a second): hold its agent.
   bool term = false;
-  for (int i = 0; i < 400 && !term; ++i, ::usleep(25000))
-    for (int r = 0; r < 10 && !term; ++r) term = ::access((dir.path + "/term-" + std::to_string(r)).c_str(), F_OK) == 0;
+  for (int i = 0; i < 400 && !term; ++i, ::usleep(10000)) term = ::access((dir.path + "/term-10").c_str(), F_OK) == 0;
   REQUIRE(term);
   ::kill(a.at(host(10, m)), SIGSTOP);
   std::string err;
@@ -366,7 +417,7 @@ TEST_CASE("tree: --spares - an interior agent killed during the restart: its sea
   REQUIRE(restarting);
   CHECK(moved);
   CHECK(r.code == 0);
-  CHECK(r.err.find("attempt 1 of 3 failed: rank 10 on " + host(10, m)) != std::string::npos);
+  CHECK(r.err.find("attempt 1 of 3 failed: rank 9 on " + host(9, m)) != std::string::npos);
   CHECK(r.err.find("attempt 2 of 3: " + host(4, m) + " lost (") != std::string::npos);
   CHECK(r.err.find("its rank 4 moved to spare " + host(11, m) + "; no spare left; the 3 hosts beneath " + host(4, m) +
                    " in the launch tree (" + host(5, m) + ", " + host(6, m) + ", " + host(7, m) +
