@@ -79,8 +79,6 @@ class Attempts {
   // The next attempt's MASTER_PORT: the port node rank 0's host offered
   // (it hosts rank 0); 0 if it has not answered. REQUIRES ready() returned true.
   int master_port() const;
-  // Whether the restart waits for no node's answer (all came with the teardown).
-  bool none_waiting() const { return waiting_.empty(); }
   // The nodes that have not answered yet (for a timeout's message).
   std::vector<int> waiting() const { return {waiting_.begin(), waiting_.end()}; }
 

@@ -232,12 +232,12 @@ TEST_CASE("tree: --max-restarts - the agents say ready as their ranks end, and t
   s.argv.insert(s.argv.begin() + 1, {"-v", "--max-restarts", "1", "--kill-grace", "10"});
   Child c = start(s);
   ChildGuard guard{c, m};
-  for (int i = 0; i < 1200; ++i) {  // every rank up, rank 0's trap set
-    int n = 0;
-    for (int r = 0; r < 6; ++r) n += std::filesystem::exists(up + std::to_string(r)) ? 1 : 0;
-    if (n == 6) break;
-    ::usleep(50000);
+  int up_ranks = 0;  // every rank up, rank 0's trap set
+  for (int i = 0; i < 1200 && up_ranks < 6; ++i, ::usleep(50000)) {
+    up_ranks = 0;
+    for (int r = 0; r < 6; ++r) up_ranks += std::filesystem::exists(up + std::to_string(r)) ? 1 : 0;
   }
+  REQUIRE(up_ranks == 6);
   write_file(go, "");
   RunResult r = wait(c, 60);
   INFO(r.out << r.err);

@@ -85,11 +85,11 @@ TEST_CASE("attempts: answers that come with the teardown count for the restart, 
   CHECK_FALSE(a.ready(3, 1, 5003));  // node 3's agent is lost and started anew: its hello counts, not this
   a.begin_restart({0, 1, 2, 3}, {3});
   CHECK(a.waiting() == std::vector<int>{2, 3});
-  CHECK_FALSE(a.none_waiting());
+  CHECK_FALSE(a.waiting().empty());
   CHECK_FALSE(a.ready(2, 1, 5002));
   CHECK(a.waiting() == std::vector<int>{3});
   CHECK(a.ready(3, 1, 6003));  // the new agent's hello
-  CHECK(a.none_waiting());
+  CHECK(a.waiting().empty());
   CHECK(a.master_port() == 5000);  // node 0's early answer offered it
   a.relaunched();
   // The next teardown's answers: a node every agent answered for is ready at once.
@@ -97,7 +97,7 @@ TEST_CASE("attempts: answers that come with the teardown count for the restart, 
   CHECK_FALSE(a.ready(1, 2, 7001));
   CHECK_FALSE(a.ready(1, 1, 5001));  // the attempt before's: stale
   a.begin_restart({0, 1});
-  CHECK(a.none_waiting());
+  CHECK(a.waiting().empty());
   CHECK(a.master_port() == 7000);
   a.relaunched();
   // Kept answers do not outlive their restart: attempt 3 waits for both again.
